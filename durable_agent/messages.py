@@ -1,0 +1,292 @@
+"""The message model: one ordered array of OpenAI-chat-shaped messages.
+
+The JSON form of every message is its OpenAI Chat Completions wire form plus a
+few extensions (all defaulting to ``None``), so
+``m.model_dump(mode="json", exclude_none=True)`` of a message without
+extensions is exactly what the provider receives. The array is the workflow
+state; codecs derive every provider's request body from it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+
+class _Frozen(BaseModel):
+    # Frozen: a stored message is history; code derives new arrays instead of editing it.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- user content parts (already in OpenAI's content-part shape) -------------
+
+
+class TextPart(_Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageURL(_Frozen):
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(_Frozen):
+    type: Literal["image_url"] = "image_url"
+    image_url: ImageURL
+
+
+class InputAudio(_Frozen):
+    data: str
+    """Base64-encoded audio."""
+    format: str
+    """OpenAI's audio format name (``wav``, ``mp3``, ...), see :func:`audio_format`."""
+
+
+class AudioPart(_Frozen):
+    type: Literal["input_audio"] = "input_audio"
+    input_audio: InputAudio
+
+
+class FileData(_Frozen):
+    file_data: str | None = None
+    """A ``data:<media type>;base64,...`` URL."""
+    file_id: str | None = None
+    filename: str | None = None
+
+
+class FilePart(_Frozen):
+    type: Literal["file"] = "file"
+    file: FileData
+
+
+ContentPart = Annotated[TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")]
+
+# --- messages ------------------------------------------------------------------
+
+
+class FunctionCall(_Frozen):
+    name: str
+    arguments: str
+    """The raw JSON string exactly as the model emitted it; parsed only by the tool activity."""
+
+
+class ToolCall(_Frozen):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Usage(_Frozen):
+    """Token counts, normalised to OpenAI's names whatever the provider called them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        def opt(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=opt(self.reasoning_tokens, other.reasoning_tokens),
+            cached_tokens=opt(self.cached_tokens, other.cached_tokens),
+        )
+
+
+class SystemMessage(_Frozen):
+    role: Literal["system"] = "system"
+    content: str | list[TextPart]
+    name: str | None = None
+    # extension
+    timestamp: int | None = None
+    """Creation time in milliseconds since the epoch (local only)."""
+
+
+class UserMessage(_Frozen):
+    role: Literal["user"] = "user"
+    content: str | list[ContentPart]
+    name: str | None = None
+    # extension
+    timestamp: int | None = None
+
+
+class AssistantMessage(_Frozen):
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+    """Always a string: a provider's ``null`` (pure tool-call turn) becomes ``""``."""
+    tool_calls: list[ToolCall] | None = None
+    refusal: str | None = None
+    name: str | None = None
+    # extensions
+    reasoning: str | None = None
+    """The flat, human-readable reasoning; resent only on tool-call turns."""
+    reasoning_details: list[dict[str, Any]] | None = None
+    """Structured reasoning blocks, verbatim: never edited, reordered or dropped in storage."""
+    finish_reason: str | None = None
+    is_error: bool | None = None
+    """The turn failed (blank or broken stream, refusal, provider error): see ``error``."""
+    error: str | None = None
+    timestamp: int | None = None
+    usage: Usage | None = None
+    malformed_tool_calls: list[str] | None = None
+    """Tool-call blocks the provider sent that could not be read as calls, kept raw."""
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _null_content_is_empty(cls, value: object) -> object:
+        return "" if value is None else value
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _no_empty_tool_calls(cls, value: object) -> object:
+        # OpenAI rejects "tool_calls": []; an empty batch is no batch.
+        return None if value == [] else value
+
+
+class ApprovalRecord(_Frozen):
+    """How a gated tool call was decided, kept on its result for audit."""
+
+    decision: Literal["approved", "denied"]
+    by: str | None = None
+    at: datetime | None = None
+    reason: str | None = None
+    timed_out: bool | None = None
+    """The decision is the policy's default, applied when nobody answered in time."""
+
+
+class ToolMessage(_Frozen):
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    content: str
+    # extensions
+    tool_name: str | None = None
+    is_error: bool | None = None
+    approval: ApprovalRecord | None = None
+    timestamp: int | None = None
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
+MessageListAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+#: Fields that never cross the wire (the reasoning fields cross conditionally).
+LOCAL_EXTENSIONS = frozenset(
+    {
+        "timestamp",
+        "finish_reason",
+        "is_error",
+        "error",
+        "usage",
+        "malformed_tool_calls",
+        "tool_name",
+        "approval",
+    }
+)
+REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})
+
+
+def parse_message(data: Any) -> Message:
+    """Validate one message from its JSON form (a dict or a JSON string)."""
+    if isinstance(data, str | bytes):
+        return MessageAdapter.validate_json(data)
+    return MessageAdapter.validate_python(data)
+
+
+def parse_messages(data: Any) -> list[Message]:
+    """Validate a message array from its JSON form (a list or a JSON string)."""
+    if isinstance(data, str | bytes):
+        return MessageListAdapter.validate_json(data)
+    return MessageListAdapter.validate_python(data)
+
+
+def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The stored JSON form of an array: wire fields plus any extensions that are set."""
+    return [m.model_dump(mode="json", exclude_none=True) for m in messages]
+
+
+# --- constructors for the common cases ---------------------------------------
+
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/mp3": "mp3",
+    "audio/mpeg": "mp3",
+    "audio/flac": "flac",
+    "audio/ogg": "ogg",
+}
+
+
+def audio_format(media_type: str) -> str:
+    """Map an audio media type to OpenAI's ``input_audio.format`` (seed 004 §7.1.2)."""
+    media_type = media_type.strip().lower()
+    if media_type in _AUDIO_FORMATS:
+        return _AUDIO_FORMATS[media_type]
+    if media_type.startswith("audio/") and len(media_type) > len("audio/"):
+        return media_type.removeprefix("audio/")
+    raise ValueError(f"not an audio media type: {media_type!r} (expected audio/*)")
+
+
+def data_url(data: bytes, media_type: str) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def text_part(text: str) -> TextPart:
+    return TextPart(text=text)
+
+
+def image_part(url: str, detail: Literal["auto", "low", "high"] | None = None) -> ImagePart:
+    """An image by URL (``https://...`` or a ``data:`` URL)."""
+    return ImagePart(image_url=ImageURL(url=url, detail=detail))
+
+
+def image_part_from_bytes(
+    data: bytes, media_type: str, detail: Literal["auto", "low", "high"] | None = None
+) -> ImagePart:
+    if not media_type.startswith("image/"):
+        raise ValueError(f"not an image media type: {media_type!r} (expected image/*)")
+    return image_part(data_url(data, media_type), detail)
+
+
+def audio_part(data: bytes, media_type: str) -> AudioPart:
+    fmt = audio_format(media_type)
+    return AudioPart(
+        input_audio=InputAudio(data=base64.b64encode(data).decode("ascii"), format=fmt)
+    )
+
+
+def file_part(data: bytes, filename: str, media_type: str = "application/pdf") -> FilePart:
+    return FilePart(file=FileData(file_data=data_url(data, media_type), filename=filename))
+
+
+def file_part_from_id(file_id: str) -> FilePart:
+    """A file already uploaded to the provider."""
+    return FilePart(file=FileData(file_id=file_id))
+
+
+def user_message(*content: str | TextPart | ImagePart | AudioPart | FilePart) -> UserMessage:
+    """A user message; a single text becomes plain string content, as on the wire."""
+    if not content:
+        raise ValueError("a user message needs some content")
+    if len(content) == 1 and isinstance(content[0], str):
+        return UserMessage(content=content[0])
+    parts = [text_part(c) if isinstance(c, str) else c for c in content]
+    return UserMessage(content=parts)
+
+
+def text_of(content: str | Iterable[Any]) -> str:
+    """The text of string or part-list content (non-text parts ignored)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))

@@ -1,0 +1,273 @@
+"""The HTTP client that talks to model providers.
+
+One pooled ``httpx.AsyncClient`` per process (per event loop). The API key is
+read from the environment variable an endpoint names, at request time, so it
+never enters a message, a spec, a workflow payload or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from durable_agent import __version__
+from durable_agent.codecs import (
+    SSEDecoder,
+    SSEEvent,
+    WireAPI,
+    anthropic,
+    new_stream_accumulator,
+    parse_response,
+    request_path,
+)
+from durable_agent.codecs.common import error_text
+from durable_agent.messages import AssistantMessage
+
+USER_AGENT = f"durable-agent/{__version__}"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class ProviderEndpoint(BaseModel):
+    """Where and how to reach a model; holds the *name* of the key's variable, never the key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api: WireAPI = "chat"
+    base_url: str = "https://api.openai.com/v1"
+    """Base URL including the version segment; the API's path is appended."""
+    api_key_env: str | None = "OPENAI_API_KEY"
+    """Environment variable holding the key; ``None`` sends no key (local servers)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    read_timeout: float = Field(default=120.0, gt=0)
+    """Longest wait for the next bytes of a response (a stream may run longer in total)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {url!r}")
+        return url.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        secret = {"authorization", "x-api-key", "api-key"} & {h.lower() for h in headers}
+        if secret:
+            raise ValueError(
+                f"header {sorted(secret)[0]!r} would put a secret in the spec; "
+                "name the environment variable in api_key_env instead"
+            )
+        return headers
+
+    @property
+    def url(self) -> str:
+        return self.base_url + request_path(self.api)
+
+
+class ProviderError(Exception):
+    """A provider call that failed, classified for retry.
+
+    ``retryable`` follows the status: 408/409/429/5xx and transport failures may
+    succeed on a later attempt; other 4xx never will. ``retry_after`` carries the
+    provider's ``Retry-After`` in seconds when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status_code = status_code
+        self.retry_after = retry_after
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def parse_retry_after(headers: httpx.Headers, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait, from ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - now())
+
+
+def _status_error(
+    endpoint: ProviderEndpoint, response: httpx.Response, body: bytes
+) -> ProviderError:
+    try:
+        said = error_text(json.loads(body))
+    except ValueError:
+        said = body.decode("utf-8", "replace").strip()[:500] or "(empty body)"
+    status = response.status_code
+    return ProviderError(
+        f"{endpoint.url} returned {status} {response.reason_phrase}: {said}",
+        retryable=is_retryable_status(status),
+        status_code=status,
+        retry_after=parse_retry_after(response.headers),
+    )
+
+
+def _transport_error(endpoint: ProviderEndpoint, error: httpx.TransportError) -> ProviderError:
+    detail = str(error) or "connection closed by the server"
+    return ProviderError(
+        f"transport failure talking to {endpoint.url}: {type(error).__name__}: {detail}",
+        retryable=True,
+    )
+
+
+class ProviderClient:
+    """Sends request bodies to an endpoint and returns assistant messages."""
+
+    def __init__(self, http: httpx.AsyncClient | None = None) -> None:
+        self._http = http or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _headers(self, endpoint: ProviderEndpoint) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, **endpoint.headers}
+        key = None
+        if endpoint.api_key_env:
+            key = os.environ.get(endpoint.api_key_env)
+            if not key:
+                raise ProviderError(
+                    f"environment variable {endpoint.api_key_env} is not set; it holds the "
+                    f"API key for {endpoint.base_url} (named by api_key_env)",
+                    retryable=False,
+                )
+        if endpoint.api == "anthropic":
+            headers["anthropic-version"] = anthropic.API_VERSION
+            if key:
+                headers["x-api-key"] = key
+        elif key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _timeout(self, endpoint: ProviderEndpoint) -> httpx.Timeout:
+        return httpx.Timeout(endpoint.read_timeout, connect=endpoint.connect_timeout)
+
+    async def post_json(self, endpoint: ProviderEndpoint, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` and return the JSON response; raises :class:`ProviderError`."""
+        try:
+            response = await self._http.post(
+                endpoint.url,
+                json=body,
+                headers=self._headers(endpoint),
+                timeout=self._timeout(endpoint),
+            )
+        except httpx.TransportError as error:
+            raise _transport_error(endpoint, error) from error
+        if response.status_code >= 400:
+            raise _status_error(endpoint, response, response.content)
+        try:
+            data = response.json()
+        except ValueError as error:
+            raise ProviderError(
+                f"{endpoint.url} returned malformed JSON: {response.text[:200]!r}", retryable=True
+            ) from error
+        if not isinstance(data, dict):
+            raise ProviderError(
+                f"{endpoint.url} returned JSON that is not an object", retryable=True
+            )
+        return data
+
+    async def stream_events(
+        self, endpoint: ProviderEndpoint, body: dict[str, Any]
+    ) -> AsyncIterator[SSEEvent]:
+        """POST ``body`` and yield its server-sent events as they arrive.
+
+        An error status raises before any event; a transport failure mid-stream
+        raises :class:`ProviderError` (retryable) after the events already read.
+        """
+        decoder = SSEDecoder()
+        try:
+            async with self._http.stream(
+                "POST",
+                endpoint.url,
+                json=body,
+                headers={**self._headers(endpoint), "Accept": "text/event-stream"},
+                timeout=self._timeout(endpoint),
+            ) as response:
+                if response.status_code >= 400:
+                    raise _status_error(endpoint, response, await response.aread())
+                async for chunk in response.aiter_bytes():
+                    for event in decoder.feed(chunk):
+                        yield event
+            for event in decoder.close():
+                yield event
+        except httpx.TransportError as error:
+            raise _transport_error(endpoint, error) from error
+
+    async def complete(
+        self,
+        endpoint: ProviderEndpoint,
+        body: dict[str, Any],
+        *,
+        on_text: Callable[[str], None] | None = None,
+    ) -> AssistantMessage:
+        """One model turn: streams when ``body["stream"]`` is true, else a single response.
+
+        Status errors raise :class:`ProviderError`; a stream that breaks, comes back
+        blank or never completes returns an assistant message with ``is_error``.
+        """
+        if not body.get("stream"):
+            return parse_response(endpoint.api, await self.post_json(endpoint, body))
+        accumulator = new_stream_accumulator(endpoint.api)
+        try:
+            async for event in self.stream_events(endpoint, body):
+                text = accumulator.add(event)
+                if text and on_text is not None:
+                    on_text(text)
+        except ProviderError as error:
+            if error.status_code is not None:
+                raise
+            accumulator.fail(error.message)
+        return accumulator.finish()
+
+
+_shared: dict[asyncio.AbstractEventLoop, ProviderClient] = {}
+
+
+def shared_client() -> ProviderClient:
+    """The process's pooled client for the running event loop."""
+    loop = asyncio.get_running_loop()
+    for stale in [lp for lp in _shared if lp.is_closed()]:
+        del _shared[stale]
+    client = _shared.get(loop)
+    if client is None:
+        client = _shared[loop] = ProviderClient()
+    return client

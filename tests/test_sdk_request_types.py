@@ -1,0 +1,131 @@
+"""Our wire output validates against the official openai and anthropic SDK request types."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pydantic
+import pytest
+
+from durable_agent import (
+    AssistantMessage,
+    ModelOptions,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    audio_part,
+    file_part,
+    file_part_from_id,
+    image_part,
+    image_part_from_bytes,
+    user_message,
+)
+from durable_agent.codecs import build_request
+from tests.sdk_types import validate_request
+
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+        "required": ["city", "unit"],
+    },
+    bound_parameters=("unit",),
+)
+STRICT = WEATHER.model_copy(update={"name": "strict_weather", "strict": True})
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "temp": {"type": "integer"}},
+    "required": ["city"],
+}
+
+
+def conversation(parts: bool = True) -> list[Any]:
+    first = (
+        user_message(
+            "Compare these",
+            image_part("https://example.com/a.png", detail="low"),
+            image_part_from_bytes(b"\x89PNG", "image/png"),
+            file_part(b"%PDF-1.4", "a.pdf"),
+        )
+        if parts
+        else user_message("Compare NYC and London")
+    )
+    calls = AssistantMessage.model_validate(
+        {
+            "content": "",
+            "reasoning": "two cities, two calls",
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "function": {"name": "get_weather", "arguments": '{"city":"NYC"}'},
+                },
+                {
+                    "id": "call_0",
+                    "function": {"name": "get_weather", "arguments": '{"city":"London"}'},
+                },
+            ],
+        }
+    )
+    return [
+        SystemMessage(content="You are a helpful weather assistant."),
+        first,
+        calls,
+        ToolMessage(tool_call_id="call_0", content="72F sunny"),
+        ToolMessage(tool_call_id="call_0", content="55F rainy", is_error=True),
+        AssistantMessage(content="NYC is warmer.", reasoning="dropped on egress"),
+        user_message("Thanks"),
+    ]
+
+
+OPTIONS = ModelOptions(temperature=0.2, max_output_tokens=300, top_p=0.9, stop=["END"], seed=7)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_full_conversation_validates(api: str, with_schema: bool) -> None:
+    # anthropic 2.11 no longer types temperature/top_p/top_k (we still send them when a
+    # user sets them: older models take them, and the conformance vectors expect them).
+    options = ModelOptions(max_output_tokens=300, stop=["END"]) if api == "anthropic" else OPTIONS
+    body = build_request(
+        api,  # type: ignore[arg-type]
+        conversation(),
+        model="some-model",
+        tools=[WEATHER, STRICT],
+        options=options,
+        output_schema=SCHEMA if with_schema else None,
+    )
+    if api == "chat":
+        # reasoning_content is the deliberate, non-standard extension (seed 000).
+        assert body["messages"][2].pop("reasoning_content") == "two cities, two calls"
+    validate_request(api, body)
+
+
+def test_audio_validates_for_chat() -> None:
+    body = build_request(
+        "chat", [user_message("listen", audio_part(b"RIFF", "audio/x-wav"))], model="m"
+    )
+    assert body["messages"][0]["content"][1] == {
+        "type": "input_audio",
+        "input_audio": {"data": "UklGRg==", "format": "wav"},
+    }
+    validate_request("chat", body)
+
+
+def test_file_id_validates_everywhere() -> None:
+    for api in ("chat", "responses", "anthropic"):
+        body = build_request(api, [user_message("read", file_part_from_id("file-1"))], model="m")  # type: ignore[arg-type]
+        validate_request(api, body)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_validator_rejects_a_broken_body(api: str) -> None:
+    # The check itself must be able to fail: an unknown key deep inside is caught.
+    body = build_request(api, conversation(parts=False), model="m", tools=[WEATHER])  # type: ignore[arg-type]
+    broken = copy.deepcopy(body)
+    key = "input" if api == "responses" else "messages"
+    broken[key][-1]["bogus_field"] = 1
+    with pytest.raises(pydantic.ValidationError):
+        validate_request(api, broken)
