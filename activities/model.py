@@ -1,0 +1,96 @@
+"""The model activity: one provider call per turn, streamed, with heartbeats."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from datetime import timedelta
+
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from durable_agent.codecs import build_request
+from durable_agent.contracts import ModelCallInput
+from durable_agent.messages import AssistantMessage
+from durable_agent.provider import ProviderClient, ProviderError, shared_client
+from durable_agent.tool_definition import ToolDefinition
+
+log = structlog.get_logger("durable_agent.model")
+
+#: Error types the workflow reacts to (the rest ends the session with the text).
+TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
+PROVIDER_ERROR = "ProviderError"
+MODEL_TURN_FAILED = "ModelTurnFailed"
+
+HEARTBEAT_EVERY_SECONDS = 2.0
+
+
+class ModelActivities:
+    def __init__(self, client: ProviderClient | None = None, cache_size: int = 256) -> None:
+        self._client = client
+        self._tool_cache: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def _tools(self, call: ModelCallInput) -> list[ToolDefinition]:
+        if call.tools_digest is None:
+            return []
+        if call.tools is not None:
+            self._tool_cache[call.tools_digest] = call.tools
+            while len(self._tool_cache) > self._cache_size:
+                self._tool_cache.popitem(last=False)
+            return call.tools
+        cached = self._tool_cache.get(call.tools_digest)
+        if cached is None:
+            raise ApplicationError(
+                f"this worker does not hold tool definitions {call.tools_digest}",
+                type=TOOL_DEFINITIONS_UNKNOWN,
+                non_retryable=True,
+            )
+        self._tool_cache.move_to_end(call.tools_digest)
+        return cached
+
+    @activity.defn(name="call_model")
+    async def call_model(self, call: ModelCallInput) -> AssistantMessage:
+        body = build_request(
+            call.endpoint.api,
+            call.messages,
+            model=call.model,
+            tools=self._tools(call),
+            options=call.options,
+            output_schema=call.output_schema,
+            reasoning=call.reasoning,
+            stream=call.stream,
+        )
+        streamed = 0
+        last_beat = time.monotonic()
+
+        def on_text(text: str) -> None:
+            nonlocal streamed, last_beat
+            streamed += len(text)
+            if time.monotonic() - last_beat >= HEARTBEAT_EVERY_SECONDS:
+                activity.heartbeat(streamed)
+                last_beat = time.monotonic()
+
+        info = activity.info()
+        bound = log.bind(session_id=call.session_id, turn=call.turn, attempt=info.attempt)
+        client = self._client or shared_client()
+        try:
+            message = await client.complete(call.endpoint, body, on_text=on_text)
+        except ProviderError as error:
+            bound.warning("provider call failed", error=error.message, retryable=error.retryable)
+            raise ApplicationError(
+                error.message,
+                type=PROVIDER_ERROR,
+                non_retryable=not error.retryable,
+                next_retry_delay=(
+                    timedelta(seconds=error.retry_after) if error.retry_after is not None else None
+                ),
+            ) from error
+        if message.is_error and message.refusal is None:
+            bound.warning("model turn failed", error=message.error)
+            raise ApplicationError(f"model turn failed: {message.error}", type=MODEL_TURN_FAILED)
+        bound.info(
+            "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
+        )
+        return message.model_copy(update={"timestamp": int(time.time() * 1000)})

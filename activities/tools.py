@@ -1,0 +1,109 @@
+"""Tool activities: resolve definitions at session start, gate by predicate, execute."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+from temporalio import activity
+
+from durable_agent.contracts import (
+    ApprovalCheckInput,
+    ResolvedTool,
+    ResolveToolsInput,
+    ResolveToolsResult,
+    ToolCallInput,
+)
+from durable_agent.messages import ToolMessage
+from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
+
+log = structlog.get_logger("durable_agent.tools")
+
+
+def _as_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+class ToolActivities:
+    def __init__(self, registry: ToolRegistry | None = None) -> None:
+        self._registry = registry or default_registry
+
+    @activity.defn(name="resolve_tools")
+    async def resolve_tools(self, request: ResolveToolsInput) -> ResolveToolsResult:
+        resolved, missing = [], []
+        for name in request.names:
+            found = self._registry.get(name)
+            if found is None:
+                missing.append(name)
+                continue
+            resolved.append(
+                ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
+            )
+        return ResolveToolsResult(tools=resolved, missing=missing)
+
+    @activity.defn(name="check_approvals")
+    async def check_approvals(self, request: ApprovalCheckInput) -> list[bool]:
+        """Whether each call needs a person, by its tool's predicate over the validated
+        arguments. Calls with unusable arguments need none: they will not run."""
+        needed = []
+        for name, arguments in request.calls:
+            found = self._registry.get(name)
+            if found is None or found.predicate is None:
+                needed.append(True)  # cannot judge here: ask a person
+                continue
+            try:
+                validated = found.validate_arguments(arguments, {})
+            except ToolArgumentsError:
+                needed.append(False)
+                continue
+            needed.append(bool(found.predicate(validated)))
+        return needed
+
+    @activity.defn(name="run_tool")
+    async def run_tool(self, call: ToolCallInput) -> ToolMessage:
+        """Run one call. Bad arguments and unknown tools come back as error results for the
+        model to read; an exception in the tool is raised, so its retry policy applies."""
+        info = activity.info()
+        context = ToolContext(
+            session_id=call.session_id,
+            turn=call.turn,
+            slot=call.slot,
+            tool_call_id=call.tool_call_id,
+            idempotency_key=f"{call.session_id}:{call.turn}:{call.slot}",
+            attempt=info.attempt,
+            context=call.bound,
+        )
+
+        def result(content: str, is_error: bool | None = None) -> ToolMessage:
+            return ToolMessage(
+                tool_call_id=call.tool_call_id,
+                content=content,
+                tool_name=call.tool_name,
+                is_error=is_error,
+                timestamp=int(time.time() * 1000),
+            )
+
+        found = self._registry.get(call.tool_name)
+        if found is None:
+            log.error("tool not loaded on this worker", tool=call.tool_name)
+            return result(
+                f"Tool not registered: {call.tool_name} (the worker that ran this call has "
+                "not loaded it)",
+                True,
+            )
+        try:
+            arguments = found.validate_arguments(call.arguments, call.bound)
+        except ToolArgumentsError as error:
+            return result(str(error), True)
+        log.info(
+            "tool call", tool=call.tool_name, key=context.idempotency_key, attempt=info.attempt
+        )
+        output = await found.invoke(arguments, context)
+        return result(_as_text(output))

@@ -1,0 +1,115 @@
+"""What crosses the workflow boundary: activity inputs, signals, query answers.
+
+Kept lean: every activity input and result is stored in history forever.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable_agent.messages import AssistantMessage, Message, ToolMessage, Usage
+from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.provider import ProviderEndpoint
+from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tools import ToolPolicy
+
+WORKFLOW_NAME = "AgentWorkflow"
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResolveToolsInput(_Contract):
+    names: list[str]
+
+
+class ResolvedTool(_Contract):
+    """A tool as the session recorded it at start: replay never asks a worker again."""
+
+    definition: ToolDefinition
+    policy: ToolPolicy
+    bind: dict[str, str] = Field(default_factory=dict)
+
+
+class ResolveToolsResult(_Contract):
+    tools: list[ResolvedTool]
+    missing: list[str] = Field(default_factory=list)
+    """Names no worker-side tool answers to."""
+
+
+class ModelCallInput(_Contract):
+    session_id: str
+    turn: int
+    endpoint: ProviderEndpoint
+    model: str
+    options: ModelOptions
+    reasoning: ReasoningWire
+    stream: bool
+    output_schema: dict[str, Any] | None = None
+    tools_digest: str | None = None
+    """Digest of the session's tool definitions, which the worker caches by it."""
+    tools: list[ToolDefinition] | None = None
+    """Sent only when a worker reported the digest unknown (then cached again)."""
+    messages: list[Message]
+
+
+class ToolCallInput(_Contract):
+    session_id: str
+    turn: int
+    slot: int
+    tool_name: str
+    tool_call_id: str
+    arguments: str
+    bound: dict[str, Any] = Field(default_factory=dict)
+
+
+class ApprovalCheckInput(_Contract):
+    calls: list[tuple[str, str]]
+    """(tool name, raw arguments) of the calls whose policy is a predicate."""
+
+
+class ApprovalSignal(_Contract):
+    approval_id: str
+    by: str | None = None
+    reason: str | None = None
+
+
+class PendingApproval(_Contract):
+    approval_id: str
+    turn: int
+    slot: int
+    tool_name: str
+    arguments: str
+    requested_at: datetime
+    deadline: datetime | None = None
+
+
+Phase = Literal[
+    "starting", "calling_model", "awaiting_approval", "running_tools", "idle", "done", "failed"
+]
+
+
+class SessionStatus(_Contract):
+    phase: Phase
+    turn: int
+    message_count: int
+    pending_approvals: list[PendingApproval]
+    usage: Usage
+    last_error: str | None = None
+    rejected_signals: list[str] = Field(default_factory=list)
+    """Signals that changed nothing (unknown or already-decided approval ids), newest last."""
+
+
+class AgentResult(_Contract):
+    status: Literal["done", "failed"]
+    stop_reason: str
+    final: AssistantMessage | ToolMessage | None = None
+    structured_output: Any = None
+    error: str | None = None
+    turns: int
+    message_count: int
+    usage: Usage

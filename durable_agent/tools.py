@@ -1,0 +1,295 @@
+"""Tools: plain typed Python functions, described to the model and run as activities.
+
+``@tool`` turns a function (sync or async) into a :class:`Tool`: its name, the
+description from its docstring, a JSON schema from its signature (via
+pydantic), and a policy (approval, execution mode, timeout, retries, task
+queue). Parameters typed :class:`ToolContext`, and those named in ``bind``, are
+injected at call time and hidden from the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from durable_agent.tool_definition import ToolDefinition
+
+ApprovalMode = Literal["never", "always", "predicate", "deny"]
+ExecutionMode = Literal["parallel", "sequential"]
+ApprovalPredicate = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about the call it serves (inject by typing a parameter)."""
+
+    session_id: str
+    turn: int
+    slot: int
+    tool_call_id: str
+    idempotency_key: str
+    """``<session id>:<turn>:<slot>``: the same on every retry and after a worker crash,
+    so a tool with side effects can deduplicate them."""
+    attempt: int = 1
+    context: dict[str, Any] = field(default_factory=dict)
+    """The values bound for this call from the session's ``context``."""
+
+
+class ToolPolicy(BaseModel):
+    """How the runtime treats a tool; JSON so a session can record and override it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approval: ApprovalMode = "never"
+    """``never``; ``always``; ``predicate`` (the tool's predicate over the validated
+    arguments decides); ``deny`` (never runs: a per-session ban)."""
+    deny_reason: str = "not allowed in this session"
+    execution_mode: ExecutionMode = "parallel"
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts when the tool raises (1: no retry). Bad arguments are never retried."""
+    initial_retry_seconds: float = Field(default=1.0, gt=0)
+    task_queue: str | None = None
+    """Run on another worker pool (a GPU box, a network zone); default: the session's."""
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
+    approval_timeout_decision: Literal["approved", "denied"] = "denied"
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments could not be used; the text is shown to the model."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    definition: ToolDefinition
+    policy: ToolPolicy
+    handler: Callable[..., Any]
+    arguments_model: type[BaseModel] | None
+    """Validates the model's arguments; ``None`` for tools defined by a raw schema."""
+    context_parameter: str | None = None
+    bind: dict[str, str] = field(default_factory=dict)
+    """Parameter -> key of the session's ``context`` to fill it from."""
+    predicate: ApprovalPredicate | None = None
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def validate_arguments(self, arguments: str, bound: dict[str, Any]) -> dict[str, Any]:
+        """Parse and validate the raw JSON arguments, with bound values merged in."""
+        try:
+            raw = json.loads(arguments) if arguments.strip() else {}
+        except ValueError as error:
+            raise ToolArgumentsError(
+                f"Invalid arguments for '{self.name}': not valid JSON ({error}). "
+                f"Arguments received: {arguments[:500]}"
+            ) from error
+        if not isinstance(raw, dict):
+            raise ToolArgumentsError(
+                f"Invalid arguments for '{self.name}': expected a JSON object, "
+                f"got {arguments[:200]}"
+            )
+        merged = {**raw, **bound}  # bound values win over anything the model sent
+        if self.arguments_model is None:
+            return merged
+        try:
+            return self.arguments_model.model_validate(merged).model_dump()
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ToolArgumentsError(f"Invalid arguments for '{self.name}': {problems}") from error
+
+    async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        kwargs = dict(arguments)
+        if self.context_parameter:
+            kwargs[self.context_parameter] = context
+        if self.arguments_model is None:
+            call = functools.partial(self.handler, kwargs, context)
+        else:
+            call = functools.partial(self.handler, **kwargs)
+        if inspect.iscoroutinefunction(self.handler):
+            return await call()
+        result = await asyncio.to_thread(call)  # a sync tool must not block the worker's loop
+        return await result if inspect.isawaitable(result) else result
+
+
+def _description(fn: Callable[..., Any]) -> str:
+    return inspect.getdoc(fn) or ""
+
+
+def _build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    strict: bool,
+    bind: dict[str, str] | None,
+    approval: ApprovalMode | ApprovalPredicate,
+    policy_fields: dict[str, Any],
+) -> Tool:
+    hints = get_type_hints(fn)
+    signature = inspect.signature(fn)
+    fields: dict[str, Any] = {}
+    context_parameter = None
+    bind = dict(bind or {})
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__}: *args and **kwargs cannot be described")
+        annotation = hints.get(parameter.name, Any)
+        if annotation is ToolContext:
+            context_parameter = parameter.name
+            continue
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    unknown = set(bind) - set(fields)
+    if unknown:
+        raise TypeError(f"tool {fn.__name__}: bind names unknown parameters {sorted(unknown)}")
+    model = create_model(f"{fn.__name__}_arguments", **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    predicate = None
+    if callable(approval):
+        predicate, approval = approval, "predicate"
+    definition = ToolDefinition(
+        name=name or fn.__name__,
+        description=description if description is not None else _description(fn),
+        parameters=schema,
+        strict=strict,
+        bound_parameters=tuple(bind),
+    )
+    return Tool(
+        definition=definition,
+        policy=ToolPolicy(approval=approval, **policy_fields),
+        handler=fn,
+        arguments_model=model,
+        context_parameter=context_parameter,
+        bind=bind,
+        predicate=predicate,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: ApprovalMode | ApprovalPredicate = "never",
+    execution_mode: ExecutionMode = "parallel",
+    timeout_seconds: float = 300.0,
+    max_attempts: int = 3,
+    task_queue: str | None = None,
+    strict: bool = False,
+    bind: dict[str, str] | None = None,
+    approval_timeout_seconds: float | None = None,
+    approval_timeout_decision: Literal["approved", "denied"] = "denied",
+    registry: ToolRegistry | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: ApprovalMode | ApprovalPredicate = "never",
+    execution_mode: ExecutionMode = "parallel",
+    timeout_seconds: float = 300.0,
+    max_attempts: int = 3,
+    task_queue: str | None = None,
+    strict: bool = False,
+    bind: dict[str, str] | None = None,
+    approval_timeout_seconds: float | None = None,
+    approval_timeout_decision: Literal["approved", "denied"] = "denied",
+    registry: ToolRegistry | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of a typed function and register it (in ``default_registry`` unless
+    another ``registry`` is given). Usable bare (``@tool``) or with options."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        built = _build_tool(
+            f,
+            name=name,
+            description=description,
+            strict=strict,
+            bind=bind,
+            approval=approval,
+            policy_fields={
+                "execution_mode": execution_mode,
+                "timeout_seconds": timeout_seconds,
+                "max_attempts": max_attempts,
+                "task_queue": task_queue,
+                "approval_timeout_seconds": approval_timeout_seconds,
+                "approval_timeout_decision": approval_timeout_decision,
+            },
+        )
+        (registry or default_registry).add(built)
+        return built
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def schema_tool(
+    definition: ToolDefinition,
+    handler: Callable[[dict[str, Any], ToolContext], Any | Awaitable[Any]],
+    *,
+    policy: ToolPolicy | None = None,
+    bind: dict[str, str] | None = None,
+) -> Tool:
+    """A tool described by a raw JSON schema (generated or proxied tools); the handler
+    receives the parsed arguments and the :class:`ToolContext`."""
+    bind = dict(bind or {})
+    if bind and set(bind) != set(definition.bound_parameters):
+        definition = definition.model_copy(update={"bound_parameters": tuple(bind)})
+    return Tool(
+        definition=definition,
+        policy=policy or ToolPolicy(),
+        handler=handler,
+        arguments_model=None,
+        bind=bind,
+    )
+
+
+class ToolRegistry:
+    """The tools a worker can run, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool) -> None:
+        existing = self._tools.get(t.name)
+        if existing is not None and existing.handler is not t.handler:
+            raise ValueError(f"a different tool named {t.name!r} is already registered")
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+default_registry = ToolRegistry()

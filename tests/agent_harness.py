@@ -1,0 +1,90 @@
+"""Running sessions in tests the way a user does: real server, worker, scripted provider."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.contracts import AgentResult
+from durable_agent.messages import Message
+from durable_agent.provider import ProviderEndpoint
+from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.temporal_cli import temporal_binary
+from durable_agent.testing import ScriptedProvider
+from durable_agent.tools import ToolRegistry
+from worker import build_worker
+
+
+def spec_for(
+    provider: ScriptedProvider, tools: Sequence[str | dict[str, Any]] = (), **kw: Any
+) -> AgentSpec:
+    model = ModelSpec(
+        name="scripted-model",
+        endpoint=ProviderEndpoint(base_url=provider.base_url, api_key_env=None),
+        max_attempts=kw.pop("max_attempts", 2),
+        initial_retry_seconds=0.1,
+    )
+    return AgentSpec.model_validate({"model": model.model_dump(), "tools": list(tools), **kw})
+
+
+@asynccontextmanager
+async def running_worker(
+    env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry
+) -> AsyncIterator[Client]:
+    async with build_worker(env.client, task_queue=task_queue, registry=registry):
+        yield env.client
+
+
+async def start_session(
+    client: Client, task_queue: str, spec: AgentSpec, message: str, session_id: str | None = None
+) -> WorkflowHandle[Any, AgentResult]:
+    return await client.start_workflow(
+        "AgentWorkflow",
+        AgentInput(spec=spec, message=message),
+        id=session_id or f"session-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        result_type=AgentResult,
+    )
+
+
+def temporal_cli(env: WorkflowEnvironment, *args: str) -> str:
+    """Run the real `temporal` CLI against the test server and return its stdout."""
+    address = env.client.service_client.config.target_host
+    done = subprocess.run(
+        [temporal_binary(), *args, "--address", address, "--namespace", "default"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"temporal {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+async def cli_json(env: WorkflowEnvironment, *args: str) -> Any:
+    out = await asyncio.to_thread(temporal_cli, env, *args, "--output", "json")
+    return json.loads(out)
+
+
+async def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(interval)
+
+
+async def query_messages(handle: WorkflowHandle[Any, Any], from_index: int = 0) -> list[Message]:
+    return await handle.query("messages", from_index, result_type=list[Message])  # type: ignore[arg-type]

@@ -1,0 +1,291 @@
+"""AgentWorkflow on the real Temporal dev server, with the scripted provider over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AssistantMessage, ToolMessage, parse_messages
+from durable_agent.contracts import SessionStatus
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
+from durable_agent.tools import ToolContext, ToolRegistry, tool
+from tests.agent_harness import (
+    cli_json,
+    query_messages,
+    running_worker,
+    spec_for,
+    start_session,
+    temporal_cli,
+    wait_for,
+)
+
+HISTORIES = Path(__file__).parent / "histories"
+RECORD = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES") == "1"
+
+registry = ToolRegistry()
+timeline: list[tuple[str, str, float, float]] = []
+side_effects: list[str] = []
+
+
+@tool(registry=registry)
+async def slow_echo(label: str, seconds: float) -> str:
+    """Sleep, then echo the label."""
+    start = time.monotonic()
+    await asyncio.sleep(seconds)
+    timeline.append(("slow_echo", label, start, time.monotonic()))
+    return f"echo:{label}"
+
+
+@tool(registry=registry)
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return {"NYC": "72F sunny", "London": "55F rainy"}.get(city, "unknown city")
+
+
+@tool(registry=registry)
+def flaky(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(reason)
+
+
+@tool(registry=registry, approval="always")
+def delete_file(path: str, ctx: ToolContext) -> str:
+    """Delete a file (needs a person's approval)."""
+    side_effects.append(f"{ctx.idempotency_key}:{path}")
+    return f"deleted {path}"
+
+
+async def record_history(handle: object, name: str) -> None:
+    if RECORD:
+        history = await handle.fetch_history()  # type: ignore[attr-defined]
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+
+
+def tool_messages(messages: list[object]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+async def test_parallel_batch_runs_concurrently_and_joins_in_request_order(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    timeline.clear()
+    batch = [("slow_echo", {"label": f"c{k}", "seconds": 1.0}) for k in range(4)]
+    # second batch: the last call finishes first
+    reversed_batch = [("slow_echo", {"label": f"r{k}", "seconds": 0.8 - 0.2 * k}) for k in range(4)]
+    script = [
+        assistant_calls(*batch, ids="call_0"),
+        assistant_calls(*reversed_batch, ids="call_0"),
+        assistant_text("all done"),
+    ]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            handle = await start_session(
+                client, task_queue, spec_for(provider, ["slow_echo"]), "go"
+            )
+            result = await handle.result()
+            messages = await query_messages(handle)
+        await record_history(handle, "parallel_batch")
+
+    assert result.status == "done" and result.final and result.final.content == "all done"
+    first = [t for t in timeline if t[1].startswith("c")]
+    span = max(t[3] for t in first) - min(t[2] for t in first)
+    assert span < 1.6, f"four 1 s calls took {span:.2f} s: not concurrent"
+    finish_order = [
+        t[1] for t in sorted((t for t in timeline if t[1].startswith("r")), key=lambda t: t[3])
+    ]
+    assert finish_order == ["r3", "r2", "r1", "r0"]
+    results = [m.content for m in tool_messages(messages)]
+    assert results == [f"echo:c{k}" for k in range(4)] + [f"echo:r{k}" for k in range(4)]
+    assert all(m.tool_call_id == "call_0" for m in tool_messages(messages))
+    # the provider saw every result in request order, paired by position
+    third_request = provider.requests[2].body["messages"]
+    assert [m["content"] for m in third_request if m["role"] == "tool"] == results
+
+
+async def test_errors_become_tool_results_the_model_can_read(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        AssistantMessage.model_validate(
+            {
+                "content": "",
+                "tool_calls": [
+                    {"id": "a", "function": {"name": "get_weather", "arguments": '{"city": "NYC"'}},
+                    {
+                        "id": "b",
+                        "function": {"name": "get_weather", "arguments": '{"town": "NYC"}'},
+                    },
+                    {"id": "c", "function": {"name": "launch_rockets", "arguments": "{}"}},
+                    {
+                        "id": "d",
+                        "function": {"name": "flaky", "arguments": '{"reason": "service down"}'},
+                    },
+                    {
+                        "id": "e",
+                        "function": {"name": "get_weather", "arguments": '{"city": "London"}'},
+                    },
+                ],
+            }
+        ),
+        assistant_text("recovered"),
+    ]
+    flaky_settings = {"name": "flaky"}
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, ["get_weather", flaky_settings])
+            handle = await start_session(client, task_queue, spec, "try everything")
+            result = await handle.result()
+            messages = await query_messages(handle)
+        await record_history(handle, "tool_errors")
+
+    assert result.status == "done"
+    results = tool_messages(messages)
+    assert [r.is_error for r in results] == [True, True, True, True, None]
+    assert "not valid JSON" in results[0].content
+    assert "city: Field required" in results[1].content
+    assert results[2].content.startswith("Tool not registered: launch_rockets")
+    assert results[3].content == "Error calling 'flaky': RuntimeError: service down"
+    assert results[4].content == "55F rainy"
+
+
+async def test_approval_by_temporal_cli_one_approved_one_denied(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    side_effects.clear()
+    script = [
+        assistant_calls(
+            ("delete_file", {"path": "/tmp/a"}),
+            ("delete_file", {"path": "/tmp/b"}),
+            ("get_weather", {"city": "NYC"}),
+        ),
+        assistant_text("deleted a, kept b"),
+    ]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, ["delete_file", "get_weather"])
+            handle = await start_session(client, task_queue, spec, "clean up")
+
+            async def pending() -> list[dict[str, object]]:
+                return await cli_json(
+                    temporal_env,
+                    "workflow",
+                    "query",
+                    "--workflow-id",
+                    handle.id,
+                    "--name",
+                    "pending_approvals",
+                )
+
+            answer = await wait_for(lambda: _two(pending))
+            ids = [p["approval_id"] for p in answer["queryResult"][0]]
+            assert ids == ["turn1-call0", "turn1-call1"]
+            status: SessionStatus = await handle.query("status", result_type=SessionStatus)
+            assert status.phase == "awaiting_approval" and not side_effects  # nothing ran yet
+
+            def signal(name: str, payload: dict[str, str]) -> str:
+                return temporal_cli(
+                    temporal_env,
+                    "workflow",
+                    "signal",
+                    "--workflow-id",
+                    handle.id,
+                    "--name",
+                    name,
+                    "--input",
+                    json.dumps(payload),
+                )
+
+            await asyncio.to_thread(signal, "approve", {"approval_id": ids[0], "by": "alice"})
+            # deciding again, or an unknown id, changes nothing and is visible in status
+            await asyncio.to_thread(signal, "deny", {"approval_id": ids[0], "by": "mallory"})
+            await asyncio.to_thread(signal, "approve", {"approval_id": "turn9-call9"})
+            await asyncio.to_thread(
+                signal, "deny", {"approval_id": ids[1], "by": "bob", "reason": "keep b"}
+            )
+            result = await handle.result()
+            status = await handle.query("status", result_type=SessionStatus)
+            messages = await query_messages(handle)
+        await record_history(handle, "approval")
+
+    assert result.status == "done" and result.final and result.final.content == "deleted a, kept b"
+    a, b, weather = tool_messages(messages)
+    assert a.content == "deleted /tmp/a" and a.approval and a.approval.by == "alice"
+    assert b.content == "Tool call denied by bob: keep b" and b.is_error
+    assert weather.content == "72F sunny"
+    assert side_effects == [f"{handle.id}:1:0:/tmp/a"]
+    assert status.phase == "done" and status.pending_approvals == []
+    assert len(status.rejected_signals) == 2
+    assert "already approved" in status.rejected_signals[0]
+    assert "no pending approval" in status.rejected_signals[1]
+
+
+async def _two(pending: object) -> object:
+    answer = await pending()  # type: ignore[operator]
+    return answer if len(answer["queryResult"][0] or []) == 2 else None
+
+
+async def test_queries_by_temporal_cli_return_the_message_array(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("get_weather", {"city": "NYC"})), assistant_text("It is 72F.")]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, ["get_weather"], instructions="Be brief.")
+            handle = await start_session(client, task_queue, spec, "Weather in NYC?")
+            await handle.result()
+            from_client = await query_messages(handle)
+            answer = await cli_json(
+                temporal_env, "workflow", "query", "--workflow-id", handle.id, "--name", "messages"
+            )
+            tail = await cli_json(
+                temporal_env,
+                "workflow",
+                "query",
+                "--workflow-id",
+                handle.id,
+                "--name",
+                "messages",
+                "--input",
+                "3",
+            )
+    from_cli = parse_messages(answer["queryResult"][0])
+    assert from_cli == from_client
+    assert [m.role for m in from_cli] == ["system", "user", "assistant", "tool", "assistant"]
+    assert parse_messages(tail["queryResult"][0]) == from_client[3:]
+
+
+async def test_non_retryable_provider_error_fails_the_session_visibly(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([error_reply(401, "Incorrect API key provided")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            handle = await start_session(client, task_queue, spec_for(provider), "hello")
+            result = await handle.result()
+            status = await handle.query("status", result_type=SessionStatus)
+            messages = await query_messages(handle)
+    assert len(provider.requests) == 1  # no retry storm
+    assert result.status == "failed" and result.error and "401" in result.error
+    assert "Incorrect API key provided" in result.error
+    assert status.phase == "failed" and status.last_error == result.error
+    assert messages[-1].is_error and messages[0].content == "hello"
+
+
+async def test_unknown_tool_in_spec_is_rejected_at_start(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider() as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            handle = await start_session(
+                client, task_queue, spec_for(provider, ["no_such_tool"]), "hi"
+            )
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+    assert "no_such_tool" in str(failure.value.cause)
+    assert provider.requests == []

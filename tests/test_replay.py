@@ -1,0 +1,31 @@
+"""Recorded histories replay against today's workflow code (temporalio's Replayer).
+
+A workflow change that alters commands breaks this test; patch it with
+``workflow.patched`` or record new histories on purpose:
+``DURABLE_AGENT_RECORD_HISTORIES=1 ./run test tests/test_agent_workflow.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.agent_workflow import AgentWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def test_histories_are_recorded() -> None:
+    assert {p.stem for p in HISTORIES} >= {"parallel_batch", "tool_errors", "approval"}
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.stem}: {result.replay_failure}"

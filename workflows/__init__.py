@@ -1,0 +1,1 @@
+"""Deterministic orchestration only: no I/O, clock, randomness or threads."""

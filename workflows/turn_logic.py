@@ -1,0 +1,95 @@
+"""Pure pieces of a turn: gate outcomes, execution groups, result texts, summaries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from durable_agent.contracts import ResolvedTool
+from durable_agent.messages import ApprovalRecord, ToolCall, ToolMessage
+from durable_agent.spec import AgentSpec
+from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tools import ExecutionMode
+
+
+def tools_digest(definitions: Sequence[ToolDefinition]) -> str:
+    """Content hash of the session's tool definitions (canonical JSON)."""
+    canonical = json.dumps(
+        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def apply_overrides(spec: AgentSpec, resolved: Sequence[ResolvedTool]) -> dict[str, ResolvedTool]:
+    """The session's tools with the spec's per-session policy overrides applied."""
+    by_name = {t.definition.name: t for t in resolved}
+    tools: dict[str, ResolvedTool] = {}
+    for settings in spec.tools:
+        base = by_name[settings.name]
+        update = {
+            key: value
+            for key, value in settings.model_dump(exclude={"name"}).items()
+            if value is not None
+        }
+        if spec.tool_execution == "sequential":
+            update["execution_mode"] = "sequential"
+        policy = base.policy.model_copy(update=update) if update else base.policy
+        tools[settings.name] = base.model_copy(update={"policy": policy})
+    return tools
+
+
+def approval_id(turn: int, slot: int) -> str:
+    """Unique per pending call within a session, and stable across replays."""
+    return f"turn{turn}-call{slot}"
+
+
+def execution_groups(slots: Sequence[int], modes: Sequence[ExecutionMode]) -> list[list[int]]:
+    """Runs of calls that may overlap, in request order: consecutive parallel calls run
+    together; a sequential call runs alone, never overlapping another call."""
+    groups: list[list[int]] = []
+    joinable = False
+    for slot, mode in zip(slots, modes, strict=True):
+        if mode == "parallel" and joinable:
+            groups[-1].append(slot)
+        else:
+            groups.append([slot])
+        joinable = mode == "parallel"
+    return groups
+
+
+def error_result(call: ToolCall, text: str) -> ToolMessage:
+    return ToolMessage(
+        tool_call_id=call.id, content=text, tool_name=call.function.name, is_error=True
+    )
+
+
+def denial_result(call: ToolCall, record: ApprovalRecord) -> ToolMessage:
+    who = "by policy" if record.by is None else f"by {record.by}"
+    if record.timed_out:
+        who = "(no decision before the approval deadline)"
+    reason = f": {record.reason}" if record.reason else ""
+    return ToolMessage(
+        tool_call_id=call.id,
+        content=f"Tool call denied {who}{reason}",
+        tool_name=call.function.name,
+        is_error=True,
+        approval=record,
+    )
+
+
+def guardrail_denial(call: ToolCall, reason: str) -> ToolMessage:
+    return ToolMessage(
+        tool_call_id=call.id,
+        content=f"Tool denied by guardrail: {reason}",
+        tool_name=call.function.name,
+        is_error=True,
+        approval=ApprovalRecord(decision="denied", by="policy", reason=reason),
+    )
+
+
+def call_summary(call: ToolCall, limit: int = 120) -> str:
+    arguments = call.function.arguments
+    if len(arguments) > limit:
+        arguments = arguments[: limit - 3] + "..."
+    return f"{call.function.name} {arguments}"
