@@ -120,7 +120,7 @@ class AgentWorkflow:
             self._deliver_queued_messages()
             if model_calls >= spec.stop.max_turns:
                 return self._fail(
-                    f"Agent loop exceeded {spec.stop.max_turns} turns", stop_reason="max_turns"
+                    f"Agent loop exceeded {spec.stop.max_turns} iterations", stop_reason="max_turns"
                 )
             assistant = await self._call_model(spec)
             model_calls += 1

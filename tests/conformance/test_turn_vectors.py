@@ -1,0 +1,268 @@
+"""Every TurnConformance.run vector through the real AgentWorkflow.
+
+The vector's scripted model responses are served over HTTP by the scripted
+provider; its tools become schema tools whose results come from the vector;
+the workflow runs on the real dev server. Waivers: turn_waivers.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.contracts import AgentResult
+from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.testing import ScriptedProvider, json_reply
+from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool
+from tests.agent_harness import query_messages, running_worker, spec_for
+from tests.conformance.adapter import load_vectors, to_message
+from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
+
+VECTORS = load_vectors("TurnConformance", ("run",))
+CHECKED = {
+    "result",
+    "iterations",
+    "total_messages",
+    "message_sequence",
+    "tool_result_message",
+    "assistant_tool_calls_message",
+    "denied_tools",
+    "tool_execution_order",
+    "error",
+    "error_type",
+    "trimmed_messages",
+    "tools_executed",
+}
+
+
+def test_all_28_vectors_are_accounted_for() -> None:
+    assert len(VECTORS) == 28
+    for vector in VECTORS:
+        fields = set(vector["expected"]) - UNCHECKED_FIELDS - CHECKED - {"error_reason"}
+        assert vector["name"] in NOT_RUN or not fields, f"{vector['name']}: unchecked {fields}"
+
+
+def their_shape(message: Message) -> dict[str, Any]:
+    """Our message in the vectors' message_sequence shape."""
+    if isinstance(message, AssistantMessage):
+        shaped: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            shaped["metadata"] = {
+                "tool_calls": [c.model_dump(mode="json") for c in message.tool_calls]
+            }
+        return shaped
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "content": message.content,
+            "metadata": {"tool_call_id": message.tool_call_id},
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def their_count(messages: list[Message]) -> int:
+    """The vectors' total_messages: one more than the array once a tool turn happened."""
+    return len(messages) + (1 if any(isinstance(m, ToolMessage) for m in messages) else 0)
+
+
+def test_the_counting_rule_matches_the_vectors_own_sequences() -> None:
+    # Derived from, and checked against, every vector that lists both.
+    checked = 0
+    for vector in VECTORS:
+        expected = vector["expected"]
+        if "message_sequence" in expected and "total_messages" in expected:
+            listed = expected["message_sequence"]
+            tools = any(m["role"] == "tool" for m in listed)
+            assert expected["total_messages"] == len(listed) + tools, vector["name"]
+            checked += 1
+    assert checked >= 4
+
+
+class VectorRun:
+    def __init__(self, vector: dict[str, Any], env: WorkflowEnvironment) -> None:
+        self.vector = vector
+        self.env = env
+        self.inputs = vector["input"]
+        self.executed: list[tuple[int, int, str, dict[str, Any]]] = []
+        self.session_id = f"vector-{vector['name']}-{uuid.uuid4().hex[:6]}"
+        self.results = {
+            r["tool_call_id"]: r["result"]
+            for turn in vector["sequence"]
+            for r in turn.get("tool_results", [])
+        }
+
+    def registry(self) -> ToolRegistry:
+        registry = ToolRegistry()
+        denied = set((self.inputs.get("guardrails") or {}).get("tool", {}).get("deny_tools", []))
+        for raw in self.inputs["tools"]:
+            behaviour = self.inputs["tool_functions"].get(raw["name"], "")
+            registry.add(
+                schema_tool(
+                    definition=_definition(raw),
+                    handler=self._handler(raw["name"], behaviour),
+                    policy=ToolPolicy(
+                        max_attempts=1, approval="deny" if raw["name"] in denied else "never"
+                    ),
+                    bind={p: b["input"] for p, b in (raw.get("bindings") or {}).items()},
+                )
+            )
+        return registry
+
+    def _handler(self, name: str, behaviour: str) -> Any:
+        async def handler(arguments: dict[str, Any], ctx: ToolContext) -> str:
+            self.executed.append((ctx.turn, ctx.slot, name, arguments))
+            await self._steer(ctx.turn)
+            result = self.results[ctx.tool_call_id]
+            if behaviour.startswith("raises"):
+                kind, message = re.fullmatch(r"Error calling '.+': (\w+): (.*)", result).groups()  # type: ignore[union-attr]
+                raise {"RuntimeError": RuntimeError}[kind](message)
+            return result
+
+        return handler
+
+    async def _steer(self, turn: int) -> None:
+        steering = (self.inputs.get("steering") or {}).get("messages", [])
+        handle = self.env.client.get_workflow_handle(self.session_id)
+        for item in steering:  # queued while turn `turn` is in flight
+            if item["inject_before_iteration"] == turn + 1:
+                await handle.signal("send_message", UserMessage(content=item["text"]))
+
+    def spec(self, provider: ScriptedProvider) -> AgentSpec:
+        denied = (self.inputs.get("guardrails") or {}).get("tool", {})
+        tools = [
+            {
+                "name": t["name"],
+                **(
+                    {"deny_reason": denied["reason"]}
+                    if t["name"] in denied.get("deny_tools", [])
+                    else {}
+                ),
+            }
+            for t in self.inputs["tools"]
+        ]
+        spec = spec_for(
+            provider, tools, context=self.inputs.get("parent_inputs") or {}, stop={"max_turns": 10}
+        )
+        return spec.model_copy(update={"model": spec.model.model_copy(update={"stream": False})})
+
+    async def run(self) -> tuple[AgentResult, list[Message], ScriptedProvider]:
+        script = [json_reply(turn["llm_response"]) for turn in self.vector["sequence"]]
+        if self.vector["name"] == "tool_not_registered_error":
+            script.append(
+                json_reply(
+                    {
+                        "choices": [
+                            {"message": {"content": "I cannot do that."}, "finish_reason": "stop"}
+                        ]
+                    }
+                )
+            )
+        task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+        with ScriptedProvider(script) as provider:
+            async with running_worker(self.env, task_queue, self.registry()) as client:
+                handle = await client.start_workflow(
+                    "AgentWorkflow",
+                    AgentInput(
+                        spec=self.spec(provider),
+                        history=[to_message(m) for m in self.inputs["messages"]],
+                    ),
+                    id=self.session_id,
+                    task_queue=task_queue,
+                    result_type=AgentResult,
+                )
+                result = await asyncio.wait_for(handle.result(), 60)
+                messages = await query_messages(handle)
+        return result, messages, provider
+
+
+def _definition(raw: dict[str, Any]) -> Any:
+    from tests.conformance.adapter import to_tool
+
+    return to_tool(raw)
+
+
+def check(name: str, field: str, expected: Any, actual: Any) -> None:
+    if (name, field) in FIELD_WAIVERS:
+        return
+    assert actual == expected, f"{name}.{field}: expected {expected!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=lambda v: v["name"])
+async def test_turn_vector(vector: dict[str, Any], temporal_env: WorkflowEnvironment) -> None:
+    name, expected = vector["name"], vector["expected"]
+    if name in NOT_RUN:
+        assert len(NOT_RUN[name]) > 20  # every vector not run says why, in one list
+        return
+    run = VectorRun(vector, temporal_env)
+    result, messages, provider = await run.run()
+    final_text = result.final.content if result.final else None
+    tools = [m for m in messages if isinstance(m, ToolMessage)]
+
+    if "result" in expected:
+        check(name, "result", expected["result"], final_text)
+    if "error" in expected:
+        check(name, "error", expected["error"], result.error)
+    if "iterations" in expected:
+        check(name, "iterations", expected["iterations"], result.turns)
+    if "total_messages" in expected:
+        check(name, "total_messages", expected["total_messages"], their_count(messages))
+    if "message_sequence" in expected:
+        check(
+            name,
+            "message_sequence",
+            expected["message_sequence"],
+            [their_shape(m) for m in messages],
+        )
+    if "tool_result_message" in expected:
+        first = tools[0]
+        shaped = {
+            "role": "tool",
+            "content": [{"type": "text", "text": first.content}],
+            "metadata": {"tool_call_id": first.tool_call_id},
+        }
+        check(name, "tool_result_message", expected["tool_result_message"], shaped)
+    if "assistant_tool_calls_message" in expected:
+        calls = next(m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls)
+        check(
+            name,
+            "assistant_tool_calls_message",
+            expected["assistant_tool_calls_message"],
+            their_shape(calls),
+        )
+    if "denied_tools" in expected:
+        denied = [t.tool_name for t in tools if t.approval and t.approval.decision == "denied"]
+        check(name, "denied_tools", expected["denied_tools"], denied)
+    if "tool_execution_order" in expected:
+        order = [n for _, _, n, _ in sorted(run.executed)]
+        check(name, "tool_execution_order", expected["tool_execution_order"], order)
+    if "trimmed_messages" in expected:
+        assert expected["trimmed_messages"] is None  # nothing trimmed: every message was sent
+        assert provider.requests[-1].body["messages"][: len(vector["input"]["messages"])] == [
+            {"role": m["role"], "content": m["content"]} for m in vector["input"]["messages"]
+        ]
+    for turn in vector["sequence"][: result.turns]:
+        for call_id, args in (
+            (c["id"], c["arguments"]) for c in turn.get("expected_tool_calls") or []
+        ):
+            sent = next(
+                c
+                for m in messages
+                if isinstance(m, AssistantMessage)
+                for c in m.tool_calls or []
+                if c.id == call_id
+            )
+            assert json.loads(sent.function.arguments) == args
+        for tool_name, args in (turn.get("expected_execution_args") or {}).items():
+            assert [a for _, _, n, a in run.executed if n == tool_name] == [args]
+    if name == "tool_not_registered_error":
+        assert tools[0].is_error and tools[0].content.startswith(
+            "Tool not registered: unknown_tool"
+        )
+        assert final_text == "I cannot do that."
