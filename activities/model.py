@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.codecs import build_request
-from durable_agent.contracts import ModelCallInput
+from durable_agent.contracts import TOOL_DEFINITIONS_UNKNOWN, ModelCallInput
 from durable_agent.messages import AssistantMessage
 from durable_agent.provider import ProviderClient, ProviderError, shared_client
 from durable_agent.tool_definition import ToolDefinition
@@ -19,7 +19,6 @@ from durable_agent.tool_definition import ToolDefinition
 log = structlog.get_logger("durable_agent.model")
 
 #: Error types the workflow reacts to (the rest ends the session with the text).
-TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
 PROVIDER_ERROR = "ProviderError"
 MODEL_TURN_FAILED = "ModelTurnFailed"
 

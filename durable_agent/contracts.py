@@ -17,6 +17,8 @@ from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 
 WORKFLOW_NAME = "AgentWorkflow"
+#: Error type of a model call whose worker lacks the session's tool definitions.
+TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
 
 
 class _Contract(BaseModel):

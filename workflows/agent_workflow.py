@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
+        TOOL_DEFINITIONS_UNKNOWN,
         WORKFLOW_NAME,
         AgentResult,
         ApprovalCheckInput,
@@ -54,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         tools_digest,
     )
 
-TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
 MAX_REJECTED_SIGNALS_KEPT = 50
 
 

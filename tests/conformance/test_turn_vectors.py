@@ -22,7 +22,7 @@ from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import ScriptedProvider, json_reply
 from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool
 from tests.agent_harness import query_messages, running_worker, spec_for
-from tests.conformance.adapter import load_vectors, to_message
+from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
 
 VECTORS = load_vectors("TurnConformance", ("run",))
@@ -105,7 +105,7 @@ class VectorRun:
             behaviour = self.inputs["tool_functions"].get(raw["name"], "")
             registry.add(
                 schema_tool(
-                    definition=_definition(raw),
+                    definition=to_tool(raw),
                     handler=self._handler(raw["name"], behaviour),
                     policy=ToolPolicy(
                         max_attempts=1, approval="deny" if raw["name"] in denied else "never"
@@ -180,12 +180,6 @@ class VectorRun:
                 result = await asyncio.wait_for(handle.result(), 60)
                 messages = await query_messages(handle)
         return result, messages, provider
-
-
-def _definition(raw: dict[str, Any]) -> Any:
-    from tests.conformance.adapter import to_tool
-
-    return to_tool(raw)
 
 
 def check(name: str, field: str, expected: Any, actual: Any) -> None:
