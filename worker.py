@@ -21,18 +21,18 @@ from pathlib import Path
 import structlog
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.service import TLSConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.model import ModelActivities
 from activities.tools import ToolActivities
+from durable_agent.connection import ServerSettings, connect_client
+from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.provider import ProviderClient
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tools import ToolRegistry, default_registry
 from workflows.agent_workflow import AgentWorkflow
 
-DEFAULT_TASK_QUEUE = "durable-agent"
 log = structlog.get_logger("durable_agent.worker")
 
 
@@ -46,7 +46,7 @@ def build_worker(
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``."""
     model = ModelActivities(provider)
-    tools = ToolActivities(registry or default_registry)
+    tools = ToolActivities(default_registry if registry is None else registry)
     return Worker(
         client,
         task_queue=task_queue,
@@ -75,24 +75,15 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
     )
 
 
-async def connect(args: argparse.Namespace) -> Client:
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    tls: bool | TLSConfig = args.tls or bool(api_key)
-    if args.tls_cert and args.tls_key:
-        tls = TLSConfig(
-            client_cert=Path(args.tls_cert).read_bytes(),
-            client_private_key=Path(args.tls_key).read_bytes(),
-        )
-    try:
-        return await Client.connect(
-            args.address,
-            namespace=args.namespace,
-            api_key=api_key,
-            tls=tls,
-            data_converter=pydantic_data_converter,
-        )
-    except RuntimeError as error:
-        raise SystemExit(f"cannot reach Temporal at {args.address}: {error}") from error
+def server_settings(args: argparse.Namespace) -> ServerSettings:
+    return ServerSettings(
+        address=args.address,
+        namespace=args.namespace,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+        tls=args.tls,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+    )
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -105,7 +96,7 @@ async def serve(args: argparse.Namespace) -> None:
             f"Temporal dev server on 127.0.0.1:{args.port}; UI at http://127.0.0.1:{args.ui_port}"
         )
     else:
-        client = await connect(args)
+        client = await connect_client(server_settings(args))
     worker = build_worker(client, task_queue=args.task_queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -33,7 +33,7 @@ def _as_text(result: Any) -> str:
 
 class ToolActivities:
     def __init__(self, registry: ToolRegistry | None = None) -> None:
-        self._registry = registry or default_registry
+        self._registry = default_registry if registry is None else registry
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, request: ResolveToolsInput) -> ResolveToolsResult:

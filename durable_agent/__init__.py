@@ -6,6 +6,8 @@ array is the replayable workflow state.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 from durable_agent.messages import (
@@ -39,7 +41,21 @@ from durable_agent.pairing import pair_tool_results, repair_pairing
 from durable_agent.request_messages import prepare_request_messages
 from durable_agent.tool_definition import ToolDefinition
 
+if TYPE_CHECKING:
+    from durable_agent.client import AgentClient
+
+
+def __getattr__(name: str) -> Any:
+    # The client pulls in temporalio's client; the pure model should not.
+    if name == "AgentClient":
+        from durable_agent.client import AgentClient
+
+        return AgentClient
+    raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
+
+
 __all__ = [
+    "AgentClient",
     "ApprovalRecord",
     "AssistantMessage",
     "AudioPart",

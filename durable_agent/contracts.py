@@ -17,6 +17,7 @@ from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 
 WORKFLOW_NAME = "AgentWorkflow"
+DEFAULT_TASK_QUEUE = "durable-agent"
 #: Error type of a model call whose worker lacks the session's tool definitions.
 TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
 
@@ -80,6 +81,11 @@ class ApprovalSignal(_Contract):
     reason: str | None = None
 
 
+class EndSessionSignal(_Contract):
+    by: str | None = None
+    reason: str | None = None
+
+
 class PendingApproval(_Contract):
     approval_id: str
     turn: int
@@ -93,6 +99,8 @@ class PendingApproval(_Contract):
 Phase = Literal[
     "starting", "calling_model", "awaiting_approval", "running_tools", "idle", "done", "failed"
 ]
+#: What the session does next: call the model, run the open tool batch, or wait for a person.
+Stage = Literal["model", "tools", "idle"]
 
 
 class SessionStatus(_Contract):
@@ -103,10 +111,18 @@ class SessionStatus(_Contract):
     usage: Usage
     last_error: str | None = None
     rejected_signals: list[str] = Field(default_factory=list)
-    """Signals that changed nothing (unknown or already-decided approval ids), newest last."""
+    """Signals that changed nothing (unknown or already-decided approval ids, empty or
+    oversized messages), newest last."""
+    queued_messages: int = 0
+    """User messages received but not yet delivered (they wait for the turn boundary)."""
+    runs: int = 1
+    """Runs of this session (1 + continue-as-new cycles)."""
 
 
 class AgentResult(_Contract):
+    """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
+    ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns`` or ``error``."""
+
     status: Literal["done", "failed"]
     stop_reason: str
     final: AssistantMessage | ToolMessage | None = None

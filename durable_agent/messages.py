@@ -153,10 +153,13 @@ class AssistantMessage(_Frozen):
         return None if value == [] else value
 
 
+ApprovalDecision = Literal["approved", "denied"]
+
+
 class ApprovalRecord(_Frozen):
     """How a gated tool call was decided, kept on its result for audit."""
 
-    decision: Literal["approved", "denied"]
+    decision: ApprovalDecision
     by: str | None = None
     at: datetime | None = None
     reason: str | None = None

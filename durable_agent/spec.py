@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from durable_agent.messages import Message, UserMessage
+from durable_agent.contracts import EndSessionSignal, PendingApproval, ResolvedTool, Stage
+from durable_agent.messages import ApprovalDecision, ApprovalRecord, Message, Usage, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.provider import ProviderEndpoint
+from durable_agent.structured_output import check_output_schema
 from durable_agent.tools import ApprovalMode, ExecutionMode
 
 
@@ -41,7 +43,9 @@ class ToolSettings(_Spec):
     deny_reason: str | None = None
     execution_mode: ExecutionMode | None = None
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    approval_timeout_decision: Literal["approved", "denied"] | None = None
+    approval_timeout_decision: ApprovalDecision | None = None
+    task_queue: str | None = Field(default=None, min_length=1)
+    """Run this tool's calls on another worker pool (one that has loaded the tool)."""
 
 
 class StopRules(_Spec):
@@ -49,6 +53,21 @@ class StopRules(_Spec):
     """Most model calls in one user turn before the session stops with an error."""
     on_tools: list[str] = Field(default_factory=list)
     """Stop after running any of these tools (its result is the final answer)."""
+
+
+class SessionRules(_Spec):
+    """How long a session lives and how it keeps its history small."""
+
+    end_after_reply: bool = False
+    """End the session at the first final answer (a one-shot run) instead of waiting,
+    durably and for as long as it takes, for the next message."""
+    idle_timeout_seconds: float | None = Field(default=None, gt=0)
+    """End a session that has waited this long for a message (a durable timer)."""
+    continue_as_new_after_events: int | None = Field(default=None, ge=20)
+    """Continue-as-new at the next safe point once a run's history holds this many events.
+    Unset: only when the Temporal server suggests it."""
+    max_message_chars: int = Field(default=200_000, ge=1)
+    """Longest user message ``send_message`` accepts; longer ones are rejected, visibly."""
 
 
 class AgentSpec(_Spec):
@@ -63,12 +82,20 @@ class AgentSpec(_Spec):
     stop: StopRules = Field(default_factory=StopRules)
     output_schema: dict[str, Any] | None = None
     """JSON Schema of a structured final answer."""
+    session: SessionRules = Field(default_factory=SessionRules)
 
     @field_validator("tools", mode="before")
     @classmethod
     def _names_as_shorthand(cls, value: Any) -> Any:
         if isinstance(value, list):
             return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("output_schema")
+    @classmethod
+    def _usable_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_output_schema(value)
         return value
 
     @model_validator(mode="after")
@@ -90,3 +117,30 @@ class AgentInput(_Spec):
     message: str | UserMessage | None = None
     history: list[Message] = Field(default_factory=list)
     """Earlier messages to continue from (after the instructions, before ``message``)."""
+    carried: SessionState | None = None
+    """Set by the workflow itself when it continues as new; users leave it out."""
+
+    @model_validator(mode="after")
+    def _fresh_or_carried(self) -> AgentInput:
+        if self.carried is not None and (self.message is not None or self.history):
+            raise ValueError("carried: a continued session takes no message or history")
+        return self
+
+
+class SessionState(_Spec):
+    """Everything a session carries across continue-as-new."""
+
+    messages: list[Message]
+    stage: Stage
+    turn: int
+    model_calls_this_reply: int
+    usage: Usage
+    tools: list[ResolvedTool]
+    pending: list[PendingApproval] = Field(default_factory=list)
+    decisions: dict[str, ApprovalRecord] = Field(default_factory=dict)
+    inbox: list[UserMessage] = Field(default_factory=list)
+    rejected_signals: list[str] = Field(default_factory=list)
+    last_error: str | None = None
+    ending: EndSessionSignal | None = None
+    runs: int = 1
+    """Runs of this session so far (1 + continue-as-new cycles)."""

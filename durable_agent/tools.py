@@ -19,6 +19,7 @@ from typing import Any, Literal, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from durable_agent.messages import ApprovalDecision
 from durable_agent.tool_definition import ToolDefinition
 
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
@@ -59,7 +60,7 @@ class ToolPolicy(BaseModel):
     task_queue: str | None = None
     """Run on another worker pool (a GPU box, a network zone); default: the session's."""
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    approval_timeout_decision: Literal["approved", "denied"] = "denied"
+    approval_timeout_decision: ApprovalDecision = "denied"
 
 
 class ToolArgumentsError(ValueError):
@@ -196,7 +197,7 @@ def tool(
     strict: bool = False,
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
-    approval_timeout_decision: Literal["approved", "denied"] = "denied",
+    approval_timeout_decision: ApprovalDecision = "denied",
     registry: ToolRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -215,7 +216,7 @@ def tool(
     strict: bool = False,
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
-    approval_timeout_decision: Literal["approved", "denied"] = "denied",
+    approval_timeout_decision: ApprovalDecision = "denied",
     registry: ToolRegistry | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function and register it (in ``default_registry`` unless
@@ -238,7 +239,7 @@ def tool(
                 "approval_timeout_decision": approval_timeout_decision,
             },
         )
-        (registry or default_registry).add(built)
+        (default_registry if registry is None else registry).add(built)
         return built
 
     return wrap(fn) if fn is not None else wrap

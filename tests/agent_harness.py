@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.contracts import AgentResult
-from durable_agent.messages import Message
+from durable_agent.contracts import AgentResult, SessionStatus
+from durable_agent.messages import Message, ToolMessage
 from durable_agent.provider import ProviderEndpoint
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
@@ -32,6 +34,7 @@ def spec_for(
         max_attempts=kw.pop("max_attempts", 2),
         initial_retry_seconds=0.1,
     )
+    kw.setdefault("session", {"end_after_reply": True})  # most tests follow one reply
     return AgentSpec.model_validate({"model": model.model_dump(), "tools": list(tools), **kw})
 
 
@@ -88,3 +91,23 @@ async def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1)
 
 async def query_messages(handle: WorkflowHandle[Any, Any], from_index: int = 0) -> list[Message]:
     return await handle.query("messages", from_index, result_type=list[Message])  # type: ignore[arg-type]
+
+
+async def query_status(handle: WorkflowHandle[Any, Any]) -> SessionStatus:
+    return await handle.query("status", result_type=SessionStatus)
+
+
+def tool_messages(messages: Sequence[Message]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def record_history(handle: WorkflowHandle[Any, Any], name: str) -> None:
+    """Keep this run's history for the replay suite (``DURABLE_AGENT_RECORD_HISTORIES=1``).
+    A continued session is kept as one file per run: ``name``, ``name.run2``, ..."""
+    if os.environ.get("DURABLE_AGENT_RECORD_HISTORIES") != "1":
+        return
+    history = await handle.fetch_history()
+    (HISTORIES / f"{name}.json").write_text(history.to_json())

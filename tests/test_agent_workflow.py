@@ -4,30 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AssistantMessage, ToolMessage, parse_messages
+from durable_agent import AssistantMessage, parse_messages
 from durable_agent.contracts import SessionStatus
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent_harness import (
     cli_json,
     query_messages,
+    record_history,
     running_worker,
     spec_for,
     start_session,
     temporal_cli,
+    tool_messages,
     wait_for,
 )
-
-HISTORIES = Path(__file__).parent / "histories"
-RECORD = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES") == "1"
 
 registry = ToolRegistry()
 timeline: list[tuple[str, str, float, float]] = []
@@ -60,16 +57,6 @@ def delete_file(path: str, ctx: ToolContext) -> str:
     """Delete a file (needs a person's approval)."""
     side_effects.append(f"{ctx.idempotency_key}:{path}")
     return f"deleted {path}"
-
-
-async def record_history(handle: object, name: str) -> None:
-    if RECORD:
-        history = await handle.fetch_history()  # type: ignore[attr-defined]
-        (HISTORIES / f"{name}.json").write_text(history.to_json())
-
-
-def tool_messages(messages: list[object]) -> list[ToolMessage]:
-    return [m for m in messages if isinstance(m, ToolMessage)]
 
 
 async def test_parallel_batch_runs_concurrently_and_joins_in_request_order(

@@ -2,7 +2,8 @@
 
 A workflow change that alters commands breaks this test; patch it with
 ``workflow.patched`` or record new histories on purpose:
-``DURABLE_AGENT_RECORD_HISTORIES=1 ./run test tests/test_agent_workflow.py``.
+``DURABLE_AGENT_RECORD_HISTORIES=1 ./run test`` (the tests that record call
+``tests.agent_harness.record_history``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def test_histories_are_recorded() -> None:
-    assert {p.stem for p in HISTORIES} >= {"parallel_batch", "tool_errors", "approval"}
+    assert {p.stem for p in HISTORIES} >= {
+        "parallel_batch",
+        "tool_errors",
+        "approval",  # one approved, one denied
+        "approval_timeout",  # both default decisions
+        "approval_continued_as_new",  # pending approvals carried to the next run
+        "queued_message",
+        "continue_as_new",
+        "structured_output",
+    }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

@@ -1,8 +1,9 @@
-"""AgentWorkflow: the session. Its state is the message array.
+"""AgentWorkflow: one session, one conversation. Its state is the message array.
 
 A turn: the model activity -> the assistant message appended -> the whole tool
 batch gated once -> approved calls run as activities (concurrently by default)
 -> one slot per call filled in place -> slots appended in request order.
+After a final answer the session waits, durably, for the next message.
 Signal handlers only record; the main loop decides.
 """
 
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         AgentResult,
         ApprovalCheckInput,
         ApprovalSignal,
+        EndSessionSignal,
         ModelCallInput,
         PendingApproval,
         Phase,
@@ -30,9 +32,11 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsInput,
         ResolveToolsResult,
         SessionStatus,
+        Stage,
         ToolCallInput,
     )
     from durable_agent.messages import (
+        ApprovalDecision,
         ApprovalRecord,
         AssistantMessage,
         Message,
@@ -42,8 +46,9 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         UserMessage,
     )
-    from durable_agent.spec import AgentInput, AgentSpec
+    from durable_agent.spec import AgentInput, AgentSpec, SessionState
     from durable_agent.structured_output import parse_structured_output
+    from workflows.approval_gate import ApprovalGate
     from workflows.turn_logic import (
         apply_overrides,
         approval_id,
@@ -52,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         error_result,
         execution_groups,
         guardrail_denial,
+        stage_after,
         tools_digest,
     )
 
@@ -64,37 +70,45 @@ def _now_ms() -> int:
 
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentWorkflow:
-    def __init__(self) -> None:
-        self._messages: list[Message] = []
-        self._turn = 0
+    @workflow.init
+    def __init__(self, request: AgentInput) -> None:
+        self._spec: AgentSpec = request.spec
+        carried = request.carried or SessionState(
+            messages=[], stage="idle", turn=0, model_calls_this_reply=0, usage=Usage(), tools=[]
+        )
+        self._messages: list[Message] = list(carried.messages)
+        self._stage: Stage = carried.stage
         self._phase: Phase = "starting"
-        self._pending: dict[str, PendingApproval] = {}
-        self._decisions: dict[str, ApprovalRecord] = {}
-        self._usage = Usage()
-        self._last_error: str | None = None
-        self._rejected: list[str] = []
-        self._inbox: list[UserMessage] = []
-        self._tools: dict[str, ResolvedTool] = {}
-        self._digest: str | None = None
+        self._turn = carried.turn
+        self._model_calls = carried.model_calls_this_reply
+        self._usage = carried.usage
+        self._gate = ApprovalGate(carried.pending, carried.decisions)
+        self._inbox: list[UserMessage] = list(carried.inbox)
+        self._rejected = list(carried.rejected_signals)
+        self._last_error = carried.last_error
+        self._ending = carried.ending
+        self._runs = carried.runs
+        self._tools: dict[str, ResolvedTool] = {t.definition.name: t for t in carried.tools}
+        self._digest = (
+            tools_digest([t.definition for t in carried.tools]) if carried.tools else None
+        )
         self._send_definitions = False
+        self._progressed = False  # this run has done work: continue-as-new may follow
+        self._reply: AssistantMessage | ToolMessage | None = None
+        self._reply_reason = "final_answer"
+        self._structured: Any = None
 
-    # --- run -------------------------------------------------------------------
+    # --- the session ---------------------------------------------------------------
 
     @workflow.run
     async def run(self, request: AgentInput) -> AgentResult:
-        spec = request.spec
-        await self._resolve_tools(spec)
-        if spec.instructions:
-            self._messages.append(SystemMessage(content=spec.instructions, timestamp=_now_ms()))
-        self._messages.extend(request.history)
-        if request.message is not None:
-            first = request.message
-            if isinstance(first, str):
-                first = UserMessage(content=first)
-            self._messages.append(first.model_copy(update={"timestamp": _now_ms()}))
-        return await self._loop(spec)
+        if request.carried is None:
+            await self._resolve_tools()
+            self._start_conversation(request)
+        return await self._session()
 
-    async def _resolve_tools(self, spec: AgentSpec) -> None:
+    async def _resolve_tools(self) -> None:
+        spec = self._spec
         if not spec.tools:
             return
         resolved = await workflow.execute_activity(
@@ -114,37 +128,122 @@ class AgentWorkflow:
         self._digest = tools_digest([t.definition for t in self._tools.values()])
         self._send_definitions = True  # the first call seeds the workers' cache
 
-    async def _loop(self, spec: AgentSpec) -> AgentResult:
-        model_calls = 0
+    def _start_conversation(self, request: AgentInput) -> None:
+        if self._spec.instructions:
+            self._messages.append(
+                SystemMessage(content=self._spec.instructions, timestamp=_now_ms())
+            )
+        self._messages.extend(request.history)
+        if request.message is not None:
+            first = request.message
+            if isinstance(first, str):
+                first = UserMessage(content=first)
+            self._messages.append(first.model_copy(update={"timestamp": _now_ms()}))
+        self._stage = stage_after(self._messages)
+
+    async def _session(self) -> AgentResult:
+        rules = self._spec.session
         while True:
-            self._deliver_queued_messages()
-            if model_calls >= spec.stop.max_turns:
-                return self._fail(
-                    f"Agent loop exceeded {spec.stop.max_turns} iterations", stop_reason="max_turns"
-                )
-            assistant = await self._call_model(spec)
-            model_calls += 1
-            if assistant is None:
-                return self._fail(self._last_error or "model call failed", stop_reason="error")
-            if not assistant.tool_calls:
-                if self._inbox:
-                    continue  # a message arrived during the turn: answer it too
-                return self._finish(spec, assistant)
-            results = await self._run_batch(spec, assistant.tool_calls)
-            self._messages.extend(results)
-            stops = [r for r in results if r.tool_name in spec.stop.on_tools and not r.is_error]
-            if stops:
-                self._phase = "done"
-                return self._result("done", f"stop_tool:{stops[0].tool_name}", final=stops[0])
+            if self._ending is not None and self._stage != "tools":
+                return self._end("done", "ended", final=self._last_reply())
+            if self._stage != "tools" and self._inbox:
+                self._deliver_queued_messages()
+            if self._stage == "idle" and self._reply is not None and rules.end_after_reply:
+                return self._end("done", self._reply_reason, final=self._reply)
+            if self._continue_as_new_due():
+                await self._continue_as_new()
+            if self._stage == "model":
+                if self._model_calls >= self._spec.stop.max_turns:
+                    text = f"Agent loop exceeded {self._spec.stop.max_turns} iterations"
+                    return self._end("failed", "max_turns", error=text)
+                assistant = await self._call_model()
+                if assistant is None:
+                    return self._end("failed", "error", error=self._last_error)
+                if assistant.tool_calls:
+                    self._stage = "tools"
+                else:
+                    self._replied(assistant, "final_answer")
+            elif self._stage == "tools":
+                if not await self._run_open_batch():
+                    continue  # interrupted while awaiting approval: continue-as-new first
+            elif not await self._wait_for_message():
+                return self._end("done", "idle_timeout", final=self._last_reply())
 
     def _deliver_queued_messages(self) -> None:
         self._messages.extend(self._inbox)
         self._inbox.clear()
+        self._stage = "model"
+        self._model_calls = 0
+        self._reply = None
 
-    # --- the model -------------------------------------------------------------
+    def _replied(self, reply: AssistantMessage | ToolMessage, reason: str) -> None:
+        """The model's answer to the latest message is complete: the session goes idle."""
+        self._stage = "idle"
+        self._reply, self._reply_reason = reply, reason
+        self._structured = None
+        schema = self._spec.output_schema
+        if schema is not None and isinstance(reply, AssistantMessage) and not reply.is_error:
+            parsed = parse_structured_output(reply.content, schema)
+            self._structured = parsed.value
+            if parsed.error:
+                self._last_error = f"structured output: {parsed.error}"
 
-    async def _call_model(self, spec: AgentSpec) -> AssistantMessage | None:
+    async def _wait_for_message(self) -> bool:
+        """Idle until a message, the end of the session, or a continue-as-new is due.
+        False when the idle timeout passed first."""
+        self._phase = "idle"
+        timeout = self._spec.session.idle_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    bool(self._inbox) or self._ending is not None or self._continue_as_new_due()
+                ),
+                timeout=timedelta(seconds=timeout) if timeout else None,
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    # --- continue-as-new -------------------------------------------------------------
+
+    def _interrupted(self) -> bool:
+        """A wait must end early: the session is ending, or a continue-as-new is due."""
+        return self._ending is not None or self._continue_as_new_due()
+
+    def _continue_as_new_due(self) -> bool:
+        if not self._progressed:
+            return False
+        info = workflow.info()
+        limit = self._spec.session.continue_as_new_after_events
+        over_limit = limit is not None and info.get_current_history_length() >= limit
+        return over_limit or info.is_continue_as_new_suggested()
+
+    async def _continue_as_new(self) -> None:
+        """Hand the whole session to a fresh run. Called only between activities."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        carried = SessionState(
+            messages=self._messages,
+            stage=self._stage,
+            turn=self._turn,
+            model_calls_this_reply=self._model_calls,
+            usage=self._usage,
+            tools=list(self._tools.values()),
+            pending=list(self._gate.pending.values()),
+            decisions=self._gate.decisions,
+            inbox=self._inbox,
+            rejected_signals=self._rejected,
+            last_error=self._last_error,
+            ending=self._ending,
+            runs=self._runs + 1,
+        )
+        workflow.continue_as_new(AgentInput(spec=self._spec, carried=carried))
+
+    # --- the model ---------------------------------------------------------------------
+
+    async def _call_model(self) -> AssistantMessage | None:
         self._phase = "calling_model"
+        self._progressed = True
+        spec = self._spec
         model = spec.model
         while True:
             definitions = None
@@ -195,6 +294,7 @@ class AgentWorkflow:
             self._send_definitions = False
             break
         self._turn += 1
+        self._model_calls += 1
         self._messages.append(assistant)
         if assistant.usage is not None:
             self._usage = self._usage + assistant.usage
@@ -202,30 +302,46 @@ class AgentWorkflow:
             self._last_error = assistant.error
         return assistant
 
-    # --- a tool batch ----------------------------------------------------------
+    # --- a tool batch ------------------------------------------------------------------
 
-    async def _run_batch(self, spec: AgentSpec, calls: list[ToolCall]) -> list[ToolMessage]:
+    async def _run_open_batch(self) -> bool:
+        """Run the tool calls of the last assistant message; False if interrupted before
+        anything ran (the batch stays open and is carried over continue-as-new)."""
+        last = self._messages[-1]
+        assert isinstance(last, AssistantMessage) and last.tool_calls
+        calls = last.tool_calls
         slots: list[ToolMessage | None] = [None] * len(calls)
         approvals: dict[int, ApprovalRecord] = {}
-        await self._gate(calls, slots, approvals)
-
+        if not await self._gate_batch(calls, slots, approvals):
+            return False
+        self._progressed = True
         self._phase = "running_tools"
         approved = [k for k in range(len(calls)) if slots[k] is None]
         modes = [self._tools[calls[k].function.name].policy.execution_mode for k in approved]
         for group in execution_groups(approved, modes):
             results = await asyncio.gather(
-                *(self._run_tool(spec, calls[k], k, approvals.get(k)) for k in group)
+                *(self._run_tool(calls[k], k, approvals.get(k)) for k in group)
             )
             for k, result in zip(group, results, strict=True):
                 slots[k] = result
-        return [s for s in slots if s is not None]
+        results_in_order = [s for s in slots if s is not None]
+        self._messages.extend(results_in_order)
+        self._stage = "model"
+        stops = [
+            r
+            for r in results_in_order
+            if r.tool_name in self._spec.stop.on_tools and not r.is_error
+        ]
+        if stops:
+            self._replied(stops[0], f"stop_tool:{stops[0].tool_name}")
+        return True
 
-    async def _gate(
+    async def _gate_batch(
         self,
         calls: list[ToolCall],
         slots: list[ToolMessage | None],
         approvals: dict[int, ApprovalRecord],
-    ) -> None:
+    ) -> bool:
         """Decide the whole batch once, before anything runs."""
         needs_person: list[int] = []
         by_predicate: list[int] = []
@@ -258,8 +374,9 @@ class AgentWorkflow:
                 k for k, needed in zip(by_predicate, verdicts, strict=True) if needed
             )
             needs_person.sort()
-        if needs_person:
-            await self._await_approvals(calls, needs_person, slots, approvals)
+        if not needs_person:
+            return True
+        return await self._await_approvals(calls, needs_person, slots, approvals)
 
     async def _await_approvals(
         self,
@@ -267,71 +384,51 @@ class AgentWorkflow:
         needed: list[int],
         slots: list[ToolMessage | None],
         approvals: dict[int, ApprovalRecord],
-    ) -> None:
+    ) -> bool:
         now = workflow.now()
         ids: dict[str, int] = {}
         for k in needed:
             call = calls[k]
-            policy = self._tools[call.function.name].policy
-            timeout = policy.approval_timeout_seconds
+            timeout = self._tools[call.function.name].policy.approval_timeout_seconds
             aid = approval_id(self._turn, k)
             ids[aid] = k
-            self._pending[aid] = PendingApproval(
-                approval_id=aid,
-                turn=self._turn,
-                slot=k,
-                tool_name=call.function.name,
-                arguments=call.function.arguments,
-                requested_at=now,
-                deadline=now + timedelta(seconds=timeout) if timeout else None,
+            self._gate.open(
+                PendingApproval(
+                    approval_id=aid,
+                    turn=self._turn,
+                    slot=k,
+                    tool_name=call.function.name,
+                    arguments=call.function.arguments,
+                    requested_at=now,
+                    deadline=now + timedelta(seconds=timeout) if timeout else None,
+                )
             )
         self._phase = "awaiting_approval"
-        while not all(aid in self._decisions for aid in ids):
-            deadlines = [
-                p.deadline
-                for aid, p in self._pending.items()
-                if aid in ids and aid not in self._decisions and p.deadline is not None
-            ]
-            if not deadlines:
-                await workflow.wait_condition(lambda: all(aid in self._decisions for aid in ids))
-                break
-            wait = max(min(deadlines) - workflow.now(), timedelta(0))
-            try:
-                await workflow.wait_condition(
-                    lambda: all(aid in self._decisions for aid in ids), timeout=wait
-                )
-            except TimeoutError:
-                self._apply_timeouts(ids)
+        await self._gate.wait(list(ids), self._timeout_decision, self._interrupted)
+        if self._ending is not None:
+            reason = self._ending.reason or "the session ended before a decision"
+            self._gate.close_all(list(ids), self._ending.by, reason)
+        if not self._gate.all_decided(list(ids)):
+            return False
         for aid, k in ids.items():
-            record = self._decisions.pop(aid)
-            del self._pending[aid]
+            record = self._gate.take(aid)
             if record.decision == "denied":
                 slots[k] = denial_result(calls[k], record)
             else:
                 approvals[k] = record
+        return True
 
-    def _apply_timeouts(self, ids: dict[str, int]) -> None:
-        now = workflow.now()
-        for aid in ids:
-            pending = self._pending[aid]
-            if aid in self._decisions or pending.deadline is None or pending.deadline > now:
-                continue
-            policy = self._tools[pending.tool_name].policy
-            self._decisions[aid] = ApprovalRecord(
-                decision=policy.approval_timeout_decision,
-                at=now,
-                timed_out=True,
-                reason="no decision before the approval deadline",
-            )
+    def _timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
+        decision: ApprovalDecision = self._tools[pending.tool_name].policy.approval_timeout_decision
+        return decision
 
     async def _run_tool(
-        self, spec: AgentSpec, call: ToolCall, slot: int, approval: ApprovalRecord | None
+        self, call: ToolCall, slot: int, approval: ApprovalRecord | None
     ) -> ToolMessage:
         resolved = self._tools[call.function.name]
         policy = resolved.policy
-        bound = {
-            param: spec.context[key] for param, key in resolved.bind.items() if key in spec.context
-        }
+        context = self._spec.context
+        bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         try:
             result: ToolMessage = await workflow.execute_activity(
                 "run_tool",
@@ -363,45 +460,39 @@ class AgentWorkflow:
         # pair by position: the slot's id is the call's, whatever the activity echoed
         return result.model_copy(update={"tool_call_id": call.id, "approval": approval})
 
-    # --- ending ----------------------------------------------------------------
+    # --- ending ------------------------------------------------------------------------
 
-    def _finish(self, spec: AgentSpec, final: AssistantMessage) -> AgentResult:
-        structured: Any = None
-        error = final.error if final.is_error else None
-        if spec.output_schema is not None and not final.is_error:
-            parsed = parse_structured_output(final.content)
-            structured, error = parsed.value, parsed.error
-            if error:
-                self._last_error = f"structured output: {error}"
-        self._phase = "done"
-        return self._result("done", "final_answer", final=final, structured=structured, error=error)
+    def _last_reply(self) -> AssistantMessage | ToolMessage | None:
+        for message in reversed(self._messages):
+            if isinstance(message, AssistantMessage | ToolMessage):
+                return message
+        return None
 
-    def _fail(self, text: str, *, stop_reason: str) -> AgentResult:
-        self._last_error = text
-        self._phase = "failed"
-        return self._result("failed", stop_reason, error=text)
-
-    def _result(
+    def _end(
         self,
         status: Any,
         stop_reason: str,
         *,
         final: AssistantMessage | ToolMessage | None = None,
-        structured: Any = None,
         error: str | None = None,
     ) -> AgentResult:
+        if status == "failed":
+            self._last_error = error
+        elif self._last_error and self._last_error.startswith("structured output:"):
+            error = self._last_error
+        self._phase = status
         return AgentResult(
             status=status,
             stop_reason=stop_reason,
             final=final,
-            structured_output=structured,
+            structured_output=self._structured if final is self._reply else None,
             error=error,
             turns=self._turn,
             message_count=len(self._messages),
             usage=self._usage,
         )
 
-    # --- signals: record only ----------------------------------------------------
+    # --- signals: record only ------------------------------------------------------------
 
     @workflow.signal
     def approve(self, signal: ApprovalSignal) -> None:
@@ -411,31 +502,36 @@ class AgentWorkflow:
     def deny(self, signal: ApprovalSignal) -> None:
         self._record_decision(signal, "denied")
 
-    def _record_decision(self, signal: ApprovalSignal, decision: Any) -> None:
-        aid = signal.approval_id
-        if aid not in self._pending:
-            self._reject(f"{decision} {aid!r}: no pending approval has this id")
-        elif aid in self._decisions:
-            self._reject(f"{decision} {aid!r}: already {self._decisions[aid].decision}")
-        else:
-            self._decisions[aid] = ApprovalRecord(
-                decision=decision, by=signal.by, at=workflow.now(), reason=signal.reason
-            )
+    def _record_decision(self, signal: ApprovalSignal, decision: ApprovalDecision) -> None:
+        rejection = self._gate.record(signal, decision)
+        if rejection:
+            self._reject(rejection)
 
     @workflow.signal
     def send_message(self, message: str | UserMessage) -> None:
         if isinstance(message, str):
             message = UserMessage(content=message)
+        size = len(message.content) if isinstance(message.content, str) else None
+        limit = self._spec.session.max_message_chars
         if message.content in ("", []):
             self._reject("send_message: empty message")
-            return
-        self._inbox.append(message.model_copy(update={"timestamp": _now_ms()}))
+        elif size is not None and size > limit:
+            self._reject(f"send_message: {size} characters is over the limit of {limit}")
+        elif self._ending is not None:
+            self._reject("send_message: the session is ending")
+        else:
+            self._inbox.append(message.model_copy(update={"timestamp": _now_ms()}))
+
+    @workflow.signal
+    def end_session(self, request: EndSessionSignal | None = None) -> None:
+        if self._ending is None:
+            self._ending = request or EndSessionSignal()
 
     def _reject(self, text: str) -> None:
         workflow.logger.warning("signal changed nothing: %s", text)
         self._rejected = [*self._rejected, text][-MAX_REJECTED_SIGNALS_KEPT:]
 
-    # --- queries -------------------------------------------------------------------
+    # --- queries ---------------------------------------------------------------------------
 
     @workflow.query
     def messages(self, from_index: int = 0) -> list[Message]:
@@ -443,7 +539,7 @@ class AgentWorkflow:
 
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:
-        return [p for aid, p in self._pending.items() if aid not in self._decisions]
+        return self._gate.undecided()
 
     @workflow.query
     def status(self) -> SessionStatus:
@@ -455,4 +551,6 @@ class AgentWorkflow:
             usage=self._usage,
             last_error=self._last_error,
             rejected_signals=list(self._rejected),
+            queued_messages=len(self._inbox),
+            runs=self._runs,
         )

@@ -6,8 +6,8 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from durable_agent.contracts import ResolvedTool
-from durable_agent.messages import ApprovalRecord, ToolCall, ToolMessage
+from durable_agent.contracts import ResolvedTool, Stage
+from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
 from durable_agent.spec import AgentSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ExecutionMode
@@ -37,6 +37,15 @@ def apply_overrides(spec: AgentSpec, resolved: Sequence[ResolvedTool]) -> dict[s
         policy = base.policy.model_copy(update=update) if update else base.policy
         tools[settings.name] = base.model_copy(update={"policy": policy})
     return tools
+
+
+def stage_after(messages: Sequence[Message]) -> Stage:
+    """What a conversation given at start needs next: an answer when it ends with a user
+    or tool message; otherwise nothing until someone writes. Calls left unanswered in a
+    given history are never executed (the wire answers them with an error result)."""
+    if messages and isinstance(messages[-1], UserMessage | ToolMessage):
+        return "model"
+    return "idle"
 
 
 def approval_id(turn: int, slot: int) -> str:

@@ -1,0 +1,277 @@
+"""AgentClient: start sessions, talk to them, decide approvals, read them back.
+
+Everything goes through Temporal (signals, queries, visibility), so any process that
+can reach the server can follow any session, and none of them holds its state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent.connection import ServerSettings, connect_client
+from durable_agent.contracts import (
+    DEFAULT_TASK_QUEUE,
+    WORKFLOW_NAME,
+    AgentResult,
+    ApprovalSignal,
+    EndSessionSignal,
+    PendingApproval,
+    SessionStatus,
+)
+from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.spec import AgentInput, AgentSpec
+
+
+class SessionNotFoundError(LookupError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r} on this server and namespace")
+        self.session_id = session_id
+
+
+class SessionClosedError(RuntimeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has ended; start a new one to go on")
+        self.session_id = session_id
+
+
+class UnknownApprovalError(LookupError):
+    def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
+        waiting = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"session {session_id!r} has no pending approval {approval_id!r} (pending: {waiting})"
+        )
+        self.approval_id = approval_id
+
+
+class SpecError(ValueError):
+    """The agent spec is not valid; the text names each field and why."""
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> SpecError:
+        lines = [
+            f"  {'.'.join(str(p) for p in e['loc']) or '(spec)'}: {e['msg']}"
+            for e in error.errors()
+        ]
+        return cls("invalid agent spec:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    status: str
+    """Temporal's execution status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
+    started_at: datetime | None
+    closed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class WaitOutcome:
+    """What ``AgentClient.wait`` stopped for."""
+
+    kind: Literal["reply", "approval", "ended"]
+    messages: list[Message]
+    """Messages after the ``after`` index."""
+    status: SessionStatus | None
+    pending: list[PendingApproval]
+    result: AgentResult | None = None
+    """Set when the session has ended."""
+
+    @property
+    def reply(self) -> AssistantMessage | None:
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+
+def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
+    """An ``AgentSpec`` from a model, a dict or JSON text; ``SpecError`` names bad fields."""
+    if isinstance(spec, AgentSpec):
+        return spec
+    try:
+        if isinstance(spec, str):
+            return AgentSpec.model_validate_json(spec)
+        return AgentSpec.model_validate(spec)
+    except ValidationError as error:
+        raise SpecError.from_validation(error) from None
+
+
+class AgentClient:
+    def __init__(self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+        self.temporal = client
+        self.task_queue = task_queue
+
+    @classmethod
+    async def connect(
+        cls, settings: ServerSettings | None = None, *, task_queue: str = DEFAULT_TASK_QUEUE
+    ) -> AgentClient:
+        return cls(await connect_client(settings or ServerSettings()), task_queue=task_queue)
+
+    # --- sessions ---------------------------------------------------------------
+
+    async def start(
+        self,
+        spec: AgentSpec | dict[str, Any] | str,
+        message: str | UserMessage | None = None,
+        *,
+        session_id: str | None = None,
+        history: Sequence[Message] = (),
+    ) -> str:
+        """Start a session and return its id (the workflow id)."""
+        request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
+        session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
+        await self.temporal.start_workflow(
+            WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue
+        )
+        return session_id
+
+    async def send(self, session_id: str, message: str | UserMessage) -> int:
+        """Send a user message; returns the message count before it, for ``wait(after=)``."""
+        before = (await self.status(session_id)).message_count
+        await self._signal(session_id, "send_message", message)
+        return before
+
+    async def approve(
+        self, session_id: str, approval_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        await self._decide(session_id, "approve", approval_id, by, reason)
+
+    async def deny(
+        self, session_id: str, approval_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        await self._decide(session_id, "deny", approval_id, by, reason)
+
+    async def end(
+        self, session_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        await self._signal(session_id, "end_session", EndSessionSignal(by=by, reason=reason))
+
+    async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
+        """Sessions on this server, newest first (Temporal visibility)."""
+        found = []
+        async for execution in self.temporal.list_workflows(
+            f'WorkflowType = "{WORKFLOW_NAME}"', limit=limit
+        ):
+            found.append(
+                SessionSummary(
+                    session_id=execution.id,
+                    status=execution.status.name if execution.status else "UNKNOWN",
+                    started_at=execution.start_time,
+                    closed_at=execution.close_time,
+                )
+            )
+        return found
+
+    # --- reading ------------------------------------------------------------------
+
+    async def messages(self, session_id: str, from_index: int = 0) -> list[Message]:
+        found: list[Message] = await self._query(session_id, "messages", list[Message], from_index)
+        return found
+
+    async def status(self, session_id: str) -> SessionStatus:
+        found: SessionStatus = await self._query(session_id, "status", SessionStatus)
+        return found
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        found: list[PendingApproval] = await self._query(
+            session_id, "pending_approvals", list[PendingApproval]
+        )
+        return found
+
+    async def result(self, session_id: str) -> AgentResult:
+        """How the session ended (waits for the end)."""
+        return await self._handle(session_id).result()
+
+    async def wait(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        timeout: float | None = None,
+        poll_seconds: float = 0.1,
+    ) -> WaitOutcome:
+        """Wait until the session has answered beyond message index ``after``, asks for an
+        approval, or has ended. Polls queries (cheap reads); nothing is written."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        delay = poll_seconds
+        while True:
+            outcome = await self._check(session_id, after)
+            if outcome is not None:
+                return outcome
+            if deadline is not None and loop.time() >= deadline:
+                raise TimeoutError(f"session {session_id!r} did not answer within {timeout} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    async def _check(self, session_id: str, after: int) -> WaitOutcome | None:
+        if await self._closed(session_id):
+            result = await self.result_if_closed(session_id)
+            messages = await self.messages(session_id, after)
+            return WaitOutcome("ended", messages, None, [], result)
+        status = await self.status(session_id)
+        if status.pending_approvals:
+            messages = await self.messages(session_id, after)
+            return WaitOutcome("approval", messages, status, status.pending_approvals)
+        answered = status.message_count > after and status.queued_messages == 0
+        if status.phase == "idle" and answered:
+            messages = await self.messages(session_id, after)
+            return WaitOutcome("reply", messages, status, [])
+        return None
+
+    async def result_if_closed(self, session_id: str) -> AgentResult | None:
+        try:
+            return await self.result(session_id)
+        except Exception:  # failed, terminated or timed out: no AgentResult to give
+            return None
+
+    async def _closed(self, session_id: str) -> bool:
+        try:
+            description = await self._handle(session_id).describe()
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        return description.status not in (None, WorkflowExecutionStatus.RUNNING)
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _handle(self, session_id: str) -> WorkflowHandle[Any, AgentResult]:
+        return self.temporal.get_workflow_handle(session_id, result_type=AgentResult)
+
+    async def _decide(
+        self, session_id: str, signal: str, approval_id: str, by: str | None, reason: str | None
+    ) -> None:
+        pending = [p.approval_id for p in await self.pending_approvals(session_id)]
+        if approval_id not in pending:
+            raise UnknownApprovalError(session_id, approval_id, pending)
+        await self._signal(
+            session_id, signal, ApprovalSignal(approval_id=approval_id, by=by, reason=reason)
+        )
+
+    async def _signal(self, session_id: str, name: str, payload: Any) -> None:
+        try:
+            await self._handle(session_id).signal(name, payload)
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+
+    async def _query(self, session_id: str, name: str, result_type: Any, *args: Any) -> Any:
+        try:
+            return await self._handle(session_id).query(name, *args, result_type=result_type)
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+
+    @staticmethod
+    def _translate(session_id: str, error: RPCError) -> Exception:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            if "already completed" in error.message:
+                return SessionClosedError(session_id)
+            return SessionNotFoundError(session_id)
+        return error

@@ -1,0 +1,55 @@
+"""Connecting to a Temporal server (local, self-hosted or Temporal Cloud) with the
+pydantic data converter, and errors that say which address was tried."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+
+
+class ServerUnreachableError(ConnectionError):
+    """No Temporal server answered at the address."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        super().__init__(
+            f"cannot reach Temporal at {address}: {detail}\n"
+            "Start one with `durable-agent dev`, or pass --address / set TEMPORAL_ADDRESS."
+        )
+        self.address = address
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    address: str = DEFAULT_ADDRESS
+    namespace: str = "default"
+    api_key: str | None = None
+    """A Temporal Cloud API key (implies TLS)."""
+    tls: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """mTLS client certificate and key (Temporal Cloud's other way in)."""
+
+
+async def connect_client(settings: ServerSettings) -> Client:
+    tls: bool | TLSConfig = settings.tls or settings.api_key is not None
+    if settings.tls_cert and settings.tls_key:
+        tls = TLSConfig(
+            client_cert=settings.tls_cert.read_bytes(),
+            client_private_key=settings.tls_key.read_bytes(),
+        )
+    try:
+        return await Client.connect(
+            settings.address,
+            namespace=settings.namespace,
+            api_key=settings.api_key,
+            tls=tls,
+            data_converter=pydantic_data_converter,
+        )
+    except RuntimeError as error:
+        raise ServerUnreachableError(settings.address, str(error)) from None

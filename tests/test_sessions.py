@@ -1,0 +1,253 @@
+"""Sessions that live on: multi-turn, queued messages, ending, idle timeout,
+continue-as-new, and approvals that outlast runs and workers. Driven through
+AgentClient and the real `temporal` CLI, as the README says."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient, Message, dump_messages
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from tests.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    temporal_cli,
+    tool_messages,
+    wait_for,
+)
+
+registry = ToolRegistry()
+
+
+@tool(registry=registry)
+async def lookup(key: str) -> str:
+    """Look a key up (slowly enough for messages to arrive meanwhile)."""
+    await asyncio.sleep(0.4)
+    return f"value of {key}"
+
+
+@tool(registry=registry, approval="always")
+def deploy(service: str) -> str:
+    """Deploy a service (a person approves)."""
+    return f"deployed {service}"
+
+
+def session_spec(provider: ScriptedProvider, **session: Any) -> Any:
+    return spec_for(provider, ["lookup", "deploy"], session=session)
+
+
+async def test_a_session_answers_many_messages_on_one_array(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        assistant_calls(("lookup", {"key": "a"})),
+        assistant_text("a is known"),
+        assistant_text("second answer"),
+    ]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider), "what is a?")
+            first = await agents.wait(sid, timeout=20)
+            assert first.kind == "reply" and first.reply and first.reply.content == "a is known"
+            cursor = len(await agents.messages(sid))
+            # the next message comes from the real CLI, as an operator would send it
+            await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", sid,
+                "--name", "send_message", "--input", json.dumps("and then?"),
+            )  # fmt: skip
+            second = await agents.wait(sid, after=cursor, timeout=20)
+            await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", sid,
+                "--name", "end_session",
+            )  # fmt: skip
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert [m.role for m in second.messages] == ["user", "assistant"]
+    assert second.reply and second.reply.content == "second answer"
+    assert result.status == "done" and result.stop_reason == "ended"
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    # the provider saw one growing conversation
+    assert [m["role"] for m in provider.requests[2].body["messages"]] == [
+        "user", "assistant", "tool", "assistant", "user"
+    ]  # fmt: skip
+
+
+async def test_messages_sent_during_a_turn_arrive_at_the_boundary_in_order(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("lookup", {"key": "k"})), assistant_text("answered all three")]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider, end_after_reply=True), "start")
+            await wait_for(lambda: _phase_is(agents, sid, "running_tools"))
+            for text in ("m1", "m2", "m3"):
+                await agents.send(sid, text)
+            queued = (await agents.status(sid)).queued_messages
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+        await record_history(agents._handle(sid), "queued_message")
+    assert queued == 3
+    assert result.final and result.final.content == "answered all three"
+    assert [(m.role, m.content) for m in messages[2:6]] == [
+        ("tool", "value of k"), ("user", "m1"), ("user", "m2"), ("user", "m3")
+    ]  # fmt: skip
+    sent = provider.requests[1].body["messages"]
+    assert [m["content"] for m in sent[-3:]] == ["m1", "m2", "m3"]
+
+
+async def _phase_is(agents: AgentClient, sid: str, phase: str) -> bool:
+    return (await agents.status(sid)).phase == phase
+
+
+async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("hi"), assistant_text("ok")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider, max_message_chars=10), "hello")
+            await agents.wait(sid, timeout=20)
+            await agents.send(sid, "")
+            await agents.send(sid, "x" * 11)
+            cursor = await agents.send(sid, "ten chars!")
+            reply = await agents.wait(sid, after=cursor, timeout=20)
+            status = await agents.status(sid)
+            await agents.end(sid)
+    assert reply.reply and reply.reply.content == "ok"
+    assert status.rejected_signals == [
+        "send_message: empty message",
+        "send_message: 11 characters is over the limit of 10",
+    ]
+
+
+async def test_idle_timeout_ends_a_quiet_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("hello")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider, idle_timeout_seconds=1), "hi")
+            result = await agents.result(sid)
+    assert result.stop_reason == "idle_timeout" and result.status == "done"
+    assert result.final and result.final.content == "hello"
+
+
+def _without_timestamps(messages: list[Message]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k != "timestamp"} for m in dump_messages(messages)]
+
+
+CONVERSATION = [
+    ("find a and b", [assistant_calls(("lookup", {"key": "a"}), ("lookup", {"key": "b"})),
+                      assistant_calls(("lookup", {"key": "c"})), assistant_text("a, b and c")]),
+    ("now d", [assistant_calls(("lookup", {"key": "d"})), assistant_text("d found")]),
+    ("thanks", [assistant_text("you are welcome")]),
+]  # fmt: skip
+
+
+async def _converse(
+    env: WorkflowEnvironment, task_queue: str, session: dict[str, Any], name: str | None
+) -> tuple[list[Message], Any, int]:
+    script = [reply for _, replies in CONVERSATION for reply in replies]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider, **session), CONVERSATION[0][0])
+            first_run = agents._handle(sid)
+            described = await first_run.describe()
+            await agents.wait(sid, timeout=30)
+            for text, _ in CONVERSATION[1:]:
+                cursor = await agents.send(sid, text)
+                await agents.wait(sid, after=cursor, timeout=30)
+            status = await agents.status(sid)
+            await agents.end(sid)
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+        if name:
+            run = client.get_workflow_handle(sid, run_id=described.run_id)
+            await record_history(run, name)
+    return messages, result, status.runs
+
+
+async def test_continue_as_new_keeps_the_conversation_identical(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    plain, plain_result, plain_runs = await _converse(temporal_env, task_queue, {}, None)
+    continued, result, runs = await _converse(
+        temporal_env, task_queue, {"continue_as_new_after_events": 20}, "continue_as_new"
+    )
+    assert plain_runs == 1
+    assert runs >= 4, f"expected at least 3 continue-as-new cycles, got {runs - 1}"
+    assert _without_timestamps(continued) == _without_timestamps(plain)
+    assert len(continued) == 13
+    assert result.turns == plain_result.turns == 6
+    assert result.usage == plain_result.usage
+
+
+async def test_pending_approval_survives_continue_as_new_and_a_worker_restart(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("deploy", {"service": "api"})), assistant_text("api deployed")]
+    with ScriptedProvider(script) as provider:
+        spec = session_spec(provider, end_after_reply=True, continue_as_new_after_events=20)
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "ship it")
+            first_run = await agents._handle(sid).describe()
+            waiting = await agents.wait(sid, timeout=20)
+            assert waiting.kind == "approval"
+            # a flood of signals that change nothing grows history past the limit
+            for k in range(4):
+                await agents._signal(sid, "approve", {"approval_id": f"bogus-{k}"})
+            status = await wait_for(lambda: _runs_at_least(agents, sid, 2))
+            assert [p.approval_id for p in status.pending_approvals] == ["turn1-call0"]
+            assert status.phase == "awaiting_approval"
+            run = client.get_workflow_handle(sid, run_id=first_run.run_id)
+            await record_history(run, "approval_continued_as_new")
+        # the worker is gone; a new one takes over and the decision still lands
+        async with running_worker(temporal_env, task_queue, registry):
+            await agents.approve(sid, "turn1-call0", by="release-manager")
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert result.final and result.final.content == "api deployed"
+    (deployed,) = tool_messages(messages)
+    assert deployed.content == "deployed api"
+    assert deployed.approval and deployed.approval.by == "release-manager"
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def _runs_at_least(agents: AgentClient, sid: str, runs: int) -> Any:
+    status = await agents.status(sid)
+    return status if status.runs >= runs else None
+
+
+async def test_ending_a_session_denies_what_waits_for_approval(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("deploy", {"service": "db"}))]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(session_spec(provider), "ship db")
+            await agents.wait(sid, timeout=20)
+            await agents.end(sid, by="oncall", reason="change freeze")
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert result.stop_reason == "ended"
+    (denied,) = tool_messages(messages)
+    assert denied.is_error and denied.content == "Tool call denied by oncall: change freeze"
+    assert len(provider.requests) == 1
