@@ -26,8 +26,15 @@ from temporalio.worker import Worker
 
 from activities.model import ModelActivities
 from activities.tools import ToolActivities
-from durable_agent.connection import ServerSettings, connect_client
+from durable_agent.cli import (
+    add_server_arguments,
+    add_worker_arguments,
+    exit_without_teardown,
+    server_settings,
+)
+from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
+from durable_agent.log_setup import configure_logging
 from durable_agent.provider import ProviderClient
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tools import ToolRegistry, default_registry
@@ -75,70 +82,50 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
     )
 
 
-def server_settings(args: argparse.Namespace) -> ServerSettings:
-    return ServerSettings(
-        address=args.address,
-        namespace=args.namespace,
-        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
-        tls=args.tls,
-        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
-        tls_key=Path(args.tls_key) if args.tls_key else None,
-    )
-
-
 async def serve(args: argparse.Namespace) -> None:
+    """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
+    configure_logging(args.log_level, json_lines=args.log_json)
     load_tool_modules([m for m in args.tools.split(",") if m])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
         env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port)
         client = env.client
         print(
-            f"Temporal dev server on 127.0.0.1:{args.port}; UI at http://127.0.0.1:{args.ui_port}"
+            f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "
+            f"UI at http://127.0.0.1:{args.ui_port}",
+            flush=True,
         )
     else:
         client = await connect_client(server_settings(args))
-    worker = build_worker(client, task_queue=args.task_queue)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
-    async with worker:
-        await stop.wait()
-    if env is not None:
-        await env.shutdown()
+    try:
+        async with build_worker(client, task_queue=args.task_queue):
+            tools = ", ".join(default_registry.names()) or "none"
+            print(f"worker ready: task queue {args.task_queue!r}, tools: {tools}", flush=True)
+            log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
+            await stop.wait()
+    finally:
+        if env is not None:
+            await env.shutdown()
+    print("stopped", flush=True)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    env = os.environ.get
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--address", default=env("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
-    parser.add_argument("--namespace", default=env("TEMPORAL_NAMESPACE", "default"))
-    parser.add_argument("--task-queue", default=env("DURABLE_AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE))
-    parser.add_argument(
-        "--tools",
-        default=env("DURABLE_AGENT_TOOLS", ""),
-        help="comma-separated modules whose @tool functions to load",
-    )
-    parser.add_argument("--tls", action="store_true", default=env("TEMPORAL_TLS") == "1")
-    parser.add_argument("--tls-cert", default=env("TEMPORAL_TLS_CERT"))
-    parser.add_argument("--tls-key", default=env("TEMPORAL_TLS_KEY"))
-    parser.add_argument(
-        "--api-key-env",
-        default="TEMPORAL_API_KEY",
-        help="environment variable holding a Temporal Cloud API key",
-    )
+    add_server_arguments(parser)
+    add_worker_arguments(parser)
     parser.add_argument(
         "--dev", action="store_true", help="start the embedded Temporal dev server first"
     )
-    parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
-    parser.add_argument("--port", type=int, default=7233)
-    parser.add_argument("--ui-port", type=int, default=8233)
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     asyncio.run(serve(parse_args(argv)))
+    exit_without_teardown(0)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -41,6 +41,14 @@ class SessionClosedError(RuntimeError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} has ended; start a new one to go on")
         self.session_id = session_id
+
+
+class NoWorkerError(RuntimeError):
+    def __init__(self, session_id: str, task_queue: str, seconds: float) -> None:
+        super().__init__(
+            f"no worker answered for session {session_id!r} within {seconds:g} s: is a worker "
+            f"running on task queue {task_queue!r}? (start one with `durable-agent worker`)"
+        )
 
 
 class UnknownApprovalError(LookupError):
@@ -106,9 +114,17 @@ def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
 
 
 class AgentClient:
-    def __init__(self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        query_timeout: float = 15.0,
+    ) -> None:
         self.temporal = client
         self.task_queue = task_queue
+        self.query_timeout = query_timeout
+        """Seconds a read waits for a worker to answer (queries need a running worker)."""
 
     @classmethod
     async def connect(
@@ -196,16 +212,18 @@ class AgentClient:
         session_id: str,
         *,
         after: int = 0,
+        answered: Collection[str] = (),
         timeout: float | None = None,
         poll_seconds: float = 0.1,
     ) -> WaitOutcome:
         """Wait until the session has answered beyond message index ``after``, asks for an
-        approval, or has ended. Polls queries (cheap reads); nothing is written."""
+        approval (other than the ids in ``answered``, decisions already sent), or has
+        ended. Polls queries (cheap reads); nothing is written."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         delay = poll_seconds
         while True:
-            outcome = await self._check(session_id, after)
+            outcome = await self._check(session_id, after, answered)
             if outcome is not None:
                 return outcome
             if deadline is not None and loop.time() >= deadline:
@@ -213,17 +231,20 @@ class AgentClient:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 1.0)
 
-    async def _check(self, session_id: str, after: int) -> WaitOutcome | None:
+    async def _check(
+        self, session_id: str, after: int, answered: Collection[str]
+    ) -> WaitOutcome | None:
         if await self._closed(session_id):
             result = await self.result_if_closed(session_id)
             messages = await self.messages(session_id, after)
             return WaitOutcome("ended", messages, None, [], result)
         status = await self.status(session_id)
-        if status.pending_approvals:
+        pending = [p for p in status.pending_approvals if p.approval_id not in answered]
+        if pending:
             messages = await self.messages(session_id, after)
-            return WaitOutcome("approval", messages, status, status.pending_approvals)
-        answered = status.message_count > after and status.queued_messages == 0
-        if status.phase == "idle" and answered:
+            return WaitOutcome("approval", messages, status, pending)
+        replied = status.message_count > after and status.queued_messages == 0
+        if status.phase == "idle" and replied:
             messages = await self.messages(session_id, after)
             return WaitOutcome("reply", messages, status, [])
         return None
@@ -264,8 +285,15 @@ class AgentClient:
 
     async def _query(self, session_id: str, name: str, result_type: Any, *args: Any) -> Any:
         try:
-            return await self._handle(session_id).query(name, *args, result_type=result_type)
+            return await self._handle(session_id).query(
+                name,
+                *args,
+                result_type=result_type,
+                rpc_timeout=timedelta(seconds=self.query_timeout),
+            )
         except RPCError as error:
+            if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                raise NoWorkerError(session_id, self.task_queue, self.query_timeout) from None
             raise self._translate(session_id, error) from None
 
     @staticmethod

@@ -1,0 +1,456 @@
+"""``durable-agent``: run the server and worker, start and follow sessions, decide approvals.
+
+Every command but ``dev``, ``worker`` and ``demo`` is a client: it talks to Temporal
+(signals, queries, visibility), never to a worker directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from durable_agent.client import (
+    AgentClient,
+    NoWorkerError,
+    SessionClosedError,
+    SessionNotFoundError,
+    SpecError,
+    UnknownApprovalError,
+    parse_spec,
+)
+from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings, ServerUnreachableError
+from durable_agent.contracts import DEFAULT_TASK_QUEUE, PendingApproval
+from durable_agent.environment import model_from_environment
+from durable_agent.log_setup import configure_logging
+from durable_agent.render import (
+    format_message,
+    format_pending,
+    format_status,
+    message_json,
+    status_line,
+)
+from durable_agent.spec import AgentSpec
+
+EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
+Approver = Callable[[PendingApproval], Awaitable[tuple[bool, str | None]]]
+
+
+class CommandError(Exception):
+    """An error a person can act on; printed without a traceback."""
+
+
+# --- arguments shared with worker.py ----------------------------------------------------
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group("Temporal server")
+    group.add_argument("--address", default=env("TEMPORAL_ADDRESS", DEFAULT_ADDRESS))
+    group.add_argument("--namespace", default=env("TEMPORAL_NAMESPACE", "default"))
+    group.add_argument("--task-queue", default=env("DURABLE_AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE))
+    group.add_argument("--tls", action="store_true", default=env("TEMPORAL_TLS") == "1")
+    group.add_argument("--tls-cert", default=env("TEMPORAL_TLS_CERT"), help="mTLS client cert")
+    group.add_argument("--tls-key", default=env("TEMPORAL_TLS_KEY"), help="mTLS client key")
+    group.add_argument(
+        "--api-key-env",
+        default="TEMPORAL_API_KEY",
+        help="environment variable holding a Temporal Cloud API key (default: %(default)s)",
+    )
+
+
+def server_settings(args: argparse.Namespace) -> ServerSettings:
+    return ServerSettings(
+        address=args.address,
+        namespace=args.namespace,
+        api_key=(os.environ.get(args.api_key_env) or None) if args.api_key_env else None,
+        tls=args.tls,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+    )
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--tools",
+        default=env("DURABLE_AGENT_TOOLS", ""),
+        help="comma-separated modules whose @tool functions to load (or DURABLE_AGENT_TOOLS)",
+    )
+    parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
+    parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
+    parser.add_argument(
+        "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"
+    )
+    parser.add_argument("--port", type=int, default=7233, help="dev server port")
+    parser.add_argument("--ui-port", type=int, default=8233, help="dev server UI port")
+
+
+# --- the live view ------------------------------------------------------------------------
+
+
+class StatusLine:
+    """One self-rewriting line on a terminal; silent when output is not a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._live = stream.isatty()
+        self._shown = False
+
+    def show(self, text: str) -> None:
+        if self._live:
+            self._stream.write(f"\r\x1b[2K{text}")
+            self._stream.flush()
+            self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[2K")
+            self._stream.flush()
+            self._shown = False
+
+
+async def follow(
+    agents: AgentClient,
+    session_id: str,
+    cursor: int,
+    *,
+    approver: Approver | None,
+    out: TextIO,
+) -> tuple[int, str]:
+    """Print messages as they land until the session answers (``reply``) or ends
+    (``ended``). Approvals go to ``approver``; without one, they wait for someone else."""
+    line = StatusLine(out)
+    start, answered, delay = cursor, set[str](), 0.1
+    while True:
+        status = await agents.status(session_id)
+        fresh = await agents.messages(session_id, cursor)
+        if fresh:
+            line.clear()
+            for message in fresh:
+                print(format_message(message), file=out, flush=True)
+            cursor += len(fresh)
+        if status.phase in ("done", "failed") and status.message_count == cursor:
+            line.clear()
+            return cursor, "ended"
+        for pending in status.pending_approvals:
+            if pending.approval_id in answered:
+                continue
+            line.clear()
+            answered.add(pending.approval_id)
+            if approver is None:
+                print(
+                    f"awaiting approval {format_pending(pending)}\n"
+                    f"  decide with: durable-agent approve {session_id} {pending.approval_id}",
+                    file=out,
+                    flush=True,
+                )
+                continue
+            approved, reason = await approver(pending)
+            decide = agents.approve if approved else agents.deny
+            await decide(session_id, pending.approval_id, by=_who(), reason=reason)
+        idle = status.phase == "idle" and status.queued_messages == 0
+        if idle and status.message_count == cursor and cursor > start:
+            line.clear()
+            return cursor, "reply"
+        line.show(status_line(status))
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def _who() -> str:
+    return os.environ.get("USER") or "cli"
+
+
+def terminal_approver(out: TextIO) -> Approver:
+    async def ask(pending: PendingApproval) -> tuple[bool, str | None]:
+        prompt = f"approve {format_pending(pending)}? [y/n] "
+        while True:
+            print(prompt, end="", file=out, flush=True)
+            answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
+            if answer in ("y", "yes"):
+                return True, None
+            if answer in ("n", "no", ""):
+                return False, "declined at the terminal"
+
+    return ask
+
+
+async def approve_everything(pending: PendingApproval) -> tuple[bool, str | None]:
+    return True, "approved by --yes"
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def load_spec(args: argparse.Namespace) -> AgentSpec:
+    if args.spec:
+        path = Path(args.spec)
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise CommandError(f"cannot read spec {path}: {error.strerror}") from None
+        try:
+            return parse_spec(text)
+        except SpecError as error:
+            raise CommandError(f"{path}: {error}") from None
+    model = model_from_environment()
+    if model is None:
+        raise CommandError(
+            "no model configured: pass --spec FILE, or set OPENAI_API_KEY (or OPENAI_BASE_URL "
+            "for an OpenAI-compatible server). `durable-agent demo` runs without either."
+        )
+    return AgentSpec(
+        model=model,
+        instructions=args.instructions,
+        tools=[{"name": name} for name in args.tool],
+    )
+
+
+async def connect(args: argparse.Namespace) -> AgentClient:
+    return await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
+
+
+def _approver(args: argparse.Namespace, out: TextIO) -> Approver | None:
+    if args.yes:
+        return approve_everything
+    return terminal_approver(out) if sys.stdin.isatty() else None
+
+
+async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
+    spec = load_spec(args)
+    spec = spec.model_copy(
+        update={"session": spec.session.model_copy(update={"end_after_reply": True})}
+    )
+    agents = await connect(args)
+    session_id = await agents.start(spec, args.prompt, session_id=args.session_id)
+    print(f"session {session_id}", file=out, flush=True)
+    await follow(agents, session_id, 0, approver=_approver(args, out), out=out)
+    return _report_end(await agents.result(session_id), out)
+
+
+def _report_end(result: Any, out: TextIO) -> int:
+    line = f"session ended: {result.status} ({result.stop_reason})"
+    if result.error:
+        line += f": {result.error}"
+    print(line, file=out, flush=True)
+    return EXIT_OK if result.status == "done" else EXIT_SESSION_FAILED
+
+
+async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    if args.session_id and await _exists(agents, args.session_id):
+        session_id = args.session_id
+        cursor = len(await agents.messages(session_id))
+    else:
+        session_id = await agents.start(load_spec(args), session_id=args.session_id)
+        cursor = 0
+    print(f"session {session_id} (an empty line or Ctrl-D ends it)", file=out, flush=True)
+    approver = _approver(args, out)
+    while True:
+        print("you> ", end="", file=out, flush=True)
+        text = (await asyncio.to_thread(sys.stdin.readline)).rstrip("\n")
+        if not text.strip():
+            await agents.end(session_id, by=_who(), reason="chat closed")
+            return _report_end(await agents.result(session_id), out)
+        await agents.send(session_id, text)
+        cursor, state = await follow(agents, session_id, cursor, approver=approver, out=out)
+        if state == "ended":
+            return _report_end(await agents.result(session_id), out)
+
+
+async def _exists(agents: AgentClient, session_id: str) -> bool:
+    try:
+        await agents.status(session_id)
+    except SessionNotFoundError:
+        return False
+    return True
+
+
+async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    await agents.send(args.session_id, args.text)
+    print(f"sent to {args.session_id}", file=out)
+    return EXIT_OK
+
+
+async def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    decide = agents.approve if args.command == "approve" else agents.deny
+    await decide(args.session_id, args.approval_id, by=args.by or _who(), reason=args.reason)
+    done = {"approve": "approved", "deny": "denied"}[args.command]
+    print(f"{done} {args.approval_id} in {args.session_id}", file=out)
+    return EXIT_OK
+
+
+async def cmd_end(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    await agents.end(args.session_id, by=_who(), reason=args.reason)
+    print(f"ending {args.session_id}", file=out)
+    return EXIT_OK
+
+
+async def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    status = await agents.status(args.session_id)
+    print(status.model_dump_json(indent=2) if args.json else format_status(status), file=out)
+    return EXIT_OK
+
+
+async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    messages = await agents.messages(args.session_id)
+    if args.json:
+        dumped = [m.model_dump(mode="json", exclude_none=True) for m in messages]
+        print(json.dumps(dumped, indent=2, ensure_ascii=False), file=out)
+    elif args.jsonl:
+        for message in messages:
+            print(message_json(message), file=out)
+    else:
+        for message in messages:
+            print(format_message(message), file=out)
+    return EXIT_OK
+
+
+async def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    found = await agents.sessions(limit=args.limit)
+    print(f"{'SESSION':<40} {'STATUS':<12} STARTED", file=out)
+    for s in found:
+        started = f"{s.started_at:%Y-%m-%d %H:%M:%S}" if s.started_at else "-"
+        print(f"{s.session_id:<40} {s.status:<12} {started}", file=out)
+    return EXIT_OK
+
+
+async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    import worker  # the worker entry point owns the process: server, tools, signals
+
+    args.dev = args.command == "dev"
+    await worker.serve(args)
+    return EXIT_OK
+
+
+async def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    from durable_agent.demo.run import run_demo
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    configure_logging("warning")  # the transcript is the demo's output
+
+    return await run_demo(Path(args.data_dir), keep=args.keep, out=say)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]] = {
+    "dev": cmd_serve,
+    "worker": cmd_serve,
+    "demo": cmd_demo,
+    "run": cmd_run,
+    "chat": cmd_chat,
+    "send": cmd_send,
+    "approve": cmd_decide,
+    "deny": cmd_decide,
+    "end": cmd_end,
+    "status": cmd_status,
+    "history": cmd_history,
+    "sessions": cmd_sessions,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="durable-agent", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, *, server: bool = True) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        if server:
+            add_server_arguments(sub)
+        return sub
+
+    add_worker_arguments(
+        command("dev", "embedded Temporal dev server and a worker; Ctrl-C stops both")
+    )
+    add_worker_arguments(command("worker", "a worker for an existing Temporal server"))
+    demo = command("demo", "run the sample agent end to end on a fresh machine", server=False)
+    demo.add_argument("--data-dir", default=os.path.join(".data", "demo"))
+    demo.add_argument("--keep", action="store_true", help="keep the server up for the UI")
+
+    for name, help in (("run", "start a session with a prompt and follow it to the end"),
+                       ("chat", "talk to one session, message after message")):  # fmt: skip
+        sub = command(name, help)
+        sub.add_argument("--spec", help="agent spec JSON file (default: model from environment)")
+        sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
+        sub.add_argument("--instructions", help="system prompt for the default spec")
+        sub.add_argument("--session-id", help="session id (default: generated)")
+        sub.add_argument("--yes", action="store_true", help="approve every tool call")
+        if name == "run":
+            sub.add_argument("prompt")
+
+    send = command("send", "send a message to a session")
+    send.add_argument("session_id")
+    send.add_argument("text")
+    for name in ("approve", "deny"):
+        sub = command(name, f"{name} a pending tool call")
+        sub.add_argument("session_id")
+        sub.add_argument("approval_id")
+        sub.add_argument("--by", help="who decides (default: $USER)")
+        sub.add_argument("--reason")
+    end = command("end", "end a session")
+    end.add_argument("session_id")
+    end.add_argument("--reason")
+    status = command("status", "what a session is doing")
+    status.add_argument("session_id")
+    status.add_argument("--json", action="store_true")
+    history = command("history", "a session's messages")
+    history.add_argument("session_id")
+    form = history.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON array")
+    form.add_argument("--jsonl", action="store_true", help="one message a line")
+    sessions = command("sessions", "sessions on the server, newest first")
+    sessions.add_argument("--limit", type=int, default=50)
+    return parser
+
+
+ACTIONABLE = (
+    CommandError,
+    ServerUnreachableError,
+    SessionNotFoundError,
+    SessionClosedError,
+    UnknownApprovalError,
+    SpecError,
+    NoWorkerError,
+)
+
+
+def run_command(argv: Sequence[str] | None = None) -> int:
+    """Run one command and return its exit status (for use from Python)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(COMMANDS[args.command](args, sys.stdout))
+    except ACTIONABLE as error:
+        print(f"durable-agent: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """Exit once all output is flushed, skipping interpreter finalization: temporalio's
+    Rust runtime threads can abort a finalizing interpreter (SIGABRT,
+    "PyGILState_Release", temporalio/sdk-python#300) after the work is done."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main() -> NoReturn:
+    exit_without_teardown(run_command())
+
+
+if __name__ == "__main__":
+    main()

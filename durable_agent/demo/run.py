@@ -1,0 +1,104 @@
+"""``durable-agent demo``: everything in one process tree on a fresh machine.
+
+The embedded Temporal dev server (SQLite in the data folder), a worker, and one
+session that makes a parallel batch of tool calls, pauses for an approval (which
+the demo grants through AgentClient, as a person would), and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from pathlib import Path
+
+from durable_agent.client import AgentClient
+from durable_agent.contracts import DEFAULT_TASK_QUEUE
+from durable_agent.demo import tools as demo_tools
+from durable_agent.demo.model import DEMO_MODEL, demo_model_reply
+from durable_agent.environment import model_from_environment
+from durable_agent.provider import ProviderEndpoint
+from durable_agent.render import format_message, format_pending
+from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.testing import ScriptedProvider
+
+QUESTION = "What's the weather in NYC and London? Email me a short report."
+INSTRUCTIONS = "You are a weather assistant. Use the tools; email a report when asked."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def demo_spec(model: ModelSpec) -> AgentSpec:
+    return AgentSpec(
+        model=model,
+        instructions=INSTRUCTIONS,
+        tools=[{"name": "get_weather"}, {"name": "send_report"}],
+    )
+
+
+async def run_demo(
+    data_dir: Path, *, keep: bool = False, out: Callable[[str], None] = print
+) -> int:
+    from worker import build_worker, start_dev_server  # the entry point owns the server
+
+    assert demo_tools.get_weather.name == "get_weather"  # imported: the tools are registered
+    port, ui_port = free_port(), free_port()
+    with ExitStack() as stack:
+        model = model_from_environment()
+        if model is None:
+            provider = stack.enter_context(ScriptedProvider(responder=demo_model_reply))
+            endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+            model = ModelSpec(name=DEMO_MODEL, endpoint=endpoint)
+            out(f"model: the built-in demo model, over HTTP at {provider.base_url}")
+        else:
+            out(f"model: {model.name} at {model.endpoint.base_url}")
+        env = await start_dev_server(data_dir, port, ui_port)
+        ui = f"http://127.0.0.1:{ui_port}"
+        out(f"Temporal dev server: 127.0.0.1:{port} (data in {data_dir}); UI: {ui}")
+        try:
+            async with build_worker(env.client, task_queue=DEFAULT_TASK_QUEUE):
+                agents = AgentClient(env.client)
+                session_id = await agents.start(demo_spec(model), QUESTION)
+                out(f"session: {session_id}\n")
+                ok = await _follow(agents, session_id, out)
+                out(f"\nSee it in the Temporal UI: {ui}/namespaces/default/workflows/{session_id}")
+                if keep:
+                    out("The server stays up until Ctrl-C.")
+                    await _until_interrupted()
+        finally:
+            await env.shutdown()
+    return 0 if ok else 1
+
+
+async def _follow(agents: AgentClient, session_id: str, out: Callable[[str], None]) -> bool:
+    cursor = 0
+    answered: set[str] = set()
+    while True:
+        outcome = await agents.wait(session_id, after=cursor, answered=answered, timeout=300)
+        for message in outcome.messages:
+            out(format_message(message))
+        cursor += len(outcome.messages)
+        if outcome.kind == "approval":
+            for pending in outcome.pending:
+                out(f"\n  approval needed: {format_pending(pending)}")
+                await agents.approve(
+                    session_id, pending.approval_id, by="demo", reason="approved by the demo"
+                )
+                answered.add(pending.approval_id)
+                out(f"  approved {pending.approval_id} (AgentClient.approve, by 'demo')\n")
+            continue
+        if outcome.kind == "reply":
+            await agents.end(session_id, reason="demo finished")
+        result = await agents.result(session_id)
+        out(f"\nsession ended: {result.status} ({result.stop_reason}), {result.turns} model calls")
+        return outcome.kind == "reply" and result.status == "done"
+
+
+async def _until_interrupted() -> None:
+    with suppress(asyncio.CancelledError):
+        await asyncio.Event().wait()

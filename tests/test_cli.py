@@ -1,0 +1,251 @@
+"""The `durable-agent` command line, run as a separate process against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient, parse_messages
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests import cli_tools
+from tests.agent_harness import running_worker, spec_for
+
+ROOT = Path(__file__).parent.parent
+registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
+NO_MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DURABLE_AGENT_MODEL")
+
+
+def cli(*args: str, address: str | None = None, stdin: str = "", timeout: float = 60) -> Any:
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+    if address:
+        env["TEMPORAL_ADDRESS"] = address
+    return subprocess.run(
+        [sys.executable, "-m", "durable_agent.cli", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+async def acli(*args: str, **kw: Any) -> Any:
+    return await asyncio.to_thread(cli, *args, **kw)
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return str(env.client.service_client.config.target_host)
+
+
+def write_spec(tmp_path: Path, provider: ScriptedProvider, tools: list[str], **kw: Any) -> str:
+    spec = spec_for(provider, tools, session=kw.pop("session", {}), **kw)
+    path = tmp_path / "spec.json"
+    path.write_text(spec.model_dump_json(indent=2))
+    return str(path)
+
+
+async def test_run_follows_a_session_to_its_answer_and_history_reads_it_back(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    script = [
+        assistant_calls(("get_time", {"city": "NYC"}), ("wipe_cache", {"name": "tiles"})),
+        assistant_text("It is 09:00 in NYC; tiles cache cleared."),
+    ]
+    address = address_of(temporal_env)
+    with ScriptedProvider(script) as provider:
+        spec = write_spec(tmp_path, provider, ["get_time", "wipe_cache"])
+        async with running_worker(temporal_env, task_queue, registry):
+            run = await acli(
+                "run", "--spec", spec, "--task-queue", task_queue, "--yes",
+                "--session-id", f"cli-run-{task_queue}", "time in NYC, then clear tiles",
+                address=address,
+            )  # fmt: skip
+            sid = f"cli-run-{task_queue}"
+            jsonl = await acli(
+                "history", sid, "--jsonl", "--task-queue", task_queue, address=address
+            )
+            as_json = await acli(
+                "history", sid, "--json", "--task-queue", task_queue, address=address
+            )
+            status = await acli(
+                "status", sid, "--json", "--task-queue", task_queue, address=address
+            )
+            listed = await acli("sessions", address=address)
+            queried = await AgentClient(temporal_env.client).messages(sid)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert f"session {sid}" in out
+    assert '-> get_time {"city": "NYC"}' in out and "-> wipe_cache" in out
+    assert "tool      get_time: 09:00" in out
+    assert "assistant It is 09:00 in NYC; tiles cache cleared." in out
+    assert "session ended: done (final_answer)" in out
+    lines = [json.loads(line) for line in jsonl.stdout.splitlines()]
+    assert parse_messages(lines) == queried == parse_messages(json.loads(as_json.stdout))
+    assert [m["role"] for m in lines] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert lines[3]["approval"]["reason"] == "approved by --yes"
+    assert json.loads(status.stdout)["phase"] == "done"
+    assert sid in listed.stdout
+
+
+async def test_send_approve_deny_and_end_steer_a_live_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        assistant_calls(("wipe_cache", {"name": "a"}), ("wipe_cache", {"name": "b"})),
+        assistant_text("a cleared, b kept"),
+        assistant_text("bye"),
+    ]
+    address = address_of(temporal_env)
+    queue = ("--task-queue", task_queue)
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider, ["wipe_cache"], session={}), "clear")
+            await agents.wait(sid, timeout=20)
+            bad = await acli("approve", sid, "turn9-call9", *queue, address=address)
+            ok = await acli("approve", sid, "turn1-call0", "--by", "ann", *queue, address=address)
+            no = await acli(
+                "deny", sid, "turn1-call1", "--reason", "keep b", *queue, address=address
+            )
+            reply = await agents.wait(sid, after=3, timeout=20)
+            sent = await acli("send", sid, "thanks", *queue, address=address)
+            await agents.wait(sid, after=6, timeout=20)
+            ended = await acli("end", sid, "--reason", "done here", *queue, address=address)
+            result = await agents.result(sid)
+            closed = await acli("send", sid, "anyone?", *queue, address=address)
+    assert bad.returncode == 2
+    assert "has no pending approval 'turn9-call9' (pending: turn1-call0, turn1-call1)" in bad.stderr
+    assert ok.returncode == 0 and no.returncode == 0 and sent.returncode == 0, (
+        ok.stderr,
+        no.stderr,
+        sent.stderr,
+    )
+    assert reply.reply and reply.reply.content == "a cleared, b kept"
+    assert ended.returncode == 0 and result.stop_reason == "ended"
+    assert closed.returncode == 2 and "has ended" in closed.stderr
+
+
+async def test_chat_talks_to_one_session_until_an_empty_line(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    script = [assistant_text("hello there"), assistant_text("22:00 in Tokyo")]
+    with ScriptedProvider(script) as provider:
+        spec = write_spec(tmp_path, provider, ["get_time"])
+        async with running_worker(temporal_env, task_queue, registry):
+            chat = await acli(
+                "chat", "--spec", spec, "--task-queue", task_queue,
+                stdin="hi\nwhat time is it in Tokyo?\n\n", address=address_of(temporal_env),
+            )  # fmt: skip
+    assert chat.returncode == 0, chat.stderr
+    out = chat.stdout
+    assert out.index("assistant hello there") < out.index("assistant 22:00 in Tokyo")
+    assert "session ended: done (ended)" in out
+    assert len(provider.requests) == 2
+
+
+async def test_errors_say_what_to_fix(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    address = address_of(temporal_env)
+    unreachable = await acli("sessions", address="127.0.0.1:1")
+    unknown = await acli("status", "no-such-session", address=address)
+    bad_spec = tmp_path / "bad.json"
+    bad_spec.write_text(
+        json.dumps({"model": {"name": ""}, "stop": {"max_turns": -1}, "colour": "blue"})
+    )
+    invalid = await acli("run", "--spec", str(bad_spec), "hi", address=address)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"model": {"name": "x"},')
+    not_json = await acli("run", "--spec", str(broken), "hi", address=address)
+    no_model = await acli("run", "hi", address=address)
+    for done in (unreachable, unknown, invalid, not_json, no_model):
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "cannot reach Temporal at 127.0.0.1:1" in unreachable.stderr
+    assert "no session with id 'no-such-session'" in unknown.stderr
+    assert "model.name: String should have at least 1 character" in invalid.stderr
+    assert "stop.max_turns: Input should be greater than or equal to 1" in invalid.stderr
+    assert "colour: Extra inputs are not permitted" in invalid.stderr
+    assert "Invalid JSON" in not_json.stderr
+    assert "no model configured" in no_model.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "durable_agent.cli", "dev", "--data-dir", str(data_dir),
+         "--port", str(port), "--ui-port", str(free_port()), "--tools", "tests.cli_tools"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        assert line, "durable-agent dev exited before its worker was ready"
+        if line.startswith("worker ready"):
+            assert "get_time" in line and "wipe_cache" in line
+            return process
+
+
+async def _stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+    process.send_signal(signal.SIGINT)
+    out, _ = await asyncio.to_thread(process.communicate, timeout=30)
+    return process.returncode, out
+
+
+async def test_dev_runs_server_and_worker_keeps_sessions_across_restarts(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    script = [assistant_calls(("get_time", {"city": "Tokyo"})), assistant_text("22:00")]
+    with ScriptedProvider(script) as provider:
+        spec = write_spec(tmp_path, provider, ["get_time"])
+        dev = await asyncio.to_thread(_start_dev, tmp_path / "data", port)
+        try:
+            run = await acli("run", "--spec", spec, "--session-id", "persisted", "time?",
+                             address=address)  # fmt: skip
+        finally:
+            code, out = await _stop(dev)
+    assert run.returncode == 0, run.stderr
+    assert code == 0 and "stopped" in out
+    with socket.socket() as probe:  # Ctrl-C stopped the server too
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+    assert (tmp_path / "data" / "temporal.sqlite").exists()
+    dev = await asyncio.to_thread(_start_dev, tmp_path / "data", port)
+    try:
+        history = await acli("history", "persisted", "--jsonl", address=address)
+    finally:
+        await _stop(dev)
+    assert history.returncode == 0, history.stderr
+    roles = [json.loads(line)["role"] for line in history.stdout.splitlines()]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_demo_runs_end_to_end_without_a_key(tmp_path: Path) -> None:
+    demo = cli("demo", "--data-dir", str(tmp_path / "demo"), timeout=120)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    out = demo.stdout
+    assert "model: the built-in demo model, over HTTP at http://127.0.0.1:" in out
+    assert '-> get_weather {"city": "NYC"}' in out and '-> get_weather {"city": "London"}' in out
+    assert "approval needed: turn2-call0: send_report" in out
+    assert "approved turn2-call0 (AgentClient.approve, by 'demo')" in out
+    assert "The report went to" in out  # (the line wraps before the address)
+    assert "session ended: done (ended), 3 model calls" in out
+    assert "See it in the Temporal UI: http://127.0.0.1:" in out
