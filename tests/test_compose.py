@@ -1,0 +1,98 @@
+"""docker-compose.yml checked statically (no Docker engine runs here): services, images,
+ports, health checks and the wiring between them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from durable_agent.cli import build_parser
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return loaded
+
+
+def services(compose: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = compose["services"]
+    return found
+
+
+def test_the_four_services_with_pinned_images_and_health_checks(compose: dict[str, Any]) -> None:
+    svc = services(compose)
+    assert set(svc) == {"postgresql", "temporal", "temporal-ui", "worker"}
+    for name, service in svc.items():
+        image = service.get("image", "")
+        assert re.fullmatch(r"[\w./-]+:[\w.-]+", image), f"{name}: unpinned image {image!r}"
+        assert not image.endswith(":latest"), name
+        assert service["healthcheck"]["test"], f"{name} has no health check"
+        assert service.get("restart") == "unless-stopped", name
+    assert svc["postgresql"]["image"].startswith("postgres:")
+    assert svc["temporal"]["image"].startswith("temporalio/auto-setup:")
+    assert svc["temporal-ui"]["image"].startswith("temporalio/ui:")
+    assert svc["worker"]["build"] == "."
+
+
+def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
+    svc = services(compose)
+    assert svc["temporal"]["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
+    for dependent in ("temporal-ui", "worker"):
+        assert svc[dependent]["depends_on"] == {"temporal": {"condition": "service_healthy"}}
+
+
+def test_ports_published(compose: dict[str, Any]) -> None:
+    svc = services(compose)
+    assert svc["temporal"]["ports"] == ["7233:7233"]
+    assert svc["temporal-ui"]["ports"] == ["8080:8080"]
+    assert "ports" not in svc["worker"] and "ports" not in svc["postgresql"]
+
+
+def test_temporal_uses_the_postgresql_service_with_its_credentials(
+    compose: dict[str, Any],
+) -> None:
+    svc = services(compose)
+    temporal = svc["temporal"]["environment"]
+    postgres = svc["postgresql"]["environment"]
+    assert temporal["DB"].startswith("postgres") and temporal["POSTGRES_SEEDS"] == "postgresql"
+    assert temporal["POSTGRES_USER"] == postgres["POSTGRES_USER"]
+    assert temporal["POSTGRES_PWD"] == postgres["POSTGRES_PASSWORD"]
+    assert "postgresql-data" in compose["volumes"]
+
+
+def test_ui_and_worker_point_at_the_temporal_service(compose: dict[str, Any]) -> None:
+    svc = services(compose)
+    assert svc["temporal-ui"]["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
+    worker = svc["worker"]["environment"]
+    assert worker["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert worker["DURABLE_AGENT_TASK_QUEUE"] == "durable-agent"
+
+
+def test_model_keys_come_from_the_host_never_literal(compose: dict[str, Any]) -> None:
+    worker = services(compose)["worker"]["environment"]
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        assert worker[key] == f"${{{key}:-}}", f"{key} must be passed through from the host"
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert not re.search(r"sk-[A-Za-z0-9]{8,}", text)
+
+
+def test_worker_command_and_health_check_are_valid_cli_invocations(
+    compose: dict[str, Any],
+) -> None:
+    worker = services(compose)["worker"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["durable-agent"]' in dockerfile
+    parser = build_parser()
+    assert parser.parse_args(worker["command"]).command == "worker"
+    check = worker["healthcheck"]["test"]
+    assert check[:2] == ["CMD", "durable-agent"]
+    assert parser.parse_args(check[2:]).command == "sessions"
+    for path in ("durable_agent", "workflows", "activities", "worker.py", "pyproject.toml"):
+        assert f"COPY {path}" in dockerfile or f" {path} " in dockerfile, path
