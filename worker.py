@@ -26,6 +26,7 @@ from temporalio.worker import Worker
 
 from activities.model import ModelActivities
 from activities.tools import ToolActivities
+from activities.transcript_store import TranscriptStore, open_transcript_store
 from durable_agent.cli import (
     add_server_arguments,
     add_worker_arguments,
@@ -49,10 +50,12 @@ def build_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     registry: ToolRegistry | None = None,
     provider: ProviderClient | None = None,
+    transcripts: TranscriptStore | None = None,
     max_concurrent_activities: int = 100,
 ) -> Worker:
-    """A worker for sessions on ``task_queue`` with the tools of ``registry``."""
-    model = ModelActivities(provider)
+    """A worker for sessions on ``task_queue`` with the tools of ``registry``.
+    ``transcripts`` defaults to an in-process cache only (``memory:``)."""
+    model = ModelActivities(provider, transcripts)
     tools = ToolActivities(default_registry if registry is None else registry)
     return Worker(
         client,
@@ -101,8 +104,10 @@ async def serve(args: argparse.Namespace) -> None:
         )
     else:
         client = await connect_client(server_settings(args))
+    store_url = args.transcript_store or f"sqlite:///{Path(args.data_dir) / 'transcripts.sqlite'}"
+    transcripts = open_transcript_store(store_url)
     try:
-        async with build_worker(client, task_queue=args.task_queue):
+        async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):
             tools = ", ".join(default_registry.names()) or "none"
             print(f"worker ready: task queue {args.task_queue!r}, tools: {tools}", flush=True)
             log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())

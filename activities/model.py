@@ -10,11 +10,13 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
-from durable_agent.contracts import TOOL_DEFINITIONS_UNKNOWN, ModelCallInput
-from durable_agent.messages import AssistantMessage
+from durable_agent.contracts import TOOL_DEFINITIONS_UNKNOWN, TRANSCRIPT_UNKNOWN, ModelCallInput
+from durable_agent.messages import AssistantMessage, Message
 from durable_agent.provider import ProviderClient, ProviderError, shared_client
 from durable_agent.tool_definition import ToolDefinition
+from durable_agent.transcript import EMPTY_HASH
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -26,8 +28,14 @@ HEARTBEAT_EVERY_SECONDS = 2.0
 
 
 class ModelActivities:
-    def __init__(self, client: ProviderClient | None = None, cache_size: int = 256) -> None:
+    def __init__(
+        self,
+        client: ProviderClient | None = None,
+        transcripts: TranscriptStore | None = None,
+        cache_size: int = 256,
+    ) -> None:
         self._client = client
+        self.transcripts = transcripts or TranscriptStore()
         self._tool_cache: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
         self._cache_size = cache_size
 
@@ -49,11 +57,33 @@ class ModelActivities:
         self._tool_cache.move_to_end(call.tools_digest)
         return cached
 
+    async def _conversation(self, call: ModelCallInput) -> tuple[str, tuple[Message, ...]]:
+        """The whole array: the referenced prefix from the store, then the new messages,
+        checked against the workflow's hash and stored for the next call."""
+        base = call.transcript.hash if call.transcript else EMPTY_HASH
+        prefix = await self.transcripts.load(base)
+        if prefix is None:
+            raise ApplicationError(
+                f"this worker's transcript store has no prefix {base} "
+                f"({call.transcript.count if call.transcript else 0} messages)",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+        head, messages = await self.transcripts.extend(base, prefix, call.messages)
+        if head != call.head and call.transcript is not None:
+            raise ApplicationError(
+                f"transcript hash mismatch: the workflow has {call.head}, this worker {head}",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+        return head, messages
+
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:
+        head, conversation = await self._conversation(call)
         body = build_request(
             call.endpoint.api,
-            call.messages,
+            list(conversation),
             model=call.model,
             tools=self._tools(call),
             options=call.options,
@@ -92,4 +122,7 @@ class ModelActivities:
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
         )
-        return message.model_copy(update={"timestamp": int(time.time() * 1000)})
+        message = message.model_copy(update={"timestamp": int(time.time() * 1000)})
+        # the reply enters history once, in this result; the store keeps it for the next call
+        await self.transcripts.extend(head, conversation, [message])
+        return message

@@ -83,6 +83,11 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated modules whose @tool functions to load (or DURABLE_AGENT_TOOLS)",
     )
     parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
+    parser.add_argument(
+        "--transcript-store",
+        default=env("DURABLE_AGENT_TRANSCRIPT_STORE"),
+        help="sqlite:///path, postgresql://... or memory: (default: SQLite in --data-dir)",
+    )
     parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
     parser.add_argument(
         "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"

@@ -20,6 +20,8 @@ WORKFLOW_NAME = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "durable-agent"
 #: Error type of a model call whose worker lacks the session's tool definitions.
 TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
+#: Error type of a model call whose worker cannot find the referenced transcript prefix.
+TRANSCRIPT_UNKNOWN = "TranscriptUnknown"
 
 
 class _Contract(BaseModel):
@@ -44,6 +46,13 @@ class ResolveToolsResult(_Contract):
     """Names no worker-side tool answers to."""
 
 
+class TranscriptRef(_Contract):
+    """A transcript prefix by content: its length and its chain hash."""
+
+    count: int = Field(ge=0)
+    hash: str
+
+
 class ModelCallInput(_Contract):
     session_id: str
     turn: int
@@ -57,7 +66,12 @@ class ModelCallInput(_Contract):
     """Digest of the session's tool definitions, which the worker caches by it."""
     tools: list[ToolDefinition] | None = None
     """Sent only when a worker reported the digest unknown (then cached again)."""
+    transcript: TranscriptRef | None = None
+    """The prefix workers already hold; ``None`` when ``messages`` is the whole array."""
     messages: list[Message]
+    """The messages after ``transcript``'s prefix (all of them without one)."""
+    head: str
+    """Chain hash of the whole array, which the worker checks before calling the model."""
 
 
 class ToolCallInput(_Contract):

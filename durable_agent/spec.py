@@ -131,6 +131,8 @@ class SessionState(_Spec):
     """Everything a session carries across continue-as-new."""
 
     messages: list[Message]
+    stored_count: int = 0
+    """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
     stage: Stage
     turn: int
     model_calls_this_reply: int

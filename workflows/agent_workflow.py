@@ -20,6 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         TOOL_DEFINITIONS_UNKNOWN,
+        TRANSCRIPT_UNKNOWN,
         WORKFLOW_NAME,
         AgentResult,
         ApprovalCheckInput,
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
         Stage,
         ToolCallInput,
+        TranscriptRef,
     )
     from durable_agent.messages import (
         ApprovalDecision,
@@ -48,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.spec import AgentInput, AgentSpec, SessionState
     from durable_agent.structured_output import parse_structured_output
+    from durable_agent.transcript import Transcript
     from workflows.approval_gate import ApprovalGate
     from workflows.turn_logic import (
         apply_overrides,
@@ -76,7 +79,8 @@ class AgentWorkflow:
         carried = request.carried or SessionState(
             messages=[], stage="idle", turn=0, model_calls_this_reply=0, usage=Usage(), tools=[]
         )
-        self._messages: list[Message] = list(carried.messages)
+        self._messages = Transcript(carried.messages)
+        self._stored = carried.stored_count  # messages the workers' transcript store holds
         self._stage: Stage = carried.stage
         self._phase: Phase = "starting"
         self._turn = carried.turn
@@ -222,7 +226,8 @@ class AgentWorkflow:
         """Hand the whole session to a fresh run. Called only between activities."""
         await workflow.wait_condition(workflow.all_handlers_finished)
         carried = SessionState(
-            messages=self._messages,
+            messages=self._messages.as_list(),
+            stored_count=self._stored,
             stage=self._stage,
             turn=self._turn,
             model_calls_this_reply=self._model_calls,
@@ -249,6 +254,7 @@ class AgentWorkflow:
             definitions = None
             if self._send_definitions:
                 definitions = [t.definition for t in self._tools.values()]
+            stored = self._stored
             call = ModelCallInput(
                 session_id=workflow.info().workflow_id,
                 turn=self._turn + 1,
@@ -260,7 +266,11 @@ class AgentWorkflow:
                 output_schema=spec.output_schema,
                 tools_digest=self._digest,
                 tools=definitions,
-                messages=list(self._messages),
+                transcript=TranscriptRef(count=stored, hash=self._messages.hash_at(stored))
+                if stored
+                else None,
+                messages=self._messages[stored:],
+                head=self._messages.head,
             )
             try:
                 assistant: AssistantMessage = await workflow.execute_activity(
@@ -278,12 +288,12 @@ class AgentWorkflow:
                 )
             except ActivityError as error:
                 cause = error.cause
-                if (
-                    isinstance(cause, ApplicationError)
-                    and cause.type == TOOL_DEFINITIONS_UNKNOWN
-                    and not self._send_definitions
-                ):
+                kind = cause.type if isinstance(cause, ApplicationError) else None
+                if kind == TOOL_DEFINITIONS_UNKNOWN and not self._send_definitions:
                     self._send_definitions = True  # this worker lacks them: send them once
+                    continue
+                if kind == TRANSCRIPT_UNKNOWN and self._stored:
+                    self._stored = 0  # the store lost the prefix: send the whole array once
                     continue
                 text = cause.message if isinstance(cause, ApplicationError) else str(error)
                 self._last_error = text
@@ -296,6 +306,7 @@ class AgentWorkflow:
         self._turn += 1
         self._model_calls += 1
         self._messages.append(assistant)
+        self._stored = len(self._messages)  # the worker stored the array and its reply
         if assistant.usage is not None:
             self._usage = self._usage + assistant.usage
         if assistant.is_error:

@@ -1,0 +1,203 @@
+"""Where workers keep transcripts: an in-process cache in front of a shared durable store.
+
+A message is stored once, under the chain hash of the prefix it ends, with its parent's
+hash; a prefix is read back by walking parents. Any worker sharing the store can serve
+any session. Holds conversation content only: never keys or headers.
+
+Store URLs: ``sqlite:///path/to/file`` (embedded default), ``postgresql://...``
+(production), ``memory:`` (the cache alone: a worker restart forgets, and the
+workflow re-sends the array once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from durable_agent.messages import Message, parse_message
+from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash
+
+Row = tuple[str, str, int, str]
+"""(hash, parent hash, position, canonical message JSON)"""
+
+
+class TranscriptBackend(Protocol):
+    def load(self, head: str) -> list[Row]: ...
+    def save(self, rows: Sequence[Row]) -> None: ...
+    def prune(self, older_than_seconds: float) -> int: ...
+    def wipe(self) -> None: ...
+
+
+def _complete_chain(rows: list[Row], head: str) -> list[str] | None:
+    """The messages of ``head``'s prefix, or ``None`` if any ancestor is missing."""
+    if not rows:
+        return [] if head == EMPTY_HASH else None
+    ordered = sorted(rows, key=lambda r: r[2])
+    if ordered[0][1] != EMPTY_HASH or ordered[-1][0] != head or ordered[-1][2] != len(rows) - 1:
+        return None
+    return [r[3] for r in ordered]
+
+
+_WALK = """
+WITH RECURSIVE chain(hash, parent, position, message) AS (
+    SELECT hash, parent, position, message FROM transcript_messages WHERE hash = {p}
+    UNION ALL
+    SELECT t.hash, t.parent, t.position, t.message
+    FROM transcript_messages t JOIN chain c ON t.hash = c.parent
+)
+SELECT hash, parent, position, message FROM chain
+"""
+
+
+class SqliteBackend:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
+                "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
+                "stored_at REAL NOT NULL)"
+            )
+
+    def load(self, head: str) -> list[Row]:
+        with self._lock:
+            return list(self._db.execute(_WALK.format(p="?"), (head,)))
+
+    def save(self, rows: Sequence[Row]) -> None:
+        now = time.time()
+        with self._lock:
+            self._db.executemany(
+                "INSERT INTO transcript_messages VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(hash) DO UPDATE SET stored_at = excluded.stored_at",
+                [(*row, now) for row in rows],
+            )
+
+    def prune(self, older_than_seconds: float) -> int:
+        with self._lock:
+            cursor = self._db.execute(
+                "DELETE FROM transcript_messages WHERE stored_at < ?",
+                (time.time() - older_than_seconds,),
+            )
+            return cursor.rowcount
+
+    def wipe(self) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM transcript_messages")
+
+
+class PostgresBackend:
+    """One table, created on start if missing."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg  # imported here: only PostgreSQL deployments need it
+
+        self._db: Any = psycopg.connect(url, autocommit=True)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
+                "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
+                "stored_at DOUBLE PRECISION NOT NULL)"
+            )
+            self._db.execute(
+                "CREATE INDEX IF NOT EXISTS transcript_messages_stored_at "
+                "ON transcript_messages (stored_at)"
+            )
+
+    def load(self, head: str) -> list[Row]:
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(_WALK.format(p="%s"), (head,))]
+
+    def save(self, rows: Sequence[Row]) -> None:
+        now = time.time()
+        with self._lock, self._db.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO transcript_messages VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at",
+                [(*row, now) for row in rows],
+            )
+
+    def prune(self, older_than_seconds: float) -> int:
+        with self._lock:
+            cursor = self._db.execute(
+                "DELETE FROM transcript_messages WHERE stored_at < %s",
+                (time.time() - older_than_seconds,),
+            )
+            return int(cursor.rowcount)
+
+    def wipe(self) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM transcript_messages")
+
+
+class TranscriptStore:
+    def __init__(self, backend: TranscriptBackend | None = None, cache_size: int = 512) -> None:
+        self.backend = backend
+        self._cache: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
+        self._cache_size = cache_size
+
+    async def load(self, head: str) -> tuple[Message, ...] | None:
+        """The messages whose chain hash is ``head``, or ``None`` if this store lacks them."""
+        cached = self._cache.get(head)
+        if cached is not None:
+            self._cache.move_to_end(head)
+            return cached
+        if head == EMPTY_HASH:
+            return ()
+        if self.backend is None:
+            return None
+        rows = await asyncio.to_thread(self.backend.load, head)
+        chain = _complete_chain(rows, head)
+        if chain is None:
+            return None
+        messages = tuple(parse_message(json.loads(m)) for m in chain)
+        self._remember(head, messages)
+        return messages
+
+    async def extend(
+        self, base: str, prefix: tuple[Message, ...], appended: Sequence[Message]
+    ) -> tuple[str, tuple[Message, ...]]:
+        """Store ``appended`` after the prefix named ``base``; return the new head."""
+        rows: list[Row] = []
+        head = base
+        for offset, message in enumerate(appended):
+            encoded = canonical_json(message)
+            parent, head = head, chain_hash(head, encoded)
+            rows.append((head, parent, len(prefix) + offset, encoded))
+        messages = prefix + tuple(appended)
+        if rows and self.backend is not None:
+            await asyncio.to_thread(self.backend.save, rows)
+        self._remember(head, messages)
+        return head, messages
+
+    def forget(self) -> None:
+        """Drop the in-process cache (the backend keeps its rows)."""
+        self._cache.clear()
+
+    def _remember(self, head: str, messages: tuple[Message, ...]) -> None:
+        self._cache[head] = messages
+        self._cache.move_to_end(head)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+
+def open_transcript_store(url: str) -> TranscriptStore:
+    if url == "memory:":
+        return TranscriptStore()
+    if url.startswith("sqlite:///"):
+        return TranscriptStore(SqliteBackend(Path(url.removeprefix("sqlite:///"))))
+    if url.startswith(("postgresql://", "postgres://")):
+        return TranscriptStore(PostgresBackend(url))
+    raise ValueError(
+        f"unknown transcript store {url!r}: use sqlite:///path, postgresql://... or memory:"
+    )

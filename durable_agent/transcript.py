@@ -1,0 +1,92 @@
+"""The message array with a content-hash chain over it.
+
+``hash[i]`` names the first ``i`` messages exactly: ``hash[0]`` is fixed and
+``hash[i] = sha256(hash[i-1] + canonical_json(message[i-1]))``. The workflow
+computes it (pure, deterministic); workers keep transcripts by it, so a model
+call can say "the prefix you hold as H, plus these new messages" instead of
+carrying the whole array into history again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+from durable_agent.messages import Message
+
+EMPTY_HASH = "sha256:" + hashlib.sha256(b"durable-agent transcript v1").hexdigest()
+
+
+def canonical_json(message: Message) -> str:
+    """The one serialisation hashed and stored: sorted keys, no spaces, no nulls."""
+    return json.dumps(
+        message.model_dump(mode="json", exclude_none=True),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def chain_hash(previous: str, message_json: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(previous.encode())
+    digest.update(b"\n")
+    digest.update(message_json.encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
+    current = start
+    for message in messages:
+        current = chain_hash(current, canonical_json(message))
+    return current
+
+
+class Transcript(Sequence[Message]):
+    """An append-only message list that knows the chain hash and JSON size of every prefix."""
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self._messages: list[Message] = []
+        self._hashes: list[str] = [EMPTY_HASH]
+        self._sizes: list[int] = [0]
+        self.extend(messages)
+
+    def append(self, message: Message) -> None:
+        encoded = canonical_json(message)
+        self._messages.append(message)
+        self._hashes.append(chain_hash(self._hashes[-1], encoded))
+        self._sizes.append(self._sizes[-1] + len(encoded.encode()))
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def hash_at(self, count: int) -> str:
+        """The hash naming the first ``count`` messages."""
+        return self._hashes[count]
+
+    @property
+    def head(self) -> str:
+        return self._hashes[-1]
+
+    def json_bytes(self, start: int = 0, end: int | None = None) -> int:
+        """Size of messages ``[start:end]`` as canonical JSON (a payload estimate)."""
+        return self._sizes[len(self._messages) if end is None else end] - self._sizes[start]
+
+    def as_list(self) -> list[Message]:
+        return list(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        return self._messages[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self._messages)

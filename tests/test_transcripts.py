@@ -1,0 +1,225 @@
+"""Transcript references: each message enters history once; workers rebuild the array
+from their store (SQLite, PostgreSQL), and a lost store costs one full resend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from activities.transcript_store import (
+    PostgresBackend,
+    SqliteBackend,
+    TranscriptStore,
+    open_transcript_store,
+)
+from durable_agent import AgentClient, dump_messages, user_message
+from durable_agent.messages import AssistantMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
+from tests.agent_harness import spec_for
+from tests.postgres_server import running_postgres
+from worker import build_worker
+
+registry = ToolRegistry()
+
+
+@tool(registry=registry)
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: " + "x" * 200
+
+
+@tool(registry=registry, approval="always")
+def publish(page: int) -> str:
+    """Publish a page (a person approves)."""
+    return f"published {page}"
+
+
+SCRIPT = [
+    assistant_calls(("fetch", {"page": 1}), ("fetch", {"page": 2})),
+    assistant_calls(("fetch", {"page": 3})),
+    assistant_calls(("publish", {"page": 3})),
+    assistant_calls(("fetch", {"page": 4})),
+    assistant_text("published page 3 after reading four pages"),
+]
+
+
+def model_inputs(history: Any) -> list[dict[str, Any]]:
+    """The decoded input of every call_model activity scheduled in a history."""
+    found = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name == "call_model":
+                found.append(json.loads(attributes.input.payloads[0].data))
+    return found
+
+
+def _plain(messages: list[Any]) -> list[dict[str, Any]]:
+    """Messages without the times they were made at."""
+    plain = []
+    for message in dump_messages(messages):
+        message.pop("timestamp", None)
+        message.get("approval", {}).pop("at", None)
+        plain.append(message)
+    return plain
+
+
+async def _session(
+    env: WorkflowEnvironment,
+    task_queue: str,
+    store: TranscriptStore,
+    *,
+    while_paused: Any = None,
+) -> tuple[list[Any], WorkflowHandle[Any, Any], ScriptedProvider]:
+    with ScriptedProvider(SCRIPT) as provider:
+        async with build_worker(
+            env.client, task_queue=task_queue, registry=registry, transcripts=store
+        ):
+            agents = AgentClient(env.client, task_queue=task_queue)
+            spec = spec_for(provider, ["fetch", "publish"], session={"end_after_reply": True})
+            sid = await agents.start(spec, "read pages 1-4, publish 3")
+            waiting = await agents.wait(sid, timeout=30)
+            assert waiting.kind == "approval"
+            if while_paused is not None:
+                await while_paused()
+            await agents.approve(sid, waiting.pending[0].approval_id)
+            await agents.result(sid)
+            messages = await agents.messages(sid)
+        return messages, env.client.get_workflow_handle(sid), provider
+
+
+async def test_each_model_call_carries_only_new_messages(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    store = open_transcript_store(f"sqlite:///{tmp_path / 't.sqlite'}")
+    messages, handle, provider = await _session(temporal_env, task_queue, store)
+    inputs = model_inputs(await handle.fetch_history())
+    assert len(inputs) == 5
+    assert inputs[0]["transcript"] is None and len(inputs[0]["messages"]) == 1  # the user
+    previous = 1
+    for call in inputs[1:]:
+        # the reference names everything up to and including the previous reply
+        assert call["transcript"]["count"] == previous + 1
+        new = call["messages"]
+        assert [m["role"] for m in new] == ["tool"] * len(new)
+        previous = call["transcript"]["count"] + len(new)
+    # and the provider still received the whole conversation every time
+    transcript = Transcript(messages)
+    for k, request in enumerate(provider.requests):
+        sent = request.body["messages"]
+        upto = inputs[k]["transcript"]["count"] if inputs[k]["transcript"] else 0
+        assert len(sent) == upto + len(inputs[k]["messages"])
+        assert inputs[k]["head"] == transcript.hash_at(len(sent))
+    assert [m["role"] for m in provider.requests[-1].body["messages"]] == [
+        "user", "assistant", "tool", "tool", "assistant", "tool", "assistant", "tool",
+        "assistant", "tool",
+    ]  # fmt: skip
+
+
+async def test_a_wiped_store_costs_one_full_resend_and_changes_nothing(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    undisturbed, _, _ = await _session(temporal_env, task_queue, TranscriptStore())
+    backend = SqliteBackend(tmp_path / "t.sqlite")
+    store = TranscriptStore(backend)
+
+    async def wipe() -> None:
+        backend.wipe()
+        store.forget()
+
+    messages, handle, provider = await _session(
+        temporal_env, f"{task_queue}-2", store, while_paused=wipe
+    )
+    assert _plain(messages) == _plain(undisturbed)
+    inputs = model_inputs(await handle.fetch_history())
+    full = [k for k, call in enumerate(inputs) if call["transcript"] is None]
+    # call 3 (by reference) was refused by the wiped worker and sent again in full, once
+    assert full == [0, 4], "exactly one full resend, right after the wipe"
+    assert inputs[3]["transcript"] is not None and inputs[3]["head"] == inputs[4]["head"]
+    assert len(inputs) == 6
+    assert len(provider.requests) == 5  # the provider was never called twice for one turn
+    after = inputs[5]
+    assert after["transcript"]["count"] == len(inputs[4]["messages"]) + 1  # store re-seeded
+
+
+async def test_a_new_worker_reads_the_prefix_from_the_shared_store(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "shared.sqlite"
+    first = open_transcript_store(f"sqlite:///{path}")
+
+    async def restart_worker() -> None:
+        first.forget()  # as if the process had died: only the SQLite file is left
+        first.backend = SqliteBackend(path)
+
+    _, handle, _ = await _session(temporal_env, task_queue, first, while_paused=restart_worker)
+    inputs = model_inputs(await handle.fetch_history())
+    assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
+
+
+async def test_store_rebuilds_prefixes_and_prunes_by_age(tmp_path: Path) -> None:
+    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    history = [user_message(f"m{k}") for k in range(5)]
+    head, _ = await store.extend(EMPTY_HASH, (), history[:3])
+    head2, _ = await store.extend(head, tuple(history[:3]), history[3:])
+    assert head2 == hash_messages(history)
+    store.forget()
+    assert list(await store.load(head2) or []) == history
+    assert list(await store.load(head) or []) == history[:3]
+    assert await store.load("sha256:unknown") is None
+    assert store.backend is not None
+    assert store.backend.prune(older_than_seconds=3600) == 0
+    await asyncio.sleep(0.05)
+    assert store.backend.prune(older_than_seconds=0.01) == 5
+    store.forget()
+    assert await store.load(head2) is None  # pruned: the workflow will resend
+
+
+def test_store_urls_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown transcript store 'redis://x'"):
+        open_transcript_store("redis://x")
+
+
+@pytest.fixture(scope="module")
+def postgres_url() -> Iterator[str]:
+    with running_postgres() as url:
+        yield url
+
+
+async def test_postgres_store_against_a_real_server(postgres_url: str) -> None:
+    import psycopg
+
+    for _ in range(50):  # the server may still be starting up
+        try:
+            psycopg.connect(postgres_url).close()
+            break
+        except psycopg.OperationalError:
+            await asyncio.sleep(0.1)
+    store = open_transcript_store(postgres_url)
+    assert isinstance(store.backend, PostgresBackend)
+    history = [user_message("hello"), AssistantMessage(content="hi, how can I help?")]
+    head, _ = await store.extend(EMPTY_HASH, (), history)
+    other = TranscriptStore(PostgresBackend(postgres_url))  # another worker, same table
+    assert list(await other.load(head) or []) == history
+    assert store.backend.prune(older_than_seconds=3600) == 0
+    store.backend.wipe()
+    assert await TranscriptStore(PostgresBackend(postgres_url)).load(head) is None
+
+
+async def test_sessions_run_on_the_postgres_store(
+    temporal_env: WorkflowEnvironment, task_queue: str, postgres_url: str
+) -> None:
+    store = open_transcript_store(postgres_url)
+    messages, handle, _ = await _session(temporal_env, task_queue, store)
+    assert messages[-1].content == "published page 3 after reading four pages"
+    inputs = model_inputs(await handle.fetch_history())
+    assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
