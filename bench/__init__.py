@@ -1,0 +1,1 @@
+"""Benchmarks: durable-agent against a minimal hand-written Temporal agent loop."""

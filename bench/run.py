@@ -1,0 +1,275 @@
+"""The benchmark: durable-agent against the floor (a minimal hand-written loop that sends
+the whole array on every model call), same scripted provider over real HTTP with zero
+latency, same real Temporal dev server, each worker in its own process.
+
+    ./run bench [--runs 5] [--concurrent 50]
+
+Prints a Markdown table; every figure of ours is also shown as a ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from bench.floor import FloorInput
+from bench.workloads import A, B, Workload, bench_model, tool_definitions
+from durable_agent.cli import exit_without_teardown
+from durable_agent.contracts import AgentResult
+from durable_agent.provider import ProviderEndpoint
+from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.temporal_cli import temporal_binary
+from durable_agent.testing import ScriptedProvider
+
+ROOT = Path(__file__).parent.parent
+TICKS = os.sysconf("SC_CLK_TCK")
+PROMPT = "Work through the rounds."
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Figures:
+    ms_per_turn: float = 0.0
+    workflow_tasks: int = 0
+    events: int = 0
+    history_bytes: int = 0
+    history_json_bytes: int = 0
+    worker_cpu_per_run: float = 0.0
+    b_call_bytes: dict[int, int] = field(default_factory=dict)
+    b_total_bytes: int = 0
+    b_total_json_bytes: int = 0
+    c_turns_per_second: float = 0.0
+    c_p50: float = 0.0
+    c_p95: float = 0.0
+    c_worker_cpu: float = 0.0
+    c_server_cpu: float = 0.0
+
+
+class Bench:
+    def __init__(self, address: str, client: Client, provider: ScriptedProvider) -> None:
+        self.address = address
+        self.client = client
+        self.endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+
+    async def session(self, kind: str, workload: Workload, task_queue: str) -> tuple[str, float]:
+        """Run one session to its end; return its id and wall seconds."""
+        wid = f"{kind}-{workload.model}-{uuid.uuid4().hex[:8]}"
+        start = time.perf_counter()
+        if kind == "ours":
+            spec = AgentSpec(
+                model=ModelSpec(name=workload.model, endpoint=self.endpoint),
+                tools=[{"name": workload.tool}],  # type: ignore[list-item]
+                stop={"max_turns": workload.model_calls + 1},  # type: ignore[arg-type]
+                session={"end_after_reply": True},  # type: ignore[arg-type]
+            )
+            handle = await self.client.start_workflow(
+                "AgentWorkflow",
+                AgentInput(spec=spec, message=PROMPT),
+                id=wid,
+                task_queue=task_queue,
+                result_type=AgentResult,
+            )
+            result = await handle.result()
+            assert result.status == "done" and result.turns == workload.model_calls, result
+        else:
+            handle = await self.client.start_workflow(
+                "FloorWorkflow",
+                FloorInput(
+                    endpoint=self.endpoint,
+                    model=workload.model,
+                    tools=tool_definitions(workload),
+                    prompt=PROMPT,
+                ),
+                id=wid,
+                task_queue=task_queue,
+                result_type=int,
+            )
+            await handle.result()
+        return wid, time.perf_counter() - start
+
+    async def history_figures(self, workflow_id: str) -> tuple[int, int, int, int]:
+        """(bytes as Temporal counts them, bytes of `temporal workflow show --output json`,
+        events, workflow tasks)."""
+        described = await self.client.get_workflow_handle(workflow_id).describe()
+        counted = described.raw_description.workflow_execution_info.history_size_bytes
+        shown = subprocess.run(
+            [temporal_binary(), "workflow", "show", "--workflow-id", workflow_id,
+             "--output", "json", "--address", self.address],
+            capture_output=True, check=True,
+        ).stdout  # fmt: skip
+        events = json.loads(shown)["events"]
+        tasks = sum(1 for e in events if e["eventType"].endswith("WORKFLOW_TASK_COMPLETED"))
+        return counted, len(shown), len(events), tasks
+
+    async def model_call_bytes(self, workflow_id: str) -> list[int]:
+        """Bytes each model call adds to history: its input plus its result."""
+        history = await self.client.get_workflow_handle(workflow_id).fetch_history()
+        scheduled: dict[int, int] = {}
+        sizes: list[int] = []
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                attributes = event.activity_task_scheduled_event_attributes
+                if attributes.activity_type.name.endswith("call_model"):
+                    scheduled[event.event_id] = attributes.input.ByteSize()
+            elif event.HasField("activity_task_completed_event_attributes"):
+                attributes = event.activity_task_completed_event_attributes
+                if attributes.scheduled_event_id in scheduled:
+                    sizes.append(
+                        scheduled[attributes.scheduled_event_id] + attributes.result.ByteSize()
+                    )
+        return sizes
+
+
+async def measure(kind: str, bench: Bench, data: Path, runs: int, concurrent: int) -> Figures:
+    task_queue = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "bench.worker_process", kind, bench.address, task_queue,
+         str(data / kind)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    figures = Figures()
+    try:
+        await bench.session(kind, A, task_queue)  # warm-up
+        cpu_before = cpu_seconds(worker.pid)
+        walls, last = [], ""
+        for _ in range(runs):
+            last, wall = await bench.session(kind, A, task_queue)
+            walls.append(wall)
+        figures.worker_cpu_per_run = (cpu_seconds(worker.pid) - cpu_before) / runs
+        figures.ms_per_turn = statistics.median(walls) / A.model_calls * 1000
+        (
+            figures.history_bytes,
+            figures.history_json_bytes,
+            figures.events,
+            figures.workflow_tasks,
+        ) = await bench.history_figures(last)
+
+        b_id, _ = await bench.session(kind, B, task_queue)
+        sizes = await bench.model_call_bytes(b_id)
+        figures.b_call_bytes = {k: sizes[k - 1] for k in (1, 10, 50, 100, 200)}
+        figures.b_total_bytes, figures.b_total_json_bytes, *_ = await bench.history_figures(b_id)
+
+        server_pid = int(os.environ["BENCH_SERVER_PID"])
+        worker_cpu, server_cpu = cpu_seconds(worker.pid), cpu_seconds(server_pid)
+        start = time.perf_counter()
+        done = await asyncio.gather(
+            *(bench.session(kind, A, task_queue) for _ in range(concurrent))
+        )
+        wall = time.perf_counter() - start
+        latencies = sorted(w for _, w in done)
+        figures.c_turns_per_second = concurrent * A.model_calls / wall
+        figures.c_p50 = statistics.median(latencies)
+        figures.c_p95 = latencies[int(0.95 * (len(latencies) - 1))]
+        figures.c_worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        figures.c_server_cpu = cpu_seconds(server_pid) - server_cpu
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    return figures
+
+
+def table(floor: Figures, ours: Figures, runs: int, concurrent: int) -> str:
+    rows: list[tuple[str, str, float, float, str]] = [
+        ("A", f"ms per turn (median of {runs})", floor.ms_per_turn, ours.ms_per_turn, "<= 1.1x"),
+        ("A", "workflow tasks per run", floor.workflow_tasks, ours.workflow_tasks, ""),
+        ("A", "history events per run", floor.events, ours.events, ""),
+        ("A", "history bytes per run", floor.history_bytes, ours.history_bytes, "<= 0.5x"),
+        ("A", "... as `temporal workflow show` JSON", floor.history_json_bytes,
+         ours.history_json_bytes, ""),
+        ("A", "worker CPU s per run", floor.worker_cpu_per_run, ours.worker_cpu_per_run,
+         "<= 1.2x"),
+    ]  # fmt: skip
+    for k in (1, 10, 50, 100, 200):
+        rows.append(
+            ("B", f"bytes of model call {k}", floor.b_call_bytes[k], ours.b_call_bytes[k], "")
+        )
+    rows += [
+        ("B", "history bytes, 200 calls", floor.b_total_bytes, ours.b_total_bytes, "<= 0.1x"),
+        ("B", "... as `temporal workflow show` JSON", floor.b_total_json_bytes,
+         ours.b_total_json_bytes, ""),
+        ("C", f"turns/s, {concurrent} sessions", floor.c_turns_per_second,
+         ours.c_turns_per_second, ""),
+        ("C", "p50 session latency s", floor.c_p50, ours.c_p50, ""),
+        ("C", "p95 session latency s", floor.c_p95, ours.c_p95, ""),
+        ("C", "worker CPU s", floor.c_worker_cpu, ours.c_worker_cpu, ""),
+        ("C", "server CPU s", floor.c_server_cpu, ours.c_server_cpu, ""),
+    ]  # fmt: skip
+
+    def show(value: float) -> str:
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+    lines = [
+        "| workload | figure | floor | durable-agent | ratio | target |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for workload, name, base, value, target in rows:
+        ratio = f"{value / base:.2f}x" if base else "-"
+        lines.append(f"| {workload} | {name} | {show(base)} | {show(value)} | {ratio} | {target} |")
+    flat = ours.b_call_bytes[200] / ours.b_call_bytes[10]
+    lines.append("")
+    lines.append(
+        f"Workload B, durable-agent: call 200 is {flat:.2f}x call 10 (target <= 1.5x); "
+        f"total {ours.b_total_bytes / 1e6:.2f} MB (target < 2 MB)."
+    )
+    return "\n".join(lines)
+
+
+async def main(runs: int, concurrent: int) -> None:
+    data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
+    port = free_port()
+    server = subprocess.Popen(
+        [temporal_binary(), "server", "start-dev", "--headless", "--port", str(port),
+         "--ui-port", str(free_port()), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.environ["BENCH_SERVER_PID"] = str(server.pid)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                client = await Client.connect(address, data_converter=pydantic_data_converter)
+                break
+            except RuntimeError:
+                await asyncio.sleep(0.2)
+        with ScriptedProvider(responder=bench_model) as provider:
+            bench = Bench(address, client, provider)
+            floor = await measure("floor", bench, data, runs, concurrent)
+            ours = await measure("ours", bench, data, runs, concurrent)
+        print(table(floor, ours, runs, concurrent), flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="durable-agent against the floor")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--concurrent", type=int, default=50)
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.concurrent))
+    exit_without_teardown(0)

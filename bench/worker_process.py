@@ -1,0 +1,49 @@
+"""A benchmark worker in its own process, so its CPU time can be measured alone.
+
+python -m bench.worker_process ours|floor ADDRESS TASK_QUEUE DATA_DIR
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.transcript_store import open_transcript_store
+from bench.floor import FloorActivities, FloorWorkflow
+from bench.workloads import registry
+from durable_agent.cli import exit_without_teardown
+from durable_agent.log_setup import configure_logging
+from worker import build_worker
+
+
+async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> None:
+    configure_logging("warning")
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    if kind == "ours":
+        store = open_transcript_store(f"sqlite:///{data_dir / 'transcripts.sqlite'}")
+        worker = build_worker(client, task_queue=task_queue, registry=registry, transcripts=store)
+    else:
+        floor = FloorActivities(registry)
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[FloorWorkflow],
+            activities=[floor.call_model, floor.run_tool],
+            max_concurrent_activities=100,
+        )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with worker:
+        print("ready", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])))
+    exit_without_teardown(0)
