@@ -82,9 +82,9 @@ class Bench:
         if kind == "ours":
             spec = AgentSpec(
                 model=ModelSpec(name=workload.model, endpoint=self.endpoint),
-                tools=[{"name": workload.tool}],  # type: ignore[list-item]
-                stop={"max_turns": workload.model_calls + 1},  # type: ignore[arg-type]
-                session={"end_after_reply": True},  # type: ignore[arg-type]
+                tools=[{"name": workload.tool}],
+                stop={"max_turns": workload.model_calls + 1},
+                session={"end_after_reply": True},
             )
             handle = await self.client.start_workflow(
                 "AgentWorkflow",
@@ -132,14 +132,14 @@ class Bench:
         sizes: list[int] = []
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
-                attributes = event.activity_task_scheduled_event_attributes
-                if attributes.activity_type.name.endswith("call_model"):
-                    scheduled[event.event_id] = attributes.input.ByteSize()
+                started = event.activity_task_scheduled_event_attributes
+                if started.activity_type.name.endswith("call_model"):
+                    scheduled[event.event_id] = started.input.ByteSize()
             elif event.HasField("activity_task_completed_event_attributes"):
-                attributes = event.activity_task_completed_event_attributes
-                if attributes.scheduled_event_id in scheduled:
+                completed = event.activity_task_completed_event_attributes
+                if completed.scheduled_event_id in scheduled:
                     sizes.append(
-                        scheduled[attributes.scheduled_event_id] + attributes.result.ByteSize()
+                        scheduled[completed.scheduled_event_id] + completed.result.ByteSize()
                     )
         return sizes
 
