@@ -55,8 +55,9 @@ def build_worker(
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
     ``transcripts`` defaults to an in-process cache only (``memory:``)."""
+    transcripts = transcripts or TranscriptStore()
     model = ModelActivities(provider, transcripts)
-    tools = ToolActivities(default_registry if registry is None else registry)
+    tools = ToolActivities(default_registry if registry is None else registry, transcripts)
     return Worker(
         client,
         task_queue=task_queue,

@@ -12,10 +12,15 @@ from temporalio.exceptions import ApplicationError
 
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
-from durable_agent.contracts import TOOL_DEFINITIONS_UNKNOWN, TRANSCRIPT_UNKNOWN, ModelCallInput
+from durable_agent.contracts import (
+    MODEL_SETUP_UNKNOWN,
+    TRANSCRIPT_UNKNOWN,
+    ModelCallInput,
+    ModelSetup,
+    StoredMessageRef,
+)
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.provider import ProviderClient, ProviderError, shared_client
-from durable_agent.tool_definition import ToolDefinition
 from durable_agent.transcript import EMPTY_HASH
 
 log = structlog.get_logger("durable_agent.model")
@@ -36,26 +41,36 @@ class ModelActivities:
     ) -> None:
         self._client = client
         self.transcripts = transcripts or TranscriptStore()
-        self._tool_cache: OrderedDict[str, list[ToolDefinition]] = OrderedDict()
+        self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
 
-    def _tools(self, call: ModelCallInput) -> list[ToolDefinition]:
-        if call.tools_digest is None:
-            return []
-        if call.tools is not None:
-            self._tool_cache[call.tools_digest] = call.tools
-            while len(self._tool_cache) > self._cache_size:
-                self._tool_cache.popitem(last=False)
-            return call.tools
-        cached = self._tool_cache.get(call.tools_digest)
+    def _setup(self, call: ModelCallInput) -> ModelSetup:
+        if call.setup is not None:
+            self._setups[call.setup_digest] = call.setup
+            while len(self._setups) > self._cache_size:
+                self._setups.popitem(last=False)
+            return call.setup
+        cached = self._setups.get(call.setup_digest)
         if cached is None:
             raise ApplicationError(
-                f"this worker does not hold tool definitions {call.tools_digest}",
-                type=TOOL_DEFINITIONS_UNKNOWN,
+                f"this worker does not hold model setup {call.setup_digest}",
+                type=MODEL_SETUP_UNKNOWN,
                 non_retryable=True,
             )
-        self._tool_cache.move_to_end(call.tools_digest)
+        self._setups.move_to_end(call.setup_digest)
         return cached
+
+    async def _resolve(self, item: Message | StoredMessageRef) -> Message:
+        if not isinstance(item, StoredMessageRef):
+            return item
+        found = await self.transcripts.load_message(item.stored)
+        if found is None:
+            raise ApplicationError(
+                f"this worker's transcript store has no message {item.stored}",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+        return found
 
     async def _conversation(self, call: ModelCallInput) -> tuple[str, tuple[Message, ...]]:
         """The whole array: the referenced prefix from the store, then the new messages,
@@ -69,7 +84,8 @@ class ModelActivities:
                 type=TRANSCRIPT_UNKNOWN,
                 non_retryable=True,
             )
-        head, messages = await self.transcripts.extend(base, prefix, call.messages)
+        new = [await self._resolve(item) for item in call.messages]
+        head, messages = await self.transcripts.extend(base, prefix, new)
         if head != call.head and call.transcript is not None:
             raise ApplicationError(
                 f"transcript hash mismatch: the workflow has {call.head}, this worker {head}",
@@ -80,16 +96,17 @@ class ModelActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:
+        setup = self._setup(call)
         head, conversation = await self._conversation(call)
         body = build_request(
-            call.endpoint.api,
+            setup.endpoint.api,
             list(conversation),
-            model=call.model,
-            tools=self._tools(call),
-            options=call.options,
-            output_schema=call.output_schema,
-            reasoning=call.reasoning,
-            stream=call.stream,
+            model=setup.model,
+            tools=setup.tools,
+            options=setup.options,
+            output_schema=setup.output_schema,
+            reasoning=setup.reasoning,
+            stream=setup.stream,
         )
         streamed = 0
         last_beat = time.monotonic()
@@ -105,7 +122,7 @@ class ModelActivities:
         bound = log.bind(session_id=call.session_id, turn=call.turn, attempt=info.attempt)
         client = self._client or shared_client()
         try:
-            message = await client.complete(call.endpoint, body, on_text=on_text)
+            message = await client.complete(setup.endpoint, body, on_text=on_text)
         except ProviderError as error:
             bound.warning("provider call failed", error=error.message, retryable=error.retryable)
             raise ApplicationError(

@@ -10,6 +10,7 @@ import structlog
 from pydantic import BaseModel
 from temporalio import activity
 
+from activities.transcript_store import TranscriptStore
 from durable_agent.contracts import (
     ApprovalCheckInput,
     ResolvedTool,
@@ -32,8 +33,11 @@ def _as_text(result: Any) -> str:
 
 
 class ToolActivities:
-    def __init__(self, registry: ToolRegistry | None = None) -> None:
+    def __init__(
+        self, registry: ToolRegistry | None = None, transcripts: TranscriptStore | None = None
+    ) -> None:
         self._registry = default_registry if registry is None else registry
+        self._transcripts = transcripts or TranscriptStore()
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, request: ResolveToolsInput) -> ResolveToolsResult:
@@ -81,19 +85,27 @@ class ToolActivities:
             context=call.bound,
         )
 
-        def result(content: str, is_error: bool | None = None) -> ToolMessage:
-            return ToolMessage(
+        async def result(content: str, is_error: bool | None = None) -> ToolMessage:
+            """The slot's final message; stored so the next model call can refer to it
+            instead of carrying it into history a second time."""
+            message = ToolMessage(
                 tool_call_id=call.tool_call_id,
                 content=content,
                 tool_name=call.tool_name,
                 is_error=is_error,
+                approval=call.approval,
                 timestamp=int(time.time() * 1000),
             )
+            try:
+                await self._transcripts.put_message(message)
+            except Exception as error:  # the model call will ask for the array instead
+                log.warning("transcript store unavailable", error=str(error))
+            return message
 
         found = self._registry.get(call.tool_name)
         if found is None:
             log.error("tool not loaded on this worker", tool=call.tool_name)
-            return result(
+            return await result(
                 f"Tool not registered: {call.tool_name} (the worker that ran this call has "
                 "not loaded it)",
                 True,
@@ -101,9 +113,9 @@ class ToolActivities:
         try:
             arguments = found.validate_arguments(call.arguments, call.bound)
         except ToolArgumentsError as error:
-            return result(str(error), True)
+            return await result(str(error), True)
         log.info(
             "tool call", tool=call.tool_name, key=context.idempotency_key, attempt=info.attempt
         )
         output = await found.invoke(arguments, context)
-        return result(_as_text(output))
+        return await result(_as_text(output))

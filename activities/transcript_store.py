@@ -17,20 +17,26 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from durable_agent.messages import Message, parse_message
-from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash
+from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, content_hash
 
+T = TypeVar("T")
 Row = tuple[str, str, int, str]
 """(hash, parent hash, position, canonical message JSON)"""
 
 
 class TranscriptBackend(Protocol):
+    inline: bool
+    """Fast and local enough to call on the event loop (no thread hop)."""
+
     def load(self, head: str) -> list[Row]: ...
     def save(self, rows: Sequence[Row]) -> None: ...
+    def load_single(self, key: str) -> str | None: ...
+    def save_single(self, key: str, message_json: str) -> None: ...
     def prune(self, older_than_seconds: float) -> int: ...
     def wipe(self) -> None: ...
 
@@ -57,21 +63,44 @@ SELECT hash, parent, position, message FROM chain
 
 
 class SqliteBackend:
+    inline = True  # a local file in WAL mode: microseconds a write
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # a cache of what history already holds: losing the last writes costs a resend
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
                 "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
                 "stored_at REAL NOT NULL)"
             )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
+                "message TEXT NOT NULL, stored_at REAL NOT NULL)"
+            )
 
     def load(self, head: str) -> list[Row]:
         with self._lock:
             return list(self._db.execute(_WALK.format(p="?"), (head,)))
+
+    def load_single(self, key: str) -> str | None:
+        with self._lock:
+            found = self._db.execute(
+                "SELECT message FROM single_messages WHERE hash = ?", (key,)
+            ).fetchone()
+        return None if found is None else str(found[0])
+
+    def save_single(self, key: str, message_json: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO single_messages VALUES (?, ?, ?) "
+                "ON CONFLICT(hash) DO UPDATE SET stored_at = excluded.stored_at",
+                (key, message_json, time.time()),
+            )
 
     def save(self, rows: Sequence[Row]) -> None:
         now = time.time()
@@ -83,20 +112,26 @@ class SqliteBackend:
             )
 
     def prune(self, older_than_seconds: float) -> int:
+        cutoff = time.time() - older_than_seconds
         with self._lock:
-            cursor = self._db.execute(
-                "DELETE FROM transcript_messages WHERE stored_at < ?",
-                (time.time() - older_than_seconds,),
-            )
-            return cursor.rowcount
+            chain = self._db.execute(
+                "DELETE FROM transcript_messages WHERE stored_at < ?", (cutoff,)
+            ).rowcount
+            single = self._db.execute(
+                "DELETE FROM single_messages WHERE stored_at < ?", (cutoff,)
+            ).rowcount
+            return chain + single
 
     def wipe(self) -> None:
         with self._lock:
             self._db.execute("DELETE FROM transcript_messages")
+            self._db.execute("DELETE FROM single_messages")
 
 
 class PostgresBackend:
     """One table, created on start if missing."""
+
+    inline = False
 
     def __init__(self, url: str) -> None:
         import psycopg  # imported here: only PostgreSQL deployments need it
@@ -113,10 +148,29 @@ class PostgresBackend:
                 "CREATE INDEX IF NOT EXISTS transcript_messages_stored_at "
                 "ON transcript_messages (stored_at)"
             )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
+                "message TEXT NOT NULL, stored_at DOUBLE PRECISION NOT NULL)"
+            )
 
     def load(self, head: str) -> list[Row]:
         with self._lock:
             return [tuple(r) for r in self._db.execute(_WALK.format(p="%s"), (head,))]
+
+    def load_single(self, key: str) -> str | None:
+        with self._lock:
+            found = self._db.execute(
+                "SELECT message FROM single_messages WHERE hash = %s", (key,)
+            ).fetchone()
+        return None if found is None else str(found[0])
+
+    def save_single(self, key: str, message_json: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO single_messages VALUES (%s, %s, %s) "
+                "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at",
+                (key, message_json, time.time()),
+            )
 
     def save(self, rows: Sequence[Row]) -> None:
         now = time.time()
@@ -128,22 +182,25 @@ class PostgresBackend:
             )
 
     def prune(self, older_than_seconds: float) -> int:
+        cutoff = time.time() - older_than_seconds
+        removed = 0
         with self._lock:
-            cursor = self._db.execute(
-                "DELETE FROM transcript_messages WHERE stored_at < %s",
-                (time.time() - older_than_seconds,),
-            )
-            return int(cursor.rowcount)
+            for table in ("transcript_messages", "single_messages"):
+                cursor = self._db.execute(f"DELETE FROM {table} WHERE stored_at < %s", (cutoff,))
+                removed += int(cursor.rowcount)
+        return removed
 
     def wipe(self) -> None:
         with self._lock:
             self._db.execute("DELETE FROM transcript_messages")
+            self._db.execute("DELETE FROM single_messages")
 
 
 class TranscriptStore:
     def __init__(self, backend: TranscriptBackend | None = None, cache_size: int = 512) -> None:
         self.backend = backend
         self._cache: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
+        self._singles: OrderedDict[str, Message] = OrderedDict()
         self._cache_size = cache_size
 
     async def load(self, head: str) -> tuple[Message, ...] | None:
@@ -156,7 +213,7 @@ class TranscriptStore:
             return ()
         if self.backend is None:
             return None
-        rows = await asyncio.to_thread(self.backend.load, head)
+        rows = await self._call(self.backend.load, head)
         chain = _complete_chain(rows, head)
         if chain is None:
             return None
@@ -176,13 +233,39 @@ class TranscriptStore:
             rows.append((head, parent, len(prefix) + offset, encoded))
         messages = prefix + tuple(appended)
         if rows and self.backend is not None:
-            await asyncio.to_thread(self.backend.save, rows)
+            await self._call(self.backend.save, rows)
         self._remember(head, messages)
         return head, messages
+
+    async def put_message(self, message: Message) -> str:
+        """Keep one message by its content hash (a tool result, before the workflow has
+        placed it in the chain)."""
+        encoded = canonical_json(message)
+        key = content_hash(message)
+        self._singles[key] = message
+        while len(self._singles) > self._cache_size * 8:
+            self._singles.popitem(last=False)
+        if self.backend is not None:
+            await self._call(self.backend.save_single, key, encoded)
+        return key
+
+    async def load_message(self, key: str) -> Message | None:
+        found = self._singles.get(key)
+        if found is not None or self.backend is None:
+            return found
+        encoded = await self._call(self.backend.load_single, key)
+        return None if encoded is None else parse_message(json.loads(encoded))
+
+    async def _call(self, operation: Callable[..., T], *args: Any) -> T:
+        assert self.backend is not None
+        if self.backend.inline:
+            return operation(*args)
+        return await asyncio.to_thread(operation, *args)
 
     def forget(self) -> None:
         """Drop the in-process cache (the backend keeps its rows)."""
         self._cache.clear()
+        self._singles.clear()
 
     def _remember(self, head: str, messages: tuple[Message, ...]) -> None:
         self._cache[head] = messages

@@ -6,6 +6,8 @@ python -m bench.worker_process ours|floor ADDRESS TASK_QUEUE DATA_DIR
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import os
 import signal
 import sys
 from pathlib import Path
@@ -45,5 +47,12 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
 
 
 if __name__ == "__main__":
+    profile = os.environ.get("BENCH_PROFILE")  # a path: write cProfile stats there
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
     asyncio.run(serve(sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])))
+    if profiler and profile:
+        profiler.disable()
+        profiler.dump_stats(f"{profile}.{sys.argv[1]}")
     exit_without_teardown(0)

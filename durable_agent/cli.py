@@ -340,6 +340,18 @@ async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+async def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
+    from activities.transcript_store import open_transcript_store
+
+    url = args.transcript_store or f"sqlite:///{Path(args.data_dir) / 'transcripts.sqlite'}"
+    store = open_transcript_store(url)
+    if store.backend is None:
+        raise CommandError("memory: stores live in a worker's process; nothing to prune")
+    removed = store.backend.prune(args.older_than_days * 86400)
+    print(f"removed {removed} stored messages older than {args.older_than_days:g} days", file=out)
+    return EXIT_OK
+
+
 async def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from durable_agent.demo.run import run_demo
 
@@ -364,6 +376,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "status": cmd_status,
     "history": cmd_history,
     "sessions": cmd_sessions,
+    "prune-transcripts": cmd_prune,
 }
 
 
@@ -418,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     form.add_argument("--jsonl", action="store_true", help="one message a line")
     sessions = command("sessions", "sessions on the server, newest first")
     sessions.add_argument("--limit", type=int, default=50)
+    prune = command("prune-transcripts", "drop stored transcript messages by age", server=False)
+    add_worker_arguments(prune)
+    prune.add_argument("--older-than-days", type=float, required=True)
     return parser
 
 

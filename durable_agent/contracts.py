@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agent.messages import AssistantMessage, Message, ToolMessage, Usage
+from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.provider import ProviderEndpoint
 from durable_agent.tool_definition import ToolDefinition
@@ -18,8 +18,8 @@ from durable_agent.tools import ToolPolicy
 
 WORKFLOW_NAME = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "durable-agent"
-#: Error type of a model call whose worker lacks the session's tool definitions.
-TOOL_DEFINITIONS_UNKNOWN = "ToolDefinitionsUnknown"
+#: Error type of a model call whose worker lacks the session's model setup.
+MODEL_SETUP_UNKNOWN = "ModelSetupUnknown"
 #: Error type of a model call whose worker cannot find the referenced transcript prefix.
 TRANSCRIPT_UNKNOWN = "TranscriptUnknown"
 
@@ -53,23 +53,37 @@ class TranscriptRef(_Contract):
     hash: str
 
 
-class ModelCallInput(_Contract):
-    session_id: str
-    turn: int
+class StoredMessageRef(_Contract):
+    """A message a tool activity already put in history and in the store, by content hash."""
+
+    stored: str
+
+
+class ModelSetup(_Contract):
+    """What stays the same across a session's model calls: sent once, cached by digest."""
+
     endpoint: ProviderEndpoint
     model: str
     options: ModelOptions
     reasoning: ReasoningWire
     stream: bool
     output_schema: dict[str, Any] | None = None
-    tools_digest: str | None = None
-    """Digest of the session's tool definitions, which the worker caches by it."""
-    tools: list[ToolDefinition] | None = None
-    """Sent only when a worker reported the digest unknown (then cached again)."""
+    tools: list[ToolDefinition] = Field(default_factory=list)
+
+
+class ModelCallInput(_Contract):
+    """Lean on purpose: stored in history once per model call, for the life of the session."""
+
+    session_id: str
+    turn: int
+    setup_digest: str
+    setup: ModelSetup | None = None
+    """Sent on a session's first call, or when a worker reported the digest unknown."""
     transcript: TranscriptRef | None = None
     """The prefix workers already hold; ``None`` when ``messages`` is the whole array."""
-    messages: list[Message]
-    """The messages after ``transcript``'s prefix (all of them without one)."""
+    messages: list[Message | StoredMessageRef]
+    """The messages after ``transcript``'s prefix (all of them without one); tool results
+    go by reference, since their activity's result already holds them."""
     head: str
     """Chain hash of the whole array, which the worker checks before calling the model."""
 
@@ -82,6 +96,9 @@ class ToolCallInput(_Contract):
     tool_call_id: str
     arguments: str
     bound: dict[str, Any] = Field(default_factory=dict)
+    approval: ApprovalRecord | None = None
+    """How the call was approved, kept on its result (which is final as the activity
+    returns it, so history holds it once)."""
 
 
 class ApprovalCheckInput(_Contract):

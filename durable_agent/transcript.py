@@ -16,7 +16,13 @@ from typing import overload
 
 from durable_agent.messages import Message
 
-EMPTY_HASH = "sha256:" + hashlib.sha256(b"durable-agent transcript v1").hexdigest()
+
+def _digest(data: bytes) -> str:
+    # 128 bits of SHA-256: collisions stay out of reach, and history stays lean.
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+EMPTY_HASH = _digest(b"durable-agent transcript v1")
 
 
 def canonical_json(message: Message) -> str:
@@ -30,11 +36,12 @@ def canonical_json(message: Message) -> str:
 
 
 def chain_hash(previous: str, message_json: str) -> str:
-    digest = hashlib.sha256()
-    digest.update(previous.encode())
-    digest.update(b"\n")
-    digest.update(message_json.encode())
-    return "sha256:" + digest.hexdigest()
+    return _digest(f"{previous}\n{message_json}".encode())
+
+
+def content_hash(message: Message) -> str:
+    """A message by its content alone (tool results stored by their activity)."""
+    return _digest(canonical_json(message).encode())
 
 
 def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
@@ -50,6 +57,7 @@ class Transcript(Sequence[Message]):
     def __init__(self, messages: Iterable[Message] = ()) -> None:
         self._messages: list[Message] = []
         self._hashes: list[str] = [EMPTY_HASH]
+        self._contents: list[str] = []
         self._sizes: list[int] = [0]
         self.extend(messages)
 
@@ -57,6 +65,7 @@ class Transcript(Sequence[Message]):
         encoded = canonical_json(message)
         self._messages.append(message)
         self._hashes.append(chain_hash(self._hashes[-1], encoded))
+        self._contents.append(_digest(encoded.encode()))
         self._sizes.append(self._sizes[-1] + len(encoded.encode()))
 
     def extend(self, messages: Iterable[Message]) -> None:
@@ -66,6 +75,10 @@ class Transcript(Sequence[Message]):
     def hash_at(self, count: int) -> str:
         """The hash naming the first ``count`` messages."""
         return self._hashes[count]
+
+    def content_hash_at(self, index: int) -> str:
+        """``content_hash`` of message ``index`` (computed once, when it was appended)."""
+        return self._contents[index]
 
     @property
     def head(self) -> str:

@@ -110,8 +110,11 @@ async def test_each_model_call_carries_only_new_messages(
         # the reference names everything up to and including the previous reply
         assert call["transcript"]["count"] == previous + 1
         new = call["messages"]
-        assert [m["role"] for m in new] == ["tool"] * len(new)
+        # tool results go by reference: their activity's result already holds them
+        assert new and all(set(m) == {"stored"} for m in new), new
         previous = call["transcript"]["count"] + len(new)
+    assert "page 1: xxx" not in json.dumps(inputs)
+    assert inputs[0]["setup"] and all(c["setup"] is None for c in inputs[1:])
     # and the provider still received the whole conversation every time
     transcript = Transcript(messages)
     for k, request in enumerate(provider.requests):
@@ -223,3 +226,18 @@ async def test_sessions_run_on_the_postgres_store(
     assert messages[-1].content == "published page 3 after reading four pages"
     inputs = model_inputs(await handle.fetch_history())
     assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
+
+
+async def test_prune_transcripts_command(tmp_path: Path) -> None:
+    from tests.test_cli import acli
+
+    store = open_transcript_store(f"sqlite:///{tmp_path / 'transcripts.sqlite'}")
+    await store.extend(EMPTY_HASH, (), [user_message("a"), user_message("b")])
+    await store.put_message(AssistantMessage(content="c"))
+    kept = await acli("prune-transcripts", "--data-dir", str(tmp_path), "--older-than-days", "1")
+    await asyncio.sleep(0.05)
+    gone = await acli(
+        "prune-transcripts", "--data-dir", str(tmp_path), "--older-than-days", "0.0000001"
+    )
+    assert kept.returncode == 0 and "removed 0 stored messages" in kept.stdout
+    assert gone.returncode == 0 and "removed 3 stored messages" in gone.stdout

@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
-        TOOL_DEFINITIONS_UNKNOWN,
+        MODEL_SETUP_UNKNOWN,
         TRANSCRIPT_UNKNOWN,
         WORKFLOW_NAME,
         AgentResult,
@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalSignal,
         EndSessionSignal,
         ModelCallInput,
+        ModelSetup,
         PendingApproval,
         Phase,
         ResolvedTool,
@@ -34,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsResult,
         SessionStatus,
         Stage,
+        StoredMessageRef,
         ToolCallInput,
         TranscriptRef,
     )
@@ -60,8 +62,8 @@ with workflow.unsafe.imports_passed_through():
         error_result,
         execution_groups,
         guardrail_denial,
+        setup_digest,
         stage_after,
-        tools_digest,
     )
 
 MAX_REJECTED_SIGNALS_KEPT = 50
@@ -93,10 +95,9 @@ class AgentWorkflow:
         self._ending = carried.ending
         self._runs = carried.runs
         self._tools: dict[str, ResolvedTool] = {t.definition.name: t for t in carried.tools}
-        self._digest = (
-            tools_digest([t.definition for t in carried.tools]) if carried.tools else None
-        )
-        self._send_definitions = False
+        self._setup: ModelSetup | None = None
+        self._send_setup = False
+        self._by_reference: set[int] = set()  # tool results their activity stored
         self._progressed = False  # this run has done work: continue-as-new may follow
         self._reply: AssistantMessage | ToolMessage | None = None
         self._reply_reason = "final_answer"
@@ -109,6 +110,7 @@ class AgentWorkflow:
         if request.carried is None:
             await self._resolve_tools()
             self._start_conversation(request)
+            self._send_setup = True  # the first call seeds the workers' cache
         return await self._session()
 
     async def _resolve_tools(self) -> None:
@@ -129,8 +131,6 @@ class AgentWorkflow:
                 non_retryable=True,
             )
         self._tools = apply_overrides(spec, resolved.tools)
-        self._digest = tools_digest([t.definition for t in self._tools.values()])
-        self._send_definitions = True  # the first call seeds the workers' cache
 
     def _start_conversation(self, request: AgentInput) -> None:
         if self._spec.instructions:
@@ -245,31 +245,49 @@ class AgentWorkflow:
 
     # --- the model ---------------------------------------------------------------------
 
-    async def _call_model(self) -> AssistantMessage | None:
-        self._phase = "calling_model"
-        self._progressed = True
-        spec = self._spec
-        model = spec.model
-        while True:
-            definitions = None
-            if self._send_definitions:
-                definitions = [t.definition for t in self._tools.values()]
-            stored = self._stored
-            call = ModelCallInput(
-                session_id=workflow.info().workflow_id,
-                turn=self._turn + 1,
+    def _model_setup(self) -> ModelSetup:
+        if self._setup is None:
+            model = self._spec.model
+            self._setup = ModelSetup(
                 endpoint=model.endpoint,
                 model=model.name,
                 options=model.options,
                 reasoning=model.reasoning,
                 stream=model.stream,
-                output_schema=spec.output_schema,
-                tools_digest=self._digest,
-                tools=definitions,
+                output_schema=self._spec.output_schema,
+                tools=[t.definition for t in self._tools.values()],
+            )
+        return self._setup
+
+    def _new_messages(self, stored: int) -> list[Message | StoredMessageRef]:
+        """What the worker lacks: the messages after the stored prefix, tool results by
+        reference (whole while the store is being re-seeded)."""
+        new: list[Message | StoredMessageRef] = []
+        for index in range(stored, len(self._messages)):
+            message = self._messages[index]
+            if stored and index in self._by_reference:
+                new.append(StoredMessageRef(stored=self._messages.content_hash_at(index)))
+            else:
+                new.append(message)
+        return new
+
+    async def _call_model(self) -> AssistantMessage | None:
+        self._phase = "calling_model"
+        self._progressed = True
+        model = self._spec.model
+        setup = self._model_setup()
+        digest = setup_digest(setup)
+        while True:
+            stored = self._stored
+            call = ModelCallInput(
+                session_id=workflow.info().workflow_id,
+                turn=self._turn + 1,
+                setup_digest=digest,
+                setup=setup if self._send_setup else None,
                 transcript=TranscriptRef(count=stored, hash=self._messages.hash_at(stored))
                 if stored
                 else None,
-                messages=self._messages[stored:],
+                messages=self._new_messages(stored),
                 head=self._messages.head,
             )
             try:
@@ -289,8 +307,8 @@ class AgentWorkflow:
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                if kind == TOOL_DEFINITIONS_UNKNOWN and not self._send_definitions:
-                    self._send_definitions = True  # this worker lacks them: send them once
+                if kind == MODEL_SETUP_UNKNOWN and not self._send_setup:
+                    self._send_setup = True  # this worker lacks it: send it once
                     continue
                 if kind == TRANSCRIPT_UNKNOWN and self._stored:
                     self._stored = 0  # the store lost the prefix: send the whole array once
@@ -301,7 +319,7 @@ class AgentWorkflow:
                     AssistantMessage(content="", is_error=True, error=text, timestamp=_now_ms())
                 )
                 return None
-            self._send_definitions = False
+            self._send_setup = False
             break
         self._turn += 1
         self._model_calls += 1
@@ -329,13 +347,18 @@ class AgentWorkflow:
         self._phase = "running_tools"
         approved = [k for k in range(len(calls)) if slots[k] is None]
         modes = [self._tools[calls[k].function.name].policy.execution_mode for k in approved]
+        stored: set[int] = set()  # slots whose result the tool activity stored as it is
         for group in execution_groups(approved, modes):
             results = await asyncio.gather(
                 *(self._run_tool(calls[k], k, approvals.get(k)) for k in group)
             )
-            for k, result in zip(group, results, strict=True):
+            for k, (result, as_returned) in zip(group, results, strict=True):
                 slots[k] = result
+                if as_returned:
+                    stored.add(k)
         results_in_order = [s for s in slots if s is not None]
+        first = len(self._messages)
+        self._by_reference.update(first + k for k in stored)
         self._messages.extend(results_in_order)
         self._stage = "model"
         stops = [
@@ -435,7 +458,8 @@ class AgentWorkflow:
 
     async def _run_tool(
         self, call: ToolCall, slot: int, approval: ApprovalRecord | None
-    ) -> ToolMessage:
+    ) -> tuple[ToolMessage, bool]:
+        """The slot's result, and whether it is exactly what the activity returned."""
         resolved = self._tools[call.function.name]
         policy = resolved.policy
         context = self._spec.context
@@ -451,6 +475,7 @@ class AgentWorkflow:
                     tool_call_id=call.id,
                     arguments=call.function.arguments,
                     bound=bound,
+                    approval=approval,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,
@@ -467,9 +492,12 @@ class AgentWorkflow:
                 detail = f"{cause.type}: {cause.message}" if cause.type else cause.message
             else:
                 detail = str(cause or error)
-            result = error_result(call, f"Error calling '{call.function.name}': {detail}")
+            failed = error_result(call, f"Error calling '{call.function.name}': {detail}")
+            return failed.model_copy(update={"approval": approval}), False
+        if result.tool_call_id == call.id and result.approval == approval:
+            return result, True
         # pair by position: the slot's id is the call's, whatever the activity echoed
-        return result.model_copy(update={"tool_call_id": call.id, "approval": approval})
+        return result.model_copy(update={"tool_call_id": call.id, "approval": approval}), False
 
     # --- ending ------------------------------------------------------------------------
 

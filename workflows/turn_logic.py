@@ -6,19 +6,16 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from durable_agent.contracts import ResolvedTool, Stage
+from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
 from durable_agent.spec import AgentSpec
-from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ExecutionMode
 
 
-def tools_digest(definitions: Sequence[ToolDefinition]) -> str:
-    """Content hash of the session's tool definitions (canonical JSON)."""
-    canonical = json.dumps(
-        [d.model_dump(mode="json") for d in definitions], sort_keys=True, separators=(",", ":")
-    )
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+def setup_digest(setup: ModelSetup) -> str:
+    """Content hash of a session's model setup (canonical JSON)."""
+    canonical = json.dumps(setup.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def apply_overrides(spec: AgentSpec, resolved: Sequence[ResolvedTool]) -> dict[str, ResolvedTool]:
