@@ -62,7 +62,14 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=[model.call_model, tools.resolve_tools, tools.check_approvals, tools.run_tool],
+        activities=[
+            model.call_model,
+            model.store_transcript,
+            model.load_transcript,
+            tools.resolve_tools,
+            tools.check_approvals,
+            tools.run_tool,
+        ],
         max_concurrent_activities=max_concurrent_activities,
     )
 

@@ -15,13 +15,15 @@ from durable_agent.codecs import build_request
 from durable_agent.contracts import (
     MODEL_SETUP_UNKNOWN,
     TRANSCRIPT_UNKNOWN,
+    LoadTranscriptInput,
     ModelCallInput,
     ModelSetup,
     StoredMessageRef,
+    StoreTranscriptInput,
 )
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.provider import ProviderClient, ProviderError, shared_client
-from durable_agent.transcript import EMPTY_HASH
+from durable_agent.transcript import EMPTY_HASH, canonical_json
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -93,6 +95,46 @@ class ModelActivities:
                 non_retryable=True,
             )
         return head, messages
+
+    @activity.defn(name="store_transcript")
+    async def store_transcript(self, piece: StoreTranscriptInput) -> None:
+        """Put a piece of a transcript in the store (after a store lost it, when the whole
+        no longer fits one payload)."""
+        base = piece.transcript.hash if piece.transcript else EMPTY_HASH
+        prefix = await self.transcripts.load(base)
+        if prefix is None:
+            raise ApplicationError(
+                f"this worker's transcript store has no prefix {base}",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+        head, _ = await self.transcripts.extend(base, prefix, piece.messages)
+        if head != piece.head:
+            raise ApplicationError(
+                f"transcript hash mismatch: the workflow has {piece.head}, this worker {head}",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+
+    @activity.defn(name="load_transcript")
+    async def load_transcript(self, page: LoadTranscriptInput) -> list[Message]:
+        """A page of a stored transcript, at most ``max_bytes`` of canonical JSON (at
+        least one message)."""
+        messages = await self.transcripts.load(page.transcript.hash)
+        if messages is None or len(messages) != page.transcript.count:
+            raise ApplicationError(
+                f"this worker's transcript store has no transcript {page.transcript.hash}",
+                type=TRANSCRIPT_UNKNOWN,
+                non_retryable=True,
+            )
+        taken: list[Message] = []
+        size = 0
+        for message in messages[page.start :]:
+            size += len(canonical_json(message).encode())
+            if taken and size > page.max_bytes:
+                break
+            taken.append(message)
+        return taken
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:

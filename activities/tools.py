@@ -118,4 +118,29 @@ class ToolActivities:
             "tool call", tool=call.tool_name, key=context.idempotency_key, attempt=info.attempt
         )
         output = await found.invoke(arguments, context)
-        return await result(_as_text(output))
+        return await result(await self._fit(_as_text(output), call, context.idempotency_key))
+
+    async def _fit(self, text: str, call: ToolCallInput, key: str) -> str:
+        """Cut a result over the tool's limit, keeping the whole in the store (named in
+        the marker and the log) so nothing is silently dropped."""
+        limit = call.max_result_chars
+        if len(text) <= limit:
+            return text
+        whole = ToolMessage(tool_call_id=call.tool_call_id, content=text, tool_name=call.tool_name)
+        try:
+            stored = await self._transcripts.put_message(whole)
+        except Exception as error:
+            log.warning("transcript store unavailable", error=str(error))
+            stored = "unavailable"
+        log.warning(
+            "tool result truncated",
+            tool=call.tool_name,
+            key=key,
+            chars=len(text),
+            kept=limit,
+            stored_as=stored,
+        )
+        return (
+            f"{text[:limit]}\n[truncated by durable-agent: showing the first {limit} of "
+            f"{len(text)} characters; the whole result is stored as {stored}]"
+        )

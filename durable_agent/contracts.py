@@ -88,6 +88,23 @@ class ModelCallInput(_Contract):
     """Chain hash of the whole array, which the worker checks before calling the model."""
 
 
+class StoreTranscriptInput(_Contract):
+    """Put messages into the workers' store in budget-sized pieces (re-seeding after a
+    store lost a transcript that no longer fits one payload)."""
+
+    transcript: TranscriptRef | None = None
+    messages: list[Message]
+    head: str
+
+
+class LoadTranscriptInput(_Contract):
+    """Read a stored transcript back, a budget-sized page at a time."""
+
+    transcript: TranscriptRef
+    start: int = Field(ge=0)
+    max_bytes: int = Field(gt=0)
+
+
 class ToolCallInput(_Contract):
     session_id: str
     turn: int
@@ -99,6 +116,7 @@ class ToolCallInput(_Contract):
     approval: ApprovalRecord | None = None
     """How the call was approved, kept on its result (which is final as the activity
     returns it, so history holds it once)."""
+    max_result_chars: int = 100_000
 
 
 class ApprovalCheckInput(_Contract):

@@ -6,7 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from durable_agent.contracts import EndSessionSignal, PendingApproval, ResolvedTool, Stage
+from durable_agent.contracts import (
+    EndSessionSignal,
+    PendingApproval,
+    ResolvedTool,
+    Stage,
+    TranscriptRef,
+)
 from durable_agent.messages import ApprovalDecision, ApprovalRecord, Message, Usage, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.provider import ProviderEndpoint
@@ -46,6 +52,7 @@ class ToolSettings(_Spec):
     approval_timeout_decision: ApprovalDecision | None = None
     task_queue: str | None = Field(default=None, min_length=1)
     """Run this tool's calls on another worker pool (one that has loaded the tool)."""
+    max_result_chars: int | None = Field(default=None, ge=100)
 
 
 class StopRules(_Spec):
@@ -68,6 +75,10 @@ class SessionRules(_Spec):
     Unset: only when the Temporal server suggests it."""
     max_message_chars: int = Field(default=200_000, ge=1)
     """Longest user message ``send_message`` accepts; longer ones are rejected, visibly."""
+    payload_budget_bytes: int = Field(default=1_500_000, ge=10_000, le=2_000_000)
+    """Largest activity input or continue-as-new payload the workflow will schedule
+    (Temporal refuses payloads over 2 MB). Bigger transcripts go to the workers' store
+    in pieces first and travel by reference."""
 
 
 class AgentSpec(_Spec):
@@ -131,6 +142,8 @@ class SessionState(_Spec):
     """Everything a session carries across continue-as-new."""
 
     messages: list[Message]
+    """The array; empty when it travels by ``transcript`` instead (too big for one payload)."""
+    transcript: TranscriptRef | None = None
     stored_count: int = 0
     """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
     stage: Stage

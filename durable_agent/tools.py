@@ -61,6 +61,9 @@ class ToolPolicy(BaseModel):
     """Run on another worker pool (a GPU box, a network zone); default: the session's."""
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
     approval_timeout_decision: ApprovalDecision = "denied"
+    max_result_chars: int = Field(default=100_000, ge=100)
+    """Longer results are cut to this many characters with a marker saying so (the
+    whole result is kept in the transcript store and named in the marker and the log)."""
 
 
 class ToolArgumentsError(ValueError):
@@ -198,6 +201,7 @@ def tool(
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
     approval_timeout_decision: ApprovalDecision = "denied",
+    max_result_chars: int = 100_000,
     registry: ToolRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -217,6 +221,7 @@ def tool(
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
     approval_timeout_decision: ApprovalDecision = "denied",
+    max_result_chars: int = 100_000,
     registry: ToolRegistry | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function and register it (in ``default_registry`` unless
@@ -237,6 +242,7 @@ def tool(
                 "task_queue": task_queue,
                 "approval_timeout_seconds": approval_timeout_seconds,
                 "approval_timeout_decision": approval_timeout_decision,
+                "max_result_chars": max_result_chars,
             },
         )
         (default_registry if registry is None else registry).add(built)

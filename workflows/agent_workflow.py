@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalCheckInput,
         ApprovalSignal,
         EndSessionSignal,
+        LoadTranscriptInput,
         ModelCallInput,
         ModelSetup,
         PendingApproval,
@@ -36,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
         Stage,
         StoredMessageRef,
+        StoreTranscriptInput,
         ToolCallInput,
         TranscriptRef,
     )
@@ -67,6 +69,17 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_REJECTED_SIGNALS_KEPT = 50
+#: Room kept in every payload for what is not messages (ids, hashes, summaries).
+PAYLOAD_MARGIN_BYTES = 8_192
+#: What a tool result sent by reference costs in a model call's input.
+REFERENCE_BYTES = 48
+#: Re-sends of one model call's transcript before the session fails: a store that loses
+#: it again at once is not shared by the workers (or not kept), and retrying cannot help.
+MAX_STORE_REFILLS = 2
+
+
+class PayloadTooLarge(Exception):
+    """One message alone is over the payload budget."""
 
 
 def _now_ms() -> int:
@@ -111,7 +124,12 @@ class AgentWorkflow:
             await self._resolve_tools()
             self._start_conversation(request)
             self._send_setup = True  # the first call seeds the workers' cache
-        return await self._session()
+        elif request.carried.transcript is not None:
+            await self._load_carried_transcript(request.carried.transcript)
+        try:
+            return await self._session()
+        except PayloadTooLarge as error:
+            return self._end("failed", "error", error=str(error))
 
     async def _resolve_tools(self) -> None:
         spec = self._spec
@@ -225,8 +243,19 @@ class AgentWorkflow:
     async def _continue_as_new(self) -> None:
         """Hand the whole session to a fresh run. Called only between activities."""
         await workflow.wait_condition(workflow.all_handlers_finished)
+        messages: list[Message] = self._messages.as_list()
+        transcript = None
+        if self._messages.json_bytes() > self._budget():
+            # too big for one payload: refresh the whole array in the store, in pieces,
+            # and let the next run read it back from there
+            self._stored = 0
+            await self._store_pieces(until_inline_bytes=0)
+            messages = []
+            transcript = TranscriptRef(count=len(self._messages), hash=self._messages.head)
+        await workflow.wait_condition(workflow.all_handlers_finished)
         carried = SessionState(
-            messages=self._messages.as_list(),
+            messages=messages,
+            transcript=transcript,
             stored_count=self._stored,
             stage=self._stage,
             turn=self._turn,
@@ -242,6 +271,82 @@ class AgentWorkflow:
             runs=self._runs + 1,
         )
         workflow.continue_as_new(AgentInput(spec=self._spec, carried=carried))
+
+    # --- payload budget ------------------------------------------------------------------
+
+    def _budget(self) -> int:
+        """Bytes of messages one payload may carry, leaving room for everything else."""
+        budget = self._spec.session.payload_budget_bytes
+        return budget - min(PAYLOAD_MARGIN_BYTES, budget // 8)
+
+    def _inline_bytes(self, stored: int) -> int:
+        """What a model call starting from ``stored`` would carry in its input."""
+        total = 0
+        for index in range(stored, len(self._messages)):
+            if stored and index in self._by_reference:
+                total += REFERENCE_BYTES
+            else:
+                total += self._messages.json_bytes(index, index + 1)
+        return total
+
+    async def _store_pieces(self, until_inline_bytes: int) -> None:
+        """Send the unstored tail to the workers' store in budget-sized pieces until a
+        model call's input would fit ``until_inline_bytes``."""
+        budget = self._budget()
+        while self._stored < len(self._messages) and (
+            self._inline_bytes(self._stored) > until_inline_bytes
+        ):
+            start = end = self._stored
+            while end < len(self._messages) and self._messages.json_bytes(start, end + 1) <= budget:
+                end += 1
+            if end == start:
+                size = self._messages.json_bytes(start, start + 1)
+                raise PayloadTooLarge(
+                    f"message {start} is {size} bytes, over the payload budget of "
+                    f"{self._spec.session.payload_budget_bytes} bytes"
+                )
+            try:
+                await workflow.execute_activity(
+                    "store_transcript",
+                    StoreTranscriptInput(
+                        transcript=TranscriptRef(count=start, hash=self._messages.hash_at(start))
+                        if start
+                        else None,
+                        messages=self._messages[start:end],
+                        head=self._messages.hash_at(end),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=120),
+                    summary=f"store_transcript messages {start}-{end - 1}",
+                )
+            except ActivityError as error:
+                cause = error.cause
+                lost = isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
+                if lost and start:
+                    self._stored = 0  # the store lost the prefix too: from the top
+                    continue
+                raise
+            self._stored = end
+
+    async def _load_carried_transcript(self, ref: TranscriptRef) -> None:
+        """Read the array the previous run left in the store, a page at a time."""
+        while len(self._messages) < ref.count:
+            page: list[Message] = await workflow.execute_activity(
+                "load_transcript",
+                LoadTranscriptInput(
+                    transcript=ref, start=len(self._messages), max_bytes=self._budget()
+                ),
+                result_type=list[Message],
+                start_to_close_timeout=timedelta(seconds=120),
+                summary=f"load_transcript from message {len(self._messages)}",
+            )
+            self._messages.extend(page)
+        if self._messages.head != ref.hash:
+            raise ApplicationError(
+                "the stored transcript does not match the one this session carried",
+                type="TranscriptMismatch",
+                non_retryable=True,
+            )
+        self._stored = ref.count
 
     # --- the model ---------------------------------------------------------------------
 
@@ -277,7 +382,10 @@ class AgentWorkflow:
         model = self._spec.model
         setup = self._model_setup()
         digest = setup_digest(setup)
+        lost_store = 0
         while True:
+            setup_bytes = len(setup.model_dump_json()) if self._send_setup else 0
+            await self._store_pieces(until_inline_bytes=self._budget() - setup_bytes)
             stored = self._stored
             call = ModelCallInput(
                 session_id=workflow.info().workflow_id,
@@ -310,10 +418,15 @@ class AgentWorkflow:
                 if kind == MODEL_SETUP_UNKNOWN and not self._send_setup:
                     self._send_setup = True  # this worker lacks it: send it once
                     continue
-                if kind == TRANSCRIPT_UNKNOWN and self._stored:
-                    self._stored = 0  # the store lost the prefix: send the whole array once
+                if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
+                    # the store lost what the call referred to: send it all again, once
+                    lost_store += 1
+                    self._stored = 0
+                    self._by_reference.clear()
                     continue
                 text = cause.message if isinstance(cause, ApplicationError) else str(error)
+                if kind == TRANSCRIPT_UNKNOWN:
+                    text += " (the transcript store lost it again: do all workers share one?)"
                 self._last_error = text
                 self._messages.append(
                     AssistantMessage(content="", is_error=True, error=text, timestamp=_now_ms())
@@ -476,6 +589,7 @@ class AgentWorkflow:
                     arguments=call.function.arguments,
                     bound=bound,
                     approval=approval,
+                    max_result_chars=policy.max_result_chars,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,
