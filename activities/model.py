@@ -161,7 +161,7 @@ class ModelActivities:
                 last_beat = time.monotonic()
 
         info = activity.info()
-        bound = log.bind(session_id=call.session_id, turn=call.turn, attempt=info.attempt)
+        bound = log.bind(session_id=info.workflow_id, turn=call.turn, attempt=info.attempt)
         client = self._client or shared_client()
         try:
             message = await client.complete(setup.endpoint, body, on_text=on_text)

@@ -75,12 +75,13 @@ class ToolActivities:
         """Run one call. Bad arguments and unknown tools come back as error results for the
         model to read; an exception in the tool is raised, so its retry policy applies."""
         info = activity.info()
+        session_id = info.workflow_id or ""  # the session is the workflow
         context = ToolContext(
-            session_id=call.session_id,
+            session_id=session_id,
             turn=call.turn,
             slot=call.slot,
             tool_call_id=call.tool_call_id,
-            idempotency_key=f"{call.session_id}:{call.turn}:{call.slot}",
+            idempotency_key=f"{session_id}:{call.turn}:{call.slot}",
             attempt=info.attempt,
             context=call.bound,
         )

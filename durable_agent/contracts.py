@@ -72,9 +72,9 @@ class ModelSetup(_Contract):
 
 
 class ModelCallInput(_Contract):
-    """Lean on purpose: stored in history once per model call, for the life of the session."""
+    """Lean on purpose: stored in history once per model call, for the life of the session.
+    (The session id is the activity's workflow id.)"""
 
-    session_id: str
     turn: int
     setup_digest: str
     setup: ModelSetup | None = None
@@ -106,7 +106,8 @@ class LoadTranscriptInput(_Contract):
 
 
 class ToolCallInput(_Contract):
-    session_id: str
+    """One call; the session id is the activity's workflow id."""
+
     turn: int
     slot: int
     tool_name: str

@@ -388,7 +388,6 @@ class AgentWorkflow:
             await self._store_pieces(until_inline_bytes=self._budget() - setup_bytes)
             stored = self._stored
             call = ModelCallInput(
-                session_id=workflow.info().workflow_id,
                 turn=self._turn + 1,
                 setup_digest=digest,
                 setup=setup if self._send_setup else None,
@@ -581,8 +580,7 @@ class AgentWorkflow:
             result: ToolMessage = await workflow.execute_activity(
                 "run_tool",
                 ToolCallInput(
-                    session_id=workflow.info().workflow_id,
-                    turn=self._turn,
+                        turn=self._turn,
                     slot=slot,
                     tool_name=call.function.name,
                     tool_call_id=call.id,
