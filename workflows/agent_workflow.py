@@ -580,7 +580,7 @@ class AgentWorkflow:
             result: ToolMessage = await workflow.execute_activity(
                 "run_tool",
                 ToolCallInput(
-                        turn=self._turn,
+                    turn=self._turn,
                     slot=slot,
                     tool_name=call.function.name,
                     tool_call_id=call.id,

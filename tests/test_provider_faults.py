@@ -1,0 +1,107 @@
+"""Provider faults over real HTTP: transient ones are retried by the activity's policy and
+the turn completes, with exactly as many requests as the policy says; permanent ones end
+the session `failed` with the provider's words, keeping everything before."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.contracts import SessionStatus
+from durable_agent.testing import (
+    Reply,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    chat_stream_events,
+    error_reply,
+    sse_reply,
+)
+from durable_agent.tools import ToolRegistry, tool
+from tests.agent_harness import query_messages, running_worker, spec_for, start_session
+
+registry = ToolRegistry()
+
+
+@tool(registry=registry)
+def ping(host: str) -> str:
+    """Ping a host."""
+    return f"{host} is up"
+
+
+def _stream_cut() -> Reply:
+    return sse_reply(chat_stream_events(assistant_text("half an answ")), cut=True)
+
+
+TRANSIENT: dict[str, Reply] = {
+    "429 with Retry-After": error_reply(429, "rate limited", retry_after=1),
+    "500": error_reply(500, "internal error"),
+    "502": error_reply(502, "bad gateway"),
+    "503": error_reply(503, "overloaded"),
+    "connection reset": Reply(reset=True),
+    "read timeout": Reply(sse=True, chunks=(b": waiting\n\n",), delay=3.0),
+    "stream cut before [DONE]": _stream_cut(),
+    "empty stream": Reply(sse=True, chunks=()),
+    "malformed JSON in a chunk": sse_reply([b"data: {not json at all\n\n"]),
+}
+
+
+def _spec(provider: ScriptedProvider, **kw: Any) -> Any:
+    spec = spec_for(provider, ["ping"], max_attempts=3, **kw)
+    endpoint = spec.model.endpoint.model_copy(update={"read_timeout": 1.0})
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"endpoint": endpoint})})
+
+
+@pytest.mark.parametrize("fault", list(TRANSIENT), ids=list(TRANSIENT))
+async def test_transient_faults_are_retried_once_and_the_turn_completes(
+    temporal_env: WorkflowEnvironment, task_queue: str, fault: str
+) -> None:
+    script = [TRANSIENT[fault], assistant_text("all good")]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            started = time.monotonic()
+            handle = await start_session(client, task_queue, _spec(provider), "status?")
+            result = await handle.result()
+            elapsed = time.monotonic() - started
+    assert result.status == "done" and result.final and result.final.content == "all good"
+    assert len(provider.requests) == 2, f"{fault}: {len(provider.requests)} requests"
+    if fault == "429 with Retry-After":
+        assert elapsed >= 1.0, "Retry-After was not honoured"
+
+
+async def test_a_fault_that_persists_stops_at_max_attempts(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [error_reply(503, "still overloaded")] * 5
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            handle = await start_session(client, task_queue, _spec(provider), "status?")
+            result = await handle.result()
+    assert len(provider.requests) == 3  # max_attempts, no more
+    assert result.status == "failed" and result.error and "still overloaded" in result.error
+
+
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [(400, "Invalid 'messages[2].content'"), (401, "Incorrect API key"), (404, "no such model")],
+)
+async def test_permanent_faults_fail_the_session_with_the_providers_words(
+    temporal_env: WorkflowEnvironment, task_queue: str, status: int, text: str
+) -> None:
+    script = [assistant_calls(("ping", {"host": "db"})), error_reply(status, text)]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            handle = await start_session(client, task_queue, _spec(provider), "ping db")
+            result = await handle.result()
+            status_now: SessionStatus = await handle.query("status", result_type=SessionStatus)
+            messages = await query_messages(handle)
+    assert len(provider.requests) == 2  # the good turn, then one failed request: no storm
+    assert result.status == "failed" and result.error
+    assert str(status) in result.error and text in result.error
+    assert status_now.phase == "failed" and status_now.last_error == result.error
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].content == "db is up"  # everything before is kept
+    assert messages[-1].is_error and messages[-1].error == result.error
