@@ -325,10 +325,10 @@ async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 async def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     found = await agents.sessions(limit=args.limit)
-    print(f"{'SESSION':<40} {'STATUS':<12} STARTED", file=out)
+    print(f"{'SESSION':<40} {'STATUS':<12} {'STARTED':<19} TITLE", file=out)
     for s in found:
         started = f"{s.started_at:%Y-%m-%d %H:%M:%S}" if s.started_at else "-"
-        print(f"{s.session_id:<40} {s.status:<12} {started}", file=out)
+        print(f"{s.session_id:<40} {s.status:<12} {started:<19} {s.title}", file=out)
     return EXIT_OK
 
 

@@ -79,6 +79,8 @@ class SessionSummary:
     """Temporal's execution status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
     started_at: datetime | None
     closed_at: datetime | None
+    title: str = ""
+    """The session's first user words (memo ``title``)."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ class AgentClient:
                     status=execution.status.name if execution.status else "UNKNOWN",
                     started_at=execution.start_time,
                     closed_at=execution.close_time,
+                    title=await execution.memo_value("title", "", type_hint=str),
                 )
             )
         return found

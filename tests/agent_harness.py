@@ -105,9 +105,12 @@ HISTORIES = Path(__file__).parent / "histories"
 
 
 async def record_history(handle: WorkflowHandle[Any, Any], name: str) -> None:
-    """Keep this run's history for the replay suite (``DURABLE_AGENT_RECORD_HISTORIES=1``).
-    A continued session is kept as one file per run: ``name``, ``name.run2``, ..."""
-    if os.environ.get("DURABLE_AGENT_RECORD_HISTORIES") != "1":
+    """Keep this run's history for the replay suite: ``DURABLE_AGENT_RECORD_HISTORIES=1``
+    writes histories not recorded yet (old ones must keep replaying: they stand for
+    sessions older code started); ``=overwrite`` replaces them too."""
+    mode = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES")
+    path = HISTORIES / f"{name}.json"
+    if mode not in ("1", "overwrite") or (mode == "1" and path.exists()):
         return
     history = await handle.fetch_history()
-    (HISTORIES / f"{name}.json").write_text(history.to_json())
+    path.write_text(history.to_json())

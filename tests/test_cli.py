@@ -97,6 +97,8 @@ async def test_run_follows_a_session_to_its_answer_and_history_reads_it_back(
     assert lines[3]["approval"]["reason"] == "approved by --yes"
     assert json.loads(status.stdout)["phase"] == "done"
     assert sid in listed.stdout
+    listed_line = next(line for line in listed.stdout.splitlines() if sid in line)
+    assert listed_line.endswith("time in NYC, then clear tiles")  # the title memo
 
 
 async def test_send_approve_deny_and_end_steer_a_live_session(

@@ -1,7 +1,9 @@
 """Recorded histories replay against today's workflow code (temporalio's Replayer).
 
 A workflow change that alters commands breaks this test; patch it with
-``workflow.patched`` or record new histories on purpose:
+``workflow.patched`` (as ``SESSION_TITLE_PATCH`` in the workflow does: the histories
+recorded before it lack the marker and must keep replaying) and record a new history
+for the new behaviour, keeping the old ones:
 ``DURABLE_AGENT_RECORD_HISTORIES=1 ./run test`` (the tests that record call
 ``tests.agent_harness.record_history``).
 """
@@ -30,6 +32,7 @@ def test_histories_are_recorded() -> None:
         "queued_message",
         "continue_as_new",
         "structured_output",
+        "multi_turn_session",  # recorded after the session-title patch: has its marker
     }
 
 

@@ -69,6 +69,7 @@ async def test_a_session_answers_many_messages_on_one_array(
             )  # fmt: skip
             result = await agents.result(sid)
             messages = await agents.messages(sid)
+        await record_history(agents._handle(sid), "multi_turn_session")
     assert [m.role for m in second.messages] == ["user", "assistant"]
     assert second.reply and second.reply.content == "second answer"
     assert result.status == "done" and result.stop_reason == "ended"

@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -52,10 +53,11 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         UserMessage,
     )
-    from durable_agent.spec import AgentInput, AgentSpec, SessionState
+    from durable_agent.spec import AgentInput, AgentSpec, ModelSpec, SessionState
     from durable_agent.structured_output import parse_structured_output
     from durable_agent.transcript import Transcript
     from workflows.approval_gate import ApprovalGate
+    from workflows.inputs import InvalidInput, decode
     from workflows.turn_logic import (
         apply_overrides,
         approval_id,
@@ -64,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         error_result,
         execution_groups,
         guardrail_denial,
+        session_title,
         setup_digest,
         stage_after,
     )
@@ -78,6 +81,14 @@ REFERENCE_BYTES = 48
 MAX_STORE_REFILLS = 2
 
 
+#: Patch id of the session-title memo (workflow.patched; never reuse or rename).
+SESSION_TITLE_PATCH = "session-title-memo"
+#: The default of a signal argument a sender may leave out.
+NO_PAYLOAD = RawValue(Payload())
+#: Stands in for the spec of a session whose input could not be read (it fails at once).
+PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
+
+
 class PayloadTooLarge(Exception):
     """One message alone is over the payload budget."""
 
@@ -89,7 +100,14 @@ def _now_ms() -> int:
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentWorkflow:
     @workflow.init
-    def __init__(self, request: AgentInput) -> None:
+    def __init__(self, raw: RawValue) -> None:
+        self._invalid_input: str | None = None
+        try:
+            request: AgentInput = decode(raw, AgentInput)
+        except InvalidInput as error:  # run() fails the session with this text
+            self._invalid_input = str(error)
+            request = AgentInput.model_construct(spec=PLACEHOLDER_SPEC, carried=None)
+        self._request = request
         self._spec: AgentSpec = request.spec
         carried = request.carried or SessionState(
             messages=[], stage="idle", turn=0, model_calls_this_reply=0, usage=Usage(), tools=[]
@@ -119,11 +137,22 @@ class AgentWorkflow:
     # --- the session ---------------------------------------------------------------
 
     @workflow.run
-    async def run(self, request: AgentInput) -> AgentResult:
+    async def run(self, raw: RawValue) -> AgentResult:
+        if self._invalid_input is not None:
+            raise ApplicationError(
+                f"invalid session input: {self._invalid_input}",
+                type="InvalidInput",
+                non_retryable=True,
+            )
+        request = self._request
         if request.carried is None:
             await self._resolve_tools()
             self._start_conversation(request)
             self._send_setup = True  # the first call seeds the workers' cache
+            # Added after sessions were recorded: a command that older histories lack,
+            # so it is patched in (see "Changing workflow code" in the README).
+            if workflow.patched(SESSION_TITLE_PATCH):
+                workflow.upsert_memo({"title": session_title(self._messages)})
         elif request.carried.transcript is not None:
             await self._load_carried_transcript(request.carried.transcript)
         try:
@@ -646,20 +675,30 @@ class AgentWorkflow:
     # --- signals: record only ------------------------------------------------------------
 
     @workflow.signal
-    def approve(self, signal: ApprovalSignal) -> None:
-        self._record_decision(signal, "approved")
+    def approve(self, raw: RawValue) -> None:
+        self._record_decision(raw, "approved")
 
     @workflow.signal
-    def deny(self, signal: ApprovalSignal) -> None:
-        self._record_decision(signal, "denied")
+    def deny(self, raw: RawValue) -> None:
+        self._record_decision(raw, "denied")
 
-    def _record_decision(self, signal: ApprovalSignal, decision: ApprovalDecision) -> None:
+    def _record_decision(self, raw: RawValue, decision: ApprovalDecision) -> None:
+        try:
+            signal: ApprovalSignal = decode(raw, ApprovalSignal)
+        except InvalidInput as error:
+            self._reject(f"{decision}: unreadable signal ({error})")
+            return
         rejection = self._gate.record(signal, decision)
         if rejection:
             self._reject(rejection)
 
     @workflow.signal
-    def send_message(self, message: str | UserMessage) -> None:
+    def send_message(self, raw: RawValue) -> None:
+        try:
+            message: str | UserMessage = decode(raw, str | UserMessage)
+        except InvalidInput as error:
+            self._reject(f"send_message: unreadable message ({error})")
+            return
         if isinstance(message, str):
             message = UserMessage(content=message)
         size = len(message.content) if isinstance(message.content, str) else None
@@ -674,9 +713,15 @@ class AgentWorkflow:
             self._inbox.append(message.model_copy(update={"timestamp": _now_ms()}))
 
     @workflow.signal
-    def end_session(self, request: EndSessionSignal | None = None) -> None:
+    def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
+        request = EndSessionSignal()
+        if raw is not NO_PAYLOAD:
+            try:
+                request = decode(raw, EndSessionSignal | None) or request
+            except InvalidInput as error:
+                self._reject(f"end_session: unreadable signal ({error}); ending anyway")
         if self._ending is None:
-            self._ending = request or EndSessionSignal()
+            self._ending = request
 
     def _reject(self, text: str) -> None:
         workflow.logger.warning("signal changed nothing: %s", text)

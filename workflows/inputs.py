@@ -1,0 +1,34 @@
+"""Reading what people send a session (its start input and signals) without trusting it.
+
+Inputs arrive raw and are validated here, so a bad payload becomes a clear, visible
+rejection (a failed start naming each field, or an entry in ``status``) instead of a
+workflow task that fails and retries for ever, or a signal the SDK drops silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue
+
+
+class InvalidInput(ValueError):
+    """The payload could not be read as what it should be; the text says why."""
+
+
+def explain(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in error.errors()
+        )
+    return str(error) or type(error).__name__
+
+
+def decode(raw: RawValue, as_type: Any) -> Any:
+    """The payload as ``as_type``, or ``InvalidInput`` naming each bad field."""
+    try:
+        return workflow.payload_converter().from_payload(raw.payload, as_type)
+    except Exception as error:  # invalid JSON, bad UTF-8, wrong fields or types
+        raise InvalidInput(explain(error)) from None
