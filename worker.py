@@ -52,6 +52,7 @@ def build_worker(
     provider: ProviderClient | None = None,
     transcripts: TranscriptStore | None = None,
     max_concurrent_activities: int = 100,
+    max_cached_workflows: int = 1000,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
     ``transcripts`` defaults to an in-process cache only (``memory:``)."""
@@ -71,6 +72,7 @@ def build_worker(
             tools.run_tool,
         ],
         max_concurrent_activities=max_concurrent_activities,
+        max_cached_workflows=max_cached_workflows,
     )
 
 

@@ -1,0 +1,35 @@
+"""A worker process for the chaos test: `python -m tests.chaos_worker ADDRESS QUEUE STORE`.
+No workflow cache, so every task after a kill replays from history on a new process."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+import tests.chaos_tools  # noqa: F401  (registers the tools)
+from activities.transcript_store import open_transcript_store
+from durable_agent.cli import exit_without_teardown
+from durable_agent.log_setup import configure_logging
+from worker import build_worker
+
+
+async def serve(address: str, task_queue: str, store: str) -> None:
+    configure_logging("warning")
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    worker = build_worker(
+        client,
+        task_queue=task_queue,
+        transcripts=open_transcript_store(store),
+        max_cached_workflows=0,
+    )
+    async with worker:
+        print("ready", flush=True)
+        await asyncio.Event().wait()  # until SIGKILL
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(*sys.argv[1:4]))
+    exit_without_teardown(0)
