@@ -51,6 +51,14 @@ def _complete_chain(rows: list[Row], head: str) -> list[str] | None:
     return [r[3] for r in ordered]
 
 
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
+    "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
+    "stored_at DOUBLE PRECISION NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS transcript_messages_stored_at ON transcript_messages (stored_at)",
+    "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
+    "message TEXT NOT NULL, stored_at DOUBLE PRECISION NOT NULL)",
+)
 _WALK = """
 WITH RECURSIVE chain(hash, parent, position, message) AS (
     SELECT hash, parent, position, message FROM transcript_messages WHERE hash = {p}
@@ -60,125 +68,47 @@ WITH RECURSIVE chain(hash, parent, position, message) AS (
 )
 SELECT hash, parent, position, message FROM chain
 """
+_UPSERT = "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at"
 
 
-class SqliteBackend:
-    inline = True  # a local file in WAL mode: microseconds a write
+class SqlBackend:
+    """The store's two tables in SQLite or PostgreSQL (the same SQL; only the parameter
+    marker differs). Schema created on start if missing."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    def __init__(self, connection: Any, marker: str, *, inline: bool) -> None:
+        self._db = connection
+        self._p = marker
+        self.inline = inline
         self._lock = threading.Lock()
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # a cache of what history already holds: losing the last writes costs a resend
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
-                "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
-                "stored_at REAL NOT NULL)"
-            )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
-                "message TEXT NOT NULL, stored_at REAL NOT NULL)"
-            )
+            for statement in _SCHEMA:
+                self._db.execute(statement)
 
     def load(self, head: str) -> list[Row]:
         with self._lock:
-            return list(self._db.execute(_WALK.format(p="?"), (head,)))
+            return [tuple(r) for r in self._db.execute(_WALK.format(p=self._p), (head,))]
+
+    def save(self, rows: Sequence[Row]) -> None:
+        now, p = time.time(), self._p
+        with self._lock:
+            self._db.cursor().executemany(
+                f"INSERT INTO transcript_messages VALUES ({p}, {p}, {p}, {p}, {p}) {_UPSERT}",
+                [(*row, now) for row in rows],
+            )
 
     def load_single(self, key: str) -> str | None:
         with self._lock:
             found = self._db.execute(
-                "SELECT message FROM single_messages WHERE hash = ?", (key,)
+                f"SELECT message FROM single_messages WHERE hash = {self._p}", (key,)
             ).fetchone()
         return None if found is None else str(found[0])
 
     def save_single(self, key: str, message_json: str) -> None:
+        p = self._p
         with self._lock:
             self._db.execute(
-                "INSERT INTO single_messages VALUES (?, ?, ?) "
-                "ON CONFLICT(hash) DO UPDATE SET stored_at = excluded.stored_at",
+                f"INSERT INTO single_messages VALUES ({p}, {p}, {p}) {_UPSERT}",
                 (key, message_json, time.time()),
-            )
-
-    def save(self, rows: Sequence[Row]) -> None:
-        now = time.time()
-        with self._lock:
-            self._db.executemany(
-                "INSERT INTO transcript_messages VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(hash) DO UPDATE SET stored_at = excluded.stored_at",
-                [(*row, now) for row in rows],
-            )
-
-    def prune(self, older_than_seconds: float) -> int:
-        cutoff = time.time() - older_than_seconds
-        with self._lock:
-            chain = self._db.execute(
-                "DELETE FROM transcript_messages WHERE stored_at < ?", (cutoff,)
-            ).rowcount
-            single = self._db.execute(
-                "DELETE FROM single_messages WHERE stored_at < ?", (cutoff,)
-            ).rowcount
-            return chain + single
-
-    def wipe(self) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM transcript_messages")
-            self._db.execute("DELETE FROM single_messages")
-
-
-class PostgresBackend:
-    """One table, created on start if missing."""
-
-    inline = False
-
-    def __init__(self, url: str) -> None:
-        import psycopg  # imported here: only PostgreSQL deployments need it
-
-        self._db: Any = psycopg.connect(url, autocommit=True)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS transcript_messages (hash TEXT PRIMARY KEY, "
-                "parent TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, "
-                "stored_at DOUBLE PRECISION NOT NULL)"
-            )
-            self._db.execute(
-                "CREATE INDEX IF NOT EXISTS transcript_messages_stored_at "
-                "ON transcript_messages (stored_at)"
-            )
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
-                "message TEXT NOT NULL, stored_at DOUBLE PRECISION NOT NULL)"
-            )
-
-    def load(self, head: str) -> list[Row]:
-        with self._lock:
-            return [tuple(r) for r in self._db.execute(_WALK.format(p="%s"), (head,))]
-
-    def load_single(self, key: str) -> str | None:
-        with self._lock:
-            found = self._db.execute(
-                "SELECT message FROM single_messages WHERE hash = %s", (key,)
-            ).fetchone()
-        return None if found is None else str(found[0])
-
-    def save_single(self, key: str, message_json: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO single_messages VALUES (%s, %s, %s) "
-                "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at",
-                (key, message_json, time.time()),
-            )
-
-    def save(self, rows: Sequence[Row]) -> None:
-        now = time.time()
-        with self._lock, self._db.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO transcript_messages VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at",
-                [(*row, now) for row in rows],
             )
 
     def prune(self, older_than_seconds: float) -> int:
@@ -186,14 +116,33 @@ class PostgresBackend:
         removed = 0
         with self._lock:
             for table in ("transcript_messages", "single_messages"):
-                cursor = self._db.execute(f"DELETE FROM {table} WHERE stored_at < %s", (cutoff,))
-                removed += int(cursor.rowcount)
+                deleted = self._db.execute(
+                    f"DELETE FROM {table} WHERE stored_at < {self._p}", (cutoff,)
+                )
+                removed += int(deleted.rowcount)
         return removed
 
     def wipe(self) -> None:
         with self._lock:
             self._db.execute("DELETE FROM transcript_messages")
             self._db.execute("DELETE FROM single_messages")
+
+
+def SqliteBackend(path: Path) -> SqlBackend:
+    """A local file in WAL mode: microseconds a write, so it runs on the event loop."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    # a cache of what history already holds: losing the last writes costs a resend
+    connection.execute("PRAGMA synchronous=NORMAL")
+    return SqlBackend(connection, "?", inline=True)
+
+
+def PostgresBackend(url: str) -> SqlBackend:
+    """A shared server for all workers; calls go to a thread, off the event loop."""
+    import psycopg  # imported here: only PostgreSQL deployments need it
+
+    return SqlBackend(psycopg.connect(url, autocommit=True), "%s", inline=False)
 
 
 class TranscriptStore:

@@ -116,7 +116,8 @@ async def test_continue_as_new_carries_a_big_array_by_reference(
     assert carried["messages"] == [] and carried["transcript"]["count"] > 0
     assert any(name == "load_transcript" for name, _ in payload_sizes(latest))
     first_run = agents.temporal.get_workflow_handle(sid, run_id=started.first_execution_run_id)
-    assert all(size <= BUDGET for _, size in payload_sizes(await first_run.fetch_history()))
+    first_sizes = payload_sizes(await first_run.fetch_history())
+    assert all(size <= BUDGET for _, size in first_sizes), first_sizes
 
 
 async def test_long_tool_results_are_cut_with_a_marker_and_kept_whole_in_the_store(

@@ -208,7 +208,7 @@ async def test_postgres_store_against_a_real_server(postgres_url: str) -> None:
         except psycopg.OperationalError:
             await asyncio.sleep(0.1)
     store = open_transcript_store(postgres_url)
-    assert isinstance(store.backend, PostgresBackend)
+    assert store.backend is not None and not store.backend.inline  # a thread, not the loop
     history = [user_message("hello"), AssistantMessage(content="hi, how can I help?")]
     head, _ = await store.extend(EMPTY_HASH, (), history)
     other = TranscriptStore(PostgresBackend(postgres_url))  # another worker, same table

@@ -272,19 +272,25 @@ class AgentWorkflow:
     async def _continue_as_new(self) -> None:
         """Hand the whole session to a fresh run. Called only between activities."""
         await workflow.wait_condition(workflow.all_handlers_finished)
-        messages: list[Message] = self._messages.as_list()
-        transcript = None
-        if self._messages.json_bytes() > self._budget():
+        state = self._carried_state()
+        others = len(AgentInput(spec=self._spec, carried=state).model_dump_json())
+        room = self._spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
+        if others + self._messages.json_bytes() > room:
             # too big for one payload: refresh the whole array in the store, in pieces,
             # and let the next run read it back from there
             self._stored = 0
             await self._store_pieces(until_inline_bytes=0)
-            messages = []
-            transcript = TranscriptRef(count=len(self._messages), hash=self._messages.head)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        carried = SessionState(
-            messages=messages,
-            transcript=transcript,
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            ref = TranscriptRef(count=len(self._messages), hash=self._messages.head)
+            state = self._carried_state().model_copy(update={"transcript": ref})
+        else:
+            state = state.model_copy(update={"messages": self._messages.as_list()})
+        workflow.continue_as_new(AgentInput(spec=self._spec, carried=state))
+
+    def _carried_state(self) -> SessionState:
+        """The session's state for the next run, without its messages."""
+        return SessionState(
+            messages=[],
             stored_count=self._stored,
             stage=self._stage,
             turn=self._turn,
@@ -299,7 +305,6 @@ class AgentWorkflow:
             ending=self._ending,
             runs=self._runs + 1,
         )
-        workflow.continue_as_new(AgentInput(spec=self._spec, carried=carried))
 
     # --- payload budget ------------------------------------------------------------------
 
