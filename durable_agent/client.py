@@ -304,5 +304,7 @@ class AgentClient:
         if error.status == RPCStatusCode.NOT_FOUND:
             if "already completed" in error.message:
                 return SessionClosedError(session_id)
+            if "namespace" in error.message.lower():
+                return error  # the namespace itself (a server still starting, or a typo)
             return SessionNotFoundError(session_id)
         return error

@@ -28,7 +28,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from durable_agent import AgentClient
-from durable_agent.client import NoWorkerError
+from durable_agent.client import NoWorkerError, SessionNotFoundError
 from durable_agent.contracts import AgentResult
 from durable_agent.messages import AssistantMessage
 from durable_agent.spec import AgentInput
@@ -106,12 +106,13 @@ class WorkerPool:
 
 
 async def _retrying(action: Callable[[], Any], seconds: float = 120) -> Any:
-    """Reads and signals may meet a dead worker or a restarting server: try again."""
+    """Reads and signals may meet a dead worker, a restarting server or a session whose
+    start is still on its way: try again, for a bounded time."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             return await action()
-        except (NoWorkerError, RPCError, RuntimeError):
+        except (NoWorkerError, SessionNotFoundError, RPCError, RuntimeError):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
@@ -219,7 +220,7 @@ async def run_sessions(
 async def _phase(agents: AgentClient, sessions: list[str]) -> str:
     try:
         statuses = [await agents.status(s) for s in sessions]
-    except (NoWorkerError, RPCError, RuntimeError):
+    except (NoWorkerError, SessionNotFoundError, RPCError, RuntimeError):
         return "unknown"
     busy = [s.phase for s in statuses if s.phase not in ("done", "idle")]
     return busy[0] if busy else "idle"
