@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from bench.floor import FloorInput
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
 from durable_agent.cli import exit_without_teardown
 from durable_agent.contracts import AgentResult
+from durable_agent.ports import free_port
 from durable_agent.provider import ProviderEndpoint
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
@@ -43,12 +43,6 @@ PROMPT = "Work through the rounds."
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from durable_agent.ports import free_port
+
 
 def postgres_bin() -> Path:
     found = shutil.which("initdb")
@@ -25,12 +27,6 @@ def postgres_bin() -> Path:
             "PostgreSQL is not installed: `apt-get install postgresql` (the CI script does)"
         )
     return Path(versions[-1]).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -49,7 +45,7 @@ def running_postgres() -> Iterator[str]:
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [*as_user, str(bin_dir / "postgres"), "-D", str(data), "-p", str(port),
          "-k", str(root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],

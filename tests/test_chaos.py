@@ -31,6 +31,7 @@ from durable_agent import AgentClient
 from durable_agent.client import NoWorkerError, SessionNotFoundError
 from durable_agent.contracts import AgentResult
 from durable_agent.messages import AssistantMessage
+from durable_agent.ports import free_port
 from durable_agent.spec import AgentInput
 from durable_agent.testing import (
     RecordedRequest,
@@ -234,7 +235,7 @@ def _by_position(counter: Counter[str], tag: str) -> Counter[str]:
 async def test_sessions_survive_30_worker_kills_and_a_server_restart(tmp_path: Path) -> None:
     from worker import start_dev_server  # the same embedded server `durable-agent dev` runs
 
-    env = await start_dev_server(tmp_path / "server", _free_port(), _free_port())
+    env = await start_dev_server(tmp_path / "server", free_port(), free_port())
     address = env.client.service_client.config.target_host
     try:
         calm = await run_sessions(address, "calm", 3, tmp_path, chaos=False)
@@ -273,21 +274,13 @@ async def test_sessions_survive_30_worker_kills_and_a_server_restart(tmp_path: P
     )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.timeout(600)
 async def test_a_session_survives_a_server_restart_on_the_same_sqlite_file(
     tmp_path: Path,
 ) -> None:
     from worker import start_dev_server
 
-    data, port, ui_port = tmp_path / "server", _free_port(), _free_port()
+    data, port, ui_port = tmp_path / "server", free_port(), free_port()
     env = await start_dev_server(data, port, ui_port)
     address = env.client.service_client.config.target_host
     try:

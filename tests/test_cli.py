@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
+from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
@@ -181,12 +182,6 @@ async def test_errors_say_what_to_fix(
     assert "colour: Extra inputs are not permitted" in invalid.stderr
     assert "Invalid JSON" in not_json.stderr
     assert "no model configured" in no_model.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[str]:

@@ -44,8 +44,9 @@ def test_the_four_services_with_pinned_images_and_health_checks(compose: dict[st
 def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
     svc = services(compose)
     assert svc["temporal"]["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
-    for dependent in ("temporal-ui", "worker"):
-        assert svc[dependent]["depends_on"] == {"temporal": {"condition": "service_healthy"}}
+    healthy = {"condition": "service_healthy"}
+    assert svc["temporal-ui"]["depends_on"] == {"temporal": healthy}
+    assert svc["worker"]["depends_on"] == {"temporal": healthy, "postgresql": healthy}
 
 
 def test_ports_published(compose: dict[str, Any]) -> None:
@@ -73,6 +74,20 @@ def test_ui_and_worker_point_at_the_temporal_service(compose: dict[str, Any]) ->
     worker = svc["worker"]["environment"]
     assert worker["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert worker["DURABLE_AGENT_TASK_QUEUE"] == "durable-agent"
+
+
+def test_workers_share_the_postgresql_transcript_store(compose: dict[str, Any]) -> None:
+    from activities.transcript_store import open_transcript_store
+
+    svc = services(compose)
+    url = svc["worker"]["environment"]["DURABLE_AGENT_TRANSCRIPT_STORE"]
+    user = svc["postgresql"]["environment"]["POSTGRES_USER"]
+    password = svc["postgresql"]["environment"]["POSTGRES_PASSWORD"]
+    assert url == f"postgresql://{user}:{password}@postgresql:5432/postgres"
+    with pytest.raises(ValueError, match="unknown transcript store"):
+        open_transcript_store(url.replace("postgresql", "mysql", 1))  # the scheme is checked
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert '".[postgres]"' in dockerfile  # the image can speak to it
 
 
 def test_model_keys_come_from_the_host_never_literal(compose: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ the demo grants through AgentClient, as a person would), and answers.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -18,6 +17,7 @@ from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.demo import tools as demo_tools
 from durable_agent.demo.model import DEMO_MODEL, demo_model_reply
 from durable_agent.environment import model_from_environment
+from durable_agent.ports import free_port
 from durable_agent.provider import ProviderEndpoint
 from durable_agent.render import format_message, format_pending
 from durable_agent.spec import AgentSpec, ModelSpec
@@ -25,12 +25,6 @@ from durable_agent.testing import ScriptedProvider
 
 QUESTION = "What's the weather in NYC and London? Email me a short report."
 INSTRUCTIONS = "You are a weather assistant. Use the tools; email a report when asked."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def demo_spec(model: ModelSpec) -> AgentSpec:
