@@ -46,21 +46,26 @@ class ModelActivities:
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
 
-    def _setup(self, call: ModelCallInput) -> ModelSetup:
-        if call.setup is not None:
-            self._setups[call.setup_digest] = call.setup
-            while len(self._setups) > self._cache_size:
-                self._setups.popitem(last=False)
-            return call.setup
-        cached = self._setups.get(call.setup_digest)
-        if cached is None:
-            raise ApplicationError(
-                f"this worker does not hold model setup {call.setup_digest}",
-                type=MODEL_SETUP_UNKNOWN,
-                non_retryable=True,
-            )
-        self._setups.move_to_end(call.setup_digest)
-        return cached
+    async def _setup(self, call: ModelCallInput) -> ModelSetup:
+        """The session's model setup: sent inline, cached here, or in the shared store."""
+        digest = call.setup_digest
+        setup = call.setup or self._setups.get(digest)
+        if setup is None:
+            stored = await self.transcripts.load_setup(digest)
+            if stored is None:
+                raise ApplicationError(
+                    f"this worker does not hold model setup {digest}",
+                    type=MODEL_SETUP_UNKNOWN,
+                    non_retryable=True,
+                )
+            setup = ModelSetup.model_validate_json(stored)
+        elif call.setup is not None:
+            await self.transcripts.put_setup(digest, call.setup.model_dump_json())
+        self._setups[digest] = setup
+        self._setups.move_to_end(digest)
+        while len(self._setups) > self._cache_size:
+            self._setups.popitem(last=False)
+        return setup
 
     async def _resolve(self, item: Message | StoredMessageRef) -> Message:
         if not isinstance(item, StoredMessageRef):
@@ -138,7 +143,7 @@ class ModelActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:
-        setup = self._setup(call)
+        setup = await self._setup(call)
         head, conversation = await self._conversation(call)
         body = build_request(
             setup.endpoint.api,

@@ -205,6 +205,18 @@ class TranscriptStore:
         encoded = await self._call(self.backend.load_single, key)
         return None if encoded is None else parse_message(json.loads(encoded))
 
+    async def put_setup(self, digest: str, setup_json: str) -> None:
+        """Keep a session's model setup where every worker sharing the store finds it,
+        so a worker that just started need not ask the workflow for it again."""
+        if self.backend is not None:
+            await self._call(self.backend.save_single, f"setup:{digest}", setup_json)
+
+    async def load_setup(self, digest: str) -> str | None:
+        if self.backend is None:
+            return None
+        found: str | None = await self._call(self.backend.load_single, f"setup:{digest}")
+        return found
+
     async def _call(self, operation: Callable[..., T], *args: Any) -> T:
         assert self.backend is not None
         if self.backend.inline:

@@ -154,19 +154,34 @@ async def test_a_wiped_store_costs_one_full_resend_and_changes_nothing(
     assert after["transcript"]["count"] == len(inputs[4]["messages"]) + 1  # store re-seeded
 
 
-async def test_a_new_worker_reads_the_prefix_from_the_shared_store(
+async def test_a_new_worker_process_carries_on_from_the_shared_store(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "shared.sqlite"
-    first = open_transcript_store(f"sqlite:///{path}")
-
-    async def restart_worker() -> None:
-        first.forget()  # as if the process had died: only the SQLite file is left
-        first.backend = SqliteBackend(path)
-
-    _, handle, _ = await _session(temporal_env, task_queue, first, while_paused=restart_worker)
-    inputs = model_inputs(await handle.fetch_history())
+    """A deploy: the worker that started the session is gone; a fresh one (new caches,
+    same SQLite file) serves the next calls by reference, with no refused call."""
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    with ScriptedProvider(SCRIPT) as provider:
+        agents = AgentClient(temporal_env.client, task_queue=task_queue)
+        spec = spec_for(provider, ["fetch", "publish"], session={"end_after_reply": True})
+        async with build_worker(
+            temporal_env.client,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=open_transcript_store(url),
+        ):
+            sid = await agents.start(spec, "read pages 1-4, publish 3")
+            waiting = await agents.wait(sid, timeout=30)
+        async with build_worker(
+            temporal_env.client,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=open_transcript_store(url),
+        ):
+            await agents.approve(sid, waiting.pending[0].approval_id)
+            await agents.result(sid)
+    inputs = model_inputs(await agents._handle(sid).fetch_history())
     assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
+    assert [c["setup"] is not None for c in inputs] == [True, False, False, False, False]
 
 
 async def test_store_rebuilds_prefixes_and_prunes_by_age(tmp_path: Path) -> None:
