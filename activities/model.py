@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import timedelta
 
 import structlog
@@ -20,6 +21,7 @@ from durable_agent.contracts import (
     ModelSetup,
     StoredMessageRef,
     StoreTranscriptInput,
+    TranscriptRef,
 )
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.provider import ProviderClient, ProviderError, shared_client
@@ -32,6 +34,13 @@ PROVIDER_ERROR = "ProviderError"
 MODEL_TURN_FAILED = "ModelTurnFailed"
 
 HEARTBEAT_EVERY_SECONDS = 2.0
+
+
+def transcript_unknown(what: str) -> ApplicationError:
+    """The error the workflow answers by sending the whole array (once)."""
+    return ApplicationError(
+        f"this worker's transcript store has {what}", type=TRANSCRIPT_UNKNOWN, non_retryable=True
+    )
 
 
 class ModelActivities:
@@ -72,54 +81,36 @@ class ModelActivities:
             return item
         found = await self.transcripts.load_message(item.stored)
         if found is None:
-            raise ApplicationError(
-                f"this worker's transcript store has no message {item.stored}",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
-            )
+            raise transcript_unknown(f"no message {item.stored}")
         return found
 
-    async def _conversation(self, call: ModelCallInput) -> tuple[str, tuple[Message, ...]]:
-        """The whole array: the referenced prefix from the store, then the new messages,
-        checked against the workflow's hash and stored for the next call."""
-        base = call.transcript.hash if call.transcript else EMPTY_HASH
+    async def _extend(
+        self, ref: TranscriptRef | None, new: Sequence[Message], head: str, *, check: bool
+    ) -> tuple[str, tuple[Message, ...]]:
+        """The referenced prefix from the store with ``new`` after it, stored for the next
+        call; with ``check``, it must hash to the workflow's ``head``."""
+        base = ref.hash if ref else EMPTY_HASH
         prefix = await self.transcripts.load(base)
         if prefix is None:
-            raise ApplicationError(
-                f"this worker's transcript store has no prefix {base} "
-                f"({call.transcript.count if call.transcript else 0} messages)",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
+            raise transcript_unknown(f"no prefix {base} ({ref.count if ref else 0} messages)")
+        ours, messages = await self.transcripts.extend(base, prefix, new)
+        if check and ours != head:
+            raise transcript_unknown(
+                f"a hash mismatch: the workflow has {head}, this worker {ours}"
             )
+        return ours, messages
+
+    async def _conversation(self, call: ModelCallInput) -> tuple[str, tuple[Message, ...]]:
+        """The whole array: the referenced prefix, then the new messages (a fresh start
+        is trusted as sent: it re-seeds the store whatever it hashed to before)."""
         new = [await self._resolve(item) for item in call.messages]
-        head, messages = await self.transcripts.extend(base, prefix, new)
-        if head != call.head and call.transcript is not None:
-            raise ApplicationError(
-                f"transcript hash mismatch: the workflow has {call.head}, this worker {head}",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
-            )
-        return head, messages
+        return await self._extend(call.transcript, new, call.head, check=bool(call.transcript))
 
     @activity.defn(name="store_transcript")
     async def store_transcript(self, piece: StoreTranscriptInput) -> None:
         """Put a piece of a transcript in the store (after a store lost it, when the whole
         no longer fits one payload)."""
-        base = piece.transcript.hash if piece.transcript else EMPTY_HASH
-        prefix = await self.transcripts.load(base)
-        if prefix is None:
-            raise ApplicationError(
-                f"this worker's transcript store has no prefix {base}",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
-            )
-        head, _ = await self.transcripts.extend(base, prefix, piece.messages)
-        if head != piece.head:
-            raise ApplicationError(
-                f"transcript hash mismatch: the workflow has {piece.head}, this worker {head}",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
-            )
+        await self._extend(piece.transcript, piece.messages, piece.head, check=True)
 
     @activity.defn(name="load_transcript")
     async def load_transcript(self, page: LoadTranscriptInput) -> list[Message]:
@@ -127,11 +118,7 @@ class ModelActivities:
         least one message)."""
         messages = await self.transcripts.load(page.transcript.hash)
         if messages is None or len(messages) != page.transcript.count:
-            raise ApplicationError(
-                f"this worker's transcript store has no transcript {page.transcript.hash}",
-                type=TRANSCRIPT_UNKNOWN,
-                non_retryable=True,
-            )
+            raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
         size = 0
         for message in messages[page.start :]:
