@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
         ApprovalCheckInput,
         ApprovalSignal,
         EndSessionSignal,
-        LoadTranscriptInput,
         ModelCallInput,
         ModelSetup,
         PendingApproval,
@@ -37,8 +36,6 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsResult,
         SessionStatus,
         Stage,
-        StoredMessageRef,
-        StoreTranscriptInput,
         ToolCallInput,
         TranscriptRef,
     )
@@ -58,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.transcript import Transcript
     from workflows.approval_gate import ApprovalGate
     from workflows.inputs import InvalidInput, decode
+    from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, PayloadTooLarge, TranscriptSync
     from workflows.turn_logic import (
         apply_overrides,
         approval_id,
@@ -72,10 +70,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_REJECTED_SIGNALS_KEPT = 50
-#: Room kept in every payload for what is not messages (ids, hashes, summaries).
-PAYLOAD_MARGIN_BYTES = 8_192
-#: What a tool result sent by reference costs in a model call's input.
-REFERENCE_BYTES = 48
 #: Re-sends of one model call's transcript before the session fails: a store that loses
 #: it again at once is not shared by the workers (or not kept), and retrying cannot help.
 MAX_STORE_REFILLS = 2
@@ -87,10 +81,6 @@ SESSION_TITLE_PATCH = "session-title-memo"
 NO_PAYLOAD = RawValue(Payload())
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
-
-
-class PayloadTooLarge(Exception):
-    """One message alone is over the payload budget."""
 
 
 def _now_ms() -> int:
@@ -113,7 +103,9 @@ class AgentWorkflow:
             messages=[], stage="idle", turn=0, model_calls_this_reply=0, usage=Usage(), tools=[]
         )
         self._messages = Transcript(carried.messages)
-        self._stored = carried.stored_count  # messages the workers' transcript store holds
+        self._sync = TranscriptSync(
+            self._messages, carried.stored_count, self._spec.session.payload_budget_bytes
+        )
         self._stage: Stage = carried.stage
         self._phase: Phase = "starting"
         self._turn = carried.turn
@@ -128,7 +120,6 @@ class AgentWorkflow:
         self._tools: dict[str, ResolvedTool] = {t.definition.name: t for t in carried.tools}
         self._setup: ModelSetup | None = None
         self._send_setup = False
-        self._by_reference: set[int] = set()  # tool results their activity stored
         self._progressed = False  # this run has done work: continue-as-new may follow
         self._reply: AssistantMessage | ToolMessage | None = None
         self._reply_reason = "final_answer"
@@ -154,7 +145,7 @@ class AgentWorkflow:
             if workflow.patched(SESSION_TITLE_PATCH):
                 workflow.upsert_memo({"title": session_title(self._messages)})
         elif request.carried.transcript is not None:
-            await self._load_carried_transcript(request.carried.transcript)
+            await self._sync.load(request.carried.transcript)
         try:
             return await self._session()
         except PayloadTooLarge as error:
@@ -278,8 +269,8 @@ class AgentWorkflow:
         if others + self._messages.json_bytes() > room:
             # too big for one payload: refresh the whole array in the store, in pieces,
             # and let the next run read it back from there
-            self._stored = 0
-            await self._store_pieces(until_inline_bytes=0)
+            self._sync.lost()
+            await self._sync.store_pieces(until_inline_bytes=0)
             await workflow.wait_condition(workflow.all_handlers_finished)
             ref = TranscriptRef(count=len(self._messages), hash=self._messages.head)
             state = self._carried_state().model_copy(update={"transcript": ref})
@@ -291,7 +282,7 @@ class AgentWorkflow:
         """The session's state for the next run, without its messages."""
         return SessionState(
             messages=[],
-            stored_count=self._stored,
+            stored_count=self._sync.stored,
             stage=self._stage,
             turn=self._turn,
             model_calls_this_reply=self._model_calls,
@@ -305,82 +296,6 @@ class AgentWorkflow:
             ending=self._ending,
             runs=self._runs + 1,
         )
-
-    # --- payload budget ------------------------------------------------------------------
-
-    def _budget(self) -> int:
-        """Bytes of messages one payload may carry, leaving room for everything else."""
-        budget = self._spec.session.payload_budget_bytes
-        return budget - min(PAYLOAD_MARGIN_BYTES, budget // 8)
-
-    def _inline_bytes(self, stored: int) -> int:
-        """What a model call starting from ``stored`` would carry in its input."""
-        total = 0
-        for index in range(stored, len(self._messages)):
-            if stored and index in self._by_reference:
-                total += REFERENCE_BYTES
-            else:
-                total += self._messages.json_bytes(index, index + 1)
-        return total
-
-    async def _store_pieces(self, until_inline_bytes: int) -> None:
-        """Send the unstored tail to the workers' store in budget-sized pieces until a
-        model call's input would fit ``until_inline_bytes``."""
-        budget = self._budget()
-        while self._stored < len(self._messages) and (
-            self._inline_bytes(self._stored) > until_inline_bytes
-        ):
-            start = end = self._stored
-            while end < len(self._messages) and self._messages.json_bytes(start, end + 1) <= budget:
-                end += 1
-            if end == start:
-                size = self._messages.json_bytes(start, start + 1)
-                raise PayloadTooLarge(
-                    f"message {start} is {size} bytes, over the payload budget of "
-                    f"{self._spec.session.payload_budget_bytes} bytes"
-                )
-            try:
-                await workflow.execute_activity(
-                    "store_transcript",
-                    StoreTranscriptInput(
-                        transcript=TranscriptRef(count=start, hash=self._messages.hash_at(start))
-                        if start
-                        else None,
-                        messages=self._messages[start:end],
-                        head=self._messages.hash_at(end),
-                    ),
-                    start_to_close_timeout=timedelta(seconds=120),
-                    summary=f"store_transcript messages {start}-{end - 1}",
-                )
-            except ActivityError as error:
-                cause = error.cause
-                lost = isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
-                if lost and start:
-                    self._stored = 0  # the store lost the prefix too: from the top
-                    continue
-                raise
-            self._stored = end
-
-    async def _load_carried_transcript(self, ref: TranscriptRef) -> None:
-        """Read the array the previous run left in the store, a page at a time."""
-        while len(self._messages) < ref.count:
-            page: list[Message] = await workflow.execute_activity(
-                "load_transcript",
-                LoadTranscriptInput(
-                    transcript=ref, start=len(self._messages), max_bytes=self._budget()
-                ),
-                result_type=list[Message],
-                start_to_close_timeout=timedelta(seconds=120),
-                summary=f"load_transcript from message {len(self._messages)}",
-            )
-            self._messages.extend(page)
-        if self._messages.head != ref.hash:
-            raise ApplicationError(
-                "the stored transcript does not match the one this session carried",
-                type="TranscriptMismatch",
-                non_retryable=True,
-            )
-        self._stored = ref.count
 
     # --- the model ---------------------------------------------------------------------
 
@@ -398,18 +313,6 @@ class AgentWorkflow:
             )
         return self._setup
 
-    def _new_messages(self, stored: int) -> list[Message | StoredMessageRef]:
-        """What the worker lacks: the messages after the stored prefix, tool results by
-        reference (whole while the store is being re-seeded)."""
-        new: list[Message | StoredMessageRef] = []
-        for index in range(stored, len(self._messages)):
-            message = self._messages[index]
-            if stored and index in self._by_reference:
-                new.append(StoredMessageRef(stored=self._messages.content_hash_at(index)))
-            else:
-                new.append(message)
-        return new
-
     async def _call_model(self) -> AssistantMessage | None:
         self._phase = "calling_model"
         self._progressed = True
@@ -419,16 +322,13 @@ class AgentWorkflow:
         lost_store = 0
         while True:
             setup_bytes = len(setup.model_dump_json()) if self._send_setup else 0
-            await self._store_pieces(until_inline_bytes=self._budget() - setup_bytes)
-            stored = self._stored
+            await self._sync.store_pieces(until_inline_bytes=self._sync.room - setup_bytes)
             call = ModelCallInput(
                 turn=self._turn + 1,
                 setup_digest=digest,
                 setup=setup if self._send_setup else None,
-                transcript=TranscriptRef(count=stored, hash=self._messages.hash_at(stored))
-                if stored
-                else None,
-                messages=self._new_messages(stored),
+                transcript=self._sync.reference(),
+                messages=self._sync.new_messages(),
                 head=self._messages.head,
             )
             try:
@@ -454,8 +354,7 @@ class AgentWorkflow:
                 if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
                     # the store lost what the call referred to: send it all again, once
                     lost_store += 1
-                    self._stored = 0
-                    self._by_reference.clear()
+                    self._sync.lost()
                     continue
                 text = cause.message if isinstance(cause, ApplicationError) else str(error)
                 if kind == TRANSCRIPT_UNKNOWN:
@@ -470,7 +369,7 @@ class AgentWorkflow:
         self._turn += 1
         self._model_calls += 1
         self._messages.append(assistant)
-        self._stored = len(self._messages)  # the worker stored the array and its reply
+        self._sync.all_stored()
         if assistant.usage is not None:
             self._usage = self._usage + assistant.usage
         if assistant.is_error:
@@ -504,7 +403,7 @@ class AgentWorkflow:
                     stored.add(k)
         results_in_order = [s for s in slots if s is not None]
         first = len(self._messages)
-        self._by_reference.update(first + k for k in stored)
+        self._sync.stored_by_tool({first + k for k in stored})
         self._messages.extend(results_in_order)
         self._stage = "model"
         stops = [

@@ -1,0 +1,138 @@
+"""What the workers' transcript store holds of a session, and bringing it up to date.
+
+Deterministic workflow code. The workflow appends to ``messages``; model calls then
+carry only what the store lacks (``reference`` + ``new_messages``), and anything that
+would not fit one payload goes to the store first, in budget-sized pieces.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import (
+        TRANSCRIPT_UNKNOWN,
+        LoadTranscriptInput,
+        StoredMessageRef,
+        StoreTranscriptInput,
+        TranscriptRef,
+    )
+    from durable_agent.messages import Message
+    from durable_agent.transcript import Transcript
+
+#: Room kept in every payload for what is not messages (ids, hashes, summaries).
+PAYLOAD_MARGIN_BYTES = 8_192
+#: What a tool result sent by reference costs in a model call's input.
+REFERENCE_BYTES = 48
+
+
+class PayloadTooLarge(Exception):
+    """One message alone is over the payload budget."""
+
+
+class TranscriptSync:
+    def __init__(self, messages: Transcript, stored: int, budget_bytes: int) -> None:
+        self.messages = messages
+        self.stored = stored
+        """How many messages (a prefix) the store holds, as far as this run knows."""
+        self.budget_bytes = budget_bytes
+        self._by_reference: set[int] = set()
+
+    @property
+    def room(self) -> int:
+        """Bytes of messages one payload may carry, leaving room for everything else."""
+        return self.budget_bytes - min(PAYLOAD_MARGIN_BYTES, self.budget_bytes // 8)
+
+    def stored_by_tool(self, indices: set[int]) -> None:
+        """These messages are tool results their activity put in the store as they are."""
+        self._by_reference.update(indices)
+
+    def all_stored(self) -> None:
+        """A model call succeeded: the worker stored the whole array and its reply."""
+        self.stored = len(self.messages)
+
+    def lost(self) -> None:
+        """The store lacks what a call referred to: the next call sends everything."""
+        self.stored = 0
+        self._by_reference.clear()
+
+    def reference(self) -> TranscriptRef | None:
+        if not self.stored:
+            return None
+        return TranscriptRef(count=self.stored, hash=self.messages.hash_at(self.stored))
+
+    def new_messages(self) -> list[Message | StoredMessageRef]:
+        """What the store lacks: messages after its prefix, tool results by reference
+        (whole while the store is being re-seeded)."""
+        new: list[Message | StoredMessageRef] = []
+        for index in range(self.stored, len(self.messages)):
+            if self.stored and index in self._by_reference:
+                new.append(StoredMessageRef(stored=self.messages.content_hash_at(index)))
+            else:
+                new.append(self.messages[index])
+        return new
+
+    def _inline_bytes(self) -> int:
+        total = 0
+        for index in range(self.stored, len(self.messages)):
+            if self.stored and index in self._by_reference:
+                total += REFERENCE_BYTES
+            else:
+                total += self.messages.json_bytes(index, index + 1)
+        return total
+
+    async def store_pieces(self, until_inline_bytes: int) -> None:
+        """Send the unstored tail to the store in budget-sized pieces until a model
+        call's input would fit ``until_inline_bytes``."""
+        messages, room = self.messages, self.room
+        while self.stored < len(messages) and self._inline_bytes() > until_inline_bytes:
+            start = end = self.stored
+            while end < len(messages) and messages.json_bytes(start, end + 1) <= room:
+                end += 1
+            if end == start:
+                size = messages.json_bytes(start, start + 1)
+                raise PayloadTooLarge(
+                    f"message {start} is {size} bytes, over the payload budget of "
+                    f"{self.budget_bytes} bytes"
+                )
+            try:
+                await workflow.execute_activity(
+                    "store_transcript",
+                    StoreTranscriptInput(
+                        transcript=self.reference(),
+                        messages=messages[start:end],
+                        head=messages.hash_at(end),
+                    ),
+                    start_to_close_timeout=timedelta(seconds=120),
+                    summary=f"store_transcript messages {start}-{end - 1}",
+                )
+            except ActivityError as error:
+                cause = error.cause
+                lost = isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
+                if lost and start:
+                    self.lost()  # the store lost the prefix too: from the top
+                    continue
+                raise
+            self.stored = end
+
+    async def load(self, ref: TranscriptRef) -> None:
+        """Read back the array a previous run left in the store, a page at a time."""
+        while len(self.messages) < ref.count:
+            page: list[Message] = await workflow.execute_activity(
+                "load_transcript",
+                LoadTranscriptInput(transcript=ref, start=len(self.messages), max_bytes=self.room),
+                result_type=list[Message],
+                start_to_close_timeout=timedelta(seconds=120),
+                summary=f"load_transcript from message {len(self.messages)}",
+            )
+            self.messages.extend(page)
+        if self.messages.head != ref.hash:
+            raise ApplicationError(
+                "the stored transcript does not match the one this session carried",
+                type="TranscriptMismatch",
+                non_retryable=True,
+            )
+        self.stored = ref.count
