@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -246,3 +247,59 @@ def test_demo_runs_end_to_end_without_a_key(tmp_path: Path) -> None:
     assert "The report went to" in out  # (the line wraps before the address)
     assert "session ended: done (ended), 3 model calls" in out
     assert "See it in the Temporal UI: http://127.0.0.1:" in out
+
+
+async def test_run_on_a_terminal_shows_status_and_asks_before_each_approval(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """`run` attached to a terminal (a real pty): a live status line, and a y/n question
+    per approval, answered on the keyboard."""
+
+    script = [
+        assistant_calls(("wipe_cache", {"name": "a"}), ("wipe_cache", {"name": "b"})),
+        assistant_text("cleared a, kept b"),
+    ]
+    with ScriptedProvider(script) as provider:
+        spec = write_spec(tmp_path, provider, ["wipe_cache"])
+        async with running_worker(temporal_env, task_queue, registry):
+            args = ["run", "--spec", spec, "--task-queue", task_queue, "clear both caches"]
+            code, screen = await asyncio.to_thread(
+                _run_on_terminal, args, address_of(temporal_env), ["y", "n"]
+            )
+    assert code == 0, screen
+    assert "\x1b[2K[turn 1] awaiting approval (2)" in screen  # the live status line
+    assert 'approve turn1-call0: wipe_cache {"name": "a"}? [y/n]' in screen
+    assert 'approve turn1-call1: wipe_cache {"name": "b"}? [y/n]' in screen
+    assert "cache a cleared" in screen
+    assert "Tool call denied by" in screen and "declined at the terminal" in screen
+    assert "session ended: done (final_answer)" in screen
+
+
+def _run_on_terminal(args: list[str], address: str, answers: list[str]) -> tuple[int, str]:
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+    env["TEMPORAL_ADDRESS"] = address
+    process = subprocess.Popen(
+        [sys.executable, "-m", "durable_agent.cli", *args],
+        cwd=ROOT, env=env, stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    screen = _converse_on_terminal(leader, answers)
+    code = process.wait(60)
+    os.close(leader)
+    return code, screen
+
+
+def _converse_on_terminal(leader: int, answers: list[str]) -> str:
+    """Read the terminal until the process exits, typing an answer at each [y/n]."""
+    screen, pending = "", list(answers)
+    while True:
+        try:
+            chunk = os.read(leader, 4096).decode(errors="replace")
+        except OSError:  # the process closed the terminal
+            return screen
+        if not chunk:
+            return screen
+        screen += chunk
+        while pending and screen.count("[y/n]") > len(answers) - len(pending):
+            os.write(leader, (pending.pop(0) + "\n").encode())
