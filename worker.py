@@ -26,7 +26,11 @@ from temporalio.worker import Worker
 
 from activities.model import ModelActivities
 from activities.tools import ToolActivities
-from activities.transcript_store import TranscriptStore, open_transcript_store
+from activities.transcript_store import (
+    TranscriptStore,
+    default_store_url,
+    open_transcript_store,
+)
 from durable_agent.cli import (
     add_server_arguments,
     add_worker_arguments,
@@ -114,8 +118,9 @@ async def serve(args: argparse.Namespace) -> None:
         )
     else:
         client = await connect_client(server_settings(args))
-    store_url = args.transcript_store or f"sqlite:///{Path(args.data_dir) / 'transcripts.sqlite'}"
-    transcripts = open_transcript_store(store_url)
+    transcripts = open_transcript_store(
+        args.transcript_store or default_store_url(Path(args.data_dir))
+    )
     try:
         async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):
             tools = ", ".join(default_registry.names()) or "none"

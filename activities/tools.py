@@ -97,10 +97,7 @@ class ToolActivities:
                 approval=call.approval,
                 timestamp=int(time.time() * 1000),
             )
-            try:
-                await self._transcripts.put_message(message)
-            except Exception as error:  # the model call will ask for the array instead
-                log.warning("transcript store unavailable", error=str(error))
+            await self._keep(message)
             return message
 
         found = self._registry.get(call.tool_name)
@@ -121,6 +118,15 @@ class ToolActivities:
         output = await found.invoke(arguments, context)
         return await result(await self._fit(_as_text(output), call, context.idempotency_key))
 
+    async def _keep(self, message: ToolMessage) -> str | None:
+        """Put a message in the transcript store; its key, or ``None`` when the store is
+        down (a model call then asks the workflow for the message instead)."""
+        try:
+            return await self._transcripts.put_message(message)
+        except Exception as error:
+            log.warning("transcript store unavailable", error=str(error))
+            return None
+
     async def _fit(self, text: str, call: ToolCallInput, key: str) -> str:
         """Cut a result over the tool's limit, keeping the whole in the store (named in
         the marker and the log) so nothing is silently dropped."""
@@ -128,11 +134,7 @@ class ToolActivities:
         if len(text) <= limit:
             return text
         whole = ToolMessage(tool_call_id=call.tool_call_id, content=text, tool_name=call.tool_name)
-        try:
-            stored = await self._transcripts.put_message(whole)
-        except Exception as error:
-            log.warning("transcript store unavailable", error=str(error))
-            stored = "unavailable"
+        stored = await self._keep(whole) or "unavailable"
         log.warning(
             "tool result truncated",
             tool=call.tool_name,

@@ -235,6 +235,11 @@ class TranscriptStore:
             self._cache.popitem(last=False)
 
 
+def default_store_url(data_dir: Path) -> str:
+    """The embedded default: a SQLite file in the data folder."""
+    return f"sqlite:///{data_dir / 'transcripts.sqlite'}"
+
+
 def open_transcript_store(url: str) -> TranscriptStore:
     if url == "memory:":
         return TranscriptStore()

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.transcript_store import open_transcript_store
+from activities.transcript_store import default_store_url, open_transcript_store
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
 from durable_agent.cli import exit_without_teardown
@@ -28,7 +28,7 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     if kind == "ours":
-        store = open_transcript_store(f"sqlite:///{data_dir / 'transcripts.sqlite'}")
+        store = open_transcript_store(default_store_url(data_dir))
         worker = build_worker(client, task_queue=task_queue, registry=registry, transcripts=store)
     else:
         floor = FloorActivities(registry)

@@ -341,9 +341,9 @@ async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from activities.transcript_store import open_transcript_store
+    from activities.transcript_store import default_store_url, open_transcript_store
 
-    url = args.transcript_store or f"sqlite:///{Path(args.data_dir) / 'transcripts.sqlite'}"
+    url = args.transcript_store or default_store_url(Path(args.data_dir))
     store = open_transcript_store(url)
     if store.backend is None:
         raise CommandError("memory: stores live in a worker's process; nothing to prune")

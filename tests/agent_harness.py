@@ -78,6 +78,15 @@ async def cli_json(env: WorkflowEnvironment, *args: str) -> Any:
     return json.loads(out)
 
 
+async def cli_query(env: WorkflowEnvironment, workflow_id: str, name: str, *arg: str) -> Any:
+    """A query answered through the real `temporal workflow query` command."""
+    extra = ("--input", *arg) if arg else ()
+    answer = await cli_json(
+        env, "workflow", "query", "--workflow-id", workflow_id, "--name", name, *extra
+    )
+    return answer["queryResult"][0]
+
+
 async def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

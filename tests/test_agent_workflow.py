@@ -15,7 +15,7 @@ from durable_agent.contracts import SessionStatus
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent_harness import (
-    cli_json,
+    cli_query,
     query_messages,
     record_history,
     running_worker,
@@ -159,19 +159,12 @@ async def test_approval_by_temporal_cli_one_approved_one_denied(
             spec = spec_for(provider, ["delete_file", "get_weather"])
             handle = await start_session(client, task_queue, spec, "clean up")
 
-            async def pending() -> list[dict[str, object]]:
-                return await cli_json(
-                    temporal_env,
-                    "workflow",
-                    "query",
-                    "--workflow-id",
-                    handle.id,
-                    "--name",
-                    "pending_approvals",
-                )
+            async def two_pending() -> list[dict[str, object]] | None:
+                found = await cli_query(temporal_env, handle.id, "pending_approvals")
+                return found if len(found or []) == 2 else None
 
-            answer = await wait_for(lambda: _two(pending))
-            ids = [p["approval_id"] for p in answer["queryResult"][0]]
+            answer = await wait_for(two_pending)
+            ids = [p["approval_id"] for p in answer]
             assert ids == ["turn1-call0", "turn1-call1"]
             status: SessionStatus = await handle.query("status", result_type=SessionStatus)
             assert status.phase == "awaiting_approval" and not side_effects  # nothing ran yet
@@ -213,11 +206,6 @@ async def test_approval_by_temporal_cli_one_approved_one_denied(
     assert "no pending approval" in status.rejected_signals[1]
 
 
-async def _two(pending: object) -> object:
-    answer = await pending()  # type: ignore[operator]
-    return answer if len(answer["queryResult"][0] or []) == 2 else None
-
-
 async def test_queries_by_temporal_cli_return_the_message_array(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
@@ -228,24 +216,12 @@ async def test_queries_by_temporal_cli_return_the_message_array(
             handle = await start_session(client, task_queue, spec, "Weather in NYC?")
             await handle.result()
             from_client = await query_messages(handle)
-            answer = await cli_json(
-                temporal_env, "workflow", "query", "--workflow-id", handle.id, "--name", "messages"
-            )
-            tail = await cli_json(
-                temporal_env,
-                "workflow",
-                "query",
-                "--workflow-id",
-                handle.id,
-                "--name",
-                "messages",
-                "--input",
-                "3",
-            )
-    from_cli = parse_messages(answer["queryResult"][0])
+            answer = await cli_query(temporal_env, handle.id, "messages")
+            tail = await cli_query(temporal_env, handle.id, "messages", "3")
+    from_cli = parse_messages(answer)
     assert from_cli == from_client
     assert [m.role for m in from_cli] == ["system", "user", "assistant", "tool", "assistant"]
-    assert parse_messages(tail["queryResult"][0]) == from_client[3:]
+    assert parse_messages(tail) == from_client[3:]
 
 
 async def test_non_retryable_provider_error_fails_the_session_visibly(

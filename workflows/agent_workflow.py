@@ -118,7 +118,7 @@ class AgentWorkflow:
         self._ending = carried.ending
         self._runs = carried.runs
         self._tools: dict[str, ResolvedTool] = {t.definition.name: t for t in carried.tools}
-        self._setup: ModelSetup | None = None
+        self._setup: tuple[ModelSetup, str] | None = None
         self._send_setup = False
         self._progressed = False  # this run has done work: continue-as-new may follow
         self._reply: AssistantMessage | ToolMessage | None = None
@@ -299,10 +299,11 @@ class AgentWorkflow:
 
     # --- the model ---------------------------------------------------------------------
 
-    def _model_setup(self) -> ModelSetup:
+    def _model_setup(self) -> tuple[ModelSetup, str]:
+        """The session's model setup and its digest (built once a run)."""
         if self._setup is None:
             model = self._spec.model
-            self._setup = ModelSetup(
+            setup = ModelSetup(
                 endpoint=model.endpoint,
                 model=model.name,
                 options=model.options,
@@ -311,14 +312,14 @@ class AgentWorkflow:
                 output_schema=self._spec.output_schema,
                 tools=[t.definition for t in self._tools.values()],
             )
+            self._setup = (setup, setup_digest(setup))
         return self._setup
 
     async def _call_model(self) -> AssistantMessage | None:
         self._phase = "calling_model"
         self._progressed = True
         model = self._spec.model
-        setup = self._model_setup()
-        digest = setup_digest(setup)
+        setup, digest = self._model_setup()
         lost_store = 0
         while True:
             setup_bytes = len(setup.model_dump_json()) if self._send_setup else 0
