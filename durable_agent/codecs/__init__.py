@@ -19,7 +19,12 @@ from durable_agent.codecs.chat import (
     build_chat_request,
     parse_chat_completion,
 )
-from durable_agent.codecs.common import StreamAccumulator, UnsupportedContentError
+from durable_agent.codecs.common import (
+    SHAPE_ERRORS,
+    StreamAccumulator,
+    UnsupportedContentError,
+    finish_message,
+)
 from durable_agent.codecs.media import (
     GeneratedImage,
     build_embeddings_request,
@@ -107,11 +112,18 @@ def request_path(api: WireAPI) -> str:
 
 
 def parse_response(api: WireAPI, body: dict[str, Any]) -> AssistantMessage:
-    if api == "chat":
-        return parse_chat_completion(body)
-    if api == "responses":
-        return parse_responses_response(body)
-    return parse_anthropic_message(body)
+    """A whole response as one assistant message; one of an unexpected shape becomes an
+    ``is_error`` message (a failed turn, retried), never an exception."""
+    parse = {
+        "chat": parse_chat_completion,
+        "responses": parse_responses_response,
+        "anthropic": parse_anthropic_message,
+    }[api]
+    try:
+        return parse(body)
+    except SHAPE_ERRORS as error:
+        reason = f"unexpected response shape ({error!r}): {str(body)[:200]}"
+        return finish_message(content="", tool_calls=[], malformed=[], error=reason)
 
 
 def new_stream_accumulator(api: WireAPI) -> StreamAccumulator:

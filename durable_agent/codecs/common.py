@@ -183,6 +183,10 @@ def finish_message(
     )
 
 
+#: What reading a provider's JSON raises when a field is not of the type its API says.
+SHAPE_ERRORS = (TypeError, KeyError, IndexError, AttributeError, ValueError)
+
+
 class StreamAccumulator:
     """Builds one assistant message from a provider's SSE events.
 
@@ -209,7 +213,11 @@ class StreamAccumulator:
         if not isinstance(data, dict):
             self.fail(f"unexpected stream chunk (not a JSON object): {event.data[:200]!r}")
             return ""
-        return self._on_chunk(event.event, data)
+        try:
+            return self._on_chunk(event.event, data)
+        except SHAPE_ERRORS as error:  # a field of an unexpected type: the turn failed
+            self.fail(f"unexpected stream chunk shape ({error!r}): {event.data[:200]!r}")
+            return ""
 
     def fail(self, reason: str) -> None:
         if self.error is None:
@@ -220,7 +228,11 @@ class StreamAccumulator:
         # does not turn it into a retryable transport failure.
         if self.error is None and not self.complete and not self._refused():
             self.error = f"stream ended before {self._end_marker}"
-        return self._build(self.error)
+        try:
+            return self._build(self.error)
+        except SHAPE_ERRORS as error:  # the final event said the turn in a shape we cannot read
+            reason = f"unexpected stream shape ({error!r})"
+            return finish_message(content="", tool_calls=[], malformed=[], error=reason)
 
     _end_marker = "[DONE]"
 
