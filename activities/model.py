@@ -1,19 +1,30 @@
-"""The model activity: one provider call per turn, streamed, with heartbeats."""
+"""The model activity: one provider call per turn, streamed, with heartbeats.
+
+Failures are reported by kind. A provider failure a later attempt may not repeat
+(429, 5xx, transport, a broken stream) is a non-retryable ``ModelAttemptFailed``
+that the workflow counts against the model's ``max_attempts`` and retries after a
+durable timer (honouring Retry-After); a permanent one (other 4xx) or a
+configuration error ends the call at once. Anything else (a lost worker, a store
+that is away) is Temporal's to retry, without using up an attempt.
+"""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
 from durable_agent.contracts import (
+    CONFIGURATION_ERROR,
+    MODEL_ATTEMPT_FAILED,
     MODEL_SETUP_UNKNOWN,
     TRANSCRIPT_UNKNOWN,
     LoadTranscriptInput,
@@ -24,16 +35,19 @@ from durable_agent.contracts import (
     TranscriptRef,
 )
 from durable_agent.messages import AssistantMessage, Message
-from durable_agent.provider import ProviderClient, ProviderError, shared_client
+from durable_agent.provider import (
+    ProviderClient,
+    ProviderConfigurationError,
+    ProviderError,
+    shared_client,
+)
 from durable_agent.transcript import EMPTY_HASH, canonical_json
 
 log = structlog.get_logger("durable_agent.model")
 
-#: Error types the workflow reacts to (the rest ends the session with the text).
+#: Error type of a provider failure no later attempt can fix (a 4xx other than 408,
+#: 409 or 429): the call ends with the provider's words.
 PROVIDER_ERROR = "ProviderError"
-MODEL_TURN_FAILED = "ModelTurnFailed"
-
-HEARTBEAT_EVERY_SECONDS = 2.0
 
 
 def transcript_unknown(what: str) -> ApplicationError:
@@ -130,46 +144,62 @@ class ModelActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:
-        setup = await self._setup(call)
-        head, conversation = await self._conversation(call)
-        body = build_request(
-            setup.endpoint.api,
-            list(conversation),
-            model=setup.model,
-            tools=setup.tools,
-            options=setup.options,
-            output_schema=setup.output_schema,
-            reasoning=setup.reasoning,
-            stream=setup.stream,
-        )
         streamed = 0
-        last_beat = time.monotonic()
 
         def on_text(text: str) -> None:
-            nonlocal streamed, last_beat
+            nonlocal streamed
             streamed += len(text)
-            if time.monotonic() - last_beat >= HEARTBEAT_EVERY_SECONDS:
-                activity.heartbeat(streamed)
-                last_beat = time.monotonic()
 
+        # beats from a timer: through the wait for the first byte, reasoning and
+        # tool-argument chunks alike (a thinking model is not a dead worker)
+        async with heartbeating(lambda: streamed):
+            return await self._call_model(call, on_text)
+
+    async def _call_model(
+        self, call: ModelCallInput, on_text: Callable[[str], None]
+    ) -> AssistantMessage:
+        setup = await self._setup(call)
+        head, conversation = await self._conversation(call)
+        try:
+            body = build_request(
+                setup.endpoint.api,
+                list(conversation),
+                model=setup.model,
+                tools=setup.tools,
+                options=setup.options,
+                output_schema=setup.output_schema,
+                reasoning=setup.reasoning,
+                stream=setup.stream,
+            )
+        except ValueError as error:
+            raise ApplicationError(
+                str(error), type=CONFIGURATION_ERROR, non_retryable=True
+            ) from None
         info = activity.info()
         bound = log.bind(session_id=info.workflow_id, turn=call.turn, attempt=info.attempt)
         client = self._client or shared_client()
         try:
             message = await client.complete(setup.endpoint, body, on_text=on_text)
+        except ProviderConfigurationError as error:
+            bound.error("model call cannot be made as configured", error=error.message)
+            raise ApplicationError(
+                error.message, type=CONFIGURATION_ERROR, non_retryable=True
+            ) from error
         except ProviderError as error:
             bound.warning("provider call failed", error=error.message, retryable=error.retryable)
             raise ApplicationError(
                 error.message,
-                type=PROVIDER_ERROR,
-                non_retryable=not error.retryable,
+                type=MODEL_ATTEMPT_FAILED if error.retryable else PROVIDER_ERROR,
+                non_retryable=True,  # the workflow counts and retries the model's failures
                 next_retry_delay=(
                     timedelta(seconds=error.retry_after) if error.retry_after is not None else None
                 ),
             ) from error
         if message.is_error and message.refusal is None:
             bound.warning("model turn failed", error=message.error)
-            raise ApplicationError(f"model turn failed: {message.error}", type=MODEL_TURN_FAILED)
+            raise ApplicationError(
+                f"model turn failed: {message.error}", type=MODEL_ATTEMPT_FAILED, non_retryable=True
+            )
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
         )

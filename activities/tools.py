@@ -1,17 +1,30 @@
-"""Tool activities: resolve definitions at session start, gate by predicate, execute."""
+"""Tool activities: resolve definitions at session start, gate by predicate, execute.
+
+``run_tool`` keeps two kinds of failure apart. The tool's own (it raised, or overran
+its time) is reported as a non-retryable ``ToolRaised`` error, and the workflow spends
+one of the tool's attempts on it. A lost worker is Temporal's to notice (the
+activity heartbeats on a timer) and to retry, without limit and with backoff; on
+such a retry the tool's effect check, if it has one, runs before the tool does.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import structlog
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.transcript_store import TranscriptStore
 from durable_agent.contracts import (
+    TOOL_RAISED,
+    TOOL_TIMEOUT_GRACE_SECONDS,
     ApprovalCheckInput,
     ResolvedTool,
     ResolveToolsInput,
@@ -30,6 +43,14 @@ def _as_text(result: Any) -> str:
     if isinstance(result, BaseModel):
         return result.model_dump_json()
     return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def _own_time_limit(start_to_close: timedelta | None) -> float | None:
+    """The tool's own limit: the activity's start-to-close less the grace the workflow
+    added (so a start-to-close timeout means a wedged worker, not a slow tool)."""
+    if start_to_close is None:
+        return None
+    return max(start_to_close.total_seconds() - TOOL_TIMEOUT_GRACE_SECONDS, 0.1)
 
 
 class ToolActivities:
@@ -73,7 +94,12 @@ class ToolActivities:
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolMessage:
         """Run one call. Bad arguments and unknown tools come back as error results for the
-        model to read; an exception in the tool is raised, so its retry policy applies."""
+        model to read; an exception in the tool, or its running out of time, is raised as
+        ``ToolRaised`` for the workflow to count against the tool's attempts."""
+        async with heartbeating():
+            return await self._run_tool(call)
+
+    async def _run_tool(self, call: ToolCallInput) -> ToolMessage:
         info = activity.info()
         session_id = info.workflow_id or ""  # the session is the workflow
         context = ToolContext(
@@ -82,8 +108,9 @@ class ToolActivities:
             slot=call.slot,
             tool_call_id=call.tool_call_id,
             idempotency_key=f"{session_id}:{call.turn}:{call.slot}",
-            attempt=info.attempt,
+            attempt=call.attempt,
             context=call.bound,
+            redelivery=info.attempt - 1,
         )
 
         async def result(content: str, is_error: bool | None = None) -> ToolMessage:
@@ -112,10 +139,34 @@ class ToolActivities:
             arguments = found.validate_arguments(call.arguments, call.bound)
         except ToolArgumentsError as error:
             return await result(str(error), True)
-        log.info(
-            "tool call", tool=call.tool_name, key=context.idempotency_key, attempt=info.attempt
+        bound = log.bind(
+            tool=call.tool_name,
+            key=context.idempotency_key,
+            attempt=call.attempt,
+            redelivery=context.redelivery,
         )
-        output = await found.invoke(arguments, context)
+        if context.redelivery and found.check is not None:
+            # the worker that ran this before was lost: its effect may exist already
+            done = await found.effect_done(context)
+            if done is not None:
+                bound.info("tool effect found by its check; not run again")
+                return await result(await self._fit(_as_text(done), call, context.idempotency_key))
+        bound.info("tool call")
+        limit = _own_time_limit(info.start_to_close_timeout)
+        try:
+            output = await asyncio.wait_for(found.invoke(arguments, context), limit)
+        except TimeoutError:
+            bound.warning("tool timed out", seconds=limit)
+            raise ApplicationError(
+                f"ToolTimeout: did not finish within {limit:g} s",
+                type=TOOL_RAISED,
+                non_retryable=True,
+            ) from None
+        except Exception as error:
+            bound.warning("tool raised", error=f"{type(error).__name__}: {error}")
+            raise ApplicationError(
+                f"{type(error).__name__}: {error}", type=TOOL_RAISED, non_retryable=True
+            ) from error
         return await result(await self._fit(_as_text(output), call, context.idempotency_key))
 
     async def _keep(self, message: ToolMessage) -> str | None:

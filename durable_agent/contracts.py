@@ -22,6 +22,17 @@ DEFAULT_TASK_QUEUE = "durable-agent"
 MODEL_SETUP_UNKNOWN = "ModelSetupUnknown"
 #: Error type of a model call whose worker cannot find the referenced transcript prefix.
 TRANSCRIPT_UNKNOWN = "TranscriptUnknown"
+#: Error type of a tool call whose tool itself raised or overran its time: one of the
+#: tool's ``max_attempts``. (A lost worker is never reported this way: Temporal retries it.)
+TOOL_RAISED = "ToolRaised"
+#: Error type of a model attempt that failed in a way a later attempt may not (429, 5xx,
+#: transport, a broken stream): one of the model's ``max_attempts``.
+MODEL_ATTEMPT_FAILED = "ModelAttemptFailed"
+#: Error type of a failure no retry can fix (a key's variable unset, an unknown API).
+CONFIGURATION_ERROR = "ConfigurationError"
+#: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
+#: activity enforces itself: a start-to-close timeout then means a wedged worker.
+TOOL_TIMEOUT_GRACE_SECONDS = 5.0
 
 
 class _Contract(BaseModel):
@@ -118,6 +129,8 @@ class ToolCallInput(_Contract):
     """How the call was approved, kept on its result (which is final as the activity
     returns it, so history holds it once)."""
     max_result_chars: int = 100_000
+    attempt: int = Field(default=1, ge=1)
+    """The tool's own attempt: 1 + the times it raised before (lost workers not counted)."""
 
 
 class ApprovalCheckInput(_Contract):

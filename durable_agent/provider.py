@@ -96,6 +96,14 @@ class ProviderError(Exception):
         self.retry_after = retry_after
 
 
+class ProviderConfigurationError(ProviderError):
+    """A call that cannot be made as configured (the key's variable is not set): no
+    retry can fix it, so it fails at once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or status >= 500
 
@@ -164,10 +172,9 @@ class ProviderClient:
         if endpoint.api_key_env:
             key = os.environ.get(endpoint.api_key_env)
             if not key:
-                raise ProviderError(
+                raise ProviderConfigurationError(
                     f"environment variable {endpoint.api_key_env} is not set; it holds the "
-                    f"API key for {endpoint.base_url} (named by api_key_env)",
-                    retryable=False,
+                    f"API key for {endpoint.base_url} (named by api_key_env)"
                 )
         if endpoint.api == "anthropic":
             headers["anthropic-version"] = anthropic.API_VERSION
@@ -253,8 +260,8 @@ class ProviderClient:
                 if text and on_text is not None:
                     on_text(text)
         except ProviderError as error:
-            if error.status_code is not None:
-                raise
+            if error.status_code is not None or not error.retryable:
+                raise  # a status or a configuration error, not a broken stream
             accumulator.fail(error.message)
         return accumulator.finish()
 

@@ -33,10 +33,12 @@ class ModelSpec(_Spec):
     options: ModelOptions = Field(default_factory=ModelOptions)
     reasoning: ReasoningWire = Field(default_factory=ReasoningWire)
     stream: bool = True
-    """Stream the reply (the activity heartbeats while it streams)."""
+    """Stream the reply."""
     timeout_seconds: float = Field(default=600.0, gt=0)
+    """Longest one attempt may take, stream included."""
     max_attempts: int = Field(default=5, ge=1)
-    """Attempts for retryable provider failures (429, 5xx, transport, broken streams)."""
+    """Attempts for retryable provider failures (429, 5xx, transport, broken streams).
+    A lost worker never uses one up: its call is retried elsewhere."""
     initial_retry_seconds: float = Field(default=1.0, gt=0)
     max_retry_seconds: float = Field(default=60.0, gt=0)
 
@@ -60,6 +62,9 @@ class StopRules(_Spec):
     """Most model calls in one user turn before the session stops with an error."""
     on_tools: list[str] = Field(default_factory=list)
     """Stop after running any of these tools (its result is the final answer)."""
+    max_tool_calls_per_turn: int = Field(default=1000, ge=1)
+    """Calls of one model turn that run; the rest get ``is_error`` results saying so,
+    which the model reads (pairing stays whole)."""
 
 
 class SessionRules(_Spec):
@@ -75,6 +80,16 @@ class SessionRules(_Spec):
     Unset: only when the Temporal server suggests it."""
     max_message_chars: int = Field(default=200_000, ge=1)
     """Longest user message ``send_message`` accepts; longer ones are rejected, visibly."""
+    heartbeat_timeout_seconds: float = Field(default=15.0, ge=1, le=600)
+    """How soon a lost worker is noticed. Every activity heartbeats on a timer while it
+    runs; one silent this long is retried on another worker (not counted as an
+    attempt of the tool or the model)."""
+    recovery_limit_seconds: float | None = Field(default=None, gt=0)
+    """How long one call may keep being retried after lost workers (or a store that is
+    away) before it fails. Unset: for as long as it takes."""
+    max_concurrent_tool_calls: int = Field(default=100, ge=1, le=1000)
+    """Calls of one batch running at once; the rest start as places free up (Temporal
+    allows 2,000 pending activities per run)."""
     payload_budget_bytes: int = Field(default=1_500_000, ge=10_000, le=2_000_000)
     """Largest activity input or continue-as-new payload the workflow will schedule
     (Temporal refuses payloads over 2 MB). Bigger transcripts go to the workers' store

@@ -5,6 +5,12 @@ description from its docstring, a JSON schema from its signature (via
 pydantic), and a policy (approval, execution mode, timeout, retries, task
 queue). Parameters typed :class:`ToolContext`, and those named in ``bind``, are
 injected at call time and hidden from the model.
+
+A tool's attempts count only its own failures (it raised, or overran its
+``timeout_seconds``). A worker that dies mid-call is infrastructure: the call runs
+again on another worker with the same idempotency key, as often as it takes, and
+an effect ``check`` (when the tool declares one) runs first to say whether the
+effect already happened.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from durable_agent.tool_definition import ToolDefinition
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
 ExecutionMode = Literal["parallel", "sequential"]
 ApprovalPredicate = Callable[[dict[str, Any]], bool]
+EffectCheck = Callable[["ToolContext"], Any]
+"""Given a call's context (its idempotency key), the call's result if its effect already
+happened, else ``None``; sync or async."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +48,12 @@ class ToolContext:
     """``<session id>:<turn>:<slot>``: the same on every retry and after a worker crash,
     so a tool with side effects can deduplicate them."""
     attempt: int = 1
+    """The tool's own attempt: 1 + the times this call raised or timed out before."""
     context: dict[str, Any] = field(default_factory=dict)
     """The values bound for this call from the session's ``context``."""
+    redelivery: int = 0
+    """Times this attempt was started again because the worker running it was lost
+    (killed, cut off, shut down): its effect may already have happened."""
 
 
 class ToolPolicy(BaseModel):
@@ -55,7 +68,8 @@ class ToolPolicy(BaseModel):
     execution_mode: ExecutionMode = "parallel"
     timeout_seconds: float = Field(default=300.0, gt=0)
     max_attempts: int = Field(default=3, ge=1)
-    """Attempts when the tool raises (1: no retry). Bad arguments are never retried."""
+    """Attempts when the tool raises or overruns ``timeout_seconds`` (1: no retry). Bad
+    arguments are never retried; a lost worker never uses one up."""
     initial_retry_seconds: float = Field(default=1.0, gt=0)
     task_queue: str | None = None
     """Run on another worker pool (a GPU box, a network zone); default: the session's."""
@@ -81,6 +95,8 @@ class Tool:
     bind: dict[str, str] = field(default_factory=dict)
     """Parameter -> key of the session's ``context`` to fill it from."""
     predicate: ApprovalPredicate | None = None
+    check: EffectCheck | None = None
+    """Asked before re-running a call whose worker was lost (see :data:`EffectCheck`)."""
 
     @property
     def name(self) -> str:
@@ -125,6 +141,16 @@ class Tool:
         result = await asyncio.to_thread(call)  # a sync tool must not block the worker's loop
         return await result if inspect.isawaitable(result) else result
 
+    async def effect_done(self, context: ToolContext) -> Any:
+        """The recorded result of an effect that already happened, or ``None`` (also when
+        the tool declares no check)."""
+        if self.check is None:
+            return None
+        if inspect.iscoroutinefunction(self.check):
+            return await self.check(context)
+        found = await asyncio.to_thread(self.check, context)
+        return await found if inspect.isawaitable(found) else found
+
 
 def _description(fn: Callable[..., Any]) -> str:
     return inspect.getdoc(fn) or ""
@@ -138,6 +164,7 @@ def _build_tool(
     strict: bool,
     bind: dict[str, str] | None,
     approval: ApprovalMode | ApprovalPredicate,
+    check: EffectCheck | None,
     policy_fields: dict[str, Any],
 ) -> Tool:
     hints = get_type_hints(fn)
@@ -180,6 +207,7 @@ def _build_tool(
         context_parameter=context_parameter,
         bind=bind,
         predicate=predicate,
+        check=check,
     )
 
 
@@ -196,12 +224,14 @@ def tool(
     execution_mode: ExecutionMode = "parallel",
     timeout_seconds: float = 300.0,
     max_attempts: int = 3,
+    initial_retry_seconds: float = 1.0,
     task_queue: str | None = None,
     strict: bool = False,
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
     approval_timeout_decision: ApprovalDecision = "denied",
     max_result_chars: int = 100_000,
+    check: EffectCheck | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -216,16 +246,24 @@ def tool(
     execution_mode: ExecutionMode = "parallel",
     timeout_seconds: float = 300.0,
     max_attempts: int = 3,
+    initial_retry_seconds: float = 1.0,
     task_queue: str | None = None,
     strict: bool = False,
     bind: dict[str, str] | None = None,
     approval_timeout_seconds: float | None = None,
     approval_timeout_decision: ApprovalDecision = "denied",
     max_result_chars: int = 100_000,
+    check: EffectCheck | None = None,
     registry: ToolRegistry | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function and register it (in ``default_registry`` unless
-    another ``registry`` is given). Usable bare (``@tool``) or with options."""
+    another ``registry`` is given). Usable bare (``@tool``) or with options.
+
+    ``check``: for a tool whose effect may have happened before its worker died, a
+    function of the :class:`ToolContext` that returns the call's result when the effect
+    exists (looked up by ``idempotency_key``) and ``None`` when it does not. It runs
+    before a call is started again after a lost worker, and its answer is used instead
+    of running the tool twice."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         built = _build_tool(
@@ -235,10 +273,12 @@ def tool(
             strict=strict,
             bind=bind,
             approval=approval,
+            check=check,
             policy_fields={
                 "execution_mode": execution_mode,
                 "timeout_seconds": timeout_seconds,
                 "max_attempts": max_attempts,
+                "initial_retry_seconds": initial_retry_seconds,
                 "task_queue": task_queue,
                 "approval_timeout_seconds": approval_timeout_seconds,
                 "approval_timeout_decision": approval_timeout_decision,
@@ -257,6 +297,7 @@ def schema_tool(
     *,
     policy: ToolPolicy | None = None,
     bind: dict[str, str] | None = None,
+    check: EffectCheck | None = None,
 ) -> Tool:
     """A tool described by a raw JSON schema (generated or proxied tools); the handler
     receives the parsed arguments and the :class:`ToolContext`."""
@@ -269,6 +310,7 @@ def schema_tool(
         handler=handler,
         arguments_model=None,
         bind=bind,
+        check=check,
     )
 
 

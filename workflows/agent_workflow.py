@@ -15,12 +15,15 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RawValue
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
+        MODEL_ATTEMPT_FAILED,
         MODEL_SETUP_UNKNOWN,
+        TOOL_RAISED,
+        TOOL_TIMEOUT_GRACE_SECONDS,
         TRANSCRIPT_UNKNOWN,
         WORKFLOW_NAME,
         AgentResult,
@@ -55,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.transcript import Transcript
     from workflows.approval_gate import ApprovalGate
     from workflows.inputs import InvalidInput, decode
+    from workflows.retries import LOST_WORK_RETRIES, MAX_TOOL_RETRY_SECONDS, backoff, give_up_after
     from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, PayloadTooLarge, TranscriptSync
     from workflows.turn_logic import (
         apply_overrides,
@@ -64,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         error_result,
         execution_groups,
         guardrail_denial,
+        over_call_limit,
         session_title,
         setup_digest,
         stage_after,
@@ -320,7 +325,7 @@ class AgentWorkflow:
         self._progressed = True
         model = self._spec.model
         setup, digest = self._model_setup()
-        lost_store = 0
+        lost_store = failures = 0
         while True:
             setup_bytes = len(setup.model_dump_json()) if self._send_setup else 0
             await self._sync.store_pieces(until_inline_bytes=self._sync.room - setup_bytes)
@@ -338,17 +343,25 @@ class AgentWorkflow:
                     call,
                     result_type=AssistantMessage,
                     start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=60) if model.stream else None,
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=model.initial_retry_seconds),
-                        maximum_interval=timedelta(seconds=model.max_retry_seconds),
-                        maximum_attempts=model.max_attempts,
+                    heartbeat_timeout=self._heartbeat_timeout(),
+                    schedule_to_close_timeout=give_up_after(
+                        model.timeout_seconds, self._spec.session.recovery_limit_seconds
                     ),
+                    retry_policy=LOST_WORK_RETRIES,
                     summary=f"call_model {model.name} turn {self._turn + 1}",
                 )
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
+                if kind == MODEL_ATTEMPT_FAILED and failures + 1 < model.max_attempts:
+                    # the model's own failure: one of its attempts, then a durable wait
+                    failures += 1
+                    assert isinstance(cause, ApplicationError)
+                    await workflow.sleep(
+                        cause.next_retry_delay
+                        or backoff(model.initial_retry_seconds, model.max_retry_seconds, failures)
+                    )
+                    continue
                 if kind == MODEL_SETUP_UNKNOWN and not self._send_setup:
                     self._send_setup = True  # this worker lacks it: send it once
                     continue
@@ -358,6 +371,8 @@ class AgentWorkflow:
                     self._sync.lost()
                     continue
                 text = cause.message if isinstance(cause, ApplicationError) else str(error)
+                if isinstance(cause, TimeoutError):
+                    text = self._gave_up_text("the model call")
                 if kind == TRANSCRIPT_UNKNOWN:
                     text += " (the transcript store lost it again: do all workers share one?)"
                 self._last_error = text
@@ -394,10 +409,14 @@ class AgentWorkflow:
         approved = [k for k in range(len(calls)) if slots[k] is None]
         modes = [self._tools[calls[k].function.name].policy.execution_mode for k in approved]
         stored: set[int] = set()  # slots whose result the tool activity stored as it is
+        places = asyncio.Semaphore(self._spec.session.max_concurrent_tool_calls)
+
+        async def run_in_place(k: int) -> tuple[ToolMessage, bool]:
+            async with places:  # a batch of any size runs in bounded waves
+                return await self._run_tool(calls[k], k, approvals.get(k))
+
         for group in execution_groups(approved, modes):
-            results = await asyncio.gather(
-                *(self._run_tool(calls[k], k, approvals.get(k)) for k in group)
-            )
+            results = await asyncio.gather(*(run_in_place(k) for k in group))
             for k, (result, as_returned) in zip(group, results, strict=True):
                 slots[k] = result
                 if as_returned:
@@ -425,9 +444,12 @@ class AgentWorkflow:
         """Decide the whole batch once, before anything runs."""
         needs_person: list[int] = []
         by_predicate: list[int] = []
+        limit = self._spec.stop.max_tool_calls_per_turn
         for k, call in enumerate(calls):
             resolved = self._tools.get(call.function.name)
-            if resolved is None:
+            if k >= limit:
+                slots[k] = error_result(call, over_call_limit(len(calls), limit))
+            elif resolved is None:
                 available = ", ".join(sorted(self._tools)) or "none"
                 slots[k] = error_result(
                     call, f"Tool not registered: {call.function.name} (available: {available})"
@@ -510,40 +532,70 @@ class AgentWorkflow:
         policy = resolved.policy
         context = self._spec.context
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
-        try:
-            result: ToolMessage = await workflow.execute_activity(
-                "run_tool",
-                ToolCallInput(
-                    turn=self._turn,
-                    slot=slot,
-                    tool_name=call.function.name,
-                    tool_call_id=call.id,
-                    arguments=call.function.arguments,
-                    bound=bound,
-                    approval=approval,
-                    max_result_chars=policy.max_result_chars,
-                ),
-                result_type=ToolMessage,
-                task_queue=policy.task_queue,
-                start_to_close_timeout=timedelta(seconds=policy.timeout_seconds),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=policy.initial_retry_seconds),
-                    maximum_attempts=policy.max_attempts,
-                ),
-                summary=call_summary(call),
-            )
-        except ActivityError as error:
-            cause = error.cause
-            if isinstance(cause, ApplicationError):
-                detail = f"{cause.type}: {cause.message}" if cause.type else cause.message
-            else:
-                detail = str(cause or error)
-            failed = error_result(call, f"Error calling '{call.function.name}': {detail}")
-            return failed.model_copy(update={"approval": approval}), False
+        attempt = 1
+        while True:
+            try:
+                result: ToolMessage = await workflow.execute_activity(
+                    "run_tool",
+                    ToolCallInput(
+                        turn=self._turn,
+                        slot=slot,
+                        tool_name=call.function.name,
+                        tool_call_id=call.id,
+                        arguments=call.function.arguments,
+                        bound=bound,
+                        approval=approval,
+                        max_result_chars=policy.max_result_chars,
+                        attempt=attempt,
+                    ),
+                    result_type=ToolMessage,
+                    task_queue=policy.task_queue,
+                    # the activity enforces the tool's own limit; past this, the worker is stuck
+                    start_to_close_timeout=timedelta(
+                        seconds=policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS
+                    ),
+                    heartbeat_timeout=self._heartbeat_timeout(),
+                    schedule_to_close_timeout=give_up_after(
+                        policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS,
+                        self._spec.session.recovery_limit_seconds,
+                    ),
+                    retry_policy=LOST_WORK_RETRIES,
+                    summary=call_summary(call),
+                )
+                break
+            except ActivityError as error:
+                cause = error.cause
+                raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
+                if raised and attempt < policy.max_attempts:
+                    # the tool's own failure: one of its attempts, then a durable wait
+                    await workflow.sleep(
+                        backoff(policy.initial_retry_seconds, MAX_TOOL_RETRY_SECONDS, attempt)
+                    )
+                    attempt += 1
+                    continue
+                if isinstance(cause, ApplicationError):
+                    typed = cause.type and not raised  # ToolRaised messages name the type
+                    detail = f"{cause.type}: {cause.message}" if typed else cause.message
+                elif isinstance(cause, TimeoutError):
+                    detail = self._gave_up_text("the call")
+                else:
+                    detail = str(cause or error)
+                failed = error_result(call, f"Error calling '{call.function.name}': {detail}")
+                return failed.model_copy(update={"approval": approval}), False
         if result.tool_call_id == call.id and result.approval == approval:
             return result, True
         # pair by position: the slot's id is the call's, whatever the activity echoed
         return result.model_copy(update={"tool_call_id": call.id, "approval": approval}), False
+
+    def _heartbeat_timeout(self) -> timedelta:
+        return timedelta(seconds=self._spec.session.heartbeat_timeout_seconds)
+
+    def _gave_up_text(self, what: str) -> str:
+        limit = self._spec.session.recovery_limit_seconds
+        return (
+            f"{what} was retried after lost workers for {limit:g} s without completing "
+            "(session.recovery_limit_seconds)"
+        )
 
     # --- ending ------------------------------------------------------------------------
 

@@ -85,6 +85,13 @@ def error_result(call: ToolCall, text: str) -> ToolMessage:
     )
 
 
+def over_call_limit(asked: int, limit: int) -> str:
+    return (
+        f"Not run: this turn asked for {asked} tool calls and at most {limit} run in one "
+        "turn (stop.max_tool_calls_per_turn). Ask again for the ones still needed."
+    )
+
+
 def denial_result(call: ToolCall, record: ApprovalRecord) -> ToolMessage:
     who = "by policy" if record.by is None else f"by {record.by}"
     if record.timed_out:

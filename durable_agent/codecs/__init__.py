@@ -95,6 +95,8 @@ def build_request(
             reasoning=reasoning,
             stream=stream,
         )
+    if api not in ("responses", "anthropic"):
+        raise ValueError(f"unknown wire API {api!r}: use chat, responses or anthropic")
     builder = build_responses_request if api == "responses" else build_anthropic_request
     return builder(
         messages,

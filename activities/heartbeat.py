@@ -1,0 +1,49 @@
+"""Heartbeats on a timer, for as long as an activity runs.
+
+A heartbeat says "this worker is alive", not "the work moved": a model that thinks
+for minutes without a byte, or a tool that blocks in a thread, must not be taken for
+a dead worker. So the beat comes from a timer on the worker's event loop, never from
+the work itself; a worker that dies stops beating, and Temporal retries its activity
+one heartbeat timeout later instead of one start-to-close timeout later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+from temporalio import activity
+
+#: Beats per heartbeat timeout (temporalio throttles what it sends to the server to
+#: about 0.8 of the timeout, so a few local beats per timeout lose nothing).
+BEATS_PER_TIMEOUT = 4
+
+
+@asynccontextmanager
+async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterator[None]:
+    """Heartbeat every fraction of the activity's heartbeat timeout until the block
+    ends (no-op for an activity scheduled without one). ``progress`` gives the details
+    each beat carries, for people reading the pending activity in the UI."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    every = max(timeout.total_seconds() / BEATS_PER_TIMEOUT, 0.1)
+
+    async def beat() -> None:
+        while True:
+            if progress is None:
+                activity.heartbeat()
+            else:
+                activity.heartbeat(progress())
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
