@@ -51,3 +51,20 @@ async def transfer(account: str, amount: int, ctx: ToolContext) -> str:
 async def close_account(account: str, ctx: ToolContext) -> str:
     """Close an account (a person approves)."""
     return await _once(ctx.idempotency_key, f"closed {account}")
+
+
+def effect_recorded(ctx: ToolContext) -> str | None:
+    """`pay`'s effect check: the recorded result if the payment already happened."""
+    return _recorded(ctx.idempotency_key)
+
+
+@tool(check=effect_recorded)
+async def pay(account: str, amount: int, ctx: ToolContext) -> str:
+    """Pay an account. Not idempotent by itself: its check is what keeps a payment from
+    being made twice when a worker dies after paying and before reporting it."""
+    _append(f"start {ctx.idempotency_key}")
+    await asyncio.sleep(1.5)
+    act = f"paid {amount} to {account}"
+    _append(f"effect {ctx.idempotency_key} {act}")
+    await asyncio.sleep(float(os.environ.get("CHAOS_REPORT_DELAY", "0")))  # a slow report
+    return act

@@ -80,9 +80,11 @@ def chaos_model(request: RecordedRequest) -> Reply:
 class WorkerPool:
     """One worker process at a time; `kill` SIGKILLs it and starts a fresh one."""
 
-    def __init__(self, address: str, task_queue: str, ledger: Path, store: str) -> None:
+    def __init__(
+        self, address: str, task_queue: str, ledger: Path, store: str, **env: str
+    ) -> None:
         self.args = [sys.executable, "-m", "tests.chaos_worker", address, task_queue, store]
-        self.env = {**os.environ, "CHAOS_LEDGER": str(ledger)}
+        self.env = {**os.environ, "CHAOS_LEDGER": str(ledger), **env}
         self.process: subprocess.Popen[str] | None = None
         self.kills = 0
 

@@ -31,6 +31,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     """The parsed JSON body (``None`` when the body was not JSON)."""
+    received_at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic``), for measuring how soon a retry came."""
 
     @property
     def streamed(self) -> bool:
