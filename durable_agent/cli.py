@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
@@ -448,16 +449,51 @@ ACTIONABLE = (
 )
 
 
+class Stopped(Exception):
+    """The process was asked to stop (SIGTERM or SIGINT) and has unwound."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.exit_status = 128 + signum
+
+
+async def stoppable(command: Coroutine[Any, Any, int]) -> int:
+    """Run ``command`` so that SIGTERM or SIGINT unwinds it: what it started (the
+    embedded Temporal server, workers) is stopped by its own ``finally`` blocks instead
+    of outliving the process. Both are handled here, not left to Python's defaults:
+    a service manager stops with SIGTERM, and a process started in the background
+    of a script inherits SIGINT ignored."""
+    main = asyncio.current_task()
+    assert main is not None
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        main.cancel()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await command
+    except asyncio.CancelledError:
+        if received:
+            raise Stopped(received[0]) from None
+        raise
+
+
 def run_command(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit status (for use from Python)."""
     args = build_parser().parse_args(argv)
     try:
-        return asyncio.run(COMMANDS[args.command](args, sys.stdout))
+        return asyncio.run(stoppable(COMMANDS[args.command](args, sys.stdout)))
     except ACTIONABLE as error:
         print(f"durable-agent: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Stopped as stopped:  # after everything it started has stopped
+        return stopped.exit_status
 
 
 def exit_without_teardown(code: int) -> NoReturn:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
@@ -303,3 +304,50 @@ def _converse_on_terminal(leader: int, answers: list[str]) -> str:
         screen += chunk
         while pending and screen.count("[y/n]") > len(answers) - len(pending):
             os.write(leader, (pending.pop(0) + "\n").encode())
+
+
+def _children(pid: int) -> list[int]:
+    """The process's direct children (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_demo_keep_stopped_by_a_signal_stops_the_server_it_started(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """As a service manager (or a script's `kill -INT`) stops it: to its pid only. The
+    process starts with SIGINT ignored, as a background job of a script does."""
+    env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "durable_agent.cli", "demo", "--keep", "--data-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            if "stays up" in line:
+                break
+        servers = _children(demo.pid)
+        assert servers and all(_alive(p) for p in servers), "the demo runs a dev server"
+        demo.send_signal(signum)
+        demo.wait(timeout=30)
+        assert not any(_alive(p) for p in servers), "the dev server outlived the demo"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
