@@ -204,6 +204,11 @@ class ModelActivities:
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
         )
         message = message.model_copy(update={"timestamp": int(time.time() * 1000)})
-        # the reply enters history once, in this result; the store keeps it for the next call
-        await self.transcripts.extend(head, conversation, [message])
+        # the reply enters history once, in this result; the store keeps it for the next
+        # call, if it can: the model is not asked again because the store is away (the
+        # next call then finds the prefix missing and the workflow sends it whole)
+        try:
+            await self.transcripts.extend(head, conversation, [message])
+        except Exception as error:
+            bound.warning("transcript store unavailable; reply not kept", error=str(error))
         return message

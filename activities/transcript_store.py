@@ -14,31 +14,30 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+
+import structlog
 
 from durable_agent.messages import Message, parse_message
 from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, content_hash
 
+log = structlog.get_logger("durable_agent.transcripts")
 T = TypeVar("T")
 Row = tuple[str, str, int, str]
 """(hash, parent hash, position, canonical message JSON)"""
 
 
 class TranscriptBackend(Protocol):
-    inline: bool
-    """Fast and local enough to call on the event loop (no thread hop)."""
-
-    def load(self, head: str) -> list[Row]: ...
-    def save(self, rows: Sequence[Row]) -> None: ...
-    def load_single(self, key: str) -> str | None: ...
-    def save_single(self, key: str, message_json: str) -> None: ...
-    def prune(self, older_than_seconds: float) -> int: ...
-    def wipe(self) -> None: ...
+    async def load(self, head: str) -> list[Row]: ...
+    async def save(self, rows: Sequence[Row]) -> None: ...
+    async def load_single(self, key: str) -> str | None: ...
+    async def save_single(self, key: str, message_json: str) -> None: ...
+    async def prune(self, older_than_seconds: float) -> int: ...
+    async def wipe(self) -> None: ...
 
 
 def _complete_chain(rows: list[Row], head: str) -> list[str] | None:
@@ -59,7 +58,15 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS single_messages (hash TEXT PRIMARY KEY, "
     "message TEXT NOT NULL, stored_at DOUBLE PRECISION NOT NULL)",
 )
-_WALK = """
+_TABLES = ("transcript_messages", "single_messages")
+_UPSERT = "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at"
+
+
+class _Statements:
+    """The store's SQL, the same for SQLite and PostgreSQL but for the parameter marker."""
+
+    def __init__(self, p: str) -> None:
+        self.walk = f"""
 WITH RECURSIVE chain(hash, parent, position, message) AS (
     SELECT hash, parent, position, message FROM transcript_messages WHERE hash = {p}
     UNION ALL
@@ -68,81 +75,144 @@ WITH RECURSIVE chain(hash, parent, position, message) AS (
 )
 SELECT hash, parent, position, message FROM chain
 """
-_UPSERT = "ON CONFLICT (hash) DO UPDATE SET stored_at = excluded.stored_at"
+        self.save = f"INSERT INTO transcript_messages VALUES ({p}, {p}, {p}, {p}, {p}) {_UPSERT}"
+        self.load_single = f"SELECT message FROM single_messages WHERE hash = {p}"
+        self.save_single = f"INSERT INTO single_messages VALUES ({p}, {p}, {p}) {_UPSERT}"
+        self.prune = {t: f"DELETE FROM {t} WHERE stored_at < {p}" for t in _TABLES}
+        self.wipe = [f"DELETE FROM {t}" for t in _TABLES]
 
 
-class SqlBackend:
-    """The store's two tables in SQLite or PostgreSQL (the same SQL; only the parameter
-    marker differs). Schema created on start if missing."""
+class SqliteBackend:
+    """A local file in WAL mode: microseconds a write, so it runs on the event loop."""
 
-    def __init__(self, connection: Any, marker: str, *, inline: bool) -> None:
-        self._db = connection
-        self._p = marker
-        self.inline = inline
-        self._lock = threading.Lock()
-        with self._lock:
-            for statement in _SCHEMA:
-                self._db.execute(statement)
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # a cache of what history already holds: losing the last writes costs a resend
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        self._sql = _Statements("?")
 
-    def load(self, head: str) -> list[Row]:
-        with self._lock:
-            return [tuple(r) for r in self._db.execute(_WALK.format(p=self._p), (head,))]
+    async def load(self, head: str) -> list[Row]:
+        return [tuple(r) for r in self._db.execute(self._sql.walk, (head,))]
 
-    def save(self, rows: Sequence[Row]) -> None:
-        now, p = time.time(), self._p
-        with self._lock:
-            self._db.cursor().executemany(
-                f"INSERT INTO transcript_messages VALUES ({p}, {p}, {p}, {p}, {p}) {_UPSERT}",
-                [(*row, now) for row in rows],
-            )
+    async def save(self, rows: Sequence[Row]) -> None:
+        now = time.time()
+        self._db.executemany(self._sql.save, [(*row, now) for row in rows])
 
-    def load_single(self, key: str) -> str | None:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT message FROM single_messages WHERE hash = {self._p}", (key,)
-            ).fetchone()
+    async def load_single(self, key: str) -> str | None:
+        found = self._db.execute(self._sql.load_single, (key,)).fetchone()
         return None if found is None else str(found[0])
 
-    def save_single(self, key: str, message_json: str) -> None:
-        p = self._p
-        with self._lock:
-            self._db.execute(
-                f"INSERT INTO single_messages VALUES ({p}, {p}, {p}) {_UPSERT}",
-                (key, message_json, time.time()),
-            )
+    async def save_single(self, key: str, message_json: str) -> None:
+        self._db.execute(self._sql.save_single, (key, message_json, time.time()))
 
-    def prune(self, older_than_seconds: float) -> int:
+    async def prune(self, older_than_seconds: float) -> int:
         cutoff = time.time() - older_than_seconds
-        removed = 0
-        with self._lock:
-            for table in ("transcript_messages", "single_messages"):
-                deleted = self._db.execute(
-                    f"DELETE FROM {table} WHERE stored_at < {self._p}", (cutoff,)
-                )
-                removed += int(deleted.rowcount)
-        return removed
+        return sum(self._db.execute(q, (cutoff,)).rowcount for q in self._sql.prune.values())
 
-    def wipe(self) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM transcript_messages")
-            self._db.execute("DELETE FROM single_messages")
+    async def wipe(self) -> None:
+        for statement in self._sql.wipe:
+            self._db.execute(statement)
 
 
-def SqliteBackend(path: Path) -> SqlBackend:
-    """A local file in WAL mode: microseconds a write, so it runs on the event loop."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    connection.execute("PRAGMA journal_mode=WAL")
-    # a cache of what history already holds: losing the last writes costs a resend
-    connection.execute("PRAGMA synchronous=NORMAL")
-    return SqlBackend(connection, "?", inline=True)
+class PostgresBackend:
+    """A shared server for all workers, through a pool of connections that are checked
+    before use and re-opened when the server went away. While it is away, calls are
+    retried with backoff for up to ``retry_seconds``; past that the activity fails and
+    Temporal retries it (a store outage is infrastructure, like a lost worker)."""
 
+    def __init__(self, url: str, *, retry_seconds: float = 30.0, max_connections: int = 10) -> None:
+        from psycopg_pool import AsyncConnectionPool  # only PostgreSQL deployments need it
 
-def PostgresBackend(url: str) -> SqlBackend:
-    """A shared server for all workers; calls go to a thread, off the event loop."""
-    import psycopg  # imported here: only PostgreSQL deployments need it
+        self._pool = AsyncConnectionPool(
+            url,
+            open=False,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            check=AsyncConnectionPool.check_connection,
+            timeout=5.0,
+            reconnect_timeout=0,  # keep trying for as long as the store is away
+        )
+        self._opened = False
+        self._retry_seconds = retry_seconds
+        self._sql = _Statements("%s")
 
-    return SqlBackend(psycopg.connect(url, autocommit=True), "%s", inline=False)
+    async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        deadline = time.monotonic() + self._retry_seconds
+        delay = 0.1
+        while True:
+            try:
+                if not self._opened:
+                    await self._pool.open()
+                    self._opened = True
+                    async with self._pool.connection() as connection:
+                        for statement in _SCHEMA:
+                            await connection.execute(statement)
+                async with self._pool.connection() as connection:
+                    return await work(connection)
+            except (psycopg.OperationalError, PoolTimeout) as error:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.warning("transcript store unreachable; retrying", error=str(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def load(self, head: str) -> list[Row]:
+        async def walk(db: Any) -> list[Row]:
+            cursor = await db.execute(self._sql.walk, (head,))
+            return [tuple(r) for r in await cursor.fetchall()]
+
+        return await self._run(walk)
+
+    async def save(self, rows: Sequence[Row]) -> None:
+        now = time.time()
+
+        async def insert(db: Any) -> None:
+            async with db.cursor() as cursor:
+                await cursor.executemany(self._sql.save, [(*row, now) for row in rows])
+
+        await self._run(insert)
+
+    async def load_single(self, key: str) -> str | None:
+        async def read(db: Any) -> str | None:
+            found = await (await db.execute(self._sql.load_single, (key,))).fetchone()
+            return None if found is None else str(found[0])
+
+        return await self._run(read)
+
+    async def save_single(self, key: str, message_json: str) -> None:
+        async def write(db: Any) -> None:
+            await db.execute(self._sql.save_single, (key, message_json, time.time()))
+
+        await self._run(write)
+
+    async def prune(self, older_than_seconds: float) -> int:
+        cutoff = time.time() - older_than_seconds
+
+        async def delete(db: Any) -> int:
+            removed = 0
+            for statement in self._sql.prune.values():
+                removed += (await db.execute(statement, (cutoff,))).rowcount
+            return removed
+
+        return await self._run(delete)
+
+    async def wipe(self) -> None:
+        async def delete(db: Any) -> None:
+            for statement in self._sql.wipe:
+                await db.execute(statement)
+
+        await self._run(delete)
+
+    async def close(self) -> None:
+        await self._pool.close()
 
 
 class TranscriptStore:
@@ -162,7 +232,7 @@ class TranscriptStore:
             return ()
         if self.backend is None:
             return None
-        rows = await self._call(self.backend.load, head)
+        rows = await self.backend.load(head)
         chain = _complete_chain(rows, head)
         if chain is None:
             return None
@@ -182,7 +252,7 @@ class TranscriptStore:
             rows.append((head, parent, len(prefix) + offset, encoded))
         messages = prefix + tuple(appended)
         if rows and self.backend is not None:
-            await self._call(self.backend.save, rows)
+            await self.backend.save(rows)
         self._remember(head, messages)
         return head, messages
 
@@ -195,33 +265,27 @@ class TranscriptStore:
         while len(self._singles) > self._cache_size * 8:
             self._singles.popitem(last=False)
         if self.backend is not None:
-            await self._call(self.backend.save_single, key, encoded)
+            await self.backend.save_single(key, encoded)
         return key
 
     async def load_message(self, key: str) -> Message | None:
         found = self._singles.get(key)
         if found is not None or self.backend is None:
             return found
-        encoded = await self._call(self.backend.load_single, key)
+        encoded = await self.backend.load_single(key)
         return None if encoded is None else parse_message(json.loads(encoded))
 
     async def put_setup(self, digest: str, setup_json: str) -> None:
         """Keep a session's model setup where every worker sharing the store finds it,
         so a worker that just started need not ask the workflow for it again."""
         if self.backend is not None:
-            await self._call(self.backend.save_single, f"setup:{digest}", setup_json)
+            await self.backend.save_single(f"setup:{digest}", setup_json)
 
     async def load_setup(self, digest: str) -> str | None:
         if self.backend is None:
             return None
-        found: str | None = await self._call(self.backend.load_single, f"setup:{digest}")
+        found: str | None = await self.backend.load_single(f"setup:{digest}")
         return found
-
-    async def _call(self, operation: Callable[..., T], *args: Any) -> T:
-        assert self.backend is not None
-        if self.backend.inline:
-            return operation(*args)
-        return await asyncio.to_thread(operation, *args)
 
     def forget(self) -> None:
         """Drop the in-process cache (the backend keeps its rows)."""

@@ -348,7 +348,7 @@ async def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
     store = open_transcript_store(url)
     if store.backend is None:
         raise CommandError("memory: stores live in a worker's process; nothing to prune")
-    removed = store.backend.prune(args.older_than_days * 86400)
+    removed = await store.backend.prune(args.older_than_days * 86400)
     print(f"removed {removed} stored messages older than {args.older_than_days:g} days", file=out)
     return EXIT_OK
 

@@ -29,40 +29,71 @@ def postgres_bin() -> Path:
     return Path(versions[-1]).parent
 
 
-@contextmanager
-def running_postgres() -> Iterator[str]:
-    """Yield a connection URL to a fresh server; PostgreSQL refuses to run as root, so
-    as root it runs as the `postgres` user the package creates."""
-    bin_dir = postgres_bin()
-    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    root = Path(tempfile.mkdtemp(prefix="durable-agent-pg-"))
-    root.chmod(0o755)
-    if as_user:
-        shutil.chown(root, "postgres")
-    data = root / "data"
-    subprocess.run(
-        [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", "agent", "--auth=trust"],
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    server = subprocess.Popen(
-        [*as_user, str(bin_dir / "postgres"), "-D", str(data), "-p", str(port),
-         "-k", str(root), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+class PostgresServer:
+    """A private server in a temporary folder on a free port; ``stop`` and ``start``
+    again keep its data and port (a database restart, as production has them).
+    PostgreSQL refuses to run as root, so as root it runs as the `postgres` user the
+    package creates."""
+
+    def __init__(self) -> None:
+        self.bin = postgres_bin()
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.root = Path(tempfile.mkdtemp(prefix="durable-agent-pg-"))
+        self.root.chmod(0o755)
+        if self.as_user:
+            shutil.chown(self.root, "postgres")
+        self.data = self.root / "data"
+        subprocess.run(
+            [*self.as_user, str(self.bin / "initdb"), "-D", str(self.data), "-U", "agent",
+             "--auth=trust"],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        self.port = free_port()
+        self.url = f"postgresql://agent@127.0.0.1:{self.port}/postgres"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [*self.as_user, str(self.bin / "postgres"), "-D", str(self.data),
+             "-p", str(self.port), "-k", str(self.root),
+             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         deadline = time.monotonic() + 30
         while True:
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if server.poll() is not None or time.monotonic() > deadline:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("PostgreSQL did not start")
             time.sleep(0.1)
-        yield f"postgresql://agent@127.0.0.1:{port}/postgres"
+
+    def stop(self) -> None:
+        """A fast shutdown: open connections are cut, as in a database restart."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def running_postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
+        server.remove()
+
+
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """Yield a connection URL to a fresh server."""
+    with running_postgres_server() as server:
+        yield server.url

@@ -77,7 +77,7 @@ async def _run(
             waiting = await agents.wait(sid, timeout=30)
             assert waiting.kind == "approval"
             if wipe and store.backend is not None:
-                store.backend.wipe()
+                await store.backend.wipe()
                 store.forget()
             await agents.approve(sid, waiting.pending[0].approval_id)
             result = await agents.result(sid)

@@ -136,7 +136,7 @@ async def test_a_wiped_store_costs_one_full_resend_and_changes_nothing(
     store = TranscriptStore(backend)
 
     async def wipe() -> None:
-        backend.wipe()
+        await backend.wipe()
         store.forget()
 
     messages, handle, provider = await _session(
@@ -195,9 +195,9 @@ async def test_store_rebuilds_prefixes_and_prunes_by_age(tmp_path: Path) -> None
     assert list(await store.load(head) or []) == history[:3]
     assert await store.load("sha256:unknown") is None
     assert store.backend is not None
-    assert store.backend.prune(older_than_seconds=3600) == 0
+    assert await store.backend.prune(older_than_seconds=3600) == 0
     await asyncio.sleep(0.05)
-    assert store.backend.prune(older_than_seconds=0.01) == 5
+    assert await store.backend.prune(older_than_seconds=0.01) == 5
     store.forget()
     assert await store.load(head2) is None  # pruned: the workflow will resend
 
@@ -223,13 +223,13 @@ async def test_postgres_store_against_a_real_server(postgres_url: str) -> None:
         except psycopg.OperationalError:
             await asyncio.sleep(0.1)
     store = open_transcript_store(postgres_url)
-    assert store.backend is not None and not store.backend.inline  # a thread, not the loop
+    assert isinstance(store.backend, PostgresBackend)
     history = [user_message("hello"), AssistantMessage(content="hi, how can I help?")]
     head, _ = await store.extend(EMPTY_HASH, (), history)
     other = TranscriptStore(PostgresBackend(postgres_url))  # another worker, same table
     assert list(await other.load(head) or []) == history
-    assert store.backend.prune(older_than_seconds=3600) == 0
-    store.backend.wipe()
+    assert await store.backend.prune(older_than_seconds=3600) == 0
+    await store.backend.wipe()
     assert await TranscriptStore(PostgresBackend(postgres_url)).load(head) is None
 
 
