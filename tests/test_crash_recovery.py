@@ -13,10 +13,13 @@ import json
 import time
 from pathlib import Path
 
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.messages import AssistantMessage, ToolMessage
+from durable_agent.ports import free_port
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -26,7 +29,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from tests.agent_harness import spec_for, wait_for
-from tests.test_chaos import WorkerPool, ledger_effects
+from tests.test_chaos import WorkerPool, _retrying, ledger_effects
 
 STREAM_SECONDS = 6.0
 
@@ -154,3 +157,41 @@ async def test_three_kills_in_one_model_call_and_three_in_one_tool_call(
         times = ", ".join(f"{t:.1f} s" for t in outcome["recoveries"])  # type: ignore[attr-defined]
         print(f"\n{name}: 3 kills, recovery (kill to next progress): {times}")
         assert len(outcome["recoveries"]) == 3  # type: ignore[arg-type]
+
+
+async def test_a_60_second_server_outage_costs_seconds_once_it_is_back(tmp_path: Path) -> None:
+    """The Temporal server stops mid tool call and returns a minute later on the same
+    SQLite file and port. The worker lives through it; the call whose completion could
+    not be reported is retried one heartbeat timeout later, not one start-to-close."""
+    from worker import start_dev_server
+
+    data, port, ui_port = tmp_path / "server", free_port(), free_port()
+    env = await start_dev_server(data, port, ui_port)
+    address = env.client.service_client.config.target_host
+    ledger = tmp_path / "ledger-outage.txt"
+    pool = WorkerPool(address, "outage", ledger, "memory:", CHAOS_REPORT_DELAY="3")
+    try:
+        with ScriptedProvider(responder=paying_model) as provider:
+            client = await Client.connect(address, data_converter=pydantic_data_converter)
+            agents = AgentClient(client, task_queue="outage")
+            spec = spec_for(provider, ["pay"], session={"end_after_reply": True})
+            await asyncio.to_thread(pool.start)
+            session = await agents.start(spec, "pay acct-1 ten", session_id="outage")
+            await wait_for(
+                lambda: _true(ledger.exists() and "start" in ledger.read_text()), timeout=60
+            )
+            await env.shutdown()  # the server goes away mid tool call...
+            await asyncio.sleep(60)
+            env = await start_dev_server(data, port, ui_port)  # ...and comes back
+            back = time.monotonic()
+            result = await _retrying(lambda: agents.result(session), 300)
+            after_back = time.monotonic() - back
+            array = await _retrying(lambda: agents.messages(session))
+            assert pool.process is not None and pool.process.poll() is None, "worker died"
+    finally:
+        pool.stop()
+        await env.shutdown()
+    _, effects = ledger_effects(ledger)
+    _check({"result": result, "array": array, "effects": sum(effects.values())})
+    print(f"\nserver down 60 s mid tool call: session done {after_back:.1f} s after it returned")
+    assert after_back < 60, f"{after_back:.0f} s after the server returned"
