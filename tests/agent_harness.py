@@ -38,6 +38,15 @@ def spec_for(
     return AgentSpec.model_validate({"model": model.model_dump(), "tools": list(tools), **kw})
 
 
+def default_spec(
+    provider: ScriptedProvider, tools: Sequence[str | dict[str, Any]] = (), **kw: Any
+) -> AgentSpec:
+    """A spec with every setting at the project's default but where the model is."""
+    endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+    model = ModelSpec(name="scripted-model", endpoint=endpoint)
+    return AgentSpec.model_validate({"model": model.model_dump(), "tools": list(tools), **kw})
+
+
 @asynccontextmanager
 async def running_worker(
     env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry

@@ -41,13 +41,13 @@ async def _once(key: str, act: str) -> str:
     return act
 
 
-@tool(timeout_seconds=2, max_attempts=50)
+@tool
 async def transfer(account: str, amount: int, ctx: ToolContext) -> str:
     """Move money to an account."""
     return await _once(ctx.idempotency_key, f"moved {amount} to {account}")
 
 
-@tool(approval="always", timeout_seconds=2, max_attempts=50)
+@tool(approval="always")
 async def close_account(account: str, ctx: ToolContext) -> str:
     """Close an account (a person approves)."""
     return await _once(ctx.idempotency_key, f"closed {account}")

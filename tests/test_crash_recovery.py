@@ -28,7 +28,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from tests.agent_harness import spec_for, wait_for
+from tests.agent_harness import default_spec, wait_for
 from tests.test_chaos import WorkerPool, _retrying, ledger_effects
 
 STREAM_SECONDS = 6.0
@@ -72,11 +72,7 @@ async def _session(
     kills: list[float] = []
     progress: list[float] = []
     with ScriptedProvider(responder=paying_model) as provider:
-        spec = spec_for(provider, ["pay"], session={"end_after_reply": True})
-        defaults = spec_for(provider, ["pay"]).model.model_copy(
-            update={"max_attempts": 5, "initial_retry_seconds": 1.0}
-        )
-        spec = spec.model_copy(update={"model": defaults})  # the project's defaults
+        spec = default_spec(provider, ["pay"], session={"end_after_reply": True})
         await asyncio.to_thread(pool.start)
         try:
             session = await agents.start(spec, "pay acct-1 ten", session_id=f"crash-{tag}")
@@ -174,7 +170,7 @@ async def test_a_60_second_server_outage_costs_seconds_once_it_is_back(tmp_path:
         with ScriptedProvider(responder=paying_model) as provider:
             client = await Client.connect(address, data_converter=pydantic_data_converter)
             agents = AgentClient(client, task_queue="outage")
-            spec = spec_for(provider, ["pay"], session={"end_after_reply": True})
+            spec = default_spec(provider, ["pay"], session={"end_after_reply": True})
             await asyncio.to_thread(pool.start)
             session = await agents.start(spec, "pay acct-1 ten", session_id="outage")
             await wait_for(

@@ -14,12 +14,13 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-#: Retries after a lost worker: soon, then backing off to at most ten seconds apart,
-#: without a count (``recovery_limit_seconds`` bounds them in time when it is set).
+#: Retries after a lost worker: soon, then backing off to at most five seconds apart
+#: (on top of the heartbeat timeout that noticed the loss), without a count
+#: (``recovery_limit_seconds`` bounds them in time when it is set).
 LOST_WORK_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
+    maximum_interval=timedelta(seconds=5),
     maximum_attempts=0,
 )
 #: The longest wait between two attempts of a tool that raised.

@@ -1,0 +1,253 @@
+"""Recovery after SIGKILL, with the project's default settings.
+
+A worker process is killed while it runs a tool call, or while it streams a model
+reply, and a fresh one is started at once (as a supervisor would). Recovery is the
+time from the kill to the call running again on the fresh worker: the tool started
+again (its ledger line), or the provider asked again. Each kill lands in a new call
+(the session makes one call after another); then one call is killed again and again,
+where Temporal's backoff between lost attempts adds up. Several kill streams run side
+by side, each with its own worker, task queue and provider.
+
+    ./run bench-recovery [--kills 30] [--streams 3] [--repeat 6]
+
+Prints p50, p95 and the worst case per kind, over ``--kills`` kills each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from durable_agent.cli import exit_without_teardown
+from durable_agent.client import AgentClient
+from durable_agent.ports import free_port
+from durable_agent.provider import ProviderEndpoint
+from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    sse_reply,
+)
+from durable_agent.testing.scripted_provider import chat_stream_events
+from durable_agent.tools import ToolContext, ToolRegistry, tool
+
+ROOT = Path(__file__).parent.parent
+TOOL_SECONDS = 8.0
+STREAM_SECONDS = 8.0
+registry = ToolRegistry()
+
+
+def _note_start(key: str) -> None:
+    with open(os.environ["RECOVERY_LEDGER"], "a") as ledger:
+        ledger.write(f"start {key}\n")
+
+
+@tool(registry=registry)
+async def long_task(n: int, ctx: ToolContext) -> str:
+    """A task that takes a while (kills land in the middle)."""
+    await asyncio.to_thread(_note_start, ctx.idempotency_key)
+    await asyncio.sleep(TOOL_SECONDS)
+    return f"task {n} done"
+
+
+@tool(registry=registry)
+def tick(n: int) -> str:
+    """Quick."""
+    return f"tick {n}"
+
+
+def responder(kind: str, calls: int) -> Callable[[RecordedRequest], Reply]:
+    """``calls`` calls one after another: slow tool calls (``tool``), or slowly streamed
+    model replies (``model``), each asking for the next; then a final answer."""
+
+    def reply(request: RecordedRequest) -> Reply:
+        done = sum(m["role"] == "tool" for m in request.body["messages"])
+        if done >= calls:
+            return sse_reply(chat_stream_events(assistant_text("all done")))
+        if kind == "tool":
+            return sse_reply(chat_stream_events(assistant_calls(("long_task", {"n": done}))))
+        events = chat_stream_events(assistant_calls(("tick", {"n": done}), reasoning="hm " * 60))
+        return sse_reply(events, delay=STREAM_SECONDS / len(events))
+
+    return reply
+
+
+class Worker:
+    """One worker process on its own task queue; ``restart`` SIGKILLs and replaces it."""
+
+    def __init__(self, address: str, task_queue: str, ledger: Path) -> None:
+        store = f"sqlite:///{ledger.with_suffix('.sqlite')}"  # shared by its workers
+        self.args = [sys.executable, "-m", "bench.recovery", "worker", address, task_queue, store]
+        self.env = {**os.environ, "RECOVERY_LEDGER": str(ledger)}
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def kill_and_replace(self) -> float:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        self.process.wait()
+        self.start()
+        return killed
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+
+
+async def _until(check: Callable[[], bool], timeout: float = 300) -> float:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("no progress")
+        await asyncio.sleep(0.05)
+    return time.monotonic()
+
+
+async def kill_stream(
+    address: str, kind: str, stream: int, kills: int, repeat: int, tmp: Path, rng: random.Random
+) -> tuple[list[float], list[float]]:
+    """Kill the worker once in each of ``kills`` calls, then ``repeat`` times in one
+    more call; the recovery time of each kill, for the first and for the repeated."""
+    queue = f"recovery-{kind}-{stream}"
+    ledger = tmp / f"{queue}.ledger"
+    ledger.touch()
+    worker = Worker(address, queue, ledger)
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    agents = AgentClient(client, task_queue=queue)
+    first: list[float] = []
+    repeated: list[float] = []
+    with ScriptedProvider(responder=responder(kind, kills + 1)) as provider:
+        endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        spec = AgentSpec.model_validate(
+            {
+                "model": ModelSpec(name="scripted", endpoint=endpoint).model_dump(),
+                "tools": ["long_task"] if kind == "tool" else ["tick"],
+                "session": {"end_after_reply": True},
+            }
+        )
+
+        def progress() -> int:
+            if kind == "tool":
+                return ledger.read_text().count("start ")
+            return len(provider.requests)
+
+        async def kill_in_call() -> float:
+            await asyncio.sleep(rng.uniform(0.5, 3.0))  # somewhere in the call
+            seen = progress()
+            killed = await asyncio.to_thread(worker.kill_and_replace)
+            recovered = await _until(lambda: progress() > seen)
+            return recovered - killed
+
+        await asyncio.to_thread(worker.start)
+        try:
+            session = await agents.start(spec, f"{kind} please", session_id=queue)
+            last = 0
+            for call in range(kills + 1):
+                await _until(lambda s=last: progress() > s)  # type: ignore[misc]  # it began
+                if call < kills:
+                    first.append(await kill_in_call())
+                else:
+                    repeated = [await kill_in_call() for _ in range(repeat)]
+                last = progress()  # the call runs again; the next call will add one more
+            result = await asyncio.wait_for(agents.result(session), 300)
+            assert result.status == "done", result
+        finally:
+            worker.stop()
+    return first, repeated
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+
+async def main(kills: int, streams: int, repeat: int) -> None:
+    from worker import start_dev_server
+
+    rng = random.Random(20261122)
+    per_stream = math.ceil(kills / streams)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = await start_dev_server(Path(tmp) / "server", free_port(), free_port())
+        address = env.client.service_client.config.target_host
+        try:
+            started = time.monotonic()
+            results = await asyncio.gather(
+                *(
+                    kill_stream(address, kind, s, per_stream, repeat, Path(tmp), rng)
+                    for kind in ("tool", "model")
+                    for s in range(streams)
+                )
+            )
+        finally:
+            await env.shutdown()
+    took = time.monotonic() - started
+    rows = {
+        "tool call, killed once": [r[0] for r in results[:streams]],
+        "model call, killed once": [r[0] for r in results[streams:]],
+        f"tool call, killed {repeat} times in a row": [r[1] for r in results[:streams]],
+        f"model call, killed {repeat} times in a row": [r[1] for r in results[streams:]],
+    }
+    print(f"Recovery after SIGKILL, default settings ({took:.0f} s, {streams} streams a kind)\n")
+    print("| call | kills | p50 | p95 | worst |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, per_stream_values in rows.items():
+        values = list(itertools.chain(*per_stream_values))
+        if values:
+            print(
+                f"| {name} | {len(values)} | {statistics.median(values):.1f} s "
+                f"| {percentile(values, 0.95):.1f} s | {max(values):.1f} s |"
+            )
+
+
+async def serve_worker(address: str, task_queue: str, store: str) -> None:
+    from activities.transcript_store import open_transcript_store
+    from durable_agent.log_setup import configure_logging
+    from worker import build_worker
+
+    configure_logging("warning")
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    transcripts = open_transcript_store(store)
+    async with build_worker(
+        client, task_queue=task_queue, registry=registry, transcripts=transcripts
+    ):
+        print("ready", flush=True)
+        await asyncio.Event().wait()  # until SIGKILL
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["worker"]:
+        asyncio.run(serve_worker(sys.argv[2], sys.argv[3], sys.argv[4]))
+    else:
+        parser = argparse.ArgumentParser(description="recovery after SIGKILL")
+        parser.add_argument("--kills", type=int, default=30, help="kills per kind (>= 30)")
+        parser.add_argument("--streams", type=int, default=3, help="kill streams per kind")
+        parser.add_argument("--repeat", type=int, default=6, help="kills of one call in a row")
+        args = parser.parse_args()
+        asyncio.run(main(args.kills, args.streams, args.repeat))
+    exit_without_teardown(0)
