@@ -10,15 +10,18 @@ one heartbeat timeout later instead of one start-to-close timeout later.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from temporalio import activity
 
 #: Beats per heartbeat timeout (temporalio throttles what it sends to the server to
 #: about 0.8 of the timeout, so a few local beats per timeout lose nothing).
 BEATS_PER_TIMEOUT = 4
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @asynccontextmanager
@@ -47,3 +50,15 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
         task.cancel()
         with suppress(asyncio.CancelledError):
             await task
+
+
+def heartbeats(activity_fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """An async activity that heartbeats on a timer for as long as it runs (put it
+    under ``@activity.defn``)."""
+
+    @functools.wraps(activity_fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        async with heartbeating():
+            return await activity_fn(*args, **kwargs)
+
+    return run

@@ -19,7 +19,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, heartbeats
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
 from durable_agent.contracts import (
@@ -121,12 +121,14 @@ class ModelActivities:
         return await self._extend(call.transcript, new, call.head, check=bool(call.transcript))
 
     @activity.defn(name="store_transcript")
+    @heartbeats
     async def store_transcript(self, piece: StoreTranscriptInput) -> None:
         """Put a piece of a transcript in the store (after a store lost it, when the whole
         no longer fits one payload)."""
         await self._extend(piece.transcript, piece.messages, piece.head, check=True)
 
     @activity.defn(name="load_transcript")
+    @heartbeats
     async def load_transcript(self, page: LoadTranscriptInput) -> list[Message]:
         """A page of a stored transcript, at most ``max_bytes`` of canonical JSON (at
         least one message)."""

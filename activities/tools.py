@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeats
 from activities.transcript_store import TranscriptStore
 from durable_agent.contracts import (
     TOOL_RAISED,
@@ -61,6 +61,7 @@ class ToolActivities:
         self._transcripts = transcripts or TranscriptStore()
 
     @activity.defn(name="resolve_tools")
+    @heartbeats
     async def resolve_tools(self, request: ResolveToolsInput) -> ResolveToolsResult:
         resolved, missing = [], []
         for name in request.names:
@@ -74,6 +75,7 @@ class ToolActivities:
         return ResolveToolsResult(tools=resolved, missing=missing)
 
     @activity.defn(name="check_approvals")
+    @heartbeats
     async def check_approvals(self, request: ApprovalCheckInput) -> list[bool]:
         """Whether each call needs a person, by its tool's predicate over the validated
         arguments. Calls with unusable arguments need none: they will not run."""
@@ -92,14 +94,11 @@ class ToolActivities:
         return needed
 
     @activity.defn(name="run_tool")
+    @heartbeats
     async def run_tool(self, call: ToolCallInput) -> ToolMessage:
         """Run one call. Bad arguments and unknown tools come back as error results for the
         model to read; an exception in the tool, or its running out of time, is raised as
         ``ToolRaised`` for the workflow to count against the tool's attempts."""
-        async with heartbeating():
-            return await self._run_tool(call)
-
-    async def _run_tool(self, call: ToolCallInput) -> ToolMessage:
         info = activity.info()
         session_id = info.workflow_id or ""  # the session is the workflow
         context = ToolContext(

@@ -109,7 +109,10 @@ class AgentWorkflow:
         )
         self._messages = Transcript(carried.messages)
         self._sync = TranscriptSync(
-            self._messages, carried.stored_count, self._spec.session.payload_budget_bytes
+            self._messages,
+            carried.stored_count,
+            self._spec.session.payload_budget_bytes,
+            self._heartbeat_timeout(),
         )
         self._stage: Stage = carried.stage
         self._phase: Phase = "starting"
@@ -165,6 +168,8 @@ class AgentWorkflow:
             ResolveToolsInput(names=[t.name for t in spec.tools]),
             result_type=ResolveToolsResult,
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=self._heartbeat_timeout(),
+            retry_policy=LOST_WORK_RETRIES,
             summary=f"resolve_tools {', '.join(t.name for t in spec.tools)}",
         )
         if resolved.missing:
@@ -470,6 +475,8 @@ class AgentWorkflow:
                 ),
                 result_type=list[bool],
                 start_to_close_timeout=timedelta(seconds=30),
+                heartbeat_timeout=self._heartbeat_timeout(),
+                retry_policy=LOST_WORK_RETRIES,
                 summary=f"check_approvals {len(by_predicate)} calls",
             )
             needs_person.extend(

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import Message
     from durable_agent.transcript import Transcript
+    from workflows.retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
 PAYLOAD_MARGIN_BYTES = 8_192
@@ -34,8 +35,11 @@ class PayloadTooLarge(Exception):
 
 
 class TranscriptSync:
-    def __init__(self, messages: Transcript, stored: int, budget_bytes: int) -> None:
+    def __init__(
+        self, messages: Transcript, stored: int, budget_bytes: int, heartbeat: timedelta
+    ) -> None:
         self.messages = messages
+        self._heartbeat = heartbeat
         self.stored = stored
         """How many messages (a prefix) the store holds, as far as this run knows."""
         self.budget_bytes = budget_bytes
@@ -107,6 +111,8 @@ class TranscriptSync:
                         head=messages.hash_at(end),
                     ),
                     start_to_close_timeout=timedelta(seconds=120),
+                    heartbeat_timeout=self._heartbeat,
+                    retry_policy=LOST_WORK_RETRIES,
                     summary=f"store_transcript messages {start}-{end - 1}",
                 )
             except ActivityError as error:
@@ -126,6 +132,8 @@ class TranscriptSync:
                 LoadTranscriptInput(transcript=ref, start=len(self.messages), max_bytes=self.room),
                 result_type=list[Message],
                 start_to_close_timeout=timedelta(seconds=120),
+                heartbeat_timeout=self._heartbeat,
+                retry_policy=LOST_WORK_RETRIES,
                 summary=f"load_transcript from message {len(self.messages)}",
             )
             self.messages.extend(page)
