@@ -16,7 +16,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
@@ -376,7 +377,7 @@ class AgentWorkflow:
                     self._sync.lost()
                     continue
                 text = cause.message if isinstance(cause, ApplicationError) else str(error)
-                if isinstance(cause, TimeoutError):
+                if isinstance(cause, ActivityTimeout):
                     text = self._gave_up_text("the model call")
                 if kind == TRANSCRIPT_UNKNOWN:
                     text += " (the transcript store lost it again: do all workers share one?)"
@@ -583,7 +584,7 @@ class AgentWorkflow:
                 if isinstance(cause, ApplicationError):
                     typed = cause.type and not raised  # ToolRaised messages name the type
                     detail = f"{cause.type}: {cause.message}" if typed else cause.message
-                elif isinstance(cause, TimeoutError):
+                elif isinstance(cause, ActivityTimeout):
                     detail = self._gave_up_text("the call")
                 else:
                     detail = str(cause or error)
