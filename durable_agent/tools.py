@@ -67,6 +67,8 @@ class ToolPolicy(BaseModel):
     deny_reason: str = "not allowed in this session"
     execution_mode: ExecutionMode = "parallel"
     timeout_seconds: float = Field(default=300.0, gt=0)
+    """The tool's own limit per attempt, enforced by the activity (overrunning it is one
+    of ``max_attempts``)."""
     max_attempts: int = Field(default=3, ge=1)
     """Attempts when the tool raises or overruns ``timeout_seconds`` (1: no retry). Bad
     arguments are never retried; a lost worker never uses one up."""
