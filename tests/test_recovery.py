@@ -57,6 +57,17 @@ async def slow(seconds: float) -> str:
     return "finished"
 
 
+blocking_runs: list[int] = []
+
+
+@tool(registry=registry)
+def blocking(seconds: float) -> str:
+    """A sync tool that blocks its thread and never heartbeats itself."""
+    blocking_runs.append(1)
+    time.sleep(seconds)
+    return f"blocked {seconds:g} s"
+
+
 @tool(registry=registry)
 async def echo(n: int) -> str:
     """Echo a number (and count how many run at once)."""
@@ -135,6 +146,24 @@ async def test_a_model_that_only_thinks_for_longer_than_the_heartbeat_timeout_is
     assert result.status == "done" and result.final and result.final.content == "42"
     assert elapsed > 8, "the stream took its time"
     assert len(provider.requests) == 1, "a silent stream was taken for a dead worker"
+
+
+async def test_a_sync_tool_that_blocks_longer_than_the_heartbeat_timeout_runs_once(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    blocking_runs.clear()
+    script = [assistant_calls(("blocking", {"seconds": 6})), assistant_text("done")]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            session = {"end_after_reply": True, "heartbeat_timeout_seconds": 2}
+            spec = spec_for(provider, ["blocking"], session=session)
+            handle = await start_session(client, task_queue, spec, "block")
+            await handle.result()
+            attempts = await _call_model_attempts(handle)
+    [sent] = [m for m in provider.requests[1].body["messages"] if m["role"] == "tool"]
+    assert sent["content"] == "blocked 6 s"
+    assert blocking_runs == [1], "the wrapper's heartbeats kept the call alive"
+    assert set(attempts) == {1}, "no activity was retried"
 
 
 async def _call_model_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
