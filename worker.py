@@ -31,15 +31,11 @@ from activities.transcript_store import (
     default_store_url,
     open_transcript_store,
 )
-from durable_agent.cli import (
-    add_server_arguments,
-    add_worker_arguments,
-    exit_without_teardown,
-    server_settings,
-)
+from durable_agent.cli_args import add_server_arguments, add_worker_arguments, server_settings
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.log_setup import configure_logging
+from durable_agent.process import exit_without_teardown
 from durable_agent.provider import ProviderClient
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tools import ToolRegistry, default_registry
@@ -118,9 +114,7 @@ async def serve(args: argparse.Namespace) -> None:
         )
     else:
         client = await connect_client(server_settings(args))
-    transcripts = open_transcript_store(
-        args.transcript_store or default_store_url(Path(args.data_dir))
-    )
+    transcripts = transcript_store(args)
     try:
         async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):
             tools = ", ".join(default_registry.names()) or "none"
@@ -131,6 +125,19 @@ async def serve(args: argparse.Namespace) -> None:
         if env is not None:
             await env.shutdown()
     print("stopped", flush=True)
+
+
+def transcript_store(args: argparse.Namespace) -> TranscriptStore:
+    """The store named by ``--transcript-store``, else SQLite in ``--data-dir``."""
+    return open_transcript_store(args.transcript_store or default_store_url(Path(args.data_dir)))
+
+
+async def prune_transcripts(args: argparse.Namespace, older_than_seconds: float) -> int:
+    """Remove stored messages older than that from the workers' store; how many."""
+    store = transcript_store(args)
+    if store.backend is None:
+        raise ValueError("memory: stores live in a worker's process; nothing to prune")
+    return await store.backend.prune(older_than_seconds)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

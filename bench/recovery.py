@@ -33,10 +33,10 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from durable_agent.cli import exit_without_teardown
 from durable_agent.client import AgentClient
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.ports import free_port
-from durable_agent.provider import ProviderEndpoint
+from durable_agent.process import exit_without_teardown
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import (
     RecordedRequest,

@@ -19,8 +19,8 @@ from temporalio.worker import Worker
 from activities.transcript_store import default_store_url, open_transcript_store
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
-from durable_agent.cli import exit_without_teardown
 from durable_agent.log_setup import configure_logging
+from durable_agent.process import exit_without_teardown
 from worker import build_worker
 
 

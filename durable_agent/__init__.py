@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
+from durable_agent._version import __version__
 from durable_agent.messages import (
     ApprovalRecord,
     AssistantMessage,

@@ -10,12 +10,12 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from durable_agent.cli_args import add_server_arguments, add_worker_arguments, server_settings
 from durable_agent.client import (
     AgentClient,
     NoWorkerError,
@@ -25,10 +25,11 @@ from durable_agent.client import (
     UnknownApprovalError,
     parse_spec,
 )
-from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings, ServerUnreachableError
-from durable_agent.contracts import DEFAULT_TASK_QUEUE, PendingApproval
+from durable_agent.connection import ServerUnreachableError
+from durable_agent.contracts import PendingApproval
 from durable_agent.environment import model_from_environment
 from durable_agent.log_setup import configure_logging
+from durable_agent.process import Stopped, exit_without_teardown, stoppable
 from durable_agent.render import (
     format_message,
     format_pending,
@@ -47,57 +48,6 @@ class CommandError(Exception):
 
 
 # --- arguments shared with worker.py ----------------------------------------------------
-
-
-def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
-    group = parser.add_argument_group("Temporal server")
-    group.add_argument("--address", default=env("TEMPORAL_ADDRESS", DEFAULT_ADDRESS))
-    group.add_argument("--namespace", default=env("TEMPORAL_NAMESPACE", "default"))
-    group.add_argument("--task-queue", default=env("DURABLE_AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE))
-    group.add_argument("--tls", action="store_true", default=env("TEMPORAL_TLS") == "1")
-    group.add_argument("--tls-cert", default=env("TEMPORAL_TLS_CERT"), help="mTLS client cert")
-    group.add_argument("--tls-key", default=env("TEMPORAL_TLS_KEY"), help="mTLS client key")
-    group.add_argument(
-        "--api-key-env",
-        default="TEMPORAL_API_KEY",
-        help="environment variable holding a Temporal Cloud API key (default: %(default)s)",
-    )
-
-
-def server_settings(args: argparse.Namespace) -> ServerSettings:
-    return ServerSettings(
-        address=args.address,
-        namespace=args.namespace,
-        api_key=(os.environ.get(args.api_key_env) or None) if args.api_key_env else None,
-        tls=args.tls,
-        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
-        tls_key=Path(args.tls_key) if args.tls_key else None,
-    )
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    env = os.environ.get
-    parser.add_argument(
-        "--tools",
-        default=env("DURABLE_AGENT_TOOLS", ""),
-        help="comma-separated modules whose @tool functions to load (or DURABLE_AGENT_TOOLS)",
-    )
-    parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
-    parser.add_argument(
-        "--transcript-store",
-        default=env("DURABLE_AGENT_TRANSCRIPT_STORE"),
-        help="sqlite:///path, postgresql://... or memory: (default: SQLite in --data-dir)",
-    )
-    parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
-    parser.add_argument(
-        "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"
-    )
-    parser.add_argument("--port", type=int, default=7233, help="dev server port")
-    parser.add_argument("--ui-port", type=int, default=8233, help="dev server UI port")
-
-
-# --- the live view ------------------------------------------------------------------------
 
 
 class StatusLine:
@@ -342,13 +292,12 @@ async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from activities.transcript_store import default_store_url, open_transcript_store
+    import worker  # the workers' store is the worker's business
 
-    url = args.transcript_store or default_store_url(Path(args.data_dir))
-    store = open_transcript_store(url)
-    if store.backend is None:
-        raise CommandError("memory: stores live in a worker's process; nothing to prune")
-    removed = await store.backend.prune(args.older_than_days * 86400)
+    try:
+        removed = await worker.prune_transcripts(args, args.older_than_days * 86400)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     print(f"removed {removed} stored messages older than {args.older_than_days:g} days", file=out)
     return EXIT_OK
 
@@ -449,39 +398,6 @@ ACTIONABLE = (
 )
 
 
-class Stopped(Exception):
-    """The process was asked to stop (SIGTERM or SIGINT) and has unwound."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.exit_status = 128 + signum
-
-
-async def stoppable(command: Coroutine[Any, Any, int]) -> int:
-    """Run ``command`` so that SIGTERM or SIGINT unwinds it: what it started (the
-    embedded Temporal server, workers) is stopped by its own ``finally`` blocks instead
-    of outliving the process. Both are handled here, not left to Python's defaults:
-    a service manager stops with SIGTERM, and a process started in the background
-    of a script inherits SIGINT ignored."""
-    main = asyncio.current_task()
-    assert main is not None
-    received: list[int] = []
-
-    def stop(signum: int) -> None:
-        received.append(signum)
-        main.cancel()
-
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop, signum)
-    try:
-        return await command
-    except asyncio.CancelledError:
-        if received:
-            raise Stopped(received[0]) from None
-        raise
-
-
 def run_command(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit status (for use from Python)."""
     args = build_parser().parse_args(argv)
@@ -494,15 +410,6 @@ def run_command(argv: Sequence[str] | None = None) -> int:
         return 130
     except Stopped as stopped:  # after everything it started has stopped
         return stopped.exit_status
-
-
-def exit_without_teardown(code: int) -> NoReturn:
-    """Exit once all output is flushed, skipping interpreter finalization: temporalio's
-    Rust runtime threads can abort a finalizing interpreter (SIGABRT,
-    "PyGILState_Release", temporalio/sdk-python#300) after the work is done."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def main() -> NoReturn:

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.provider import ProviderEndpoint
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from durable_agent.provider import ProviderEndpoint
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.spec import ModelSpec
 
 DEFAULT_MODEL = "gpt-4o-mini"

@@ -6,16 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from durable_agent.contracts import (
-    EndSessionSignal,
-    PendingApproval,
-    ResolvedTool,
-    Stage,
-    TranscriptRef,
-)
-from durable_agent.messages import ApprovalDecision, ApprovalRecord, Message, Usage, UserMessage
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import ApprovalDecision, Message, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.provider import ProviderEndpoint
 from durable_agent.structured_output import check_output_schema
 from durable_agent.tools import ApprovalMode, ExecutionMode
 
@@ -143,34 +136,3 @@ class AgentInput(_Spec):
     message: str | UserMessage | None = None
     history: list[Message] = Field(default_factory=list)
     """Earlier messages to continue from (after the instructions, before ``message``)."""
-    carried: SessionState | None = None
-    """Set by the workflow itself when it continues as new; users leave it out."""
-
-    @model_validator(mode="after")
-    def _fresh_or_carried(self) -> AgentInput:
-        if self.carried is not None and (self.message is not None or self.history):
-            raise ValueError("carried: a continued session takes no message or history")
-        return self
-
-
-class SessionState(_Spec):
-    """Everything a session carries across continue-as-new."""
-
-    messages: list[Message]
-    """The array; empty when it travels by ``transcript`` instead (too big for one payload)."""
-    transcript: TranscriptRef | None = None
-    stored_count: int = 0
-    """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
-    stage: Stage
-    turn: int
-    model_calls_this_reply: int
-    usage: Usage
-    tools: list[ResolvedTool]
-    pending: list[PendingApproval] = Field(default_factory=list)
-    decisions: dict[str, ApprovalRecord] = Field(default_factory=dict)
-    inbox: list[UserMessage] = Field(default_factory=list)
-    rejected_signals: list[str] = Field(default_factory=list)
-    last_error: str | None = None
-    ending: EndSessionSignal | None = None
-    runs: int = 1
-    """Runs of this session so far (1 + continue-as-new cycles)."""

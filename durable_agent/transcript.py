@@ -61,6 +61,14 @@ class Transcript(Sequence[Message]):
         self._sizes: list[int] = [0]
         self.extend(messages)
 
+    @classmethod
+    def adopt(cls, messages: list[Message]) -> Transcript:
+        """A transcript over ``messages`` itself: what is appended lands in that very list
+        (the session state's, so it is carried without a copy)."""
+        transcript = cls(messages)
+        transcript._messages = messages
+        return transcript
+
     def append(self, message: Message) -> None:
         encoded = canonical_json(message)
         self._messages.append(message)

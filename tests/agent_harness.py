@@ -16,8 +16,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.contracts import AgentResult, SessionStatus
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import Message, ToolMessage
-from durable_agent.provider import ProviderEndpoint
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import ScriptedProvider

@@ -11,8 +11,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 import tests.chaos_tools  # noqa: F401  (registers the tools)
 from activities.transcript_store import open_transcript_store
-from durable_agent.cli import exit_without_teardown
 from durable_agent.log_setup import configure_logging
+from durable_agent.process import exit_without_teardown
 from worker import build_worker
 
 

@@ -13,6 +13,10 @@ from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.spec import AgentInput
+    from workflows.state import ContinuedInput
+
 
 class InvalidInput(ValueError):
     """The payload could not be read as what it should be; the text says why."""
@@ -31,4 +35,17 @@ def decode(raw: RawValue, as_type: Any) -> Any:
     try:
         return workflow.payload_converter().from_payload(raw.payload, as_type)
     except Exception as error:  # invalid JSON, bad UTF-8, wrong fields or types
+        raise InvalidInput(explain(error)) from None
+
+
+def decode_start(raw: RawValue) -> AgentInput | ContinuedInput:
+    """A run's input: a fresh session as users write it, or the state a previous run of
+    the same session handed over (``carried``)."""
+    data: dict[str, Any] = decode(raw, dict[str, Any])
+    try:
+        if data.get("carried") is not None:
+            return ContinuedInput.model_validate(data)
+        data.pop("carried", None)
+        return AgentInput.model_validate(data)
+    except ValidationError as error:
         raise InvalidInput(explain(error)) from None

@@ -14,6 +14,16 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
+from workflows.turn_logic import backoff
+
+__all__ = [
+    "LOST_WORK_RETRIES",
+    "MAX_TOOL_RETRY_SECONDS",
+    "backoff",
+    "gave_up_text",
+    "give_up_after",
+]
+
 #: Retries after a lost worker: soon, then backing off to at most five seconds apart
 #: (on top of the heartbeat timeout that noticed the loss), without a count
 #: (``recovery_limit_seconds`` bounds them in time when it is set).
@@ -27,15 +37,16 @@ LOST_WORK_RETRIES = RetryPolicy(
 MAX_TOOL_RETRY_SECONDS = 60.0
 
 
-def backoff(initial: float, maximum: float, failures: int) -> timedelta:
-    """The wait before the next attempt after ``failures`` failed ones (1, 2, 4, ... times
-    ``initial``, at most ``maximum``)."""
-    return timedelta(seconds=min(initial * 2 ** max(failures - 1, 0), maximum))
-
-
 def give_up_after(attempt_seconds: float, recovery_limit: float | None) -> timedelta | None:
     """Schedule-to-close of one attempt: its own time plus the time it may spend being
     retried after lost workers; ``None`` (no limit) when the session sets none."""
     if recovery_limit is None:
         return None
     return timedelta(seconds=attempt_seconds + recovery_limit)
+
+
+def gave_up_text(what: str, recovery_limit: float | None) -> str:
+    return (
+        f"{what} was retried after lost workers for {recovery_limit:g} s without completing "
+        "(session.recovery_limit_seconds)"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
@@ -121,3 +122,9 @@ def call_summary(call: ToolCall, limit: int = 120) -> str:
     if len(arguments) > limit:
         arguments = arguments[: limit - 3] + "..."
     return f"{call.function.name} {arguments}"
+
+
+def backoff(initial: float, maximum: float, failures: int) -> timedelta:
+    """The wait before the next attempt after ``failures`` failed ones (1, 2, 4, ... times
+    ``initial``, at most ``maximum``)."""
+    return timedelta(seconds=min(initial * 2 ** max(failures - 1, 0), maximum))

@@ -16,9 +16,9 @@ from durable_agent.client import AgentClient
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.demo import tools as demo_tools
 from durable_agent.demo.model import DEMO_MODEL, demo_model_reply
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.environment import model_from_environment
 from durable_agent.ports import free_port
-from durable_agent.provider import ProviderEndpoint
 from durable_agent.render import format_message, format_pending
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import ScriptedProvider

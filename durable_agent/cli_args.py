@@ -1,0 +1,63 @@
+"""Command-line arguments shared by ``durable-agent`` and ``worker.py``: where the
+Temporal server is, and how a worker runs. Its own module so the entry points share
+it without importing each other."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings
+from durable_agent.contracts import DEFAULT_TASK_QUEUE
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    group = parser.add_argument_group("Temporal server")
+    group.add_argument("--address", default=env("TEMPORAL_ADDRESS", DEFAULT_ADDRESS))
+    group.add_argument("--namespace", default=env("TEMPORAL_NAMESPACE", "default"))
+    group.add_argument("--task-queue", default=env("DURABLE_AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE))
+    group.add_argument("--tls", action="store_true", default=env("TEMPORAL_TLS") == "1")
+    group.add_argument("--tls-cert", default=env("TEMPORAL_TLS_CERT"), help="mTLS client cert")
+    group.add_argument("--tls-key", default=env("TEMPORAL_TLS_KEY"), help="mTLS client key")
+    group.add_argument(
+        "--api-key-env",
+        default="TEMPORAL_API_KEY",
+        help="environment variable holding a Temporal Cloud API key (default: %(default)s)",
+    )
+
+
+def server_settings(args: argparse.Namespace) -> ServerSettings:
+    return ServerSettings(
+        address=args.address,
+        namespace=args.namespace,
+        api_key=(os.environ.get(args.api_key_env) or None) if args.api_key_env else None,
+        tls=args.tls,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+    )
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--tools",
+        default=env("DURABLE_AGENT_TOOLS", ""),
+        help="comma-separated modules whose @tool functions to load (or DURABLE_AGENT_TOOLS)",
+    )
+    parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
+    parser.add_argument(
+        "--transcript-store",
+        default=env("DURABLE_AGENT_TRANSCRIPT_STORE"),
+        help="sqlite:///path, postgresql://... or memory: (default: SQLite in --data-dir)",
+    )
+    parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
+    parser.add_argument(
+        "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"
+    )
+    parser.add_argument("--port", type=int, default=7233, help="dev server port")
+    parser.add_argument("--ui-port", type=int, default=8233, help="dev server UI port")
+
+
+# --- the live view ------------------------------------------------------------------------

@@ -1,0 +1,38 @@
+"""Waiting for people's decisions: durable, until all are in, their deadlines pass (the
+tool's default decision applies), or the loop must act first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import PendingApproval
+    from durable_agent.messages import ApprovalDecision
+    from workflows.approvals import Approvals
+
+
+async def wait_for_decisions(
+    approvals: Approvals,
+    ids: list[str],
+    default_for: Callable[[PendingApproval], ApprovalDecision],
+    interrupted: Callable[[], bool],
+) -> None:
+    """Wait until every id is decided, deadlines pass (durable timers), or
+    ``interrupted()`` says the loop must act first (end of session, continue-as-new)."""
+    while not approvals.all_decided(ids) and not interrupted():
+        deadline = approvals.next_deadline(ids)
+        timeout = None
+        if deadline is not None:
+            timeout = deadline - workflow.now()
+            if timeout <= timedelta(0):
+                approvals.apply_defaults(ids, default_for, workflow.now())
+                continue
+        try:
+            await workflow.wait_condition(
+                lambda: approvals.all_decided(ids) or interrupted(), timeout=timeout
+            )
+        except TimeoutError:
+            approvals.apply_defaults(ids, default_for, workflow.now())

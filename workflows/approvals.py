@@ -1,0 +1,85 @@
+"""Approvals as data: the pending calls and the decisions recorded for them, kept in the
+session state itself (so they cross continue-as-new as they are). Pure: the time is
+given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from durable_agent.contracts import ApprovalSignal, PendingApproval
+from durable_agent.messages import ApprovalDecision, ApprovalRecord
+from workflows.state import SessionState
+
+
+class Approvals:
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+
+    def _find(self, aid: str) -> PendingApproval | None:
+        return next((p for p in self._state.pending if p.approval_id == aid), None)
+
+    def open(self, approval: PendingApproval) -> None:
+        """Ask for a decision; an approval carried over continue-as-new keeps its deadline."""
+        if self._find(approval.approval_id) is None:
+            self._state.pending.append(approval)
+
+    def undecided(self) -> list[PendingApproval]:
+        decided = self._state.decisions
+        return [p for p in self._state.pending if p.approval_id not in decided]
+
+    def all_decided(self, ids: list[str]) -> bool:
+        return all(aid in self._state.decisions for aid in ids)
+
+    def record(
+        self, signal: ApprovalSignal, decision: ApprovalDecision, now: datetime
+    ) -> str | None:
+        """Record a person's decision; return why it changed nothing, if it did not."""
+        aid = signal.approval_id
+        if self._find(aid) is None:
+            return f"{decision} {aid!r}: no pending approval has this id"
+        if aid in self._state.decisions:
+            return f"{decision} {aid!r}: already {self._state.decisions[aid].decision}"
+        self._state.decisions[aid] = ApprovalRecord(
+            decision=decision, by=signal.by, at=now, reason=signal.reason
+        )
+        return None
+
+    def next_deadline(self, ids: list[str]) -> datetime | None:
+        deadlines = [
+            p.deadline
+            for p in self._state.pending
+            if p.approval_id in ids
+            and p.approval_id not in self._state.decisions
+            and p.deadline is not None
+        ]
+        return min(deadlines) if deadlines else None
+
+    def apply_defaults(
+        self,
+        ids: list[str],
+        default_for: Callable[[PendingApproval], ApprovalDecision],
+        now: datetime,
+    ) -> None:
+        """Decide every call whose deadline has passed with its policy's default."""
+        for pending in [p for p in self._state.pending if p.approval_id in ids]:
+            aid = pending.approval_id
+            if aid in self._state.decisions or pending.deadline is None or pending.deadline > now:
+                continue
+            self._state.decisions[aid] = ApprovalRecord(
+                decision=default_for(pending),
+                at=now,
+                timed_out=True,
+                reason="no decision before the approval deadline",
+            )
+
+    def close_all(self, ids: list[str], by: str | None, reason: str, now: datetime) -> None:
+        """Deny whatever is still undecided (the session is ending)."""
+        for aid in ids:
+            self._state.decisions.setdefault(
+                aid, ApprovalRecord(decision="denied", by=by, at=now, reason=reason)
+            )
+
+    def take(self, aid: str) -> ApprovalRecord:
+        self._state.pending = [p for p in self._state.pending if p.approval_id != aid]
+        return self._state.decisions.pop(aid)

@@ -1,0 +1,95 @@
+"""What the Session asks the workflow to do next: one command at a time.
+
+The Session decides; the workflow carries the command out (an activity, a durable
+wait, continue-as-new, the end) and reports back with an event (a Session method).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from durable_agent.contracts import AgentResult, ResolvedTool
+from durable_agent.messages import ApprovalRecord, ToolCall
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Ask the model for the next turn (number ``turn``)."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Wait on a durable timer before trying the model again (one of its attempts failed)."""
+
+    delay: timedelta
+
+
+@dataclass(frozen=True)
+class CheckApprovals:
+    """Ask the tools' predicates (an activity) which of these calls need a person."""
+
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class AwaitApprovals:
+    """Wait for people's decisions on these approval ids (deadlines are durable timers)."""
+
+    ids: list[str]
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One approved call: its slot in the batch, its tool as recorded, how it was approved,
+    and the session context values bound to its parameters."""
+
+    slot: int
+    call: ToolCall
+    tool: ResolvedTool
+    approval: ApprovalRecord | None
+    bound: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Run these groups one after another; the calls of a group may overlap (in waves of
+    at most ``max_concurrent``)."""
+
+    turn: int
+    groups: list[list[ToolRun]]
+    max_concurrent: int
+
+
+@dataclass(frozen=True)
+class WaitForMessage:
+    """Idle until a message, the end of the session, or a continue-as-new is due."""
+
+    timeout: timedelta | None
+
+
+@dataclass(frozen=True)
+class ContinueAsNew:
+    """Hand the session to a fresh run (the Session's state is what it carries)."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The session is over."""
+
+    result: AgentResult
+
+
+Command = (
+    CallModel
+    | Pause
+    | CheckApprovals
+    | AwaitApprovals
+    | RunTools
+    | WaitForMessage
+    | ContinueAsNew
+    | Finish
+)

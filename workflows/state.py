@@ -1,0 +1,60 @@
+"""What a session carries across continue-as-new: one object, owned by the Session and
+handed to the next run as it is. Workflow-private: users never write it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from durable_agent.contracts import (
+    EndSessionSignal,
+    PendingApproval,
+    ResolvedTool,
+    Stage,
+    TranscriptRef,
+)
+from durable_agent.messages import ApprovalRecord, Message, Usage, UserMessage
+from durable_agent.spec import AgentSpec
+
+
+class SessionState(BaseModel):
+    """Everything a session carries across continue-as-new."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[Message] = Field(default_factory=list)
+    """The array; empty when it travels by ``transcript`` instead (too big for one payload)."""
+    transcript: TranscriptRef | None = None
+    stored_count: int = 0
+    """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
+    stage: Stage = "idle"
+    turn: int = 0
+    model_calls_this_reply: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    tools: list[ResolvedTool] = Field(default_factory=list)
+    pending: list[PendingApproval] = Field(default_factory=list)
+    decisions: dict[str, ApprovalRecord] = Field(default_factory=dict)
+    inbox: list[UserMessage] = Field(default_factory=list)
+    rejected_signals: list[str] = Field(default_factory=list)
+    last_error: str | None = None
+    ending: EndSessionSignal | None = None
+    runs: int = 1
+    """Runs of this session so far (1 + continue-as-new cycles)."""
+
+
+class ContinuedInput(BaseModel):
+    """A run's input after continue-as-new: the spec and the carried state (the same JSON
+    shape ``AgentInput`` had with ``carried``, so recorded histories still read)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spec: AgentSpec
+    carried: SessionState
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_fresh_fields(cls, value: object) -> object:
+        if isinstance(value, dict) and (value.get("message") is not None or value.get("history")):
+            raise ValueError("carried: a continued session takes no message or history")
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in ("message", "history")}
+        return value

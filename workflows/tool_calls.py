@@ -1,0 +1,108 @@
+"""Carrying out ``RunTools``: each group in turn, its calls as activities in bounded
+waves, each call to its final result.
+
+A call's result is final when the tool returned, or raised (or overran its time) on
+its last attempt, or lost workers for longer than the session allows. Between the
+tool's own failures the call waits on a durable timer; lost workers are Temporal's
+to retry and never count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import TOOL_RAISED, TOOL_TIMEOUT_GRACE_SECONDS, ToolCallInput
+    from durable_agent.messages import ToolMessage
+    from durable_agent.spec import SessionRules
+    from workflows.commands import RunTools, ToolRun
+    from workflows.retries import (
+        LOST_WORK_RETRIES,
+        MAX_TOOL_RETRY_SECONDS,
+        backoff,
+        gave_up_text,
+        give_up_after,
+    )
+    from workflows.turn_logic import call_summary, error_result
+
+
+async def run_tool_groups(
+    command: RunTools, rules: SessionRules
+) -> tuple[dict[int, ToolMessage], set[int]]:
+    """Every call's result by slot, and the slots whose result is exactly what its
+    activity returned (and stored), so the next model call can refer to it."""
+    places = asyncio.Semaphore(command.max_concurrent)
+    results: dict[int, ToolMessage] = {}
+    as_returned: set[int] = set()
+
+    async def run_in_place(run: ToolRun) -> tuple[ToolMessage, bool]:
+        async with places:  # a batch of any size runs in bounded waves
+            return await run_tool(command.turn, run, rules)
+
+    for group in command.groups:
+        finished = await asyncio.gather(*(run_in_place(run) for run in group))
+        for run, (result, unchanged) in zip(group, finished, strict=True):
+            results[run.slot] = result
+            if unchanged:
+                as_returned.add(run.slot)
+    return results, as_returned
+
+
+async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMessage, bool]:
+    """The slot's result, and whether it is exactly what the activity returned."""
+    call, policy = run.call, run.tool.policy
+    limit = policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS
+    attempt = 1
+    while True:
+        try:
+            result: ToolMessage = await workflow.execute_activity(
+                "run_tool",
+                ToolCallInput(
+                    turn=turn,
+                    slot=run.slot,
+                    tool_name=call.function.name,
+                    tool_call_id=call.id,
+                    arguments=call.function.arguments,
+                    bound=run.bound,
+                    approval=run.approval,
+                    max_result_chars=policy.max_result_chars,
+                    attempt=attempt,
+                ),
+                result_type=ToolMessage,
+                task_queue=policy.task_queue,
+                # the activity enforces the tool's own limit; past this, the worker is stuck
+                start_to_close_timeout=timedelta(seconds=limit),
+                heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
+                schedule_to_close_timeout=give_up_after(limit, rules.recovery_limit_seconds),
+                retry_policy=LOST_WORK_RETRIES,
+                summary=call_summary(call),
+            )
+            break
+        except ActivityError as error:
+            cause = error.cause
+            raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
+            if raised and attempt < policy.max_attempts:
+                # the tool's own failure: one of its attempts, then a durable wait
+                await workflow.sleep(
+                    backoff(policy.initial_retry_seconds, MAX_TOOL_RETRY_SECONDS, attempt)
+                )
+                attempt += 1
+                continue
+            if isinstance(cause, ApplicationError):
+                typed = cause.type and not raised  # ToolRaised messages name the type
+                detail = f"{cause.type}: {cause.message}" if typed else cause.message
+            elif isinstance(cause, ActivityTimeout):
+                detail = gave_up_text("the call", rules.recovery_limit_seconds)
+            else:
+                detail = str(cause or error)
+            failed = error_result(call, f"Error calling '{call.function.name}': {detail}")
+            return failed.model_copy(update={"approval": run.approval}), False
+    if result.tool_call_id == call.id and result.approval == run.approval:
+        return result, True
+    # pair by position: the slot's id is the call's, whatever the activity echoed
+    return result.model_copy(update={"tool_call_id": call.id, "approval": run.approval}), False
