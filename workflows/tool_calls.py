@@ -24,11 +24,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.retries import (
         LOST_WORK_RETRIES,
         MAX_TOOL_RETRY_SECONDS,
-        backoff,
         gave_up_text,
         give_up_after,
     )
-    from workflows.turn_logic import call_summary, error_result
+    from workflows.turn_logic import call_summary, tool_error_result, tool_retry_delay
 
 
 async def run_tool_groups(
@@ -86,11 +85,10 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
         except ActivityError as error:
             cause = error.cause
             raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
-            if raised and attempt < policy.max_attempts:
+            delay = tool_retry_delay(policy, attempt, MAX_TOOL_RETRY_SECONDS) if raised else None
+            if delay is not None:
                 # the tool's own failure: one of its attempts, then a durable wait
-                await workflow.sleep(
-                    backoff(policy.initial_retry_seconds, MAX_TOOL_RETRY_SECONDS, attempt)
-                )
+                await workflow.sleep(delay)
                 attempt += 1
                 continue
             if isinstance(cause, ApplicationError):
@@ -100,7 +98,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                 detail = gave_up_text("the call", rules.recovery_limit_seconds)
             else:
                 detail = str(cause or error)
-            failed = error_result(call, f"Error calling '{call.function.name}': {detail}")
+            failed = tool_error_result(call, detail)
             return failed.model_copy(update={"approval": run.approval}), False
     if result.tool_call_id == call.id and result.approval == run.approval:
         return result, True

@@ -10,7 +10,7 @@ from datetime import timedelta
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
 from durable_agent.spec import AgentSpec
-from durable_agent.tools import ExecutionMode
+from durable_agent.tools import ExecutionMode, ToolPolicy
 
 
 def setup_digest(setup: ModelSetup) -> str:
@@ -84,6 +84,21 @@ def error_result(call: ToolCall, text: str) -> ToolMessage:
     return ToolMessage(
         tool_call_id=call.id, content=text, tool_name=call.function.name, is_error=True
     )
+
+
+def tool_error_result(call: ToolCall, detail: str) -> ToolMessage:
+    """The result of a call that failed for good, for the model to read."""
+    return error_result(call, f"Error calling '{call.function.name}': {detail}")
+
+
+def tool_retry_delay(
+    policy: ToolPolicy, attempt: int, max_seconds: float = 60.0
+) -> timedelta | None:
+    """After the tool's own failure on ``attempt``: the wait before the next attempt, or
+    ``None`` when that was its last."""
+    if attempt >= policy.max_attempts:
+        return None
+    return backoff(policy.initial_retry_seconds, max_seconds, attempt)
 
 
 def over_call_limit(asked: int, limit: int) -> str:

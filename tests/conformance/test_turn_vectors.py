@@ -1,8 +1,11 @@
-"""Every TurnConformance.run vector through the real AgentWorkflow.
+"""Every TurnConformance.run vector, twice: through the pure Session (in-process, no
+server, milliseconds) and through the real AgentWorkflow on the dev server.
 
-The vector's scripted model responses are served over HTTP by the scripted
-provider; its tools become schema tools whose results come from the vector;
-the workflow runs on the real dev server. Waivers: turn_waivers.py.
+The vector's tools become schema tools whose results come from the vector. On the
+workflow, its scripted model responses are served over HTTP by the scripted provider;
+on the Session, the same responses are parsed by the same codecs from the request
+bodies the same codecs built. Waivers: turn_waivers.py; vectors for behaviour that
+does not exist yet are reported as skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.codecs import parse_response
 from durable_agent.contracts import AgentResult
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
@@ -24,6 +28,7 @@ from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_to
 from tests.agent_harness import query_messages, running_worker, spec_for
 from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
+from tests.session_driver import SessionDriver
 
 VECTORS = load_vectors("TurnConformance", ("run",))
 CHECKED = {
@@ -86,7 +91,9 @@ def test_the_counting_rule_matches_the_vectors_own_sequences() -> None:
 
 
 class VectorRun:
-    def __init__(self, vector: dict[str, Any], env: WorkflowEnvironment) -> None:
+    """A vector's tools, spec and scripted model, run on the real workflow."""
+
+    def __init__(self, vector: dict[str, Any], env: WorkflowEnvironment | None = None) -> None:
         self.vector = vector
         self.env = env
         self.inputs = vector["input"]
@@ -129,10 +136,14 @@ class VectorRun:
 
     async def _steer(self, turn: int) -> None:
         steering = (self.inputs.get("steering") or {}).get("messages", [])
-        handle = self.env.client.get_workflow_handle(self.session_id)
         for item in steering:  # queued while turn `turn` is in flight
             if item["inject_before_iteration"] == turn + 1:
-                await handle.signal("send_message", UserMessage(content=item["text"]))
+                await self.send(item["text"])
+
+    async def send(self, text: str) -> None:
+        assert self.env is not None
+        handle = self.env.client.get_workflow_handle(self.session_id)
+        await handle.signal("send_message", UserMessage(content=text))
 
     def spec(self, provider: ScriptedProvider) -> AgentSpec:
         denied = (self.inputs.get("guardrails") or {}).get("tool", {})
@@ -152,34 +163,59 @@ class VectorRun:
         )
         return spec.model_copy(update={"model": spec.model.model_copy(update={"stream": False})})
 
-    async def run(self) -> tuple[AgentResult, list[Message], ScriptedProvider]:
-        script = [json_reply(turn["llm_response"]) for turn in self.vector["sequence"]]
+    def responses(self) -> list[dict[str, Any]]:
+        """The model's responses, in order, as the provider sends them."""
+        script = [turn["llm_response"] for turn in self.vector["sequence"]]
         if self.vector["name"] == "tool_not_registered_error":
-            script.append(
-                json_reply(
-                    {
-                        "choices": [
-                            {"message": {"content": "I cannot do that."}, "finish_reason": "stop"}
-                        ]
-                    }
-                )
-            )
+            answer = {"message": {"content": "I cannot do that."}, "finish_reason": "stop"}
+            script.append({"choices": [answer]})
+        return script
+
+    def start_input(self, spec: AgentSpec) -> AgentInput:
+        return AgentInput(spec=spec, history=[to_message(m) for m in self.inputs["messages"]])
+
+    async def run(self) -> tuple[AgentResult, list[Message], list[dict[str, Any]]]:
+        script = [json_reply(response) for response in self.responses()]
         task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+        assert self.env is not None
         with ScriptedProvider(script) as provider:
             async with running_worker(self.env, task_queue, self.registry()) as client:
                 handle = await client.start_workflow(
                     "AgentWorkflow",
-                    AgentInput(
-                        spec=self.spec(provider),
-                        history=[to_message(m) for m in self.inputs["messages"]],
-                    ),
+                    self.start_input(self.spec(provider)),
                     id=self.session_id,
                     task_queue=task_queue,
                     result_type=AgentResult,
                 )
                 result = await asyncio.wait_for(handle.result(), 60)
                 messages = await query_messages(handle)
-        return result, messages, provider
+        return result, messages, [r.body for r in provider.requests]
+
+
+class _NoProvider:
+    base_url = "http://127.0.0.1:9/v1"
+
+
+NO_PROVIDER: Any = _NoProvider()
+
+
+class SessionVectorRun(VectorRun):
+    """The same vector on the pure Session: no server, no HTTP."""
+
+    async def run(self) -> tuple[AgentResult, list[Message], list[dict[str, Any]]]:
+        responses = iter(self.responses())
+
+        def model(body: dict[str, Any]) -> AssistantMessage:
+            return parse_response("chat", next(responses))
+
+        spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
+        self.driver = SessionDriver(spec, self.registry(), model, session_id=self.session_id)
+        result = await self.driver.run(self.start_input(spec))
+        self.executed = self.driver.executed
+        return result, list(self.driver.session.messages), self.driver.requests
+
+    async def send(self, text: str) -> None:
+        self.driver.send(text)
 
 
 def check(name: str, field: str, expected: Any, actual: Any) -> None:
@@ -188,14 +224,19 @@ def check(name: str, field: str, expected: Any, actual: Any) -> None:
     assert actual == expected, f"{name}.{field}: expected {expected!r}, got {actual!r}"
 
 
+@pytest.mark.parametrize("where", ["session", "workflow"])
 @pytest.mark.parametrize("vector", VECTORS, ids=lambda v: v["name"])
-async def test_turn_vector(vector: dict[str, Any], temporal_env: WorkflowEnvironment) -> None:
+async def test_turn_vector(
+    vector: dict[str, Any], where: str, temporal_env: WorkflowEnvironment
+) -> None:
     name, expected = vector["name"], vector["expected"]
     if name in NOT_RUN:
-        assert len(NOT_RUN[name]) > 20  # every vector not run says why, in one list
-        return
-    run = VectorRun(vector, temporal_env)
-    result, messages, provider = await run.run()
+        pytest.skip(NOT_RUN[name])
+    if where == "session":
+        run: VectorRun = SessionVectorRun(vector)
+    else:
+        run = VectorRun(vector, temporal_env)
+    result, messages, requests = await run.run()
     final_text = result.final.content if result.final else None
     tools = [m for m in messages if isinstance(m, ToolMessage)]
 
@@ -238,7 +279,7 @@ async def test_turn_vector(vector: dict[str, Any], temporal_env: WorkflowEnviron
         check(name, "tool_execution_order", expected["tool_execution_order"], order)
     if "trimmed_messages" in expected:
         assert expected["trimmed_messages"] is None  # nothing trimmed: every message was sent
-        assert provider.requests[-1].body["messages"][: len(vector["input"]["messages"])] == [
+        assert requests[-1]["messages"][: len(vector["input"]["messages"])] == [
             {"role": m["role"], "content": m["content"]} for m in vector["input"]["messages"]
         ]
     for turn in vector["sequence"][: result.turns]:

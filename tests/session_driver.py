@@ -1,0 +1,228 @@
+"""Run the pure Session in-process: no server, no HTTP, milliseconds a session.
+
+The driver does what the workflow and its activities do with each command, with the
+same pure pieces: request bodies from the real codecs, tools from a ToolRegistry
+(validated and invoked as the tool activity does), the tool-failure rules of
+``workflows.turn_logic``, approvals decided by a callback, time advanced by hand.
+Continue-as-new round-trips the carried state through JSON, as Temporal would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from activities.tools import _as_text
+from durable_agent.codecs import build_request
+from durable_agent.contracts import (
+    MODEL_ATTEMPT_FAILED,
+    AgentResult,
+    ApprovalSignal,
+    EndSessionSignal,
+    PendingApproval,
+    ResolvedTool,
+    ResolveToolsResult,
+)
+from durable_agent.messages import ApprovalDecision, AssistantMessage, ToolMessage, UserMessage
+from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
+from workflows.commands import (
+    AwaitApprovals,
+    CallModel,
+    CheckApprovals,
+    ContinueAsNew,
+    Finish,
+    Pause,
+    RunTools,
+    ToolRun,
+    WaitForMessage,
+)
+from workflows.session import Session
+from workflows.state import ContinuedInput, SessionState
+from workflows.turn_logic import tool_error_result, tool_retry_delay
+
+Model = Callable[[dict[str, Any]], AssistantMessage]
+Approver = Callable[[PendingApproval], ApprovalDecision | None]
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class SessionDriver:
+    spec: AgentSpec
+    registry: ToolRegistry
+    model: Model
+    approver: Approver = lambda pending: "approved"
+    continue_as_new_every: int | None = None
+    """Offer a continue-as-new after this many commands (``None``: never)."""
+    on_command: Callable[[SessionDriver], Awaitable[None]] | None = None
+    """Called before each command (to send messages or decisions mid-session)."""
+    session_id: str = "local-session"
+    now: datetime = START
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    executed: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
+    runs: int = 0
+    session: Session = field(init=False)
+
+    @property
+    def now_ms(self) -> int:
+        return int(self.now.timestamp() * 1000)
+
+    async def run(self, request: AgentInput) -> AgentResult:
+        self.session = Session(self.spec, SessionState())
+        self.runs = 1
+        self._resolve_tools()
+        self.session.start(request, self.now_ms)
+        commands = 0
+        while True:
+            if self.on_command is not None:
+                await self.on_command(self)
+            commands += 1
+            every = self.continue_as_new_every
+            suggested = every is not None and commands % every == 0
+            command = self.session.next_command(suggested=suggested, now=self.now)
+            if isinstance(command, Finish):
+                return command.result
+            await self.carry_out(command)
+
+    def _resolve_tools(self) -> None:
+        resolved, missing = [], []
+        for settings in self.spec.tools:
+            found = self.registry.get(settings.name)
+            if found is None:
+                missing.append(settings.name)
+            else:
+                resolved.append(
+                    ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
+                )
+        problem = self.session.tools_resolved(ResolveToolsResult(tools=resolved, missing=missing))
+        if problem:
+            raise ValueError(problem)
+
+    async def carry_out(self, command: Any) -> None:
+        session = self.session
+        if isinstance(command, ContinueAsNew):
+            carried = ContinuedInput(spec=self.spec, carried=session.for_next_run())
+            again = ContinuedInput.model_validate_json(carried.model_dump_json())
+            self.session = Session(again.spec, again.carried)
+            self.runs += 1
+        elif isinstance(command, CallModel):
+            self._call_model()
+        elif isinstance(command, Pause):
+            self.now += command.delay
+        elif isinstance(command, CheckApprovals):
+            session.approvals_checked(
+                [self._needs_person(c.function.name, c.function.arguments) for c in command.calls]
+            )
+        elif isinstance(command, AwaitApprovals):
+            self._decide(command.ids)
+            session.approvals_waited(self.now)
+        elif isinstance(command, RunTools):
+            results = {}
+            for group in command.groups:  # in order; a group's calls are independent
+                for run in group:
+                    results[run.slot] = await self._run_tool(command.turn, run)
+            session.tools_finished(results)
+        elif isinstance(command, WaitForMessage):
+            if command.timeout is not None:
+                self.now += command.timeout
+                session.idle_timed_out()
+            else:
+                session.end_requested(EndSessionSignal(by="driver", reason="nothing left to say"))
+
+    # --- what the activities do --------------------------------------------------------
+
+    def _call_model(self) -> None:
+        session, model = self.session, self.spec.model
+        body = build_request(
+            model.endpoint.api,
+            list(session.messages),
+            model=model.name,
+            tools=[t.definition for t in session.tools.values()],
+            options=model.options,
+            output_schema=self.spec.output_schema,
+            reasoning=model.reasoning,
+            stream=False,
+        )
+        self.requests.append(body)
+        reply = self.model(body).model_copy(update={"timestamp": self.now_ms})
+        if reply.is_error and reply.refusal is None:
+            session.model_failed(
+                MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}", None, self.now_ms
+            )
+        else:
+            session.model_replied(reply)
+
+    def _needs_person(self, name: str, arguments: str) -> bool:
+        found = self.registry.get(name)
+        if found is None or found.predicate is None:
+            return True
+        try:
+            return bool(found.predicate(found.validate_arguments(arguments, {})))
+        except ToolArgumentsError:
+            return False
+
+    def _decide(self, ids: list[str]) -> None:
+        session = self.session
+        for pending in [p for p in session.approvals.undecided() if p.approval_id in ids]:
+            decision = self.approver(pending)
+            if decision is not None:
+                signal = ApprovalSignal(approval_id=pending.approval_id, by="driver")
+                session.decision_arrived(signal, decision, self.now)
+        deadline = session.approvals.next_deadline(ids)
+        if not session.approvals.all_decided(ids) and deadline is not None:
+            self.now = max(self.now, deadline)  # nobody decided: the deadline passes
+            session.approvals.apply_defaults(ids, session.timeout_decision, self.now)
+
+    async def _run_tool(self, turn: int, run: ToolRun) -> ToolMessage:
+        call = run.call
+        found = self.registry.get(call.function.name)
+
+        def result(content: str, is_error: bool | None = None) -> ToolMessage:
+            return ToolMessage(
+                tool_call_id=call.id,
+                content=content,
+                tool_name=call.function.name,
+                is_error=is_error,
+                approval=run.approval,
+                timestamp=self.now_ms,
+            )
+
+        if found is None:
+            return result(f"Tool not registered: {call.function.name}", True)
+        try:
+            arguments = found.validate_arguments(call.function.arguments, run.bound)
+        except ToolArgumentsError as error:
+            return result(str(error), True)
+        attempt = 1
+        while True:
+            context = ToolContext(
+                session_id=self.session_id,
+                turn=turn,
+                slot=run.slot,
+                tool_call_id=call.id,
+                idempotency_key=f"{self.session_id}:{turn}:{run.slot}",
+                attempt=attempt,
+                context=run.bound,
+            )
+            self.executed.append((turn, run.slot, call.function.name, arguments))
+            try:
+                output = await found.invoke(arguments, context)
+            except Exception as error:
+                delay = tool_retry_delay(run.tool.policy, attempt)
+                if delay is None:
+                    failed = tool_error_result(call, f"{type(error).__name__}: {error}")
+                    return failed.model_copy(update={"approval": run.approval})
+                self.now += delay
+                attempt += 1
+                continue
+            return result(_as_text(output))
+
+    # --- what people do ----------------------------------------------------------------
+
+    def send(self, text: str) -> str | None:
+        return self.session.message_arrived(UserMessage(content=text), self.now_ms)
+
+    def elapse(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
