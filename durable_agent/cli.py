@@ -82,23 +82,16 @@ async def follow(
     """Print messages as they land until the session answers (``reply``) or ends
     (``ended``). Approvals go to ``approver``; without one, they wait for someone else."""
     line = StatusLine(out)
-    start, answered, delay = cursor, set[str](), 0.1
-    while True:
-        status = await agents.status(session_id)
-        fresh = await agents.messages(session_id, cursor)
-        if fresh:
+    async for event in agents.follow(session_id, after=cursor):
+        if event.kind == "message" and event.message is not None:
             line.clear()
-            for message in fresh:
-                print(format_message(message), file=out, flush=True)
-            cursor += len(fresh)
-        if status.phase in ("done", "failed") and status.message_count == cursor:
+            print(format_message(event.message), file=out, flush=True)
+            cursor += 1
+        elif event.kind == "status" and event.status is not None:
+            line.show(status_line(event.status))
+        elif event.kind == "approval" and event.pending is not None:
             line.clear()
-            return cursor, "ended"
-        for pending in status.pending_approvals:
-            if pending.approval_id in answered:
-                continue
-            line.clear()
-            answered.add(pending.approval_id)
+            pending = event.pending
             if approver is None:
                 print(
                     f"awaiting approval {format_pending(pending)}\n"
@@ -110,13 +103,10 @@ async def follow(
             approved, reason = await approver(pending)
             decide = agents.approve if approved else agents.deny
             await decide(session_id, pending.approval_id, by=_who(), reason=reason)
-        idle = status.phase == "idle" and status.queued_messages == 0
-        if idle and status.message_count == cursor and cursor > start:
+        elif event.kind in ("reply", "ended"):
             line.clear()
-            return cursor, "reply"
-        line.show(status_line(status))
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+            return cursor, event.kind
+    return cursor, "ended"
 
 
 def _who() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -81,6 +81,24 @@ class SessionSummary:
     closed_at: datetime | None
     title: str = ""
     """The session's first user words (memo ``title``)."""
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """What ``AgentClient.follow`` saw happen, in order.
+
+    ``message``: a message landed in the array (``message``, at ``index``);
+    ``status``: the status changed (``status``); ``approval``: a call waits for a
+    person (``pending``, announced once); ``reply``: the session answered and waits
+    for the next message; ``ended``: the session is over (``result``, unless it failed
+    outside the loop or was terminated)."""
+
+    kind: Literal["message", "status", "approval", "reply", "ended"]
+    message: Message | None = None
+    index: int | None = None
+    status: SessionStatus | None = None
+    pending: PendingApproval | None = None
+    result: AgentResult | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +228,41 @@ class AgentClient:
         """How the session ended (waits for the end)."""
         return await self._handle(session_id).result()
 
+    async def follow(
+        self, session_id: str, *, after: int = 0, poll_seconds: float = 0.1
+    ) -> AsyncIterator[SessionEvent]:
+        """The session's events from message index ``after`` on, until it ends. The one
+        way to follow a session (the CLI, the demo and ``wait`` use it). Reads only; today
+        it polls queries, backing off while nothing changes."""
+        cursor = replied_at = after
+        announced: set[str] = set()
+        last: SessionStatus | None = None
+        delay = poll_seconds
+        while True:
+            closed = await self._closed(session_id)
+            status = None if closed else await self.status(session_id)
+            fresh = await self.messages(session_id, cursor)
+            for message in fresh:
+                yield SessionEvent("message", message=message, index=cursor)
+                cursor += 1
+            if closed or status is None:
+                yield SessionEvent("ended", result=await self.result_if_closed(session_id))
+                return
+            changed = bool(fresh) or status != last
+            if status != last:
+                last = status
+                yield SessionEvent("status", status=status)
+            for pending in status.pending_approvals:
+                if pending.approval_id not in announced:
+                    announced.add(pending.approval_id)
+                    yield SessionEvent("approval", status=status, pending=pending)
+            idle = status.phase == "idle" and status.queued_messages == 0
+            if idle and status.message_count == cursor and cursor > replied_at:
+                replied_at = cursor
+                yield SessionEvent("reply", status=status)
+            delay = poll_seconds if changed else min(delay * 1.5, 1.0)
+            await asyncio.sleep(delay)
+
     async def wait(
         self,
         session_id: str,
@@ -221,36 +274,31 @@ class AgentClient:
     ) -> WaitOutcome:
         """Wait until the session has answered beyond message index ``after``, asks for an
         approval (other than the ids in ``answered``, decisions already sent), or has
-        ended. Polls queries (cheap reads); nothing is written."""
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        delay = poll_seconds
-        while True:
-            outcome = await self._check(session_id, after, answered)
-            if outcome is not None:
-                return outcome
-            if deadline is not None and loop.time() >= deadline:
-                raise TimeoutError(f"session {session_id!r} did not answer within {timeout} s")
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
-
-    async def _check(
-        self, session_id: str, after: int, answered: Collection[str]
-    ) -> WaitOutcome | None:
-        if await self._closed(session_id):
-            result = await self.result_if_closed(session_id)
-            messages = await self.messages(session_id, after)
-            return WaitOutcome("ended", messages, None, [], result)
-        status = await self.status(session_id)
-        pending = [p for p in status.pending_approvals if p.approval_id not in answered]
-        if pending:
-            messages = await self.messages(session_id, after)
-            return WaitOutcome("approval", messages, status, pending)
-        replied = status.message_count > after and status.queued_messages == 0
-        if status.phase == "idle" and replied:
-            messages = await self.messages(session_id, after)
-            return WaitOutcome("reply", messages, status, [])
-        return None
+        ended (``follow``, stopped at the first of those)."""
+        messages: list[Message] = []
+        try:
+            async with asyncio.timeout(timeout):
+                async for event in self.follow(session_id, after=after, poll_seconds=poll_seconds):
+                    if event.kind == "message" and event.message is not None:
+                        messages.append(event.message)
+                    elif event.kind == "approval" and event.status is not None:
+                        if event.pending and event.pending.approval_id in answered:
+                            continue
+                        pending = [
+                            p
+                            for p in event.status.pending_approvals
+                            if p.approval_id not in answered
+                        ]
+                        return WaitOutcome("approval", messages, event.status, pending)
+                    elif event.kind == "reply":
+                        return WaitOutcome("reply", messages, event.status, [])
+                    elif event.kind == "ended":
+                        return WaitOutcome("ended", messages, None, [], event.result)
+        except TimeoutError:
+            raise TimeoutError(
+                f"session {session_id!r} did not answer within {timeout} s"
+            ) from None
+        raise AssertionError("follow ends with an 'ended' event")
 
     async def result_if_closed(self, session_id: str) -> AgentResult | None:
         try:

@@ -70,27 +70,33 @@ async def run_demo(
 
 
 async def _follow(agents: AgentClient, session_id: str, out: Callable[[str], None]) -> bool:
-    cursor = 0
-    answered: set[str] = set()
-    while True:
-        outcome = await agents.wait(session_id, after=cursor, answered=answered, timeout=300)
-        for message in outcome.messages:
-            out(format_message(message))
-        cursor += len(outcome.messages)
-        if outcome.kind == "approval":
-            for pending in outcome.pending:
-                out(f"\n  approval needed: {format_pending(pending)}")
-                await agents.approve(
-                    session_id, pending.approval_id, by="demo", reason="approved by the demo"
-                )
-                answered.add(pending.approval_id)
-                out(f"  approved {pending.approval_id} (AgentClient.approve, by 'demo')\n")
-            continue
-        if outcome.kind == "reply":
+    """Print the session as it goes, approve what it asks (as a person would), end it
+    after its answer; whether it answered and ended well."""
+    answered = False
+    async for event in agents.follow(session_id):
+        if event.kind == "message" and event.message is not None:
+            out(format_message(event.message))
+        elif event.kind == "approval" and event.pending is not None:
+            pending = event.pending
+            out(f"\n  approval needed: {format_pending(pending)}")
+            await agents.approve(
+                session_id, pending.approval_id, by="demo", reason="approved by the demo"
+            )
+            out(f"  approved {pending.approval_id} (AgentClient.approve, by 'demo')\n")
+        elif event.kind == "reply":
+            answered = True
             await agents.end(session_id, reason="demo finished")
-        result = await agents.result(session_id)
-        out(f"\nsession ended: {result.status} ({result.stop_reason}), {result.turns} model calls")
-        return outcome.kind == "reply" and result.status == "done"
+        elif event.kind == "ended":
+            result = event.result
+            if result is None:
+                out("\nsession ended without a result")
+                return False
+            out(
+                f"\nsession ended: {result.status} ({result.stop_reason}), "
+                f"{result.turns} model calls"
+            )
+            return answered and result.status == "done"
+    return False
 
 
 async def _until_interrupted() -> None:
