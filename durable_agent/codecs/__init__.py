@@ -5,7 +5,7 @@ No I/O and no clock, so they run inside the workflow sandbox and in tests alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from durable_agent.codecs import anthropic, chat, responses
@@ -45,8 +45,10 @@ from durable_agent.tool_definition import ToolDefinition
 WireAPI = Literal["chat", "responses", "anthropic"]
 
 __all__ = [
+    "CODECS",
     "AnthropicStreamAccumulator",
     "ChatStreamAccumulator",
+    "Codec",
     "GeneratedImage",
     "ResponsesStreamAccumulator",
     "SSEDecoder",
@@ -60,6 +62,7 @@ __all__ = [
     "build_image_request",
     "build_request",
     "build_responses_request",
+    "codec_for",
     "new_stream_accumulator",
     "parse_anthropic_message",
     "parse_chat_completion",
@@ -73,6 +76,99 @@ __all__ = [
 ]
 
 
+class Codec:
+    """One provider API on the wire: its path, how a request body is built, how a whole
+    response or a stream becomes an assistant message."""
+
+    def __init__(
+        self,
+        api: WireAPI,
+        path: str,
+        build: Callable[..., dict[str, Any]],
+        parse: Callable[[dict[str, Any]], AssistantMessage],
+        accumulator: Callable[[], StreamAccumulator],
+        *,
+        sends_reasoning: bool,
+    ) -> None:
+        self.api = api
+        self.path = path
+        self._build = build
+        self._parse = parse
+        self._accumulator = accumulator
+        self._sends_reasoning = sends_reasoning
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[ToolDefinition] = (),
+        options: ModelOptions | None = None,
+        output_schema: dict[str, Any] | None = None,
+        reasoning: ReasoningWire | None = None,
+        stream: bool = False,
+    ) -> dict[str, Any]:
+        """The request body; every builder applies ``prepare_request_messages``."""
+        extra = {"reasoning": reasoning} if self._sends_reasoning else {}
+        return self._build(
+            messages,
+            model=model,
+            tools=tools,
+            options=options,
+            output_schema=output_schema,
+            stream=stream,
+            **extra,
+        )
+
+    def parse_response(self, body: dict[str, Any]) -> AssistantMessage:
+        """A whole response as one assistant message; one of an unexpected shape becomes
+        an ``is_error`` message (a failed turn, retried), never an exception."""
+        try:
+            return self._parse(body)
+        except SHAPE_ERRORS as error:
+            reason = f"unexpected response shape ({error!r}): {str(body)[:200]}"
+            return finish_message(content="", tool_calls=[], malformed=[], error=reason)
+
+    def new_stream_accumulator(self) -> StreamAccumulator:
+        return self._accumulator()
+
+
+CODECS: dict[str, Codec] = {
+    "chat": Codec(
+        "chat",
+        chat.PATH,
+        build_chat_request,
+        parse_chat_completion,
+        ChatStreamAccumulator,
+        sends_reasoning=True,
+    ),
+    "responses": Codec(
+        "responses",
+        responses.PATH,
+        build_responses_request,
+        parse_responses_response,
+        ResponsesStreamAccumulator,
+        sends_reasoning=False,
+    ),
+    "anthropic": Codec(
+        "anthropic",
+        anthropic.PATH,
+        build_anthropic_request,
+        parse_anthropic_message,
+        AnthropicStreamAccumulator,
+        sends_reasoning=False,
+    ),
+}
+
+
+def codec_for(api: WireAPI) -> Codec:
+    """The codec of ``api``; ``ValueError`` for an API it does not know."""
+    found = CODECS.get(api)
+    if found is None:
+        raise ValueError(f"unknown wire API {api!r}: use chat, responses or anthropic")
+    return found
+
+
 def build_request(
     api: WireAPI,
     messages: Sequence[Message],
@@ -84,56 +180,29 @@ def build_request(
     reasoning: ReasoningWire | None = None,
     stream: bool = False,
 ) -> dict[str, Any]:
-    """The request body for ``api``; every builder applies ``prepare_request_messages``."""
-    if api == "chat":
-        return build_chat_request(
-            messages,
-            model=model,
-            tools=tools,
-            options=options,
-            output_schema=output_schema,
-            reasoning=reasoning,
-            stream=stream,
-        )
-    if api not in ("responses", "anthropic"):
-        raise ValueError(f"unknown wire API {api!r}: use chat, responses or anthropic")
-    builder = build_responses_request if api == "responses" else build_anthropic_request
-    return builder(
+    """The request body for ``api`` (``codec_for(api).build_request``)."""
+    return codec_for(api).build_request(
         messages,
         model=model,
         tools=tools,
         options=options,
         output_schema=output_schema,
+        reasoning=reasoning,
         stream=stream,
     )
 
 
 def request_path(api: WireAPI) -> str:
     """Path appended to the endpoint's base URL (which includes ``/v1``)."""
-    return {"chat": chat.PATH, "responses": responses.PATH, "anthropic": anthropic.PATH}[api]
+    return codec_for(api).path
 
 
 def parse_response(api: WireAPI, body: dict[str, Any]) -> AssistantMessage:
-    """A whole response as one assistant message; one of an unexpected shape becomes an
-    ``is_error`` message (a failed turn, retried), never an exception."""
-    parse = {
-        "chat": parse_chat_completion,
-        "responses": parse_responses_response,
-        "anthropic": parse_anthropic_message,
-    }[api]
-    try:
-        return parse(body)
-    except SHAPE_ERRORS as error:
-        reason = f"unexpected response shape ({error!r}): {str(body)[:200]}"
-        return finish_message(content="", tool_calls=[], malformed=[], error=reason)
+    return codec_for(api).parse_response(body)
 
 
 def new_stream_accumulator(api: WireAPI) -> StreamAccumulator:
-    if api == "chat":
-        return ChatStreamAccumulator()
-    if api == "responses":
-        return ResponsesStreamAccumulator()
-    return AnthropicStreamAccumulator()
+    return codec_for(api).new_stream_accumulator()
 
 
 def stream_to_message(api: WireAPI, chunks: Sequence[bytes]) -> AssistantMessage:
