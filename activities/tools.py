@@ -13,7 +13,7 @@ import asyncio
 import json
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from pydantic import BaseModel
@@ -21,7 +21,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
-from activities.transcript_store import TranscriptStore
 from durable_agent.contracts import (
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
@@ -31,7 +30,7 @@ from durable_agent.contracts import (
     ResolveToolsResult,
     ToolCallInput,
 )
-from durable_agent.messages import ToolMessage
+from durable_agent.messages import Message, ToolMessage
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.tools")
@@ -53,12 +52,25 @@ def _own_time_limit(start_to_close: timedelta | None) -> float | None:
     return max(start_to_close.total_seconds() - TOOL_TIMEOUT_GRACE_SECONDS, 0.1)
 
 
+class ResultKeeper(Protocol):
+    """Where a tool result is kept under its content hash, so the next model call can
+    refer to it instead of carrying it into history a second time (the workers'
+    transcript store is one)."""
+
+    async def put_message(self, message: Message) -> str: ...
+
+
+class _KeepNothing:
+    async def put_message(self, message: Message) -> str:
+        raise RuntimeError("no store: the next model call carries this result itself")
+
+
 class ToolActivities:
     def __init__(
-        self, registry: ToolRegistry | None = None, transcripts: TranscriptStore | None = None
+        self, registry: ToolRegistry | None = None, results: ResultKeeper | None = None
     ) -> None:
         self._registry = default_registry if registry is None else registry
-        self._transcripts = transcripts or TranscriptStore()
+        self._results: ResultKeeper = results or _KeepNothing()
 
     @activity.defn(name="resolve_tools")
     @heartbeats
@@ -169,10 +181,10 @@ class ToolActivities:
         return await result(await self._fit(_as_text(output), call, context.idempotency_key))
 
     async def _keep(self, message: ToolMessage) -> str | None:
-        """Put a message in the transcript store; its key, or ``None`` when the store is
-        down (a model call then asks the workflow for the message instead)."""
+        """Keep a message; its key, or ``None`` when that failed (a model call then asks
+        the workflow for the message instead)."""
         try:
-            return await self._transcripts.put_message(message)
+            return await self._results.put_message(message)
         except Exception as error:
             log.warning("transcript store unavailable", error=str(error))
             return None

@@ -2,6 +2,12 @@
 
 The conversation is one ordered array of OpenAI-chat-shaped messages; that
 array is the replayable workflow state.
+
+What most programs need is here: ``tool`` and ``ToolContext`` to write tools,
+``AgentSpec`` (with ``ModelSpec`` and ``ProviderEndpoint``) to describe an agent,
+``AgentClient`` to start, steer, read and follow sessions, and the message model.
+``durable_agent.testing`` has a scripted provider for tests; the codecs, the
+provider client and the wire contracts are in their own modules.
 """
 
 from __future__ import annotations
@@ -9,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durable_agent._version import __version__
+from durable_agent.contracts import AgentResult, PendingApproval, SessionStatus
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import (
     ApprovalRecord,
     AssistantMessage,
@@ -38,23 +46,30 @@ from durable_agent.messages import (
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.pairing import pair_tool_results, repair_pairing
 from durable_agent.request_messages import prepare_request_messages
+from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool, tool
 
 if TYPE_CHECKING:
-    from durable_agent.client import AgentClient
+    from durable_agent.client import AgentClient, SessionEvent, WaitOutcome
+
+_CLIENT_NAMES = ("AgentClient", "SessionEvent", "WaitOutcome")
 
 
 def __getattr__(name: str) -> Any:
     # The client pulls in temporalio's client; the pure model should not.
-    if name == "AgentClient":
-        from durable_agent.client import AgentClient
+    if name in _CLIENT_NAMES:
+        from durable_agent import client
 
-        return AgentClient
+        return getattr(client, name)
     raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
 
 
 __all__ = [
     "AgentClient",
+    "AgentInput",
+    "AgentResult",
+    "AgentSpec",
     "ApprovalRecord",
     "AssistantMessage",
     "AudioPart",
@@ -64,14 +79,23 @@ __all__ = [
     "ImagePart",
     "Message",
     "ModelOptions",
+    "ModelSpec",
+    "PendingApproval",
+    "ProviderEndpoint",
     "ReasoningWire",
+    "SessionEvent",
+    "SessionStatus",
     "SystemMessage",
     "TextPart",
     "ToolCall",
+    "ToolContext",
     "ToolDefinition",
     "ToolMessage",
+    "ToolPolicy",
+    "ToolRegistry",
     "Usage",
     "UserMessage",
+    "WaitOutcome",
     "__version__",
     "audio_part",
     "dump_messages",
@@ -84,6 +108,8 @@ __all__ = [
     "parse_messages",
     "prepare_request_messages",
     "repair_pairing",
+    "schema_tool",
     "text_part",
+    "tool",
     "user_message",
 ]

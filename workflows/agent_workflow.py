@@ -18,14 +18,10 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         WORKFLOW_NAME,
         AgentResult,
-        ApprovalCheckInput,
         ApprovalSignal,
         EndSessionSignal,
         PendingApproval,
-        ResolveToolsInput,
-        ResolveToolsResult,
         SessionStatus,
-        TranscriptRef,
     )
     from durable_agent.messages import ApprovalDecision, AssistantMessage, Message, UserMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
@@ -40,13 +36,13 @@ with workflow.unsafe.imports_passed_through():
         RunTools,
         WaitForMessage,
     )
+    from workflows.continuation import hand_over
     from workflows.inputs import InvalidInput, decode, decode_start
     from workflows.model_calls import ModelCaller
-    from workflows.retries import LOST_WORK_RETRIES
     from workflows.session import Session
     from workflows.state import ContinuedInput, SessionState
-    from workflows.tool_calls import run_tool_groups
-    from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, PayloadTooLarge, TranscriptSync
+    from workflows.tool_calls import check_approvals, resolve_tools, run_tool_groups
+    from workflows.transcript_sync import PayloadTooLarge, TranscriptSync
     from workflows.turn_logic import session_title
 
 #: Patch id of the session-title memo (workflow.patched; never reuse or rename).
@@ -108,21 +104,11 @@ class AgentWorkflow:
             return session.fail(str(error))
 
     async def _resolve_tools(self) -> None:
-        names = [t.name for t in self._session.spec.tools]
-        if not names:
-            return
-        resolved = await workflow.execute_activity(
-            "resolve_tools",
-            ResolveToolsInput(names=names),
-            result_type=ResolveToolsResult,
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=self._heartbeat(),
-            retry_policy=LOST_WORK_RETRIES,
-            summary=f"resolve_tools {', '.join(names)}",
-        )
-        problem = self._session.tools_resolved(resolved)
-        if problem:
-            raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
+        rules, names = self._session.spec.session, [t.name for t in self._session.spec.tools]
+        if names:
+            problem = self._session.tools_resolved(await resolve_tools(names, rules))
+            if problem:
+                raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
 
     async def _carry_out_commands(self) -> AgentResult:
         session = self._session
@@ -131,7 +117,7 @@ class AgentWorkflow:
             if isinstance(command, Finish):
                 return command.result
             if isinstance(command, ContinueAsNew):
-                await self._continue_as_new()
+                await hand_over(session, self._sync)
             elif isinstance(command, CallModel):
                 outcome = await self._model.call(command.turn)
                 if isinstance(outcome, AssistantMessage):
@@ -142,7 +128,8 @@ class AgentWorkflow:
             elif isinstance(command, Pause):
                 await workflow.sleep(command.delay)
             elif isinstance(command, CheckApprovals):
-                session.approvals_checked(await self._check_approvals(command))
+                verdicts = await check_approvals(command.calls, session.spec.session)
+                session.approvals_checked(verdicts)
             elif isinstance(command, AwaitApprovals):
                 await wait_for_decisions(
                     session.approvals,
@@ -159,19 +146,6 @@ class AgentWorkflow:
             elif isinstance(command, WaitForMessage):
                 await self._wait_for_message(command)
 
-    async def _check_approvals(self, command: CheckApprovals) -> list[bool]:
-        calls = [(c.function.name, c.function.arguments) for c in command.calls]
-        verdicts: list[bool] = await workflow.execute_activity(
-            "check_approvals",
-            ApprovalCheckInput(calls=calls),
-            result_type=list[bool],
-            start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=self._heartbeat(),
-            retry_policy=LOST_WORK_RETRIES,
-            summary=f"check_approvals {len(calls)} calls",
-        )
-        return verdicts
-
     async def _wait_for_message(self, command: WaitForMessage) -> None:
         state = self._session.state
         try:
@@ -182,9 +156,6 @@ class AgentWorkflow:
         except TimeoutError:
             self._session.idle_timed_out()
 
-    def _heartbeat(self) -> timedelta:
-        return timedelta(seconds=self._session.spec.session.heartbeat_timeout_seconds)
-
     def _history_long(self) -> bool:
         """The run's history is long enough to hand over (the server's suggestion, or the
         spec's event limit)."""
@@ -192,27 +163,6 @@ class AgentWorkflow:
         limit = self._session.spec.session.continue_as_new_after_events
         over_limit = limit is not None and info.get_current_history_length() >= limit
         return over_limit or info.is_continue_as_new_suggested()
-
-    async def _continue_as_new(self) -> None:
-        """Hand the session's state to a fresh run; the array inline, or by reference to
-        the workers' store when it does not fit one payload. Only between activities."""
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        spec, session, messages = self._session.spec, self._session, self._session.messages
-        state = session.for_next_run().model_copy(update={"stored_count": self._sync.stored})
-        bare = state.model_copy(update={"messages": []})
-        others = len(ContinuedInput(spec=spec, carried=bare).model_dump_json())
-        room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
-        if others + messages.json_bytes() > room:
-            # too big for one payload: refresh the whole array in the store, in pieces,
-            # and let the next run read it back from there
-            self._sync.lost()
-            await self._sync.store_pieces(until_inline_bytes=0)
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            ref = TranscriptRef(count=len(messages), hash=messages.head)
-            state = session.for_next_run().model_copy(
-                update={"messages": [], "transcript": ref, "stored_count": self._sync.stored}
-            )
-        workflow.continue_as_new(ContinuedInput(spec=spec, carried=state))
 
     # --- signals: record only ------------------------------------------------------------
 

@@ -17,8 +17,15 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import TOOL_RAISED, TOOL_TIMEOUT_GRACE_SECONDS, ToolCallInput
-    from durable_agent.messages import ToolMessage
+    from durable_agent.contracts import (
+        TOOL_RAISED,
+        TOOL_TIMEOUT_GRACE_SECONDS,
+        ApprovalCheckInput,
+        ResolveToolsInput,
+        ResolveToolsResult,
+        ToolCallInput,
+    )
+    from durable_agent.messages import ToolCall, ToolMessage
     from durable_agent.spec import SessionRules
     from workflows.commands import RunTools, ToolRun
     from workflows.retries import (
@@ -28,6 +35,35 @@ with workflow.unsafe.imports_passed_through():
         give_up_after,
     )
     from workflows.turn_logic import call_summary, tool_error_result, tool_retry_delay
+
+
+async def resolve_tools(names: list[str], rules: SessionRules) -> ResolveToolsResult:
+    """The named tools as the workers describe them (once, at the session's start)."""
+    resolved: ResolveToolsResult = await workflow.execute_activity(
+        "resolve_tools",
+        ResolveToolsInput(names=names),
+        result_type=ResolveToolsResult,
+        start_to_close_timeout=timedelta(seconds=30),
+        heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
+        retry_policy=LOST_WORK_RETRIES,
+        summary=f"resolve_tools {', '.join(names)}",
+    )
+    return resolved
+
+
+async def check_approvals(calls: list[ToolCall], rules: SessionRules) -> list[bool]:
+    """Which of these calls need a person, by their tools' predicates."""
+    pairs = [(c.function.name, c.function.arguments) for c in calls]
+    verdicts: list[bool] = await workflow.execute_activity(
+        "check_approvals",
+        ApprovalCheckInput(calls=pairs),
+        result_type=list[bool],
+        start_to_close_timeout=timedelta(seconds=30),
+        heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
+        retry_policy=LOST_WORK_RETRIES,
+        summary=f"check_approvals {len(pairs)} calls",
+    )
+    return verdicts
 
 
 async def run_tool_groups(

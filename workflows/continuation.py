@@ -1,0 +1,33 @@
+"""Continue-as-new: the session's state handed to a fresh run, with the array inline,
+or by reference to the workers' store when it does not fit one payload."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import TranscriptRef
+    from workflows.session import Session
+    from workflows.state import ContinuedInput
+    from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
+
+
+async def hand_over(session: Session, sync: TranscriptSync) -> None:
+    """Continue as new (never returns). Only between activities, handlers done."""
+    await workflow.wait_condition(workflow.all_handlers_finished)
+    spec, messages = session.spec, session.messages
+    state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
+    bare = state.model_copy(update={"messages": []})
+    others = len(ContinuedInput(spec=spec, carried=bare).model_dump_json())
+    room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
+    if others + messages.json_bytes() > room:
+        # too big for one payload: refresh the whole array in the store, in pieces,
+        # and let the next run read it back from there
+        sync.lost()
+        await sync.store_pieces(until_inline_bytes=0)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        ref = TranscriptRef(count=len(messages), hash=messages.head)
+        state = session.for_next_run().model_copy(
+            update={"messages": [], "transcript": ref, "stored_count": sync.stored}
+        )
+    workflow.continue_as_new(ContinuedInput(spec=spec, carried=state))
