@@ -25,10 +25,16 @@ from tests.agent_harness import (
 registry = ToolRegistry()
 
 
+#: Set by a test that must send messages while a lookup is still running.
+lookup_may_finish = asyncio.Event()
+lookup_may_finish.set()
+
+
 @tool(registry=registry)
 async def lookup(key: str) -> str:
     """Look a key up (slowly enough for messages to arrive meanwhile)."""
     await asyncio.sleep(0.4)
+    await lookup_may_finish.wait()
     return f"value of {key}"
 
 
@@ -94,11 +100,15 @@ async def test_messages_sent_during_a_turn_arrive_at_the_boundary_in_order(
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            sid = await agents.start(session_spec(provider, end_after_reply=True), "start")
-            await wait_for(lambda: _phase_is(agents, sid, "running_tools"))
-            for text in ("m1", "m2", "m3"):
-                await agents.send(sid, text)
-            queued = (await agents.status(sid)).queued_messages
+            lookup_may_finish.clear()  # the batch runs until all three are sent
+            try:
+                sid = await agents.start(session_spec(provider, end_after_reply=True), "start")
+                await wait_for(lambda: _phase_is(agents, sid, "running_tools"))
+                for text in ("m1", "m2", "m3"):
+                    await agents.send(sid, text)
+                queued = await wait_for(lambda: _queued(agents, sid, 3))  # signals land
+            finally:
+                lookup_may_finish.set()
             result = await agents.result(sid)
             messages = await agents.messages(sid)
         await record_history(agents._handle(sid), "queued_message")
@@ -109,6 +119,11 @@ async def test_messages_sent_during_a_turn_arrive_at_the_boundary_in_order(
     ]  # fmt: skip
     sent = provider.requests[1].body["messages"]
     assert [m["content"] for m in sent[-3:]] == ["m1", "m2", "m3"]
+
+
+async def _queued(agents: AgentClient, sid: str, count: int) -> int:
+    queued = (await agents.status(sid)).queued_messages
+    return queued if queued == count else 0
 
 
 async def _phase_is(agents: AgentClient, sid: str, phase: str) -> bool:
