@@ -1,5 +1,8 @@
-"""A worker process for the chaos test: `python -m tests.chaos_worker ADDRESS QUEUE STORE`.
-No workflow cache, so every task after a kill replays from history on a new process."""
+"""A worker process for the chaos tests:
+`python -m tests.chaos_worker ADDRESS QUEUE STORE [cached]`.
+No workflow cache unless ``cached``: every task replays the whole history, the
+strongest check that a task after a kill replays on a fresh process. (Undisturbed
+reference runs are cached: nothing is killed there.)"""
 
 from __future__ import annotations
 
@@ -16,14 +19,14 @@ from durable_agent.process import exit_without_teardown
 from worker import build_worker
 
 
-async def serve(address: str, task_queue: str, store: str) -> None:
+async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     worker = build_worker(
         client,
         task_queue=task_queue,
         transcripts=open_transcript_store(store),
-        max_cached_workflows=0,
+        max_cached_workflows=1000 if cached else 0,
     )
     async with worker:
         print("ready", flush=True)
@@ -31,5 +34,5 @@ async def serve(address: str, task_queue: str, store: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(*sys.argv[1:4]))
+    asyncio.run(serve(*sys.argv[1:4], cached=sys.argv[4:5] == ["cached"]))
     exit_without_teardown(0)

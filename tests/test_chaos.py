@@ -46,7 +46,8 @@ from tests.agent_harness import default_spec
 from tests.test_transcripts import _plain
 
 ROOT = Path(__file__).parent.parent
-KILLS = 12
+#: Random kills per half of the random-kill test (two halves run side by side).
+KILLS = 6
 SEED = 20261121
 
 
@@ -82,9 +83,18 @@ class WorkerPool:
     """One worker process at a time; `kill` SIGKILLs it and starts a fresh one."""
 
     def __init__(
-        self, address: str, task_queue: str, ledger: Path, store: str, **env: str
+        self,
+        address: str,
+        task_queue: str,
+        ledger: Path,
+        store: str,
+        *,
+        cached: bool = False,
+        **env: str,
     ) -> None:
         self.args = [sys.executable, "-m", "tests.chaos_worker", address, task_queue, store]
+        if cached:
+            self.args.append("cached")
         self.env = {**os.environ, "CHAOS_LEDGER": str(ledger), **env}
         self.process: subprocess.Popen[str] | None = None
         self.kills = 0
@@ -167,13 +177,21 @@ def ledger_effects(ledger: Path) -> tuple[Counter[str], Counter[str]]:
 
 
 async def run_sessions(
-    address: str, tag: str, count: int, tmp: Path, *, chaos: bool, kills: int = KILLS
+    address: str,
+    tag: str,
+    count: int,
+    tmp: Path,
+    *,
+    chaos: bool,
+    kills: int = KILLS,
+    seed: int = SEED,
 ) -> dict[str, Any]:
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     agents = AgentClient(client, task_queue=f"chaos-{tag}", query_timeout=3)
     ledger = tmp / f"ledger-{tag}.txt"
-    pool = WorkerPool(address, agents.task_queue, ledger, f"sqlite:///{tmp / f'{tag}.sqlite'}")
-    rng = random.Random(SEED)
+    store = f"sqlite:///{tmp / f'{tag}.sqlite'}"
+    pool = WorkerPool(address, agents.task_queue, ledger, store, cached=not chaos)
+    rng = random.Random(seed)
     kill_now = asyncio.Event()
     phases: Counter[str] = Counter()
     recoveries: list[float] = []
@@ -240,11 +258,16 @@ def _by_position(counter: Counter[str], tag: str) -> Counter[str]:
 
 
 @pytest.mark.timeout(900)
-async def test_sessions_survive_random_worker_kills_at_default_settings(tmp_path: Path) -> None:
+@pytest.mark.parametrize("half", [0, 1])
+async def test_sessions_survive_random_worker_kills_at_default_settings(
+    tmp_path: Path, half: int
+) -> None:
+    """Two halves with their own seeds, server and workers, so they run side by side."""
     from worker import start_dev_server  # the same embedded server `durable-agent dev` runs
 
     env = await start_dev_server(tmp_path / "server", free_port(), free_port())
     address = env.client.service_client.config.target_host
+    seed = SEED + half
     try:
         calm = await run_sessions(address, "calm", 3, tmp_path, chaos=False)
         wild: dict[str, Any] = {"kills": 0}
@@ -253,9 +276,10 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(tmp_path
         totals: Counter[str] = Counter()
         effects: Counter[str] = Counter()
         restarts: Counter[str] = Counter()
-        while wild["kills"] < KILLS or rounds == 0:  # waves until 30 kills are done
+        while wild["kills"] < KILLS or rounds == 0:  # waves until the kills are done
+            left = KILLS - totals["kills"]
             wild = await run_sessions(
-                address, f"wild{rounds}", 3, tmp_path, chaos=True, kills=KILLS - totals["kills"]
+                address, f"wild{rounds}", 3, tmp_path, chaos=True, kills=left, seed=seed + rounds
             )
             recoveries += wild["recoveries"]
             for key, value in wild["phases"].items():
