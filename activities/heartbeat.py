@@ -37,11 +37,12 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
 
     async def beat() -> None:
         while True:
+            # not at once: a call that ends within a beat costs no heartbeat at all
+            await asyncio.sleep(every)
             if progress is None:
                 activity.heartbeat()
             else:
                 activity.heartbeat(progress())
-            await asyncio.sleep(every)
 
     task = asyncio.create_task(beat())
     try:
