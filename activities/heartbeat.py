@@ -36,13 +36,16 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
     every = max(timeout.total_seconds() / BEATS_PER_TIMEOUT, 0.1)
 
     async def beat() -> None:
+        # the first beat half a timeout in: a call shorter than that (most of them) sends
+        # none, which keeps heartbeats off a busy server; later ones are throttled by
+        # temporalio to 0.8 of the timeout, so the margin before a timeout stays the same
+        await asyncio.sleep(timeout.total_seconds() / 2)
         while True:
-            # not at once: a call that ends within a beat costs no heartbeat at all
-            await asyncio.sleep(every)
             if progress is None:
                 activity.heartbeat()
             else:
                 activity.heartbeat(progress())
+            await asyncio.sleep(every)
 
     task = asyncio.create_task(beat())
     try:
