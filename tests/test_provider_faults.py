@@ -21,7 +21,13 @@ from durable_agent.testing import (
     sse_reply,
 )
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import query_messages, running_worker, spec_for, start_session
+from tests.agent_harness import (
+    query_messages,
+    record_history,
+    running_worker,
+    spec_for,
+    start_session,
+)
 
 registry = ToolRegistry()
 
@@ -66,6 +72,8 @@ async def test_transient_faults_are_retried_once_and_the_turn_completes(
             handle = await start_session(client, task_queue, _spec(provider), "status?")
             result = await handle.result()
             elapsed = time.monotonic() - started
+            if fault == "503":  # the model's own failure, retried on a durable timer
+                await record_history(handle, "model_attempt_retried")
     assert result.status == "done" and result.final and result.final.content == "all good"
     assert len(provider.requests) == 2, f"{fault}: {len(provider.requests)} requests"
     if fault == "429 with Retry-After":

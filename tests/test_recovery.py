@@ -29,6 +29,7 @@ from durable_agent.testing import (
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent_harness import (
     query_messages,
+    record_history,
     running_worker,
     spec_for,
     start_session,
@@ -97,7 +98,10 @@ async def test_only_the_tools_own_failures_use_its_attempts(
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
             spec = spec_for(provider, ["flaky"])
-            result = await (await start_session(client, task_queue, spec, "go")).result()
+            handle = await start_session(client, task_queue, spec, "go")
+            result = await handle.result()
+            # the tool's own failures, retried on durable timers, then its last attempt
+            await record_history(handle, "tool_attempts_retried")
     results = [m for m in provider.requests[1].body["messages"] if m["role"] == "tool"]
     assert results[0]["content"] == "twice ok on attempt 3"
     assert results[1]["content"] == "Error calling 'flaky': RuntimeError: attempt 3 failed"

@@ -33,6 +33,8 @@ def test_histories_are_recorded() -> None:
         "continue_as_new",
         "structured_output",
         "multi_turn_session",  # recorded after the session-title patch: has its marker
+        "model_attempt_retried",  # a 503 counted by the workflow, retried on a timer
+        "tool_attempts_retried",  # ToolRaised twice (timers), and a last failure
     }
 
 
