@@ -81,10 +81,6 @@ async def echo(n: int) -> str:
     return f"echo {n}"
 
 
-def _events(handle_history: Any, kind: str) -> list[Any]:
-    return [e for e in handle_history.events if e.HasField(kind)]
-
-
 async def test_only_the_tools_own_failures_use_its_attempts(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:

@@ -14,16 +14,6 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from workflows.turn_logic import backoff
-
-__all__ = [
-    "LOST_WORK_RETRIES",
-    "MAX_TOOL_RETRY_SECONDS",
-    "backoff",
-    "gave_up_text",
-    "give_up_after",
-]
-
 #: Retries after a lost worker: soon, then backing off to at most five seconds apart
 #: (on top of the heartbeat timeout that noticed the loss), without a count
 #: (``recovery_limit_seconds`` bounds them in time when it is set).
@@ -33,8 +23,6 @@ LOST_WORK_RETRIES = RetryPolicy(
     maximum_interval=timedelta(seconds=5),
     maximum_attempts=0,
 )
-#: The longest wait between two attempts of a tool that raised.
-MAX_TOOL_RETRY_SECONDS = 60.0
 
 
 def give_up_after(attempt_seconds: float, recovery_limit: float | None) -> timedelta | None:

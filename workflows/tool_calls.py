@@ -30,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.commands import RunTools, ToolRun
     from workflows.retries import (
         LOST_WORK_RETRIES,
-        MAX_TOOL_RETRY_SECONDS,
         gave_up_text,
         give_up_after,
     )
@@ -121,7 +120,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
         except ActivityError as error:
             cause = error.cause
             raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
-            delay = tool_retry_delay(policy, attempt, MAX_TOOL_RETRY_SECONDS) if raised else None
+            delay = tool_retry_delay(policy, attempt) if raised else None
             if delay is not None:
                 # the tool's own failure: one of its attempts, then a durable wait
                 await workflow.sleep(delay)

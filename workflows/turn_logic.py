@@ -91,14 +91,16 @@ def tool_error_result(call: ToolCall, detail: str) -> ToolMessage:
     return error_result(call, f"Error calling '{call.function.name}': {detail}")
 
 
-def tool_retry_delay(
-    policy: ToolPolicy, attempt: int, max_seconds: float = 60.0
-) -> timedelta | None:
+#: The longest wait between two attempts of a tool that raised.
+MAX_TOOL_RETRY_SECONDS = 60.0
+
+
+def tool_retry_delay(policy: ToolPolicy, attempt: int) -> timedelta | None:
     """After the tool's own failure on ``attempt``: the wait before the next attempt, or
     ``None`` when that was its last."""
     if attempt >= policy.max_attempts:
         return None
-    return backoff(policy.initial_retry_seconds, max_seconds, attempt)
+    return backoff(policy.initial_retry_seconds, MAX_TOOL_RETRY_SECONDS, attempt)
 
 
 def over_call_limit(asked: int, limit: int) -> str:
