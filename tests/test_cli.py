@@ -85,7 +85,7 @@ async def test_run_follows_a_session_to_its_answer_and_history_reads_it_back(
             status = await acli(
                 "status", sid, "--json", "--task-queue", task_queue, address=address
             )
-            listed = await acli("sessions", address=address)
+            listed = await acli("sessions", "--limit", "100000", address=address)
             queried = await AgentClient(temporal_env.client).messages(sid)
     assert run.returncode == 0, run.stderr
     out = run.stdout
