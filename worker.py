@@ -70,6 +70,8 @@ def build_worker(
             tools.resolve_tools,
             tools.check_approvals,
             tools.run_tool,
+            tools.check_guardrails,
+            model.summarise_context,
         ],
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,

@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import structlog
 from temporalio import activity
@@ -22,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating, heartbeats
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
+from durable_agent.context import summary_request
 from durable_agent.contracts import (
     CONFIGURATION_ERROR,
     MODEL_ATTEMPT_FAILED,
@@ -32,6 +34,7 @@ from durable_agent.contracts import (
     ModelSetup,
     StoredMessageRef,
     StoreTranscriptInput,
+    SummaryCallInput,
     TranscriptRef,
 )
 from durable_agent.messages import AssistantMessage, Message
@@ -162,23 +165,62 @@ class ModelActivities:
     ) -> AssistantMessage:
         setup = await self._setup(call)
         head, conversation = await self._conversation(call)
+        body = _request_body(
+            setup,
+            list(conversation),
+            model=setup.model,
+            tools=setup.tools,
+            options=setup.options,
+            output_schema=setup.output_schema,
+            reasoning=setup.reasoning,
+            stream=setup.stream,
+            context=setup.context,
+        )
+        bound = _log_for(call)
+        message = await self._complete(setup, body, bound, on_text)
+        bound.info(
+            "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
+        )
+        # the reply enters history once, in this result; the store keeps it for the next
+        # call, if it can: the model is not asked again because the store is away (the
+        # next call then finds the prefix missing and the workflow sends it whole)
         try:
-            body = build_request(
-                setup.endpoint.api,
-                list(conversation),
+            await self.transcripts.extend(head, conversation, [message])
+        except Exception as error:
+            bound.warning("transcript store unavailable; reply not kept", error=str(error))
+        return message
+
+    @activity.defn(name="summarise_context")
+    async def summarise_context(self, call: SummaryCallInput) -> AssistantMessage:
+        """A summary of the conversation's first ``until`` messages (compaction): the
+        setup's model answers the prompt over them as plain lines."""
+        async with heartbeating(lambda: 0):
+            setup = await self._setup(call)
+            _, conversation = await self._conversation(call)
+            body = _request_body(
+                setup,
+                summary_request(conversation, call.until, call.prompt),
                 model=setup.model,
-                tools=setup.tools,
                 options=setup.options,
-                output_schema=setup.output_schema,
                 reasoning=setup.reasoning,
-                stream=setup.stream,
             )
-        except ValueError as error:
-            raise ApplicationError(
-                str(error), type=CONFIGURATION_ERROR, non_retryable=True
-            ) from None
-        info = activity.info()
-        bound = log.bind(session_id=info.workflow_id, turn=call.turn, attempt=info.attempt)
+            bound = _log_for(call)
+            message = await self._complete(setup, body, bound, lambda text: None)
+            if not message.content.strip():
+                raise ApplicationError(
+                    "the summary came back empty", type=MODEL_ATTEMPT_FAILED, non_retryable=True
+                )
+            bound.info("context summarised", until=call.until, chars=len(message.content))
+            return message
+
+    async def _complete(
+        self,
+        setup: ModelSetup,
+        body: dict[str, Any],
+        bound: Any,
+        on_text: Callable[[str], None],
+    ) -> AssistantMessage:
+        """One provider call; its failures as the workflow tells them apart."""
         client = self._client or shared_client()
         try:
             message = await client.complete(setup.endpoint, body, on_text=on_text)
@@ -202,15 +244,16 @@ class ModelActivities:
             raise ApplicationError(
                 f"model turn failed: {message.error}", type=MODEL_ATTEMPT_FAILED, non_retryable=True
             )
-        bound.info(
-            "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
-        )
-        message = message.model_copy(update={"timestamp": int(time.time() * 1000)})
-        # the reply enters history once, in this result; the store keeps it for the next
-        # call, if it can: the model is not asked again because the store is away (the
-        # next call then finds the prefix missing and the workflow sends it whole)
-        try:
-            await self.transcripts.extend(head, conversation, [message])
-        except Exception as error:
-            bound.warning("transcript store unavailable; reply not kept", error=str(error))
-        return message
+        return message.model_copy(update={"timestamp": int(time.time() * 1000)})
+
+
+def _log_for(call: ModelCallInput) -> Any:
+    info = activity.info()
+    return log.bind(session_id=info.workflow_id, turn=call.turn, attempt=info.attempt)
+
+
+def _request_body(setup: ModelSetup, messages: list[Message], **fields: Any) -> dict[str, Any]:
+    try:
+        return build_request(setup.endpoint.api, messages, **fields)
+    except ValueError as error:
+        raise ApplicationError(str(error), type=CONFIGURATION_ERROR, non_retryable=True) from None

@@ -1,4 +1,5 @@
-"""Tool activities: resolve definitions at session start, gate by predicate, execute.
+"""Tool activities: resolve definitions at session start, gate by predicate, execute;
+and the guardrails, which workers load beside the tools.
 
 ``run_tool`` keeps two kinds of failure apart. The tool's own (it raised, or overran
 its time) is reported as a non-retryable ``ToolRaised`` error, and the workflow spends
@@ -22,14 +23,18 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
 from durable_agent.contracts import (
+    GUARDRAIL_FAILED,
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
     ApprovalCheckInput,
+    GuardrailInput,
+    GuardrailVerdict,
     ResolvedTool,
     ResolveToolsInput,
     ResolveToolsResult,
     ToolCallInput,
 )
+from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
 
@@ -76,6 +81,7 @@ class ToolActivities:
     @heartbeats
     async def resolve_tools(self, request: ResolveToolsInput) -> ResolveToolsResult:
         resolved, missing = [], []
+        lacking = [g for g in request.guardrails if self._registry.guardrail(g) is None]
         for name in request.names:
             found = self._registry.get(name)
             if found is None:
@@ -84,7 +90,20 @@ class ToolActivities:
             resolved.append(
                 ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
             )
-        return ResolveToolsResult(tools=resolved, missing=missing)
+        return ResolveToolsResult(tools=resolved, missing=missing, missing_guardrails=lacking)
+
+    @activity.defn(name="check_guardrails")
+    @heartbeats
+    async def check_guardrails(self, request: GuardrailInput) -> GuardrailVerdict:
+        """The verdict of the named guardrails; one that raises is reported as
+        ``GuardrailFailed`` for the workflow to retry on a timer."""
+        try:
+            return await run_guardrails(self._registry, request)
+        except Exception as error:
+            log.warning("guardrail failed", kind=request.kind, error=str(error))
+            raise ApplicationError(
+                f"{type(error).__name__}: {error}", type=GUARDRAIL_FAILED, non_retryable=True
+            ) from None
 
     @activity.defn(name="check_approvals")
     @heartbeats

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
@@ -30,6 +31,9 @@ TOOL_RAISED = "ToolRaised"
 MODEL_ATTEMPT_FAILED = "ModelAttemptFailed"
 #: Error type of a failure no retry can fix (a key's variable unset, an unknown API).
 CONFIGURATION_ERROR = "ConfigurationError"
+#: Error type of a guardrail that raised (or is not loaded): retried by the workflow,
+#: then the turn fails with its words.
+GUARDRAIL_FAILED = "GuardrailFailed"
 #: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
 #: activity enforces itself: a start-to-close timeout then means a wedged worker.
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
@@ -41,6 +45,7 @@ class _Contract(BaseModel):
 
 class ResolveToolsInput(_Contract):
     names: list[str]
+    guardrails: list[str] = Field(default_factory=list)
 
 
 class ResolvedTool(_Contract):
@@ -55,6 +60,7 @@ class ResolveToolsResult(_Contract):
     tools: list[ResolvedTool]
     missing: list[str] = Field(default_factory=list)
     """Names no worker-side tool answers to."""
+    missing_guardrails: list[str] = Field(default_factory=list)
 
 
 class TranscriptRef(_Contract):
@@ -80,6 +86,8 @@ class ModelSetup(_Contract):
     stream: bool
     output_schema: dict[str, Any] | None = None
     tools: list[ToolDefinition] = Field(default_factory=list)
+    context: ContextRules | None = None
+    """The context budget requests are fitted to (unset: every message is sent)."""
 
 
 class ModelCallInput(_Contract):
@@ -97,6 +105,14 @@ class ModelCallInput(_Contract):
     go by reference, since their activity's result already holds them."""
     head: str
     """Chain hash of the whole array, which the worker checks before calling the model."""
+
+
+class SummaryCallInput(ModelCallInput):
+    """Ask a model (the setup's) for a summary of the array's first ``until`` messages
+    (from the latest summary or flush on)."""
+
+    until: int = Field(ge=1)
+    prompt: str
 
 
 class StoreTranscriptInput(_Contract):
@@ -149,6 +165,51 @@ class EndSessionSignal(_Contract):
     reason: str | None = None
 
 
+class CancelTurnSignal(_Contract):
+    """Stop the current turn, keep the session (``cancel_turn``)."""
+
+    by: str | None = None
+    reason: str | None = None
+
+
+class FlushSignal(_Contract):
+    """Reset what later requests start from (``flush``): a marker joins the array once
+    the current turn is over."""
+
+    by: str | None = None
+    reason: str | None = None
+
+
+class BudgetSignal(_Contract):
+    """Change the session's budget (``set_budget``); ``None`` keeps a limit as it is."""
+
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+
+class BudgetStatus(_Contract):
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    total_tokens: int = 0
+    cost_usd: float | None = None
+    """Spent so far, by the model's ``price`` (``None`` without one)."""
+
+
+class GuardrailInput(_Contract):
+    """Run these guardrails, in order, on one text (a user message or a final answer)."""
+
+    kind: Literal["input", "output"]
+    names: list[str]
+    text: str
+
+
+class GuardrailVerdict(_Contract):
+    allowed: bool
+    reason: str | None = None
+    by: str | None = None
+    """The guardrail that denied."""
+
+
 class PendingApproval(_Contract):
     approval_id: str
     turn: int
@@ -160,7 +221,15 @@ class PendingApproval(_Contract):
 
 
 Phase = Literal[
-    "starting", "calling_model", "awaiting_approval", "running_tools", "idle", "done", "failed"
+    "starting",
+    "checking_guardrails",
+    "compacting",
+    "calling_model",
+    "awaiting_approval",
+    "running_tools",
+    "idle",
+    "done",
+    "failed",
 ]
 #: What the session does next: call the model, run the open tool batch, or wait for a person.
 Stage = Literal["model", "tools", "idle"]
@@ -180,11 +249,21 @@ class SessionStatus(_Contract):
     """User messages received but not yet delivered (they wait for the turn boundary)."""
     runs: int = 1
     """Runs of this session (1 + continue-as-new cycles)."""
+    cancel_pending: bool = False
+    """A ``cancel_turn`` waits for the next safe point."""
+    flushes_pending: int = 0
+    """``flush`` requests waiting for the current turn to end."""
+    compacted: int = 0
+    """Messages at the array's start that requests no longer include (a flush or a
+    compaction summary stands in for them; they stay in the array)."""
+    budget: BudgetStatus | None = None
 
 
 class AgentResult(_Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
-    ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns`` or ``error``."""
+    ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns``, ``budget``,
+    ``error``, or for a one-shot session whose turn did not end in an answer,
+    ``guardrail`` or ``cancelled``."""
 
     status: Literal["done", "failed"]
     stop_reason: str

@@ -22,6 +22,19 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+MessageMode = Literal["user", "tool"]
+"""Where a message came from (seed 002): a person (``user``), or a tool or a system
+action such as a rescue or a compaction (``tool``)."""
+
+
+class _Stored(_Frozen):
+    """Extensions every message may carry; none of them is ever sent to a model."""
+
+    mode: MessageMode | None = None
+    payload: Any = None
+    """Arbitrary JSON metadata (seed 002), kept with the message, never sent."""
+
+
 # --- user content parts (already in OpenAI's content-part shape) -------------
 
 
@@ -103,24 +116,32 @@ class Usage(_Frozen):
         )
 
 
-class SystemMessage(_Frozen):
+class SystemMessage(_Stored):
     role: Literal["system"] = "system"
     content: str | list[TextPart]
     name: str | None = None
-    # extension
+    # extensions
     timestamp: int | None = None
     """Creation time in milliseconds since the epoch (local only)."""
+    source: str | None = None
+    """Set on messages the loop made rather than a person or a model (seed 003):
+    ``compaction`` marks a summary of earlier messages."""
+    compacts: int | None = None
+    """A compaction summary stands in, in requests, for the array's first ``compacts``
+    messages (system messages excepted). They stay in the array."""
 
 
-class UserMessage(_Frozen):
+class UserMessage(_Stored):
     role: Literal["user"] = "user"
     content: str | list[ContentPart]
     name: str | None = None
-    # extension
+    # extensions
     timestamp: int | None = None
+    blocked: str | None = None
+    """An input guardrail stopped this message (the reason): kept, never sent."""
 
 
-class AssistantMessage(_Frozen):
+class AssistantMessage(_Stored):
     role: Literal["assistant"] = "assistant"
     content: str = ""
     """Always a string: a provider's ``null`` (pure tool-call turn) becomes ``""``."""
@@ -140,6 +161,8 @@ class AssistantMessage(_Frozen):
     usage: Usage | None = None
     malformed_tool_calls: list[str] | None = None
     """Tool-call blocks the provider sent that could not be read as calls, kept raw."""
+    blocked: str | None = None
+    """An output guardrail stopped this answer (the reason): kept, never sent."""
 
     @field_validator("content", mode="before")
     @classmethod
@@ -167,7 +190,7 @@ class ApprovalRecord(_Frozen):
     """The decision is the policy's default, applied when nobody answered in time."""
 
 
-class ToolMessage(_Frozen):
+class ToolMessage(_Stored):
     role: Literal["tool"] = "tool"
     tool_call_id: str
     content: str
@@ -178,8 +201,36 @@ class ToolMessage(_Frozen):
     timestamp: int | None = None
 
 
+class FlushMessage(_Stored):
+    """A history reset (seed 002): requests after it start from the system messages and
+    what follows it. Never sent itself."""
+
+    role: Literal["flush"] = "flush"
+    content: str = ""
+    by: str | None = None
+    reason: str | None = None
+    timestamp: int | None = None
+
+
+RescueStrategy = Literal["correct", "flush", "fail"]
+
+
+class ResqueMessage(_Stored):
+    """A step of model rescue (seed 002's ``resque``): the model's last turn could not be
+    used (``reason``), and ``strategy`` says what the loop did. With ``correct`` the
+    content reaches the model as a user message; otherwise it is a record only."""
+
+    role: Literal["resque"] = "resque"
+    content: str
+    reason: str
+    strategy: RescueStrategy
+    attempt: int = 1
+    timestamp: int | None = None
+
+
 Message = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage | FlushMessage | ResqueMessage,
+    Field(discriminator="role"),
 ]
 MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
 MessageListAdapter: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -195,6 +246,11 @@ LOCAL_EXTENSIONS = frozenset(
         "malformed_tool_calls",
         "tool_name",
         "approval",
+        "mode",
+        "payload",
+        "source",
+        "compacts",
+        "blocked",
     }
 )
 REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})

@@ -1,15 +1,18 @@
 """``prepare_request_messages``: the one place the outgoing array is shaped.
 
 Storage keeps every message whole; what a provider receives is derived here,
-once, for every codec: pairing repaired, failed turns left out, and the
-reasoning rule applied (seed 000, "Interleaved Thinking").
+once, for every codec: the window after flushes and compaction summaries, messages
+a guardrail blocked left out, rescue messages as the user's words, the context
+budget, pairing repaired, failed turns left out, and the reasoning rule applied
+(seed 000, "Interleaved Thinking"). Preparing a prepared array changes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from durable_agent.messages import AssistantMessage, Message
+from durable_agent.context import ContextRules, fit_to_budget, request_window
+from durable_agent.messages import AssistantMessage, Message, ResqueMessage, UserMessage
 from durable_agent.pairing import repair_pairing
 
 
@@ -33,10 +36,27 @@ def apply_reasoning_rule(message: AssistantMessage) -> AssistantMessage:
     return message.model_copy(update={"reasoning": None, "reasoning_details": None})
 
 
-def prepare_request_messages(messages: Sequence[Message]) -> list[Message]:
+def _as_sent(message: Message) -> Message | None:
+    """A message as a model may see it: blocked ones not at all; a rescue's corrective
+    text as the user's (every API has a user role; none has ``resque``)."""
+    if isinstance(message, UserMessage | AssistantMessage) and message.blocked is not None:
+        return None
+    if isinstance(message, ResqueMessage):
+        if message.strategy != "correct":
+            return None
+        return UserMessage(content=message.content, mode="tool")
+    return message
+
+
+def prepare_request_messages(
+    messages: Sequence[Message], context: ContextRules | None = None
+) -> list[Message]:
     """A fresh array ready for any codec; the input is not modified."""
+    window = [m for m in map(_as_sent, request_window(messages)) if m is not None]
+    if context is not None:
+        window = fit_to_budget(window, context)
     prepared: list[Message] = []
-    for message in repair_pairing([m for m in messages if not _is_failed_turn(m)]):
+    for message in repair_pairing([m for m in window if not _is_failed_turn(m)]):
         if isinstance(message, AssistantMessage):
             message = apply_reasoning_rule(message)
         prepared.append(message)

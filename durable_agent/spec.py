@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
@@ -15,6 +16,13 @@ from durable_agent.tools import ApprovalMode, ExecutionMode
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelPrice(_Spec):
+    """What the model costs, in US dollars per million tokens (for ``stop.max_cost_usd``)."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
 
 
 class ModelSpec(_Spec):
@@ -34,6 +42,9 @@ class ModelSpec(_Spec):
     A lost worker never uses one up: its call is retried elsewhere."""
     initial_retry_seconds: float = Field(default=1.0, gt=0)
     max_retry_seconds: float = Field(default=60.0, gt=0)
+    context: ContextRules = Field(default_factory=ContextRules)
+    """How much of the conversation one request holds (trimming or compaction)."""
+    price: ModelPrice | None = None
 
 
 class ToolSettings(_Spec):
@@ -58,6 +69,24 @@ class StopRules(_Spec):
     max_tool_calls_per_turn: int = Field(default=1000, ge=1)
     """Calls of one model turn that run; the rest get ``is_error`` results saying so,
     which the model reads (pairing stays whole)."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """The session's token budget (all runs, summaries included): once spent, the session
+    stops with ``stop_reason`` ``budget`` before its next model call."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """The session's cost budget, by ``model.price`` (required with it)."""
+
+
+class GuardrailRules(_Spec):
+    """Guardrails by name (``@guardrail`` functions the workers load), run as activities."""
+
+    input: list[str] = Field(default_factory=list)
+    """Run on each user message before the model sees it; a denial ends the turn and the
+    message stays in the array, marked ``blocked`` (never sent)."""
+    output: list[str] = Field(default_factory=list)
+    """Run on each final answer; a denial ends the turn, the answer marked ``blocked``."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Tries of a guardrail that raises (durable timers between); then the turn fails."""
+    timeout_seconds: float = Field(default=60.0, gt=0)
 
 
 class SessionRules(_Spec):
@@ -102,6 +131,7 @@ class AgentSpec(_Spec):
     output_schema: dict[str, Any] | None = None
     """JSON Schema of a structured final answer."""
     session: SessionRules = Field(default_factory=SessionRules)
+    guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -126,6 +156,8 @@ class AgentSpec(_Spec):
         unknown_stops = sorted(set(self.stop.on_tools) - set(names))
         if unknown_stops:
             raise ValueError(f"stop.on_tools: {unknown_stops[0]!r} is not among the spec's tools")
+        if self.stop.max_cost_usd is not None and self.model.price is None:
+            raise ValueError("stop.max_cost_usd needs model.price to count cost by")
         return self
 
 

@@ -21,7 +21,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints, overload
+from typing import Any, Literal, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -316,13 +316,35 @@ def schema_tool(
     )
 
 
+class RegisteredGuardrail(Protocol):
+    """What the registry keeps of a guardrail (``durable_agent.guardrails.Guardrail``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def check(self) -> Callable[[str], Any]: ...
+
+    async def verdict(self, text: str) -> str | None: ...
+
+
 class ToolRegistry:
-    """The tools a worker can run, by name."""
+    """The tools (and guardrails) a worker can run, by name."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._guardrails: dict[str, RegisteredGuardrail] = {}
         for t in tools:
             self.add(t)
+
+    def add_guardrail(self, g: RegisteredGuardrail) -> None:
+        existing = self._guardrails.get(g.name)
+        if existing is not None and existing.check is not g.check:
+            raise ValueError(f"a different guardrail named {g.name!r} is already registered")
+        self._guardrails[g.name] = g
+
+    def guardrail(self, name: str) -> RegisteredGuardrail | None:
+        return self._guardrails.get(name)
 
     def add(self, t: Tool) -> None:
         existing = self._tools.get(t.name)

@@ -16,15 +16,18 @@ from typing import Any
 
 from activities.tools import _as_text
 from durable_agent.codecs import build_request
+from durable_agent.context import summary_request
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
     ApprovalSignal,
     EndSessionSignal,
+    GuardrailInput,
     PendingApproval,
     ResolvedTool,
     ResolveToolsResult,
 )
+from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import ApprovalDecision, AssistantMessage, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
@@ -32,10 +35,12 @@ from workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
+    CheckGuardrails,
     ContinueAsNew,
     Finish,
     Pause,
     RunTools,
+    Summarise,
     ToolRun,
     WaitForMessage,
 )
@@ -109,6 +114,11 @@ class SessionDriver:
             self.runs += 1
         elif isinstance(command, CallModel):
             self._call_model()
+        elif isinstance(command, Summarise):
+            self._summarise(command.until)
+        elif isinstance(command, CheckGuardrails):
+            request = GuardrailInput(kind=command.kind, names=command.names, text=command.text)
+            session.guardrails_checked(await run_guardrails(self.registry, request))
         elif isinstance(command, Pause):
             self.now += command.delay
         elif isinstance(command, CheckApprovals):
@@ -133,6 +143,18 @@ class SessionDriver:
 
     # --- what the activities do --------------------------------------------------------
 
+    def _summarise(self, until: int) -> None:
+        session, model = self.session, self.spec.model
+        messages = summary_request(session.messages, until, model.context.summary_prompt)
+        name = model.context.summary_model or model.name
+        body = build_request(model.endpoint.api, messages, model=name, options=model.options)
+        self.requests.append(body)
+        reply = self.model(body)
+        if reply.is_error or not reply.content.strip():
+            session.model_failed(MODEL_ATTEMPT_FAILED, "no summary", None, self.now_ms)
+        else:
+            session.summarised(reply, self.now_ms)
+
     def _call_model(self) -> None:
         session, model = self.session, self.spec.model
         body = build_request(
@@ -144,6 +166,7 @@ class SessionDriver:
             output_schema=self.spec.output_schema,
             reasoning=model.reasoning,
             stream=False,
+            context=model.context if model.context.budget_tokens else None,
         )
         self.requests.append(body)
         reply = self.model(body).model_copy(update={"timestamp": self.now_ms})

@@ -7,10 +7,10 @@ durable waits, continue-as-new), records signals into it and answers queries fro
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
@@ -18,37 +18,39 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         WORKFLOW_NAME,
         AgentResult,
-        ApprovalSignal,
-        EndSessionSignal,
-        PendingApproval,
-        SessionStatus,
     )
-    from durable_agent.messages import ApprovalDecision, AssistantMessage, Message, UserMessage
+    from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
     from workflows.approval_wait import wait_for_decisions
     from workflows.commands import (
         AwaitApprovals,
         CallModel,
         CheckApprovals,
+        CheckGuardrails,
         ContinueAsNew,
         Finish,
         Pause,
         RunTools,
+        Summarise,
         WaitForMessage,
     )
     from workflows.continuation import hand_over
-    from workflows.inputs import InvalidInput, decode, decode_start
-    from workflows.model_calls import ModelCaller
+    from workflows.handlers import SessionHandlers
+    from workflows.inputs import InvalidInput, decode_start
+    from workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
     from workflows.session import Session
     from workflows.state import ContinuedInput, SessionState
-    from workflows.tool_calls import check_approvals, resolve_tools, run_tool_groups
+    from workflows.tool_calls import (
+        check_approvals,
+        check_guardrails,
+        resolve_tools,
+        run_tool_groups,
+    )
     from workflows.transcript_sync import PayloadTooLarge, TranscriptSync
     from workflows.turn_logic import session_title
 
 #: Patch id of the session-title memo (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"
-#: The default of a signal argument a sender may leave out.
-NO_PAYLOAD = RawValue(Payload())
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
@@ -58,7 +60,7 @@ def _now_ms() -> int:
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class AgentWorkflow:
+class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         self._invalid_input: str | None = None
@@ -104,9 +106,12 @@ class AgentWorkflow:
             return session.fail(str(error))
 
     async def _resolve_tools(self) -> None:
-        rules, names = self._session.spec.session, [t.name for t in self._session.spec.tools]
-        if names:
-            problem = self._session.tools_resolved(await resolve_tools(names, rules))
+        spec = self._session.spec
+        names, guards = [t.name for t in spec.tools], spec.guardrails
+        if names or guards.input or guards.output:
+            guardrails = sorted({*guards.input, *guards.output})
+            found = await resolve_tools(names, guardrails, spec.session)
+            problem = self._session.tools_resolved(found)
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
 
@@ -124,9 +129,19 @@ class AgentWorkflow:
                     session.model_replied(outcome)
                     self._model.replied()
                 else:
-                    session.model_failed(outcome.kind, outcome.text, outcome.retry_after, _now_ms())
+                    self._model_failed(outcome)
+            elif isinstance(command, Summarise):
+                outcome = await self._model.summarise(command.turn, command.until)
+                if isinstance(outcome, AssistantMessage):
+                    self._model.replied()  # the store holds the array the summary was made of
+                    session.summarised(outcome, _now_ms())
+                else:
+                    self._model_failed(outcome)
+            elif isinstance(command, CheckGuardrails):
+                verdict, failure = await check_guardrails(command, session.spec)
+                session.guardrails_checked(verdict, failure)
             elif isinstance(command, Pause):
-                await workflow.sleep(command.delay)
+                await self._pause(command.delay)
             elif isinstance(command, CheckApprovals):
                 verdicts = await check_approvals(command.calls, session.spec.session)
                 session.approvals_checked(verdicts)
@@ -139,18 +154,32 @@ class AgentWorkflow:
                 )
                 session.approvals_waited(workflow.now())
             elif isinstance(command, RunTools):
-                results, as_returned = await run_tool_groups(command, session.spec.session)
+                rules = session.spec.session
+                results, as_returned = await run_tool_groups(command, rules, self._cancelled)
                 first = len(session.messages)  # results land in slot order from here
                 self._sync.stored_by_tool({first + k for k in as_returned})
                 session.tools_finished(results)
             elif isinstance(command, WaitForMessage):
                 await self._wait_for_message(command)
 
+    def _model_failed(self, outcome: ModelCallFailed | ModelCallCancelled) -> None:
+        if isinstance(outcome, ModelCallCancelled):
+            self._session.model_cancelled()
+        else:
+            self._session.model_failed(outcome.kind, outcome.text, outcome.retry_after, _now_ms())
+
+    def _cancelled(self) -> bool:
+        return self._session.state.cancel is not None
+
+    async def _pause(self, delay: timedelta) -> None:
+        """A durable wait between attempts that a cancelled turn cuts short."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(self._cancelled, timeout=delay)
+
     async def _wait_for_message(self, command: WaitForMessage) -> None:
-        state = self._session.state
         try:
             await workflow.wait_condition(
-                lambda: bool(state.inbox) or self._session.interrupted(self._history_long()),
+                lambda: self._session.idle_wait_over(self._history_long()),
                 timeout=command.timeout,
             )
         except TimeoutError:
@@ -163,61 +192,3 @@ class AgentWorkflow:
         limit = self._session.spec.session.continue_as_new_after_events
         over_limit = limit is not None and info.get_current_history_length() >= limit
         return over_limit or info.is_continue_as_new_suggested()
-
-    # --- signals: record only ------------------------------------------------------------
-
-    @workflow.signal
-    def approve(self, raw: RawValue) -> None:
-        self._record_decision(raw, "approved")
-
-    @workflow.signal
-    def deny(self, raw: RawValue) -> None:
-        self._record_decision(raw, "denied")
-
-    def _record_decision(self, raw: RawValue, decision: ApprovalDecision) -> None:
-        try:
-            signal: ApprovalSignal = decode(raw, ApprovalSignal)
-        except InvalidInput as error:
-            self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
-            return
-        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
-
-    @workflow.signal
-    def send_message(self, raw: RawValue) -> None:
-        try:
-            message: str | UserMessage = decode(raw, str | UserMessage)
-        except InvalidInput as error:
-            self._rejected(self._session.reject(f"send_message: unreadable message ({error})"))
-            return
-        if isinstance(message, str):
-            message = UserMessage(content=message)
-        self._rejected(self._session.message_arrived(message, _now_ms()))
-
-    @workflow.signal
-    def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
-        request = EndSessionSignal()
-        if raw is not NO_PAYLOAD:
-            try:
-                request = decode(raw, EndSessionSignal | None) or request
-            except InvalidInput as error:
-                text = f"end_session: unreadable signal ({error}); ending anyway"
-                self._rejected(self._session.reject(text))
-        self._session.end_requested(request)
-
-    def _rejected(self, text: str | None) -> None:
-        if text is not None:
-            workflow.logger.warning("signal changed nothing: %s", text)
-
-    # --- queries -----------------------------------------------------------------------------
-
-    @workflow.query
-    def messages(self, from_index: int = 0) -> list[Message]:
-        return self._session.messages[max(from_index, 0) :]
-
-    @workflow.query
-    def pending_approvals(self) -> list[PendingApproval]:
-        return self._session.approvals.undecided()
-
-    @workflow.query
-    def status(self) -> SessionStatus:
-        return self._session.status()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from durable_agent.contracts import AgentResult, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
@@ -19,6 +19,24 @@ class CallModel:
     """Ask the model for the next turn (number ``turn``)."""
 
     turn: int
+
+
+@dataclass(frozen=True)
+class Summarise:
+    """Ask the summarising model for a summary of the array's first ``until`` messages
+    (compaction, before model call ``turn``)."""
+
+    turn: int
+    until: int
+
+
+@dataclass(frozen=True)
+class CheckGuardrails:
+    """Run these guardrails (an activity) on one text."""
+
+    kind: Literal["input", "output"]
+    names: list[str]
+    text: str
 
 
 @dataclass(frozen=True)
@@ -85,6 +103,8 @@ class Finish:
 
 Command = (
     CallModel
+    | Summarise
+    | CheckGuardrails
     | Pause
     | CheckApprovals
     | AwaitApprovals

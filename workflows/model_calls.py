@@ -8,8 +8,12 @@ referred to is refilled here; every other failure goes back to the Session.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -21,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         TRANSCRIPT_UNKNOWN,
         ModelCallInput,
         ModelSetup,
+        SummaryCallInput,
     )
     from durable_agent.messages import AssistantMessage
     from workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
@@ -41,63 +46,114 @@ class ModelCallFailed:
     retry_after: timedelta | None = None
 
 
+@dataclass(frozen=True)
+class ModelCallCancelled:
+    """``cancel_turn`` stopped the call (the activity was cancelled through Temporal)."""
+
+
+ModelOutcome = AssistantMessage | ModelCallFailed | ModelCallCancelled
+
+
 class ModelCaller:
     def __init__(self, session: Session, sync: TranscriptSync, *, send_setup: bool) -> None:
         self._session = session
         self._sync = sync
         self._send_setup = send_setup
-        self._setup: tuple[ModelSetup, str] | None = None
+        self._setups: dict[str, tuple[ModelSetup, str]] = {}
+        self._sent: set[str] = set()
+        """Digests whose setup a worker reported (or was sent) in this run."""
 
-    def _model_setup(self) -> tuple[ModelSetup, str]:
-        """The session's model setup and its digest (built once a run)."""
-        if self._setup is None:
+    def _model_setup(self, purpose: str = "reply") -> tuple[ModelSetup, str]:
+        """The session's model setup (or the summariser's) and its digest, built once a run."""
+        if purpose not in self._setups:
             spec = self._session.spec
-            setup = ModelSetup(
-                endpoint=spec.model.endpoint,
-                model=spec.model.name,
-                options=spec.model.options,
-                reasoning=spec.model.reasoning,
-                stream=spec.model.stream,
-                output_schema=spec.output_schema,
-                tools=[t.definition for t in self._session.tools.values()],
-            )
-            self._setup = (setup, setup_digest(setup))
-        return self._setup
+            if purpose == "reply":
+                setup = ModelSetup(
+                    endpoint=spec.model.endpoint,
+                    model=spec.model.name,
+                    options=spec.model.options,
+                    reasoning=spec.model.reasoning,
+                    stream=spec.model.stream,
+                    output_schema=spec.output_schema,
+                    tools=[t.definition for t in self._session.tools.values()],
+                    context=spec.model.context if spec.model.context.budget_tokens else None,
+                )
+            else:
+                setup = ModelSetup(
+                    endpoint=spec.model.endpoint,
+                    model=spec.model.context.summary_model or spec.model.name,
+                    options=spec.model.options,
+                    reasoning=spec.model.reasoning,
+                    stream=False,
+                )
+            self._setups[purpose] = (setup, setup_digest(setup))
+        return self._setups[purpose]
 
-    async def call(self, turn: int) -> AssistantMessage | ModelCallFailed:
+    async def call(self, turn: int) -> ModelOutcome:
+        name = self._session.spec.model.name
+        return await self._request(
+            "call_model", turn, self._model_setup(), f"call_model {name} turn {turn}", {}
+        )
+
+    async def summarise(self, turn: int, until: int) -> ModelOutcome:
+        setup, digest = self._model_setup("summary")
+        extra = {"until": until, "prompt": self._session.spec.model.context.summary_prompt}
+        summary = f"summarise_context {setup.model} messages 0-{until}"
+        return await self._request("summarise_context", turn, (setup, digest), summary, extra)
+
+    async def _request(
+        self,
+        activity: str,
+        turn: int,
+        setup_and_digest: tuple[ModelSetup, str],
+        summary: str,
+        extra: dict[str, Any],
+    ) -> ModelOutcome:
         spec = self._session.spec
         model, rules = spec.model, spec.session
-        setup, digest = self._model_setup()
+        setup, digest = setup_and_digest
+        first_of_run = activity == "call_model" and self._send_setup
         lost_store = 0
         while True:
-            setup_bytes = len(setup.model_dump_json()) if self._send_setup else 0
+            send = first_of_run or (activity != "call_model" and digest not in self._sent)
+            setup_bytes = len(setup.model_dump_json()) if send else 0
             await self._sync.store_pieces(until_inline_bytes=self._sync.room - setup_bytes)
-            call = ModelCallInput(
-                turn=turn,
-                setup_digest=digest,
-                setup=setup if self._send_setup else None,
-                transcript=self._sync.reference(),
-                messages=self._sync.new_messages(),
-                head=self._session.messages.head,
+            fields = {
+                "turn": turn,
+                "setup_digest": digest,
+                "setup": setup if send else None,
+                "transcript": self._sync.reference(),
+                "messages": self._sync.new_messages(),
+                "head": self._session.messages.head,
+                **extra,
+            }
+            call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
+            handle = workflow.start_activity(
+                activity,
+                call,
+                result_type=AssistantMessage,
+                start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
+                schedule_to_close_timeout=give_up_after(
+                    model.timeout_seconds, rules.recovery_limit_seconds
+                ),
+                retry_policy=LOST_WORK_RETRIES,
+                summary=summary,
             )
+            await workflow.wait_condition(self._done_or_cancelled(handle))
+            if not handle.done():
+                handle.cancel()
+                with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                    await handle
+                return ModelCallCancelled()
             try:
-                assistant: AssistantMessage = await workflow.execute_activity(
-                    "call_model",
-                    call,
-                    result_type=AssistantMessage,
-                    start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
-                    schedule_to_close_timeout=give_up_after(
-                        model.timeout_seconds, rules.recovery_limit_seconds
-                    ),
-                    retry_policy=LOST_WORK_RETRIES,
-                    summary=f"call_model {model.name} turn {turn}",
-                )
+                assistant: AssistantMessage = await handle
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                if kind == MODEL_SETUP_UNKNOWN and not self._send_setup:
-                    self._send_setup = True  # this worker lacks it: send it once
+                if kind == MODEL_SETUP_UNKNOWN and not send:
+                    first_of_run = activity == "call_model"  # this worker lacks it: send it
+                    self._sent.discard(digest)
                     continue
                 if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
                     # the store lost what the call referred to: send it all again, once
@@ -105,8 +161,14 @@ class ModelCaller:
                     self._sync.lost()
                     continue
                 return failure(error, rules.recovery_limit_seconds)
-            self._send_setup = False
+            if activity == "call_model":
+                self._send_setup = False
+            self._sent.add(digest)
             return assistant
+
+    def _done_or_cancelled(self, handle: asyncio.Future[AssistantMessage]) -> Callable[[], bool]:
+        state = self._session.state
+        return lambda: handle.done() or state.cancel is not None
 
     def replied(self) -> None:
         """The reply is in the array: the worker's store holds all of it now."""

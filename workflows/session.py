@@ -17,11 +17,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from durable_agent.context import compaction_until, summary_message, window_start
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
     ApprovalSignal,
+    BudgetSignal,
+    BudgetStatus,
+    CancelTurnSignal,
     EndSessionSignal,
+    FlushSignal,
+    GuardrailVerdict,
     PendingApproval,
     Phase,
     ResolvedTool,
@@ -32,10 +38,13 @@ from durable_agent.messages import (
     ApprovalDecision,
     ApprovalRecord,
     AssistantMessage,
+    FlushMessage,
     SystemMessage,
     ToolCall,
     ToolMessage,
+    Usage,
     UserMessage,
+    text_of,
 )
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.structured_output import parse_structured_output
@@ -45,11 +54,13 @@ from workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
+    CheckGuardrails,
     Command,
     ContinueAsNew,
     Finish,
     Pause,
     RunTools,
+    Summarise,
     ToolRun,
     WaitForMessage,
 )
@@ -58,6 +69,8 @@ from workflows.turn_logic import (
     apply_overrides,
     approval_id,
     backoff,
+    cancel_text,
+    cancelled_result,
     denial_result,
     error_result,
     execution_groups,
@@ -105,6 +118,14 @@ class Session:
         self._model_failures = 0
         self._pause: timedelta | None = None
         self._outcome: Finish | None = None
+        self._summarising: int | None = None
+        """Compaction in progress: the summary is to stand in for this many messages."""
+        self._checking: UserMessage | None = None
+        """A user message its input guardrails are checking (not in the array yet)."""
+        self._held: AssistantMessage | None = None
+        """A final answer its output guardrails are checking (not in the array yet)."""
+        self._turn_failed: str | None = None
+        """Why the latest turn ended without an answer (guardrail, cancellation)."""
 
     # --- starting ----------------------------------------------------------------------
 
@@ -112,10 +133,7 @@ class Session:
         """Record the tools as workers described them; why the session cannot start, if
         it cannot."""
         if result.missing:
-            return (
-                "spec.tools names tools that no worker has loaded: "
-                + ", ".join(result.missing)
-            )
+            return "spec.tools names tools that no worker has loaded: " + ", ".join(result.missing)
         self.tools = apply_overrides(self.spec, result.tools)
         self.state.tools = list(self.tools.values())
         return None
@@ -124,12 +142,22 @@ class Session:
         """The conversation of a fresh session: instructions, given history, first message."""
         if self.spec.instructions:
             self.messages.append(SystemMessage(content=self.spec.instructions, timestamp=now_ms))
-        self.messages.extend(request.history)
-        if request.message is not None:
-            first = request.message
-            if isinstance(first, str):
-                first = UserMessage(content=first)
-            self.messages.append(first.model_copy(update={"timestamp": now_ms}))
+        history = list(request.history)
+        first = request.message
+        if isinstance(first, str):
+            first = UserMessage(content=first)
+        if first is not None:
+            first = first.model_copy(update={"timestamp": now_ms})
+        guarded = bool(self.spec.guardrails.input)
+        last = history[-1] if history else None
+        if guarded and first is None and isinstance(last, UserMessage):
+            history.pop()  # the message that starts the turn is checked first
+            first = last
+        self.messages.extend(history)
+        if first is not None and guarded:
+            self.state.inbox.append(first)
+        elif first is not None:
+            self.messages.append(first)
         self.state.stage = stage_after(self.messages)
 
     # --- what people send (signals record only) ------------------------------------------
@@ -157,6 +185,32 @@ class Session:
         if self.state.ending is None:
             self.state.ending = request
 
+    def cancel_requested(self, request: CancelTurnSignal) -> str | None:
+        """Stop the current turn at its next safe point; why not, if there is no turn."""
+        state = self.state
+        running = state.stage != "idle" or self._checking is not None or self._held is not None
+        if not running and not state.inbox and self.phase != "starting":
+            return self.reject("cancel_turn: no turn is running")
+        if state.cancel is None:
+            state.cancel = request
+        return None
+
+    def flush_requested(self, request: FlushSignal) -> None:
+        """A flush marker joins the array once the current turn is over."""
+        self.state.flushes.append(request)
+
+    def budget_changed(self, request: BudgetSignal) -> str | None:
+        if request.max_total_tokens is None and request.max_cost_usd is None:
+            return self.reject("set_budget: no limit given")
+        if request.max_cost_usd is not None and self.spec.model.price is None:
+            return self.reject("set_budget: max_cost_usd needs model.price in the spec")
+        old = self.state.budget or BudgetSignal()
+        self.state.budget = BudgetSignal(
+            max_total_tokens=request.max_total_tokens or old.max_total_tokens,
+            max_cost_usd=request.max_cost_usd or old.max_cost_usd,
+        )
+        return None
+
     def reject(self, text: str) -> str:
         """Keep a signal that changed nothing visible in ``status``; returns the text."""
         self.state.rejected_signals = [*self.state.rejected_signals, text][
@@ -172,29 +226,60 @@ class Session:
         return self.progressed and suggested
 
     def interrupted(self, suggested: bool) -> bool:
-        """A wait must end early: the session is ending, or a continue-as-new is due."""
-        return self.state.ending is not None or self.continue_as_new_due(suggested)
+        """A wait must end early: the session is ending, the turn is cancelled, or a
+        continue-as-new is due."""
+        state = self.state
+        return (
+            state.ending is not None
+            or state.cancel is not None
+            or self.continue_as_new_due(suggested)
+        )
+
+    def idle_wait_over(self, suggested: bool) -> bool:
+        """Waiting for a message ends: one arrived, a flush is due, or as ``interrupted``."""
+        return bool(self.state.inbox or self.state.flushes) or self.interrupted(suggested)
 
     def next_command(self, *, suggested: bool, now: datetime) -> Command:
         """What the workflow does next. ``suggested``: see ``continue_as_new_due``."""
         state = self.state
         if self._outcome is not None:
             return self._outcome
+        if state.cancel is not None and self._calling:
+            self._calling, self._pause, self._summarising = False, None, None
         if self._calling:
             return self._model_command()
+        if self._held is not None:
+            self.phase = "checking_guardrails"
+            return CheckGuardrails("output", self.spec.guardrails.output, self._held.content)
         if state.ending is not None and state.stage != "tools":
             return self._finish("done", "ended", final=self._last_reply())
+        if state.cancel is not None:
+            self._apply_cancel(now)
+        if state.stage == "idle" and state.flushes:
+            self._apply_flushes(now)
         if state.stage != "tools" and state.inbox:
-            self._deliver_queued_messages()
+            if self.spec.guardrails.input:
+                self._checking = state.inbox.pop(0)
+                self.phase = "checking_guardrails"
+                text = text_of(self._checking.content)
+                return CheckGuardrails("input", self.spec.guardrails.input, text)
+            self._deliver(list(state.inbox))
+            state.inbox.clear()
         rules = self.spec.session
-        if state.stage == "idle" and self.reply is not None and rules.end_after_reply:
-            return self._finish("done", self.reply_reason, final=self.reply)
+        if state.stage == "idle" and rules.end_after_reply:
+            if self._turn_failed is not None:
+                return self._finish("failed", self.reply_reason, error=self._turn_failed)
+            if self.reply is not None:
+                return self._finish("done", self.reply_reason, final=self.reply)
         if self.continue_as_new_due(suggested):
             return ContinueAsNew()
         if state.stage == "model":
             if state.model_calls_this_reply >= self.spec.stop.max_turns:
                 text = f"Agent loop exceeded {self.spec.stop.max_turns} iterations"
                 return self._finish("failed", "max_turns", error=text)
+            spent = self._budget_spent()
+            if spent is not None:
+                return self._finish("done", "budget", final=self._last_reply(), error=spent)
             self._calling, self._model_failures = True, 0
             return self._model_command()
         if state.stage == "tools":
@@ -211,12 +296,125 @@ class Session:
     def idle_timed_out(self) -> None:
         self._outcome = self._finish("done", "idle_timeout", final=self._last_reply())
 
-    def _deliver_queued_messages(self) -> None:
-        self.messages.extend(self.state.inbox)
-        self.state.inbox.clear()
+    def _deliver(self, messages: list[UserMessage]) -> None:
+        """Queued messages join the array and start (or steer) a turn."""
+        self.messages.extend(messages)
+        if self.state.stage == "idle":
+            self.state.model_calls_this_reply = 0
         self.state.stage = "model"
-        self.state.model_calls_this_reply = 0
-        self.reply = None
+        self.reply, self._turn_failed = None, None
+
+    def _end_turn(self, reason: str, error: str) -> None:
+        """The turn is over without an answer (a guardrail, a cancellation)."""
+        self.state.stage = "idle"
+        self.reply, self.reply_reason = None, reason
+        self.state.last_error = self._turn_failed = error
+
+    # --- guardrails, cancellation, flushes, budgets ----------------------------------------
+
+    def guardrails_checked(
+        self, verdict: GuardrailVerdict | None, failure: str | None = None
+    ) -> None:
+        """The verdict on the message or answer being checked (``failure``: the guardrail
+        kept failing; the turn fails closed with its words)."""
+        allowed = verdict is not None and verdict.allowed
+        reason = failure or (verdict.reason if verdict else None) or "denied"
+        if self._held is not None:
+            answer, self._held = self._held, None
+            if allowed:
+                self.messages.append(answer)
+                self._replied(answer, "final_answer")
+                return
+            self.messages.append(answer.model_copy(update={"blocked": reason}))
+            self._end_turn("guardrail", self._guardrail_text("output", verdict, reason))
+            return
+        message, self._checking = self._checking, None
+        assert message is not None
+        if allowed:
+            self._deliver([message])
+            return
+        self.messages.append(message.model_copy(update={"blocked": reason}))
+        text = self._guardrail_text("input", verdict, reason)
+        if self.state.stage == "idle":
+            self._end_turn("guardrail", text)
+        else:
+            self.state.last_error = text  # a steering message: the turn goes on without it
+
+    @staticmethod
+    def _guardrail_text(kind: str, verdict: GuardrailVerdict | None, reason: str) -> str:
+        by = f" {verdict.by}" if verdict is not None and verdict.by else ""
+        return f"{kind} guardrail{by}: {reason}"
+
+    def _apply_cancel(self, now: datetime) -> None:
+        state = self.state
+        request = state.cancel
+        assert request is not None
+        why = cancel_text(request.by, request.reason)
+        if state.stage == "tools":
+            self._cancel_batch(why, now)
+        state.cancel = None
+        if state.stage == "model":
+            self._end_turn("cancelled", why)
+        else:
+            self.reject(f"cancel_turn: the turn had ended before {why}")
+
+    def _cancel_batch(self, why: str, now: datetime) -> None:
+        """Every call without a result gets one saying it was cancelled (pairing holds);
+        approvals still open are closed as denied."""
+        if self._batch is None:
+            self._batch = self._open_batch()
+        batch = self._batch
+        if batch.asked:
+            ids = list(batch.asked)
+            self.approvals.close_all(ids, None, why, now)
+            for aid in ids:
+                self.approvals.take(aid)
+        self.tools_finished({})
+
+    def _apply_flushes(self, now: datetime) -> None:
+        at = int(now.timestamp() * 1000)
+        for request in self.state.flushes:
+            self.messages.append(
+                FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
+            )
+        self.state.flushes.clear()
+
+    def _limits(self) -> BudgetSignal:
+        stop, override = self.spec.stop, self.state.budget or BudgetSignal()
+        return BudgetSignal(
+            max_total_tokens=override.max_total_tokens or stop.max_total_tokens,
+            max_cost_usd=override.max_cost_usd or stop.max_cost_usd,
+        )
+
+    def _budget_spent(self) -> str | None:
+        """Why the budget allows no further model call, if it does not."""
+        limits, state = self._limits(), self.state
+        if (
+            limits.max_total_tokens is not None
+            and state.usage.total_tokens >= limits.max_total_tokens
+        ):
+            return (
+                f"token budget spent: {state.usage.total_tokens} of "
+                f"{limits.max_total_tokens} tokens"
+            )
+        if limits.max_cost_usd is not None and state.cost_usd >= limits.max_cost_usd:
+            return f"cost budget spent: ${state.cost_usd:.4f} of ${limits.max_cost_usd:.4f}"
+        return None
+
+    def _count(self, usage: Usage | None) -> None:
+        if usage is None:
+            return
+        if not usage.total_tokens:
+            usage = usage.model_copy(
+                update={"total_tokens": usage.prompt_tokens + usage.completion_tokens}
+            )
+        self.state.usage = self.state.usage + usage
+        price = self.spec.model.price
+        if price is not None:
+            self.state.cost_usd += (
+                usage.prompt_tokens * price.input_per_million
+                + usage.completion_tokens * price.output_per_million
+            ) / 1_000_000
 
     # --- the model -----------------------------------------------------------------------
 
@@ -224,23 +422,37 @@ class Session:
         if self._pause is not None:
             delay, self._pause = self._pause, None
             return Pause(delay)
-        self.phase = "calling_model"
         self.progressed = True
+        if self._summarising is None:
+            self._summarising = compaction_until(self.messages, self.spec.model.context)
+        if self._summarising is not None:
+            self.phase = "compacting"
+            return Summarise(turn=self.state.turn + 1, until=self._summarising)
+        self.phase = "calling_model"
         return CallModel(turn=self.state.turn + 1)
+
+    def summarised(self, summary: AssistantMessage, now_ms: int) -> None:
+        """The summary stands in for earlier messages from now on (they stay)."""
+        assert self._summarising is not None
+        self.messages.append(summary_message(summary.content, self._summarising, now_ms))
+        self._count(summary.usage)
+        self._summarising, self._model_failures = None, 0
 
     def model_replied(self, assistant: AssistantMessage) -> None:
         self._calling = False
         state = self.state
         state.turn += 1
         state.model_calls_this_reply += 1
-        self.messages.append(assistant)
-        if assistant.usage is not None:
-            state.usage = state.usage + assistant.usage
+        self._count(assistant.usage)
         if assistant.is_error:
             state.last_error = assistant.error
         if assistant.tool_calls:
+            self.messages.append(assistant)
             state.stage = "tools"
+        elif self.spec.guardrails.output and not assistant.is_error:
+            self._held = assistant  # the answer joins the array with its verdict
         else:
+            self.messages.append(assistant)
             self._replied(assistant, "final_answer")
 
     def model_failed(
@@ -256,11 +468,18 @@ class Session:
             )
             return
         self._calling = False
+        if self._summarising is not None:
+            text = f"compaction failed: {text}"
+            self._summarising = None
         self.state.last_error = text
         self.messages.append(
             AssistantMessage(content="", is_error=True, error=text, timestamp=now_ms)
         )
         self._outcome = self._finish("failed", "error", error=text)
+
+    def model_cancelled(self) -> None:
+        """The model call (or summary) was stopped by ``cancel_turn``: nothing joins."""
+        self._calling, self._pause, self._summarising = False, None, None
 
     def _replied(self, reply: Reply, reason: str) -> None:
         """The model's answer to the latest message is complete: the session goes idle."""
@@ -319,8 +538,7 @@ class Session:
         approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
         modes = [self.tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
         groups = [
-            [self._tool_run(batch, k) for k in group]
-            for group in execution_groups(approved, modes)
+            [self._tool_run(batch, k) for k in group] for group in execution_groups(approved, modes)
         ]
         return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
 
@@ -394,14 +612,18 @@ class Session:
         assert batch is not None
         for k, result in results.items():
             batch.slots[k] = result
+        cancel = self.state.cancel
+        if cancel is not None:  # calls the cancellation stopped or kept from starting
+            why = cancel_text(cancel.by, cancel.reason)
+            for k, slot in enumerate(batch.slots):
+                if slot is None:
+                    batch.slots[k] = cancelled_result(batch.calls[k], why)
         in_order = [s for s in batch.slots if s is not None]
         assert len(in_order) == len(batch.calls), "one result per call"
         self.messages.extend(in_order)
         self._batch = None
         self.state.stage = "model"
-        stops = [
-            r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error
-        ]
+        stops = [r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error]
         if stops:
             self._replied(stops[0], f"stop_tool:{stops[0].tool_name}")
 
@@ -452,4 +674,23 @@ class Session:
             rejected_signals=list(state.rejected_signals),
             queued_messages=len(state.inbox),
             runs=state.runs,
+            cancel_pending=state.cancel is not None,
+            flushes_pending=len(state.flushes),
+            compacted=sum(
+                1
+                for m in self.messages[: window_start(self.messages)[0]]
+                if not isinstance(m, SystemMessage)
+            ),
+            budget=self._budget_status(),
+        )
+
+    def _budget_status(self) -> BudgetStatus | None:
+        limits = self._limits()
+        if limits.max_total_tokens is None and limits.max_cost_usd is None:
+            return None
+        return BudgetStatus(
+            max_total_tokens=limits.max_total_tokens,
+            max_cost_usd=limits.max_cost_usd,
+            total_tokens=self.state.usage.total_tokens,
+            cost_usd=self.state.cost_usd if self.spec.model.price is not None else None,
         )

@@ -6,7 +6,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable_agent.contracts import (
+    BudgetSignal,
+    CancelTurnSignal,
     EndSessionSignal,
+    FlushSignal,
     PendingApproval,
     ResolvedTool,
     Stage,
@@ -39,6 +42,14 @@ class SessionState(BaseModel):
     ending: EndSessionSignal | None = None
     runs: int = 1
     """Runs of this session so far (1 + continue-as-new cycles)."""
+    cost_usd: float = 0.0
+    """Spent by ``model.price`` (summaries included)."""
+    cancel: CancelTurnSignal | None = None
+    """A ``cancel_turn`` waiting for the next safe point."""
+    flushes: list[FlushSignal] = Field(default_factory=list)
+    """``flush`` requests waiting for the turn to end."""
+    budget: BudgetSignal | None = None
+    """Limits set by ``set_budget`` (over the spec's)."""
 
 
 class ContinuedInput(BaseModel):

@@ -10,6 +10,7 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,29 +19,35 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
+        GUARDRAIL_FAILED,
         TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
         ApprovalCheckInput,
+        GuardrailInput,
+        GuardrailVerdict,
         ResolveToolsInput,
         ResolveToolsResult,
         ToolCallInput,
     )
     from durable_agent.messages import ToolCall, ToolMessage
-    from durable_agent.spec import SessionRules
-    from workflows.commands import RunTools, ToolRun
+    from durable_agent.spec import AgentSpec, SessionRules
+    from workflows.commands import CheckGuardrails, RunTools, ToolRun
     from workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
         give_up_after,
     )
-    from workflows.turn_logic import call_summary, tool_error_result, tool_retry_delay
+    from workflows.turn_logic import backoff, call_summary, tool_error_result, tool_retry_delay
 
 
-async def resolve_tools(names: list[str], rules: SessionRules) -> ResolveToolsResult:
-    """The named tools as the workers describe them (once, at the session's start)."""
+async def resolve_tools(
+    names: list[str], guardrails: list[str], rules: SessionRules
+) -> ResolveToolsResult:
+    """The named tools as the workers describe them, and which guardrails they lack (once,
+    at the session's start)."""
     resolved: ResolveToolsResult = await workflow.execute_activity(
         "resolve_tools",
-        ResolveToolsInput(names=names),
+        ResolveToolsInput(names=names, guardrails=guardrails),
         result_type=ResolveToolsResult,
         start_to_close_timeout=timedelta(seconds=30),
         heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
@@ -65,11 +72,42 @@ async def check_approvals(calls: list[ToolCall], rules: SessionRules) -> list[bo
     return verdicts
 
 
+async def check_guardrails(
+    command: CheckGuardrails, spec: AgentSpec
+) -> tuple[GuardrailVerdict | None, str | None]:
+    """The guardrails' verdict, or why there is none: a guardrail that raised is tried
+    again on durable timers, ``guardrails.max_attempts`` times in all."""
+    rules, attempt = spec.guardrails, 1
+    while True:
+        try:
+            verdict: GuardrailVerdict = await workflow.execute_activity(
+                "check_guardrails",
+                GuardrailInput(kind=command.kind, names=command.names, text=command.text),
+                result_type=GuardrailVerdict,
+                start_to_close_timeout=timedelta(seconds=rules.timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
+                retry_policy=LOST_WORK_RETRIES,
+                summary=f"check_guardrails {command.kind} {', '.join(command.names)}",
+            )
+            return verdict, None
+        except ActivityError as error:
+            cause = error.cause
+            failed = isinstance(cause, ApplicationError) and cause.type == GUARDRAIL_FAILED
+            if failed and attempt < rules.max_attempts:
+                await workflow.sleep(backoff(1.0, 30.0, attempt))
+                attempt += 1
+                continue
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+            return None, f"the guardrail failed: {detail}"
+
+
 async def run_tool_groups(
-    command: RunTools, rules: SessionRules
+    command: RunTools, rules: SessionRules, cancelled: Callable[[], bool] = lambda: False
 ) -> tuple[dict[int, ToolMessage], set[int]]:
-    """Every call's result by slot, and the slots whose result is exactly what its
-    activity returned (and stored), so the next model call can refer to it."""
+    """The result by slot of every call that ran, and the slots whose result is exactly
+    what its activity returned (and stored), so the next model call can refer to it.
+    Once ``cancelled()``, running calls are cancelled through Temporal and later groups
+    do not start: those slots are left for the Session to fill."""
     places = asyncio.Semaphore(command.max_concurrent)
     results: dict[int, ToolMessage] = {}
     as_returned: set[int] = set()
@@ -79,12 +117,27 @@ async def run_tool_groups(
             return await run_tool(command.turn, run, rules)
 
     for group in command.groups:
-        finished = await asyncio.gather(*(run_in_place(run) for run in group))
-        for run, (result, unchanged) in zip(group, finished, strict=True):
+        if cancelled():
+            break
+        tasks = [asyncio.ensure_future(run_in_place(run)) for run in group]
+        await workflow.wait_condition(_all_done_or(tasks, cancelled))
+        for task in tasks:
+            task.cancel()  # no-op for the finished ones
+        for run, task in zip(group, tasks, strict=True):
+            try:
+                result, unchanged = await task
+            except (ActivityError, asyncio.CancelledError):
+                continue  # cancelled mid-call
             results[run.slot] = result
             if unchanged:
                 as_returned.add(run.slot)
     return results, as_returned
+
+
+def _all_done_or(
+    tasks: Sequence[asyncio.Future[tuple[ToolMessage, bool]]], cancelled: Callable[[], bool]
+) -> Callable[[], bool]:
+    return lambda: all(t.done() for t in tasks) or cancelled()
 
 
 async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMessage, bool]:

@@ -14,8 +14,11 @@ from durable_agent.tools import ExecutionMode, ToolPolicy
 
 
 def setup_digest(setup: ModelSetup) -> str:
-    """Content hash of a session's model setup (canonical JSON)."""
-    canonical = json.dumps(setup.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """Content hash of a session's model setup (canonical JSON; a setup without context
+    rules hashes as it did before they existed)."""
+    unset = {"context"} if setup.context is None else None
+    data = setup.model_dump(mode="json", exclude=unset)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -84,6 +87,17 @@ def error_result(call: ToolCall, text: str) -> ToolMessage:
     return ToolMessage(
         tool_call_id=call.id, content=text, tool_name=call.function.name, is_error=True
     )
+
+
+def cancel_text(by: str | None, reason: str | None) -> str:
+    """Why a turn stopped, as results and ``status`` say it."""
+    who = f" by {by}" if by else ""
+    return f"turn cancelled{who}" + (f": {reason}" if reason else "")
+
+
+def cancelled_result(call: ToolCall, why: str) -> ToolMessage:
+    """The slot of a call the turn's cancellation stopped (or kept from starting)."""
+    return error_result(call, f"Error calling '{call.function.name}': not completed, {why}")
 
 
 def tool_error_result(call: ToolCall, detail: str) -> ToolMessage:

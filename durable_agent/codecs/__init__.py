@@ -38,8 +38,10 @@ from durable_agent.codecs.responses import (
     parse_responses_response,
 )
 from durable_agent.codecs.sse import SSEDecoder, SSEEvent, parse_sse
+from durable_agent.context import ContextRules
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.request_messages import prepare_request_messages
 from durable_agent.tool_definition import ToolDefinition
 
 WireAPI = Literal["chat", "responses", "anthropic"]
@@ -107,11 +109,13 @@ class Codec:
         output_schema: dict[str, Any] | None = None,
         reasoning: ReasoningWire | None = None,
         stream: bool = False,
+        context: ContextRules | None = None,
     ) -> dict[str, Any]:
-        """The request body; every builder applies ``prepare_request_messages``."""
+        """The request body; every builder applies ``prepare_request_messages`` (here
+        first with the context budget, which only this entry point knows)."""
         extra = {"reasoning": reasoning} if self._sends_reasoning else {}
         return self._build(
-            messages,
+            prepare_request_messages(messages, context),
             model=model,
             tools=tools,
             options=options,
@@ -179,6 +183,7 @@ def build_request(
     output_schema: dict[str, Any] | None = None,
     reasoning: ReasoningWire | None = None,
     stream: bool = False,
+    context: ContextRules | None = None,
 ) -> dict[str, Any]:
     """The request body for ``api`` (``codec_for(api).build_request``)."""
     return codec_for(api).build_request(
@@ -189,6 +194,7 @@ def build_request(
         output_schema=output_schema,
         reasoning=reasoning,
         stream=stream,
+        context=context,
     )
 
 

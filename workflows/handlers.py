@@ -1,0 +1,122 @@
+"""The session's signal and query handlers: signals record into the Session, queries
+read it. The main loop (AgentWorkflow) decides what follows."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import (
+        ApprovalSignal,
+        BudgetSignal,
+        CancelTurnSignal,
+        EndSessionSignal,
+        FlushSignal,
+        PendingApproval,
+        SessionStatus,
+    )
+    from durable_agent.messages import ApprovalDecision, Message, UserMessage
+    from workflows.inputs import InvalidInput, decode
+    from workflows.session import Session
+
+#: The default of a signal argument a sender may leave out.
+NO_PAYLOAD = RawValue(Payload())
+SignalT = TypeVar("SignalT", CancelTurnSignal, FlushSignal, BudgetSignal)
+
+
+def _now_ms() -> int:
+    return int(workflow.now().timestamp() * 1000)
+
+
+class SessionHandlers:
+    _session: Session
+
+    # --- signals: record only ------------------------------------------------------------
+
+    @workflow.signal
+    def approve(self, raw: RawValue) -> None:
+        self._record_decision(raw, "approved")
+
+    @workflow.signal
+    def deny(self, raw: RawValue) -> None:
+        self._record_decision(raw, "denied")
+
+    def _record_decision(self, raw: RawValue, decision: ApprovalDecision) -> None:
+        try:
+            signal: ApprovalSignal = decode(raw, ApprovalSignal)
+        except InvalidInput as error:
+            self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
+            return
+        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
+
+    @workflow.signal
+    def send_message(self, raw: RawValue) -> None:
+        try:
+            message: str | UserMessage = decode(raw, str | UserMessage)
+        except InvalidInput as error:
+            self._rejected(self._session.reject(f"send_message: unreadable message ({error})"))
+            return
+        if isinstance(message, str):
+            message = UserMessage(content=message)
+        self._rejected(self._session.message_arrived(message, _now_ms()))
+
+    @workflow.signal
+    def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
+        request = EndSessionSignal()
+        if raw is not NO_PAYLOAD:
+            try:
+                request = decode(raw, EndSessionSignal | None) or request
+            except InvalidInput as error:
+                text = f"end_session: unreadable signal ({error}); ending anyway"
+                self._rejected(self._session.reject(text))
+        self._session.end_requested(request)
+
+    @workflow.signal
+    def cancel_turn(self, raw: RawValue = NO_PAYLOAD) -> None:
+        request = self._optional(raw, CancelTurnSignal, "cancel_turn")
+        if request is not None:
+            self._rejected(self._session.cancel_requested(request))
+
+    @workflow.signal
+    def flush(self, raw: RawValue = NO_PAYLOAD) -> None:
+        request = self._optional(raw, FlushSignal, "flush")
+        if request is not None:
+            self._session.flush_requested(request)
+
+    @workflow.signal
+    def set_budget(self, raw: RawValue) -> None:
+        request = self._optional(raw, BudgetSignal, "set_budget")
+        if request is not None:
+            self._rejected(self._session.budget_changed(request))
+
+    def _optional(self, raw: RawValue, kind: type[SignalT], name: str) -> SignalT | None:
+        """A signal's argument (a sender may leave it out); ``None`` if unreadable."""
+        if raw is NO_PAYLOAD:
+            return kind()
+        try:
+            return decode(raw, kind | None) or kind()
+        except InvalidInput as error:
+            self._rejected(self._session.reject(f"{name}: unreadable signal ({error})"))
+            return None
+
+    def _rejected(self, text: str | None) -> None:
+        if text is not None:
+            workflow.logger.warning("signal changed nothing: %s", text)
+
+    # --- queries -----------------------------------------------------------------------------
+
+    @workflow.query
+    def messages(self, from_index: int = 0) -> list[Message]:
+        return self._session.messages[max(from_index, 0) :]
+
+    @workflow.query
+    def pending_approvals(self) -> list[PendingApproval]:
+        return self._session.approvals.undecided()
+
+    @workflow.query
+    def status(self) -> SessionStatus:
+        return self._session.status()
