@@ -131,6 +131,8 @@ class SessionDriver:
         elif isinstance(command, RunTools):
             results = {}
             for group in command.groups:  # in order; a group's calls are independent
+                if session.state.cancel is not None:
+                    break  # as the workflow: later groups do not start
                 for run in group:
                     results[run.slot] = await self._run_tool(command.turn, run)
             session.tools_finished(results)

@@ -20,7 +20,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.codecs import parse_response
-from durable_agent.contracts import AgentResult
+from durable_agent.context import SUMMARY_PREFIX, ContextRules
+from durable_agent.contracts import AgentResult, CancelTurnSignal
+from durable_agent.guardrails import guardrail
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import ScriptedProvider, json_reply
@@ -31,6 +33,8 @@ from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIE
 from tests.session_driver import SessionDriver
 
 VECTORS = load_vectors("TurnConformance", ("run",))
+#: The vectors' exception names for turns that ended without an answer, by stop_reason.
+THEIR_ERRORS = {"cancelled": "CancelledError", "guardrail": "GuardrailError"}
 CHECKED = {
     "result",
     "iterations",
@@ -107,6 +111,10 @@ class VectorRun:
 
     def registry(self) -> ToolRegistry:
         registry = ToolRegistry()
+        for kind, rule in (self.inputs.get("guardrails") or {}).items():
+            if kind in ("input", "output"):
+                verdict = rule.get("reason") or "denied" if rule["action"] == "deny" else None
+                guardrail(lambda text, v=verdict: v, name=f"vector_{kind}", registry=registry)
         denied = set((self.inputs.get("guardrails") or {}).get("tool", {}).get("deny_tools", []))
         for raw in self.inputs["tools"]:
             behaviour = self.inputs["tool_functions"].get(raw["name"], "")
@@ -126,6 +134,8 @@ class VectorRun:
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> str:
             self.executed.append((ctx.turn, ctx.slot, name, arguments))
             await self._steer(ctx.turn)
+            if self.cancel_at in ("before_iteration_2", "after_tool_0") and len(self.executed) == 1:
+                await self.cancel()  # while the first call runs: honoured at the next safe point
             result = self.results[ctx.tool_call_id]
             if behaviour.startswith("raises"):
                 kind, message = re.fullmatch(r"Error calling '.+': (\w+): (.*)", result).groups()  # type: ignore[union-attr]
@@ -145,6 +155,15 @@ class VectorRun:
         handle = self.env.client.get_workflow_handle(self.session_id)
         await handle.signal("send_message", UserMessage(content=text))
 
+    @property
+    def cancel_at(self) -> str | None:
+        return (self.inputs.get("cancel") or {}).get("cancelled_at")
+
+    async def cancel(self) -> None:
+        assert self.env is not None
+        handle = self.env.client.get_workflow_handle(self.session_id)
+        await handle.signal("cancel_turn", CancelTurnSignal(by="vector"))
+
     def spec(self, provider: ScriptedProvider) -> AgentSpec:
         denied = (self.inputs.get("guardrails") or {}).get("tool", {})
         tools = [
@@ -158,14 +177,40 @@ class VectorRun:
             }
             for t in self.inputs["tools"]
         ]
+        guards = self.inputs.get("guardrails") or {}
         spec = spec_for(
-            provider, tools, context=self.inputs.get("parent_inputs") or {}, stop={"max_turns": 10}
+            provider,
+            tools,
+            context=self.inputs.get("parent_inputs") or {},
+            stop={"max_turns": 10},
+            guardrails={k: [f"vector_{k}"] for k in ("input", "output") if k in guards},
+            # Prompty checks for cancellation between one tool call and the next
+            tool_execution="sequential" if self.cancel_at == "after_tool_0" else "parallel",
         )
-        return spec.model_copy(update={"model": spec.model.model_copy(update={"stream": False})})
+        model: dict[str, Any] = {"stream": False}
+        if "context_budget" in self.inputs:  # the vectors count characters, and summarise
+            model["context"] = ContextRules(
+                budget_tokens=self.inputs["context_budget"], chars_per_token=1, when_over="compact"
+            )
+        return spec.model_copy(update={"model": spec.model.model_copy(update=model)})
 
     def responses(self) -> list[dict[str, Any]]:
-        """The model's responses, in order, as the provider sends them."""
+        """The model's responses, in order, as the provider sends them. With a context
+        budget the first request asks for a summary: the model writes the one the vector
+        shows (what is checked is where it goes and what it replaces)."""
         script = [turn["llm_response"] for turn in self.vector["sequence"]]
+        summary = next(
+            (
+                m["content"].removeprefix(SUMMARY_PREFIX)
+                for m in self.vector["expected"].get("trimmed_messages") or []
+                if m["content"].startswith(SUMMARY_PREFIX)
+            ),
+            None,
+        )
+        if summary is not None:
+            script.insert(
+                0, {"choices": [{"message": {"content": summary}, "finish_reason": "stop"}]}
+            )
         if self.vector["name"] == "tool_not_registered_error":
             answer = {"message": {"content": "I cannot do that."}, "finish_reason": "stop"}
             script.append({"choices": [answer]})
@@ -180,12 +225,16 @@ class VectorRun:
         assert self.env is not None
         with ScriptedProvider(script) as provider:
             async with running_worker(self.env, task_queue, self.registry()) as client:
+                cancelled_first = self.cancel_at == "before_iteration"
                 handle = await client.start_workflow(
                     "AgentWorkflow",
                     self.start_input(self.spec(provider)),
                     id=self.session_id,
                     task_queue=task_queue,
                     result_type=AgentResult,
+                    # signal-with-start: the cancel is there before the first model call
+                    start_signal="cancel_turn" if cancelled_first else None,
+                    start_signal_args=[CancelTurnSignal(by="vector")] if cancelled_first else [],
                 )
                 result = await asyncio.wait_for(handle.result(), 60)
                 messages = await query_messages(handle)
@@ -209,13 +258,27 @@ class SessionVectorRun(VectorRun):
             return parse_response("chat", next(responses))
 
         spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
-        self.driver = SessionDriver(spec, self.registry(), model, session_id=self.session_id)
+
+        async def cancel_first(driver: SessionDriver) -> None:
+            if driver.session.phase == "starting":
+                driver.session.cancel_requested(CancelTurnSignal(by="vector"))
+
+        self.driver = SessionDriver(
+            spec,
+            self.registry(),
+            model,
+            session_id=self.session_id,
+            on_command=cancel_first if self.cancel_at == "before_iteration" else None,
+        )
         result = await self.driver.run(self.start_input(spec))
         self.executed = self.driver.executed
         return result, list(self.driver.session.messages), self.driver.requests
 
     async def send(self, text: str) -> None:
         self.driver.send(text)
+
+    async def cancel(self) -> None:
+        self.driver.session.cancel_requested(CancelTurnSignal(by="vector"))
 
 
 def check(name: str, field: str, expected: Any, actual: Any) -> None:
@@ -242,7 +305,12 @@ async def test_turn_vector(
 
     if "result" in expected:
         check(name, "result", expected["result"], final_text)
-    if "error" in expected:
+    if expected.get("error") in THEIR_ERRORS.values():  # a turn that ended without answer
+        check(name, "error", expected["error"], THEIR_ERRORS.get(result.stop_reason))
+        assert result.status == "failed"
+        if "error_reason" in expected:
+            assert result.error and expected["error_reason"] in result.error, result.error
+    elif "error" in expected:
         check(name, "error", expected["error"], result.error)
     if "iterations" in expected:
         check(name, "iterations", expected["iterations"], result.turns)
@@ -277,11 +345,17 @@ async def test_turn_vector(
     if "tool_execution_order" in expected:
         order = [n for _, _, n, _ in sorted(run.executed)]
         check(name, "tool_execution_order", expected["tool_execution_order"], order)
-    if "trimmed_messages" in expected:
-        assert expected["trimmed_messages"] is None  # nothing trimmed: every message was sent
+    if expected.get("trimmed_messages") is None and "trimmed_messages" in expected:
+        # nothing trimmed: every message was sent
         assert requests[-1]["messages"][: len(vector["input"]["messages"])] == [
             {"role": m["role"], "content": m["content"]} for m in vector["input"]["messages"]
         ]
+    elif "trimmed_messages" in expected:
+        # requests[0] asked for the summary; the first model turn's request is trimmed
+        check(name, "trimmed_messages", expected["trimmed_messages"], requests[1]["messages"])
+        assert len(messages) >= len(vector["input"]["messages"]), "the array keeps everything"
+    if "tools_executed" in expected:
+        check(name, "tools_executed", expected["tools_executed"], len(run.executed))
     for turn in vector["sequence"][: result.turns]:
         for call_id, args in (
             (c["id"], c["arguments"]) for c in turn.get("expected_tool_calls") or []
