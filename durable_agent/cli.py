@@ -31,6 +31,7 @@ from durable_agent.environment import model_from_environment
 from durable_agent.log_setup import configure_logging
 from durable_agent.process import Stopped, exit_without_teardown, stoppable
 from durable_agent.render import (
+    format_history,
     format_message,
     format_pending,
     format_status,
@@ -241,6 +242,31 @@ async def cmd_end(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+async def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    await agents.cancel_turn(args.session_id, by=_who(), reason=args.reason)
+    print(f"cancelling the current turn of {args.session_id}", file=out)
+    return EXIT_OK
+
+
+async def cmd_flush(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    await agents.flush(args.session_id, by=_who(), reason=args.reason)
+    print(f"flushing {args.session_id} once its turn is over", file=out)
+    return EXIT_OK
+
+
+async def cmd_budget(args: argparse.Namespace, out: TextIO) -> int:
+    if args.max_total_tokens is None and args.max_cost_usd is None:
+        raise CommandError("budget: give --max-total-tokens, --max-cost-usd or both")
+    agents = await connect(args)
+    await agents.set_budget(
+        args.session_id, max_total_tokens=args.max_total_tokens, max_cost_usd=args.max_cost_usd
+    )
+    print(f"budget of {args.session_id} changed", file=out)
+    return EXIT_OK
+
+
 async def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     status = await agents.status(args.session_id)
@@ -258,8 +284,8 @@ async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         for message in messages:
             print(message_json(message), file=out)
     else:
-        for message in messages:
-            print(format_message(message), file=out)
+        for line in format_history(messages):
+            print(line, file=out)
     return EXIT_OK
 
 
@@ -313,11 +339,28 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "approve": cmd_decide,
     "deny": cmd_decide,
     "end": cmd_end,
+    "cancel": cmd_cancel,
+    "flush": cmd_flush,
+    "budget": cmd_budget,
     "status": cmd_status,
     "history": cmd_history,
     "sessions": cmd_sessions,
     "prune-transcripts": cmd_prune,
 }
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive amount")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
     end = command("end", "end a session")
     end.add_argument("session_id")
     end.add_argument("--reason")
+    cancel = command("cancel", "stop a session's current turn (the session goes on)")
+    cancel.add_argument("session_id")
+    cancel.add_argument("--reason")
+    flush = command("flush", "later requests start afresh (system messages and what follows)")
+    flush.add_argument("session_id")
+    flush.add_argument("--reason")
+    budget = command("budget", "change a session's token or cost budget")
+    budget.add_argument("session_id")
+    budget.add_argument("--max-total-tokens", type=_positive_int)
+    budget.add_argument("--max-cost-usd", type=_positive_float)
     status = command("status", "what a session is doing")
     status.add_argument("session_id")
     status.add_argument("--json", action="store_true")

@@ -23,7 +23,10 @@ from durable_agent.contracts import (
     WORKFLOW_NAME,
     AgentResult,
     ApprovalSignal,
+    BudgetSignal,
+    CancelTurnSignal,
     EndSessionSignal,
+    FlushSignal,
     PendingApproval,
     SessionStatus,
 )
@@ -190,6 +193,32 @@ class AgentClient:
         self, session_id: str, *, by: str | None = None, reason: str | None = None
     ) -> None:
         await self._signal(session_id, "end_session", EndSessionSignal(by=by, reason=reason))
+
+    async def cancel_turn(
+        self, session_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        """Stop the current turn, keep the session: a running model call or tool calls are
+        cancelled, calls without a result get one saying so, the session waits for the
+        next message. With no turn running it changes nothing (``status`` says so)."""
+        await self._signal(session_id, "cancel_turn", CancelTurnSignal(by=by, reason=reason))
+
+    async def flush(
+        self, session_id: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        """Reset what later requests start from (the system messages and what follows).
+        The marker joins the array when the current turn is over; nothing is deleted."""
+        await self._signal(session_id, "flush", FlushSignal(by=by, reason=reason))
+
+    async def set_budget(
+        self,
+        session_id: str,
+        *,
+        max_total_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> None:
+        """Change the session's budget (a limit left ``None`` stays as it is)."""
+        budget = BudgetSignal(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd)
+        await self._signal(session_id, "set_budget", budget)
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
         """Sessions on this server, newest first (Temporal visibility)."""

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Sequence
 
+from durable_agent.context import is_summary, window_start
 from durable_agent.contracts import PendingApproval, SessionStatus
-from durable_agent.messages import AssistantMessage, Message, ToolMessage
+from durable_agent.messages import (
+    AssistantMessage,
+    FlushMessage,
+    Message,
+    ResqueMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 
 _PHASES = {
     "starting": "starting",
+    "checking_guardrails": "checking guardrails",
+    "compacting": "compacting the context",
     "calling_model": "calling model",
     "awaiting_approval": "awaiting approval",
     "running_tools": "running tools",
@@ -30,10 +42,19 @@ def _content_text(message: Message) -> str:
 
 def format_message(message: Message, width: int = 100) -> str:
     """One message as a labelled, wrapped block."""
-    label = f"{message.role:<9} "
+    label = f"{'summary' if is_summary(message) else message.role:<9} "
     lines: list[str] = []
     if isinstance(message, AssistantMessage) and message.is_error:
         lines.append(f"error: {message.error}")
+    if isinstance(message, UserMessage | AssistantMessage) and message.blocked:
+        lines.append(f"blocked by a guardrail: {message.blocked}")
+    if isinstance(message, FlushMessage):
+        who = f" by {message.by}" if message.by else ""
+        lines.append(
+            f"--- history flushed{who}" + (f": {message.reason}" if message.reason else "")
+        )
+    if isinstance(message, ResqueMessage):
+        lines.append(f"rescue ({message.strategy}, attempt {message.attempt}): {message.reason}")
     text = _content_text(message)
     if isinstance(message, ToolMessage):
         marker = " (error)" if message.is_error else ""
@@ -46,6 +67,22 @@ def format_message(message: Message, width: int = 100) -> str:
     body = lines or [""]
     pad = " " * len(label)
     return "\n".join([label + body[0], *(pad + line for line in body[1:])])
+
+
+def format_history(messages: Sequence[Message], width: int = 100) -> list[str]:
+    """The whole array; messages later requests no longer include (a flush or a summary
+    stands in for them) are marked ``compacted``."""
+    start = window_start(messages)[0]
+    blocks = []
+    for index, message in enumerate(messages):
+        block = format_message(message, width)
+        left_out = not isinstance(message, SystemMessage | FlushMessage) or is_summary(message)
+        if index < start and left_out:
+            lines = block.splitlines()
+            lines[0] += "  (compacted)"
+            block = "\n".join(f"~ {line}" for line in lines)
+        blocks.append(block)
+    return blocks
 
 
 def format_pending(pending: PendingApproval) -> str:
@@ -70,6 +107,21 @@ def format_status(status: SessionStatus) -> str:
         f"runs:           {status.runs}",
         f"tokens:         {usage.prompt_tokens} in, {usage.completion_tokens} out",
     ]
+    if status.budget is not None:
+        budget = status.budget
+        spent = [f"{budget.total_tokens} tokens"]
+        if budget.max_total_tokens:
+            spent[0] += f" of {budget.max_total_tokens}"
+        if budget.cost_usd is not None:
+            cost = f"${budget.cost_usd:.4f}"
+            spent.append(cost + (f" of ${budget.max_cost_usd:.4f}" if budget.max_cost_usd else ""))
+        lines.append(f"budget:         {', '.join(spent)}")
+    if status.compacted:
+        lines.append(f"compacted:      {status.compacted} messages no longer sent")
+    if status.cancel_pending:
+        lines.append("cancel:         pending (next safe point)")
+    if status.flushes_pending:
+        lines.append(f"flush:          {status.flushes_pending} pending (after this turn)")
     if status.last_error:
         lines.append(f"last error:     {status.last_error}")
     for pending in status.pending_approvals:

@@ -679,7 +679,7 @@ class Session:
             compacted=sum(
                 1
                 for m in self.messages[: window_start(self.messages)[0]]
-                if not isinstance(m, SystemMessage)
+                if not isinstance(m, SystemMessage | FlushMessage)
             ),
             budget=self._budget_status(),
         )

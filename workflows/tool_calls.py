@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
@@ -172,6 +172,8 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
             break
         except ActivityError as error:
             cause = error.cause
+            if isinstance(cause, CancelledError):
+                raise  # the turn was cancelled: the Session fills the slot
             raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
             delay = tool_retry_delay(policy, attempt) if raised else None
             if delay is not None:

@@ -1,0 +1,343 @@
+"""Steering a live session on the real server: ``cancel`` (a model call, a tool batch),
+``flush``, ``budget``, through the command line as a person would, and guardrails on
+user messages and answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.contracts import SessionStatus
+from durable_agent.guardrails import guardrail
+from durable_agent.messages import AssistantMessage, FlushMessage, ToolMessage, UserMessage
+from durable_agent.spec import ModelPrice
+from durable_agent.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    chat_stream_events,
+)
+from durable_agent.tools import ToolRegistry, tool
+from tests.agent_harness import (
+    cli_json,
+    record_history,
+    running_worker,
+    spec_for,
+    wait_for,
+)
+from tests.test_cli import acli, address_of
+
+registry = ToolRegistry()
+
+
+@tool(registry=registry)
+async def slow_lookup(key: str) -> str:
+    """Look a key up (slowly)."""
+    await asyncio.sleep(60)
+    return f"{key}: found"
+
+
+@tool(registry=registry)
+async def quick_lookup(key: str) -> str:
+    """Look a key up."""
+    await asyncio.sleep(1)
+    return f"{key}: found"
+
+
+@guardrail(registry=registry)
+def no_ssn(text: str) -> str | None:
+    return "contains an SSN" if "SSN" in text else None
+
+
+@guardrail(registry=registry)
+def polite(text: str) -> str | None:
+    return "impolite answer" if "darn" in text else None
+
+
+@guardrail(registry=registry)
+def broken(text: str) -> str | None:
+    raise RuntimeError("the PII service is down")
+
+
+def slow_stream(message: AssistantMessage, seconds: float) -> Reply:
+    events = chat_stream_events(message)
+    chunks = tuple(f"data: {json.dumps(e)}\n\n".encode() for e in events)
+    return Reply(sse=True, chunks=(*chunks, b"data: [DONE]\n\n"), delay=seconds / len(chunks))
+
+
+async def status_of(agents: AgentClient, session: str) -> SessionStatus:
+    return await agents.status(session)
+
+
+async def idle(agents: AgentClient, session: str) -> SessionStatus:
+    async def check() -> SessionStatus | None:
+        status = await agents.status(session)
+        return status if status.phase == "idle" and not status.queued_messages else None
+
+    found: SessionStatus = await wait_for(check, timeout=30)
+    return found
+
+
+async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_on(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    address = address_of(temporal_env)
+    script = [
+        slow_stream(assistant_text("a long answer nobody waits for"), 60),
+        assistant_calls(("slow_lookup", {"key": "a"}), ("slow_lookup", {"key": "b"})),
+        assistant_text("fine, something else then"),
+    ]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["slow_lookup"], session={"heartbeat_timeout_seconds": 2})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "tell me everything")
+            await wait_for(lambda: _true(len(provider.requests) == 1))
+            started = time.monotonic()
+            cancel = await acli("cancel", session, "--reason", "too slow", address=address)
+            assert cancel.returncode == 0, cancel.stderr
+            status = await idle(agents, session)
+            model_cancel_seconds = time.monotonic() - started
+            assert status.last_error is not None
+            assert status.last_error.startswith("turn cancelled by ")
+            assert status.last_error.endswith(": too slow")
+            after_model = await agents.messages(session)
+            assert [m.role for m in after_model] == ["user"], "nothing joined the array"
+
+            await agents.send(session, "look up a and b")
+            await wait_for(lambda: _phase_is(agents, session, "running_tools"))
+            await asyncio.sleep(0.5)
+            await agents.cancel_turn(session, by="tester")
+            await idle(agents, session)
+            batch = await agents.messages(session)
+            results = [m for m in batch if isinstance(m, ToolMessage)]
+            assert [r.is_error for r in results] == [True, True]
+            assert all("not completed, turn cancelled by tester" in r.content for r in results), [
+                r.content for r in results
+            ]
+            assert len(provider.requests) == 2, "the model was not asked after the cancel"
+
+            # with no turn running, a cancel changes nothing, visibly
+            await agents.cancel_turn(session, by="tester")
+            rejected = await wait_for(lambda: _rejected(agents, session))
+            assert rejected[-1] == "cancel_turn: no turn is running"
+
+            await agents.send(session, "never mind")
+            await idle(agents, session)
+            messages = await agents.messages(session)
+            history = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
+    assert messages[-1].content == "fine, something else then"
+    sent = provider.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "user", "assistant", "tool", "tool", "user"]
+    assert sent[3]["content"].startswith("Error calling 'slow_lookup': not completed")
+    events = [e["eventType"] for e in history["events"]]
+    assert events.count("EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED") == 3  # model + 2 tools
+    assert model_cancel_seconds < 10, model_cancel_seconds
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def _phase_is(agents: AgentClient, session: str, phase: str) -> bool:
+    return (await agents.status(session)).phase == phase
+
+
+async def _rejected(agents: AgentClient, session: str) -> list[str]:
+    return (await agents.status(session)).rejected_signals
+
+
+def _roles(request: RecordedRequest) -> list[tuple[str, str]]:
+    return [(m["role"], m.get("content") or "") for m in request.body["messages"]]
+
+
+async def test_flush_resets_what_requests_start_from_and_waits_for_the_turn(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    address = address_of(temporal_env)
+    script = [
+        assistant_text("Paris is in France."),
+        assistant_calls(("quick_lookup", {"key": "rome"})),
+        assistant_text("Rome: found."),
+        assistant_text("Hello again."),
+    ]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["quick_lookup"], instructions="Be brief.", session={})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "where is Paris?")
+            await idle(agents, session)
+            flushed = await acli("flush", session, "--reason", "new topic", address=address)
+            assert flushed.returncode == 0, flushed.stderr
+            await wait_for(lambda: _flushed(agents, session, 1))
+
+            await agents.send(session, "look up rome")
+            await wait_for(lambda: _phase_is(agents, session, "running_tools"))
+            await agents.flush(session, by="tester")  # mid-turn: applied after the answer
+            status = await agents.status(session)
+            assert status.flushes_pending == 1
+            await wait_for(lambda: _flushed(agents, session, 2))
+            await agents.send(session, "hello")
+            await idle(agents, session)
+            messages = await agents.messages(session)
+            status = await agents.status(session)
+            shown = await acli("history", session, address=address)
+            handle = client.get_workflow_handle(session)
+            await record_history(handle, "flush")
+    roles = [m.role for m in messages]
+    assert roles == [
+        "system", "user", "assistant", "flush", "user", "assistant", "tool", "assistant",
+        "flush", "user", "assistant",
+    ]  # fmt: skip
+    first_flush = messages[3]
+    assert isinstance(first_flush, FlushMessage)
+    assert first_flush.reason == "new topic" and first_flush.by and first_flush.mode == "user"
+    # after the first flush: the system message, then the new turn, whole
+    assert _roles(provider.requests[1]) == [("system", "Be brief."), ("user", "look up rome")]
+    assert [r for r, _ in _roles(provider.requests[2])] == ["system", "user", "assistant", "tool"]
+    # after the second: the system message and the newest message only
+    assert _roles(provider.requests[3]) == [("system", "Be brief."), ("user", "hello")]
+    assert status.compacted == 6 and status.flushes_pending == 0
+    lines = shown.stdout.splitlines()
+    assert any("history flushed by" in line and "new topic" in line for line in lines)
+    compacted = [line for line in lines if line.endswith("(compacted)")]
+    assert len(compacted) == 6, shown.stdout  # what the flushes left behind
+
+
+async def _flushed(agents: AgentClient, session: str, count: int) -> bool:
+    messages = await agents.messages(session)
+    return sum(isinstance(m, FlushMessage) for m in messages) == count
+
+
+async def test_guardrails_block_a_message_and_an_answer_and_keep_both(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_text("darn, the weather is bad"), assistant_text("It is raining.")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(
+            provider, [], session={}, guardrails={"input": ["no_ssn"], "output": ["polite"]}
+        )
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "my SSN is 123-45-6789, look it up")
+            status = await idle(agents, session)
+            assert status.last_error == "input guardrail no_ssn: contains an SSN"
+            assert not provider.requests, "the model never saw the message"
+
+            await agents.send(session, "what is the weather?")
+            status = await wait_for(lambda: _errored(agents, session, "output guardrail"))
+            assert status.last_error == "output guardrail polite: impolite answer"
+            await agents.send(session, "and now?")
+            await idle(agents, session)
+            messages = await agents.messages(session)
+            handle = client.get_workflow_handle(session)
+            await record_history(handle, "guardrails")
+    blocked_in, asked, blocked_out, again, answer = messages
+    assert isinstance(blocked_in, UserMessage) and blocked_in.blocked == "contains an SSN"
+    assert isinstance(blocked_out, AssistantMessage) and blocked_out.blocked == "impolite answer"
+    assert isinstance(asked, UserMessage) and isinstance(again, UserMessage)
+    assert answer.content == "It is raining."
+    # blocked messages stay in the array and are never sent
+    assert _roles(provider.requests[1]) == [
+        ("user", "what is the weather?"),
+        ("user", "and now?"),
+    ]
+
+
+async def _errored(agents: AgentClient, session: str, prefix: str) -> SessionStatus | None:
+    status = await agents.status(session)
+    ok = status.phase == "idle" and (status.last_error or "").startswith(prefix)
+    return status if ok else None
+
+
+async def test_a_guardrail_that_keeps_failing_fails_the_turn_closed(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("never sent")]) as provider:
+        spec = spec_for(provider, [], guardrails={"input": ["broken"], "max_attempts": 2})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "hello")
+            result = await asyncio.wait_for(agents.result(session), 30)
+            history = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
+    assert result.status == "failed" and result.stop_reason == "guardrail"
+    assert result.error == (
+        "input guardrail: the guardrail failed: RuntimeError: the PII service is down"
+    )
+    assert not provider.requests
+    scheduled = [
+        e
+        for e in history["events"]
+        if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"
+        and e["activityTaskScheduledEventAttributes"]["activityType"]["name"] == "check_guardrails"
+    ]
+    assert len(scheduled) == 2, "max_attempts tries, a durable timer between"
+
+
+async def test_a_token_budget_stops_the_session_and_the_cli_changes_it(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    address = address_of(temporal_env)
+    script = [assistant_text(f"answer {k}") for k in range(1, 6)]  # 15 tokens each
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(
+            provider,
+            [],
+            session={"continue_as_new_after_events": 20},
+            stop={"max_total_tokens": 1000},
+        )
+        price = ModelPrice(input_per_million=2.0, output_per_million=8.0)
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "one")
+            await idle(agents, session)
+            await agents.send(session, "two")
+            await idle(agents, session)
+            empty = await acli("budget", session, address=address)
+            lowered = await acli("budget", session, "--max-total-tokens", "40", address=address)
+            assert lowered.returncode == 0, lowered.stderr
+            await agents.send(session, "three")  # 30 spent: allowed, 45 after it
+            await idle(agents, session)
+            await agents.send(session, "four")  # 45 of 40: the session stops
+            result = await asyncio.wait_for(agents.result(session), 30)
+            status = await agents.status(session)
+    assert empty.returncode == 2 and "give --max-total-tokens" in empty.stderr
+    assert result.status == "done" and result.stop_reason == "budget"
+    assert result.error == "token budget spent: 45 of 40 tokens"
+    assert len(provider.requests) == 3
+    assert status.runs > 1, "the budget was counted across continue-as-new"
+    assert status.budget is not None
+    assert status.budget.total_tokens == 45 and status.budget.max_total_tokens == 40
+    assert status.budget.cost_usd is not None
+    assert abs(status.budget.cost_usd - 3 * (10 * 2.0 + 5 * 8.0) / 1e6) < 1e-12
+
+
+async def test_bad_budget_signals_are_rejected_visibly(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("hi")]) as provider:
+        spec = spec_for(provider, [], session={})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "hello")
+            await idle(agents, session)
+            await agents.set_budget(session, max_cost_usd=1.0)  # no price to count by
+            handle = client.get_workflow_handle(session)
+            await handle.signal("set_budget", {"max_total_tokens": -5})
+            rejected = await wait_for(lambda: _rejected_count(agents, session, 2))
+    assert rejected[0] == "set_budget: max_cost_usd needs model.price in the spec"
+    assert rejected[1].startswith("set_budget: unreadable signal")
+
+
+async def _rejected_count(agents: AgentClient, session: str, count: int) -> Any:
+    found = await _rejected(agents, session)
+    return found if len(found) >= count else None
