@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import ApprovalDecision, Message, UserMessage
+from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.structured_output import check_output_schema
 from durable_agent.tools import ApprovalMode, ExecutionMode
@@ -76,6 +76,20 @@ class StopRules(_Spec):
     """The session's cost budget, by ``model.price`` (required with it)."""
 
 
+class RescueRules(_Spec):
+    """What the loop does with a model turn it cannot use (tool-call JSON that cannot be
+    parsed, a tool that does not exist, an empty answer, an answer that fails the output
+    schema). Each step is recorded in the array as a ``resque`` message."""
+
+    strategy: RescueStrategy = "correct"
+    """``correct``: tell the model what was wrong and ask again (the turn's calls run as
+    usual, unknown tools and broken arguments getting error results). ``flush``: start
+    afresh from the system messages and the latest user message, and ask again.
+    ``fail``: end the turn (a one-shot session fails with ``unusable_reply``)."""
+    max_attempts: int = Field(default=2, ge=0)
+    """Rescues per answer; one more unusable turn ends the turn as ``fail`` does."""
+
+
 class GuardrailRules(_Spec):
     """Guardrails by name (``@guardrail`` functions the workers load), run as activities."""
 
@@ -132,6 +146,7 @@ class AgentSpec(_Spec):
     """JSON Schema of a structured final answer."""
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
+    rescue: RescueRules = Field(default_factory=RescueRules)
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -35,6 +35,11 @@ def test_histories_are_recorded() -> None:
         "multi_turn_session",  # recorded after the session-title patch: has its marker
         "model_attempt_retried",  # a 503 counted by the workflow, retried on a timer
         "tool_attempts_retried",  # ToolRaised twice (timers), and a last failure
+        "cancellation",  # a model call and a tool batch cancelled through Temporal
+        "flush",  # flushes while idle and mid-turn
+        "guardrails",  # an input and an output guardrail denying
+        "compaction",  # summaries by an activity, requests starting from them
+        "rescue",  # broken tool-call JSON corrected (recorded with the rescue patch)
     }
 
 

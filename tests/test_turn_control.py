@@ -134,6 +134,7 @@ async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_o
             await idle(agents, session)
             messages = await agents.messages(session)
             history = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
+            await record_history(client.get_workflow_handle(session), "cancellation")
     assert messages[-1].content == "fine, something else then"
     sent = provider.requests[-1].body["messages"]
     assert [m["role"] for m in sent] == ["user", "user", "assistant", "tool", "tool", "user"]

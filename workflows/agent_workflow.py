@@ -49,8 +49,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.transcript_sync import PayloadTooLarge, TranscriptSync
     from workflows.turn_logic import session_title
 
-#: Patch id of the session-title memo (workflow.patched; never reuse or rename).
+#: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"
+MODEL_RESCUE_PATCH = "model-rescue"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
@@ -91,6 +92,8 @@ class AgentWorkflow(SessionHandlers):
                 non_retryable=True,
             )
         request, session = self._request, self._session
+        # Added after sessions were recorded: rescue changes what follows an unusable turn
+        session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         if isinstance(request, AgentInput):
             await self._resolve_tools()
             session.start(request, _now_ms())
@@ -124,16 +127,16 @@ class AgentWorkflow(SessionHandlers):
             if isinstance(command, ContinueAsNew):
                 await hand_over(session, self._sync)
             elif isinstance(command, CallModel):
-                outcome = await self._model.call(command.turn)
+                outcome, sent = await self._model.call(command.turn), len(session.messages)
                 if isinstance(outcome, AssistantMessage):
                     session.model_replied(outcome)
-                    self._model.replied()
+                    self._model.replied(sent, outcome)
                 else:
                     self._model_failed(outcome)
             elif isinstance(command, Summarise):
                 outcome = await self._model.summarise(command.turn, command.until)
                 if isinstance(outcome, AssistantMessage):
-                    self._model.replied()  # the store holds the array the summary was made of
+                    self._model.replied(len(session.messages))  # what it was made of
                     session.summarised(outcome, _now_ms())
                 else:
                     self._model_failed(outcome)

@@ -170,9 +170,13 @@ class ModelCaller:
         state = self._session.state
         return lambda: handle.done() or state.cancel is not None
 
-    def replied(self) -> None:
-        """The reply is in the array: the worker's store holds all of it now."""
-        self._sync.all_stored()
+    def replied(self, before: int, reply: AssistantMessage | None = None) -> None:
+        """The call's worker stored the ``before`` messages it was sent and, if the array
+        now holds ``reply`` unchanged right after them, the reply too (a rescue or a
+        guardrail may add other messages, or hold the reply back)."""
+        messages = self._session.messages
+        kept = reply is not None and len(messages) > before and messages[before] is reply
+        self._sync.stored_through(before + 1 if kept else before)
 
 
 def failure(error: ActivityError, recovery_limit: float | None) -> ModelCallFailed:

@@ -39,6 +39,7 @@ from durable_agent.messages import (
     ApprovalRecord,
     AssistantMessage,
     FlushMessage,
+    ResqueMessage,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -64,6 +65,7 @@ from workflows.commands import (
     ToolRun,
     WaitForMessage,
 )
+from workflows.rescue import corrective_text, not_run_results, unusable_reason
 from workflows.state import SessionState
 from workflows.turn_logic import (
     apply_overrides,
@@ -126,6 +128,8 @@ class Session:
         """A final answer its output guardrails are checking (not in the array yet)."""
         self._turn_failed: str | None = None
         """Why the latest turn ended without an answer (guardrail, cancellation)."""
+        self.rescue_enabled = True
+        """Rescue unusable model turns (off only to replay histories from before it)."""
 
     # --- starting ----------------------------------------------------------------------
 
@@ -301,7 +305,9 @@ class Session:
         self.messages.extend(messages)
         if self.state.stage == "idle":
             self.state.model_calls_this_reply = 0
+            self.state.rescues_this_reply = 0
         self.state.stage = "model"
+        self.phase = "calling_model"  # busy from here (a continue-as-new may come first)
         self.reply, self._turn_failed = None, None
 
     def _end_turn(self, reason: str, error: str) -> None:
@@ -446,7 +452,12 @@ class Session:
         self._count(assistant.usage)
         if assistant.is_error:
             state.last_error = assistant.error
-        if assistant.tool_calls:
+        reason = None
+        if self.rescue_enabled and not assistant.is_error:
+            reason = unusable_reason(assistant, self.tools, self.spec.output_schema)
+        if reason is not None:
+            self._unusable(assistant, reason)
+        elif assistant.tool_calls:
             self.messages.append(assistant)
             state.stage = "tools"
         elif self.spec.guardrails.output and not assistant.is_error:
@@ -454,6 +465,60 @@ class Session:
         else:
             self.messages.append(assistant)
             self._replied(assistant, "final_answer")
+
+    # --- rescue ----------------------------------------------------------------------------
+
+    def _unusable(self, reply: AssistantMessage, reason: str) -> None:
+        """An unusable turn joins the array; with ``correct`` and attempts left its calls
+        run as usual (the model reads their errors) and the rescue follows their results;
+        otherwise its calls get results saying they did not run, and the rescue is now."""
+        state = self.state
+        self.messages.append(reply)
+        attempts_left = state.rescues_this_reply < self.spec.rescue.max_attempts
+        if reply.tool_calls and attempts_left and self.spec.rescue.strategy == "correct":
+            state.rescue_after_tools = reason
+            state.stage = "tools"
+            return
+        self.messages.extend(not_run_results(reply, reason))
+        self._rescue(reason, reply.timestamp)
+
+    def _rescue(self, reason: str, at: int | None) -> None:
+        """Record the rescue step and apply the strategy (``fail`` once attempts are out)."""
+        state = self.state
+        state.rescues_this_reply += 1
+        attempt = state.rescues_this_reply
+        strategy = self.spec.rescue.strategy
+        if attempt > self.spec.rescue.max_attempts:
+            strategy = "fail"
+        content = corrective_text(reason) if strategy == "correct" else reason
+        self.messages.append(
+            ResqueMessage(
+                content=content,
+                reason=reason,
+                strategy=strategy,
+                attempt=attempt,
+                mode="tool",
+                timestamp=at,
+            )
+        )
+        if strategy == "fail":
+            text = f"the model's reply could not be used: {reason}"
+            self._end_turn("unusable_reply", text)
+            return
+        if strategy == "flush":
+            latest = self._latest_user_message()
+            self.messages.append(
+                FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at)
+            )
+            if latest is not None:  # asked again, afresh
+                self.messages.append(latest.model_copy(update={"mode": "tool", "timestamp": at}))
+        state.stage = "model"
+
+    def _latest_user_message(self) -> UserMessage | None:
+        for message in reversed(self.messages):
+            if isinstance(message, UserMessage) and message.blocked is None:
+                return message
+        return None
 
     def model_failed(
         self, kind: str | None, text: str, retry_after: timedelta | None, now_ms: int
@@ -623,6 +688,10 @@ class Session:
         self.messages.extend(in_order)
         self._batch = None
         self.state.stage = "model"
+        reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
+        if reason is not None:
+            self._rescue(reason, in_order[-1].timestamp)
+            return
         stops = [r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error]
         if stops:
             self._replied(stops[0], f"stop_tool:{stops[0].tool_name}")

@@ -50,6 +50,10 @@ class SessionState(BaseModel):
     """``flush`` requests waiting for the turn to end."""
     budget: BudgetSignal | None = None
     """Limits set by ``set_budget`` (over the spec's)."""
+    rescues_this_reply: int = 0
+    rescue_after_tools: str | None = None
+    """An unusable turn whose calls run first (strategy ``correct``): why, for the
+    ``resque`` message that follows its results."""
 
 
 class ContinuedInput(BaseModel):

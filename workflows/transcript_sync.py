@@ -54,9 +54,10 @@ class TranscriptSync:
         """These messages are tool results their activity put in the store as they are."""
         self._by_reference.update(indices)
 
-    def all_stored(self) -> None:
-        """A model call succeeded: the worker stored the whole array and its reply."""
-        self.stored = len(self.messages)
+    def stored_through(self, count: int) -> None:
+        """A model call succeeded: the worker stored the array it was sent (and the reply,
+        if the array holds it unchanged), ``count`` messages in all."""
+        self.stored = count
 
     def lost(self) -> None:
         """The store lacks what a call referred to: the next call sends everything."""
