@@ -3,9 +3,11 @@
 Messages arrive at any time (mid-batch, while approvals wait, empty ones, after the
 end was asked for), approvals are decided in any order (duplicates and unknown ids
 included), a continue-as-new is offered at every step (the carried state round-trips
-through JSON), the end may be requested anywhere, and every call id is ``call_0``
-(providers reuse it). After every step: one result per call, results in request
-order, no call run twice, nothing a sender sent lost.
+through JSON), the end, a turn's cancellation or a flush may be requested anywhere, the
+model sometimes answers with a turn that needs rescue, guardrails deny at random, the
+context is compacted as it grows, and every call id is ``call_0`` (providers reuse it).
+After every step: one result per call, results in request order, no call run twice,
+nothing a sender sent lost.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from durable_agent.contracts import (
     ApprovalSignal,
+    CancelTurnSignal,
     EndSessionSignal,
+    FlushSignal,
+    GuardrailVerdict,
     ResolvedTool,
     ResolveToolsResult,
 )
@@ -33,10 +38,12 @@ from workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
+    CheckGuardrails,
     ContinueAsNew,
     Finish,
     Pause,
     RunTools,
+    Summarise,
     WaitForMessage,
 )
 from workflows.session import Session
@@ -50,10 +57,21 @@ TOOLS = {
 }
 BATCHES = [["lookup", "wire"], ["audit", "lookup", "screen"], ["wire", "wire", "lookup"], []]
 SPEC = AgentSpec(
-    model=ModelSpec(name="machine"),
+    model=ModelSpec(
+        name="machine",
+        context={"budget_tokens": 250, "chars_per_token": 1, "when_over": "compact"},
+    ),
     instructions="be brief",
     tools=[{"name": name} for name in TOOLS],
+    guardrails={"input": ["screen_in"], "output": ["screen_out"]},
 )
+UNUSABLE = {
+    "unknown tool": assistant_calls(("launch", {}), ids="call_0"),
+    "broken JSON": AssistantMessage.model_validate(
+        {"tool_calls": [{"id": "call_0", "function": {"name": "lookup", "arguments": "{"}}]}
+    ),
+    "empty": assistant_text(" "),
+}
 
 
 def resolved_tools() -> list[ResolvedTool]:
@@ -128,13 +146,28 @@ class SessionMachine(RuleBasedStateMachine):
     def end(self) -> None:
         self.session.end_requested(EndSessionSignal(by="machine"))
 
+    @precondition(lambda self: not self.finished)
+    @rule()
+    def cancel(self) -> None:
+        self.session.cancel_requested(CancelTurnSignal(by="machine"))
+
+    @precondition(lambda self: not self.finished)
+    @rule()
+    def flush(self) -> None:
+        self.session.flush_requested(FlushSignal(by="machine"))
+
     # --- what the workflow does ----------------------------------------------------------
 
     @precondition(lambda self: not self.finished)
-    @rule(suggest=st.booleans())
-    def advance(self, suggest: bool) -> None:
+    @rule(
+        suggest=st.booleans(),
+        allow=st.sampled_from([True, True, True, True, False]),
+        unusable=st.sampled_from([None, None, None, *UNUSABLE]),
+    )
+    def advance(self, suggest: bool, allow: bool, unusable: str | None) -> None:
         session = self.session
         command = session.next_command(suggested=suggest, now=self.now)
+        event(type(command).__name__)
         if isinstance(command, Finish):
             self.finished = True
         elif isinstance(command, ContinueAsNew):
@@ -144,7 +177,14 @@ class SessionMachine(RuleBasedStateMachine):
             self.runs += 1
         elif isinstance(command, CallModel):
             assert command.turn == session.state.turn + 1
-            session.model_replied(model_reply(session))
+            reply = UNUSABLE[unusable] if unusable else model_reply(session)
+            session.model_replied(reply)
+        elif isinstance(command, Summarise):
+            assert 0 < command.until <= len(session.messages)
+            session.summarised(assistant_text("earlier: some talk"), self._ms())
+        elif isinstance(command, CheckGuardrails):
+            verdict = GuardrailVerdict(allowed=allow, reason=None if allow else "no", by="g")
+            session.guardrails_checked(verdict)
         elif isinstance(command, Pause):
             self.now += command.delay
         elif isinstance(command, CheckApprovals):
@@ -157,6 +197,8 @@ class SessionMachine(RuleBasedStateMachine):
         elif isinstance(command, RunTools):
             results = {}
             for group in command.groups:
+                if session.state.cancel is not None:
+                    break  # cancelled: later groups never start
                 for run in group:
                     key = (command.turn, run.slot)
                     assert key not in self.executed, f"call {key} ran twice"
@@ -170,6 +212,14 @@ class SessionMachine(RuleBasedStateMachine):
             session.tools_finished(results)
         elif isinstance(command, WaitForMessage):
             self.now += timedelta(seconds=1)  # idle: nothing until someone writes
+
+    @precondition(lambda self: not self.finished)
+    @rule()
+    def run_a_while(self) -> None:
+        """A few ordinary steps in a row (so that sessions get somewhere between events)."""
+        for _ in range(5):
+            if not self.finished:
+                self.advance(suggest=False, allow=True, unusable=None)
 
     @precondition(lambda self: self.finished)
     @rule(suggest=st.booleans())
@@ -196,15 +246,27 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def nothing_sent_is_lost(self) -> None:
-        delivered = [m.content for m in self.session.messages if isinstance(m, UserMessage)] + [
-            m.content for m in self.session.state.inbox
-        ]
+        session = self.session
+        delivered = [
+            m.content
+            for m in session.messages
+            if isinstance(m, UserMessage) and m.mode != "tool"  # not a rescue's copy
+        ] + [m.content for m in session.state.inbox]
+        checking = session._checking  # with its input guardrails
+        if checking is not None:
+            delivered.append(checking.content)
         assert sorted(delivered) == sorted(self.accepted)
+
+    @invariant()
+    def flushes_and_rescues_land_between_exchanges(self) -> None:
+        for message in self.session.messages:
+            if message.role in ("flush", "resque"):
+                event(f"array has {message.role}")
 
     @invariant()
     def the_state_is_json(self) -> None:
         json.loads(self.session.state.model_dump_json())  # what continue-as-new carries
 
 
-SessionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
+SessionMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=60, deadline=None)
 test_session_under_random_interleavings = SessionMachine.TestCase
