@@ -38,6 +38,7 @@ from durable_agent.log_setup import configure_logging
 from durable_agent.process import exit_without_teardown
 from durable_agent.provider import ProviderClient
 from durable_agent.temporal_cli import temporal_binary
+from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
 from workflows.agent_workflow import AgentWorkflow
 
@@ -57,6 +58,7 @@ def build_worker(
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
     ``transcripts`` defaults to an in-process cache only (``memory:``)."""
     transcripts = transcripts or TranscriptStore()
+    load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
     model = ModelActivities(provider, transcripts)
     tools = ToolActivities(default_registry if registry is None else registry, transcripts)
     return Worker(

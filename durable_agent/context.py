@@ -9,11 +9,10 @@ model activity shapes requests with it, and both see the same numbers.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable_agent.messages import (
     AssistantMessage,
@@ -24,6 +23,7 @@ from durable_agent.messages import (
     UserMessage,
     text_of,
 )
+from durable_agent.tokens import Tokenizer, count_text, tokenizer_available
 
 #: ``source`` of a summary message made by compaction (seed 003).
 COMPACTION = "compaction"
@@ -44,8 +44,12 @@ class ContextRules(BaseModel):
     budget_tokens: int | None = Field(default=None, ge=1)
     """The model's context budget for the messages of one request (tool definitions and
     the answer not included). Unset: every message is sent."""
+    tokenizer: Tokenizer = "estimate"
+    """How tokens are counted: ``estimate`` (characters / ``chars_per_token``), or
+    ``cl100k_base``, OpenAI's tokenizer (the ``tokenizer`` extra on every worker).
+    Anthropic publishes no local tokenizer: use the estimate there."""
     chars_per_token: float = Field(default=4.0, gt=0)
-    """The token estimate: characters of text per token (1 counts characters)."""
+    """The estimate: characters of text per token (1 counts characters)."""
     when_over: Literal["trim", "compact"] = "trim"
     """``trim``: leave the oldest exchanges out of the request. ``compact``: first ask a
     model for a summary of everything before the latest user message (a durable step;
@@ -53,6 +57,16 @@ class ContextRules(BaseModel):
     summary_model: str | None = None
     """The model that writes summaries (same endpoint). Unset: the session's model."""
     summary_prompt: str = Field(default=DEFAULT_SUMMARY_PROMPT, min_length=1)
+
+
+    @model_validator(mode="after")
+    def _tokenizer_installed(self) -> ContextRules:
+        if not tokenizer_available(self.tokenizer):
+            raise ValueError(
+                f"context.tokenizer {self.tokenizer!r} needs the tokenizer extra "
+                "(pip install 'durable-agent[tokenizer]') where sessions run"
+            )
+        return self
 
 
 def is_summary(message: Message) -> bool:
@@ -64,19 +78,25 @@ def _covers(message: Message) -> bool:
     return is_summary(message) and isinstance(message, SystemMessage) and bool(message.compacts)
 
 
-def message_chars(message: Message) -> int:
-    """Characters of what a message sends: its text and its tool calls."""
+def message_text(message: Message) -> str:
+    """What a message sends that costs tokens: its text and its tool calls."""
     if isinstance(message, FlushMessage):
-        return 0
-    size = len(text_of(message.content))
+        return ""
+    text = text_of(message.content)
     if isinstance(message, AssistantMessage):
         for call in message.tool_calls or ():
-            size += len(call.function.name) + len(call.function.arguments)
-    return size
+            text += call.function.name + call.function.arguments
+    return text
 
 
-def estimate_tokens(messages: Sequence[Message], chars_per_token: float) -> int:
-    return math.ceil(sum(message_chars(m) for m in messages) / chars_per_token)
+def estimate_tokens(
+    messages: Sequence[Message], chars_per_token: float, tokenizer: Tokenizer = "estimate"
+) -> int:
+    return count_text([message_text(m) for m in messages], tokenizer, chars_per_token)
+
+
+def _tokens(messages: Sequence[Message], rules: ContextRules) -> int:
+    return estimate_tokens(messages, rules.chars_per_token, rules.tokenizer)
 
 
 def window_start(messages: Sequence[Message]) -> tuple[int, int | None]:
@@ -125,14 +145,14 @@ def fit_to_budget(window: list[Message], rules: ContextRules) -> list[Message]:
     latest user message and everything after it stay, and an assistant turn leaves
     with its tool results (a call is never separated from its result)."""
     budget = rules.budget_tokens
-    if budget is None or estimate_tokens(window, rules.chars_per_token) <= budget:
+    if budget is None or _tokens(window, rules) <= budget:
         return list(window)
     protected_from = _latest_user_index(window)
     if protected_from is None:
         protected_from = len(window)
     kept = list(window)
     index = 0
-    while estimate_tokens(kept, rules.chars_per_token) > budget:
+    while _tokens(kept, rules) > budget:
         while index < protected_from and isinstance(kept[index], SystemMessage):
             index += 1
         if index >= protected_from:
@@ -153,7 +173,7 @@ def compaction_until(messages: Sequence[Message], rules: ContextRules | None) ->
     if rules is None or rules.budget_tokens is None or rules.when_over != "compact":
         return None
     window = request_window(messages)
-    if estimate_tokens(window, rules.chars_per_token) <= rules.budget_tokens:
+    if _tokens(window, rules) <= rules.budget_tokens:
         return None
     start, _ = window_start(messages)
     until = _latest_user_index(messages)

