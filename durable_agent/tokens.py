@@ -27,7 +27,7 @@ def tokenizer_available(name: Tokenizer) -> bool:
 
 
 @functools.cache
-def _encoding(name: str) -> Any:
+def _encoding(name: Tokenizer) -> Any:
     import tiktoken  # the tokenizer extra
 
     return tiktoken.get_encoding(_OFFLINE_NAMES[name])
