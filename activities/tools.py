@@ -153,6 +153,7 @@ class ToolActivities:
                 is_error=is_error,
                 approval=call.approval,
                 timestamp=int(time.time() * 1000),
+                usage=context.usage,
             )
             await self._keep(message)
             return message

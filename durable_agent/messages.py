@@ -199,6 +199,8 @@ class ToolMessage(_Stored):
     is_error: bool | None = None
     approval: ApprovalRecord | None = None
     timestamp: int | None = None
+    usage: Usage | None = None
+    """Model tokens the tool spent (a sub-agent, a model it asked), counted by budgets."""
 
 
 class FlushMessage(_Stored):

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from durable_agent.messages import ApprovalDecision
+from durable_agent.messages import ApprovalDecision, Usage
 from durable_agent.tool_definition import ToolDefinition
 
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
@@ -54,6 +54,22 @@ class ToolContext:
     redelivery: int = 0
     """Times this attempt was started again because the worker running it was lost
     (killed, cut off, shut down): its effect may already have happened."""
+    _spent: list[Usage] = field(default_factory=list, repr=False, compare=False)
+
+    def report_usage(self, usage: Usage) -> None:
+        """Count model tokens this call spent (a tool that runs a sub-agent or asks a
+        model itself) toward the session's usage and budget; kept on its result."""
+        self._spent.append(usage)
+
+    @property
+    def usage(self) -> Usage | None:
+        """Model tokens the tool reported spending, if it did."""
+        if not self._spent:
+            return None
+        total = self._spent[0]
+        for more in self._spent[1:]:
+            total = total + more
+        return total
 
 
 class ToolPolicy(BaseModel):

@@ -242,7 +242,7 @@ class SessionDriver:
                 self.now += delay
                 attempt += 1
                 continue
-            return result(_as_text(output))
+            return result(_as_text(output)).model_copy(update={"usage": context.usage})
 
     # --- what people do ----------------------------------------------------------------
 

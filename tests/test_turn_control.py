@@ -15,7 +15,13 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.contracts import SessionStatus
 from durable_agent.guardrails import guardrail
-from durable_agent.messages import AssistantMessage, FlushMessage, ToolMessage, UserMessage
+from durable_agent.messages import (
+    AssistantMessage,
+    FlushMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from durable_agent.spec import ModelPrice
 from durable_agent.testing import (
     RecordedRequest,
@@ -25,7 +31,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import ToolContext, ToolRegistry, tool
 from tests.agent_harness import (
     cli_json,
     record_history,
@@ -50,6 +56,13 @@ async def quick_lookup(key: str) -> str:
     """Look a key up."""
     await asyncio.sleep(1)
     return f"{key}: found"
+
+
+@tool(registry=registry)
+def ask_expert(question: str, ctx: ToolContext) -> str:
+    """Ask an expert agent (a sub-agent that spends model tokens)."""
+    ctx.report_usage(Usage(prompt_tokens=300, completion_tokens=100, total_tokens=400))
+    return f"the expert says yes to {question}"
 
 
 @guardrail(registry=registry)
@@ -320,6 +333,32 @@ async def test_a_token_budget_stops_the_session_and_the_cli_changes_it(
     assert status.budget.total_tokens == 45 and status.budget.max_total_tokens == 40
     assert status.budget.cost_usd is not None
     assert abs(status.budget.cost_usd - 3 * (10 * 2.0 + 5 * 8.0) / 1e6) < 1e-12
+
+
+async def test_tokens_a_tool_spends_on_a_sub_agent_count_toward_the_budget(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        assistant_calls(("ask_expert", {"question": "a"}), ("ask_expert", {"question": "b"})),
+        assistant_text("both said yes"),
+        assistant_text("never asked"),
+    ]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["ask_expert"], session={}, stop={"max_total_tokens": 820})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "ask twice")
+            await idle(agents, session)
+            status = await agents.status(session)
+            await agents.send(session, "and again")
+            result = await asyncio.wait_for(agents.result(session), 30)
+            messages = await agents.messages(session)
+    assert status.usage.total_tokens == 15 + 2 * 400 + 15
+    experts = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.usage.total_tokens for m in experts if m.usage] == [400, 400]
+    assert result.stop_reason == "budget" and len(provider.requests) == 2
+    # kept on the result, never sent to the model
+    assert "usage" not in json.dumps(provider.requests[1].body["messages"])
 
 
 async def test_bad_budget_signals_are_rejected_visibly(

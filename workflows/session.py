@@ -686,6 +686,8 @@ class Session:
         in_order = [s for s in batch.slots if s is not None]
         assert len(in_order) == len(batch.calls), "one result per call"
         self.messages.extend(in_order)
+        for result in in_order:
+            self._count(result.usage)  # what tools spent on models (sub-agents) counts too
         self._batch = None
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
