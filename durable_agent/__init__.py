@@ -4,6 +4,7 @@ The conversation is one ordered array of OpenAI-chat-shaped messages; that
 array is the replayable workflow state.
 
 What most programs need is here: ``tool`` and ``ToolContext`` to write tools,
+``guardrail`` to check what goes in and out,
 ``AgentSpec`` (with ``ModelSpec`` and ``ProviderEndpoint``) to describe an agent,
 ``AgentClient`` to start, steer, read and follow sessions, and the message model.
 ``durable_agent.testing`` has a scripted provider for tests; the codecs, the
@@ -15,17 +16,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durable_agent._version import __version__
+from durable_agent.context import ContextRules
 from durable_agent.contracts import AgentResult, PendingApproval, SessionStatus
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.guardrails import guardrail
 from durable_agent.messages import (
     ApprovalRecord,
     AssistantMessage,
     AudioPart,
     ContentPart,
     FilePart,
+    FlushMessage,
     FunctionCall,
     ImagePart,
     Message,
+    ResqueMessage,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -46,7 +51,7 @@ from durable_agent.messages import (
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.pairing import pair_tool_results, repair_pairing
 from durable_agent.request_messages import prepare_request_messages
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.spec import AgentInput, AgentSpec, ModelPrice, ModelSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool, tool
 
@@ -74,15 +79,19 @@ __all__ = [
     "AssistantMessage",
     "AudioPart",
     "ContentPart",
+    "ContextRules",
     "FilePart",
+    "FlushMessage",
     "FunctionCall",
     "ImagePart",
     "Message",
     "ModelOptions",
+    "ModelPrice",
     "ModelSpec",
     "PendingApproval",
     "ProviderEndpoint",
     "ReasoningWire",
+    "ResqueMessage",
     "SessionEvent",
     "SessionStatus",
     "SystemMessage",
@@ -101,6 +110,7 @@ __all__ = [
     "dump_messages",
     "file_part",
     "file_part_from_id",
+    "guardrail",
     "image_part",
     "image_part_from_bytes",
     "pair_tool_results",

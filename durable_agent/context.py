@@ -58,7 +58,6 @@ class ContextRules(BaseModel):
     """The model that writes summaries (same endpoint). Unset: the session's model."""
     summary_prompt: str = Field(default=DEFAULT_SUMMARY_PROMPT, min_length=1)
 
-
     @model_validator(mode="after")
     def _tokenizer_installed(self) -> ContextRules:
         if not tokenizer_available(self.tokenizer):
