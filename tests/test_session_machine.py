@@ -264,6 +264,12 @@ class SessionMachine(RuleBasedStateMachine):
                 event(f"array has {message.role}")
 
     @invariant()
+    def approvals_wait_only_inside_a_batch(self) -> None:
+        state = self.session.state
+        if state.stage != "tools":
+            assert not state.pending, "an approval outlived its batch"
+
+    @invariant()
     def the_state_is_json(self) -> None:
         json.loads(self.session.state.model_dump_json())  # what continue-as-new carries
 

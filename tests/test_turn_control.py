@@ -58,6 +58,12 @@ async def quick_lookup(key: str) -> str:
     return f"{key}: found"
 
 
+@tool(registry=registry, approval="always")
+def wire_money(amount: int) -> str:
+    """Send money (a person approves)."""
+    return f"sent {amount}"
+
+
 @tool(registry=registry)
 def ask_expert(question: str, ctx: ToolContext) -> str:
     """Ask an expert agent (a sub-agent that spends model tokens)."""
@@ -171,6 +177,40 @@ async def _rejected(agents: AgentClient, session: str) -> list[str]:
 
 def _roles(request: RecordedRequest) -> list[tuple[str, str]]:
     return [(m["role"], m.get("content") or "") for m in request.body["messages"]]
+
+
+async def test_cancel_and_flush_while_approvals_wait_across_continue_as_new(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("wire_money", {"amount": 5}), ("wire_money", {"amount": 7}))]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["wire_money"], session={"continue_as_new_after_events": 20})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay both")
+            await wait_for(lambda: _phase_is(agents, session, "awaiting_approval"))
+            await agents.flush(session, by="ops")  # waits for the turn to end
+            for k in range(4):  # signals that change nothing grow history past the limit
+                await agents._signal(session, "approve", {"approval_id": f"bogus-{k}"})
+            status = await wait_for(lambda: _carried(agents, session))
+            assert status.flushes_pending == 1 and len(status.pending_approvals) == 2
+            await agents.cancel_turn(session, by="ops", reason="wrong account")
+            await wait_for(lambda: _flushed(agents, session, 1))
+            status = await agents.status(session)
+            messages = await agents.messages(session)
+    assert status.phase == "idle" and not status.pending_approvals
+    assert status.last_error == "turn cancelled by ops: wrong account"
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "flush"]
+    assert all(
+        isinstance(m, ToolMessage) and m.is_error and "turn cancelled by ops" in m.content
+        for m in messages[2:4]
+    )
+    assert len(provider.requests) == 1, "nothing ran, the model was not asked again"
+
+
+async def _carried(agents: AgentClient, session: str) -> SessionStatus | None:
+    status = await agents.status(session)
+    return status if status.runs >= 2 and status.phase == "awaiting_approval" else None
 
 
 async def test_flush_resets_what_requests_start_from_and_waits_for_the_turn(

@@ -366,15 +366,13 @@ class Session:
 
     def _cancel_batch(self, why: str, now: datetime) -> None:
         """Every call without a result gets one saying it was cancelled (pairing holds);
-        approvals still open are closed as denied."""
+        approvals this turn still has open are closed as denied."""
         if self._batch is None:
             self._batch = self._open_batch()
-        batch = self._batch
-        if batch.asked:
-            ids = list(batch.asked)
-            self.approvals.close_all(ids, None, why, now)
-            for aid in ids:
-                self.approvals.take(aid)
+        open_ids = [p.approval_id for p in self.state.pending if p.turn == self.state.turn]
+        self.approvals.close_all(open_ids, None, why, now)
+        for aid in open_ids:
+            self.approvals.take(aid)
         self.tools_finished({})
 
     def _apply_flushes(self, now: datetime) -> None:
