@@ -44,6 +44,7 @@ from durable_agent.provider import (
     ProviderError,
     shared_client,
 )
+from durable_agent.request_messages import prepare_request_messages
 from durable_agent.transcript import EMPTY_HASH, canonical_json
 
 log = structlog.get_logger("durable_agent.model")
@@ -177,6 +178,11 @@ class ModelActivities:
             context=setup.context,
         )
         bound = _log_for(call)
+        if setup.context is not None:
+            whole = len(prepare_request_messages(conversation))
+            sent = len(prepare_request_messages(conversation, setup.context))
+            if sent < whole:
+                bound.info("context trimmed", left_out=whole - sent, sent=sent)
         message = await self._complete(setup, body, bound, on_text)
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)

@@ -257,13 +257,16 @@ class SessionStatus(_Contract):
     """Messages at the array's start that requests no longer include (a flush or a
     compaction summary stands in for them; they stay in the array)."""
     budget: BudgetStatus | None = None
+    trimmed: int = 0
+    """Messages the latest model request left out to fit ``model.context.budget_tokens``
+    (trimming; they stay in the array)."""
 
 
 class AgentResult(_Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
     ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns``, ``budget``,
     ``error``, or for a one-shot session whose turn did not end in an answer,
-    ``guardrail`` or ``cancelled``."""
+    ``guardrail``, ``cancelled``, ``unusable_reply`` or ``compaction_failed``."""
 
     status: Literal["done", "failed"]
     stop_reason: str

@@ -118,6 +118,9 @@ def format_status(status: SessionStatus) -> str:
         lines.append(f"budget:         {', '.join(spent)}")
     if status.compacted:
         lines.append(f"compacted:      {status.compacted} messages no longer sent")
+    if status.trimmed:
+        left_out = f"{status.trimmed} old messages left out of the last request (context)"
+        lines.append(f"trimmed:        {left_out}")
     if status.cancel_pending:
         lines.append("cancel:         pending (next safe point)")
     if status.flushes_pending:

@@ -34,7 +34,7 @@ from durable_agent.messages import (
     parse_messages,
 )
 from durable_agent.request_messages import prepare_request_messages
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text, error_reply
 from durable_agent.tools import ToolRegistry
 from tests.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
@@ -227,7 +227,9 @@ async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_on
                 await agents.send(session, text)
             await _idle(agents, session)
             messages = await agents.messages(session)
+            status = await agents.status(session)
     assert len(messages) == 9, "storage keeps everything"
+    assert status.trimmed == 4, "visible: the last request left four messages out"
     sent = [(m["role"], m["content"]) for m in provider.requests[-1].body["messages"]]
     assert sent == [
         ("system", "Be brief."),
@@ -245,6 +247,34 @@ async def _idle(agents: AgentClient, session: str) -> None:
 
     await wait_for(check, timeout=30)
     await asyncio.sleep(0)
+
+
+async def test_a_summariser_that_keeps_failing_fails_the_turn_not_the_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    def model(request: RecordedRequest) -> Any:
+        if _is_summary_request(request):
+            return error_reply(503, "summariser overloaded")
+        return assistant_text("z" * 150)
+
+    context = ContextRules(budget_tokens=100, chars_per_token=1, when_over="compact")
+    with ScriptedProvider(responder=model) as provider:
+        spec = spec_for(provider, [], session={})  # model.max_attempts 2
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context": context})})
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "first")
+            await _idle(agents, session)
+            await agents.send(session, "second")
+            await _idle(agents, session)
+            status = await agents.status(session)
+            messages = await agents.messages(session)
+    summaries = [r for r in provider.requests if _is_summary_request(r)]
+    assert len(summaries) == 2, "retried by the model's max_attempts"
+    assert status.phase == "idle" and status.last_error is not None
+    assert status.last_error.startswith("compaction failed: ")
+    assert "summariser overloaded" in status.last_error
+    assert [m.role for m in messages] == ["user", "assistant", "user"], "nothing dropped"
 
 
 def test_openais_tokenizer_counts_offline_and_a_missing_one_is_a_clear_error(

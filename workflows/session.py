@@ -47,6 +47,7 @@ from durable_agent.messages import (
     UserMessage,
     text_of,
 )
+from durable_agent.request_messages import prepare_request_messages
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.structured_output import parse_structured_output
 from durable_agent.transcript import Transcript
@@ -128,6 +129,8 @@ class Session:
         """A final answer its output guardrails are checking (not in the array yet)."""
         self._turn_failed: str | None = None
         """Why the latest turn ended without an answer (guardrail, cancellation)."""
+        self.trimmed = 0
+        """Messages the latest request left out to fit the context budget."""
         self.rescue_enabled = True
         """Rescue unusable model turns (off only to replay histories from before it)."""
 
@@ -433,6 +436,7 @@ class Session:
             self.phase = "compacting"
             return Summarise(turn=self.state.turn + 1, until=self._summarising)
         self.phase = "calling_model"
+        self.trimmed = self._trimmed()
         return CallModel(turn=self.state.turn + 1)
 
     def summarised(self, summary: AssistantMessage, now_ms: int) -> None:
@@ -522,7 +526,8 @@ class Session:
         self, kind: str | None, text: str, retry_after: timedelta | None, now_ms: int
     ) -> None:
         """A model call failed: another attempt after a pause while the model's own
-        failures leave attempts, else the session fails with ``text``."""
+        failures leave attempts, else the session fails with ``text`` (a summary that
+        cannot be made fails the turn only: the session waits for the next message)."""
         model = self.spec.model
         if kind == MODEL_ATTEMPT_FAILED and self._model_failures + 1 < model.max_attempts:
             self._model_failures += 1
@@ -532,8 +537,9 @@ class Session:
             return
         self._calling = False
         if self._summarising is not None:
-            text = f"compaction failed: {text}"
             self._summarising = None
+            self._end_turn("compaction_failed", f"compaction failed: {text}")
+            return
         self.state.last_error = text
         self.messages.append(
             AssistantMessage(content="", is_error=True, error=text, timestamp=now_ms)
@@ -751,7 +757,16 @@ class Session:
                 if not isinstance(m, SystemMessage | FlushMessage)
             ),
             budget=self._budget_status(),
+            trimmed=self.trimmed,
         )
+
+    def _trimmed(self) -> int:
+        """Messages the request about to be made leaves out to fit the context budget."""
+        rules = self.spec.model.context
+        if rules.budget_tokens is None:
+            return 0
+        whole = prepare_request_messages(self.messages)
+        return len(whole) - len(prepare_request_messages(self.messages, rules))
 
     def _budget_status(self) -> BudgetStatus | None:
         limits = self._limits()
