@@ -44,7 +44,7 @@ from durable_agent.provider import (
     ProviderError,
     shared_client,
 )
-from durable_agent.request_messages import prepare_request_messages
+from durable_agent.request_messages import options_for_call, prepare_request_messages
 from durable_agent.transcript import EMPTY_HASH, canonical_json
 
 log = structlog.get_logger("durable_agent.model")
@@ -171,7 +171,7 @@ class ModelActivities:
             list(conversation),
             model=setup.model,
             tools=setup.tools,
-            options=setup.options,
+            options=options_for_call(setup.options, conversation),
             output_schema=setup.output_schema,
             reasoning=setup.reasoning,
             stream=setup.stream,

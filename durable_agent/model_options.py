@@ -7,6 +7,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class NamedToolChoice(BaseModel):
+    """Make the model call this one tool."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
 class ModelOptions(BaseModel):
     """Sampling and length options; each codec maps them to its API's names (seed 004 §7.6).
 
@@ -25,6 +36,9 @@ class ModelOptions(BaseModel):
     presence_penalty: float | None = None
     stop: list[str] | None = None
     seed: int | None = None
+    tool_choice: ToolChoice | None = None
+    """Whether the model may, must or must not call tools, or must call one named tool;
+    each codec writes its API's shape, and only when the request has tools."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from durable_agent.context import ContextRules, fit_to_budget, request_window
-from durable_agent.messages import AssistantMessage, Message, ResqueMessage, UserMessage
+from durable_agent.messages import (
+    AssistantMessage,
+    Message,
+    ResqueMessage,
+    ToolMessage,
+    UserMessage,
+)
+from durable_agent.model_options import ModelOptions
 from durable_agent.pairing import repair_pairing
 
 
@@ -61,3 +68,17 @@ def prepare_request_messages(
             message = apply_reasoning_rule(message)
         prepared.append(message)
     return prepared
+
+
+def options_for_call(options: ModelOptions, messages: Sequence[Message]) -> ModelOptions:
+    """``tool_choice`` ``required`` or a named tool binds the first model call of a turn
+    only: once tools have run since the latest user message the model may answer
+    (``auto``), or the loop could never end. (The OpenAI Agents SDK does the same.)"""
+    if options.tool_choice in (None, "auto", "none"):
+        return options
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            return options.model_copy(update={"tool_choice": None})
+        if isinstance(message, UserMessage):
+            break
+    return options

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
-from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
 from durable_agent.structured_output import check_output_schema
 from durable_agent.tools import ApprovalMode, ExecutionMode
 
@@ -171,6 +171,11 @@ class AgentSpec(_Spec):
         unknown_stops = sorted(set(self.stop.on_tools) - set(names))
         if unknown_stops:
             raise ValueError(f"stop.on_tools: {unknown_stops[0]!r} is not among the spec's tools")
+        choice = self.model.options.tool_choice
+        if isinstance(choice, NamedToolChoice) and choice.name not in names:
+            raise ValueError(
+                f"model.options.tool_choice: {choice.name!r} is not among the spec's tools"
+            )
         if self.stop.max_cost_usd is not None and self.model.price is None:
             raise ValueError("stop.max_cost_usd needs model.price to count cost by")
         return self

@@ -17,6 +17,7 @@ from typing import Any
 from activities.tools import _as_text
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
+from durable_agent.request_messages import options_for_call
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
@@ -164,7 +165,7 @@ class SessionDriver:
             list(session.messages),
             model=model.name,
             tools=[t.definition for t in session.tools.values()],
-            options=model.options,
+            options=options_for_call(model.options, session.messages),
             output_schema=self.spec.output_schema,
             reasoning=model.reasoning,
             stream=False,

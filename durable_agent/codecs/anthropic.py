@@ -15,6 +15,7 @@ from durable_agent.codecs.common import (
     StreamAccumulator,
     UnsupportedContentError,
     anthropic_safe_id,
+    chosen_tool,
     compact_json,
     error_text,
     finish_message,
@@ -193,6 +194,11 @@ def build_anthropic_request(
     body.update(map_options(options, OPTION_NAMES))
     if tools:
         body["tools"] = anthropic_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "tool", "name": named}
+        elif choice is not None:  # Anthropic says "any" for "required"
+            body["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
     if output_schema:
         body["output_config"] = {
             "format": {"type": "json_schema", "schema": strict_schema(output_schema)}

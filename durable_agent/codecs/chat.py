@@ -12,6 +12,7 @@ from typing import Any
 
 from durable_agent.codecs.common import (
     StreamAccumulator,
+    chosen_tool,
     error_text,
     finish_message,
     flat_reasoning,
@@ -107,6 +108,11 @@ def build_chat_request(
     }
     if tools:
         body["tools"] = chat_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "function", "function": {"name": named}}
+        elif choice is not None:
+            body["tool_choice"] = choice
     if output_schema:
         body["response_format"] = response_format(output_schema)
     if stream:

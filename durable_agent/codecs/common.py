@@ -15,12 +15,20 @@ from durable_agent.messages import (
     ToolCall,
     Usage,
 )
-from durable_agent.model_options import ModelOptions
+from durable_agent.model_options import ModelOptions, NamedToolChoice
 from durable_agent.pairing import call_positions
 
 
 class UnsupportedContentError(ValueError):
     """A message holds content the target API cannot carry (it is never dropped silently)."""
+
+
+def chosen_tool(options: ModelOptions | None) -> tuple[str | None, str | None]:
+    """``tool_choice`` as (``auto``/``none``/``required``, the one tool it names)."""
+    choice = options.tool_choice if options is not None else None
+    if isinstance(choice, NamedToolChoice):
+        return None, choice.name
+    return choice, None
 
 
 def map_options(options: ModelOptions | None, names: dict[str, str]) -> dict[str, Any]:

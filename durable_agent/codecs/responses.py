@@ -8,6 +8,7 @@ from typing import Any
 from durable_agent.codecs.common import (
     StreamAccumulator,
     UnsupportedContentError,
+    chosen_tool,
     error_text,
     finish_message,
     flat_reasoning,
@@ -135,6 +136,11 @@ def build_responses_request(
     body.update(map_options(options, OPTION_NAMES))
     if tools:
         body["tools"] = responses_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "function", "name": named}
+        elif choice is not None:
+            body["tool_choice"] = choice
     if output_schema:
         body["text"] = {
             "format": {
