@@ -37,6 +37,7 @@ from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.log_setup import configure_logging
 from durable_agent.process import exit_without_teardown
 from durable_agent.provider import ProviderClient
+from durable_agent.secrets import SecretProvider
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
@@ -54,13 +55,15 @@ def build_worker(
     transcripts: TranscriptStore | None = None,
     max_concurrent_activities: int = 100,
     max_cached_workflows: int = 1000,
+    secrets: SecretProvider | None = None,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
-    ``transcripts`` defaults to an in-process cache only (``memory:``)."""
+    ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
+    resolves ``{{secret:NAME}}`` references (default: the worker's environment)."""
     transcripts = transcripts or TranscriptStore()
     load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
     model = ModelActivities(provider, transcripts)
-    tools = ToolActivities(default_registry if registry is None else registry, transcripts)
+    tools = ToolActivities(default_registry if registry is None else registry, transcripts, secrets)
     return Worker(
         client,
         task_queue=task_queue,

@@ -36,6 +36,12 @@ from durable_agent.contracts import (
 )
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
+from durable_agent.secrets import (
+    SecretError,
+    SecretProvider,
+    SecretResolver,
+    environment_secrets,
+)
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.tools")
@@ -72,10 +78,14 @@ class _KeepNothing:
 
 class ToolActivities:
     def __init__(
-        self, registry: ToolRegistry | None = None, results: ResultKeeper | None = None
+        self,
+        registry: ToolRegistry | None = None,
+        results: ResultKeeper | None = None,
+        secrets: SecretProvider | None = None,
     ) -> None:
         self._registry = default_registry if registry is None else registry
         self._results: ResultKeeper = results or _KeepNothing()
+        self._secrets = secrets or environment_secrets
 
     @activity.defn(name="resolve_tools")
     @heartbeats
@@ -132,6 +142,12 @@ class ToolActivities:
         ``ToolRaised`` for the workflow to count against the tool's attempts."""
         info = activity.info()
         session_id = info.workflow_id or ""  # the session is the workflow
+        secrets = SecretResolver(call.secrets, self._secrets)
+        unresolved: str | None = None
+        try:
+            bound_values = secrets.resolve(call.bound)
+        except SecretError as error:
+            bound_values, unresolved = {}, str(error)
         context = ToolContext(
             session_id=session_id,
             turn=call.turn,
@@ -139,7 +155,7 @@ class ToolActivities:
             tool_call_id=call.tool_call_id,
             idempotency_key=f"{session_id}:{call.turn}:{call.slot}",
             attempt=call.attempt,
-            context=call.bound,
+            context=bound_values,
             redelivery=info.attempt - 1,
         )
 
@@ -148,7 +164,7 @@ class ToolActivities:
             instead of carrying it into history a second time."""
             message = ToolMessage(
                 tool_call_id=call.tool_call_id,
-                content=content,
+                content=secrets.redact(content),  # a value never leaves as itself
                 tool_name=call.tool_name,
                 is_error=is_error,
                 approval=call.approval,
@@ -166,9 +182,11 @@ class ToolActivities:
                 "not loaded it)",
                 True,
             )
+        if unresolved is not None:
+            return await result(unresolved, True)
         try:
-            arguments = found.validate_arguments(call.arguments, call.bound)
-        except ToolArgumentsError as error:
+            arguments = secrets.resolve(found.validate_arguments(call.arguments, call.bound))
+        except (ToolArgumentsError, SecretError) as error:
             return await result(str(error), True)
         bound = log.bind(
             tool=call.tool_name,
@@ -181,7 +199,9 @@ class ToolActivities:
             done = await found.effect_done(context)
             if done is not None:
                 bound.info("tool effect found by its check; not run again")
-                return await result(await self._fit(_as_text(done), call, context.idempotency_key))
+                return await result(
+                    await self._fit(secrets.redact(_as_text(done)), call, context.idempotency_key)
+                )
         bound.info("tool call")
         limit = _own_time_limit(info.start_to_close_timeout)
         try:
@@ -194,11 +214,11 @@ class ToolActivities:
                 non_retryable=True,
             ) from None
         except Exception as error:
-            bound.warning("tool raised", error=f"{type(error).__name__}: {error}")
-            raise ApplicationError(
-                f"{type(error).__name__}: {error}", type=TOOL_RAISED, non_retryable=True
-            ) from error
-        return await result(await self._fit(_as_text(output), call, context.idempotency_key))
+            text = secrets.redact(f"{type(error).__name__}: {error}")
+            bound.warning("tool raised", error=text)
+            raise ApplicationError(text, type=TOOL_RAISED, non_retryable=True) from None
+        text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
+        return await result(await self._fit(text, call, context.idempotency_key))
 
     async def _keep(self, message: ToolMessage) -> str | None:
         """Keep a message; its key, or ``None`` when that failed (a model call then asks

@@ -147,6 +147,8 @@ class ToolCallInput(_Contract):
     max_result_chars: int = 100_000
     attempt: int = Field(default=1, ge=1)
     """The tool's own attempt: 1 + the times it raised before (lost workers not counted)."""
+    secrets: list[str] = Field(default_factory=list)
+    """Secret names the call may resolve (set only when it references one)."""
 
 
 class ApprovalCheckInput(_Contract):

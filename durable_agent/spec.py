@@ -10,6 +10,7 @@ from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
 from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
+from durable_agent.secrets import SECRET_NAME, references
 from durable_agent.structured_output import check_output_schema
 from durable_agent.tools import ApprovalMode, ExecutionMode
 
@@ -147,6 +148,17 @@ class AgentSpec(_Spec):
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
     rescue: RescueRules = Field(default_factory=RescueRules)
+    secrets: list[str] = Field(default_factory=list)
+    """Secret names this session's tools may use as ``{{secret:NAME}}`` in their
+    arguments or bound ``context`` values; resolved only inside the tool activity."""
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: list[str]) -> list[str]:
+        bad = [name for name in value if not SECRET_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"{bad[0]!r} is not a secret name (letters, digits, _)")
+        return value
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -171,6 +183,9 @@ class AgentSpec(_Spec):
         unknown_stops = sorted(set(self.stop.on_tools) - set(names))
         if unknown_stops:
             raise ValueError(f"stop.on_tools: {unknown_stops[0]!r} is not among the spec's tools")
+        unlisted = sorted(references(self.context) - set(self.secrets))
+        if unlisted:
+            raise ValueError(f"context: secret {unlisted[0]!r} is not listed in secrets")
         choice = self.model.options.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.name not in names:
             raise ValueError(

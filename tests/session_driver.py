@@ -17,7 +17,6 @@ from typing import Any
 from activities.tools import _as_text
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
-from durable_agent.request_messages import options_for_call
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
@@ -30,6 +29,7 @@ from durable_agent.contracts import (
 )
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import ApprovalDecision, AssistantMessage, ToolMessage, UserMessage
+from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
 from workflows.commands import (

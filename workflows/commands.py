@@ -70,6 +70,8 @@ class ToolRun:
     tool: ResolvedTool
     approval: ApprovalRecord | None
     bound: dict[str, Any] = field(default_factory=dict)
+    secrets: list[str] = field(default_factory=list)
+    """The session's secret names, when the call references any."""
 
 
 @dataclass(frozen=True)

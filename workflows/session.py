@@ -48,6 +48,7 @@ from durable_agent.messages import (
     text_of,
 )
 from durable_agent.request_messages import prepare_request_messages
+from durable_agent.secrets import references
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.structured_output import parse_structured_output
 from durable_agent.transcript import Transcript
@@ -616,7 +617,9 @@ class Session:
         resolved = self.tools[call.function.name]
         context = self.spec.context
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
-        return ToolRun(slot, call, resolved, batch.approvals.get(slot), bound)
+        uses = references(bound) or references(call.function.arguments)
+        secrets = list(self.spec.secrets) if uses else []
+        return ToolRun(slot, call, resolved, batch.approvals.get(slot), bound, secrets)
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers for the batch's predicate calls, in order."""

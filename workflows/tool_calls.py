@@ -159,6 +159,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     approval=run.approval,
                     max_result_chars=policy.max_result_chars,
                     attempt=attempt,
+                    secrets=run.secrets,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,

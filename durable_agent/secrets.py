@@ -1,0 +1,81 @@
+"""Secrets that never enter history: ``{{secret:NAME}}`` references, resolved only inside
+the tool activity.
+
+A spec lists the secret names its session may use (``secrets``); a tool's arguments and
+the ``context`` values bound to it may hold references. The worker resolves them from
+its environment (or a provider you give ``build_worker``) just before the tool runs, and
+takes every resolved value out of the tool's result and error text again, so the model,
+the workflow history, the transcript store and the logs only ever see the reference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection
+from typing import Any
+
+#: ``{{secret:NAME}}``; names as environment variables spell them.
+SECRET_REFERENCE = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
+SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+SecretProvider = Callable[[str], str | None]
+"""A secret's value by name, or ``None`` when there is none."""
+
+
+def environment_secrets(name: str) -> str | None:
+    """The default provider: the worker's environment variables."""
+    return os.environ.get(name)
+
+
+class SecretError(ValueError):
+    """A reference the session may not use, or one the worker cannot resolve."""
+
+
+def references(value: Any) -> set[str]:
+    """Every secret name referenced anywhere in a JSON value."""
+    if isinstance(value, str):
+        return set(SECRET_REFERENCE.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(references(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(references(v) for v in value)) if value else set()
+    return set()
+
+
+class SecretResolver:
+    """Resolves references for one call and remembers the values, to redact them."""
+
+    def __init__(self, allowed: Collection[str], provider: SecretProvider) -> None:
+        self._allowed = set(allowed)
+        self._provider = provider
+        self.used: dict[str, str] = {}
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return SECRET_REFERENCE.sub(lambda m: self._value(m.group(1)), value)
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        return value
+
+    def _value(self, name: str) -> str:
+        if name not in self._allowed:
+            raise SecretError(
+                f"secret {name!r} is not among the session's secrets "
+                f"(spec.secrets: {', '.join(sorted(self._allowed)) or 'none'})"
+            )
+        found = self._provider(name)
+        if found is None:
+            raise SecretError(f"secret {name!r} is not set on this worker")
+        self.used[name] = found
+        return found
+
+    def redact(self, text: str) -> str:
+        """``text`` with every value this call resolved put back as its reference
+        (longest first, so a value inside another is not half-replaced)."""
+        for name, value in sorted(self.used.items(), key=lambda item: -len(item[1])):
+            if value:
+                text = text.replace(value, f"{{{{secret:{name}}}}}")
+        return text
