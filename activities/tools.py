@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -22,13 +23,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
+from activities.mcp import McpServerError, call_server_tool, error_reason, list_server_tools
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
+    MCP_SERVER_UNAVAILABLE,
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
     ApprovalCheckInput,
     GuardrailInput,
     GuardrailVerdict,
+    ListMcpToolsInput,
     ResolvedTool,
     ResolveToolsInput,
     ResolveToolsResult,
@@ -102,6 +106,23 @@ class ToolActivities:
             )
         return ResolveToolsResult(tools=resolved, missing=missing, missing_guardrails=lacking)
 
+    @activity.defn(name="list_mcp_tools")
+    @heartbeats
+    async def list_mcp_tools(self, request: ListMcpToolsInput) -> list[ResolvedTool]:
+        """The tools of the spec's MCP servers (once, at the session's start). A server
+        that cannot be started or reached fails the session at once, by name."""
+        tools: list[ResolvedTool] = []
+        for server in request.servers:
+            try:
+                tools += await list_server_tools(server)
+            except McpServerError as error:
+                raise ApplicationError(
+                    f"MCP server {server.name!r}: {error}",
+                    type=MCP_SERVER_UNAVAILABLE,
+                    non_retryable=True,
+                ) from None
+        return tools
+
     @activity.defn(name="check_guardrails")
     @heartbeats
     async def check_guardrails(self, request: GuardrailInput) -> GuardrailVerdict:
@@ -174,6 +195,8 @@ class ToolActivities:
             await self._keep(message)
             return message
 
+        if call.mcp is not None:
+            return await self._call_mcp(call, context, secrets, result)
         found = self._registry.get(call.tool_name)
         if found is None:
             log.error("tool not loaded on this worker", tool=call.tool_name)
@@ -219,6 +242,39 @@ class ToolActivities:
             raise ApplicationError(text, type=TOOL_RAISED, non_retryable=True) from None
         text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
         return await result(await self._fit(text, call, context.idempotency_key))
+
+    async def _call_mcp(
+        self,
+        call: ToolCallInput,
+        context: ToolContext,
+        secrets: SecretResolver,
+        result: Callable[..., Awaitable[ToolMessage]],
+    ) -> ToolMessage:
+        """An MCP tool call: the server's ``isError`` is an error result the model reads;
+        a server that cannot be reached is the tool's failure (retried per its policy)."""
+        assert call.mcp is not None
+        try:
+            parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+            if not isinstance(parsed, dict):
+                raise ValueError("expected a JSON object")
+            arguments = secrets.resolve(parsed)
+        except (ValueError, SecretError) as error:
+            return await result(f"Invalid arguments for '{call.tool_name}': {error}", True)
+        bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
+        bound.info("mcp tool call", server=call.mcp.server.name)
+        try:
+            text, is_error = await call_server_tool(
+                call.mcp.server, call.mcp.tool, arguments, context.idempotency_key
+            )
+        except Exception as error:
+            detail = secrets.redact(error_reason(error))
+            bound.warning("mcp call failed", error=detail)
+            raise ApplicationError(
+                f"MCP server {call.mcp.server.name!r}: {detail}", type=TOOL_RAISED,
+                non_retryable=True,
+            ) from None  # fmt: skip
+        text = secrets.redact(text)
+        return await result(await self._fit(text, call, context.idempotency_key), is_error or None)
 
     async def _keep(self, message: ToolMessage) -> str | None:
         """Keep a message; its key, or ``None`` when that failed (a model call then asks

@@ -14,6 +14,7 @@ from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.spec import McpServerSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 
@@ -34,6 +35,9 @@ CONFIGURATION_ERROR = "ConfigurationError"
 #: Error type of a guardrail that raised (or is not loaded): retried by the workflow,
 #: then the turn fails with its words.
 GUARDRAIL_FAILED = "GuardrailFailed"
+#: Error type of an MCP server that could not be started or reached when a session
+#: starts: the session fails at once, naming it.
+MCP_SERVER_UNAVAILABLE = "McpServerUnavailable"
 #: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
 #: activity enforces itself: a start-to-close timeout then means a wedged worker.
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
@@ -48,12 +52,31 @@ class ResolveToolsInput(_Contract):
     guardrails: list[str] = Field(default_factory=list)
 
 
+class McpToolRef(_Contract):
+    """Where an MCP tool lives: the spec's server, and the tool's own name there."""
+
+    server: str
+    tool: str
+
+
 class ResolvedTool(_Contract):
     """A tool as the session recorded it at start: replay never asks a worker again."""
 
     definition: ToolDefinition
     policy: ToolPolicy
     bind: dict[str, str] = Field(default_factory=dict)
+    mcp: McpToolRef | None = None
+
+
+class ListMcpToolsInput(_Contract):
+    servers: list[McpServerSpec]
+
+
+class McpCall(_Contract):
+    """An MCP tool call's server (its spec: small, and the worker needs it) and tool."""
+
+    server: McpServerSpec
+    tool: str
 
 
 class ResolveToolsResult(_Contract):
@@ -149,6 +172,7 @@ class ToolCallInput(_Contract):
     """The tool's own attempt: 1 + the times it raised before (lost workers not counted)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names the call may resolve (set only when it references one)."""
+    mcp: McpCall | None = None
 
 
 class ApprovalCheckInput(_Contract):

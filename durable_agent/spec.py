@@ -62,6 +62,37 @@ class ToolSettings(_Spec):
     max_result_chars: int | None = Field(default=None, ge=100)
 
 
+class McpServerSpec(_Spec):
+    """An MCP server whose tools the session may use: started over stdio (``command``)
+    or reached over streamable HTTP (``url``). Its tool list is read once, at start."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    """Names of the worker's environment variables the server process gets."""
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP header -> the worker's environment variable that holds its value."""
+    allowed_tools: list[str] | None = None
+    """Only these of the server's tools (unset: all of them)."""
+    prefix: str | None = None
+    """Put before each tool name (default ``<name>_``, so two servers cannot collide)."""
+    approval: ApprovalMode = "never"
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"mcp server {self.name!r}: give either command or url")
+        return self
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.name}_" if self.prefix is None else self.prefix
+
+
 class StopRules(_Spec):
     max_turns: int = Field(default=25, ge=1)
     """Most model calls in one user turn before the session stops with an error."""
@@ -148,6 +179,8 @@ class AgentSpec(_Spec):
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
     rescue: RescueRules = Field(default_factory=RescueRules)
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    """MCP servers whose tools join the session's (listed once, when it starts)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names this session's tools may use as ``{{secret:NAME}}`` in their
     arguments or bound ``context`` values; resolved only inside the tool activity."""
@@ -186,6 +219,10 @@ class AgentSpec(_Spec):
         unlisted = sorted(references(self.context) - set(self.secrets))
         if unlisted:
             raise ValueError(f"context: secret {unlisted[0]!r} is not listed in secrets")
+        servers = [s.name for s in self.mcp_servers]
+        twice = sorted({n for n in servers if servers.count(n) > 1})
+        if twice:
+            raise ValueError(f"mcp_servers: {twice[0]!r} is listed more than once")
         choice = self.model.options.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.name not in names:
             raise ValueError(

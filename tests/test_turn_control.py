@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
@@ -334,6 +336,20 @@ async def test_a_guardrail_that_keeps_failing_fails_the_turn_closed(
         and e["activityTaskScheduledEventAttributes"]["activityType"]["name"] == "check_guardrails"
     ]
     assert len(scheduled) == 2, "max_attempts tries, a durable timer between"
+
+
+async def test_a_guardrail_no_worker_loaded_fails_the_session_at_start(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("never sent")]) as provider:
+        spec = spec_for(provider, [], guardrails={"output": ["not_loaded"]})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "hello")
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(agents.result(session), 30)
+    assert "guardrails that no worker has loaded: not_loaded" in str(failed.value.cause)
+    assert not provider.requests
 
 
 async def test_a_token_budget_stops_the_session_and_the_cli_changes_it(

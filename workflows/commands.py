@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from durable_agent.contracts import AgentResult, ResolvedTool
+from durable_agent.contracts import AgentResult, McpCall, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
 
 
@@ -72,6 +72,8 @@ class ToolRun:
     bound: dict[str, Any] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)
     """The session's secret names, when the call references any."""
+    mcp: McpCall | None = None
+    """The MCP server and tool, for an MCP tool."""
 
 
 @dataclass(frozen=True)

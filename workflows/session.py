@@ -28,6 +28,7 @@ from durable_agent.contracts import (
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
+    McpCall,
     PendingApproval,
     Phase,
     ResolvedTool,
@@ -142,7 +143,24 @@ class Session:
         it cannot."""
         if result.missing:
             return "spec.tools names tools that no worker has loaded: " + ", ".join(result.missing)
+        if result.missing_guardrails:
+            lacking = ", ".join(result.missing_guardrails)
+            return f"spec.guardrails names guardrails that no worker has loaded: {lacking}"
         self.tools = apply_overrides(self.spec, result.tools)
+        self.state.tools = list(self.tools.values())
+        return None
+
+    def mcp_tools_listed(self, tools: list[ResolvedTool]) -> str | None:
+        """Add the MCP servers' tools; why the session cannot start, if it cannot."""
+        clash = sorted({t.definition.name for t in tools} & set(self.tools))
+        names = [t.definition.name for t in tools]
+        clash += sorted({n for n in names if names.count(n) > 1})
+        if clash:
+            return (
+                f"two tools are named {clash[0]!r} (an MCP server's and another's): "
+                "set a prefix on the server"
+            )
+        self.tools.update({t.definition.name: t for t in tools})
         self.state.tools = list(self.tools.values())
         return None
 
@@ -619,7 +637,11 @@ class Session:
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         uses = references(bound) or references(call.function.arguments)
         secrets = list(self.spec.secrets) if uses else []
-        return ToolRun(slot, call, resolved, batch.approvals.get(slot), bound, secrets)
+        mcp = None
+        if resolved.mcp is not None:
+            server = next(s for s in self.spec.mcp_servers if s.name == resolved.mcp.server)
+            mcp = McpCall(server=server, tool=resolved.mcp.tool)
+        return ToolRun(slot, call, resolved, batch.approvals.get(slot), bound, secrets, mcp)
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers for the batch's predicate calls, in order."""

@@ -20,11 +20,14 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         GUARDRAIL_FAILED,
+        MCP_SERVER_UNAVAILABLE,
         TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
         ApprovalCheckInput,
         GuardrailInput,
         GuardrailVerdict,
+        ListMcpToolsInput,
+        ResolvedTool,
         ResolveToolsInput,
         ResolveToolsResult,
         ToolCallInput,
@@ -55,6 +58,31 @@ async def resolve_tools(
         summary=f"resolve_tools {', '.join(names)}",
     )
     return resolved
+
+
+async def list_mcp_tools(spec: AgentSpec) -> list[ResolvedTool]:
+    """The tools of the spec's MCP servers, as they are when the session starts; a
+    server that cannot be started or reached fails the session with its name."""
+    try:
+        tools: list[ResolvedTool] = await workflow.execute_activity(
+            "list_mcp_tools",
+            ListMcpToolsInput(servers=spec.mcp_servers),
+            result_type=list[ResolvedTool],
+            start_to_close_timeout=timedelta(
+                seconds=30 + sum(s.timeout_seconds for s in spec.mcp_servers)
+            ),
+            heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
+            retry_policy=LOST_WORK_RETRIES,
+            summary=f"list_mcp_tools {', '.join(s.name for s in spec.mcp_servers)}",
+        )
+    except ActivityError as error:
+        cause = error.cause
+        if isinstance(cause, ApplicationError) and cause.type == MCP_SERVER_UNAVAILABLE:
+            raise ApplicationError(
+                cause.message, type=MCP_SERVER_UNAVAILABLE, non_retryable=True
+            ) from None
+        raise
+    return tools
 
 
 async def check_approvals(calls: list[ToolCall], rules: SessionRules) -> list[bool]:
@@ -160,6 +188,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     max_result_chars=policy.max_result_chars,
                     attempt=attempt,
                     secrets=run.secrets,
+                    mcp=run.mcp,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,

@@ -1,0 +1,152 @@
+"""MCP tools on the real server: a server built with the official SDK (over stdio and
+over streamable HTTP) and an official reference server installed as a package
+(``mcp-server-time``), listed once at start, called one activity per call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.messages import ToolMessage
+from durable_agent.ports import free_port
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests.agent_harness import running_worker, spec_for
+
+ROOT = Path(__file__).parent.parent
+NOTES_STDIO = {
+    "name": "notes",
+    "command": sys.executable,
+    "args": ["-m", "tests.mcp_notes_server", "stdio"],
+    "env": ["NOTES_LEDGER"],
+}
+TIME = {
+    "name": "time",
+    "command": sys.executable,
+    "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+    "allowed_tools": ["get_current_time"],
+}
+
+
+async def run_session(
+    env: WorkflowEnvironment, task_queue: str, servers: list[dict[str, Any]], script: list[Any]
+) -> tuple[Any, list[Any], ScriptedProvider]:
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, [], mcp_servers=servers)
+        async with running_worker(env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "take a note and tell the time")
+            result = await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+    return (result, session), messages, provider
+
+
+async def test_stdio_servers_sdk_built_and_reference(
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = tmp_path / "notes.txt"
+    monkeypatch.setenv("NOTES_LEDGER", str(ledger))
+    script = [
+        assistant_calls(
+            ("notes_add_note", {"text": "buy milk"}),
+            ("time_get_current_time", {"timezone": "Europe/Oslo"}),
+            ("notes_broken", {"reason": "on purpose"}),
+        ),
+        assistant_text("Noted; it is morning in Oslo."),
+    ]
+    (result, session), messages, provider = await run_session(
+        temporal_env, task_queue, [NOTES_STDIO, TIME], script
+    )
+    assert result.status == "done"
+    note, clock, broken = [m for m in messages if isinstance(m, ToolMessage)]
+    assert note.content == "noted: buy milk" and not note.is_error
+    assert json.loads(clock.content)["timezone"] == "Europe/Oslo"
+    assert broken.is_error and "broken" in broken.content
+    # the idempotency key reached the server in the call's _meta
+    assert ledger.read_text() == f"{session}:1:0 buy milk\n"
+    # listed once, prefixed, filtered; projected like any tool
+    tools = {t["function"]["name"]: t["function"] for t in provider.requests[0].body["tools"]}
+    assert set(tools) == {"notes_add_note", "notes_broken", "time_get_current_time"}
+    assert tools["notes_add_note"]["parameters"]["properties"]["text"]["type"] == "string"
+
+
+async def test_a_streamable_http_server(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "notes.txt"
+    port = free_port()
+    server = await asyncio.to_thread(
+        subprocess.Popen,
+        [sys.executable, "-m", "tests.mcp_notes_server", "http", str(port)],
+        cwd=ROOT,
+        env={**_env(), "NOTES_LEDGER": str(ledger)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await asyncio.to_thread(_wait_for_port, port)
+        http = {"name": "notes", "url": f"http://127.0.0.1:{port}/mcp", "prefix": ""}
+        script = [assistant_calls(("add_note", {"text": "over HTTP"})), assistant_text("ok")]
+        (result, session), messages, _ = await run_session(temporal_env, task_queue, [http], script)
+    finally:
+        server.terminate()
+        await asyncio.to_thread(server.wait, 10)
+    assert result.status == "done"
+    [note] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert note.content == "noted: over HTTP"
+    assert ledger.read_text() == f"{session}:1:0 over HTTP\n"
+
+
+@pytest.mark.parametrize(
+    ("server", "words"),
+    [
+        ({"name": "ghost", "command": "/nonexistent/mcp-server"}, "MCP server 'ghost'"),
+        ({"name": "gone", "url": "http://127.0.0.1:9/mcp"}, "MCP server 'gone'"),
+        ({**TIME, "allowed_tools": ["teleport"]}, "allowed_tools names tools it does not have"),
+    ],
+    ids=["no such command", "nothing listening", "unknown allowed tool"],
+)
+async def test_a_server_that_cannot_start_fails_the_session_at_once(
+    temporal_env: WorkflowEnvironment, task_queue: str, server: dict[str, Any], words: str
+) -> None:
+    with ScriptedProvider([assistant_text("never")]) as provider:
+        spec = spec_for(provider, [], mcp_servers=[server])
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "hello")
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(agents.result(session), 60)
+    cause = str(failed.value.cause)
+    assert words in cause, cause
+    assert not provider.requests
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def _wait_for_port(port: int) -> None:
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            import time
+
+            time.sleep(0.05)
+    raise AssertionError(f"the MCP server did not listen on {port}")
