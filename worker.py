@@ -76,7 +76,7 @@ def build_worker(
             tools.check_approvals,
             tools.run_tool,
             tools.check_guardrails,
-            tools.list_mcp_tools,
+            tools.list_remote_tools,
             model.summarise_context,
         ],
         max_concurrent_activities=max_concurrent_activities,

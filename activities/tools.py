@@ -24,15 +24,17 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
 from activities.mcp import McpServerError, call_server_tool, error_reason, list_server_tools
+from activities.openapi import call_operation, list_api_tools
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
     MCP_SERVER_UNAVAILABLE,
+    OPENAPI_UNUSABLE,
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
     ApprovalCheckInput,
     GuardrailInput,
     GuardrailVerdict,
-    ListMcpToolsInput,
+    ListRemoteToolsInput,
     ResolvedTool,
     ResolveToolsInput,
     ResolveToolsResult,
@@ -40,6 +42,7 @@ from durable_agent.contracts import (
 )
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
+from durable_agent.openapi import OpenApiError
 from durable_agent.secrets import (
     SecretError,
     SecretProvider,
@@ -106,11 +109,12 @@ class ToolActivities:
             )
         return ResolveToolsResult(tools=resolved, missing=missing, missing_guardrails=lacking)
 
-    @activity.defn(name="list_mcp_tools")
+    @activity.defn(name="list_remote_tools")
     @heartbeats
-    async def list_mcp_tools(self, request: ListMcpToolsInput) -> list[ResolvedTool]:
-        """The tools of the spec's MCP servers (once, at the session's start). A server
-        that cannot be started or reached fails the session at once, by name."""
+    async def list_remote_tools(self, request: ListRemoteToolsInput) -> list[ResolvedTool]:
+        """The tools of the spec's MCP servers and OpenAPI documents (once, at the
+        session's start). One that cannot be reached or used fails the session at once,
+        by name."""
         tools: list[ResolvedTool] = []
         for server in request.servers:
             try:
@@ -119,6 +123,15 @@ class ToolActivities:
                 raise ApplicationError(
                     f"MCP server {server.name!r}: {error}",
                     type=MCP_SERVER_UNAVAILABLE,
+                    non_retryable=True,
+                ) from None
+        for api in request.apis:
+            try:
+                tools += await list_api_tools(api)
+            except OpenApiError as error:
+                raise ApplicationError(
+                    f"OpenAPI {api.name!r} ({api.document}): {error}",
+                    type=OPENAPI_UNUSABLE,
                     non_retryable=True,
                 ) from None
         return tools
@@ -195,8 +208,8 @@ class ToolActivities:
             await self._keep(message)
             return message
 
-        if call.mcp is not None:
-            return await self._call_mcp(call, context, secrets, result)
+        if call.mcp is not None or call.http is not None:
+            return await self._call_remote(call, context, secrets, result)
         found = self._registry.get(call.tool_name)
         if found is None:
             log.error("tool not loaded on this worker", tool=call.tool_name)
@@ -243,16 +256,16 @@ class ToolActivities:
         text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
         return await result(await self._fit(text, call, context.idempotency_key))
 
-    async def _call_mcp(
+    async def _call_remote(
         self,
         call: ToolCallInput,
         context: ToolContext,
         secrets: SecretResolver,
         result: Callable[..., Awaitable[ToolMessage]],
     ) -> ToolMessage:
-        """An MCP tool call: the server's ``isError`` is an error result the model reads;
-        a server that cannot be reached is the tool's failure (retried per its policy)."""
-        assert call.mcp is not None
+        """An MCP or OpenAPI tool call: the server's ``isError`` or a non-2xx answer is an
+        error result the model reads; a service that cannot be reached is the tool's
+        failure (retried per its policy)."""
         try:
             parsed = json.loads(call.arguments) if call.arguments.strip() else {}
             if not isinstance(parsed, dict):
@@ -261,18 +274,22 @@ class ToolActivities:
         except (ValueError, SecretError) as error:
             return await result(f"Invalid arguments for '{call.tool_name}': {error}", True)
         bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
-        bound.info("mcp tool call", server=call.mcp.server.name)
+        where = f"MCP server {call.mcp.server.name!r}" if call.mcp else "the service"
+        bound.info("remote tool call", where=where)
         try:
-            text, is_error = await call_server_tool(
-                call.mcp.server, call.mcp.tool, arguments, context.idempotency_key
-            )
+            if call.mcp is not None:
+                text, is_error = await call_server_tool(
+                    call.mcp.server, call.mcp.tool, arguments, context.idempotency_key
+                )
+            else:
+                assert call.http is not None
+                text, is_error = await call_operation(call.http, arguments)
         except Exception as error:
             detail = secrets.redact(error_reason(error))
-            bound.warning("mcp call failed", error=detail)
+            bound.warning("remote call failed", error=detail)
             raise ApplicationError(
-                f"MCP server {call.mcp.server.name!r}: {detail}", type=TOOL_RAISED,
-                non_retryable=True,
-            ) from None  # fmt: skip
+                f"{where}: {detail}", type=TOOL_RAISED, non_retryable=True
+            ) from None
         text = secrets.redact(text)
         return await result(await self._fit(text, call, context.idempotency_key), is_error or None)
 

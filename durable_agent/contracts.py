@@ -14,7 +14,7 @@ from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.spec import McpServerSpec
+from durable_agent.spec import McpServerSpec, OpenApiSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 
@@ -38,6 +38,8 @@ GUARDRAIL_FAILED = "GuardrailFailed"
 #: Error type of an MCP server that could not be started or reached when a session
 #: starts: the session fails at once, naming it.
 MCP_SERVER_UNAVAILABLE = "McpServerUnavailable"
+#: Error type of an OpenAPI document that cannot be read or used when a session starts.
+OPENAPI_UNUSABLE = "OpenApiUnusable"
 #: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
 #: activity enforces itself: a start-to-close timeout then means a wedged worker.
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
@@ -59,6 +61,21 @@ class McpToolRef(_Contract):
     tool: str
 
 
+class HttpOperation(_Contract):
+    """How an OpenAPI operation is called: where each argument goes."""
+
+    api: str
+    """The spec's ``openapi`` entry."""
+    method: str
+    url: str
+    """The full URL template (base URL and path), ``{name}`` for path parameters."""
+    path: list[str] = Field(default_factory=list)
+    query: list[str] = Field(default_factory=list)
+    header: list[str] = Field(default_factory=list)
+    body: bool = False
+    """The ``body`` argument is sent as JSON."""
+
+
 class ResolvedTool(_Contract):
     """A tool as the session recorded it at start: replay never asks a worker again."""
 
@@ -66,10 +83,20 @@ class ResolvedTool(_Contract):
     policy: ToolPolicy
     bind: dict[str, str] = Field(default_factory=dict)
     mcp: McpToolRef | None = None
+    http: HttpOperation | None = None
 
 
-class ListMcpToolsInput(_Contract):
+class ListRemoteToolsInput(_Contract):
     servers: list[McpServerSpec]
+    apis: list[OpenApiSpec] = Field(default_factory=list)
+
+
+class HttpCall(_Contract):
+    """An OpenAPI tool call: the operation, and the service's headers (variable names)."""
+
+    operation: HttpOperation
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = 60.0
 
 
 class McpCall(_Contract):
@@ -173,6 +200,7 @@ class ToolCallInput(_Contract):
     secrets: list[str] = Field(default_factory=list)
     """Secret names the call may resolve (set only when it references one)."""
     mcp: McpCall | None = None
+    http: HttpCall | None = None
 
 
 class ApprovalCheckInput(_Contract):

@@ -93,6 +93,28 @@ class McpServerSpec(_Spec):
         return f"{self.name}_" if self.prefix is None else self.prefix
 
 
+class OpenApiSpec(_Spec):
+    """An HTTP service described by an OpenAPI 3.0/3.1 document: one tool per operation
+    (named by its ``operationId``). The document is read once, when the session starts."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    document: str = Field(min_length=1)
+    """Where the document is: an ``http(s)://`` URL or a file path on the workers (JSON or
+    YAML)."""
+    base_url: str | None = None
+    """Where calls go (default: the document's first ``servers`` URL, resolved against
+    the document's own URL)."""
+    operations: list[str] | None = None
+    """Only these ``operationId``s (unset: all of them)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP header -> the worker's environment variable that holds its value."""
+    prefix: str = ""
+    approval: ApprovalMode = "never"
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    max_result_chars: int = Field(default=100_000, ge=100)
+
+
 class StopRules(_Spec):
     max_turns: int = Field(default=25, ge=1)
     """Most model calls in one user turn before the session stops with an error."""
@@ -181,6 +203,8 @@ class AgentSpec(_Spec):
     rescue: RescueRules = Field(default_factory=RescueRules)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     """MCP servers whose tools join the session's (listed once, when it starts)."""
+    openapi: list[OpenApiSpec] = Field(default_factory=list)
+    """HTTP services whose operations join the session's tools (read once, at start)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names this session's tools may use as ``{{secret:NAME}}`` in their
     arguments or bound ``context`` values; resolved only inside the tool activity."""
@@ -219,10 +243,10 @@ class AgentSpec(_Spec):
         unlisted = sorted(references(self.context) - set(self.secrets))
         if unlisted:
             raise ValueError(f"context: secret {unlisted[0]!r} is not listed in secrets")
-        servers = [s.name for s in self.mcp_servers]
+        servers = [s.name for s in self.mcp_servers] + [a.name for a in self.openapi]
         twice = sorted({n for n in servers if servers.count(n) > 1})
         if twice:
-            raise ValueError(f"mcp_servers: {twice[0]!r} is listed more than once")
+            raise ValueError(f"mcp_servers/openapi: {twice[0]!r} is listed more than once")
         choice = self.model.options.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.name not in names:
             raise ValueError(

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.tool_calls import (
         check_approvals,
         check_guardrails,
-        list_mcp_tools,
+        list_remote_tools,
         resolve_tools,
         run_tool_groups,
     )
@@ -118,8 +118,8 @@ class AgentWorkflow(SessionHandlers):
             problem = self._session.tools_resolved(found)
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
-        if spec.mcp_servers:
-            problem = self._session.mcp_tools_listed(await list_mcp_tools(spec))
+        if spec.mcp_servers or spec.openapi:
+            problem = self._session.mcp_tools_listed(await list_remote_tools(spec))
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from durable_agent.contracts import AgentResult, McpCall, ResolvedTool
+from durable_agent.contracts import AgentResult, HttpCall, McpCall, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
 
 
@@ -74,6 +74,8 @@ class ToolRun:
     """The session's secret names, when the call references any."""
     mcp: McpCall | None = None
     """The MCP server and tool, for an MCP tool."""
+    http: HttpCall | None = None
+    """The operation, for an OpenAPI tool."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from durable_agent.contracts import (
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
+    HttpCall,
     McpCall,
     PendingApproval,
     Phase,
@@ -637,11 +638,17 @@ class Session:
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         uses = references(bound) or references(call.function.arguments)
         secrets = list(self.spec.secrets) if uses else []
-        mcp = None
+        mcp = http = None
         if resolved.mcp is not None:
             server = next(s for s in self.spec.mcp_servers if s.name == resolved.mcp.server)
             mcp = McpCall(server=server, tool=resolved.mcp.tool)
-        return ToolRun(slot, call, resolved, batch.approvals.get(slot), bound, secrets, mcp)
+        if resolved.http is not None:
+            api = next(a for a in self.spec.openapi if a.name == resolved.http.api)
+            http = HttpCall(
+                operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
+            )
+        approval = batch.approvals.get(slot)
+        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http)
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers for the batch's predicate calls, in order."""

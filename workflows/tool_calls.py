@@ -21,12 +21,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         GUARDRAIL_FAILED,
         MCP_SERVER_UNAVAILABLE,
+        OPENAPI_UNUSABLE,
         TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
         ApprovalCheckInput,
         GuardrailInput,
         GuardrailVerdict,
-        ListMcpToolsInput,
+        ListRemoteToolsInput,
         ResolvedTool,
         ResolveToolsInput,
         ResolveToolsResult,
@@ -60,27 +61,29 @@ async def resolve_tools(
     return resolved
 
 
-async def list_mcp_tools(spec: AgentSpec) -> list[ResolvedTool]:
-    """The tools of the spec's MCP servers, as they are when the session starts; a
-    server that cannot be started or reached fails the session with its name."""
+async def list_remote_tools(spec: AgentSpec) -> list[ResolvedTool]:
+    """The tools of the spec's MCP servers and OpenAPI documents, as they are when the
+    session starts; one that cannot be reached or used fails the session by name."""
     try:
         tools: list[ResolvedTool] = await workflow.execute_activity(
-            "list_mcp_tools",
-            ListMcpToolsInput(servers=spec.mcp_servers),
+            "list_remote_tools",
+            ListRemoteToolsInput(servers=spec.mcp_servers, apis=spec.openapi),
             result_type=list[ResolvedTool],
             start_to_close_timeout=timedelta(
-                seconds=30 + sum(s.timeout_seconds for s in spec.mcp_servers)
+                seconds=30
+                + sum(s.timeout_seconds for s in spec.mcp_servers)
+                + sum(a.timeout_seconds for a in spec.openapi)
             ),
             heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
             retry_policy=LOST_WORK_RETRIES,
-            summary=f"list_mcp_tools {', '.join(s.name for s in spec.mcp_servers)}",
+            summary="list_remote_tools "
+            + ", ".join([s.name for s in spec.mcp_servers] + [a.name for a in spec.openapi]),
         )
     except ActivityError as error:
         cause = error.cause
-        if isinstance(cause, ApplicationError) and cause.type == MCP_SERVER_UNAVAILABLE:
-            raise ApplicationError(
-                cause.message, type=MCP_SERVER_UNAVAILABLE, non_retryable=True
-            ) from None
+        unusable = (MCP_SERVER_UNAVAILABLE, OPENAPI_UNUSABLE)
+        if isinstance(cause, ApplicationError) and cause.type in unusable:
+            raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
         raise
     return tools
 
@@ -189,6 +192,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     attempt=attempt,
                     secrets=run.secrets,
                     mcp=run.mcp,
+                    http=run.http,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,

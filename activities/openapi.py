@@ -1,0 +1,75 @@
+"""OpenAPI services: reading a document when a session starts, and one HTTP request per
+tool call (through httpx). Non-2xx answers are error results the model can read."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from durable_agent.contracts import HttpCall, ResolvedTool
+from durable_agent.openapi import OpenApiError, operation_tools
+from durable_agent.spec import OpenApiSpec
+
+
+async def read_document(api: OpenApiSpec) -> Any:
+    """The document as JSON data (JSON or YAML, from a URL or a file)."""
+    try:
+        if "://" in api.document:
+            async with httpx.AsyncClient(timeout=api.timeout_seconds) as client:
+                response = await client.get(api.document, headers=_headers(api.headers))
+                response.raise_for_status()
+                text = response.text
+        else:
+            text = Path(api.document).read_text()
+    except (httpx.HTTPError, OSError) as error:
+        raise OpenApiError(f"cannot read {api.document}: {type(error).__name__}: {error}") from None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        import yaml  # the openapi extra (YAML documents)
+    except ImportError:
+        raise OpenApiError(f"{api.document} is not JSON (YAML needs PyYAML)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise OpenApiError(f"{api.document} does not parse: {error}") from None
+
+
+async def list_api_tools(api: OpenApiSpec) -> list[ResolvedTool]:
+    return operation_tools(await read_document(api), api)
+
+
+def _headers(names: dict[str, str]) -> dict[str, str]:
+    return {header: os.environ.get(var, "") for header, var in names.items()}
+
+
+async def call_operation(call: HttpCall, arguments: dict[str, Any]) -> tuple[str, bool]:
+    """The answer's body, and whether it was an error (non-2xx, with the status)."""
+    operation = call.operation
+    url = operation.url
+    for name in operation.path:
+        if name not in arguments:
+            return f"missing path parameter {name!r}", True
+        url = url.replace(f"{{{name}}}", quote(str(arguments[name]), safe=""))
+    query = {n: arguments[n] for n in operation.query if arguments.get(n) is not None}
+    headers = _headers(call.headers)
+    headers.update({n: str(arguments[n]) for n in operation.header if n in arguments})
+    body = arguments.get("body") if operation.body else None
+    async with httpx.AsyncClient(timeout=call.timeout_seconds) as client:
+        response = await client.request(
+            operation.method, url, params=query, headers=headers,
+            json=body if operation.body and body is not None else None,
+        )  # fmt: skip
+    kind = response.headers.get("content-type", "").split(";")[0].strip()
+    textual = not kind or kind.startswith("text/") or "json" in kind or "xml" in kind
+    body_text = response.text if textual else f"[{kind}, {len(response.content)} bytes, not shown]"
+    if response.is_success:
+        return body_text, False
+    return f"HTTP {response.status_code} {response.reason_phrase}: {body_text}", True
