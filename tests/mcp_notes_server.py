@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("notes")
@@ -20,6 +21,26 @@ def add_note(text: str, ctx: Context) -> str:
     with open(os.environ["NOTES_LEDGER"], "a") as ledger:
         ledger.write(f"{key} {text}\n")
     return f"noted: {text}"
+
+
+@server.tool()
+async def slow_note(text: str, ctx: Context) -> str:
+    """Keep a note, slowly; once per idempotency key, however often it is asked."""
+    meta = ctx.request_context.meta or {}
+    key = dict(meta).get("durable_agent/idempotency_key", "none")
+    ledger = anyio.Path(os.environ["NOTES_LEDGER"])
+    done = (await ledger.read_text()).splitlines() if await ledger.exists() else []
+    if any(line.startswith(f"{key} ") for line in done):
+        return f"noted: {text}"  # a retry of a call that took effect: same answer
+    await _append(ledger, f"start {key}\n")
+    await anyio.sleep(3)
+    await _append(ledger, f"{key} {text}\n")
+    return f"noted: {text}"
+
+
+async def _append(ledger: anyio.Path, line: str) -> None:
+    async with await ledger.open("a") as f:
+        await f.write(line)
 
 
 @server.tool()

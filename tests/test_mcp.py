@@ -21,7 +21,7 @@ from durable_agent.messages import ToolMessage
 from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests.agent_harness import running_worker, spec_for
+from tests.agent_harness import cli_json, running_worker, spec_for
 
 ROOT = Path(__file__).parent.parent
 NOTES_STDIO = {
@@ -79,7 +79,12 @@ async def test_stdio_servers_sdk_built_and_reference(
     assert ledger.read_text() == f"{session}:1:0 buy milk\n"
     # listed once, prefixed, filtered; projected like any tool
     tools = {t["function"]["name"]: t["function"] for t in provider.requests[0].body["tools"]}
-    assert set(tools) == {"notes_add_note", "notes_broken", "time_get_current_time"}
+    assert set(tools) == {
+        "notes_add_note",
+        "notes_slow_note",
+        "notes_broken",
+        "time_get_current_time",
+    }
     assert tools["notes_add_note"]["parameters"]["properties"]["text"]["type"] == "string"
 
 
@@ -150,3 +155,51 @@ def _wait_for_port(port: int) -> None:
 
             time.sleep(0.05)
     raise AssertionError(f"the MCP server did not listen on {port}")
+
+
+async def test_a_worker_killed_during_an_mcp_call(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """SIGKILL the worker while the call runs: another worker connects afresh and the
+    session completes with the array it would have had; the server, reading the
+    idempotency key from ``_meta``, makes the note once."""
+    from tests.test_chaos import WorkerPool
+
+    ledger = tmp_path / "notes.txt"
+    address = temporal_env.client.service_client.config.target_host
+    pool = WorkerPool(
+        address, "mcp-kill", tmp_path / "unused.txt", "memory:", NOTES_LEDGER=str(ledger)
+    )
+    script = [assistant_calls(("notes_slow_note", {"text": "survive"})), assistant_text("ok")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(
+            provider, [], mcp_servers=[NOTES_STDIO], session={
+                "end_after_reply": True, "heartbeat_timeout_seconds": 2,
+            },
+        )  # fmt: skip
+        await asyncio.to_thread(pool.start)
+        try:
+            agents = AgentClient(temporal_env.client, task_queue="mcp-kill")
+            session = await agents.start(spec, "note it")
+            for _ in range(200):  # until the call is running on the server
+                if ledger.exists() and "start" in ledger.read_text():
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(pool.kill)  # ...and a fresh worker takes over
+            result = await asyncio.wait_for(agents.result(session), 90)
+            messages = await agents.messages(session)
+            shown = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
+        finally:
+            pool.stop()
+    started = [
+        e["activityTaskStartedEventAttributes"]
+        for e in shown["events"]
+        if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_STARTED"
+    ]
+    assert any(a.get("attempt", 1) >= 2 for a in started), "the call was delivered again"
+    assert result.status == "done" and result.final is not None
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    [note] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert note.content == "noted: survive" and not note.is_error
+    notes = [line for line in ledger.read_text().splitlines() if not line.startswith("start")]
+    assert notes == [f"{session}:1:0 survive"], ledger.read_text()
