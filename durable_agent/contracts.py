@@ -84,6 +84,8 @@ class ResolvedTool(_Contract):
     bind: dict[str, str] = Field(default_factory=dict)
     mcp: McpToolRef | None = None
     http: HttpOperation | None = None
+    agent: str | None = None
+    """The spec's sub-agent (``agents``) this tool runs."""
 
 
 class ListRemoteToolsInput(_Contract):

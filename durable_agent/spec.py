@@ -186,6 +186,18 @@ class SessionRules(_Spec):
     in pieces first and travel by reference."""
 
 
+class SubAgentSpec(_Spec):
+    """Another agent as a tool (seed 004's ``prompty`` kind): each call runs it as a child
+    session (a child workflow) with the call's ``task`` as its message; its final answer
+    is the tool's result."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = Field(min_length=1)
+    spec: AgentSpec
+    """The agent's own spec (it runs one reply: ``end_after_reply`` is set for it)."""
+    approval: ApprovalMode = "never"
+
+
 class AgentSpec(_Spec):
     model: ModelSpec
     instructions: str | None = None
@@ -205,6 +217,8 @@ class AgentSpec(_Spec):
     """MCP servers whose tools join the session's (listed once, when it starts)."""
     openapi: list[OpenApiSpec] = Field(default_factory=list)
     """HTTP services whose operations join the session's tools (read once, at start)."""
+    agents: list[SubAgentSpec] = Field(default_factory=list)
+    """Other agents this one may call as tools (each call a child session)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names this session's tools may use as ``{{secret:NAME}}`` in their
     arguments or bound ``context`` values; resolved only inside the tool activity."""
@@ -243,6 +257,10 @@ class AgentSpec(_Spec):
         unlisted = sorted(references(self.context) - set(self.secrets))
         if unlisted:
             raise ValueError(f"context: secret {unlisted[0]!r} is not listed in secrets")
+        agents = [a.name for a in self.agents]
+        clash = sorted({a for a in agents if agents.count(a) > 1 or a in names})
+        if clash:
+            raise ValueError(f"agents: {clash[0]!r} is the name of another tool or agent")
         servers = [s.name for s in self.mcp_servers] + [a.name for a in self.openapi]
         twice = sorted({n for n in servers if servers.count(n) > 1})
         if twice:
@@ -255,6 +273,9 @@ class AgentSpec(_Spec):
         if self.stop.max_cost_usd is not None and self.model.price is None:
             raise ValueError("stop.max_cost_usd needs model.price to count cost by")
         return self
+
+
+SubAgentSpec.model_rebuild()
 
 
 class AgentInput(_Spec):

@@ -122,6 +122,10 @@ class AgentWorkflow(SessionHandlers):
             problem = self._session.mcp_tools_listed(await list_remote_tools(spec))
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
+        if spec.agents:
+            problem = self._session.sub_agents_added()
+            if problem:
+                raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
 
     async def _carry_out_commands(self) -> AgentResult:
         session = self._session
@@ -163,7 +167,9 @@ class AgentWorkflow(SessionHandlers):
                 session.approvals_waited(workflow.now())
             elif isinstance(command, RunTools):
                 rules = session.spec.session
-                results, as_returned = await run_tool_groups(command, rules, self._cancelled)
+                results, as_returned = await run_tool_groups(
+                    command, rules, self._cancelled, lambda: session.state.ending is not None
+                )
                 first = len(session.messages)  # results land in slot order from here
                 self._sync.stored_by_tool({first + k for k in as_returned})
                 session.tools_finished(results)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from durable_agent.contracts import AgentResult, HttpCall, McpCall, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
+from durable_agent.spec import AgentSpec
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class ToolRun:
     """The MCP server and tool, for an MCP tool."""
     http: HttpCall | None = None
     """The operation, for an OpenAPI tool."""
+    agent: AgentSpec | None = None
+    """The agent's spec, for a sub-agent tool (run as a child session)."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ from durable_agent.request_messages import prepare_request_messages
 from durable_agent.secrets import references
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.structured_output import parse_structured_output
+from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tools import ToolPolicy
 from durable_agent.transcript import Transcript
 from workflows.approvals import Approvals
 from workflows.commands import (
@@ -164,6 +166,25 @@ class Session:
         self.tools.update({t.definition.name: t for t in tools})
         self.state.tools = list(self.tools.values())
         return None
+
+    def sub_agents_added(self) -> str | None:
+        """The spec's sub-agents as tools (each call a child session)."""
+        task = {
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What the agent is to do"}},
+            "required": ["task"],
+        }
+        tools = [
+            ResolvedTool(
+                definition=ToolDefinition(
+                    name=agent.name, description=agent.description, parameters=task
+                ),
+                policy=ToolPolicy(approval=agent.approval, max_attempts=1),
+                agent=agent.name,
+            )
+            for agent in self.spec.agents
+        ]
+        return self.mcp_tools_listed(tools)
 
     def start(self, request: AgentInput, now_ms: int) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
@@ -397,6 +418,12 @@ class Session:
         for aid in open_ids:
             self.approvals.take(aid)
         self.tools_finished({})
+
+    def _ending_as_cancel(self) -> CancelTurnSignal | None:
+        ending = self.state.ending
+        if ending is None:
+            return None
+        return CancelTurnSignal(by=ending.by, reason=ending.reason or "the session ended")
 
     def _apply_flushes(self, now: datetime) -> None:
         at = int(now.timestamp() * 1000)
@@ -648,7 +675,8 @@ class Session:
                 operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
             )
         approval = batch.approvals.get(slot)
-        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http)
+        agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
+        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http, agent)
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers for the batch's predicate calls, in order."""
@@ -713,8 +741,8 @@ class Session:
         assert batch is not None
         for k, result in results.items():
             batch.slots[k] = result
-        cancel = self.state.cancel
-        if cancel is not None:  # calls the cancellation stopped or kept from starting
+        cancel = self.state.cancel or self._ending_as_cancel()
+        if cancel is not None:  # calls the cancellation (or the end) stopped
             why = cancel_text(cancel.by, cancel.reason)
             for k, slot in enumerate(batch.slots):
                 if slot is None:

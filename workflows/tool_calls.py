@@ -10,11 +10,17 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+)
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
@@ -24,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
         OPENAPI_UNUSABLE,
         TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
+        WORKFLOW_NAME,
+        AgentResult,
         ApprovalCheckInput,
         GuardrailInput,
         GuardrailVerdict,
@@ -34,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
     )
     from durable_agent.messages import ToolCall, ToolMessage
-    from durable_agent.spec import AgentSpec, SessionRules
+    from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from workflows.commands import CheckGuardrails, RunTools, ToolRun
     from workflows.retries import (
         LOST_WORK_RETRIES,
@@ -133,7 +141,10 @@ async def check_guardrails(
 
 
 async def run_tool_groups(
-    command: RunTools, rules: SessionRules, cancelled: Callable[[], bool] = lambda: False
+    command: RunTools,
+    rules: SessionRules,
+    cancelled: Callable[[], bool] = lambda: False,
+    ending: Callable[[], bool] = lambda: False,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
@@ -145,6 +156,8 @@ async def run_tool_groups(
 
     async def run_in_place(run: ToolRun) -> tuple[ToolMessage, bool]:
         async with places:  # a batch of any size runs in bounded waves
+            if run.agent is not None:
+                return await run_sub_agent(command.turn, run, ending)
             return await run_tool(command.turn, run, rules)
 
     for group in command.groups:
@@ -163,6 +176,60 @@ async def run_tool_groups(
             if unchanged:
                 as_returned.add(run.slot)
     return results, as_returned
+
+
+async def run_sub_agent(
+    turn: int, run: ToolRun, ending: Callable[[], bool]
+) -> tuple[ToolMessage, bool]:
+    """A sub-agent call: a child session, its id derived from the parent's call slot, its
+    final answer the result and its usage the parent's too. Cancelling the turn cancels
+    it; so does ending the session (and closing the parent terminates it)."""
+    call = run.call
+    assert run.agent is not None
+    try:
+        task = json.loads(call.function.arguments or "{}").get("task")
+    except (ValueError, AttributeError):
+        task = None
+    if not isinstance(task, str) or not task.strip():
+        failed = tool_error_result(call, "give the agent a non-empty 'task' string")
+        return failed.model_copy(update={"approval": run.approval}), False
+    session = run.agent.session.model_copy(update={"end_after_reply": True})
+    handle = await workflow.start_child_workflow(
+        WORKFLOW_NAME,
+        AgentInput(spec=run.agent.model_copy(update={"session": session}), message=task),
+        id=f"{workflow.info().workflow_id}--{call.function.name}-t{turn}c{run.slot}",
+        result_type=AgentResult,
+        static_summary=f"sub-agent {call.function.name}",
+    )
+    try:
+        await workflow.wait_condition(lambda: handle.done() or ending())
+    except asyncio.CancelledError:  # the turn was cancelled: so is the child
+        handle.cancel()
+        raise
+    if not handle.done():
+        handle.cancel()
+        raise asyncio.CancelledError  # the Session fills the slot, saying why
+    now = int(workflow.now().timestamp() * 1000)
+    try:
+        result: AgentResult = await handle
+    except ChildWorkflowError as error:
+        cause = error.cause
+        if isinstance(cause, CancelledError):
+            raise asyncio.CancelledError from None
+        detail = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+        failed = tool_error_result(call, f"the agent failed: {detail}")
+        return failed.model_copy(update={"approval": run.approval, "timestamp": now}), False
+    answer = result.final.content if result.final is not None else ""
+    message = ToolMessage(
+        tool_call_id=call.id,
+        content=answer if result.status == "done" else f"the agent stopped: {result.error}",
+        tool_name=call.function.name,
+        is_error=None if result.status == "done" else True,
+        approval=run.approval,
+        timestamp=now,
+        usage=result.usage,
+    )
+    return message, False
 
 
 def _all_done_or(

@@ -1,0 +1,110 @@
+"""Another agent as a tool: each call is a child session (a child workflow) whose id
+comes from the parent's call slot, readable like any session; its answer is the result,
+its usage the parent's too; cancelling the parent's turn cancels it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.messages import ToolMessage
+from durable_agent.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    chat_stream_events,
+)
+from durable_agent.tools import ToolRegistry
+from tests.agent_harness import running_worker, spec_for, wait_for
+
+RESEARCHER = "You research one question and answer in one sentence."
+
+
+def model(slow_child: bool) -> Any:
+    """The parent delegates once, then answers; the child (by its instructions) answers,
+    slowly when asked to."""
+
+    def answer(request: RecordedRequest) -> Any:
+        messages = request.body["messages"]
+        if messages[0] == {"role": "system", "content": RESEARCHER}:
+            reply = assistant_text(f"Found: {messages[-1]['content']} is 42.")
+            if slow_child:
+                events = chat_stream_events(reply)
+                chunks = tuple(f"data: {json.dumps(e)}\n\n".encode() for e in events)
+                return Reply(sse=True, chunks=(*chunks, b"data: [DONE]\n\n"), delay=10)
+            return reply
+        if any(m["role"] == "tool" for m in messages):
+            return assistant_text("The researcher says 42.")
+        return assistant_calls(("researcher", {"task": "the answer"}))
+
+    return answer
+
+
+def parent_spec(provider: ScriptedProvider, **session: Any) -> Any:
+    child = spec_for(provider, [], instructions=RESEARCHER).model_dump()
+    agents = [{"name": "researcher", "description": "Researches a question", "spec": child}]
+    return spec_for(provider, [], agents=agents, session=session)
+
+
+async def test_a_sub_agent_runs_as_a_child_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider(responder=model(slow_child=False)) as provider:
+        spec = parent_spec(provider, end_after_reply=True)
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "ask the researcher")
+            result = await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+            child_id = f"{session}--researcher-t1c0"
+            child = await agents.messages(child_id)  # a session like any other
+            child_result = await agents.result(child_id)
+    assert result.final is not None and result.final.content == "The researcher says 42."
+    [delegated] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert delegated.content == "Found: the answer is 42." and not delegated.is_error
+    assert [m.role for m in child] == ["system", "user", "assistant"]
+    assert child[1].content == "the answer"
+    # the child's tokens are the parent's too: two parent calls and one child call
+    assert child_result.usage.total_tokens == 15
+    assert result.usage.total_tokens == 15 * 3
+    tools = provider.requests[0].body["tools"]
+    assert tools[0]["function"]["parameters"]["required"] == ["task"]
+
+
+async def test_cancelling_the_parents_turn_cancels_the_child(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider(responder=model(slow_child=True)) as provider:
+        spec = parent_spec(provider)
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "ask the researcher")
+            child_id = f"{session}--researcher-t1c0"
+
+            async def child_calling() -> bool:
+                return len(provider.requests) >= 2
+
+            await wait_for(child_calling, timeout=30)
+            await agents.cancel_turn(session, by="tester")
+
+            async def child_closed() -> Any:
+                described = await client.get_workflow_handle(child_id).describe()
+                return described.status if described.close_time else None
+
+            status = await wait_for(child_closed, timeout=30)
+            await wait_for(lambda: _idle(agents, session), timeout=30)
+            messages = await agents.messages(session)
+    assert status == WorkflowExecutionStatus.CANCELED
+    [slot] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert slot.is_error and "turn cancelled by tester" in slot.content
+
+
+async def _idle(agents: AgentClient, session: str) -> bool:
+    return (await agents.status(session)).phase == "idle"
