@@ -29,13 +29,15 @@ RESEARCHER = "You research one question and answer in one sentence."
 
 def model(slow_child: bool) -> Any:
     """The parent delegates once, then answers; the child (by its instructions) answers,
-    slowly when asked to."""
+    its first call slowly when asked to (a cancel or a kill lands in it)."""
+    child_calls: list[int] = []
 
     def answer(request: RecordedRequest) -> Any:
         messages = request.body["messages"]
         if messages[0] == {"role": "system", "content": RESEARCHER}:
+            child_calls.append(1)
             reply = assistant_text(f"Found: {messages[-1]['content']} is 42.")
-            if slow_child:
+            if slow_child and len(child_calls) == 1:
                 events = chat_stream_events(reply)
                 chunks = tuple(f"data: {json.dumps(e)}\n\n".encode() for e in events)
                 return Reply(sse=True, chunks=(*chunks, b"data: [DONE]\n\n"), delay=10)
@@ -108,3 +110,42 @@ async def test_cancelling_the_parents_turn_cancels_the_child(
 
 async def _idle(agents: AgentClient, session: str) -> bool:
     return (await agents.status(session)).phase == "idle"
+
+
+async def test_a_worker_killed_while_the_child_runs(
+    temporal_env: WorkflowEnvironment, tmp_path: Any
+) -> None:
+    """SIGKILL the only worker mid child session: a fresh one takes over both sides and
+    the parent ends with the array it would have had."""
+    from tests.test_chaos import WorkerPool
+
+    address = temporal_env.client.service_client.config.target_host
+    pool = WorkerPool(address, "sub-kill", tmp_path / "ledger.txt", "memory:")
+    with ScriptedProvider(responder=model(slow_child=True)) as provider:
+        spec = parent_spec(provider, end_after_reply=True, heartbeat_timeout_seconds=2)
+        child = spec.agents[0].spec
+        faster = child.model_copy(
+            update={"session": child.session.model_copy(update={"heartbeat_timeout_seconds": 2})}
+        )
+        spec = spec.model_copy(
+            update={"agents": [spec.agents[0].model_copy(update={"spec": faster})]}
+        )
+        await asyncio.to_thread(pool.start)
+        try:
+            agents = AgentClient(temporal_env.client, task_queue="sub-kill")
+            session = await agents.start(spec, "ask the researcher")
+
+            async def child_calling() -> bool:
+                return len(provider.requests) >= 2
+
+            await wait_for(child_calling, timeout=30)
+            await asyncio.to_thread(pool.kill)
+            result = await asyncio.wait_for(agents.result(session), 120)
+            messages = await agents.messages(session)
+        finally:
+            pool.stop()
+    assert result.final is not None
+    assert result.final.content == "The researcher says 42."
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].content == "Found: the answer is 42."
+    assert len(provider.requests) == 4, "the child's interrupted call was made again, once"
