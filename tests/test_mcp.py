@@ -203,3 +203,27 @@ async def test_a_worker_killed_during_an_mcp_call(
     assert note.content == "noted: survive" and not note.is_error
     notes = [line for line in ledger.read_text().splitlines() if not line.startswith("start")]
     assert notes == [f"{session}:1:0 survive"], ledger.read_text()
+
+
+def test_content_that_is_not_text_is_marked_never_dropped() -> None:
+    from types import SimpleNamespace as Part
+
+    from activities.mcp import result_text
+
+    result = Part(
+        content=[
+            Part(type="text", text="chart below"),
+            Part(type="image", mime_type="image/png", data="iVBOR"),
+            Part(type="resource_link", uri="file:///tmp/report.pdf"),
+            Part(type="embedded_thing"),
+        ],
+        structured_content=None,
+    )
+    assert result_text(result).splitlines() == [
+        "chart below",
+        "[image image/png, not shown]",
+        "[resource file:///tmp/report.pdf]",
+        "[embedded_thing content, not shown]",
+    ]
+    structured = Part(content=[], structured_content={"temp": 3})
+    assert result_text(structured) == '{"temp": 3}'
