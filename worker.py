@@ -56,12 +56,17 @@ def build_worker(
     max_concurrent_activities: int = 100,
     max_cached_workflows: int = 1000,
     secrets: SecretProvider | None = None,
+    preload_tokenizers: bool = True,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
     ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
-    resolves ``{{secret:NAME}}`` references (default: the worker's environment)."""
+    resolves ``{{secret:NAME}}`` references (default: the worker's environment).
+    ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
+    whose context budget counts with one need: turn it off only for workers that never
+    run those."""
     transcripts = transcripts or TranscriptStore()
-    load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
+    if preload_tokenizers:
+        load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
     model = ModelActivities(provider, transcripts)
     tools = ToolActivities(default_registry if registry is None else registry, transcripts, secrets)
     return Worker(

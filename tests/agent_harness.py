@@ -51,7 +51,10 @@ def default_spec(
 async def running_worker(
     env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry
 ) -> AsyncIterator[Client]:
-    async with build_worker(env.client, task_queue=task_queue, registry=registry):
+    # tests that count with a tokenizer load it themselves (load_tokenizers)
+    async with build_worker(
+        env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False
+    ):
         yield env.client
 
 

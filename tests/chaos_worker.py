@@ -27,6 +27,7 @@ async def serve(address: str, task_queue: str, store: str, cached: bool) -> None
         task_queue=task_queue,
         transcripts=open_transcript_store(store),
         max_cached_workflows=1000 if cached else 0,
+        preload_tokenizers=False,  # no chaos session counts with a tokenizer
     )
     async with worker:
         print("ready", flush=True)

@@ -35,6 +35,7 @@ from durable_agent.messages import (
 )
 from durable_agent.request_messages import prepare_request_messages
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text, error_reply
+from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry
 from tests.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
@@ -116,7 +117,7 @@ def conversations(draw: Any) -> list[Message]:
     return messages
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(conversations(), st.integers(1, 400))
 def test_trimming_keeps_system_messages_the_latest_turn_and_whole_exchanges(
     messages: list[Message], budget: int
@@ -170,6 +171,7 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
         return assistant_text(f"answer to {last[:8]} " + long)
 
     context = {**counting, "when_over": "compact"}
+    load_tokenizers()  # as build_worker does by default
     with ScriptedProvider(responder=model) as provider:
         spec = spec_for(provider, [], instructions="Be brief.", session={})
         spec = spec.model_copy(
@@ -216,6 +218,7 @@ async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_on
 
     with ScriptedProvider(responder=model) as provider:
         spec = spec_for(provider, [], instructions="Be brief.", session={})
+        load_tokenizers()  # as build_worker does by default
         # estimate: about 160 characters; cl100k_base: system 7, "q4" 6, each answer 29
         rules = ContextRules(budget_tokens=budget, chars_per_token=4, tokenizer=tokenizer)
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context": rules})})

@@ -274,5 +274,5 @@ class SessionMachine(RuleBasedStateMachine):
         json.loads(self.session.state.model_dump_json())  # what continue-as-new carries
 
 
-SessionMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=60, deadline=None)
+SessionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
 test_session_under_random_interleavings = SessionMachine.TestCase
