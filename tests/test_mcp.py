@@ -227,3 +227,30 @@ def test_content_that_is_not_text_is_marked_never_dropped() -> None:
     ]
     structured = Part(content=[], structured_content={"temp": 3})
     assert result_text(structured) == '{"temp": 3}'
+
+
+async def test_a_tool_whose_schema_is_not_an_object_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The official SDK's servers always describe objects, so a stand-in session lists
+    a tool that takes a bare string."""
+    from contextlib import asynccontextmanager
+    from types import SimpleNamespace
+
+    import activities.mcp as mcp_module
+    from activities.mcp import McpServerError, list_server_tools
+    from durable_agent.spec import McpServerSpec
+
+    class Listing:
+        async def list_tools(self) -> Any:
+            tool = SimpleNamespace(name="shout", description="", input_schema={"type": "string"})
+            return SimpleNamespace(tools=[tool])
+
+    @asynccontextmanager
+    async def connected(server: Any) -> Any:
+        yield Listing()
+
+    monkeypatch.setattr(mcp_module, "connected", connected)
+    server = McpServerSpec(name="odd", command="unused")
+    with pytest.raises(McpServerError, match=r"tool 'shout' takes 'string', not an object"):
+        await list_server_tools(server)

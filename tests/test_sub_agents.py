@@ -149,3 +149,29 @@ async def test_a_worker_killed_while_the_child_runs(
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[2].content == "Found: the answer is 42."
     assert len(provider.requests) == 4, "the child's interrupted call was made again, once"
+
+
+async def test_ending_the_parent_cancels_a_running_child(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider(responder=model(slow_child=True)) as provider:
+        spec = parent_spec(provider)
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "ask the researcher")
+            child_id = f"{session}--researcher-t1c0"
+
+            async def child_calling() -> bool:
+                return len(provider.requests) >= 2
+
+            await wait_for(child_calling, timeout=30)
+            await agents.end(session, by="tester", reason="closing time")
+            result = await asyncio.wait_for(agents.result(session), 30)
+            described = await client.get_workflow_handle(child_id).describe()
+            messages = await agents.messages(session)
+    assert result.status == "done" and result.stop_reason == "ended"
+    # cancelled, and terminated by the parent-close policy if the parent closed first
+    stopped = {WorkflowExecutionStatus.CANCELED, WorkflowExecutionStatus.TERMINATED}
+    assert described.close_time is not None and described.status in stopped
+    [slot] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert slot.is_error and "turn cancelled by tester: closing time" in slot.content
