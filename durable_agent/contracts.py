@@ -276,6 +276,13 @@ class PendingApproval(_Contract):
     deadline: datetime | None = None
 
 
+class ChildApprovals(_Contract):
+    """A sub-agent's undecided approvals, as it reports them to its parent session."""
+
+    child_id: str
+    pending: list[PendingApproval]
+
+
 Phase = Literal[
     "starting",
     "checking_guardrails",

@@ -21,7 +21,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import ToolRegistry, tool
 from tests.agent_harness import running_worker, spec_for, wait_for
 
 RESEARCHER = "You research one question and answer in one sentence."
@@ -175,3 +175,48 @@ async def test_ending_the_parent_cancels_a_running_child(
     assert described.close_time is not None and described.status in stopped
     [slot] = [m for m in messages if isinstance(m, ToolMessage)]
     assert slot.is_error and "turn cancelled by tester: closing time" in slot.content
+
+
+publishing = ToolRegistry()
+
+
+@tool(registry=publishing, approval="always")
+def publish(text: str) -> str:
+    """Publish a finding (a person approves)."""
+    return f"published: {text}"
+
+
+async def test_a_childs_approval_shows_in_the_parent_and_is_decided_there(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    def answer(request: RecordedRequest) -> Any:
+        messages = request.body["messages"]
+        if messages[0] == {"role": "system", "content": RESEARCHER}:
+            if any(m["role"] == "tool" for m in messages):
+                return assistant_text("Published the finding.")
+            return assistant_calls(("publish", {"text": "42"}))
+        if any(m["role"] == "tool" for m in messages):
+            return assistant_text("The researcher published it.")
+        return assistant_calls(("researcher", {"task": "find and publish"}))
+
+    with ScriptedProvider(responder=answer) as provider:
+        child = spec_for(provider, ["publish"], instructions=RESEARCHER).model_dump()
+        agents_spec = [{"name": "researcher", "description": "Researches", "spec": child}]
+        spec = spec_for(provider, [], agents=agents_spec, session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, publishing) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "research and publish")
+            waiting = await agents.wait(session, timeout=30)  # as a person follows it
+            assert waiting.kind == "approval"
+            [pending] = waiting.pending
+            assert pending.approval_id == "researcher-t1c0/turn1-call0"
+            assert pending.tool_name == "publish" and pending.arguments == '{"text": "42"}'
+            await agents.approve(session, pending.approval_id, by="editor")
+            result = await asyncio.wait_for(agents.result(session), 30)
+            child_messages = await agents.messages(f"{session}--researcher-t1c0")
+            status = await agents.status(session)
+    assert result.final is not None and result.final.content == "The researcher published it."
+    [published] = [m for m in child_messages if isinstance(m, ToolMessage)]
+    assert published.content == "published: 42"
+    assert published.approval is not None and published.approval.by == "editor"
+    assert status.pending_approvals == []

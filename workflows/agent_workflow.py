@@ -15,10 +15,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import (
-        WORKFLOW_NAME,
-        AgentResult,
-    )
+    from durable_agent.contracts import WORKFLOW_NAME, AgentResult, ChildApprovals
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
     from workflows.approval_wait import wait_for_decisions
@@ -158,6 +155,7 @@ class AgentWorkflow(SessionHandlers):
                 verdicts = await check_approvals(command.calls, session.spec.session)
                 session.approvals_checked(verdicts)
             elif isinstance(command, AwaitApprovals):
+                await self._report_to_parent()  # a sub-agent's approvals show in its parent
                 await wait_for_decisions(
                     session.approvals,
                     command.ids,
@@ -165,10 +163,15 @@ class AgentWorkflow(SessionHandlers):
                     lambda: session.interrupted(self._history_long()),
                 )
                 session.approvals_waited(workflow.now())
+                await self._report_to_parent()
             elif isinstance(command, RunTools):
                 rules = session.spec.session
                 results, as_returned = await run_tool_groups(
-                    command, rules, self._cancelled, lambda: session.state.ending is not None
+                    command,
+                    rules,
+                    self._cancelled,
+                    lambda: session.state.ending is not None,
+                    session.state.forwards,
                 )
                 first = len(session.messages)  # results land in slot order from here
                 self._sync.stored_by_tool({first + k for k in as_returned})
@@ -181,6 +184,17 @@ class AgentWorkflow(SessionHandlers):
             self._session.model_cancelled()
         else:
             self._session.model_failed(outcome.kind, outcome.text, outcome.retry_after, _now_ms())
+
+    async def _report_to_parent(self) -> None:
+        """A sub-agent session tells its parent which of its approvals wait."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        report = ChildApprovals(
+            child_id=workflow.info().workflow_id, pending=self._session.approvals.undecided()
+        )
+        handle = workflow.get_external_workflow_handle(parent.workflow_id)
+        await handle.signal("child_approvals", report)
 
     def _cancelled(self) -> bool:
         return self._session.state.cancel is not None

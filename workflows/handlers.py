@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalSignal,
         BudgetSignal,
         CancelTurnSignal,
+        ChildApprovals,
         EndSessionSignal,
         FlushSignal,
         PendingApproval,
@@ -115,7 +116,17 @@ class SessionHandlers:
 
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:
-        return self._session.approvals.undecided()
+        return self._session.pending_approvals()
+
+    @workflow.signal
+    def child_approvals(self, raw: RawValue) -> None:
+        """A sub-agent session reports its undecided approvals."""
+        try:
+            report: ChildApprovals = decode(raw, ChildApprovals)
+        except InvalidInput as error:
+            self._rejected(self._session.reject(f"child_approvals: unreadable ({error})"))
+            return
+        self._session.child_approvals(report)
 
     @workflow.query
     def status(self) -> SessionStatus:

@@ -25,6 +25,7 @@ from durable_agent.contracts import (
     BudgetSignal,
     BudgetStatus,
     CancelTurnSignal,
+    ChildApprovals,
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
@@ -88,6 +89,13 @@ from workflows.turn_logic import (
 )
 
 MAX_REJECTED_SIGNALS_KEPT = 50
+
+
+def child_approval_id(child_id: str, approval_id: str) -> str:
+    """A child's approval as its parent shows it: ``<agent>-t<turn>c<slot>/<its id>``."""
+    return f"{child_id.rsplit('--', 1)[-1]}/{approval_id}"
+
+
 Reply = AssistantMessage | ToolMessage
 
 
@@ -226,8 +234,45 @@ class Session:
     def decision_arrived(
         self, signal: ApprovalSignal, decision: ApprovalDecision, now: datetime
     ) -> str | None:
+        child = self._child_of(signal.approval_id)
+        if child is not None:  # a sub-agent's approval, decided through this session
+            child_id, own_id = child
+            forwarded = signal.model_copy(update={"approval_id": own_id})
+            verb = "approve" if decision == "approved" else "deny"
+            self.state.forwards.append((child_id, verb, forwarded))
+            self.state.child_pending[child_id] = [
+                p for p in self.state.child_pending[child_id] if p.approval_id != own_id
+            ]
+            return None
         rejection = self.approvals.record(signal, decision, now)
         return None if rejection is None else self.reject(rejection)
+
+    def child_approvals(self, report: ChildApprovals) -> None:
+        """A sub-agent session's undecided approvals (it reports each change)."""
+        if report.pending:
+            self.state.child_pending[report.child_id] = report.pending
+        else:
+            self.state.child_pending.pop(report.child_id, None)
+
+    def _child_of(self, approval_id: str) -> tuple[str, str] | None:
+        """(child session id, the child's own approval id) for a child's approval id as
+        this session shows it (``<agent>-t<turn>c<slot>/<id>``)."""
+        for child_id, pending in self.state.child_pending.items():
+            for p in pending:
+                if approval_id == child_approval_id(child_id, p.approval_id):
+                    return child_id, p.approval_id
+        return None
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Undecided approvals: this session's, then its sub-agents' (their ids prefixed
+        with the child's call, decided through this session)."""
+        mine = self.approvals.undecided()
+        children = [
+            p.model_copy(update={"approval_id": child_approval_id(child_id, p.approval_id)})
+            for child_id, pending in self.state.child_pending.items()
+            for p in pending
+        ]
+        return mine + children
 
     def end_requested(self, request: EndSessionSignal) -> None:
         if self.state.ending is None:
@@ -750,6 +795,8 @@ class Session:
         in_order = [s for s in batch.slots if s is not None]
         assert len(in_order) == len(batch.calls), "one result per call"
         self.messages.extend(in_order)
+        self.state.child_pending.clear()  # the batch's sub-agents are all over
+        self.state.forwards.clear()
         for result in in_order:
             self._count(result.usage)  # what tools spent on models (sub-agents) counts too
         self._batch = None
@@ -803,7 +850,7 @@ class Session:
             phase=self.phase,
             turn=state.turn,
             message_count=len(self.messages),
-            pending_approvals=self.approvals.undecided(),
+            pending_approvals=self.pending_approvals(),
             usage=state.usage,
             last_error=state.last_error,
             rejected_signals=list(state.rejected_signals),

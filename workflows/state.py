@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable_agent.contracts import (
+    ApprovalSignal,
     BudgetSignal,
     CancelTurnSignal,
     EndSessionSignal,
@@ -50,6 +51,11 @@ class SessionState(BaseModel):
     """``flush`` requests waiting for the turn to end."""
     budget: BudgetSignal | None = None
     """Limits set by ``set_budget`` (over the spec's)."""
+    child_pending: dict[str, list[PendingApproval]] = Field(default_factory=dict)
+    """Sub-agent sessions' undecided approvals, by child session id (as they reported)."""
+    forwards: list[tuple[str, str, ApprovalSignal]] = Field(default_factory=list)
+    """Decisions made through this session for a child's approval, to pass on:
+    (child session id, ``approve``/``deny``, the signal with the child's own id)."""
     rescues_this_reply: int = 0
     rescue_after_tools: str | None = None
     """An unusable turn whose calls run first (strategy ``correct``): why, for the

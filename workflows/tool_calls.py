@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
         AgentResult,
         ApprovalCheckInput,
+        ApprovalSignal,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,
@@ -145,6 +146,7 @@ async def run_tool_groups(
     rules: SessionRules,
     cancelled: Callable[[], bool] = lambda: False,
     ending: Callable[[], bool] = lambda: False,
+    forwards: list[tuple[str, str, ApprovalSignal]] | None = None,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
@@ -157,7 +159,8 @@ async def run_tool_groups(
     async def run_in_place(run: ToolRun) -> tuple[ToolMessage, bool]:
         async with places:  # a batch of any size runs in bounded waves
             if run.agent is not None:
-                return await run_sub_agent(command.turn, run, ending)
+                shared = forwards if forwards is not None else []  # the very list, even empty
+                return await run_sub_agent(command.turn, run, ending, shared)
             return await run_tool(command.turn, run, rules)
 
     for group in command.groups:
@@ -179,11 +182,15 @@ async def run_tool_groups(
 
 
 async def run_sub_agent(
-    turn: int, run: ToolRun, ending: Callable[[], bool]
+    turn: int,
+    run: ToolRun,
+    ending: Callable[[], bool],
+    forwards: list[tuple[str, str, ApprovalSignal]],
 ) -> tuple[ToolMessage, bool]:
     """A sub-agent call: a child session, its id derived from the parent's call slot, its
-    final answer the result and its usage the parent's too. Cancelling the turn cancels
-    it; so does ending the session (and closing the parent terminates it)."""
+    final answer the result and its usage the parent's too. Decisions on its approvals
+    made through the parent are passed on. Cancelling the turn cancels it; so does
+    ending the session (and closing the parent terminates it)."""
     call = run.call
     assert run.agent is not None
     try:
@@ -201,8 +208,19 @@ async def run_sub_agent(
         result_type=AgentResult,
         static_summary=f"sub-agent {call.function.name}",
     )
+    child_id = handle.id
+
+    def mine() -> list[tuple[str, str, ApprovalSignal]]:
+        return [f for f in forwards if f[0] == child_id]
+
     try:
-        await workflow.wait_condition(lambda: handle.done() or ending())
+        while True:
+            await workflow.wait_condition(lambda: handle.done() or ending() or bool(mine()))
+            if handle.done() or ending():
+                break
+            for forward in mine():
+                forwards.remove(forward)
+                await handle.signal(forward[1], forward[2])
     except asyncio.CancelledError:  # the turn was cancelled: so is the child
         handle.cancel()
         raise
