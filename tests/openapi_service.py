@@ -31,6 +31,13 @@ DOCUMENT: dict[str, Any] = {
                 "parameters": [{"name": "verbose", "in": "query", "schema": {"type": "boolean"}}],
             },
         },
+        "/orders/{order_id}/label": {
+            "get": {
+                "operationId": "getLabel",
+                "parameters": [{"name": "order_id", "in": "path", "required": True,
+                                "schema": {"type": "string"}}],
+            },
+        },
         "/orders": {
             "post": {
                 "operationId": "createOrder",
@@ -89,6 +96,14 @@ class OrdersService:
                     return self._send(200, DOCUMENT)
                 if url.path == "/garbage.json":
                     return self._send(200, "{this is: not [json")
+                if url.path.endswith("/label"):
+                    data = b"\x89PNG\r\n\x1a\n" + bytes(24)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "image/png")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
                 if url.path.startswith("/api/orders/"):
                     order_id = unquote(url.path.removeprefix("/api/orders/"))
                     service.seen.append({"get": order_id, "query": parse_qs(url.query)})

@@ -5,9 +5,11 @@ body, non-2xx answers as error results, unusable documents refused at start."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
@@ -16,7 +18,7 @@ from durable_agent.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.agent_harness import running_worker, spec_for
-from tests.openapi_service import OrdersService
+from tests.openapi_service import DOCUMENT, OrdersService
 
 registry = ToolRegistry()
 
@@ -70,6 +72,30 @@ async def test_operations_become_tools_and_call_the_service(
     assert create["required"] == ["body"]
     assert create["properties"]["body"]["required"] == ["item", "qty"]  # $ref resolved
     assert tools["getOrder"]["parameters"]["required"] == ["order_id"]
+
+
+async def test_a_yaml_file_document_and_a_binary_answer(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    script = [assistant_calls(("getLabel", {"order_id": "o-1"})), assistant_text("label ok")]
+    with OrdersService(api_key="k") as service, ScriptedProvider(script) as provider:
+        document = tmp_path / "orders.yaml"
+        document.write_text(yaml.safe_dump(DOCUMENT))
+        api = {
+            "name": "orders",
+            "document": str(document),
+            "base_url": f"{service.url}/api",  # a file's relative servers URL needs one
+            "operations": ["getLabel"],
+        }
+        spec = spec_for(provider, [], openapi=[api])
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "print the label")
+            result = await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+    assert result.status == "done"
+    [label] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert label.content == "[image/png, 32 bytes, not shown]" and not label.is_error
 
 
 @pytest.mark.parametrize(
