@@ -11,6 +11,7 @@ idempotency_key``), where a server can read it to deduplicate.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,13 +34,15 @@ class McpServerError(RuntimeError):
 async def connected(server: McpServerSpec) -> AsyncIterator[Any]:
     """An initialised ``ClientSession`` with the server, closed on exit."""
     from mcp import ClientSession, StdioServerParameters  # the mcp extra
-    from mcp.client.stdio import stdio_client
+    from mcp.client.stdio import get_default_environment, stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
     if server.command is not None:
+        # what any process needs to start (the SDK's own set: PATH, HOME, ...), and the
+        # variables the spec names
         env = {name: os.environ[name] for name in server.env if name in os.environ}
         params = StdioServerParameters(
-            command=server.command, args=server.args, env={**_base_env(), **env}
+            command=server.command, args=server.args, env={**get_default_environment(), **env}
         )
         transport = stdio_client(params)
     else:
@@ -52,13 +55,6 @@ async def connected(server: McpServerSpec) -> AsyncIterator[Any]:
     async with transport as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
-
-
-def _base_env() -> dict[str, str]:
-    """What any process needs to start (the SDK's own default set: PATH, HOME, ...)."""
-    from mcp.client.stdio import get_default_environment
-
-    return get_default_environment()
 
 
 async def list_server_tools(server: McpServerSpec) -> list[ResolvedTool]:
@@ -124,8 +120,6 @@ def result_text(result: Any) -> str:
         else:
             parts.append(f"[{kind} content, not shown]")
     if not parts and getattr(result, "structured_content", None) is not None:
-        import json
-
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
 

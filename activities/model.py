@@ -166,23 +166,23 @@ class ModelActivities:
     ) -> AssistantMessage:
         setup = await self._setup(call)
         head, conversation = await self._conversation(call)
+        bound = _log_for(call)
+        messages = list(conversation)
+        if setup.context is not None:  # fitted here once; the codec's pass keeps it as is
+            messages = prepare_request_messages(conversation, setup.context)
+            whole = len(prepare_request_messages(conversation))
+            if len(messages) < whole:
+                bound.info("context trimmed", left_out=whole - len(messages), sent=len(messages))
         body = _request_body(
             setup,
-            list(conversation),
+            messages,
             model=setup.model,
             tools=setup.tools,
             options=options_for_call(setup.options, conversation),
             output_schema=setup.output_schema,
             reasoning=setup.reasoning,
             stream=setup.stream,
-            context=setup.context,
         )
-        bound = _log_for(call)
-        if setup.context is not None:
-            whole = len(prepare_request_messages(conversation))
-            sent = len(prepare_request_messages(conversation, setup.context))
-            if sent < whole:
-                bound.info("context trimmed", left_out=whole - sent, sent=sent)
         message = await self._complete(setup, body, bound, on_text)
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)

@@ -83,6 +83,16 @@ class _KeepNothing:
         raise RuntimeError("no store: the next model call carries this result itself")
 
 
+async def _listed(
+    where: str, kind: str, listing: Awaitable[list[ResolvedTool]]
+) -> list[ResolvedTool]:
+    """A source's tools; one that cannot be reached or used fails the session by name."""
+    try:
+        return await listing
+    except (McpServerError, OpenApiError) as error:
+        raise ApplicationError(f"{where}: {error}", type=kind, non_retryable=True) from None
+
+
 class ToolActivities:
     def __init__(
         self,
@@ -117,23 +127,11 @@ class ToolActivities:
         by name."""
         tools: list[ResolvedTool] = []
         for server in request.servers:
-            try:
-                tools += await list_server_tools(server)
-            except McpServerError as error:
-                raise ApplicationError(
-                    f"MCP server {server.name!r}: {error}",
-                    type=MCP_SERVER_UNAVAILABLE,
-                    non_retryable=True,
-                ) from None
+            where = f"MCP server {server.name!r}"
+            tools += await _listed(where, MCP_SERVER_UNAVAILABLE, list_server_tools(server))
         for api in request.apis:
-            try:
-                tools += await list_api_tools(api)
-            except OpenApiError as error:
-                raise ApplicationError(
-                    f"OpenAPI {api.name!r} ({api.document}): {error}",
-                    type=OPENAPI_UNUSABLE,
-                    non_retryable=True,
-                ) from None
+            where = f"OpenAPI {api.name!r} ({api.document})"
+            tools += await _listed(where, OPENAPI_UNUSABLE, list_api_tools(api))
         return tools
 
     @activity.defn(name="check_guardrails")

@@ -23,7 +23,13 @@ from durable_agent.messages import (
     UserMessage,
     text_of,
 )
-from durable_agent.tokens import Tokenizer, count_text, tokenizer_available
+from durable_agent.tokens import (
+    Tokenizer,
+    as_tokens,
+    count_text,
+    text_units,
+    tokenizer_available,
+)
 
 #: ``source`` of a summary message made by compaction (seed 003).
 COMPACTION = "compaction"
@@ -144,14 +150,23 @@ def fit_to_budget(window: list[Message], rules: ContextRules) -> list[Message]:
     latest user message and everything after it stay, and an assistant turn leaves
     with its tool results (a call is never separated from its result)."""
     budget = rules.budget_tokens
-    if budget is None or _tokens(window, rules) <= budget:
+    if budget is None:
+        return list(window)
+    # each message counted once; what leaves is taken off the total
+    units = [text_units(message_text(m), rules.tokenizer) for m in window]
+    total = sum(units)
+
+    def over() -> bool:
+        return as_tokens(total, rules.tokenizer, rules.chars_per_token) > budget
+
+    if not over():
         return list(window)
     protected_from = _latest_user_index(window)
     if protected_from is None:
         protected_from = len(window)
     kept = list(window)
     index = 0
-    while _tokens(kept, rules) > budget:
+    while over():
         while index < protected_from and isinstance(kept[index], SystemMessage):
             index += 1
         if index >= protected_from:
@@ -161,7 +176,8 @@ def fit_to_budget(window: list[Message], rules: ContextRules) -> list[Message]:
             while end < protected_from and isinstance(kept[end], ToolMessage):
                 end += 1
         removed = end - index
-        del kept[index:end]
+        total -= sum(units[index:end])
+        del kept[index:end], units[index:end]
         protected_from -= removed
     return kept
 

@@ -40,11 +40,19 @@ def load_tokenizers() -> None:
             _encoding(name)
 
 
+def text_units(text: str, tokenizer: Tokenizer) -> int:
+    """What one message's text adds to a count: characters for the estimate, tokens
+    (with the message's overhead) for a tokenizer. Units add up; ``as_tokens`` turns a
+    sum into tokens."""
+    if tokenizer == "estimate":
+        return len(text)
+    return len(_encoding(tokenizer).encode(text, disallowed_special=())) + MESSAGE_OVERHEAD_TOKENS
+
+
+def as_tokens(units: int, tokenizer: Tokenizer, chars_per_token: float) -> int:
+    return math.ceil(units / chars_per_token) if tokenizer == "estimate" else units
+
+
 def count_text(texts: list[str], tokenizer: Tokenizer, chars_per_token: float) -> int:
     """Tokens of these messages' texts (one text a message)."""
-    if tokenizer == "estimate":
-        return math.ceil(sum(len(t) for t in texts) / chars_per_token)
-    encoding = _encoding(tokenizer)
-    return sum(
-        len(encoding.encode(t, disallowed_special=())) + MESSAGE_OVERHEAD_TOKENS for t in texts
-    )
+    return as_tokens(sum(text_units(t, tokenizer) for t in texts), tokenizer, chars_per_token)

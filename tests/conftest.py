@@ -32,17 +32,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
+def wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    """Until a server process listens on ``port`` (it must not exit first)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"the Temporal dev server exited with {server.returncode}")
+            raise RuntimeError(f"the server exited with {server.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"the Temporal dev server did not listen on port {port} in {seconds} s")
+    raise RuntimeError(f"the server did not listen on port {port} in {seconds} s")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
          "--port", str(port), "--log-level", "error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    _wait_for_port(port, server)
+    wait_for_port(port, server)
     os.environ[SHARED_SERVER] = f"127.0.0.1:{port}"
     config.stash[_server_key] = server
 

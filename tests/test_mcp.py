@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +22,7 @@ from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.agent_harness import cli_json, running_worker, spec_for
+from tests.conftest import wait_for_port
 
 ROOT = Path(__file__).parent.parent
 NOTES_STDIO = {
@@ -97,12 +98,12 @@ async def test_a_streamable_http_server(
         subprocess.Popen,
         [sys.executable, "-m", "tests.mcp_notes_server", "http", str(port)],
         cwd=ROOT,
-        env={**_env(), "NOTES_LEDGER": str(ledger)},
+        env={**os.environ, "NOTES_LEDGER": str(ledger)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        await asyncio.to_thread(_wait_for_port, port)
+        await asyncio.to_thread(wait_for_port, port, server)
         http = {"name": "notes", "url": f"http://127.0.0.1:{port}/mcp", "prefix": ""}
         script = [assistant_calls(("add_note", {"text": "over HTTP"})), assistant_text("ok")]
         (result, session), messages, _ = await run_session(temporal_env, task_queue, [http], script)
@@ -137,24 +138,6 @@ async def test_a_server_that_cannot_start_fails_the_session_at_once(
     cause = str(failed.value.cause)
     assert words in cause, cause
     assert not provider.requests
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
-
-
-def _wait_for_port(port: int) -> None:
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            import time
-
-            time.sleep(0.05)
-    raise AssertionError(f"the MCP server did not listen on {port}")
 
 
 async def test_a_worker_killed_during_an_mcp_call(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus
@@ -80,29 +82,38 @@ async def test_a_sub_agent_runs_as_a_child_session(
     assert tools[0]["function"]["parameters"]["required"] == ["task"]
 
 
-async def test_cancelling_the_parents_turn_cancels_the_child(
-    temporal_env: WorkflowEnvironment, task_queue: str
-) -> None:
+@asynccontextmanager
+async def child_running(
+    env: WorkflowEnvironment, task_queue: str
+) -> AsyncIterator[tuple[AgentClient, str, Callable[[], Awaitable[Any]]]]:
+    """A parent session whose child is in its (slow) model call: the client, the
+    parent's id, and a check that gives the child's status once it has closed."""
     with ScriptedProvider(responder=model(slow_child=True)) as provider:
         spec = parent_spec(provider)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(env, task_queue, ToolRegistry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "ask the researcher")
-            child_id = f"{session}--researcher-t1c0"
 
             async def child_calling() -> bool:
                 return len(provider.requests) >= 2
 
-            await wait_for(child_calling, timeout=30)
-            await agents.cancel_turn(session, by="tester")
-
             async def child_closed() -> Any:
-                described = await client.get_workflow_handle(child_id).describe()
+                child = client.get_workflow_handle(f"{session}--researcher-t1c0")
+                described = await child.describe()
                 return described.status if described.close_time else None
 
-            status = await wait_for(child_closed, timeout=30)
-            await wait_for(lambda: _idle(agents, session), timeout=30)
-            messages = await agents.messages(session)
+            await wait_for(child_calling, timeout=30)
+            yield agents, session, child_closed
+
+
+async def test_cancelling_the_parents_turn_cancels_the_child(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    async with child_running(temporal_env, task_queue) as (agents, session, child_closed):
+        await agents.cancel_turn(session, by="tester")
+        status = await wait_for(child_closed, timeout=30)
+        await wait_for(lambda: _idle(agents, session), timeout=30)
+        messages = await agents.messages(session)
     assert status == WorkflowExecutionStatus.CANCELED
     [slot] = [m for m in messages if isinstance(m, ToolMessage)]
     assert slot.is_error and "turn cancelled by tester" in slot.content
@@ -154,26 +165,11 @@ async def test_a_worker_killed_while_the_child_runs(
 async def test_ending_the_parent_cancels_a_running_child(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    with ScriptedProvider(responder=model(slow_child=True)) as provider:
-        spec = parent_spec(provider)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "ask the researcher")
-            child_id = f"{session}--researcher-t1c0"
-
-            async def child_calling() -> bool:
-                return len(provider.requests) >= 2
-
-            await wait_for(child_calling, timeout=30)
-            await agents.end(session, by="tester", reason="closing time")
-            result = await asyncio.wait_for(agents.result(session), 30)
-
-            async def child_closed() -> Any:
-                described = await client.get_workflow_handle(child_id).describe()
-                return described.status if described.close_time else None
-
-            status = await wait_for(child_closed, timeout=30)  # it may take a moment
-            messages = await agents.messages(session)
+    async with child_running(temporal_env, task_queue) as (agents, session, child_closed):
+        await agents.end(session, by="tester", reason="closing time")
+        result = await asyncio.wait_for(agents.result(session), 30)
+        status = await wait_for(child_closed, timeout=30)  # it may take a moment
+        messages = await agents.messages(session)
     assert result.status == "done" and result.stop_reason == "ended"
     # cancelled, and terminated by the parent-close policy if the parent closed first
     assert status in {WorkflowExecutionStatus.CANCELED, WorkflowExecutionStatus.TERMINATED}

@@ -116,7 +116,7 @@ class AgentWorkflow(SessionHandlers):
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
         if spec.mcp_servers or spec.openapi:
-            problem = self._session.mcp_tools_listed(await list_remote_tools(spec))
+            problem = self._session.more_tools_added(await list_remote_tools(spec))
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
         if spec.agents:

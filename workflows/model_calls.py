@@ -58,10 +58,12 @@ class ModelCaller:
     def __init__(self, session: Session, sync: TranscriptSync, *, send_setup: bool) -> None:
         self._session = session
         self._sync = sync
-        self._send_setup = send_setup
         self._setups: dict[str, tuple[ModelSetup, str]] = {}
-        self._sent: set[str] = set()
-        """Digests whose setup a worker reported (or was sent) in this run."""
+        self._known: set[str] = set()
+        """Digests of setups the workers are taken to hold (sent, or held from a run before);
+        a call sends its setup inline unless its digest is here."""
+        if not send_setup:  # a continued run: the workers have the session's setup
+            self._known.add(self._model_setup()[1])
 
     def _model_setup(self, purpose: str = "reply") -> tuple[ModelSetup, str]:
         """The session's model setup (or the summariser's) and its digest, built once a run."""
@@ -112,10 +114,9 @@ class ModelCaller:
         spec = self._session.spec
         model, rules = spec.model, spec.session
         setup, digest = setup_and_digest
-        first_of_run = activity == "call_model" and self._send_setup
         lost_store = 0
         while True:
-            send = first_of_run or (activity != "call_model" and digest not in self._sent)
+            send = digest not in self._known
             setup_bytes = len(setup.model_dump_json()) if send else 0
             await self._sync.store_pieces(until_inline_bytes=self._sync.room - setup_bytes)
             fields = {
@@ -152,8 +153,7 @@ class ModelCaller:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
                 if kind == MODEL_SETUP_UNKNOWN and not send:
-                    first_of_run = activity == "call_model"  # this worker lacks it: send it
-                    self._sent.discard(digest)
+                    self._known.discard(digest)  # this worker lacks it: send it
                     continue
                 if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
                     # the store lost what the call referred to: send it all again, once
@@ -161,9 +161,7 @@ class ModelCaller:
                     self._sync.lost()
                     continue
                 return failure(error, rules.recovery_limit_seconds)
-            if activity == "call_model":
-                self._send_setup = False
-            self._sent.add(digest)
+            self._known.add(digest)
             return assistant
 
     def _done_or_cancelled(self, handle: asyncio.Future[AssistantMessage]) -> Callable[[], bool]:

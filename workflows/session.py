@@ -161,15 +161,16 @@ class Session:
         self.state.tools = list(self.tools.values())
         return None
 
-    def mcp_tools_listed(self, tools: list[ResolvedTool]) -> str | None:
-        """Add the MCP servers' tools; why the session cannot start, if it cannot."""
+    def more_tools_added(self, tools: list[ResolvedTool]) -> str | None:
+        """Add tools from MCP servers, OpenAPI documents or sub-agents; why the session
+        cannot start, if it cannot."""
         clash = sorted({t.definition.name for t in tools} & set(self.tools))
         names = [t.definition.name for t in tools]
         clash += sorted({n for n in names if names.count(n) > 1})
         if clash:
             return (
-                f"two tools are named {clash[0]!r} (an MCP server's and another's): "
-                "set a prefix on the server"
+                f"two tools are named {clash[0]!r}: set a prefix on the MCP server or "
+                "OpenAPI document, or rename one"
             )
         self.tools.update({t.definition.name: t for t in tools})
         self.state.tools = list(self.tools.values())
@@ -192,7 +193,7 @@ class Session:
             )
             for agent in self.spec.agents
         ]
-        return self.mcp_tools_listed(tools)
+        return self.more_tools_added(tools)
 
     def start(self, request: AgentInput, now_ms: int) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
