@@ -45,6 +45,7 @@ from durable_agent.provider import (
     shared_client,
 )
 from durable_agent.request_messages import options_for_call, prepare_request_messages
+from durable_agent.swarm import as_seen_by
 from durable_agent.transcript import EMPTY_HASH, canonical_json
 
 log = structlog.get_logger("durable_agent.model")
@@ -168,9 +169,11 @@ class ModelActivities:
         head, conversation = await self._conversation(call)
         bound = _log_for(call)
         messages = list(conversation)
+        if setup.agent is not None:  # a swarm: the conversation as this agent sees it
+            messages = as_seen_by(conversation, setup.agent, setup.instructions)
         if setup.context is not None:  # fitted here once; the codec's pass keeps it as is
-            messages = prepare_request_messages(conversation, setup.context)
-            whole = len(prepare_request_messages(conversation))
+            whole = len(prepare_request_messages(messages))
+            messages = prepare_request_messages(messages, setup.context)
             if len(messages) < whole:
                 bound.info("context trimmed", left_out=whole - len(messages), sent=len(messages))
         body = _request_body(
@@ -184,6 +187,8 @@ class ModelActivities:
             stream=setup.stream,
         )
         message = await self._complete(setup, body, bound, on_text)
+        if setup.agent is not None:
+            message = message.model_copy(update={"agent_name": setup.agent})
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
         )

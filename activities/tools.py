@@ -202,6 +202,7 @@ class ToolActivities:
                 approval=call.approval,
                 timestamp=int(time.time() * 1000),
                 usage=context.usage,
+                agent_name=call.agent_name,
             )
             await self._keep(message)
             return message

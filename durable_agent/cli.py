@@ -256,6 +256,19 @@ async def cmd_flush(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+async def cmd_move(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    status = await agents.status(args.session_id)
+    if not status.agents:
+        raise CommandError(f"move: session {args.session_id} has one agent")
+    if args.agent not in status.agents:
+        known = ", ".join(status.agents)
+        raise CommandError(f"move: no agent {args.agent!r} in this session (agents: {known})")
+    await agents.move_to_agent(args.session_id, args.agent, by=_who(), reason=args.reason)
+    print(f"moving {args.session_id} to {args.agent} at its next safe point", file=out)
+    return EXIT_OK
+
+
 async def cmd_budget(args: argparse.Namespace, out: TextIO) -> int:
     if args.max_total_tokens is None and args.max_cost_usd is None:
         raise CommandError("budget: give --max-total-tokens, --max-cost-usd or both")
@@ -341,6 +354,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "end": cmd_end,
     "cancel": cmd_cancel,
     "flush": cmd_flush,
+    "move": cmd_move,
     "budget": cmd_budget,
     "status": cmd_status,
     "history": cmd_history,
@@ -410,6 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     flush = command("flush", "later requests start afresh (system messages and what follows)")
     flush.add_argument("session_id")
     flush.add_argument("--reason")
+    move = command("move", "move a swarm session to another agent (at its next safe point)")
+    move.add_argument("session_id")
+    move.add_argument("agent")
+    move.add_argument("--reason")
     budget = command("budget", "change a session's token or cost budget")
     budget.add_argument("session_id")
     budget.add_argument("--max-total-tokens", type=_positive_int)

@@ -27,6 +27,7 @@ from durable_agent.contracts import (
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
+    MoveToAgentSignal,
     PendingApproval,
     SessionStatus,
 )
@@ -208,6 +209,15 @@ class AgentClient:
         """Reset what later requests start from (the system messages and what follows).
         The marker joins the array when the current turn is over; nothing is deleted."""
         await self._signal(session_id, "flush", FlushSignal(by=by, reason=reason))
+
+    async def move_to_agent(
+        self, session_id: str, agent: str, *, by: str | None = None, reason: str | None = None
+    ) -> None:
+        """Move a swarm session to another agent: at the next safe point (between model
+        calls, never inside a tool batch), as if the active agent had handed over.
+        An unknown agent changes nothing (``status`` says so under ``rejected``)."""
+        request = MoveToAgentSignal(agent=agent, by=by, reason=reason)
+        await self._signal(session_id, "move_to_agent", request)
 
     async def set_budget(
         self,

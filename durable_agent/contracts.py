@@ -86,6 +86,13 @@ class ResolvedTool(_Contract):
     http: HttpOperation | None = None
     agent: str | None = None
     """The spec's sub-agent (``agents``) this tool runs."""
+    handoff: Handoff | None = None
+    """A swarm's generated handoff tool (run by the session itself, no activity)."""
+
+
+class Handoff(_Contract):
+    to: str | None
+    """The agent the conversation goes to; ``None``: back to the previous one."""
 
 
 class ListRemoteToolsInput(_Contract):
@@ -140,6 +147,10 @@ class ModelSetup(_Contract):
     tools: list[ToolDefinition] = Field(default_factory=list)
     context: ContextRules | None = None
     """The context budget requests are fitted to (unset: every message is sent)."""
+    agent: str | None = None
+    """The swarm agent the call is for: the conversation is shown as it sees it."""
+    instructions: str | None = None
+    """That agent's system prompt."""
 
 
 class ModelCallInput(_Contract):
@@ -203,6 +214,8 @@ class ToolCallInput(_Contract):
     """Secret names the call may resolve (set only when it references one)."""
     mcp: McpCall | None = None
     http: HttpCall | None = None
+    agent_name: str | None = None
+    """The swarm agent whose call this is, recorded on the result."""
 
 
 class ApprovalCheckInput(_Contract):
@@ -224,6 +237,15 @@ class EndSessionSignal(_Contract):
 class CancelTurnSignal(_Contract):
     """Stop the current turn, keep the session (``cancel_turn``)."""
 
+    by: str | None = None
+    reason: str | None = None
+
+
+class MoveToAgentSignal(_Contract):
+    """Move a swarm session to another agent (``move_to_agent``): at the next safe point,
+    as a handoff would (the agent it leaves is pushed on the navigation stack)."""
+
+    agent: str
     by: str | None = None
     reason: str | None = None
 
@@ -323,6 +345,14 @@ class SessionStatus(_Contract):
     trimmed: int = 0
     """Messages the latest model request left out to fit ``model.context.budget_tokens``
     (trimming; they stay in the array)."""
+    agent: str | None = None
+    """A swarm's active agent (unset in one-agent sessions)."""
+    agent_stack: list[str] = Field(default_factory=list)
+    """The agents ``transfer_back`` returns to, the most recent last."""
+    agents: list[str] = Field(default_factory=list)
+    """The swarm's agents."""
+    move_pending: str | None = None
+    """An agent a person moved the session to, waiting for the turn's safe point."""
 
 
 class AgentResult(_Contract):

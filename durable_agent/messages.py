@@ -33,6 +33,9 @@ class _Stored(_Frozen):
     mode: MessageMode | None = None
     payload: Any = None
     """Arbitrary JSON metadata (seed 002), kept with the message, never sent."""
+    agent_name: str | None = None
+    """In a swarm session (seed 002): the agent that wrote the message (assistant, tool),
+    was addressed (user) or whose prompt it is (system). Unset in one-agent sessions."""
 
 
 # --- user content parts (already in OpenAI's content-part shape) -------------
@@ -250,6 +253,7 @@ LOCAL_EXTENSIONS = frozenset(
         "approval",
         "mode",
         "payload",
+        "agent_name",
         "source",
         "compacts",
         "blocked",

@@ -65,6 +65,8 @@ def format_message(message: Message, width: int = 100) -> str:
         for call in message.tool_calls or []:
             lines.append(f"-> {call.function.name} {call.function.arguments}")
     body = lines or [""]
+    if message.agent_name:  # a swarm: whose message it is
+        body[0] = f"[{message.agent_name}] {body[0]}".rstrip()
     pad = " " * len(label)
     return "\n".join([label + body[0], *(pad + line for line in body[1:])])
 
@@ -95,7 +97,8 @@ def status_line(status: SessionStatus) -> str:
     phase = _PHASES.get(status.phase, status.phase)
     if status.phase == "awaiting_approval":
         phase += f" ({len(status.pending_approvals)})"
-    return f"[turn {status.turn}] {phase}"
+    agent = f" {status.agent}:" if status.agent else ""
+    return f"[turn {status.turn}]{agent} {phase}"
 
 
 def format_status(status: SessionStatus) -> str:
@@ -107,6 +110,11 @@ def format_status(status: SessionStatus) -> str:
         f"runs:           {status.runs}",
         f"tokens:         {usage.prompt_tokens} in, {usage.completion_tokens} out",
     ]
+    if status.agent is not None:
+        stack = " > ".join(status.agent_stack) or "empty"
+        lines.append(f"agent:          {status.agent} (back: {stack})")
+        if status.move_pending:
+            lines.append(f"move:           to {status.move_pending} (next safe point)")
     if status.budget is not None:
         budget = status.budget
         spent = [f"{budget.total_tokens} tokens"]

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
@@ -198,11 +205,94 @@ class SubAgentSpec(_Spec):
     approval: ApprovalMode = "never"
 
 
+def _tool_shorthand(value: Any) -> Any:
+    """A tool may be listed by name alone: ``"get_weather"`` is ``{"name": "get_weather"}``."""
+    if isinstance(value, list):
+        return [{"name": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+ToolList = Annotated[list[ToolSettings], BeforeValidator(_tool_shorthand)]
+
+
+AGENT_NAME = r"^[A-Za-z0-9_-]{1,52}$"
+"""An agent's name: it becomes part of a tool name (``transfer_to_<name>``, 64 at most)."""
+
+
+class SwarmAgentSpec(_Spec):
+    """One agent of a swarm (seed 002): its own system prompt, model, tools and policies.
+    The conversation moves between agents by handoff; every message records its agent."""
+
+    name: str = Field(pattern=AGENT_NAME)
+    description: str = ""
+    """What the agent does: the description of the tool that hands over to it."""
+    instructions: str | None = None
+    """The agent's system prompt (other agents' prompts are never sent with it)."""
+    model: ModelSpec | None = None
+    """The agent's model, endpoint and options (unset: the session's ``model``)."""
+    tools: ToolList = Field(default_factory=list)
+    """The agent's own tools with its policy overrides (the spec's top-level ``tools``,
+    MCP, OpenAPI and sub-agent tools are every agent's)."""
+    tool_execution: ExecutionMode | None = None
+    """Unset: the session's ``tool_execution``."""
+    handoffs: list[str] | None = None
+    """Agents it may hand the conversation to (unset: every other agent)."""
+    handoff_approval: ApprovalMode = "never"
+    """Whether handing the conversation to this agent waits for a person (``always``) or
+    is refused (``deny``): the ``transfer_to_<name>`` call is gated like any tool call."""
+
+    @field_validator("handoff_approval")
+    @classmethod
+    def _no_predicate(cls, value: ApprovalMode) -> ApprovalMode:
+        if value == "predicate":
+            raise ValueError("a handoff has no predicate: never, always or deny")
+        return value
+
+
+class SwarmSpec(_Spec):
+    """Several agents in one session, one of them active at a time."""
+
+    agents: list[SwarmAgentSpec] = Field(min_length=1)
+    default_agent: str | None = None
+    """The agent a session starts with, the root of the navigation stack (unset: the
+    first of ``agents``)."""
+
+    @model_validator(mode="after")
+    def _known_names(self) -> SwarmSpec:
+        names = [a.name for a in self.agents]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"swarm.agents: {twice[0]!r} is the name of two agents")
+        if self.default_agent is not None and self.default_agent not in names:
+            raise ValueError(
+                f"swarm.default_agent: {self.default_agent!r} is not among swarm.agents "
+                f"({', '.join(names)})"
+            )
+        for agent in self.agents:
+            for target in agent.handoffs or []:
+                if target not in names:
+                    raise ValueError(
+                        f"swarm.agents[{agent.name}].handoffs: {target!r} is not among swarm.agents"
+                    )
+                if target == agent.name:
+                    raise ValueError(
+                        f"swarm.agents[{agent.name}].handoffs: an agent cannot hand over to itself"
+                    )
+        return self
+
+    @property
+    def default(self) -> str:
+        return self.default_agent or self.agents[0].name
+
+    def agent(self, name: str) -> SwarmAgentSpec:
+        return next(a for a in self.agents if a.name == name)
+
+
 class AgentSpec(_Spec):
     model: ModelSpec
     instructions: str | None = None
     """The system prompt."""
-    tools: list[ToolSettings] = Field(default_factory=list)
+    tools: ToolList = Field(default_factory=list)
     tool_execution: ExecutionMode = "parallel"
     context: dict[str, Any] = Field(default_factory=dict)
     """Values tools can be bound to (``@tool(bind={"unit": "preferred_unit"})``); never
@@ -222,6 +312,10 @@ class AgentSpec(_Spec):
     secrets: list[str] = Field(default_factory=list)
     """Secret names this session's tools may use as ``{{secret:NAME}}`` in their
     arguments or bound ``context`` values; resolved only inside the tool activity."""
+    swarm: SwarmSpec | None = None
+    """Several agents in this session, handing the conversation to one another (the
+    spec's ``model`` is theirs unless they name their own; ``instructions`` are each
+    agent's own)."""
 
     @field_validator("secrets")
     @classmethod
@@ -229,13 +323,6 @@ class AgentSpec(_Spec):
         bad = [name for name in value if not SECRET_NAME.fullmatch(name)]
         if bad:
             raise ValueError(f"{bad[0]!r} is not a secret name (letters, digits, _)")
-        return value
-
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _names_as_shorthand(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [{"name": v} if isinstance(v, str) else v for v in value]
         return value
 
     @field_validator("output_schema")
@@ -272,7 +359,42 @@ class AgentSpec(_Spec):
             )
         if self.stop.max_cost_usd is not None and self.model.price is None:
             raise ValueError("stop.max_cost_usd needs model.price to count cost by")
+        if self.swarm is not None:
+            self._check_swarm(self.swarm, set(names) | set(agents))
         return self
+
+    def _check_swarm(self, swarm: SwarmSpec, shared: set[str]) -> None:
+        if self.instructions is not None:
+            raise ValueError(
+                "instructions: a swarm's agents each have their own (swarm.agents[].instructions)"
+            )
+        for agent in swarm.agents:
+            field = f"swarm.agents[{agent.name}]"
+            own = [t.name for t in agent.tools]
+            twice = sorted({n for n in own if own.count(n) > 1})
+            if twice:
+                raise ValueError(f"{field}.tools: {twice[0]!r} is listed more than once")
+            priced = agent.model is None or agent.model.price is not None
+            if self.stop.max_cost_usd is not None and not priced:
+                raise ValueError(f"{field}.model: stop.max_cost_usd needs its price")
+            if any(n.startswith(HANDOFF_PREFIX) for n in own):
+                raise ValueError(f"{field}.tools: names starting {HANDOFF_PREFIX} are handoffs")
+        if any(n.startswith(HANDOFF_PREFIX) for n in shared):
+            raise ValueError(f"tools: names starting {HANDOFF_PREFIX} are the swarm's handoffs")
+
+    def agent_names(self) -> list[str]:
+        """The swarm's agents (empty for a single-agent session)."""
+        return [a.name for a in self.swarm.agents] if self.swarm else []
+
+
+HANDOFF_PREFIX = "transfer_"
+TRANSFER_BACK = "transfer_back"
+"""The generated tool that hands the conversation back to the previous agent."""
+
+
+def transfer_tool_name(agent: str) -> str:
+    """The generated tool that hands the conversation to ``agent``."""
+    return f"{HANDOFF_PREFIX}to_{agent}"
 
 
 SubAgentSpec.model_rebuild()

@@ -31,6 +31,7 @@ from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import ApprovalDecision, AssistantMessage, ToolMessage, UserMessage
 from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
 from workflows.commands import (
     AwaitApprovals,
@@ -94,10 +95,13 @@ class SessionDriver:
 
     def _resolve_tools(self) -> None:
         resolved, missing = [], []
-        for settings in self.spec.tools:
-            found = self.registry.get(settings.name)
+        names = [t.name for t in self.spec.tools]
+        if self.session.swarm is not None:
+            names = list(dict.fromkeys([*names, *self.session.swarm.tool_names()]))
+        for name in names:
+            found = self.registry.get(name)
             if found is None:
-                missing.append(settings.name)
+                missing.append(name)
             else:
                 resolved.append(
                     ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
@@ -159,20 +163,25 @@ class SessionDriver:
             session.summarised(reply, self.now_ms)
 
     def _call_model(self) -> None:
-        session, model = self.session, self.spec.model
+        session = self.session
+        setup = session.model_setup()
+        messages = list(session.messages)
+        if setup.agent is not None:
+            messages = as_seen_by(messages, setup.agent, setup.instructions)
         body = build_request(
-            model.endpoint.api,
-            list(session.messages),
-            model=model.name,
-            tools=[t.definition for t in session.tools.values()],
-            options=options_for_call(model.options, session.messages),
-            output_schema=self.spec.output_schema,
-            reasoning=model.reasoning,
+            setup.endpoint.api,
+            messages,
+            model=setup.model,
+            tools=setup.tools,
+            options=options_for_call(setup.options, session.messages),
+            output_schema=setup.output_schema,
+            reasoning=setup.reasoning,
             stream=False,
-            context=model.context if model.context.budget_tokens else None,
+            context=setup.context,
         )
         self.requests.append(body)
-        reply = self.model(body).model_copy(update={"timestamp": self.now_ms})
+        stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
+        reply = self.model(body).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
             session.model_failed(
                 MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}", None, self.now_ms
@@ -213,6 +222,7 @@ class SessionDriver:
                 is_error=is_error,
                 approval=run.approval,
                 timestamp=self.now_ms,
+                agent_name=run.agent_name,
             )
 
         if found is None:

@@ -38,8 +38,24 @@ def raw_json(data: bytes) -> RawValue:
         ({"tool_execution": 7}, "spec.tool_execution: Input should be 'parallel' or"),
         ({"session": {"idle_timeout_seconds": "soon"}}, "spec.session.idle_timeout_seconds"),
         ({"tools": ["noop", "launch_rockets"]}, "no worker has loaded: launch_rockets"),
+        (
+            {"swarm": {"agents": [{"name": "triage"}, {"name": "triage"}]}},
+            "swarm.agents: 'triage' is the name of two agents",
+        ),
+        (
+            {"swarm": {"agents": [{"name": "triage"}], "default_agent": "boss"}},
+            "swarm.default_agent: 'boss' is not among swarm.agents (triage)",
+        ),
     ],
-    ids=["unknown field", "negative limit", "wrong type", "wrong type nested", "unknown tool"],
+    ids=[
+        "unknown field",
+        "negative limit",
+        "wrong type",
+        "wrong type nested",
+        "unknown tool",
+        "two agents of one name",
+        "unknown default agent",
+    ],
 )
 async def test_a_bad_spec_from_the_temporal_cli_fails_the_start_naming_the_field(
     temporal_env: WorkflowEnvironment, task_queue: str, spec_change: dict[str, object], named: str

@@ -107,8 +107,10 @@ class AgentWorkflow(SessionHandlers):
             return session.fail(str(error))
 
     async def _resolve_tools(self) -> None:
-        spec = self._session.spec
+        spec, swarm = self._session.spec, self._session.swarm
         names, guards = [t.name for t in spec.tools], spec.guardrails
+        if swarm is not None:
+            names = list(dict.fromkeys([*names, *swarm.tool_names()]))
         if names or guards.input or guards.output:
             guardrails = sorted({*guards.input, *guards.output})
             found = await resolve_tools(names, guardrails, spec.session)

@@ -79,6 +79,8 @@ class ToolRun:
     """The operation, for an OpenAPI tool."""
     agent: AgentSpec | None = None
     """The agent's spec, for a sub-agent tool (run as a child session)."""
+    agent_name: str | None = None
+    """The swarm agent that made the call (recorded on its result)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ read it. The main loop (AgentWorkflow) decides what follows."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
         ChildApprovals,
         EndSessionSignal,
         FlushSignal,
+        MoveToAgentSignal,
         PendingApproval,
         SessionStatus,
     )
@@ -56,14 +57,11 @@ class SessionHandlers:
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
-        try:
-            message: str | UserMessage = decode(raw, str | UserMessage)
-        except InvalidInput as error:
-            self._rejected(self._session.reject(f"send_message: unreadable message ({error})"))
-            return
+        message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if isinstance(message, str):
             message = UserMessage(content=message)
-        self._rejected(self._session.message_arrived(message, _now_ms()))
+        if message is not None:
+            self._rejected(self._session.message_arrived(message, _now_ms()))
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -93,6 +91,24 @@ class SessionHandlers:
         request = self._optional(raw, BudgetSignal, "set_budget")
         if request is not None:
             self._rejected(self._session.budget_changed(request))
+
+    @workflow.signal
+    def move_to_agent(self, raw: RawValue) -> None:
+        """A person moves a swarm session to another agent (a name, or ``{"agent": ...,
+        "by": ..., "reason": ...}``)."""
+        request = self._read(raw, str | MoveToAgentSignal, "move_to_agent: unreadable signal")
+        if isinstance(request, str):
+            request = MoveToAgentSignal(agent=request)
+        if request is not None:
+            self._rejected(self._session.move_requested(request))
+
+    def _read(self, raw: RawValue, kind: Any, unreadable: str) -> Any:
+        """A signal's argument as ``kind``; ``None`` (rejected, visibly) if unreadable."""
+        try:
+            return decode(raw, kind)
+        except InvalidInput as error:
+            self._rejected(self._session.reject(f"{unreadable} ({error})"))
+            return None
 
     def _optional(self, raw: RawValue, kind: type[SignalT], name: str) -> SignalT | None:
         """A signal's argument (a sender may leave it out); ``None`` if unreadable."""

@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import AssistantMessage
     from workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
-    from workflows.session import Session
+    from workflows.session import Purpose, Session
     from workflows.transcript_sync import TranscriptSync
     from workflows.turn_logic import setup_digest
 
@@ -65,41 +65,26 @@ class ModelCaller:
         if not send_setup:  # a continued run: the workers have the session's setup
             self._known.add(self._model_setup()[1])
 
-    def _model_setup(self, purpose: str = "reply") -> tuple[ModelSetup, str]:
-        """The session's model setup (or the summariser's) and its digest, built once a run."""
-        if purpose not in self._setups:
-            spec = self._session.spec
-            if purpose == "reply":
-                setup = ModelSetup(
-                    endpoint=spec.model.endpoint,
-                    model=spec.model.name,
-                    options=spec.model.options,
-                    reasoning=spec.model.reasoning,
-                    stream=spec.model.stream,
-                    output_schema=spec.output_schema,
-                    tools=[t.definition for t in self._session.tools.values()],
-                    context=spec.model.context if spec.model.context.budget_tokens else None,
-                )
-            else:
-                setup = ModelSetup(
-                    endpoint=spec.model.endpoint,
-                    model=spec.model.context.summary_model or spec.model.name,
-                    options=spec.model.options,
-                    reasoning=spec.model.reasoning,
-                    stream=False,
-                )
-            self._setups[purpose] = (setup, setup_digest(setup))
-        return self._setups[purpose]
+    def _model_setup(self, purpose: Purpose = "reply") -> tuple[ModelSetup, str]:
+        """The active agent's model setup (or its summariser's) and its digest, built once
+        a run for each."""
+        key = f"{purpose}:{self._session.agent_name or ''}"
+        if key not in self._setups:
+            setup = self._session.model_setup(purpose)
+            self._setups[key] = (setup, setup_digest(setup))
+        return self._setups[key]
 
     async def call(self, turn: int) -> ModelOutcome:
-        name = self._session.spec.model.name
+        name = self._session.model_spec.name
+        if self._session.agent_name is not None:
+            name = f"{self._session.agent_name} ({name})"
         return await self._request(
             "call_model", turn, self._model_setup(), f"call_model {name} turn {turn}", {}
         )
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:
         setup, digest = self._model_setup("summary")
-        extra = {"until": until, "prompt": self._session.spec.model.context.summary_prompt}
+        extra = {"until": until, "prompt": self._session.model_spec.context.summary_prompt}
         summary = f"summarise_context {setup.model} messages 0-{until}"
         return await self._request("summarise_context", turn, (setup, digest), summary, extra)
 
@@ -111,8 +96,7 @@ class ModelCaller:
         summary: str,
         extra: dict[str, Any],
     ) -> ModelOutcome:
-        spec = self._session.spec
-        model, rules = spec.model, spec.session
+        model, rules = self._session.model_spec, self._session.spec.session
         setup, digest = setup_and_digest
         lost_store = 0
         while True:

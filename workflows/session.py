@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from durable_agent.context import compaction_until, summary_message, window_start
 from durable_agent.contracts import (
@@ -29,8 +29,11 @@ from durable_agent.contracts import (
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
+    Handoff,
     HttpCall,
     McpCall,
+    ModelSetup,
+    MoveToAgentSignal,
     PendingApproval,
     Phase,
     ResolvedTool,
@@ -52,7 +55,7 @@ from durable_agent.messages import (
 )
 from durable_agent.request_messages import prepare_request_messages
 from durable_agent.secrets import references
-from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.structured_output import parse_structured_output
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
@@ -74,6 +77,7 @@ from workflows.commands import (
 )
 from workflows.rescue import corrective_text, not_run_results, unusable_reason
 from workflows.state import SessionState
+from workflows.swarm import Swarm
 from workflows.turn_logic import (
     apply_overrides,
     approval_id,
@@ -97,6 +101,7 @@ def child_approval_id(child_id: str, approval_id: str) -> str:
 
 
 Reply = AssistantMessage | ToolMessage
+Purpose = Literal["reply", "summary"]
 
 
 @dataclass
@@ -114,6 +119,8 @@ class _Batch:
     asked: dict[str, int] | None = None
     """Approval id -> slot, once the approvals were opened."""
     decided: bool = False
+    handoff: Handoff | None = None
+    """Where the batch hands the conversation (a swarm), once its results are in."""
 
 
 class Session:
@@ -123,6 +130,8 @@ class Session:
         self.messages = Transcript.adopt(state.messages)
         self.approvals = Approvals(state)
         self.tools: dict[str, ResolvedTool] = {t.definition.name: t for t in state.tools}
+        """The tools every agent has (a one-agent session's tools)."""
+        self.swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
         self.phase: Phase = "starting"
         self.progressed = False
         """This run has done work: continue-as-new may follow."""
@@ -157,14 +166,35 @@ class Session:
         if result.missing_guardrails:
             lacking = ", ".join(result.missing_guardrails)
             return f"spec.guardrails names guardrails that no worker has loaded: {lacking}"
-        self.tools = apply_overrides(self.spec, result.tools)
+        self.tools = apply_overrides(self.spec.tools, self.spec.tool_execution, result.tools)
         self.state.tools = list(self.tools.values())
+        if self.swarm is not None:
+            self.swarm.own_tools_resolved(result.tools)
         return None
+
+    @property
+    def active_tools(self) -> dict[str, ResolvedTool]:
+        """The tools of the agent answering now."""
+        return self.tools if self.swarm is None else self.swarm.tools(self.tools)
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The model of the agent answering now."""
+        return self.spec.model if self.swarm is None else self.swarm.model
+
+    @property
+    def agent_name(self) -> str | None:
+        """The active agent of a swarm (``None`` in a one-agent session)."""
+        return None if self.swarm is None else self.swarm.active
 
     def more_tools_added(self, tools: list[ResolvedTool]) -> str | None:
         """Add tools from MCP servers, OpenAPI documents or sub-agents; why the session
         cannot start, if it cannot."""
-        clash = sorted({t.definition.name for t in tools} & set(self.tools))
+        taken = set(self.tools)
+        if self.swarm is not None:
+            taken |= self.swarm.handoff_names()
+            taken |= {t.definition.name for own in self.state.agent_tools.values() for t in own}
+        clash = sorted({t.definition.name for t in tools} & taken)
         names = [t.definition.name for t in tools]
         clash += sorted({n for n in names if names.count(n) > 1})
         if clash:
@@ -197,14 +227,19 @@ class Session:
 
     def start(self, request: AgentInput, now_ms: int) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
-        if self.spec.instructions:
-            self.messages.append(SystemMessage(content=self.spec.instructions, timestamp=now_ms))
+        instructions = self.spec.instructions
+        if self.swarm is not None:
+            instructions = self.swarm.agent.instructions
+        if instructions:
+            self.messages.append(
+                SystemMessage(content=instructions, timestamp=now_ms, agent_name=self.agent_name)
+            )
         history = list(request.history)
         first = request.message
         if isinstance(first, str):
             first = UserMessage(content=first)
         if first is not None:
-            first = first.model_copy(update={"timestamp": now_ms})
+            first = first.model_copy(update={"timestamp": now_ms, "agent_name": self.agent_name})
         guarded = bool(self.spec.guardrails.input)
         last = history[-1] if history else None
         if guarded and first is None and isinstance(last, UserMessage):
@@ -275,6 +310,24 @@ class Session:
         ]
         return mine + children
 
+    def move_requested(self, request: MoveToAgentSignal) -> str | None:
+        """A person moves a swarm session to another agent (at the next safe point)."""
+        if self.swarm is None:
+            return self.reject("move_to_agent: this session has one agent")
+        rejection = self.swarm.move_rejection(request)
+        if rejection is not None:
+            return self.reject(rejection)
+        self.state.move = request
+        return None
+
+    def _apply_move(self) -> None:
+        """Between turns or model calls (never in a tool batch or a model call)."""
+        state = self.state
+        assert self.swarm is not None and state.move is not None
+        if state.move.agent != self.swarm.active:
+            self.swarm.go_to(state.move.agent)
+        state.move = None
+
     def end_requested(self, request: EndSessionSignal) -> None:
         if self.state.ending is None:
             self.state.ending = request
@@ -331,7 +384,8 @@ class Session:
 
     def idle_wait_over(self, suggested: bool) -> bool:
         """Waiting for a message ends: one arrived, a flush is due, or as ``interrupted``."""
-        return bool(self.state.inbox or self.state.flushes) or self.interrupted(suggested)
+        state = self.state
+        return bool(state.inbox or state.flushes or state.move) or self.interrupted(suggested)
 
     def next_command(self, *, suggested: bool, now: datetime) -> Command:
         """What the workflow does next. ``suggested``: see ``continue_as_new_due``."""
@@ -351,6 +405,8 @@ class Session:
             self._apply_cancel(now)
         if state.stage == "idle" and state.flushes:
             self._apply_flushes(now)
+        if state.move is not None and state.stage != "tools":
+            self._apply_move()
         if state.stage != "tools" and state.inbox:
             if self.spec.guardrails.input:
                 self._checking = state.inbox.pop(0)
@@ -392,6 +448,8 @@ class Session:
 
     def _deliver(self, messages: list[UserMessage]) -> None:
         """Queued messages join the array and start (or steer) a turn."""
+        if self.swarm is not None:  # addressed to the agent answering
+            messages = [m.model_copy(update={"agent_name": self.agent_name}) for m in messages]
         self.messages.extend(messages)
         if self.state.stage == "idle":
             self.state.model_calls_this_reply = 0
@@ -509,7 +567,7 @@ class Session:
                 update={"total_tokens": usage.prompt_tokens + usage.completion_tokens}
             )
         self.state.usage = self.state.usage + usage
-        price = self.spec.model.price
+        price = self.model_spec.price
         if price is not None:
             self.state.cost_usd += (
                 usage.prompt_tokens * price.input_per_million
@@ -524,13 +582,38 @@ class Session:
             return Pause(delay)
         self.progressed = True
         if self._summarising is None:
-            self._summarising = compaction_until(self.messages, self.spec.model.context)
+            self._summarising = compaction_until(self.messages, self.model_spec.context)
         if self._summarising is not None:
             self.phase = "compacting"
             return Summarise(turn=self.state.turn + 1, until=self._summarising)
         self.phase = "calling_model"
         self.trimmed = self._trimmed()
         return CallModel(turn=self.state.turn + 1)
+
+    def model_setup(self, purpose: Purpose = "reply") -> ModelSetup:
+        """What the active agent's model calls share (sent once, then by digest): its
+        model, options and tools; for a swarm, also its name and prompt."""
+        model, swarm = self.model_spec, self.swarm
+        if purpose == "summary":
+            return ModelSetup(
+                endpoint=model.endpoint,
+                model=model.context.summary_model or model.name,
+                options=model.options,
+                reasoning=model.reasoning,
+                stream=False,
+            )
+        return ModelSetup(
+            endpoint=model.endpoint,
+            model=model.name,
+            options=model.options,
+            reasoning=model.reasoning,
+            stream=model.stream,
+            output_schema=self.spec.output_schema,
+            tools=[t.definition for t in self.active_tools.values()],
+            context=model.context if model.context.budget_tokens else None,
+            agent=None if swarm is None else swarm.active,
+            instructions=None if swarm is None else swarm.agent.instructions,
+        )
 
     def summarised(self, summary: AssistantMessage, now_ms: int) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
@@ -549,7 +632,7 @@ class Session:
             state.last_error = assistant.error
         reason = None
         if self.rescue_enabled and not assistant.is_error:
-            reason = unusable_reason(assistant, self.tools, self.spec.output_schema)
+            reason = unusable_reason(assistant, self.active_tools, self.spec.output_schema)
         if reason is not None:
             self._unusable(assistant, reason)
         elif assistant.tool_calls:
@@ -621,7 +704,7 @@ class Session:
         """A model call failed: another attempt after a pause while the model's own
         failures leave attempts, else the session fails with ``text`` (a summary that
         cannot be made fails the turn only: the session waits for the next message)."""
-        model = self.spec.model
+        model = self.model_spec
         if kind == MODEL_ATTEMPT_FAILED and self._model_failures + 1 < model.max_attempts:
             self._model_failures += 1
             self._pause = retry_after or backoff(
@@ -635,7 +718,9 @@ class Session:
             return
         self.state.last_error = text
         self.messages.append(
-            AssistantMessage(content="", is_error=True, error=text, timestamp=now_ms)
+            AssistantMessage(
+                content="", is_error=True, error=text, timestamp=now_ms, agent_name=self.agent_name
+            )
         )
         self._outcome = self._finish("failed", "error", error=text)
 
@@ -667,15 +752,13 @@ class Session:
         needs_person: list[int] = []
         by_predicate: list[int] = []
         limit = self.spec.stop.max_tool_calls_per_turn
+        tools = self.active_tools
         for k, call in enumerate(calls):
-            resolved = self.tools.get(call.function.name)
+            resolved = tools.get(call.function.name)
             if k >= limit:
                 slots[k] = error_result(call, over_call_limit(len(calls), limit))
             elif resolved is None:
-                available = ", ".join(sorted(self.tools)) or "none"
-                slots[k] = error_result(
-                    call, f"Tool not registered: {call.function.name} (available: {available})"
-                )
+                slots[k] = error_result(call, self._not_registered(call.function.name))
             elif resolved.policy.approval == "deny":
                 slots[k] = guardrail_denial(call, resolved.policy.deny_reason)
             elif resolved.policy.approval == "always":
@@ -683,6 +766,13 @@ class Session:
             elif resolved.policy.approval == "predicate":
                 by_predicate.append(k)
         return _Batch(calls, slots, by_predicate, needs_person, checked=not by_predicate)
+
+    def _not_registered(self, name: str) -> str:
+        handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
+        if handoff is not None:
+            return handoff
+        available = ", ".join(sorted(self.active_tools)) or "none"
+        return f"Tool not registered: {name} (available: {available})"
 
     def _batch_command(self, now: datetime) -> Command:
         if self._batch is None:
@@ -697,8 +787,15 @@ class Session:
             return AwaitApprovals(list(batch.asked))
         self.progressed = True
         self.phase = "running_tools"
+        tools = self.active_tools
         approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
-        modes = [self.tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
+        handoffs = [k for k in approved if tools[batch.calls[k].function.name].handoff]
+        if handoffs and self.swarm is not None:  # the session runs these itself
+            results, batch.handoff = self.swarm.handoff_results(batch.calls, handoffs, tools)
+            for k, result in results.items():
+                batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
+            approved = [k for k in approved if k not in results]
+        modes = [tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
         groups = [
             [self._tool_run(batch, k) for k in group] for group in execution_groups(approved, modes)
         ]
@@ -706,7 +803,7 @@ class Session:
 
     def _tool_run(self, batch: _Batch, slot: int) -> ToolRun:
         call = batch.calls[slot]
-        resolved = self.tools[call.function.name]
+        resolved = self.active_tools[call.function.name]
         context = self.spec.context
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         uses = references(bound) or references(call.function.arguments)
@@ -722,7 +819,9 @@ class Session:
             )
         approval = batch.approvals.get(slot)
         agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
-        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http, agent)
+        return ToolRun(
+            slot, call, resolved, approval, bound, secrets, mcp, http, agent, self.agent_name
+        )
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers for the batch's predicate calls, in order."""
@@ -738,7 +837,7 @@ class Session:
         asked: dict[str, int] = {}
         for k in batch.needs_person:
             call = batch.calls[k]
-            timeout = self.tools[call.function.name].policy.approval_timeout_seconds
+            timeout = self.active_tools[call.function.name].policy.approval_timeout_seconds
             aid = approval_id(self.state.turn, k)
             asked[aid] = k
             self.approvals.open(
@@ -756,7 +855,8 @@ class Session:
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
         """What a deadline decides for a call: its tool's default."""
-        decision: ApprovalDecision = self.tools[pending.tool_name].policy.approval_timeout_decision
+        tool = self.active_tools[pending.tool_name]
+        decision: ApprovalDecision = tool.policy.approval_timeout_decision
         return decision
 
     def approvals_waited(self, now: datetime) -> None:
@@ -795,7 +895,12 @@ class Session:
                     batch.slots[k] = cancelled_result(batch.calls[k], why)
         in_order = [s for s in batch.slots if s is not None]
         assert len(in_order) == len(batch.calls), "one result per call"
+        if self.swarm is not None:  # the activities' results carry it already
+            agent = {"agent_name": self.agent_name}
+            in_order = [r if r.agent_name else r.model_copy(update=agent) for r in in_order]
         self.messages.extend(in_order)
+        if batch.handoff is not None and self.swarm is not None:
+            self.swarm.hand_over(batch.handoff)
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
         for result in in_order:
@@ -866,11 +971,15 @@ class Session:
             ),
             budget=self._budget_status(),
             trimmed=self.trimmed,
+            agent=self.agent_name,
+            agent_stack=list(state.agent_stack),
+            agents=self.spec.agent_names(),
+            move_pending=state.move.agent if state.move is not None else None,
         )
 
     def _trimmed(self) -> int:
         """Messages the request about to be made leaves out to fit the context budget."""
-        rules = self.spec.model.context
+        rules = self.model_spec.context
         if rules.budget_tokens is None:
             return 0
         whole = prepare_request_messages(self.messages)

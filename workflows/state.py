@@ -11,6 +11,7 @@ from durable_agent.contracts import (
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
+    MoveToAgentSignal,
     PendingApproval,
     ResolvedTool,
     Stage,
@@ -56,6 +57,14 @@ class SessionState(BaseModel):
     forwards: list[tuple[str, str, ApprovalSignal]] = Field(default_factory=list)
     """Decisions made through this session for a child's approval, to pass on:
     (child session id, ``approve``/``deny``, the signal with the child's own id)."""
+    agent: str | None = None
+    """A swarm's active agent."""
+    agent_stack: list[str] = Field(default_factory=list)
+    """Where ``transfer_back`` goes, the most recent last."""
+    agent_tools: dict[str, list[ResolvedTool]] = Field(default_factory=dict)
+    """Each swarm agent's own tools, as resolved at start with its overrides."""
+    move: MoveToAgentSignal | None = None
+    """A person's ``move_to_agent`` waiting for the next safe point."""
     rescues_this_reply: int = 0
     rescue_after_tools: str | None = None
     """An unusable turn whose calls run first (strategy ``correct``): why, for the

@@ -278,6 +278,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     secrets=run.secrets,
                     mcp=run.mcp,
                     http=run.http,
+                    agent_name=run.agent_name,
                 ),
                 result_type=ToolMessage,
                 task_queue=policy.task_queue,
@@ -312,4 +313,5 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
     if result.tool_call_id == call.id and result.approval == run.approval:
         return result, True
     # pair by position: the slot's id is the call's, whatever the activity echoed
-    return result.model_copy(update={"tool_call_id": call.id, "approval": run.approval}), False
+    fixed = {"tool_call_id": call.id, "approval": run.approval, "agent_name": run.agent_name}
+    return result.model_copy(update=fixed), False

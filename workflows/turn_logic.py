@@ -9,31 +9,33 @@ from datetime import timedelta
 
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
-from durable_agent.spec import AgentSpec
+from durable_agent.spec import ToolSettings
 from durable_agent.tools import ExecutionMode, ToolPolicy
 
 
 def setup_digest(setup: ModelSetup) -> str:
-    """Content hash of a session's model setup (canonical JSON; a setup without context
-    rules hashes as it did before they existed)."""
-    unset = {"context"} if setup.context is None else None
+    """Content hash of a session's model setup (canonical JSON; fields added later hash
+    as before when unset)."""
+    unset = {k for k in ("context", "agent", "instructions") if getattr(setup, k) is None}
     data = setup.model_dump(mode="json", exclude=unset)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def apply_overrides(spec: AgentSpec, resolved: Sequence[ResolvedTool]) -> dict[str, ResolvedTool]:
-    """The session's tools with the spec's per-session policy overrides applied."""
+def apply_overrides(
+    listed: Sequence[ToolSettings], execution: ExecutionMode, resolved: Sequence[ResolvedTool]
+) -> dict[str, ResolvedTool]:
+    """The listed tools with their per-session policy overrides applied."""
     by_name = {t.definition.name: t for t in resolved}
     tools: dict[str, ResolvedTool] = {}
-    for settings in spec.tools:
+    for settings in listed:
         base = by_name[settings.name]
         update = {
             key: value
             for key, value in settings.model_dump(exclude={"name"}).items()
             if value is not None
         }
-        if spec.tool_execution == "sequential":
+        if execution == "sequential":
             update["execution_mode"] = "sequential"
         policy = base.policy.model_copy(update=update) if update else base.policy
         tools[settings.name] = base.model_copy(update={"policy": policy})
