@@ -24,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.approvals import ApprovalActivities
 from activities.model import ModelActivities
 from activities.tools import ToolActivities
 from activities.transcript_store import (
@@ -31,6 +32,7 @@ from activities.transcript_store import (
     default_store_url,
     open_transcript_store,
 )
+from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.cli_args import add_server_arguments, add_worker_arguments, server_settings
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
@@ -57,10 +59,12 @@ def build_worker(
     max_cached_workflows: int = 1000,
     secrets: SecretProvider | None = None,
     preload_tokenizers: bool = True,
+    approver_keys: ApproverKeys | None = None,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``.
     ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
-    resolves ``{{secret:NAME}}`` references (default: the worker's environment).
+    resolves ``{{secret:NAME}}`` references (default: the worker's environment);
+    ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -68,7 +72,9 @@ def build_worker(
     if preload_tokenizers:
         load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
     model = ModelActivities(provider, transcripts)
-    tools = ToolActivities(default_registry if registry is None else registry, transcripts, secrets)
+    registry = default_registry if registry is None else registry
+    tools = ToolActivities(registry, transcripts, secrets)
+    approvals = ApprovalActivities(registry, approver_keys)
     return Worker(
         client,
         task_queue=task_queue,
@@ -78,7 +84,10 @@ def build_worker(
             model.store_transcript,
             model.load_transcript,
             tools.resolve_tools,
-            tools.check_approvals,
+            approvals.check_approvals,
+            approvals.describe_calls,
+            approvals.verify_approver_tokens,
+            approvals.notify_escalation,
             tools.run_tool,
             tools.check_guardrails,
             tools.list_remote_tools,

@@ -1,5 +1,5 @@
-"""Tool activities: resolve definitions at session start, gate by predicate, execute;
-and the guardrails, which workers load beside the tools.
+"""Tool activities: resolve definitions at session start, execute; and the guardrails,
+which workers load beside the tools (the gate's are in ``activities/approvals.py``).
 
 ``run_tool`` keeps two kinds of failure apart. The tool's own (it raised, or overran
 its time) is reported as a non-retryable ``ToolRaised`` error, and the workflow spends
@@ -31,7 +31,6 @@ from durable_agent.contracts import (
     OPENAPI_UNUSABLE,
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
-    ApprovalCheckInput,
     GuardrailInput,
     GuardrailVerdict,
     ListRemoteToolsInput,
@@ -115,9 +114,17 @@ class ToolActivities:
                 missing.append(name)
                 continue
             resolved.append(
-                ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
+                ResolvedTool(
+                    definition=found.definition,
+                    policy=found.policy,
+                    bind=found.bind,
+                    describes=found.describe is not None,
+                )
             )
-        return ResolveToolsResult(tools=resolved, missing=missing, missing_guardrails=lacking)
+        hooks = [h for h in request.hooks if self._registry.hook(h) is None]
+        return ResolveToolsResult(
+            tools=resolved, missing=missing, missing_guardrails=lacking, missing_hooks=hooks
+        )
 
     @activity.defn(name="list_remote_tools")
     @heartbeats
@@ -146,25 +153,6 @@ class ToolActivities:
             raise ApplicationError(
                 f"{type(error).__name__}: {error}", type=GUARDRAIL_FAILED, non_retryable=True
             ) from None
-
-    @activity.defn(name="check_approvals")
-    @heartbeats
-    async def check_approvals(self, request: ApprovalCheckInput) -> list[bool]:
-        """Whether each call needs a person, by its tool's predicate over the validated
-        arguments. Calls with unusable arguments need none: they will not run."""
-        needed = []
-        for name, arguments in request.calls:
-            found = self._registry.get(name)
-            if found is None or found.predicate is None:
-                needed.append(True)  # cannot judge here: ask a person
-                continue
-            try:
-                validated = found.validate_arguments(arguments, {})
-            except ToolArgumentsError:
-                needed.append(False)
-                continue
-            needed.append(bool(found.predicate(validated)))
-        return needed
 
     @activity.defn(name="run_tool")
     @heartbeats

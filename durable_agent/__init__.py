@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durable_agent._version import __version__
+from durable_agent.approval_policy import ApprovalRule, ApprovalSettings, ArgumentTest
 from durable_agent.context import ContextRules
 from durable_agent.contracts import AgentResult, PendingApproval, SessionStatus
 from durable_agent.endpoint import ProviderEndpoint
@@ -53,12 +54,29 @@ from durable_agent.pairing import pair_tool_results, repair_pairing
 from durable_agent.request_messages import prepare_request_messages
 from durable_agent.spec import AgentInput, AgentSpec, ModelPrice, ModelSpec
 from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool, tool
+from durable_agent.tools import (
+    ToolContext,
+    ToolPolicy,
+    ToolRegistry,
+    approval_predicate,
+    escalation_notifier,
+    schema_tool,
+    tool,
+)
 
 if TYPE_CHECKING:
+    from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
+    from durable_agent.approver_tokens import ApproverKey
     from durable_agent.client import AgentClient, SessionEvent, WaitOutcome
 
-_CLIENT_NAMES = ("AgentClient", "SessionEvent", "WaitOutcome")
+_CLIENT_NAMES = (
+    "AgentClient",
+    "ApproverKey",
+    "DecisionRefusedError",
+    "SessionEvent",
+    "UnknownApprovalError",
+    "WaitOutcome",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -76,10 +94,15 @@ __all__ = [
     "AgentResult",
     "AgentSpec",
     "ApprovalRecord",
+    "ApprovalRule",
+    "ApprovalSettings",
+    "ApproverKey",
+    "ArgumentTest",
     "AssistantMessage",
     "AudioPart",
     "ContentPart",
     "ContextRules",
+    "DecisionRefusedError",
     "FilePart",
     "FlushMessage",
     "FunctionCall",
@@ -102,12 +125,15 @@ __all__ = [
     "ToolMessage",
     "ToolPolicy",
     "ToolRegistry",
+    "UnknownApprovalError",
     "Usage",
     "UserMessage",
     "WaitOutcome",
     "__version__",
+    "approval_predicate",
     "audio_part",
     "dump_messages",
+    "escalation_notifier",
     "file_part",
     "file_part_from_id",
     "guardrail",

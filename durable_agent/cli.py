@@ -15,14 +15,26 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from durable_agent.cli_args import add_server_arguments, add_worker_arguments, server_settings
+from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
+from durable_agent.cli_approvals import (
+    add_approval_commands,
+    cmd_approver_key,
+    cmd_decide,
+    cmd_revoke,
+    cmd_rules,
+)
+from durable_agent.cli_args import (
+    CommandError,
+    add_server_arguments,
+    add_worker_arguments,
+    server_settings,
+)
 from durable_agent.client import (
     AgentClient,
     NoWorkerError,
     SessionClosedError,
     SessionNotFoundError,
     SpecError,
-    UnknownApprovalError,
     parse_spec,
 )
 from durable_agent.connection import ServerUnreachableError
@@ -42,10 +54,6 @@ from durable_agent.spec import AgentSpec
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
 Approver = Callable[[PendingApproval], Awaitable[tuple[bool, str | None]]]
-
-
-class CommandError(Exception):
-    """An error a person can act on; printed without a traceback."""
 
 
 # --- arguments shared with worker.py ----------------------------------------------------
@@ -226,13 +234,17 @@ async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-async def cmd_decide(args: argparse.Namespace, out: TextIO) -> int:
-    agents = await connect(args)
-    decide = agents.approve if args.command == "approve" else agents.deny
-    await decide(args.session_id, args.approval_id, by=args.by or _who(), reason=args.reason)
-    done = {"approve": "approved", "deny": "denied"}[args.command]
-    print(f"{done} {args.approval_id} in {args.session_id}", file=out)
-    return EXIT_OK
+def with_client(
+    command: Callable[[argparse.Namespace, TextIO, AgentClient], Coroutine[Any, Any, int]],
+) -> Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]:
+    async def run(args: argparse.Namespace, out: TextIO) -> int:
+        return await command(args, out, await connect(args))
+
+    return run
+
+
+async def cmd_key(args: argparse.Namespace, out: TextIO) -> int:
+    return cmd_approver_key(args, out)
 
 
 async def cmd_end(args: argparse.Namespace, out: TextIO) -> int:
@@ -349,8 +361,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "run": cmd_run,
     "chat": cmd_chat,
     "send": cmd_send,
-    "approve": cmd_decide,
-    "deny": cmd_decide,
+    "approve": with_client(cmd_decide),
+    "deny": with_client(cmd_decide),
+    "respond": with_client(cmd_decide),
+    "rules": with_client(cmd_rules),
+    "revoke": with_client(cmd_revoke),
+    "approver-key": cmd_key,
     "end": cmd_end,
     "cancel": cmd_cancel,
     "flush": cmd_flush,
@@ -409,12 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     send = command("send", "send a message to a session")
     send.add_argument("session_id")
     send.add_argument("text")
-    for name in ("approve", "deny"):
-        sub = command(name, f"{name} a pending tool call")
-        sub.add_argument("session_id")
-        sub.add_argument("approval_id")
-        sub.add_argument("--by", help="who decides (default: $USER)")
-        sub.add_argument("--reason")
+    add_approval_commands(command)
     end = command("end", "end a session")
     end.add_argument("session_id")
     end.add_argument("--reason")
@@ -454,6 +465,7 @@ ACTIONABLE = (
     SessionNotFoundError,
     SessionClosedError,
     UnknownApprovalError,
+    DecisionRefusedError,
     SpecError,
     NoWorkerError,
 )

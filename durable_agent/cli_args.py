@@ -12,6 +12,10 @@ from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 
 
+class CommandError(Exception):
+    """An error a person can act on; printed without a traceback."""
+
+
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     group = parser.add_argument_group("Temporal server")

@@ -17,12 +17,17 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.approval_client import (  # noqa: F401  (re-exported)
+    ApprovalDoors,
+    DecisionRefusedError,
+    UnknownApprovalError,
+)
+from durable_agent.approver_tokens import ApproverKey
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
     DEFAULT_TASK_QUEUE,
     WORKFLOW_NAME,
     AgentResult,
-    ApprovalSignal,
     BudgetSignal,
     CancelTurnSignal,
     EndSessionSignal,
@@ -53,15 +58,6 @@ class NoWorkerError(RuntimeError):
             f"no worker answered for session {session_id!r} within {seconds:g} s: is a worker "
             f"running on task queue {task_queue!r}? (start one with `durable-agent worker`)"
         )
-
-
-class UnknownApprovalError(LookupError):
-    def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
-        waiting = ", ".join(pending) if pending else "none"
-        super().__init__(
-            f"session {session_id!r} has no pending approval {approval_id!r} (pending: {waiting})"
-        )
-        self.approval_id = approval_id
 
 
 class SpecError(ValueError):
@@ -137,18 +133,21 @@ def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
         raise SpecError.from_validation(error) from None
 
 
-class AgentClient:
+class AgentClient(ApprovalDoors):
     def __init__(
         self,
         client: Client,
         *,
         task_queue: str = DEFAULT_TASK_QUEUE,
         query_timeout: float = 15.0,
+        approver_key: ApproverKey | None = None,
     ) -> None:
         self.temporal = client
         self.task_queue = task_queue
         self.query_timeout = query_timeout
         """Seconds a read waits for a worker to answer (queries need a running worker)."""
+        self.approver_key = approver_key
+        """Signs this client's decisions (``approve``, ``deny``, ``respond``, revokes)."""
 
     @classmethod
     async def connect(
@@ -179,16 +178,6 @@ class AgentClient:
         before = (await self.status(session_id)).message_count
         await self._signal(session_id, "send_message", message)
         return before
-
-    async def approve(
-        self, session_id: str, approval_id: str, *, by: str | None = None, reason: str | None = None
-    ) -> None:
-        await self._decide(session_id, "approve", approval_id, by, reason)
-
-    async def deny(
-        self, session_id: str, approval_id: str, *, by: str | None = None, reason: str | None = None
-    ) -> None:
-        await self._decide(session_id, "deny", approval_id, by, reason)
 
     async def end(
         self, session_id: str, *, by: str | None = None, reason: str | None = None
@@ -356,16 +345,6 @@ class AgentClient:
 
     def _handle(self, session_id: str) -> WorkflowHandle[Any, AgentResult]:
         return self.temporal.get_workflow_handle(session_id, result_type=AgentResult)
-
-    async def _decide(
-        self, session_id: str, signal: str, approval_id: str, by: str | None, reason: str | None
-    ) -> None:
-        pending = [p.approval_id for p in await self.pending_approvals(session_id)]
-        if approval_id not in pending:
-            raise UnknownApprovalError(session_id, approval_id, pending)
-        await self._signal(
-            session_id, signal, ApprovalSignal(approval_id=approval_id, by=by, reason=reason)
-        )
 
     async def _signal(self, session_id: str, name: str, payload: Any) -> None:
         try:

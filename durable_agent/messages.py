@@ -180,17 +180,35 @@ class AssistantMessage(_Stored):
 
 
 ApprovalDecision = Literal["approved", "denied"]
+RecordedDecision = Literal["approved", "denied", "responded"]
 
 
 class ApprovalRecord(_Frozen):
     """How a gated tool call was decided, kept on its result for audit."""
 
-    decision: ApprovalDecision
+    decision: RecordedDecision
+    """``responded``: a person supplied the result and the tool did not run."""
     by: str | None = None
     at: datetime | None = None
     reason: str | None = None
     timed_out: bool | None = None
     """The decision is the policy's default, applied when nobody answered in time."""
+    original_arguments: str | None = None
+    """Set when a person edited the arguments: the model's own (the call in the array
+    keeps them too); ``arguments`` holds what ran."""
+    arguments: str | None = None
+    """The edited arguments the tool ran with."""
+    scope: Literal["tool", "matching"] | None = None
+    """The decision also granted later calls: every call of this tool, or those matching
+    ``grant``'s tests (for this session)."""
+    grant: str | None = None
+    """The grant that made this decision (or that this decision made)."""
+    rule: str | None = None
+    """The spec's rule (``approvals.rules``) that decided the call."""
+    verified: bool | None = None
+    """``by`` was proved by a signed token (``None``: as the sender typed it)."""
+    escalated: bool | None = None
+    """The deadline was extended once and a second group asked (``approvals.escalation``)."""
 
 
 class ToolMessage(_Stored):

@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Sequence
 
 from durable_agent.context import is_summary, window_start
-from durable_agent.contracts import PendingApproval, SessionStatus
+from durable_agent.contracts import Grant, PendingApproval, SessionStatus
 from durable_agent.messages import (
     AssistantMessage,
     FlushMessage,
@@ -87,9 +87,25 @@ def format_history(messages: Sequence[Message], width: int = 100) -> list[str]:
     return blocks
 
 
+def format_grant(grant: Grant) -> str:
+    scope = " and ".join(str(t) for t in grant.matching) or "every call"
+    signed = " (signed)" if grant.verified else ""
+    return f"{grant.grant_id}: {grant.tool} ({scope}) by {grant.by}{signed}"
+
+
 def format_pending(pending: PendingApproval) -> str:
-    deadline = f" (deadline {pending.deadline:%Y-%m-%d %H:%M:%S}Z)" if pending.deadline else ""
-    return f"{pending.approval_id}: {pending.tool_name} {pending.arguments}{deadline}"
+    """One waiting call: what it would do, who may decide it, until when."""
+    what = pending.described_arguments or f"{pending.tool_name} {pending.arguments}"
+    notes = []
+    if pending.deadline:
+        notes.append(f"deadline {pending.deadline:%Y-%m-%d %H:%M:%S}Z")
+    if pending.approvers is not None:
+        notes.append(f"approvers: {', '.join(pending.approvers)}")
+    if pending.escalated_to:
+        notes.append(f"escalated to {', '.join(pending.escalated_to)}")
+    if pending.rule:
+        notes.append(f"asked by {pending.rule}")
+    return f"{pending.approval_id}: {what}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def status_line(status: SessionStatus) -> str:
@@ -137,6 +153,8 @@ def format_status(status: SessionStatus) -> str:
         lines.append(f"last error:     {status.last_error}")
     for pending in status.pending_approvals:
         lines.append(f"pending:        {format_pending(pending)}")
+    for grant in status.grants:
+        lines.append(f"grant:          {format_grant(grant)}")
     for rejected in status.rejected_signals:
         lines.append(f"rejected:       {rejected}")
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from pydantic import (
     model_validator,
 )
 
+from durable_agent.approval_policy import ApprovalSettings
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
@@ -67,6 +68,8 @@ class ToolSettings(_Spec):
     task_queue: str | None = Field(default=None, min_length=1)
     """Run this tool's calls on another worker pool (one that has loaded the tool)."""
     max_result_chars: int | None = Field(default=None, ge=100)
+    approvers: list[str] | None = None
+    """Who may decide this tool's calls (replaces ``approvals.approvers`` for them)."""
 
 
 class McpServerSpec(_Spec):
@@ -316,6 +319,9 @@ class AgentSpec(_Spec):
     """Several agents in this session, handing the conversation to one another (the
     spec's ``model`` is theirs unless they name their own; ``instructions`` are each
     agent's own)."""
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    """The gate's rules (allow, deny or ask by tool and arguments), who may decide, and
+    escalation at a deadline."""
 
     @field_validator("secrets")
     @classmethod
@@ -381,6 +387,12 @@ class AgentSpec(_Spec):
                 raise ValueError(f"{field}.tools: names starting {HANDOFF_PREFIX} are handoffs")
         if any(n.startswith(HANDOFF_PREFIX) for n in shared):
             raise ValueError(f"tools: names starting {HANDOFF_PREFIX} are the swarm's handoffs")
+
+    def approval_hooks(self) -> list[str]:
+        """Named predicates and the escalation notifier the workers must have loaded."""
+        escalation = self.approvals.escalation
+        notifier = [escalation.notifier] if escalation and escalation.notifier else []
+        return sorted({*self.approvals.predicates(), *notifier})
 
     def agent_names(self) -> list[str]:
         """The swarm's agents (empty for a single-agent session)."""

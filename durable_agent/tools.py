@@ -31,6 +31,12 @@ from durable_agent.tool_definition import ToolDefinition
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
 ExecutionMode = Literal["parallel", "sequential"]
 ApprovalPredicate = Callable[[dict[str, Any]], bool]
+CallDescriber = Callable[[dict[str, Any]], str]
+"""The validated arguments of a call waiting for a person -> a short readable summary."""
+NamedPredicate = Callable[[str, dict[str, Any]], bool]
+"""A rule's predicate (``@approval_predicate``): (tool name, arguments) -> matches."""
+EscalationNotifier = Callable[..., Any]
+"""Called with an ``EscalationNotice`` when calls wait for a second group; sync or async."""
 EffectCheck = Callable[["ToolContext"], Any]
 """Given a call's context (its idempotency key), the call's result if its effect already
 happened, else ``None``; sync or async."""
@@ -94,6 +100,8 @@ class ToolPolicy(BaseModel):
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
     approval_timeout_decision: ApprovalDecision = "denied"
     max_result_chars: int = Field(default=100_000, ge=100)
+    approvers: list[str] | None = None
+    """Who may decide this tool's calls (unset: the session's ``approvals.approvers``)."""
     """Longer results are cut to this many characters with a marker saying so (the
     whole result is kept in the transcript store and named in the marker and the log)."""
 
@@ -113,6 +121,7 @@ class Tool:
     bind: dict[str, str] = field(default_factory=dict)
     """Parameter -> key of the session's ``context`` to fill it from."""
     predicate: ApprovalPredicate | None = None
+    describe: CallDescriber | None = None
     check: EffectCheck | None = None
     """Asked before re-running a call whose worker was lost (see :data:`EffectCheck`)."""
 
@@ -184,6 +193,7 @@ def _build_tool(
     approval: ApprovalMode | ApprovalPredicate,
     check: EffectCheck | None,
     policy_fields: dict[str, Any],
+    describe: CallDescriber | None = None,
 ) -> Tool:
     hints = get_type_hints(fn)
     signature = inspect.signature(fn)
@@ -225,6 +235,7 @@ def _build_tool(
         context_parameter=context_parameter,
         bind=bind,
         predicate=predicate,
+        describe=describe,
         check=check,
     )
 
@@ -250,6 +261,8 @@ def tool(
     approval_timeout_decision: ApprovalDecision = "denied",
     max_result_chars: int = 100_000,
     check: EffectCheck | None = None,
+    describe: CallDescriber | None = None,
+    approvers: list[str] | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -272,6 +285,8 @@ def tool(
     approval_timeout_decision: ApprovalDecision = "denied",
     max_result_chars: int = 100_000,
     check: EffectCheck | None = None,
+    describe: CallDescriber | None = None,
+    approvers: list[str] | None = None,
     registry: ToolRegistry | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function and register it (in ``default_registry`` unless
@@ -281,7 +296,11 @@ def tool(
     function of the :class:`ToolContext` that returns the call's result when the effect
     exists (looked up by ``idempotency_key``) and ``None`` when it does not. It runs
     before a call is started again after a lost worker, and its answer is used instead
-    of running the tool twice."""
+    of running the tool twice.
+
+    ``describe``: a function of the validated arguments that says in a few words what a
+    call waiting for approval would do (``described_arguments``); ``approvers``: who
+    may decide its calls."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         built = _build_tool(
@@ -292,6 +311,7 @@ def tool(
             bind=bind,
             approval=approval,
             check=check,
+            describe=describe,
             policy_fields={
                 "execution_mode": execution_mode,
                 "timeout_seconds": timeout_seconds,
@@ -301,6 +321,7 @@ def tool(
                 "approval_timeout_seconds": approval_timeout_seconds,
                 "approval_timeout_decision": approval_timeout_decision,
                 "max_result_chars": max_result_chars,
+                "approvers": approvers,
             },
         )
         (default_registry if registry is None else registry).add(built)
@@ -350,8 +371,19 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._guardrails: dict[str, RegisteredGuardrail] = {}
+        self._hooks: dict[str, Callable[..., Any]] = {}
         for t in tools:
             self.add(t)
+
+    def add_hook(self, name: str, fn: Callable[..., Any]) -> None:
+        """An approval predicate or escalation notifier a spec may name."""
+        existing = self._hooks.get(name)
+        if existing is not None and existing is not fn:
+            raise ValueError(f"a different approval hook named {name!r} is already registered")
+        self._hooks[name] = fn
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        return self._hooks.get(name)
 
     def add_guardrail(self, g: RegisteredGuardrail) -> None:
         existing = self._guardrails.get(g.name)
@@ -382,3 +414,38 @@ class ToolRegistry:
 
 
 default_registry = ToolRegistry()
+
+
+def approval_predicate(
+    fn: NamedPredicate | None = None,
+    /,
+    *,
+    name: str | None = None,
+    registry: ToolRegistry | None = None,
+) -> Any:
+    """Register a predicate that spec rules name (``approvals.rules[].predicate``): a
+    function of the tool's name and the call's arguments that says whether the rule
+    applies. Usable bare or with options."""
+
+    def wrap(f: NamedPredicate) -> NamedPredicate:
+        (default_registry if registry is None else registry).add_hook(name or f.__name__, f)
+        return f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def escalation_notifier(
+    fn: EscalationNotifier | None = None,
+    /,
+    *,
+    name: str | None = None,
+    registry: ToolRegistry | None = None,
+) -> Any:
+    """Register a function that tells a second group about calls waiting for them
+    (``approvals.escalation.notifier``); it gets an ``EscalationNotice``."""
+
+    def wrap(f: EscalationNotifier) -> EscalationNotifier:
+        (default_registry if registry is None else registry).add_hook(name or f.__name__, f)
+        return f
+
+    return wrap(fn) if fn is not None else wrap

@@ -49,11 +49,11 @@ def default_spec(
 
 @asynccontextmanager
 async def running_worker(
-    env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry
+    env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry, **options: Any
 ) -> AsyncIterator[Client]:
     # tests that count with a tokenizer load it themselves (load_tokenizers)
     async with build_worker(
-        env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False
+        env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False, **options
     ):
         yield env.client
 

@@ -14,21 +14,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from activities.approvals import answer_predicates, describe_calls
 from activities.tools import _as_text
+from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
+    ApprovalCheckInput,
     ApprovalSignal,
+    DescribeCallsInput,
     EndSessionSignal,
+    EscalationNotice,
     GuardrailInput,
     PendingApproval,
     ResolvedTool,
     ResolveToolsResult,
+    TokenVerdict,
 )
 from durable_agent.guardrails import run_guardrails
-from durable_agent.messages import ApprovalDecision, AssistantMessage, ToolMessage, UserMessage
+from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage, UserMessage
 from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.swarm import as_seen_by
@@ -39,11 +45,14 @@ from workflows.commands import (
     CheckApprovals,
     CheckGuardrails,
     ContinueAsNew,
+    DescribeCalls,
     Finish,
+    NotifyEscalation,
     Pause,
     RunTools,
     Summarise,
     ToolRun,
+    VerifyTokens,
     WaitForMessage,
 )
 from workflows.session import Session
@@ -51,7 +60,11 @@ from workflows.state import ContinuedInput, SessionState
 from workflows.turn_logic import tool_error_result, tool_retry_delay
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
-Approver = Callable[[PendingApproval], ApprovalDecision | None]
+Approver = Callable[
+    [PendingApproval], RecordedDecision | tuple[RecordedDecision, ApprovalSignal] | None
+]
+"""A verdict for a waiting call, or a verdict with its whole decision (an edit, a
+response, an "always"), or ``None`` (nobody decides: its deadline passes)."""
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -67,6 +80,9 @@ class SessionDriver:
     """Called before each command (to send messages or decisions mid-session)."""
     session_id: str = "local-session"
     now: datetime = START
+    keys: ApproverKeys = field(default_factory=ApproverKeys)
+    """The public keys signed decisions are checked with (as a worker's)."""
+    notices: list[EscalationNotice] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     executed: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
     runs: int = 0
@@ -104,9 +120,16 @@ class SessionDriver:
                 missing.append(name)
             else:
                 resolved.append(
-                    ResolvedTool(definition=found.definition, policy=found.policy, bind=found.bind)
+                    ResolvedTool(
+                        definition=found.definition,
+                        policy=found.policy,
+                        bind=found.bind,
+                        describes=found.describe is not None,
+                    )
                 )
-        problem = self.session.tools_resolved(ResolveToolsResult(tools=resolved, missing=missing))
+        hooks = [h for h in self.spec.approval_hooks() if self.registry.hook(h) is None]
+        result = ResolveToolsResult(tools=resolved, missing=missing, missing_hooks=hooks)
+        problem = self.session.tools_resolved(result)
         if problem:
             raise ValueError(problem)
 
@@ -127,9 +150,26 @@ class SessionDriver:
         elif isinstance(command, Pause):
             self.now += command.delay
         elif isinstance(command, CheckApprovals):
-            session.approvals_checked(
-                [self._needs_person(c.function.name, c.function.arguments) for c in command.calls]
-            )
+            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+            asked = ApprovalCheckInput(calls=pairs, predicates=command.predicates)
+            session.approvals_checked(answer_predicates(self.registry, asked))
+        elif isinstance(command, DescribeCalls):
+            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+            session.calls_described(describe_calls(self.registry, DescribeCallsInput(calls=pairs)))
+        elif isinstance(command, VerifyTokens):
+            verdicts = []
+            for check in command.checks:
+                try:
+                    who = self.keys.verify(
+                        check.token, self.session_id, check.subject, check.action
+                    )
+                    verdicts.append(TokenVerdict(approver=who))
+                except ValueError as error:
+                    verdicts.append(TokenVerdict(error=str(error)))
+            session.tokens_checked(verdicts, self.now)
+        elif isinstance(command, NotifyEscalation):
+            self.notices.append(command.notice)
+            session.escalation_sent()
         elif isinstance(command, AwaitApprovals):
             self._decide(command.ids)
             session.approvals_waited(self.now)
@@ -189,20 +229,15 @@ class SessionDriver:
         else:
             session.model_replied(reply)
 
-    def _needs_person(self, name: str, arguments: str) -> bool:
-        found = self.registry.get(name)
-        if found is None or found.predicate is None:
-            return True
-        try:
-            return bool(found.predicate(found.validate_arguments(arguments, {})))
-        except ToolArgumentsError:
-            return False
-
     def _decide(self, ids: list[str]) -> None:
         session = self.session
         for pending in [p for p in session.approvals.undecided() if p.approval_id in ids]:
+            if pending.approval_id in session.state.decisions:
+                continue  # decided meanwhile (a standing grant made by an earlier decision)
             decision = self.approver(pending)
-            if decision is not None:
+            if isinstance(decision, tuple):  # a decision with more than a verdict
+                session.decision_arrived(decision[1], decision[0], self.now)
+            elif decision is not None:
                 signal = ApprovalSignal(approval_id=pending.approval_id, by="driver")
                 session.decision_arrived(signal, decision, self.now)
         deadline = session.approvals.next_deadline(ids)

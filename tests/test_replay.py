@@ -40,6 +40,9 @@ def test_histories_are_recorded() -> None:
         "guardrails",  # an input and an output guardrail denying
         "compaction",  # summaries by an activity, requests starting from them
         "rescue",  # broken tool-call JSON corrected (recorded with the rescue patch)
+        "approval_decisions",  # approve, deny, an edit, a response; a refused edit; a race
+        "approval_grants",  # "always" grants across continue-as-new, an edit, a revocation
+        "approval_signed",  # signed decisions checked by the workers, refusals, the CLI door
         "swarm",  # three agents: handoffs by tool, an approval on billing, transfer_back
         "swarm_continued",  # a run continued as new with tech active (the stack carried)
         "swarm_moved",  # moves rejected, then one by the `temporal` CLI; tech answers

@@ -18,6 +18,12 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult, ChildApprovals
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+    from workflows.approval_steps import (
+        check_approvals,
+        describe_calls,
+        notify_escalation,
+        verify_tokens,
+    )
     from workflows.approval_wait import wait_for_decisions
     from workflows.commands import (
         AwaitApprovals,
@@ -25,10 +31,13 @@ with workflow.unsafe.imports_passed_through():
         CheckApprovals,
         CheckGuardrails,
         ContinueAsNew,
+        DescribeCalls,
         Finish,
+        NotifyEscalation,
         Pause,
         RunTools,
         Summarise,
+        VerifyTokens,
         WaitForMessage,
     )
     from workflows.continuation import hand_over
@@ -38,7 +47,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.session import Session
     from workflows.state import ContinuedInput, SessionState
     from workflows.tool_calls import (
-        check_approvals,
         check_guardrails,
         list_remote_tools,
         resolve_tools,
@@ -108,12 +116,12 @@ class AgentWorkflow(SessionHandlers):
 
     async def _resolve_tools(self) -> None:
         spec, swarm = self._session.spec, self._session.swarm
-        names, guards = [t.name for t in spec.tools], spec.guardrails
+        names, guards, hooks = [t.name for t in spec.tools], spec.guardrails, spec.approval_hooks()
         if swarm is not None:
             names = list(dict.fromkeys([*names, *swarm.tool_names()]))
-        if names or guards.input or guards.output:
+        if names or guards.input or guards.output or hooks:
             guardrails = sorted({*guards.input, *guards.output})
-            found = await resolve_tools(names, guardrails, spec.session)
+            found = await resolve_tools(names, guardrails, hooks, spec.session)
             problem = self._session.tools_resolved(found)
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
@@ -154,15 +162,22 @@ class AgentWorkflow(SessionHandlers):
             elif isinstance(command, Pause):
                 await self._pause(command.delay)
             elif isinstance(command, CheckApprovals):
-                verdicts = await check_approvals(command.calls, session.spec.session)
-                session.approvals_checked(verdicts)
+                session.approvals_checked(await check_approvals(command, session.spec.session))
+            elif isinstance(command, DescribeCalls):
+                session.calls_described(await describe_calls(command, session.spec.session))
+            elif isinstance(command, VerifyTokens):
+                verdicts = await verify_tokens(command, session.spec.session)
+                session.tokens_checked(verdicts, workflow.now())
+            elif isinstance(command, NotifyEscalation):
+                await notify_escalation(command, session.spec.session)
+                session.escalation_sent()
             elif isinstance(command, AwaitApprovals):
                 await self._report_to_parent()  # a sub-agent's approvals show in its parent
                 await wait_for_decisions(
                     session.approvals,
                     command.ids,
                     session.timeout_decision,
-                    lambda: session.interrupted(self._history_long()),
+                    lambda: session.approval_wait_over(self._history_long()),
                 )
                 session.approvals_waited(workflow.now())
                 await self._report_to_parent()

@@ -5,23 +5,25 @@ given, and waiting for decisions is the workflow's (``workflows/approval_wait.py
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from durable_agent.contracts import ApprovalSignal, PendingApproval
+from durable_agent.approval_policy import Escalation
+from durable_agent.contracts import PendingApproval
 from durable_agent.messages import ApprovalDecision, ApprovalRecord
 from workflows.state import SessionState
 
 
 class Approvals:
-    def __init__(self, state: SessionState) -> None:
+    def __init__(self, state: SessionState, escalation: Escalation | None = None) -> None:
         self._state = state
+        self._escalation = escalation
 
-    def _find(self, aid: str) -> PendingApproval | None:
+    def find(self, aid: str) -> PendingApproval | None:
         return next((p for p in self._state.pending if p.approval_id == aid), None)
 
     def open(self, approval: PendingApproval) -> None:
         """Ask for a decision; an approval carried over continue-as-new keeps its deadline."""
-        if self._find(approval.approval_id) is None:
+        if self.find(approval.approval_id) is None:
             self._state.pending.append(approval)
 
     def undecided(self) -> list[PendingApproval]:
@@ -31,19 +33,9 @@ class Approvals:
     def all_decided(self, ids: list[str]) -> bool:
         return all(aid in self._state.decisions for aid in ids)
 
-    def record(
-        self, signal: ApprovalSignal, decision: ApprovalDecision, now: datetime
-    ) -> str | None:
-        """Record a person's decision; return why it changed nothing, if it did not."""
-        aid = signal.approval_id
-        if self._find(aid) is None:
-            return f"{decision} {aid!r}: no pending approval has this id"
-        if aid in self._state.decisions:
-            return f"{decision} {aid!r}: already {self._state.decisions[aid].decision}"
-        self._state.decisions[aid] = ApprovalRecord(
-            decision=decision, by=signal.by, at=now, reason=signal.reason
-        )
-        return None
+    def decide(self, aid: str, record: ApprovalRecord) -> None:
+        """Record a decision (the Session has checked that it may change something)."""
+        self._state.decisions[aid] = record
 
     def next_deadline(self, ids: list[str]) -> datetime | None:
         deadlines = [
@@ -61,17 +53,37 @@ class Approvals:
         default_for: Callable[[PendingApproval], ApprovalDecision],
         now: datetime,
     ) -> None:
-        """Decide every call whose deadline has passed with its policy's default."""
+        """Decide every call whose deadline has passed with its policy's default; with an
+        escalation, a call's first deadline is extended instead and a second group asked."""
         for pending in [p for p in self._state.pending if p.approval_id in ids]:
             aid = pending.approval_id
             if aid in self._state.decisions or pending.deadline is None or pending.deadline > now:
+                continue
+            escalation = self._escalation
+            if escalation is not None and pending.escalated_to is None:
+                self._escalate(pending, escalation)
                 continue
             self._state.decisions[aid] = ApprovalRecord(
                 decision=default_for(pending),
                 at=now,
                 timed_out=True,
                 reason="no decision before the approval deadline",
+                escalated=True if pending.escalated_to else None,
             )
+
+    def _escalate(self, pending: PendingApproval, escalation: Escalation) -> None:
+        assert pending.deadline is not None
+        approvers = pending.approvers
+        escalated = pending.model_copy(
+            update={
+                "deadline": pending.deadline + timedelta(seconds=escalation.extend_seconds),
+                "escalated_to": list(escalation.notify),
+                "approvers": None if approvers is None else [*approvers, *escalation.notify],
+            }
+        )
+        state = self._state
+        state.pending = [escalated if p is pending else p for p in state.pending]
+        state.to_notify = [*state.to_notify, pending.approval_id]
 
     def close_all(self, ids: list[str], by: str | None, reason: str, now: datetime) -> None:
         """Deny whatever is still undecided (the session is ending)."""

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from durable_agent.contracts import AgentResult, HttpCall, McpCall, ResolvedTool
+from durable_agent.contracts import (
+    AgentResult,
+    EscalationNotice,
+    HttpCall,
+    McpCall,
+    ResolvedTool,
+    TokenCheck,
+)
 from durable_agent.messages import ApprovalRecord, ToolCall
 from durable_agent.spec import AgentSpec
 
@@ -49,9 +56,32 @@ class Pause:
 
 @dataclass(frozen=True)
 class CheckApprovals:
-    """Ask the tools' predicates (an activity) which of these calls need a person."""
+    """Ask predicates (an activity) about these calls: the tools' own, or the named ones
+    of the spec's rules (``predicates``, one per call; ``None``: every call's tool's)."""
 
     calls: list[ToolCall]
+    predicates: list[str | None] | None = None
+
+
+@dataclass(frozen=True)
+class DescribeCalls:
+    """Ask the tools (an activity) for readable forms of calls that wait for a person."""
+
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True)
+class VerifyTokens:
+    """Have the workers check signed decisions (with keys only they hold)."""
+
+    checks: list[TokenCheck]
+
+
+@dataclass(frozen=True)
+class NotifyEscalation:
+    """Tell a second group that calls wait for them (an activity)."""
+
+    notice: EscalationNotice
 
 
 @dataclass(frozen=True)
@@ -118,6 +148,9 @@ Command = (
     | CheckGuardrails
     | Pause
     | CheckApprovals
+    | DescribeCalls
+    | VerifyTokens
+    | NotifyEscalation
     | AwaitApprovals
     | RunTools
     | WaitForMessage

@@ -11,7 +11,6 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
-        ApprovalSignal,
         BudgetSignal,
         CancelTurnSignal,
         ChildApprovals,
@@ -21,7 +20,8 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         SessionStatus,
     )
-    from durable_agent.messages import ApprovalDecision, Message, UserMessage
+    from durable_agent.messages import Message, UserMessage
+    from workflows.approval_handlers import ApprovalHandlers
     from workflows.inputs import InvalidInput, decode
     from workflows.session import Session
 
@@ -34,26 +34,10 @@ def _now_ms() -> int:
     return int(workflow.now().timestamp() * 1000)
 
 
-class SessionHandlers:
+class SessionHandlers(ApprovalHandlers):
     _session: Session
 
     # --- signals: record only ------------------------------------------------------------
-
-    @workflow.signal
-    def approve(self, raw: RawValue) -> None:
-        self._record_decision(raw, "approved")
-
-    @workflow.signal
-    def deny(self, raw: RawValue) -> None:
-        self._record_decision(raw, "denied")
-
-    def _record_decision(self, raw: RawValue, decision: ApprovalDecision) -> None:
-        try:
-            signal: ApprovalSignal = decode(raw, ApprovalSignal)
-        except InvalidInput as error:
-            self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
-            return
-        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
@@ -119,10 +103,6 @@ class SessionHandlers:
         except InvalidInput as error:
             self._rejected(self._session.reject(f"{name}: unreadable signal ({error})"))
             return None
-
-    def _rejected(self, text: str | None) -> None:
-        if text is not None:
-            workflow.logger.warning("signal changed nothing: %s", text)
 
     # --- queries -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from durable_agent.approval_policy import describe_arguments, tests_hold
 from durable_agent.context import compaction_until, summary_message, window_start
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
@@ -26,8 +27,12 @@ from durable_agent.contracts import (
     BudgetStatus,
     CancelTurnSignal,
     ChildApprovals,
+    DecisionKind,
+    DecisionResult,
     EndSessionSignal,
+    EscalationNotice,
     FlushSignal,
+    Grant,
     GuardrailVerdict,
     Handoff,
     HttpCall,
@@ -38,13 +43,17 @@ from durable_agent.contracts import (
     Phase,
     ResolvedTool,
     ResolveToolsResult,
+    RevokeGrantSignal,
     SessionStatus,
+    TokenCheck,
+    TokenVerdict,
 )
 from durable_agent.messages import (
     ApprovalDecision,
     ApprovalRecord,
     AssistantMessage,
     FlushMessage,
+    RecordedDecision,
     ResqueMessage,
     SystemMessage,
     ToolCall,
@@ -68,15 +77,26 @@ from workflows.commands import (
     CheckGuardrails,
     Command,
     ContinueAsNew,
+    DescribeCalls,
     Finish,
+    NotifyEscalation,
     Pause,
     RunTools,
     Summarise,
     ToolRun,
+    VerifyTokens,
     WaitForMessage,
 )
+from workflows.gate import (
+    DECISION_KINDS,
+    RECORDED_DECISIONS,
+    Gate,
+    Question,
+    Verdicts,
+    arguments_of,
+)
 from workflows.rescue import corrective_text, not_run_results, unusable_reason
-from workflows.state import SessionState
+from workflows.state import SessionState, Unverified
 from workflows.swarm import Swarm
 from workflows.turn_logic import (
     apply_overrides,
@@ -112,10 +132,15 @@ class _Batch:
 
     calls: list[ToolCall]
     slots: list[ToolMessage | None]
-    by_predicate: list[int]
+    questions: list[Question]
+    """What predicates must answer before the gate can decide (asked once)."""
     needs_person: list[int]
     checked: bool
     approvals: dict[int, ApprovalRecord] = field(default_factory=dict)
+    rules: dict[int, str] = field(default_factory=dict)
+    """The rule that asked for a person, by slot."""
+    descriptions: dict[int, str] | None = None
+    """Readable forms of the calls that wait, once described."""
     asked: dict[str, int] | None = None
     """Approval id -> slot, once the approvals were opened."""
     decided: bool = False
@@ -128,10 +153,13 @@ class Session:
         self.spec = spec
         self.state = state
         self.messages = Transcript.adopt(state.messages)
-        self.approvals = Approvals(state)
+        self.approvals = Approvals(state, spec.approvals.escalation)
         self.tools: dict[str, ResolvedTool] = {t.definition.name: t for t in state.tools}
         """The tools every agent has (a one-agent session's tools)."""
         self.swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
+        self.gate = Gate(spec.approvals, state)
+        self.outcomes: dict[str, DecisionResult | str] = {}
+        """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.phase: Phase = "starting"
         self.progressed = False
         """This run has done work: continue-as-new may follow."""
@@ -166,6 +194,9 @@ class Session:
         if result.missing_guardrails:
             lacking = ", ".join(result.missing_guardrails)
             return f"spec.guardrails names guardrails that no worker has loaded: {lacking}"
+        if result.missing_hooks:
+            lacking = ", ".join(result.missing_hooks)
+            return f"spec.approvals names predicates or notifiers no worker has loaded: {lacking}"
         self.tools = apply_overrides(self.spec.tools, self.spec.tool_execution, result.tools)
         self.state.tools = list(self.tools.values())
         if self.swarm is not None:
@@ -268,20 +299,209 @@ class Session:
         return None
 
     def decision_arrived(
-        self, signal: ApprovalSignal, decision: ApprovalDecision, now: datetime
+        self,
+        signal: ApprovalSignal,
+        decision: RecordedDecision,
+        now: datetime,
+        key: str | None = None,
     ) -> str | None:
+        """A person decides a pending call (``key``: the ``decide`` update waiting for the
+        outcome). A signed decision waits for its token to be checked; anything that may
+        not change the call is rejected, visibly, and changes nothing."""
+        kind = DECISION_KINDS[decision]
         child = self._child_of(signal.approval_id)
         if child is not None:  # a sub-agent's approval, decided through this session
             child_id, own_id = child
             forwarded = signal.model_copy(update={"approval_id": own_id})
-            verb = "approve" if decision == "approved" else "deny"
+            verb = "approve" if kind == "approve" else kind
             self.state.forwards.append((child_id, verb, forwarded))
             self.state.child_pending[child_id] = [
                 p for p in self.state.child_pending[child_id] if p.approval_id != own_id
             ]
+            self._settle(key, DecisionResult(approval_id=signal.approval_id, decision=kind))
             return None
-        rejection = self.approvals.record(signal, decision, now)
-        return None if rejection is None else self.reject(rejection)
+        problem = self.decision_problem(signal, decision)
+        if problem is not None:
+            return self._refuse(key, problem)
+        if signal.token is not None:
+            waiting = Unverified(kind=kind, decision=signal, key=key)
+            self.state.unverified = [*self.state.unverified, waiting]
+            return None
+        self._apply_decision(signal, kind, now, verified=False, key=key)
+        return None
+
+    def decision_problem(self, signal: ApprovalSignal, decision: RecordedDecision) -> str | None:
+        """Why a decision would change nothing (the ``decide`` update's validator asks
+        this before anything is recorded); ``None``: it may."""
+        aid = signal.approval_id
+        if self._child_of(aid) is not None:
+            return None
+        what = f"{decision} {aid!r}"
+        pending = self.approvals.find(aid)
+        if pending is None:
+            return f"{what}: no pending approval has this id"
+        if aid in self.state.decisions:
+            return f"{what}: already {self.state.decisions[aid].decision}"
+        tool = self.active_tools.get(pending.tool_name)
+        problem = self.gate.request_problem(signal, DECISION_KINDS[decision], tool)
+        if problem is None and signal.token is None:
+            problem = self.gate.identity_problem(signal.by, pending.approvers, False, what)
+        return problem
+
+    def _apply_decision(
+        self,
+        signal: ApprovalSignal,
+        kind: DecisionKind,
+        now: datetime,
+        *,
+        verified: bool,
+        key: str | None,
+    ) -> None:
+        pending = self.approvals.find(signal.approval_id)
+        assert pending is not None
+        record = self.gate.record_for(signal, kind, pending, now, verified)
+        grant = None
+        if signal.always is not None:
+            grant = self.gate.grant(signal, pending, now, verified)
+            record = record.model_copy(update={"grant": grant.grant_id})
+        self.approvals.decide(pending.approval_id, record)
+        if signal.arguments is not None or kind == "respond":
+            self.state.accepted[pending.approval_id] = signal
+        if grant is not None:
+            self._granted_while_waiting(grant, now)
+        result = DecisionResult(
+            approval_id=pending.approval_id,
+            decision=kind,
+            by=signal.by,
+            verified=verified,
+            grant_id=None if grant is None else grant.grant_id,
+        )
+        self._settle(key, result)
+
+    def _granted_while_waiting(self, grant: Grant, now: datetime) -> None:
+        """A new grant also approves the calls of this batch it covers that still wait."""
+        for pending in self.approvals.undecided():
+            if pending.tool_name != grant.tool:
+                continue
+            if not tests_hold(grant.matching, arguments_of(pending.arguments)):
+                continue
+            record = ApprovalRecord(
+                decision="approved",
+                by=grant.by,
+                at=now,
+                scope="matching" if grant.matching else "tool",
+                grant=grant.grant_id,
+                rule=pending.rule,
+                verified=grant.verified or None,
+            )
+            self.approvals.decide(pending.approval_id, record)
+
+    def _settle(self, key: str | None, outcome: DecisionResult | str) -> None:
+        if key is not None:
+            self.outcomes[key] = outcome
+
+    def _refuse(self, key: str | None, text: str) -> str:
+        self._settle(key, text)
+        return self.reject(text)
+
+    def revoke_requested(self, signal: RevokeGrantSignal, key: str | None = None) -> str | None:
+        """Take back a standing grant: later calls of its tool are asked about again."""
+        problem = self.revoke_problem(signal)
+        if problem is not None:
+            return self._refuse(key, problem)
+        if signal.token is not None:
+            waiting = Unverified(kind="revoke", revoke=signal, key=key)
+            self.state.unverified = [*self.state.unverified, waiting]
+            return None
+        self.gate.revoke(signal.grant_id)
+        revoked = DecisionResult(approval_id=signal.grant_id, decision="revoke", by=signal.by)
+        self._settle(key, revoked)
+        return None
+
+    def revoke_problem(self, signal: RevokeGrantSignal) -> str | None:
+        what = f"revoke {signal.grant_id!r}"
+        if self.gate.grant_named(signal.grant_id) is None:
+            held = ", ".join(g.grant_id for g in self.state.grants) or "none"
+            return f"{what}: no such grant (grants: {held})"
+        if signal.token is None:
+            return self.gate.identity_problem(signal.by, self.spec.approvals.approvers, False, what)
+        return None
+
+    def tokens_to_check(self) -> list[TokenCheck]:
+        checks = []
+        for item in self.state.unverified:
+            if item.decision is not None:
+                subject, token = item.decision.approval_id, item.decision.token
+            else:
+                assert item.revoke is not None
+                subject, token = item.revoke.grant_id, item.revoke.token
+            assert token is not None
+            checks.append(TokenCheck(token=token, subject=subject, action=item.kind))
+        return checks
+
+    def tokens_checked(self, verdicts: list[TokenVerdict], now: datetime) -> None:
+        """The workers' word on each signed decision: who signed it, or why it counts for
+        nothing. The signer must be one who may decide, as for unsigned ones."""
+        waiting, self.state.unverified = self.state.unverified, []
+        for item, verdict in zip(waiting, verdicts, strict=True):
+            if item.revoke is not None:
+                revoke = item.revoke.model_copy(update={"by": verdict.approver, "token": None})
+                what = f"revoke {revoke.grant_id!r}"
+                problem = self._token_problem(verdict, what, self.spec.approvals.approvers)
+                if problem is None and self.gate.grant_named(revoke.grant_id) is None:
+                    problem = f"{what}: no such grant"
+                if problem is not None:
+                    self._refuse(item.key, problem)
+                    continue
+                self.gate.revoke(revoke.grant_id)
+                result = DecisionResult(
+                    approval_id=revoke.grant_id, decision="revoke", by=revoke.by, verified=True
+                )
+                self._settle(item.key, result)
+                continue
+            assert item.decision is not None and item.kind != "revoke"
+            kind: DecisionKind = item.kind
+            signal = item.decision.model_copy(update={"by": verdict.approver})
+            recorded = RECORDED_DECISIONS[kind]
+            what = f"{recorded} {signal.approval_id!r}"
+            pending = self.approvals.find(signal.approval_id)
+            problem = None
+            if pending is None or signal.approval_id in self.state.decisions:
+                problem = self.decision_problem(signal, recorded) or f"{what}: already decided"
+            else:
+                problem = self._token_problem(verdict, what, pending.approvers)
+            if problem is not None:
+                self._refuse(item.key, problem)
+                continue
+            self._apply_decision(signal, kind, now, verified=True, key=item.key)
+
+    def _token_problem(
+        self, verdict: TokenVerdict, what: str, approvers: list[str] | None
+    ) -> str | None:
+        if verdict.error is not None:
+            return f"{what}: the token was refused ({verdict.error})"
+        return self.gate.identity_problem(verdict.approver, approvers, True, what)
+
+    def escalations(self) -> EscalationNotice | None:
+        """Calls whose deadline passed once, for their second group to hear of."""
+        escalation = self.spec.approvals.escalation
+        if not self.state.to_notify or escalation is None:
+            return None
+        waiting = [self.approvals.find(aid) for aid in self.state.to_notify]
+        return EscalationNotice(
+            notifier=escalation.notifier,
+            notify=escalation.notify,
+            approvals=[p for p in waiting if p is not None],
+        )
+
+    def escalation_sent(self) -> None:
+        self.state.to_notify = []
+
+    def approval_wait_over(self, suggested: bool) -> bool:
+        """Waiting for decisions ends early (besides ``interrupted``) to check a token or
+        tell a second group."""
+        state = self.state
+        return bool(state.unverified or state.to_notify) or self.interrupted(suggested)
 
     def child_approvals(self, report: ChildApprovals) -> None:
         """A sub-agent session's undecided approvals (it reports each change)."""
@@ -385,7 +605,8 @@ class Session:
     def idle_wait_over(self, suggested: bool) -> bool:
         """Waiting for a message ends: one arrived, a flush is due, or as ``interrupted``."""
         state = self.state
-        return bool(state.inbox or state.flushes or state.move) or self.interrupted(suggested)
+        waiting = state.inbox or state.flushes or state.move or state.unverified
+        return bool(waiting) or self.interrupted(suggested)
 
     def next_command(self, *, suggested: bool, now: datetime) -> Command:
         """What the workflow does next. ``suggested``: see ``continue_as_new_due``."""
@@ -399,6 +620,11 @@ class Session:
         if self._held is not None:
             self.phase = "checking_guardrails"
             return CheckGuardrails("output", self.spec.guardrails.output, self._held.content)
+        if state.unverified:
+            return VerifyTokens(self.tokens_to_check())
+        notice = self.escalations()
+        if notice is not None:
+            return NotifyEscalation(notice)
         if state.ending is not None and state.stage != "tools":
             return self._finish("done", "ended", final=self._last_reply())
         if state.cancel is not None:
@@ -743,14 +969,13 @@ class Session:
     # --- a tool batch --------------------------------------------------------------------
 
     def _open_batch(self) -> _Batch:
-        """Decide what needs nobody: over the limit, unknown, denied by policy; and which
-        calls a person or a predicate must decide."""
+        """Decide what needs nobody (over the limit, unknown); the gate decides the rest,
+        once the predicates it needs have answered."""
         last = self.messages[-1]
         assert isinstance(last, AssistantMessage) and last.tool_calls
         calls = last.tool_calls
         slots: list[ToolMessage | None] = [None] * len(calls)
-        needs_person: list[int] = []
-        by_predicate: list[int] = []
+        questions: list[Question] = []
         limit = self.spec.stop.max_tool_calls_per_turn
         tools = self.active_tools
         for k, call in enumerate(calls):
@@ -759,13 +984,44 @@ class Session:
                 slots[k] = error_result(call, over_call_limit(len(calls), limit))
             elif resolved is None:
                 slots[k] = error_result(call, self._not_registered(call.function.name))
-            elif resolved.policy.approval == "deny":
-                slots[k] = guardrail_denial(call, resolved.policy.deny_reason)
-            elif resolved.policy.approval == "always":
-                needs_person.append(k)
-            elif resolved.policy.approval == "predicate":
-                by_predicate.append(k)
-        return _Batch(calls, slots, by_predicate, needs_person, checked=not by_predicate)
+            else:
+                questions.extend(self.gate.questions(k, call, resolved))
+        batch = _Batch(calls, slots, questions, [], checked=False)
+        if not questions:
+            self._gate(batch, {})
+        return batch
+
+    def _gate(self, batch: _Batch, verdicts: Verdicts) -> None:
+        """Each call the gate decides: run (by policy, a rule or a standing grant), refused
+        (the result says why), or waiting for a person."""
+        tools = self.active_tools
+        for k, call in enumerate(batch.calls):
+            if batch.slots[k] is not None:
+                continue
+            outcome = self.gate.decide(k, call, tools[call.function.name], verdicts)
+            if outcome.action == "deny" and outcome.rule is None:
+                batch.slots[k] = guardrail_denial(call, outcome.reason or "")
+            elif outcome.action == "deny":
+                record = ApprovalRecord(decision="denied", rule=outcome.rule, reason=outcome.reason)
+                batch.slots[k] = denial_result(call, record)
+            elif outcome.action == "ask":
+                batch.needs_person.append(k)
+                if outcome.rule is not None:
+                    batch.rules[k] = outcome.rule
+            elif outcome.grant is not None:
+                grant = outcome.grant
+                batch.approvals[k] = ApprovalRecord(
+                    decision="approved",
+                    by=grant.by,
+                    at=grant.at,
+                    scope="matching" if grant.matching else "tool",
+                    grant=grant.grant_id,
+                    rule=outcome.rule,
+                    verified=grant.verified or None,
+                )
+            elif outcome.rule is not None:
+                batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
+        batch.checked = True
 
     def _not_registered(self, name: str) -> str:
         handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
@@ -779,8 +1035,14 @@ class Session:
             self._batch = self._open_batch()
         batch = self._batch
         if not batch.checked:
-            return CheckApprovals([batch.calls[k] for k in batch.by_predicate])
+            named = [p for _, p in batch.questions]
+            predicates = named if any(p is not None for p in named) else None
+            return CheckApprovals([batch.calls[k] for k, _ in batch.questions], predicates)
         if batch.needs_person and not batch.decided:
+            describing = self._describing(batch)
+            if describing and batch.descriptions is None:
+                self.phase = "awaiting_approval"
+                return DescribeCalls([batch.calls[k] for k in describing])
             if batch.asked is None:
                 batch.asked = self._ask(batch, now)
             self.phase = "awaiting_approval"
@@ -804,6 +1066,10 @@ class Session:
     def _tool_run(self, batch: _Batch, slot: int) -> ToolRun:
         call = batch.calls[slot]
         resolved = self.active_tools[call.function.name]
+        approval = batch.approvals.get(slot)
+        if approval is not None and approval.arguments is not None:  # a person's edit runs
+            function = call.function.model_copy(update={"arguments": approval.arguments})
+            call = call.model_copy(update={"function": function})
         context = self.spec.context
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         uses = references(bound) or references(call.function.arguments)
@@ -817,38 +1083,50 @@ class Session:
             http = HttpCall(
                 operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
             )
-        approval = batch.approvals.get(slot)
         agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
         return ToolRun(
             slot, call, resolved, approval, bound, secrets, mcp, http, agent, self.agent_name
         )
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
-        """The predicates' answers for the batch's predicate calls, in order."""
+        """The predicates' answers to the batch's questions, in order."""
         assert self._batch is not None
         batch = self._batch
-        batch.needs_person.extend(
-            k for k, needed in zip(batch.by_predicate, verdicts, strict=True) if needed
-        )
-        batch.needs_person.sort()
-        batch.checked = True
+        self._gate(batch, dict(zip(batch.questions, verdicts, strict=True)))
+
+    def calls_described(self, descriptions: list[str]) -> None:
+        """The tools' own readable forms of the calls that wait (``DescribeCalls``)."""
+        batch = self._batch
+        assert batch is not None
+        batch.descriptions = dict(zip(self._describing(batch), descriptions, strict=True))
+
+    def _describing(self, batch: _Batch) -> list[int]:
+        """The waiting calls whose tools describe them."""
+        tools = self.active_tools
+        return [k for k in batch.needs_person if tools[batch.calls[k].function.name].describes]
 
     def _ask(self, batch: _Batch, now: datetime) -> dict[str, int]:
         asked: dict[str, int] = {}
+        descriptions = batch.descriptions or {}
         for k in batch.needs_person:
             call = batch.calls[k]
-            timeout = self.active_tools[call.function.name].policy.approval_timeout_seconds
+            tool = self.active_tools[call.function.name]
+            timeout = tool.policy.approval_timeout_seconds
             aid = approval_id(self.state.turn, k)
             asked[aid] = k
+            name, arguments = call.function.name, call.function.arguments
             self.approvals.open(
                 PendingApproval(
                     approval_id=aid,
                     turn=self.state.turn,
                     slot=k,
-                    tool_name=call.function.name,
-                    arguments=call.function.arguments,
+                    tool_name=name,
+                    arguments=arguments,
                     requested_at=now,
                     deadline=now + timedelta(seconds=timeout) if timeout else None,
+                    described_arguments=descriptions.get(k) or describe_arguments(name, arguments),
+                    approvers=self.gate.approvers(tool),
+                    rule=batch.rules.get(k),
                 )
             )
         return asked
@@ -870,12 +1148,23 @@ class Session:
             reason = self.state.ending.reason or "the session ended before a decision"
             self.approvals.close_all(ids, self.state.ending.by, reason, now)
         if not self.approvals.all_decided(ids):
-            self._batch = None  # decided again by the next run
+            if not (self.state.unverified or self.state.to_notify):
+                self._batch = None  # decided again by the next run
             return
         for aid, k in batch.asked.items():
             record = self.approvals.take(aid)
+            accepted = self.state.accepted.pop(aid, None)
+            call = batch.calls[k]
             if record.decision == "denied":
-                batch.slots[k] = denial_result(batch.calls[k], record)
+                batch.slots[k] = denial_result(call, record)
+            elif record.decision == "responded" and accepted is not None:
+                batch.slots[k] = ToolMessage(
+                    tool_call_id=call.id,
+                    content=accepted.content or "",
+                    tool_name=call.function.name,
+                    is_error=True if accepted.is_error else None,
+                    approval=record,
+                )
             else:
                 batch.approvals[k] = record
         batch.decided = True
@@ -971,6 +1260,7 @@ class Session:
             ),
             budget=self._budget_status(),
             trimmed=self.trimmed,
+            grants=list(state.grants),
             agent=self.agent_name,
             agent_stack=list(state.agent_stack),
             agents=self.spec.agent_names(),

@@ -3,22 +3,39 @@ handed to the next run as it is. Workflow-private: users never write it."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable_agent.contracts import (
     ApprovalSignal,
     BudgetSignal,
     CancelTurnSignal,
+    DecisionKind,
     EndSessionSignal,
     FlushSignal,
+    Grant,
     MoveToAgentSignal,
     PendingApproval,
     ResolvedTool,
+    RevokeGrantSignal,
     Stage,
     TranscriptRef,
 )
 from durable_agent.messages import ApprovalRecord, Message, Usage, UserMessage
 from durable_agent.spec import AgentSpec
+
+
+class Unverified(BaseModel):
+    """A signed decision (or revocation) waiting for the workers to check its token."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: DecisionKind | Literal["revoke"]
+    decision: ApprovalSignal | None = None
+    revoke: RevokeGrantSignal | None = None
+    key: str | None = None
+    """The update that sent it (its caller waits for the outcome)."""
 
 
 class SessionState(BaseModel):
@@ -65,6 +82,15 @@ class SessionState(BaseModel):
     """Each swarm agent's own tools, as resolved at start with its overrides."""
     move: MoveToAgentSignal | None = None
     """A person's ``move_to_agent`` waiting for the next safe point."""
+    grants: list[Grant] = Field(default_factory=list)
+    """Standing "always" approvals, in the order they were made."""
+    grants_made: int = 0
+    accepted: dict[str, ApprovalSignal] = Field(default_factory=dict)
+    """The decisions behind ``decisions`` that carry more than a verdict (edited arguments,
+    a person's response), by approval id."""
+    unverified: list[Unverified] = Field(default_factory=list)
+    to_notify: list[str] = Field(default_factory=list)
+    """Approval ids escalated whose second group is still to be told."""
     rescues_this_reply: int = 0
     rescue_after_tools: str | None = None
     """An unusable turn whose calls run first (strategy ``correct``): why, for the

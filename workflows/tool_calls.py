@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         TOOL_TIMEOUT_GRACE_SECONDS,
         WORKFLOW_NAME,
         AgentResult,
-        ApprovalCheckInput,
         ApprovalSignal,
         GuardrailInput,
         GuardrailVerdict,
@@ -42,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsResult,
         ToolCallInput,
     )
-    from durable_agent.messages import ToolCall, ToolMessage
+    from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from workflows.commands import CheckGuardrails, RunTools, ToolRun
     from workflows.retries import (
@@ -54,13 +53,13 @@ with workflow.unsafe.imports_passed_through():
 
 
 async def resolve_tools(
-    names: list[str], guardrails: list[str], rules: SessionRules
+    names: list[str], guardrails: list[str], hooks: list[str], rules: SessionRules
 ) -> ResolveToolsResult:
     """The named tools as the workers describe them, and which guardrails they lack (once,
     at the session's start)."""
     resolved: ResolveToolsResult = await workflow.execute_activity(
         "resolve_tools",
-        ResolveToolsInput(names=names, guardrails=guardrails),
+        ResolveToolsInput(names=names, guardrails=guardrails, hooks=hooks),
         result_type=ResolveToolsResult,
         start_to_close_timeout=timedelta(seconds=30),
         heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
@@ -95,21 +94,6 @@ async def list_remote_tools(spec: AgentSpec) -> list[ResolvedTool]:
             raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
         raise
     return tools
-
-
-async def check_approvals(calls: list[ToolCall], rules: SessionRules) -> list[bool]:
-    """Which of these calls need a person, by their tools' predicates."""
-    pairs = [(c.function.name, c.function.arguments) for c in calls]
-    verdicts: list[bool] = await workflow.execute_activity(
-        "check_approvals",
-        ApprovalCheckInput(calls=pairs),
-        result_type=list[bool],
-        start_to_close_timeout=timedelta(seconds=30),
-        heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
-        retry_policy=LOST_WORK_RETRIES,
-        summary=f"check_approvals {len(pairs)} calls",
-    )
-    return verdicts
 
 
 async def check_guardrails(

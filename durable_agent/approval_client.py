@@ -1,0 +1,179 @@
+"""The client's approval doors: decisions and revocations through the session's
+updates, so a caller learns at once whether each was accepted and, if not, why.
+
+With an ``ApproverKey`` a decision is signed (the workers check it); without one its
+``by`` is a name as typed, which a session with an allow-list may refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from durable_agent.approval_policy import ArgumentTest, parse_test
+from durable_agent.approver_tokens import ApproverKey
+from durable_agent.contracts import (
+    AgentResult,
+    ApprovalPolicyView,
+    DecisionKind,
+    DecisionRequest,
+    DecisionResult,
+    PendingApproval,
+    RevokeGrantSignal,
+)
+
+
+class DecisionRefusedError(ValueError):
+    """The session refused a decision and changed nothing; the text says why."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} refused: {reason}")
+        self.session_id = session_id
+        self.reason = reason
+
+
+class UnknownApprovalError(LookupError):
+    def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
+        waiting = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"session {session_id!r} has no pending approval {approval_id!r} (pending: {waiting})"
+        )
+        self.approval_id = approval_id
+
+
+Tests = Sequence[ArgumentTest | str]
+"""Argument tests for an "always" approval: ``ArgumentTest``s or ``"$.amount <= 100"``."""
+
+
+class ApprovalDoors:
+    """Mixed into ``AgentClient``."""
+
+    approver_key: ApproverKey | None
+
+    def _handle(self, session_id: str) -> WorkflowHandle[Any, AgentResult]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _translate(session_id: str, error: RPCError) -> Exception:
+        raise NotImplementedError
+
+    async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
+        raise NotImplementedError
+
+    async def _query(self, session_id: str, name: str, result_type: Any, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def approve(
+        self,
+        session_id: str,
+        approval_id: str,
+        *,
+        by: str | None = None,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        always: Literal["tool", "matching"] | None = None,
+        matching: Tests = (),
+        key: ApproverKey | None = None,
+    ) -> DecisionResult:
+        """Run the call: as the model asked, or with ``arguments`` (checked against the
+        tool's schema first). ``always``: approve later calls of this tool too (all, or
+        those passing ``matching``) for the rest of the session."""
+        tests = [t if isinstance(t, ArgumentTest) else parse_test(t) for t in matching]
+        if tests and always is None:
+            always = "matching"
+        extra = {"arguments": arguments, "always": always, "matching": tests}
+        return await self._decide(session_id, "approve", approval_id, by, reason, key, extra)
+
+    async def deny(
+        self,
+        session_id: str,
+        approval_id: str,
+        *,
+        by: str | None = None,
+        reason: str | None = None,
+        key: ApproverKey | None = None,
+    ) -> DecisionResult:
+        """Refuse the call; the model reads ``reason``."""
+        return await self._decide(session_id, "deny", approval_id, by, reason, key, {})
+
+    async def respond(
+        self,
+        session_id: str,
+        approval_id: str,
+        content: str,
+        *,
+        is_error: bool = False,
+        by: str | None = None,
+        reason: str | None = None,
+        key: ApproverKey | None = None,
+    ) -> DecisionResult:
+        """Answer in the tool's place: ``content`` is the call's result; the tool does
+        not run."""
+        extra = {"content": content, "is_error": is_error}
+        return await self._decide(session_id, "respond", approval_id, by, reason, key, extra)
+
+    async def revoke_grant(
+        self,
+        session_id: str,
+        grant_id: str,
+        *,
+        by: str | None = None,
+        key: ApproverKey | None = None,
+    ) -> DecisionResult:
+        """Take back an "always" approval: later calls are asked about again."""
+        key = key or self.approver_key
+        token = key.sign(session_id, grant_id, "revoke") if key else None
+        request = RevokeGrantSignal(grant_id=grant_id, by=key.name if key else by, token=token)
+        return await self._update(session_id, "revoke", request)
+
+    async def approval_policy(self, session_id: str) -> ApprovalPolicyView:
+        """The session's rules, approvers and standing grants."""
+        view: ApprovalPolicyView = await self._query(
+            session_id, "approval_policy", ApprovalPolicyView
+        )
+        return view
+
+    async def _decide(
+        self,
+        session_id: str,
+        kind: DecisionKind,
+        approval_id: str,
+        by: str | None,
+        reason: str | None,
+        key: ApproverKey | None,
+        extra: dict[str, Any],
+    ) -> DecisionResult:
+        key = key or self.approver_key
+        token = key.sign(session_id, approval_id, kind) if key else None
+        request = DecisionRequest(
+            decision=kind,
+            approval_id=approval_id,
+            by=key.name if key else by,
+            reason=reason,
+            token=token,
+            **extra,
+        )
+        try:
+            return await self._update(session_id, "decide", request)
+        except DecisionRefusedError as refused:
+            if refused.reason.endswith("no pending approval has this id"):
+                pending = [p.approval_id for p in await self.pending_approvals(session_id)]
+                raise UnknownApprovalError(session_id, approval_id, pending) from None
+            raise
+
+    async def _update(self, session_id: str, name: str, request: Any) -> DecisionResult:
+        try:
+            result: DecisionResult = await self._handle(session_id).execute_update(
+                name, request, result_type=DecisionResult
+            )
+            return result
+        except WorkflowUpdateFailedError as failed:
+            cause = failed.cause
+            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise DecisionRefusedError(session_id, text) from None
+        except RPCError as error:
+            raise self._translate(session_id, error) from None

@@ -1,0 +1,300 @@
+"""People deciding tool calls, on the real server through every door: updates (the
+client), the `durable-agent` CLI and the `temporal` CLI (signals and updates). Each
+decision kind, a refused edit, two clients racing for one call, "always" grants across
+continue-as-new and their revocation, signed decisions and approvers, escalation at a
+deadline, and the rules listing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.approval_client import DecisionRefusedError
+from durable_agent.approver_tokens import ApproverKey, ApproverKeys
+from durable_agent.messages import AssistantMessage, ToolMessage
+from durable_agent.testing import RecordedRequest, ScriptedProvider
+from tests.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    temporal_cli,
+    wait_for,
+)
+from tests.approval_fixtures import Call, batch_then_text, payments_registry
+from tests.test_cli import acli, address_of
+
+TOOLS = ["transfer", "refund", "lookup"]
+
+
+def scripted(*batches: list[Call]) -> ScriptedProvider:
+    answer = batch_then_text(*batches)
+
+    def respond(request: RecordedRequest) -> AssistantMessage:
+        return answer(request.body["messages"])
+
+    return ScriptedProvider(responder=respond)
+
+
+async def pending_count(agents: AgentClient, session: str, count: int) -> Any:
+    async def enough() -> Any:
+        pending = await agents.pending_approvals(session)
+        return pending if len(pending) >= count else None
+
+    return await wait_for(enough, timeout=60)
+
+
+def results(messages: list[Any]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    batch: list[Call] = [
+        ("transfer", {"to": "ann", "amount": 1}),
+        ("transfer", {"to": "bob", "amount": 2}),
+        ("transfer", {"to": "cy", "amount": 900}),
+        ("refund", {"invoice": 7}),
+        ("transfer", {"to": "dan", "amount": 3}),
+    ]
+    ran: list[Any] = []
+    with scripted(batch) as provider:
+        async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, TOOLS), "pay them")
+            pending = await pending_count(agents, session, 5)
+            ids = [p.approval_id for p in pending]
+            with pytest.raises(DecisionRefusedError) as refused_edit:
+                await agents.approve(session, ids[2], arguments={"to": "cy", "amount": "lots"})
+            other = AgentClient(
+                await Client.connect(
+                    address_of(temporal_env), data_converter=pydantic_data_converter
+                ),
+                task_queue=task_queue,
+            )
+            race = await asyncio.gather(
+                agents.approve(session, ids[4], by="ann"),
+                other.deny(session, ids[4], by="bob", reason="no"),
+                return_exceptions=True,
+            )
+            first = await agents.approve(session, ids[0], by="ops")
+            await agents.deny(session, ids[1], by="ops", reason="bob is not a customer")
+            edited = await agents.approve(
+                session, ids[2], by="ops", arguments={"to": "cy", "amount": 90}
+            )
+            await agents.respond(session, ids[3], "refund done by hand", by="ops")
+            result = await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+            await record_history(client.get_workflow_handle(session), "approval_decisions")
+    assert [p.described_arguments for p in pending][:2] == [
+        'transfer(to="ann", amount=1)',
+        'transfer(to="bob", amount=2)',
+    ]
+    assert pending[3].described_arguments == "Refund invoice 7 to the customer's card"
+    assert "the edited arguments do not fit transfer: amount: 'lots'" in str(refused_edit.value)
+    accepted = [r for r in race if not isinstance(r, BaseException)]
+    refused = [r for r in race if isinstance(r, DecisionRefusedError)]
+    assert len(accepted) == 1 and len(refused) == 1, race
+    assert "already" in refused[0].reason
+    assert first.by == "ops" and not first.verified and edited.decision == "approve"
+    ann, bob, cy, refund, dan = results(messages)
+    assert ann.content == "sent 1 to ann"
+    assert bob.is_error and bob.content == "Tool call denied by ops: bob is not a customer"
+    assert cy.content == "sent 90 to cy" and cy.approval is not None
+    assert cy.approval.original_arguments == '{"to": "cy", "amount": 900}'
+    assert refund.content == "refund done by hand" and refund.approval is not None
+    assert refund.approval.decision == "responded"
+    assert dan.approval is not None and dan.approval.by == accepted[0].by
+    assert [name for name, _ in ran].count("refund") == 0  # a person answered instead
+    assert ("transfer", {"to": "cy", "amount": 90}) in ran
+    # the model read the denial's reason and the person's answer
+    last = provider.bodies()[-1]["messages"]
+    assert "bob is not a customer" in json.dumps(last) and "refund done by hand" in json.dumps(last)
+    assert result.final is not None
+
+
+async def test_always_grants_cross_continue_as_new_and_revoke_by_the_cli(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    batches: list[list[Call]] = [
+        [("transfer", {"to": "ann", "amount": 50})],
+        [("transfer", {"to": "ann", "amount": 60})],  # the grant covers it
+        [("transfer", {"to": "ann", "amount": 700})],  # outside the grant: asked, edited
+        [("transfer", {"to": "ann", "amount": 80})],  # revoked: asked again
+    ]
+    ran: list[Any] = []
+    with scripted(*batches) as provider:
+        rules = {"continue_as_new_after_events": 20}
+        spec = spec_for(provider, TOOLS, session=rules)
+        env = {"address": address_of(temporal_env)}
+        async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay ann 50")
+            [first] = await pending_count(agents, session, 1)
+            granted = await acli(
+                "approve", session, first.approval_id, "--always", "--matching", "$.amount <= 100",
+                "--by", "ops", **env,
+            )  # fmt: skip
+            await agents.wait(session, timeout=60)
+            after = await agents.send(session, "and 60")
+            await agents.wait(session, after=after, timeout=60)
+            listed = await acli("rules", session, **env)
+            after = await agents.send(session, "and 700")
+            [big] = await pending_count(agents, session, 1)
+            edit = await acli(
+                "approve", session, big.approval_id, "--edit", '{"to": "ann", "amount": 70}', **env
+            )
+            await agents.wait(session, after=after, timeout=60)
+            bad_test = await acli("approve", session, "x", "--always", "--matching", "oops", **env)
+            revoked = await acli("revoke", session, "grant-1", **env)
+            again = await acli("revoke", session, "grant-1", **env)
+            after = await agents.send(session, "and 80")
+            [asked] = await pending_count(agents, session, 1)
+            status = await agents.status(session)
+            await agents.deny(session, asked.approval_id, by="ops", reason="enough for today")
+            await agents.wait(session, after=after, timeout=60)
+            messages = await agents.messages(session)
+            await agents.end(session)
+            await record_history(client.get_workflow_handle(session), "approval_grants")
+    assert granted.returncode == 0, granted.stderr
+    assert (
+        f"approved {first.approval_id}" in granted.stdout
+        and "standing grant grant-1" in granted.stdout
+    )
+    assert "grant-1: transfer ($.amount <= 100) by ops" in listed.stdout, listed.stdout
+    assert edit.returncode == 0, edit.stderr
+    assert bad_test.returncode == 2 and "--matching: cannot read the test 'oops'" in bad_test.stderr
+    assert revoked.returncode == 0 and "revoked grant-1" in revoked.stdout
+    assert again.returncode == 2 and "no such grant" in again.stderr
+    assert status.runs > 1 and status.grants == []
+    paid = results(messages)
+    assert [(r.content, r.approval.grant if r.approval else None) for r in paid] == [
+        ("sent 50 to ann", "grant-1"),
+        ("sent 60 to ann", "grant-1"),
+        ("sent 70 to ann", None),
+        ("Tool call denied by ops: enough for today", None),
+    ]
+    assert ran == [("transfer", {"to": "ann", "amount": a}) for a in (50, 60, 70)]
+
+
+async def test_signed_decisions_approvers_and_the_temporal_cli_door(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    alice, mallory = ApproverKey.generate("alice"), ApproverKey.generate("mallory")
+    keys = ApproverKeys.from_json(json.dumps({k.name: k.public_pem() for k in (alice, mallory)}))
+    ran: list[Any] = []
+    batch: list[Call] = [("transfer", {"to": "ann", "amount": 1}), ("refund", {"invoice": 7})]
+    with scripted(batch) as provider:
+        spec = spec_for(provider, TOOLS, approvals={"approvers": ["alice"]})
+        registry = payments_registry(ran, [])
+        async with running_worker(temporal_env, task_queue, registry, approver_keys=keys) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay")
+            transfer, refund = await pending_count(agents, session, 2)
+            refusals = []
+            for attempt in (
+                agents.approve(session, transfer.approval_id, by="alice"),  # a typed name
+                agents.approve(session, transfer.approval_id, key=mallory),
+                agents.deny(session, transfer.approval_id, key=ApproverKey.generate("alice")),
+            ):
+                with pytest.raises(DecisionRefusedError) as refused:
+                    await attempt
+                refusals.append(refused.value.reason)
+            decide = {
+                "decision": "approve",
+                "approval_id": transfer.approval_id,
+                "token": alice.sign(session, transfer.approval_id, "approve"),
+            }
+            updated = await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "update", "execute", "--workflow-id",
+                session, "--name", "decide", "--input", json.dumps(decide), "--output", "json",
+            )  # fmt: skip
+            respond = {
+                "approval_id": refund.approval_id,
+                "content": "done by hand",
+                "token": alice.sign(session, refund.approval_id, "respond"),
+            }
+            await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", session,
+                "--name", "respond", "--input", json.dumps(respond),
+            )  # fmt: skip
+            await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+            shown = await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "show", "--workflow-id", session,
+                "--output", "json",
+            )  # fmt: skip
+            await record_history(client.get_workflow_handle(session), "approval_signed")
+    assert "a signed token is required" in refusals[0]
+    assert "mallory may not decide (approvers: alice)" in refusals[1]
+    assert "the token was refused (Signature verification failed)" in refusals[2]
+    assert '"verified": true' in updated and '"by": "alice"' in updated, updated
+    paid, answered = results(messages)
+    assert paid.approval is not None and (paid.approval.by, paid.approval.verified) == (
+        "alice",
+        True,
+    )
+    assert answered.content == "done by hand" and answered.approval is not None
+    assert answered.approval.verified and answered.approval.by == "alice"
+    assert ran == [("transfer", {"to": "ann", "amount": 1})]
+    assert "PRIVATE KEY" not in shown and alice.public_pem().splitlines()[1] not in shown
+
+
+async def test_a_deadline_escalates_to_a_second_group_who_decide(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    ran: list[Any] = []
+    notices: list[Any] = []
+    batch: list[Call] = [("transfer", {"to": "ann", "amount": 1}), ("refund", {"invoice": 7})]
+    with scripted(batch) as provider:
+        approvals = {
+            "approvers": ["alice"],
+            "accept_unsigned": True,
+            "escalation": {"extend_seconds": 60, "notify": ["oncall"], "notifier": "page_oncall"},
+        }
+        tools = [
+            {"name": "transfer", "approval_timeout_seconds": 3},
+            {"name": "refund", "approval_timeout_seconds": 3},
+        ]
+        spec = spec_for(provider, tools, approvals=approvals)
+        env = {"address": address_of(temporal_env)}
+        registry = payments_registry(ran, notices)
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay")
+            transfer, refund = await pending_count(agents, session, 2)
+            early = await acli("approve", session, transfer.approval_id, "--by", "oncall", **env)
+
+            async def escalated() -> Any:
+                pending = await agents.pending_approvals(session)
+                return pending if all(p.escalated_to for p in pending) else None
+
+            later = await wait_for(escalated, timeout=30)
+            shown = await acli("status", session, **env)
+            approved = await acli("approve", session, transfer.approval_id, "--by", "oncall", **env)
+            answered = await acli(
+                "respond", session, refund.approval_id, "done by hand", "--by", "oncall", **env
+            )
+            await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+    assert early.returncode == 2 and "oncall may not decide (approvers: alice)" in early.stderr
+    assert [p.approvers for p in later] == [["alice", "oncall"]] * 2
+    assert "escalated to oncall" in shown.stdout, shown.stdout
+    assert approved.returncode == 0 and answered.returncode == 0, answered.stderr
+    [notice] = notices
+    assert notice.session_id == session and notice.notify == ["oncall"]
+    assert sorted(p.approval_id for p in notice.approvals) == sorted(
+        [transfer.approval_id, refund.approval_id]
+    )
+    paid, refunded = results(messages)
+    assert paid.approval is not None and paid.approval.escalated and paid.approval.by == "oncall"
+    assert refunded.content == "done by hand"
+    assert ran == [("transfer", {"to": "ann", "amount": 1})]
