@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from durable_agent.context import is_summary, window_start
 from durable_agent.contracts import Grant, PendingApproval, SessionStatus
 from durable_agent.messages import (
+    ApprovalRecord,
     AssistantMessage,
     FlushMessage,
     Message,
@@ -40,6 +41,29 @@ def _content_text(message: Message) -> str:
     return " ".join(getattr(part, "text", f"[{part.type}]") for part in content)
 
 
+def approval_note(record: ApprovalRecord) -> str | None:
+    """How a call was let through, in a few words (a denial says so in its result)."""
+    if record.decision == "denied":
+        return None
+    who = ""
+    if record.by:
+        who = f" by {record.by}" + (" (signed)" if record.verified else "")
+    if record.timed_out:
+        return "approved by default at the deadline"
+    if record.decision == "responded":
+        return f"answered{who} in the tool's place"
+    if record.by is None and record.rule is not None:
+        return f"allowed by rule {record.rule}"
+    note = f"approved{who}"
+    if record.grant is not None:
+        note += f", standing {record.grant}"
+    if record.arguments is not None:
+        note += f", arguments edited to {record.arguments}"
+    if record.escalated:
+        note += ", after escalation"
+    return note
+
+
 def format_message(message: Message, width: int = 100) -> str:
     """One message as a labelled, wrapped block."""
     label = f"{'summary' if is_summary(message) else message.role:<9} "
@@ -64,6 +88,10 @@ def format_message(message: Message, width: int = 100) -> str:
     if isinstance(message, AssistantMessage):
         for call in message.tool_calls or []:
             lines.append(f"-> {call.function.name} {call.function.arguments}")
+    if isinstance(message, ToolMessage) and message.approval is not None:
+        note = approval_note(message.approval)
+        if note:
+            lines.append(f"({note})")
     body = lines or [""]
     if message.agent_name:  # a swarm: whose message it is
         body[0] = f"[{message.agent_name}] {body[0]}".rstrip()

@@ -269,8 +269,8 @@ async def test_run_on_a_terminal_shows_status_and_asks_before_each_approval(
             )
     assert code == 0, screen
     assert "\x1b[2K[turn 1] awaiting approval (2)" in screen  # the live status line
-    assert 'approve turn1-call0: wipe_cache {"name": "a"}? [y/n]' in screen
-    assert 'approve turn1-call1: wipe_cache {"name": "b"}? [y/n]' in screen
+    assert 'approve turn1-call0: wipe_cache(name="a")? [y/n]' in screen  # described_arguments
+    assert 'approve turn1-call1: wipe_cache(name="b")? [y/n]' in screen
     assert "cache a cleared" in screen
     assert "Tool call denied by" in screen and "declined at the terminal" in screen
     assert "session ended: done (final_answer)" in screen

@@ -127,15 +127,21 @@ class SessionMachine(RuleBasedStateMachine):
             assert text == "" or self.session.state.ending is not None
 
     @precondition(lambda self: not self.finished)
-    @rule(pick=st.integers(0, 5), decision=st.sampled_from(["approved", "denied"]))
+    @rule(
+        pick=st.integers(0, 5),
+        decision=st.sampled_from(["approved", "denied", "responded", "always"]),
+    )
     def decide(self, pick: int, decision: Any) -> None:
         pending = self.session.approvals.undecided()
         known = [p.approval_id for p in self.session.state.pending]
         ids = [*known, "turn99-call9"]  # decided ones again, and one nobody asked for
         aid = ids[pick % len(ids)]
-        rejection = self.session.decision_arrived(
-            ApprovalSignal(approval_id=aid, by="machine"), decision, self.now
-        )
+        signal = ApprovalSignal(approval_id=aid, by="machine")
+        if decision == "responded":  # a person answers in the tool's place
+            signal = signal.model_copy(update={"content": f"answered {aid}"})
+        if decision == "always":  # and grants the tool's later calls
+            signal, decision = signal.model_copy(update={"always": "tool"}), "approved"
+        rejection = self.session.decision_arrived(signal, decision, self.now)
         if any(p.approval_id == aid for p in pending):
             assert rejection is None
         else:
@@ -268,6 +274,15 @@ class SessionMachine(RuleBasedStateMachine):
         state = self.session.state
         if state.stage != "tools":
             assert not state.pending, "an approval outlived its batch"
+
+    @invariant()
+    def a_persons_answer_is_the_result(self) -> None:
+        for message in self.session.messages:
+            record = message.approval if isinstance(message, ToolMessage) else None
+            if record is not None and record.decision == "responded":
+                assert message.content.startswith("answered turn"), message.content
+        state = self.session.state
+        assert set(state.accepted) <= {p.approval_id for p in state.pending}, "an answer leaked"
 
     @invariant()
     def the_state_is_json(self) -> None:

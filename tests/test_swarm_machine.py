@@ -12,8 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from durable_agent.codecs import build_request
-from durable_agent.contracts import MoveToAgentSignal
-from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent.contracts import ApprovalSignal, MoveToAgentSignal, PendingApproval
+from durable_agent.messages import (
+    AssistantMessage,
+    Message,
+    RecordedDecision,
+    ToolMessage,
+    UserMessage,
+)
 from durable_agent.render import format_history
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.swarm import as_seen_by
@@ -340,7 +346,10 @@ async def test_the_readme_swarm_example_gives_the_readme_transcript() -> None:
             return assistant_calls(("refund", {"invoice": 7}))
         return script(agent_of(body["messages"]), body["messages"])
 
-    driver = SessionDriver(spec, swarm_registry(), model)
+    def ops(pending: PendingApproval) -> tuple[RecordedDecision, ApprovalSignal]:
+        return "approved", ApprovalSignal(approval_id=pending.approval_id, by="ops")
+
+    driver = SessionDriver(spec, swarm_registry(), model, approver=ops)
     message = "I was charged twice, I want a refund"
     result = await driver.run(AgentInput(spec=spec, message=message))
     assert result.status == "done", result

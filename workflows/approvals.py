@@ -93,5 +93,7 @@ class Approvals:
             )
 
     def take(self, aid: str) -> ApprovalRecord:
+        """A decided call leaves the books (with what its decision carried)."""
         self._state.pending = [p for p in self._state.pending if p.approval_id != aid]
+        self._state.accepted.pop(aid, None)
         return self._state.decisions.pop(aid)
