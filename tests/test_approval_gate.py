@@ -5,6 +5,7 @@ grants, who may decide (signed tokens), escalation at a deadline, readable reque
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessa
 from durable_agent.spec import AgentInput, AgentSpec
 from tests.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.session_driver import Approver, SessionDriver
+from workflows.session import Session
+from workflows.state import SessionState
 
 
 def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
@@ -328,3 +331,24 @@ async def test_a_spec_naming_a_predicate_no_worker_has_fails_at_start() -> None:
     driver, _ = drive(spec, [], lambda p: "approved")
     with pytest.raises(ValueError, match="no worker has loaded: nope"):
         await driver.run(AgentInput(spec=spec, message="x"))
+
+
+def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
+    pending = PendingApproval(
+        approval_id="turn1-call0",
+        turn=1,
+        slot=0,
+        tool_name="transfer",
+        arguments="{}",
+        requested_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    state = SessionState(child_pending={"s-1--researcher-t1c0": [pending]})
+    session = Session(payments_spec(), state)
+    signed = ApprovalSignal(approval_id="researcher-t1c0/turn1-call0", token="x.y.z")
+    problem = session.decision_problem(signed, "approved")
+    assert problem is not None and "goes to its own session (s-1--researcher-t1c0" in problem
+    assert session.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC)) == problem
+    assert state.forwards == []  # nothing passed on
+    unsigned = signed.model_copy(update={"token": None})
+    assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert [f[0] for f in state.forwards] == ["s-1--researcher-t1c0"]

@@ -64,6 +64,8 @@ class Decisions:
         not change the call is rejected, visibly, and changes nothing."""
         kind = DECISION_KINDS[decision]
         child = self._child_of(signal.approval_id)
+        if child is not None and signal.token is not None:
+            return self._refuse(key, self.decision_problem(signal, decision) or "")
         if child is not None:  # a sub-agent's approval, decided through this session
             child_id, own_id = child
             forwarded = signal.model_copy(update={"approval_id": own_id})
@@ -88,7 +90,13 @@ class Decisions:
         """Why a decision would change nothing (the ``decide`` update's validator asks
         this before anything is recorded); ``None``: it may."""
         aid = signal.approval_id
-        if self._child_of(aid) is not None:
+        child = self._child_of(aid)
+        if child is not None and signal.token is not None:
+            return (
+                f"{decision} {aid!r}: a signed decision on a sub-agent's call goes to its own "
+                f"session ({child[0]}, approval {child[1]}), which checks the token"
+            )
+        if child is not None:
             return None
         what = f"{decision} {aid!r}"
         pending = self.approvals.find(aid)
