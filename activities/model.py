@@ -46,7 +46,7 @@ from durable_agent.provider import (
 )
 from durable_agent.request_messages import options_for_call, prepare_request_messages
 from durable_agent.swarm import as_seen_by
-from durable_agent.transcript import EMPTY_HASH, canonical_json
+from durable_agent.transcript import EMPTY_HASH, payload_bytes
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -135,15 +135,15 @@ class ModelActivities:
     @activity.defn(name="load_transcript")
     @heartbeats
     async def load_transcript(self, page: LoadTranscriptInput) -> list[Message]:
-        """A page of a stored transcript, at most ``max_bytes`` of canonical JSON (at
-        least one message)."""
+        """A page of a stored transcript, at most ``max_bytes`` as a payload carries it
+        (at least one message)."""
         messages = await self.transcripts.load(page.transcript.hash)
         if messages is None or len(messages) != page.transcript.count:
             raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
         size = 0
         for message in messages[page.start :]:
-            size += len(canonical_json(message).encode())
+            size += payload_bytes(message)
             if taken and size > page.max_bytes:
                 break
             taken.append(message)

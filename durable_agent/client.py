@@ -39,6 +39,9 @@ from durable_agent.contracts import (
 from durable_agent.messages import AssistantMessage, Message, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 
+MESSAGES_PAGE = 2000
+"""Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
+
 
 class SessionNotFoundError(LookupError):
     def __init__(self, session_id: str) -> None:
@@ -238,8 +241,21 @@ class AgentClient(ApprovalDoors):
 
     # --- reading ------------------------------------------------------------------
 
-    async def messages(self, session_id: str, from_index: int = 0) -> list[Message]:
-        found: list[Message] = await self._query(session_id, "messages", list[Message], from_index)
+    async def messages(
+        self, session_id: str, from_index: int = 0, *, limit: int | None = None
+    ) -> list[Message]:
+        """The array from ``from_index`` on (``limit``: at most that many). Read in pages,
+        so a session of any length fits (one query answer may carry 4 MB)."""
+        found: list[Message] = []
+        while limit is None or len(found) < limit:
+            want = MESSAGES_PAGE if limit is None else min(MESSAGES_PAGE, limit - len(found))
+            start = from_index + len(found)
+            page: list[Message] = await self._query(
+                session_id, "messages", list[Message], start, want
+            )
+            found += page
+            if not page:
+                break
         return found
 
     async def status(self, session_id: str) -> SessionStatus:
@@ -356,7 +372,7 @@ class AgentClient(ApprovalDoors):
         try:
             return await self._handle(session_id).query(
                 name,
-                *args,
+                args=list(args),
                 result_type=result_type,
                 rpc_timeout=timedelta(seconds=self.query_timeout),
             )

@@ -25,6 +25,12 @@ def _digest(data: bytes) -> str:
 EMPTY_HASH = _digest(b"durable-agent transcript v1")
 
 
+def payload_bytes(message: Message) -> int:
+    """What a message costs in a payload: the data converter's JSON (null fields too, not
+    the canonical form), and a comma."""
+    return len(message.model_dump_json().encode()) + 1
+
+
 def canonical_json(message: Message) -> str:
     """The one serialisation hashed and stored: sorted keys, no spaces, no nulls."""
     return json.dumps(
@@ -74,7 +80,7 @@ class Transcript(Sequence[Message]):
         self._messages.append(message)
         self._hashes.append(chain_hash(self._hashes[-1], encoded))
         self._contents.append(_digest(encoded.encode()))
-        self._sizes.append(self._sizes[-1] + len(encoded.encode()))
+        self._sizes.append(self._sizes[-1] + payload_bytes(message))
 
     def extend(self, messages: Iterable[Message]) -> None:
         for message in messages:
@@ -93,7 +99,8 @@ class Transcript(Sequence[Message]):
         return self._hashes[-1]
 
     def json_bytes(self, start: int = 0, end: int | None = None) -> int:
-        """Size of messages ``[start:end]`` as canonical JSON (a payload estimate)."""
+        """Size of messages ``[start:end]`` in a payload (as the data converter writes
+        them, with a comma each)."""
         return self._sizes[len(self._messages) if end is None else end] - self._sizes[start]
 
     def as_list(self) -> list[Message]:

@@ -13,7 +13,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 async def hand_over(session: Session, sync: TranscriptSync) -> None:
-    """Continue as new (never returns). Only between activities, handlers done."""
+    """Continue as new (returns only when the state cannot be carried yet). Only between
+    activities, handlers done."""
     await workflow.wait_condition(workflow.all_handlers_finished)
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
@@ -30,4 +31,10 @@ async def hand_over(session: Session, sync: TranscriptSync) -> None:
         state = session.for_next_run().model_copy(
             update={"messages": [], "transcript": ref, "stored_count": sync.stored}
         )
-    workflow.continue_as_new(ContinuedInput(spec=spec, carried=state))
+    carried = ContinuedInput(spec=spec, carried=state)
+    if len(carried.model_dump_json()) > spec.session.payload_budget_bytes:
+        # messages queued while the array was stored: deliver them in this run first
+        workflow.logger.info("continue-as-new deferred: the carried state is over budget")
+        session.continue_as_new_deferred()
+        return
+    workflow.continue_as_new(carried)

@@ -21,10 +21,14 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
     )
     from durable_agent.messages import Message, UserMessage
+    from durable_agent.transcript import payload_bytes
     from workflows.approval_handlers import ApprovalHandlers
     from workflows.inputs import InvalidInput, decode
     from workflows.session import Session
 
+#: About how much of the array one page of the ``messages`` query holds (an answer may
+#: carry 4 MB at most).
+PAGE_BYTES = 1_000_000
 #: The default of a signal argument a sender may leave out.
 NO_PAYLOAD = RawValue(Payload())
 SignalT = TypeVar("SignalT", CancelTurnSignal, FlushSignal, BudgetSignal)
@@ -107,8 +111,21 @@ class SessionHandlers(ApprovalHandlers):
     # --- queries -----------------------------------------------------------------------------
 
     @workflow.query
-    def messages(self, from_index: int = 0) -> list[Message]:
-        return self._session.messages[max(from_index, 0) :]
+    def messages(self, from_index: int = 0, limit: int = 0) -> list[Message]:
+        """The array from ``from_index`` on; with a ``limit``, one page: at most that many
+        messages and about ``PAGE_BYTES`` of them (at least one), so a reader of a long
+        session pages through it within what one answer may carry."""
+        rest = self._session.messages[max(from_index, 0) :]
+        if limit <= 0:
+            return rest
+        page: list[Message] = []
+        size = 0
+        for message in rest[:limit]:
+            size += payload_bytes(message)
+            if page and size > PAGE_BYTES:
+                break
+            page.append(message)
+        return page
 
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:

@@ -102,6 +102,8 @@ from workflows.turn_logic import (
 )
 
 MAX_REJECTED_SIGNALS_KEPT = 50
+INBOX_CARRY_CHARS = 500_000
+"""Queued messages continue-as-new may carry inline; more wait for the turn boundary."""
 
 
 Reply = AssistantMessage | ToolMessage
@@ -341,8 +343,16 @@ class Session(Decisions):
 
     def continue_as_new_due(self, suggested: bool) -> bool:
         """``suggested``: the run's history is long (the server says so, or the spec's
-        event limit is reached). Only a run that did some work hands over."""
-        return self.progressed and suggested
+        event limit is reached). Only a run that did some work hands over, and not while
+        queued messages are too big to carry (they join the array at the boundary)."""
+        if not (self.progressed and suggested):
+            return False
+        queued = sum(len(text_of(m.content)) for m in self.state.inbox)
+        return queued <= INBOX_CARRY_CHARS
+
+    def continue_as_new_deferred(self) -> None:
+        """The state did not fit one payload: go on in this run until more work is done."""
+        self.progressed = False
 
     def interrupted(self, suggested: bool) -> bool:
         """A wait must end early: the session is ending, the turn is cancelled, or a

@@ -1,0 +1,72 @@
+"""Reading a session longer than one query answer may carry (4 MB): 10,000 messages, read
+in pages by the client and the CLI, where one unpaged `messages` query is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests.agent_harness import running_worker, spec_for, temporal_cli, wait_for
+from tests.test_cli import acli, address_of
+
+EARLIER = 9_930
+BIG = 60
+BIG_CHARS = 60_000
+
+
+def replies(request: RecordedRequest) -> AssistantMessage:
+    return assistant_text(f"read {len(request.body['messages'])} messages")
+
+
+async def test_history_of_a_ten_thousand_message_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    history: list[Message] = []
+    for k in range(EARLIER // 2):
+        history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
+    with ScriptedProvider(responder=replies) as provider:
+        spec = spec_for(provider, session={})
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "go", history=history)
+            await agents.wait(session, after=EARLIER, timeout=60)
+            for k in range(BIG):
+                await agents.send(session, f"{k:03d}" + "x" * BIG_CHARS)
+
+            async def all_answered() -> int | None:
+                status = await agents.status(session)
+                delivered = status.queued_messages == 0 and status.phase == "idle"
+                done = delivered and status.message_count >= EARLIER + 2 + BIG
+                return status.message_count if done else None
+
+            count = await wait_for(all_answered, timeout=120)
+            messages = await agents.messages(session)
+            page = await agents.messages(session, 9_990, limit=5)
+            shown = await acli("history", session, "--jsonl", address=address_of(temporal_env))
+            unpaged = await asyncio.to_thread(_query_unpaged, temporal_env, session)
+            await agents.end(session)
+    assert count >= 10_000
+    assert len(messages) == count
+    assert [m.content for m in messages[:3]] == ["q0", "a0", "q1"]
+    sent = [m.content for m in messages if isinstance(m, UserMessage) and len(m.content) > 1000]
+    assert [str(c)[:3] for c in sent] == [f"{k:03d}" for k in range(BIG)]
+    assert [m.content for m in page] == [m.content for m in messages[9_990:9_995]]
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == count and json.loads(lines[-1])["role"] == "assistant"
+    # one answer cannot carry it: paging is what makes the reads above work
+    assert unpaged is not None and "message too large" in unpaged.lower(), unpaged
+
+
+def _query_unpaged(env: WorkflowEnvironment, session: str) -> str | None:
+    try:
+        temporal_cli(env, "workflow", "query", "--workflow-id", session, "--name", "messages")
+    except AssertionError as error:
+        return str(error)
+    return None
