@@ -31,6 +31,7 @@ from durable_agent.cli_args import (
 )
 from durable_agent.client import (
     AgentClient,
+    MessageRefusedError,
     NoWorkerError,
     SessionClosedError,
     SessionNotFoundError,
@@ -466,6 +467,7 @@ ACTIONABLE = (
     SessionClosedError,
     UnknownApprovalError,
     DecisionRefusedError,
+    MessageRefusedError,
     SpecError,
     NoWorkerError,
 )

@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.approval_client import (  # noqa: F401  (re-exported)
@@ -34,6 +40,7 @@ from durable_agent.contracts import (
     FlushSignal,
     MoveToAgentSignal,
     PendingApproval,
+    SendResult,
     SessionStatus,
 )
 from durable_agent.messages import AssistantMessage, Message, UserMessage
@@ -41,6 +48,14 @@ from durable_agent.spec import AgentInput, AgentSpec
 
 MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
+
+
+class MessageRefusedError(ValueError):
+    """The session refused a message (empty, too long, the session ending)."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} refused the message: {reason}")
+        self.reason = reason
 
 
 class SessionNotFoundError(LookupError):
@@ -177,10 +192,20 @@ class AgentClient(ApprovalDoors):
         return session_id
 
     async def send(self, session_id: str, message: str | UserMessage) -> int:
-        """Send a user message; returns the message count before it, for ``wait(after=)``."""
-        before = (await self.status(session_id)).message_count
-        await self._signal(session_id, "send_message", message)
-        return before
+        """Send a user message (the ``send_message`` update: it is queued for the next turn
+        boundary, or refused at once with ``MessageRefusedError``); returns the message
+        count before it, for ``wait(after=)``."""
+        try:
+            sent: SendResult = await self._handle(session_id).execute_update(
+                "send_message", message, result_type=SendResult
+            )
+        except WorkflowUpdateFailedError as failed:
+            cause = failed.cause
+            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise MessageRefusedError(session_id, text) from None
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        return sent.before
 
     async def end(
         self, session_id: str, *, by: str | None = None, reason: str | None = None

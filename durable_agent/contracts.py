@@ -305,6 +305,15 @@ class Grant(_Contract):
     """The decision that made it."""
 
 
+class SendResult(_Contract):
+    """The ``send_message`` update's answer: the message is queued for the next turn."""
+
+    before: int
+    """Messages in the array before it (``wait(after=before)`` follows its answer)."""
+    queued: int
+    """Messages waiting for the turn boundary, this one included."""
+
+
 class ApprovalPolicyView(_Contract):
     """The ``approval_policy`` query: how the session's gate decides."""
 

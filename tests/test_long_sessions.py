@@ -48,6 +48,10 @@ async def test_history_of_a_ten_thousand_message_session(
             count = await wait_for(all_answered, timeout=120)
             messages = await agents.messages(session)
             page = await agents.messages(session, 9_990, limit=5)
+            by_cli = await asyncio.to_thread(
+                temporal_cli, temporal_env, "workflow", "query", "--workflow-id", session,
+                "--name", "messages", "--input", "9990", "--input", "5", "--output", "json",
+            )  # fmt: skip
             shown = await acli("history", session, "--jsonl", address=address_of(temporal_env))
             unpaged = await asyncio.to_thread(_query_unpaged, temporal_env, session)
             await agents.end(session)
@@ -57,6 +61,8 @@ async def test_history_of_a_ten_thousand_message_session(
     sent = [m.content for m in messages if isinstance(m, UserMessage) and len(m.content) > 1000]
     assert [str(c)[:3] for c in sent] == [f"{k:03d}" for k in range(BIG)]
     assert [m.content for m in page] == [m.content for m in messages[9_990:9_995]]
+    [answer] = json.loads(by_cli)["queryResult"]
+    assert [m["content"] for m in answer] == [m.content for m in page]
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert len(lines) == count and json.loads(lines[-1])["role"] == "assistant"

@@ -8,9 +8,11 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Message, dump_messages
+from durable_agent.client import MessageRefusedError
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.agent_harness import (
@@ -138,17 +140,29 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider, max_message_chars=10), "hello")
             await agents.wait(sid, timeout=20)
-            await agents.send(sid, "")
-            await agents.send(sid, "x" * 11)
+            refused = []
+            for text in ("", "x" * 11):  # the update door: refused to the caller at once
+                with pytest.raises(MessageRefusedError) as caught:
+                    await agents.send(sid, text)
+                refused.append(caught.value.reason)
+            await client.get_workflow_handle(sid).signal("send_message", "y" * 12)  # a signal
+            with pytest.raises(AssertionError) as by_cli:  # the update from the temporal CLI
+                await asyncio.to_thread(
+                    temporal_cli, temporal_env, "workflow", "update", "execute",
+                    "--workflow-id", sid, "--name", "send_message", "--input", '""',
+                )  # fmt: skip
             cursor = await agents.send(sid, "ten chars!")
             reply = await agents.wait(sid, after=cursor, timeout=20)
             status = await agents.status(sid)
             await agents.end(sid)
     assert reply.reply and reply.reply.content == "ok"
-    assert status.rejected_signals == [
+    assert "send_message: empty message" in str(by_cli.value)
+    assert refused == [
         "send_message: empty message",
         "send_message: 11 characters is over the limit of 10",
     ]
+    # a signal cannot answer: what it changed nothing with is listed in status
+    assert status.rejected_signals == ["send_message: 12 characters is over the limit of 10"]
 
 
 async def test_idle_timeout_ends_a_quiet_session(

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         FlushSignal,
         MoveToAgentSignal,
         PendingApproval,
+        SendResult,
         SessionStatus,
     )
     from durable_agent.messages import Message, UserMessage
@@ -42,6 +43,24 @@ class SessionHandlers(ApprovalHandlers):
     _session: Session
 
     # --- signals: record only ------------------------------------------------------------
+
+    @workflow.update(name="send_message")
+    def send_message_now(self, message: str | UserMessage) -> SendResult:
+        """``send_message`` as an update: the caller learns at once that the message was
+        queued (and the count of messages before it), or why it was refused."""
+        if isinstance(message, str):
+            message = UserMessage(content=message)
+        before = len(self._session.messages)
+        self._session.message_arrived(message, _now_ms())
+        return SendResult(before=before, queued=len(self._session.state.inbox))
+
+    @send_message_now.validator
+    def _message_acceptable(self, message: str | UserMessage) -> None:
+        if isinstance(message, str):
+            message = UserMessage(content=message)
+        problem = self._session.message_problem(message)
+        if problem is not None:
+            raise ValueError(problem)
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:

@@ -273,15 +273,22 @@ class Session(Decisions):
 
     def message_arrived(self, message: UserMessage, now_ms: int) -> str | None:
         """Queue a user message for the next turn boundary; why it was rejected, if it was."""
+        problem = self.message_problem(message)
+        if problem is not None:
+            return self.reject(problem)
+        self.state.inbox.append(message.model_copy(update={"timestamp": now_ms}))
+        return None
+
+    def message_problem(self, message: UserMessage) -> str | None:
+        """Why a message cannot be queued (the update's validator asks too)."""
         size = len(message.content) if isinstance(message.content, str) else None
         limit = self.spec.session.max_message_chars
         if message.content in ("", []):
-            return self.reject("send_message: empty message")
+            return "send_message: empty message"
         if size is not None and size > limit:
-            return self.reject(f"send_message: {size} characters is over the limit of {limit}")
+            return f"send_message: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
-            return self.reject("send_message: the session is ending")
-        self.state.inbox.append(message.model_copy(update={"timestamp": now_ms}))
+            return "send_message: the session is ending"
         return None
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:
