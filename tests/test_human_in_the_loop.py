@@ -298,3 +298,50 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
     assert paid.approval is not None and paid.approval.escalated and paid.approval.by == "oncall"
     assert refunded.content == "done by hand"
     assert ran == [("transfer", {"to": "ann", "amount": 1})]
+
+
+async def test_rules_decide_on_the_real_server_and_a_tools_own_approvers(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Rules ask a named predicate through the workers once per batch; the first match
+    decides and is recorded; a tool's own approvers replace the session's."""
+    batch: list[Call] = [
+        ("transfer", {"to": "XX-1", "amount": 500}),  # sanctioned: denied by rule
+        ("transfer", {"to": "bob", "amount": 5}),  # small: allowed by rule
+        ("transfer", {"to": "acct-9", "amount": 500}),  # known payee (named predicate)
+        ("lookup", {"customer": "ada"}),  # asked by a rule; only ops may decide it
+    ]
+    rules = [
+        {"name": "sanctioned", "tools": "transfer", "action": "deny", "reason": "sanctioned",
+         "when": [{"path": "$.to", "op": "matches", "value": "^XX"}]},
+        {"name": "small", "tools": "transfer", "action": "allow",
+         "when": [{"path": "$.amount", "op": "<=", "value": 10}]},
+        {"name": "known", "tools": "transfer", "predicate": "known_payee", "action": "allow"},
+        {"name": "lookups", "tools": "lookup", "action": "ask"},
+    ]  # fmt: skip
+    ran: list[Any] = []
+    with scripted(batch) as provider:
+        tools = ["transfer", "refund", {"name": "lookup", "approvers": ["ops"]}]
+        approvals = {"rules": rules, "approvers": ["alice"], "accept_unsigned": True}
+        spec = spec_for(provider, tools, approvals=approvals)
+        async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay")
+            [lookup] = await pending_count(agents, session, 1)
+            with pytest.raises(DecisionRefusedError) as alice:
+                await agents.approve(session, lookup.approval_id, by="alice")
+            await agents.approve(session, lookup.approval_id, by="ops")
+            await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+            shown = await acli("history", session, address=address_of(temporal_env))
+    assert (lookup.rule, lookup.approvers) == ("lookups", ["ops"])
+    assert "alice may not decide (approvers: ops)" in alice.value.reason
+    records = [r.approval for r in results(messages)]
+    assert [(r.decision, r.rule) for r in records if r] == [
+        ("denied", "sanctioned"),
+        ("approved", "small"),
+        ("approved", "known"),
+        ("approved", "lookups"),
+    ]
+    assert [name for name, _ in ran] == ["transfer", "transfer", "lookup"]
+    assert "(allowed by rule known)" in shown.stdout, shown.stdout
