@@ -1,8 +1,12 @@
-"""The client's approval doors: decisions and revocations through the session's
-updates, so a caller learns at once whether each was accepted and, if not, why.
+"""The client's approval doors. A decision is first checked against the session as it
+is now (the ``decision_problem`` query: what the ``decide`` update's validator says),
+so a caller learns at once why one cannot apply; then it is sent as a signal, which is
+never lost, even while the session continues as new. A signed decision's token is
+checked by the workers after that: one they refuse changes nothing and is listed in
+``status.rejected_signals``, and an approval's record says ``verified`` when it counted.
 
-With an ``ApproverKey`` a decision is signed (the workers check it); without one its
-``by`` is a name as typed, which a session with an allow-list may refuse.
+With an ``ApproverKey`` a decision is signed; without one its ``by`` is a name as typed,
+which a session with an allow-list may refuse.
 """
 
 from __future__ import annotations
@@ -10,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from durable_agent.approval_policy import ArgumentTest, parse_test
@@ -19,6 +22,7 @@ from durable_agent.approver_tokens import ApproverKey
 from durable_agent.contracts import (
     AgentResult,
     ApprovalPolicyView,
+    ApprovalSignal,
     DecisionKind,
     DecisionRequest,
     DecisionResult,
@@ -128,7 +132,11 @@ class ApprovalDoors:
         key = key or self.approver_key
         token = key.sign(session_id, grant_id, "revoke") if key else None
         request = RevokeGrantSignal(grant_id=grant_id, by=key.name if key else by, token=token)
-        return await self._update(session_id, "revoke", request)
+        problem = await self._query(session_id, "revoke_problem", str | None, request)
+        if problem is not None:
+            raise DecisionRefusedError(session_id, problem)
+        await self._signal(session_id, "revoke_grant", request)
+        return DecisionResult(approval_id=grant_id, decision="revoke", by=request.by)
 
     async def approval_policy(self, session_id: str) -> ApprovalPolicyView:
         """The session's rules, approvers and standing grants."""
@@ -157,23 +165,15 @@ class ApprovalDoors:
             token=token,
             **extra,
         )
-        try:
-            return await self._update(session_id, "decide", request)
-        except DecisionRefusedError as refused:
-            if refused.reason.endswith("no pending approval has this id"):
+        problem = await self._query(session_id, "decision_problem", str | None, request)
+        if problem is not None:
+            if problem.endswith("no pending approval has this id"):
                 pending = [p.approval_id for p in await self.pending_approvals(session_id)]
-                raise UnknownApprovalError(session_id, approval_id, pending) from None
-            raise
+                raise UnknownApprovalError(session_id, approval_id, pending)
+            raise DecisionRefusedError(session_id, problem)
+        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
+        await self._signal(session_id, kind, signal)
+        return DecisionResult(approval_id=approval_id, decision=kind, by=request.by)
 
-    async def _update(self, session_id: str, name: str, request: Any) -> DecisionResult:
-        try:
-            result: DecisionResult = await self._handle(session_id).execute_update(
-                name, request, result_type=DecisionResult
-            )
-            return result
-        except WorkflowUpdateFailedError as failed:
-            cause = failed.cause
-            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise DecisionRefusedError(session_id, text) from None
-        except RPCError as error:
-            raise self._translate(session_id, error) from None
+    async def _signal(self, session_id: str, name: str, payload: Any) -> None:
+        raise NotImplementedError

@@ -112,7 +112,11 @@ async def cmd_decide(args: argparse.Namespace, out: TextIO, agents: AgentClient)
         result = await agents.respond(
             session, aid, args.content, is_error=args.error, by=by, reason=args.reason, key=key
         )
-    print(_said(result, session), file=out)
+    said = _said(result, session)
+    if args.command == "approve" and args.always:
+        scope = " and ".join(args.matching) or "every call of its tool"
+        said += f" (always: {'calls passing ' if args.matching else ''}{scope}; see `rules`)"
+    print(said, file=out)
     return 0
 
 

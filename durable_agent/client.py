@@ -14,13 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.approval_client import (  # noqa: F401  (re-exported)
@@ -192,20 +186,14 @@ class AgentClient(ApprovalDoors):
         return session_id
 
     async def send(self, session_id: str, message: str | UserMessage) -> int:
-        """Send a user message (the ``send_message`` update: it is queued for the next turn
-        boundary, or refused at once with ``MessageRefusedError``); returns the message
-        count before it, for ``wait(after=)``."""
-        try:
-            sent: SendResult = await self._handle(session_id).execute_update(
-                "send_message", message, result_type=SendResult
-            )
-        except WorkflowUpdateFailedError as failed:
-            cause = failed.cause
-            text = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise MessageRefusedError(session_id, text) from None
-        except RPCError as error:
-            raise self._translate(session_id, error) from None
-        return sent.before
+        """Send a user message: checked first (``MessageRefusedError`` says why one would be
+        refused), then sent as a signal, queued for the next turn boundary; returns the
+        message count before it, for ``wait(after=)``."""
+        check: SendResult = await self._query(session_id, "message_check", SendResult, message)
+        if check.problem is not None:
+            raise MessageRefusedError(session_id, check.problem)
+        await self._signal(session_id, "send_message", message)
+        return check.before
 
     async def end(
         self, session_id: str, *, by: str | None = None, reason: str | None = None

@@ -311,7 +311,9 @@ class SendResult(_Contract):
     before: int
     """Messages in the array before it (``wait(after=before)`` follows its answer)."""
     queued: int
-    """Messages waiting for the turn boundary, this one included."""
+    """Messages waiting for the turn boundary (this one included, from the update)."""
+    problem: str | None = None
+    """Why the message would be refused (the ``message_check`` query)."""
 
 
 class ApprovalPolicyView(_Contract):

@@ -139,7 +139,8 @@ async def test_send_approve_deny_and_end_steer_a_live_session(
     )
     assert reply.reply and reply.reply.content == "a cleared, b kept"
     assert ended.returncode == 0 and result.stop_reason == "ended"
-    assert closed.returncode == 2 and "has ended" in closed.stderr
+    assert closed.returncode == 2, closed.stderr
+    assert "has ended" in closed.stderr or "the session is ending" in closed.stderr
 
 
 async def test_chat_talks_to_one_session_until_an_empty_line(

@@ -80,11 +80,20 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
                 ),
                 task_queue=task_queue,
             )
-            race = await asyncio.gather(
+            race = await asyncio.gather(  # both may pass the check; one decision counts
                 agents.approve(session, ids[4], by="ann"),
                 other.deny(session, ids[4], by="bob", reason="no"),
                 return_exceptions=True,
             )
+
+            async def decided() -> bool:
+                pending = await agents.pending_approvals(session)
+                return ids[4] not in [p.approval_id for p in pending]
+
+            await wait_for(decided)
+            with pytest.raises(DecisionRefusedError) as again:  # decided: refused at once
+                await agents.approve(session, ids[4], by="cy")
+            raced = (await agents.status(session)).rejected_signals
             first = await agents.approve(session, ids[0], by="ops")
             await agents.deny(session, ids[1], by="ops", reason="bob is not a customer")
             edited = await agents.approve(
@@ -100,10 +109,10 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
     ]
     assert pending[3].described_arguments == "Refund invoice 7 to the customer's card"
     assert "the edited arguments do not fit transfer: amount: 'lots'" in str(refused_edit.value)
-    accepted = [r for r in race if not isinstance(r, BaseException)]
-    refused = [r for r in race if isinstance(r, DecisionRefusedError)]
-    assert len(accepted) == 1 and len(refused) == 1, race
-    assert "already" in refused[0].reason
+    assert all(not isinstance(r, BaseException) for r in race), race
+    # one of the two counted; the other was rejected, visibly, and changed nothing
+    assert len(raced) == 1 and f"{ids[4]!r}: already" in raced[0], raced
+    assert "already" in again.value.reason
     assert first.by == "ops" and not first.verified and edited.decision == "approve"
     ann, bob, cy, refund, dan = results(messages)
     assert ann.content == "sent 1 to ann"
@@ -112,7 +121,8 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
     assert cy.approval.original_arguments == '{"to": "cy", "amount": 900}'
     assert refund.content == "refund done by hand" and refund.approval is not None
     assert refund.approval.decision == "responded"
-    assert dan.approval is not None and dan.approval.by == accepted[0].by
+    assert dan.approval is not None and dan.approval.by in ("ann", "bob")
+    assert raced[0].startswith("denied") == (dan.approval.by == "ann")  # the later one lost
     assert [name for name, _ in ran].count("refund") == 0  # a person answered instead
     assert ("transfer", {"to": "cy", "amount": 90}) in ran
     # the model read the denial's reason and the person's answer
@@ -143,7 +153,7 @@ async def test_always_grants_cross_continue_as_new_and_revoke_by_the_cli(
                 "approve", session, first.approval_id, "--always", "--matching", "$.amount <= 100",
                 "--by", "ops", **env,
             )  # fmt: skip
-            await agents.wait(session, timeout=60)
+            await agents.wait(session, answered=[first.approval_id], timeout=60)
             after = await agents.send(session, "and 60")
             await agents.wait(session, after=after, timeout=60)
             listed = await acli("rules", session, **env)
@@ -152,22 +162,27 @@ async def test_always_grants_cross_continue_as_new_and_revoke_by_the_cli(
             edit = await acli(
                 "approve", session, big.approval_id, "--edit", '{"to": "ann", "amount": 70}', **env
             )
-            await agents.wait(session, after=after, timeout=60)
+            await agents.wait(session, after=after, answered=[big.approval_id], timeout=60)
             bad_test = await acli("approve", session, "x", "--always", "--matching", "oops", **env)
             revoked = await acli("revoke", session, "grant-1", **env)
+
+            async def revoked_now() -> bool:
+                return not (await agents.status(session)).grants
+
+            await wait_for(revoked_now)
             again = await acli("revoke", session, "grant-1", **env)
             after = await agents.send(session, "and 80")
             [asked] = await pending_count(agents, session, 1)
             status = await agents.status(session)
             await agents.deny(session, asked.approval_id, by="ops", reason="enough for today")
-            await agents.wait(session, after=after, timeout=60)
+            await agents.wait(session, after=after, answered=[asked.approval_id], timeout=60)
             messages = await agents.messages(session)
             await agents.end(session)
             await record_history(client.get_workflow_handle(session), "approval_grants")
     assert granted.returncode == 0, granted.stderr
     assert (
         f"approved {first.approval_id}" in granted.stdout
-        and "standing grant grant-1" in granted.stdout
+        and "always: calls passing $.amount <= 100" in granted.stdout
     )
     assert "grant-1: transfer ($.amount <= 100) by ops" in listed.stdout, listed.stdout
     assert edit.returncode == 0, edit.stderr
@@ -199,15 +214,18 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay")
             transfer, refund = await pending_count(agents, session, 2)
-            refusals = []
-            for attempt in (
-                agents.approve(session, transfer.approval_id, by="alice"),  # a typed name
-                agents.approve(session, transfer.approval_id, key=mallory),
-                agents.deny(session, transfer.approval_id, key=ApproverKey.generate("alice")),
-            ):
-                with pytest.raises(DecisionRefusedError) as refused:
-                    await attempt
-                refusals.append(refused.value.reason)
+            with pytest.raises(DecisionRefusedError) as typed:  # a typed name: refused at once
+                await agents.approve(session, transfer.approval_id, by="alice")
+            # signed ones are sent, and the workers refuse them when they check the tokens
+            await agents.approve(session, transfer.approval_id, key=mallory)
+            await agents.deny(session, transfer.approval_id, key=ApproverKey.generate("alice"))
+
+            async def checked() -> Any:
+                status = await agents.status(session)
+                return status.rejected_signals if len(status.rejected_signals) >= 2 else None
+
+            refusals = [typed.value.reason, *await wait_for(checked, timeout=30)]
+            still = await agents.pending_approvals(session)
             decide = {
                 "decision": "approve",
                 "approval_id": transfer.approval_id,
@@ -233,6 +251,7 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
                 "--output", "json",
             )  # fmt: skip
             await record_history(client.get_workflow_handle(session), "approval_signed")
+    assert [p.approval_id for p in still] == [transfer.approval_id, refund.approval_id]
     assert "a signed token is required" in refusals[0]
     assert "mallory may not decide (approvers: alice)" in refusals[1]
     assert "the token was refused (Signature verification failed)" in refusals[2]

@@ -102,6 +102,17 @@ class ApprovalHandlers:
         return outcome
 
     @workflow.query
+    def decision_problem(self, request: DecisionRequest) -> str | None:
+        """Why a decision would change nothing now (``None``: it would be taken): what
+        the ``decide`` update's validator says, for clients that decide by signal."""
+        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
+        return self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+
+    @workflow.query
+    def revoke_problem(self, request: RevokeGrantSignal) -> str | None:
+        return self._session.revoke_problem(request)
+
+    @workflow.query
     def approval_policy(self) -> ApprovalPolicyView:
         """The spec's rules and approvers, each tool's approvers, and standing grants."""
         session = self._session

@@ -3,6 +3,8 @@ or by reference to the workers' store when it does not fit one payload."""
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -15,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
 async def hand_over(session: Session, sync: TranscriptSync) -> None:
     """Continue as new (returns only when the state cannot be carried yet). Only between
     activities, handlers done."""
-    await workflow.wait_condition(workflow.all_handlers_finished)
+    await _settled()
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
     bare = state.model_copy(update={"messages": []})
@@ -26,7 +28,7 @@ async def hand_over(session: Session, sync: TranscriptSync) -> None:
         # and let the next run read it back from there
         sync.lost()
         await sync.store_pieces(until_inline_bytes=0)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await _settled()
         ref = TranscriptRef(count=len(messages), hash=messages.head)
         state = session.for_next_run().model_copy(
             update={"messages": [], "transcript": ref, "stored_count": sync.stored}
@@ -38,3 +40,12 @@ async def hand_over(session: Session, sync: TranscriptSync) -> None:
         session.continue_as_new_deferred()
         return
     workflow.continue_as_new(carried)
+
+
+async def _settled() -> None:
+    """Every signal delivered so far is in the state about to be carried: handlers of
+    signals that came with this workflow task run first (one turn of the loop), then
+    every handler has finished. Without the turn, a decision that arrived with the task
+    that continues as new could be recorded after the state was taken, and lost."""
+    await asyncio.sleep(0)
+    await workflow.wait_condition(workflow.all_handlers_finished)

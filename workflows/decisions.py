@@ -204,7 +204,10 @@ class Decisions:
     def tokens_checked(self, verdicts: list[TokenVerdict], now: datetime) -> None:
         """The workers' word on each signed decision: who signed it, or why it counts for
         nothing. The signer must be one who may decide, as for unsigned ones."""
-        waiting, self.state.unverified = self.state.unverified, []
+        # those checked (more may have arrived while the workers checked them)
+        checked = len(verdicts)
+        waiting = self.state.unverified[:checked]
+        self.state.unverified = self.state.unverified[checked:]
         for item, verdict in zip(waiting, verdicts, strict=True):
             if item.revoke is not None:
                 revoke = item.revoke.model_copy(update={"by": verdict.approver, "token": None})

@@ -62,6 +62,19 @@ class SessionHandlers(ApprovalHandlers):
         if problem is not None:
             raise ValueError(problem)
 
+    @workflow.query
+    def message_check(self, message: str | UserMessage) -> SendResult:
+        """What ``send_message`` would do with a message now: the count of messages before
+        it and those queued, or why it would be refused (``problem``)."""
+        if isinstance(message, str):
+            message = UserMessage(content=message)
+        session = self._session
+        return SendResult(
+            before=len(session.messages),
+            queued=len(session.state.inbox),
+            problem=session.message_problem(message),
+        )
+
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")

@@ -354,6 +354,8 @@ class Session(Decisions):
         queued messages are too big to carry (they join the array at the boundary)."""
         if not (self.progressed and suggested):
             return False
+        if self._batch is not None and self._batch.decided:
+            return False  # its decisions live in the batch now: it runs first
         queued = sum(len(text_of(m.content)) for m in self.state.inbox)
         return queued <= INBOX_CARRY_CHARS
 
