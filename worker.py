@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import structlog
@@ -114,6 +115,9 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
         port=port,
         ui=True,
         ui_port=ui_port,
+        # a server reopening a large SQLite file on a busy machine takes more than the
+        # 5 s the SDK allows by default
+        dev_server_startup_timeout=timedelta(seconds=60),
     )
 
 

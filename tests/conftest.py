@@ -13,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 from temporalio.client import Client
@@ -82,6 +83,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=pydantic_data_converter,
         dev_server_existing_path=temporal_binary(),
         dev_server_log_level="error",
+        dev_server_startup_timeout=timedelta(seconds=60),  # a busy 2-core machine
     )
     try:
         yield env

@@ -280,8 +280,8 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
             "escalation": {"extend_seconds": 60, "notify": ["oncall"], "notifier": "page_oncall"},
         }
         tools = [
-            {"name": "transfer", "approval_timeout_seconds": 3},
-            {"name": "refund", "approval_timeout_seconds": 3},
+            {"name": "transfer", "approval_timeout_seconds": 8},
+            {"name": "refund", "approval_timeout_seconds": 8},
         ]
         spec = spec_for(provider, tools, approvals=approvals)
         env = {"address": address_of(temporal_env)}
@@ -290,7 +290,8 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay")
             transfer, refund = await pending_count(agents, session, 2)
-            early = await acli("approve", session, transfer.approval_id, "--by", "oncall", **env)
+            with pytest.raises(DecisionRefusedError) as early:  # before the deadline
+                await agents.approve(session, transfer.approval_id, by="oncall")
 
             async def escalated() -> Any:
                 pending = await agents.pending_approvals(session)
@@ -304,7 +305,7 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
             )
             await asyncio.wait_for(agents.result(session), 60)
             messages = await agents.messages(session)
-    assert early.returncode == 2 and "oncall may not decide (approvers: alice)" in early.stderr
+    assert "oncall may not decide (approvers: alice)" in early.value.reason
     assert [p.approvers for p in later] == [["alice", "oncall"]] * 2
     assert "escalated to oncall" in shown.stdout, shown.stdout
     assert approved.returncode == 0 and answered.returncode == 0, answered.stderr
