@@ -16,8 +16,10 @@ from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.contracts import ApprovalSignal, PendingApproval, RevokeGrantSignal
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.testing import assistant_calls
 from tests.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.session_driver import Approver, SessionDriver
+from workflows.commands import AwaitApprovals, CallModel, RunTools
 from workflows.session import Session
 from workflows.state import SessionState
 
@@ -352,3 +354,23 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
     unsigned = signed.model_copy(update={"token": None})
     assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
     assert [f[0] for f in state.forwards] == ["s-1--researcher-t1c0"]
+
+
+def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
+    """A continue-as-new that becomes due while approvals wait (the history grew) must not
+    come between the decisions and the calls: the decisions live in the batch then."""
+    driver, _ = drive(payments_spec(), [], lambda p: "approved")
+    session = driver.session = Session(driver.spec, SessionState())
+    driver._resolve_tools()
+    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now_ms)
+    now = driver.now
+    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
+    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1})))
+    assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
+    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
+    assert session.decision_arrived(signal, "approved", now) is None
+    session.approvals_waited(now)
+    command = session.next_command(suggested=True, now=now)  # the history is long now
+    assert isinstance(command, RunTools), command
+    assert command.groups[0][0].approval is not None
+    assert command.groups[0][0].approval.by == "ops"

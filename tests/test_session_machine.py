@@ -105,6 +105,8 @@ class SessionMachine(RuleBasedStateMachine):
         assert self.session.tools_resolved(ResolveToolsResult(tools=resolved_tools())) is None
         self.session.start(AgentInput(spec=SPEC, message="hello"), self._ms())
         self.accepted: list[str] = ["hello"]
+        self.decided: set[str] = set()
+        """Approval ids a decision was taken for (never to be asked again)."""
         self.rejected = 0
         self.executed: set[tuple[int, int]] = set()
         self.finished = False
@@ -142,6 +144,8 @@ class SessionMachine(RuleBasedStateMachine):
         if decision == "always":  # and grants the tool's later calls
             signal, decision = signal.model_copy(update={"always": "tool"}), "approved"
         rejection = self.session.decision_arrived(signal, decision, self.now)
+        if rejection is None and any(p.approval_id == aid for p in pending):
+            self.decided.add(aid)
         if any(p.approval_id == aid for p in pending):
             assert rejection is None
         else:
@@ -283,6 +287,13 @@ class SessionMachine(RuleBasedStateMachine):
                 assert message.content.startswith("answered turn"), message.content
         state = self.session.state
         assert set(state.accepted) <= {p.approval_id for p in state.pending}, "an answer leaked"
+
+    @invariant()
+    def a_decision_is_never_asked_again(self) -> None:
+        state = self.session.state
+        for pending in state.pending:
+            aid = pending.approval_id
+            assert aid not in self.decided or aid in state.decisions, f"{aid} asked again"
 
     @invariant()
     def the_state_is_json(self) -> None:
