@@ -14,6 +14,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
 
 
+#: What Temporal accepts in one payload (a bigger continue-as-new input fails the task).
+PAYLOAD_LIMIT_BYTES = 2_000_000
+
+
 async def hand_over(session: Session, sync: TranscriptSync) -> None:
     """Continue as new (returns only when the state cannot be carried yet). Only between
     activities, handlers done."""
@@ -34,9 +38,9 @@ async def hand_over(session: Session, sync: TranscriptSync) -> None:
             update={"messages": [], "transcript": ref, "stored_count": sync.stored}
         )
     carried = ContinuedInput(spec=spec, carried=state)
-    if len(carried.model_dump_json()) > spec.session.payload_budget_bytes:
+    if len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
-        workflow.logger.info("continue-as-new deferred: the carried state is over budget")
+        workflow.logger.warning("continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()
         return
     workflow.continue_as_new(carried)
