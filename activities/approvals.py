@@ -64,6 +64,21 @@ def describe_calls(registry: ToolRegistry, request: DescribeCallsInput) -> list[
     return described
 
 
+def check_tokens(
+    keys: ApproverKeys, session_id: str, checks: list[TokenCheck]
+) -> list[TokenVerdict]:
+    """Who signed each of ``session_id``'s decisions, or why it counts for nothing."""
+    verdicts = []
+    for check in checks:
+        try:
+            who = keys.verify(check.token, session_id, check.subject, check.action)
+            verdicts.append(TokenVerdict(approver=who))
+        except ValueError as error:
+            log.warning("token refused", subject=check.subject, error=str(error))
+            verdicts.append(TokenVerdict(error=str(error)))
+    return verdicts
+
+
 class ApprovalActivities:
     def __init__(
         self, registry: ToolRegistry | None = None, keys: ApproverKeys | None = None
@@ -86,16 +101,7 @@ class ApprovalActivities:
     async def verify_approver_tokens(self, checks: list[TokenCheck]) -> list[TokenVerdict]:
         """Who signed each decision (with the keys this worker holds), or why it counts
         for nothing. The session the token must be for is the workflow asking."""
-        session_id = activity.info().workflow_id or ""
-        verdicts = []
-        for check in checks:
-            try:
-                who = self._keys.verify(check.token, session_id, check.subject, check.action)
-                verdicts.append(TokenVerdict(approver=who))
-            except ValueError as error:
-                log.warning("token refused", subject=check.subject, error=str(error))
-                verdicts.append(TokenVerdict(error=str(error)))
-        return verdicts
+        return check_tokens(self._keys, activity.info().workflow_id or "", checks)
 
     @activity.defn(name="notify_escalation")
     @heartbeats

@@ -22,7 +22,6 @@ from durable_agent.approver_tokens import ApproverKey
 from durable_agent.contracts import (
     AgentResult,
     ApprovalPolicyView,
-    ApprovalSignal,
     DecisionKind,
     DecisionRequest,
     DecisionResult,
@@ -129,9 +128,8 @@ class ApprovalDoors:
         key: ApproverKey | None = None,
     ) -> DecisionResult:
         """Take back an "always" approval: later calls are asked about again."""
-        key = key or self.approver_key
-        token = key.sign(session_id, grant_id, "revoke") if key else None
-        request = RevokeGrantSignal(grant_id=grant_id, by=key.name if key else by, token=token)
+        by, token = self._signature(session_id, grant_id, "revoke", by, key)
+        request = RevokeGrantSignal(grant_id=grant_id, by=by, token=token)
         problem = await self._query(session_id, "revoke_problem", str | None, request)
         if problem is not None:
             raise DecisionRefusedError(session_id, problem)
@@ -155,15 +153,9 @@ class ApprovalDoors:
         key: ApproverKey | None,
         extra: dict[str, Any],
     ) -> DecisionResult:
-        key = key or self.approver_key
-        token = key.sign(session_id, approval_id, kind) if key else None
+        by, token = self._signature(session_id, approval_id, kind, by, key)
         request = DecisionRequest(
-            decision=kind,
-            approval_id=approval_id,
-            by=key.name if key else by,
-            reason=reason,
-            token=token,
-            **extra,
+            decision=kind, approval_id=approval_id, by=by, reason=reason, token=token, **extra
         )
         problem = await self._query(session_id, "decision_problem", str | None, request)
         if problem is not None:
@@ -171,9 +163,18 @@ class ApprovalDoors:
                 pending = [p.approval_id for p in await self.pending_approvals(session_id)]
                 raise UnknownApprovalError(session_id, approval_id, pending)
             raise DecisionRefusedError(session_id, problem)
-        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
-        await self._signal(session_id, kind, signal)
+        await self._signal(session_id, kind, request.as_signal())
         return DecisionResult(approval_id=approval_id, decision=kind, by=request.by)
+
+    def _signature(
+        self, session_id: str, subject: str, action: str, by: str | None, key: ApproverKey | None
+    ) -> tuple[str | None, str | None]:
+        """Who decides, and the token proving it: a key (this call's, else the client's)
+        names its holder and signs; without one ``by`` is as typed, unsigned."""
+        key = key or self.approver_key
+        if key is None:
+            return by, None
+        return key.name, key.sign(session_id, subject, action)
 
     async def _signal(self, session_id: str, name: str, payload: Any) -> None:
         raise NotImplementedError

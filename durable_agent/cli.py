@@ -28,6 +28,7 @@ from durable_agent.cli_args import (
     add_server_arguments,
     add_worker_arguments,
     server_settings,
+    who_am_i,
 )
 from durable_agent.client import (
     AgentClient,
@@ -112,15 +113,11 @@ async def follow(
                 continue
             approved, reason = await approver(pending)
             decide = agents.approve if approved else agents.deny
-            await decide(session_id, pending.approval_id, by=_who(), reason=reason)
+            await decide(session_id, pending.approval_id, by=who_am_i(), reason=reason)
         elif event.kind in ("reply", "ended"):
             line.clear()
             return cursor, event.kind
     return cursor, "ended"
-
-
-def _who() -> str:
-    return os.environ.get("USER") or "cli"
 
 
 def terminal_approver(out: TextIO) -> Approver:
@@ -212,7 +209,7 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("you> ", end="", file=out, flush=True)
         text = (await asyncio.to_thread(sys.stdin.readline)).rstrip("\n")
         if not text.strip():
-            await agents.end(session_id, by=_who(), reason="chat closed")
+            await agents.end(session_id, by=who_am_i(), reason="chat closed")
             return _report_end(await agents.result(session_id), out)
         await agents.send(session_id, text)
         cursor, state = await follow(agents, session_id, cursor, approver=approver, out=out)
@@ -250,21 +247,21 @@ async def cmd_key(args: argparse.Namespace, out: TextIO) -> int:
 
 async def cmd_end(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    await agents.end(args.session_id, by=_who(), reason=args.reason)
+    await agents.end(args.session_id, by=who_am_i(), reason=args.reason)
     print(f"ending {args.session_id}", file=out)
     return EXIT_OK
 
 
 async def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    await agents.cancel_turn(args.session_id, by=_who(), reason=args.reason)
+    await agents.cancel_turn(args.session_id, by=who_am_i(), reason=args.reason)
     print(f"cancelling the current turn of {args.session_id}", file=out)
     return EXIT_OK
 
 
 async def cmd_flush(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    await agents.flush(args.session_id, by=_who(), reason=args.reason)
+    await agents.flush(args.session_id, by=who_am_i(), reason=args.reason)
     print(f"flushing {args.session_id} once its turn is over", file=out)
     return EXIT_OK
 
@@ -277,7 +274,7 @@ async def cmd_move(args: argparse.Namespace, out: TextIO) -> int:
     if args.agent not in status.agents:
         known = ", ".join(status.agents)
         raise CommandError(f"move: no agent {args.agent!r} in this session (agents: {known})")
-    await agents.move_to_agent(args.session_id, args.agent, by=_who(), reason=args.reason)
+    await agents.move_to_agent(args.session_id, args.agent, by=who_am_i(), reason=args.reason)
     print(f"moving {args.session_id} to {args.agent} at its next safe point", file=out)
     return EXIT_OK
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, TextIO
 
 from durable_agent.approval_policy import parse_test
 from durable_agent.approver_tokens import ApproverKey
-from durable_agent.cli_args import CommandError
+from durable_agent.cli_args import CommandError, who_am_i
 from durable_agent.client import AgentClient
 from durable_agent.contracts import DecisionResult
 from durable_agent.render import format_grant
@@ -78,13 +78,11 @@ def _key(args: argparse.Namespace) -> ApproverKey | None:
 def _said(result: DecisionResult, session_id: str) -> str:
     verb = {"approve": "approved", "deny": "denied", "respond": "responded to", "revoke": "revoked"}
     who = f" by {result.by}" if result.by else ""
-    proved = " (signed)" if result.verified else ""
-    grant = f"; standing grant {result.grant_id}" if result.grant_id else ""
-    return f"{verb[result.decision]} {result.approval_id} in {session_id}{who}{proved}{grant}"
+    return f"{verb[result.decision]} {result.approval_id} in {session_id}{who}"
 
 
 async def cmd_decide(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    key, by = _key(args), args.by or os.environ.get("USER") or "cli"
+    key, by = _key(args), args.by or who_am_i()
     session, aid = args.session_id, args.approval_id
     if args.command == "approve":
         try:
@@ -148,7 +146,7 @@ async def cmd_rules(args: argparse.Namespace, out: TextIO, agents: AgentClient) 
 
 
 async def cmd_revoke(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    by = args.by or os.environ.get("USER") or "cli"
+    by = args.by or who_am_i()
     result = await agents.revoke_grant(args.session_id, args.grant_id, by=by, key=_key(args))
     print(_said(result, args.session_id), file=out)
     return 0

@@ -12,6 +12,11 @@ from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 
 
+def who_am_i() -> str:
+    """Who a command acts as when it is not told: the login name."""
+    return os.environ.get("USER") or "cli"
+
+
 class CommandError(Exception):
     """An error a person can act on; printed without a traceback."""
 

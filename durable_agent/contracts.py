@@ -279,6 +279,10 @@ class DecisionRequest(ApprovalSignal):
 
     decision: DecisionKind
 
+    def as_signal(self) -> ApprovalSignal:
+        """The same decision as the signal of its kind carries it."""
+        return ApprovalSignal.model_validate(self.model_dump(exclude={"decision"}))
+
 
 class DecisionResult(_Contract):
     approval_id: str

@@ -427,11 +427,7 @@ def approval_predicate(
     function of the tool's name and the call's arguments that says whether the rule
     applies. Usable bare or with options."""
 
-    def wrap(f: NamedPredicate) -> NamedPredicate:
-        (default_registry if registry is None else registry).add_hook(name or f.__name__, f)
-        return f
-
-    return wrap(fn) if fn is not None else wrap
+    return _registered_hook(fn, name, registry)
 
 
 def escalation_notifier(
@@ -443,8 +439,15 @@ def escalation_notifier(
 ) -> Any:
     """Register a function that tells a second group about calls waiting for them
     (``approvals.escalation.notifier``); it gets an ``EscalationNotice``."""
+    return _registered_hook(fn, name, registry)
 
-    def wrap(f: EscalationNotifier) -> EscalationNotifier:
+
+def _registered_hook(
+    fn: Callable[..., Any] | None, name: str | None, registry: ToolRegistry | None
+) -> Any:
+    """Register ``fn`` (or, used with options, the function decorated) as a hook."""
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         (default_registry if registry is None else registry).add_hook(name or f.__name__, f)
         return f
 

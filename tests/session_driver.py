@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from activities.approvals import answer_predicates, describe_calls
+from activities.approvals import answer_predicates, check_tokens, describe_calls
 from activities.tools import _as_text
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.codecs import build_request
@@ -31,7 +31,6 @@ from durable_agent.contracts import (
     PendingApproval,
     ResolvedTool,
     ResolveToolsResult,
-    TokenVerdict,
 )
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage, UserMessage
@@ -157,15 +156,7 @@ class SessionDriver:
             pairs = [(c.function.name, c.function.arguments) for c in command.calls]
             session.calls_described(describe_calls(self.registry, DescribeCallsInput(calls=pairs)))
         elif isinstance(command, VerifyTokens):
-            verdicts = []
-            for check in command.checks:
-                try:
-                    who = self.keys.verify(
-                        check.token, self.session_id, check.subject, check.action
-                    )
-                    verdicts.append(TokenVerdict(approver=who))
-                except ValueError as error:
-                    verdicts.append(TokenVerdict(error=str(error)))
+            verdicts = check_tokens(self.keys, self.session_id, command.checks)
             session.tokens_checked(verdicts, self.now)
         elif isinstance(command, NotifyEscalation):
             self.notices.append(command.notice)

@@ -69,14 +69,14 @@ class ApprovalHandlers:
         """Approve, deny or respond, answered at once: accepted (with who decided, and
         whether a token proved it) or refused with the reason, changing nothing."""
         key = workflow.current_update_info().id  # type: ignore[union-attr]
-        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
+        signal = request.as_signal()
         recorded = RECORDED_DECISIONS[request.decision]
         self._session.decision_arrived(signal, recorded, workflow.now(), key=key)
         return await self._outcome(key)
 
     @decide.validator
     def _decision_acceptable(self, request: DecisionRequest) -> None:
-        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
+        signal = request.as_signal()
         problem = self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
         if problem is not None:
             raise ValueError(problem)
@@ -105,7 +105,7 @@ class ApprovalHandlers:
     def decision_problem(self, request: DecisionRequest) -> str | None:
         """Why a decision would change nothing now (``None``: it would be taken): what
         the ``decide`` update's validator says, for clients that decide by signal."""
-        signal = ApprovalSignal.model_validate(request.model_dump(exclude={"decision"}))
+        signal = request.as_signal()
         return self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
 
     @workflow.query
@@ -124,6 +124,3 @@ class ApprovalHandlers:
         return ApprovalPolicyView(
             settings=session.spec.approvals, tool_approvers=tools, grants=session.state.grants
         )
-
-
-

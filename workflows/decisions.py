@@ -21,7 +21,7 @@ from durable_agent.contracts import (
     TokenCheck,
     TokenVerdict,
 )
-from durable_agent.messages import ApprovalRecord, RecordedDecision
+from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
 from workflows.approvals import Approvals
 from workflows.gate import DECISION_KINDS, RECORDED_DECISIONS, Gate, arguments_of
@@ -147,15 +147,7 @@ class Decisions:
                 continue
             if not tests_hold(grant.matching, arguments_of(pending.arguments)):
                 continue
-            record = ApprovalRecord(
-                decision="approved",
-                by=grant.by,
-                at=now,
-                scope="matching" if grant.matching else "tool",
-                grant=grant.grant_id,
-                rule=pending.rule,
-                verified=grant.verified or None,
-            )
+            record = self.gate.granted(grant, now, pending.rule)
             self.approvals.decide(pending.approval_id, record)
 
     def _settle(self, key: str | None, outcome: DecisionResult | str) -> None:

@@ -115,6 +115,19 @@ class Gate:
                 return GateOutcome("run", outcome.rule, grant=grant)
         return outcome
 
+    @staticmethod
+    def granted(grant: Grant, at: datetime, rule: str | None) -> ApprovalRecord:
+        """The record of a call a standing grant approved."""
+        return ApprovalRecord(
+            decision="approved",
+            by=grant.by,
+            at=at,
+            scope="matching" if grant.matching else "tool",
+            grant=grant.grant_id,
+            rule=rule,
+            verified=grant.verified or None,
+        )
+
     def grant_for(self, tool: str, arguments: Any) -> Grant | None:
         return next(
             (g for g in self.state.grants if g.tool == tool and tests_hold(g.matching, arguments)),

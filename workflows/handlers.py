@@ -35,6 +35,11 @@ NO_PAYLOAD = RawValue(Payload())
 SignalT = TypeVar("SignalT", CancelTurnSignal, FlushSignal, BudgetSignal)
 
 
+def _user_message(message: str | UserMessage) -> UserMessage:
+    """A sender may send the text alone."""
+    return UserMessage(content=message) if isinstance(message, str) else message
+
+
 def _now_ms() -> int:
     return int(workflow.now().timestamp() * 1000)
 
@@ -48,17 +53,13 @@ class SessionHandlers(ApprovalHandlers):
     def send_message_now(self, message: str | UserMessage) -> SendResult:
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
-        if isinstance(message, str):
-            message = UserMessage(content=message)
         before = len(self._session.messages)
-        self._session.message_arrived(message, _now_ms())
+        self._session.message_arrived(_user_message(message), _now_ms())
         return SendResult(before=before, queued=len(self._session.state.inbox))
 
     @send_message_now.validator
     def _message_acceptable(self, message: str | UserMessage) -> None:
-        if isinstance(message, str):
-            message = UserMessage(content=message)
-        problem = self._session.message_problem(message)
+        problem = self._session.message_problem(_user_message(message))
         if problem is not None:
             raise ValueError(problem)
 
@@ -66,22 +67,18 @@ class SessionHandlers(ApprovalHandlers):
     def message_check(self, message: str | UserMessage) -> SendResult:
         """What ``send_message`` would do with a message now: the count of messages before
         it and those queued, or why it would be refused (``problem``)."""
-        if isinstance(message, str):
-            message = UserMessage(content=message)
         session = self._session
         return SendResult(
             before=len(session.messages),
             queued=len(session.state.inbox),
-            problem=session.message_problem(message),
+            problem=session.message_problem(_user_message(message)),
         )
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
-        if isinstance(message, str):
-            message = UserMessage(content=message)
         if message is not None:
-            self._rejected(self._session.message_arrived(message, _now_ms()))
+            self._rejected(self._session.message_arrived(_user_message(message), _now_ms()))
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:

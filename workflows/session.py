@@ -787,15 +787,7 @@ class Session(Decisions):
                     batch.rules[k] = outcome.rule
             elif outcome.grant is not None:
                 grant = outcome.grant
-                batch.approvals[k] = ApprovalRecord(
-                    decision="approved",
-                    by=grant.by,
-                    at=grant.at,
-                    scope="matching" if grant.matching else "tool",
-                    grant=grant.grant_id,
-                    rule=outcome.rule,
-                    verified=grant.verified or None,
-                )
+                batch.approvals[k] = self.gate.granted(grant, grant.at, outcome.rule)
             elif outcome.rule is not None:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
         batch.checked = True

@@ -7,13 +7,13 @@ Everything it keeps is in ``SessionState`` (``agent``, ``agent_stack``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from durable_agent.contracts import Handoff, MoveToAgentSignal, ResolvedTool
 from durable_agent.messages import ToolCall, ToolMessage
 from durable_agent.spec import HANDOFF_PREFIX, AgentSpec, ModelSpec, SwarmAgentSpec, SwarmSpec
 from durable_agent.swarm import handoff_tools
+from workflows.gate import arguments_of
 from workflows.state import SessionState
 from workflows.turn_logic import apply_overrides, error_result
 
@@ -80,7 +80,7 @@ class Swarm:
             call = calls[k]
             handoff = tools[call.function.name].handoff
             assert handoff is not None
-            if not _arguments_ok(call.function.arguments):
+            if not isinstance(arguments_of(call.function.arguments), dict):
                 results[k] = error_result(call, "the arguments are not a JSON object")
                 continue
             to = handoff.to or self._previous()
@@ -141,10 +141,3 @@ class Swarm:
         if request.agent == self.active and self.state.move is None:
             return f"move_to_agent: {request.agent} is the active agent already"
         return None
-
-
-def _arguments_ok(arguments: str) -> bool:
-    try:
-        return isinstance(json.loads(arguments or "{}"), dict)
-    except ValueError:
-        return False
