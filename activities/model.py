@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating, heartbeats
+from activities.live_deltas import LiveDeltas
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
@@ -152,20 +153,27 @@ class ModelActivities:
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:
         streamed = 0
+        live = LiveDeltas(call.turn)
 
         def on_text(text: str) -> None:
             nonlocal streamed
             streamed += len(text)
+            live.text(text)
 
         # beats from a timer: through the wait for the first byte, reasoning and
         # tool-argument chunks alike (a thinking model is not a dead worker)
         async with heartbeating(lambda: streamed):
-            return await self._call_model(call, on_text)
+            try:
+                return await self._call_model(call, on_text, live)
+            finally:
+                await live.close()
 
     async def _call_model(
-        self, call: ModelCallInput, on_text: Callable[[str], None]
+        self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
     ) -> AssistantMessage:
         setup = await self._setup(call)
+        if setup.live and setup.stream:
+            await live.open()
         head, conversation = await self._conversation(call)
         bound = _log_for(call)
         messages = list(conversation)
@@ -186,7 +194,7 @@ class ModelActivities:
             reasoning=setup.reasoning,
             stream=setup.stream,
         )
-        message = await self._complete(setup, body, bound, on_text)
+        message = await self._complete(setup, body, bound, on_text, live.reasoning)
         if setup.agent is not None:
             message = message.model_copy(update={"agent_name": setup.agent})
         bound.info(
@@ -230,11 +238,14 @@ class ModelActivities:
         body: dict[str, Any],
         bound: Any,
         on_text: Callable[[str], None],
+        on_reasoning: Callable[[str], None] | None = None,
     ) -> AssistantMessage:
         """One provider call; its failures as the workflow tells them apart."""
         client = self._client or shared_client()
         try:
-            message = await client.complete(setup.endpoint, body, on_text=on_text)
+            message = await client.complete(
+                setup.endpoint, body, on_text=on_text, on_reasoning=on_reasoning
+            )
         except ProviderConfigurationError as error:
             bound.error("model call cannot be made as configured", error=error.message)
             raise ApplicationError(

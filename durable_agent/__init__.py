@@ -20,6 +20,7 @@ from durable_agent.approval_policy import ApprovalRule, ApprovalSettings, Argume
 from durable_agent.context import ContextRules
 from durable_agent.contracts import AgentResult, PendingApproval, SessionStatus
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.events import LiveEvent
 from durable_agent.guardrails import guardrail
 from durable_agent.messages import (
     ApprovalRecord,
@@ -67,13 +68,13 @@ from durable_agent.tools import (
 if TYPE_CHECKING:
     from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
     from durable_agent.approver_tokens import ApproverKey
-    from durable_agent.client import AgentClient, SessionEvent, WaitOutcome
+    from durable_agent.client import AgentClient, SessionChange, WaitOutcome
 
 _CLIENT_NAMES = (
     "AgentClient",
     "ApproverKey",
     "DecisionRefusedError",
-    "SessionEvent",
+    "SessionChange",
     "UnknownApprovalError",
     "WaitOutcome",
 )
@@ -107,6 +108,7 @@ __all__ = [
     "FlushMessage",
     "FunctionCall",
     "ImagePart",
+    "LiveEvent",
     "Message",
     "ModelOptions",
     "ModelPrice",
@@ -115,7 +117,7 @@ __all__ = [
     "ProviderEndpoint",
     "ReasoningWire",
     "ResqueMessage",
-    "SessionEvent",
+    "SessionChange",
     "SessionStatus",
     "SystemMessage",
     "TextPart",

@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -30,6 +30,7 @@ from durable_agent.cli_args import (
     server_settings,
     who_am_i,
 )
+from durable_agent.cli_follow import Approver, follow
 from durable_agent.client import (
     AgentClient,
     MessageRefusedError,
@@ -46,78 +47,16 @@ from durable_agent.log_setup import configure_logging
 from durable_agent.process import Stopped, exit_without_teardown, stoppable
 from durable_agent.render import (
     format_history,
-    format_message,
     format_pending,
     format_status,
     message_json,
-    status_line,
 )
 from durable_agent.spec import AgentSpec
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
-Approver = Callable[[PendingApproval], Awaitable[tuple[bool, str | None]]]
 
 
 # --- arguments shared with worker.py ----------------------------------------------------
-
-
-class StatusLine:
-    """One self-rewriting line on a terminal; silent when output is not a terminal."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._live = stream.isatty()
-        self._shown = False
-
-    def show(self, text: str) -> None:
-        if self._live:
-            self._stream.write(f"\r\x1b[2K{text}")
-            self._stream.flush()
-            self._shown = True
-
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[2K")
-            self._stream.flush()
-            self._shown = False
-
-
-async def follow(
-    agents: AgentClient,
-    session_id: str,
-    cursor: int,
-    *,
-    approver: Approver | None,
-    out: TextIO,
-) -> tuple[int, str]:
-    """Print messages as they land until the session answers (``reply``) or ends
-    (``ended``). Approvals go to ``approver``; without one, they wait for someone else."""
-    line = StatusLine(out)
-    async for event in agents.follow(session_id, after=cursor):
-        if event.kind == "message" and event.message is not None:
-            line.clear()
-            print(format_message(event.message), file=out, flush=True)
-            cursor += 1
-        elif event.kind == "status" and event.status is not None:
-            line.show(status_line(event.status))
-        elif event.kind == "approval" and event.pending is not None:
-            line.clear()
-            pending = event.pending
-            if approver is None:
-                print(
-                    f"awaiting approval {format_pending(pending)}\n"
-                    f"  decide with: durable-agent approve {session_id} {pending.approval_id}",
-                    file=out,
-                    flush=True,
-                )
-                continue
-            approved, reason = await approver(pending)
-            decide = agents.approve if approved else agents.deny
-            await decide(session_id, pending.approval_id, by=who_am_i(), reason=reason)
-        elif event.kind in ("reply", "ended"):
-            line.clear()
-            return cursor, event.kind
-    return cursor, "ended"
 
 
 def terminal_approver(out: TextIO) -> Approver:
@@ -183,7 +122,7 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     session_id = await agents.start(spec, args.prompt, session_id=args.session_id)
     print(f"session {session_id}", file=out, flush=True)
-    await follow(agents, session_id, 0, approver=_approver(args, out), out=out)
+    await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
     return _report_end(await agents.result(session_id), out)
 
 
@@ -199,10 +138,8 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     if args.session_id and await _exists(agents, args.session_id):
         session_id = args.session_id
-        cursor = len(await agents.messages(session_id))
     else:
         session_id = await agents.start(load_spec(args), session_id=args.session_id)
-        cursor = 0
     print(f"session {session_id} (an empty line or Ctrl-D ends it)", file=out, flush=True)
     approver = _approver(args, out)
     while True:
@@ -211,8 +148,11 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         if not text.strip():
             await agents.end(session_id, by=who_am_i(), reason="chat closed")
             return _report_end(await agents.result(session_id), out)
-        await agents.send(session_id, text)
-        cursor, state = await follow(agents, session_id, cursor, approver=approver, out=out)
+        after = await agents.latest_offset(session_id)
+        before = await agents.send(session_id, text)
+        state = await follow(
+            agents, session_id, after=after, before=before, approver=approver, out=out
+        )
         if state == "ended":
             return _report_end(await agents.result(session_id), out)
 

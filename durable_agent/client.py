@@ -14,7 +14,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.approval_client import (  # noqa: F401  (re-exported)
@@ -37,6 +45,8 @@ from durable_agent.contracts import (
     SendResult,
     SessionStatus,
 )
+from durable_agent.events import Ended, LiveEvent
+from durable_agent.live_reader import latest_offset, read_live_events
 from durable_agent.messages import AssistantMessage, Message, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 
@@ -96,8 +106,8 @@ class SessionSummary:
 
 
 @dataclass(frozen=True)
-class SessionEvent:
-    """What ``AgentClient.follow`` saw happen, in order.
+class SessionChange:
+    """What ``AgentClient.watch`` saw change, in order.
 
     ``message``: a message landed in the array (``message``, at ``index``);
     ``status``: the status changed (``status``); ``approval``: a call waits for a
@@ -184,6 +194,35 @@ class AgentClient(ApprovalDoors):
             WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue
         )
         return session_id
+
+    async def converse(
+        self,
+        session_id: str,
+        message: str | UserMessage,
+        spec: AgentSpec | dict[str, Any] | str,
+    ) -> SendResult:
+        """Send a message to the session, starting it with ``spec`` if it does not run:
+        one round trip either way (the ``send_message`` update with start). The answer
+        says the message was queued (``before``: the messages ahead of it), or
+        ``MessageRefusedError`` says why not."""
+        start: WithStartWorkflowOperation[Any, AgentResult] = WithStartWorkflowOperation(
+            WORKFLOW_NAME,
+            AgentInput(spec=parse_spec(spec)),
+            id=session_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        try:
+            result: SendResult = await self.temporal.execute_update_with_start_workflow(
+                "send_message", message, start_workflow_operation=start, result_type=SendResult
+            )
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+            raise MessageRefusedError(session_id, reason) from None
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        return result
 
     async def send(self, session_id: str, message: str | UserMessage) -> int:
         """Send a user message: checked first (``MessageRefusedError`` says why one would be
@@ -286,11 +325,43 @@ class AgentClient(ApprovalDoors):
         return await self._handle(session_id).result()
 
     async def follow(
+        self, session_id: str, *, after: int = -1, poll_seconds: float = 0.05
+    ) -> AsyncIterator[LiveEvent]:
+        """The session's live events after offset ``after`` (-1: from the first the
+        log still holds), as they happen, until ``ended``: turns, model calls and their
+        text and reasoning deltas, tools, approvals, messages, usage, errors, idle.
+        Across continue-as-new too. A reader that resumes passes the offset of the last
+        event it saw; one that fell behind the bounded log gets a ``gap`` first (the
+        ``messages`` query still has every message)."""
+        async for event in read_live_events(
+            self._handle(session_id),
+            self.temporal.data_converter.payload_converter,
+            after=after,
+            poll_seconds=poll_seconds,
+            closed=lambda: self._ended_if_closed(session_id),
+        ):
+            yield event
+
+    async def latest_offset(self, session_id: str) -> int:
+        """The offset of the session's newest event (-1 before any): ``follow(after=``
+        this ``)`` reads only what happens from now on."""
+        try:
+            return await latest_offset(self._handle(session_id), self.query_timeout)
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+
+    async def _ended_if_closed(self, session_id: str) -> Ended | None:
+        if not await self._closed(session_id):
+            return None
+        result = await self.result_if_closed(session_id)
+        return Ended(result=result, error=None if result else "the session closed without a result")
+
+    async def watch(
         self, session_id: str, *, after: int = 0, poll_seconds: float = 0.1
-    ) -> AsyncIterator[SessionEvent]:
-        """The session's events from message index ``after`` on, until it ends. The one
-        way to follow a session (the CLI, the demo and ``wait`` use it). Reads only; today
-        it polls queries, backing off while nothing changes."""
+    ) -> AsyncIterator[SessionChange]:
+        """Changes from message index ``after`` on, until the session ends, read by
+        polling its queries (``wait`` uses it): messages, status, approvals asked, a
+        reply, the end. ``follow`` is the live, finer-grained stream."""
         cursor = replied_at = after
         announced: set[str] = set()
         last: SessionStatus | None = None
@@ -300,23 +371,23 @@ class AgentClient(ApprovalDoors):
             status = None if closed else await self.status(session_id)
             fresh = await self.messages(session_id, cursor)
             for message in fresh:
-                yield SessionEvent("message", message=message, index=cursor)
+                yield SessionChange("message", message=message, index=cursor)
                 cursor += 1
             if closed or status is None:
-                yield SessionEvent("ended", result=await self.result_if_closed(session_id))
+                yield SessionChange("ended", result=await self.result_if_closed(session_id))
                 return
             changed = bool(fresh) or status != last
             if status != last:
                 last = status
-                yield SessionEvent("status", status=status)
+                yield SessionChange("status", status=status)
             for pending in status.pending_approvals:
                 if pending.approval_id not in announced:
                     announced.add(pending.approval_id)
-                    yield SessionEvent("approval", status=status, pending=pending)
+                    yield SessionChange("approval", status=status, pending=pending)
             idle = status.phase == "idle" and status.queued_messages == 0
             if idle and status.message_count == cursor and cursor > replied_at:
                 replied_at = cursor
-                yield SessionEvent("reply", status=status)
+                yield SessionChange("reply", status=status)
             delay = poll_seconds if changed else min(delay * 1.5, 1.0)
             await asyncio.sleep(delay)
 
@@ -335,7 +406,7 @@ class AgentClient(ApprovalDoors):
         messages: list[Message] = []
         try:
             async with asyncio.timeout(timeout):
-                async for event in self.follow(session_id, after=after, poll_seconds=poll_seconds):
+                async for event in self.watch(session_id, after=after, poll_seconds=poll_seconds):
                     if event.kind == "message" and event.message is not None:
                         messages.append(event.message)
                     elif event.kind == "approval" and event.status is not None:
@@ -355,7 +426,7 @@ class AgentClient(ApprovalDoors):
             raise TimeoutError(
                 f"session {session_id!r} did not answer within {timeout} s"
             ) from None
-        raise AssertionError("follow ends with an 'ended' event")
+        raise AssertionError("watch ends with an 'ended' event")
 
     async def result_if_closed(self, session_id: str) -> AgentResult | None:
         try:

@@ -157,6 +157,8 @@ class ModelSetup(_Contract):
     """The swarm agent the call is for: the conversation is shown as it sees it."""
     instructions: str | None = None
     """That agent's system prompt."""
+    live: bool = False
+    """Publish the text and reasoning deltas to the session's event log as they stream."""
 
 
 class ModelCallInput(_Contract):

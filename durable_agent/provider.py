@@ -206,6 +206,7 @@ class ProviderClient:
         body: dict[str, Any],
         *,
         on_text: Callable[[str], None] | None = None,
+        on_reasoning: Callable[[str], None] | None = None,
     ) -> AssistantMessage:
         """One model turn: streams when ``body["stream"]`` is true, else a single response.
 
@@ -220,6 +221,9 @@ class ProviderClient:
                 text = accumulator.add(event)
                 if text and on_text is not None:
                     on_text(text)
+                reasoning = accumulator.take_reasoning()
+                if reasoning and on_reasoning is not None:
+                    on_reasoning(reasoning)
         except ProviderError as error:
             if error.status_code is not None or not error.retryable:
                 raise  # a status or a configuration error, not a broken stream

@@ -194,6 +194,11 @@ class SessionRules(_Spec):
     """Largest activity input or continue-as-new payload the workflow will schedule
     (Temporal refuses payloads over 2 MB). Bigger transcripts go to the workers' store
     in pieces first and travel by reference."""
+    live_deltas: bool = True
+    """Publish the model's text and reasoning to the session's event log as they stream
+    (each batch, about one per 50 ms, is a signal kept in history). Off: readers see a
+    reply when it is whole; every other event is published either way, at no history
+    cost."""
 
 
 class SubAgentSpec(_Spec):

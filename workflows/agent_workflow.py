@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.continuation import hand_over
     from workflows.handlers import SessionHandlers
     from workflows.inputs import InvalidInput, decode_start
+    from workflows.live_feed import LiveFeed
     from workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
     from workflows.session import Session
     from workflows.state import ContinuedInput, SessionState
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
 #: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"
 MODEL_RESCUE_PATCH = "model-rescue"
+TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
@@ -71,6 +74,7 @@ class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         self._invalid_input: str | None = None
+        self._untitled = False
         try:
             request: AgentInput | ContinuedInput = decode_start(raw)
         except InvalidInput as error:  # run() fails the session with this text
@@ -79,6 +83,8 @@ class AgentWorkflow(SessionHandlers):
         self._request = request
         state = request.carried if isinstance(request, ContinuedInput) else SessionState()
         self._session = session = Session(request.spec, state)
+        carried_events = request.events if isinstance(request, ContinuedInput) else None
+        self._feed = LiveFeed(WorkflowStream(carried_events), session)
         rules = request.spec.session
         self._sync = TranscriptSync(
             session.messages,
@@ -91,6 +97,13 @@ class AgentWorkflow(SessionHandlers):
 
     @workflow.run
     async def run(self, raw: RawValue) -> AgentResult:
+        try:
+            return await self._run()
+        except ApplicationError as error:
+            self._feed.ended(None, error.message)
+            raise
+
+    async def _run(self) -> AgentResult:
         if self._invalid_input is not None:
             raise ApplicationError(
                 f"invalid session input: {self._invalid_input}",
@@ -106,13 +119,23 @@ class AgentWorkflow(SessionHandlers):
             # Added after sessions were recorded: a command that older histories lack,
             # so it is patched in (see "Changing workflow code" in the README).
             if workflow.patched(SESSION_TITLE_PATCH):
-                workflow.upsert_memo({"title": session_title(session.messages)})
-        elif request.carried.transcript is not None:
-            await self._sync.load(request.carried.transcript)
+                title = session_title(session.messages)
+                # Added later still: a session started without a message (update-with-start
+                # brings it) is titled by its first message when that arrives.
+                if title or not workflow.patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
+                    workflow.upsert_memo({"title": title})
+                else:
+                    self._untitled = True
+        else:
+            if request.carried.transcript is not None:
+                await self._sync.load(request.carried.transcript)
+            self._feed.resume()
         try:
-            return await self._carry_out_commands()
+            result = await self._carry_out_commands()
         except PayloadTooLarge as error:
-            return session.fail(str(error))
+            result = session.fail(str(error))
+        self._feed.ended(result)
+        return result
 
     async def _resolve_tools(self) -> None:
         spec, swarm = self._session.spec, self._session.swarm
@@ -135,27 +158,33 @@ class AgentWorkflow(SessionHandlers):
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
 
     async def _carry_out_commands(self) -> AgentResult:
-        session = self._session
+        session, feed = self._session, self._feed
         while True:
             command = session.next_command(suggested=self._history_long(), now=workflow.now())
+            feed.observe()
+            if self._untitled and (title := session_title(session.messages)):
+                self._untitled = False
+                workflow.upsert_memo({"title": title})
             if isinstance(command, Finish):
                 return command.result
             if isinstance(command, ContinueAsNew):
-                await hand_over(session, self._sync)
+                await hand_over(session, self._sync, feed)
             elif isinstance(command, CallModel):
+                feed.model_call(command.turn)
                 outcome, sent = await self._model.call(command.turn), len(session.messages)
                 if isinstance(outcome, AssistantMessage):
                     session.model_replied(outcome)
                     self._model.replied(sent, outcome)
+                    feed.model_replied(command.turn, outcome)
                 else:
-                    self._model_failed(outcome)
+                    self._model_failed(command.turn, outcome)
             elif isinstance(command, Summarise):
                 outcome = await self._model.summarise(command.turn, command.until)
                 if isinstance(outcome, AssistantMessage):
                     self._model.replied(len(session.messages))  # what it was made of
                     session.summarised(outcome, _now_ms())
                 else:
-                    self._model_failed(outcome)
+                    self._model_failed(command.turn, outcome)
             elif isinstance(command, CheckGuardrails):
                 verdict, failure = await check_guardrails(command, session.spec)
                 session.guardrails_checked(verdict, failure)
@@ -179,6 +208,7 @@ class AgentWorkflow(SessionHandlers):
                     session.timeout_decision,
                     lambda: session.approval_wait_over(self._history_long()),
                 )
+                feed.observe()  # decisions (and deadlines' defaults) before they are applied
                 session.approvals_waited(workflow.now())
                 await self._report_to_parent()
             elif isinstance(command, RunTools):
@@ -189,6 +219,7 @@ class AgentWorkflow(SessionHandlers):
                     self._cancelled,
                     lambda: session.state.ending is not None,
                     session.state.forwards,
+                    feed,
                 )
                 first = len(session.messages)  # results land in slot order from here
                 self._sync.stored_by_tool({first + k for k in as_returned})
@@ -196,11 +227,13 @@ class AgentWorkflow(SessionHandlers):
             elif isinstance(command, WaitForMessage):
                 await self._wait_for_message(command)
 
-    def _model_failed(self, outcome: ModelCallFailed | ModelCallCancelled) -> None:
+    def _model_failed(self, turn: int, outcome: ModelCallFailed | ModelCallCancelled) -> None:
         if isinstance(outcome, ModelCallCancelled):
             self._session.model_cancelled()
+            self._feed.model_failed(turn, "cancelled", "the turn was cancelled")
         else:
             self._session.model_failed(outcome.kind, outcome.text, outcome.retry_after, _now_ms())
+            self._feed.model_failed(turn, outcome.kind, outcome.text)
 
     async def _report_to_parent(self) -> None:
         """A sub-agent session tells its parent which of its approvals wait."""

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.messages import RecordedDecision
     from workflows.gate import RECORDED_DECISIONS
     from workflows.inputs import InvalidInput, decode
+    from workflows.live_feed import LiveFeed
     from workflows.session import Session
 
 #: Error type of a decision an update refused (the message says why).
@@ -29,6 +30,7 @@ DECISION_REFUSED = "DecisionRefused"
 
 class ApprovalHandlers:
     _session: Session
+    _feed: LiveFeed
 
     def _rejected(self, text: str | None) -> None:
         if text is not None:
@@ -54,6 +56,7 @@ class ApprovalHandlers:
             self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
             return
         self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
+        self._feed.observe()  # readers see the decision now, not when the batch is decided
 
     @workflow.signal
     def revoke_grant(self, raw: RawValue) -> None:
@@ -72,6 +75,7 @@ class ApprovalHandlers:
         signal = request.as_signal()
         recorded = RECORDED_DECISIONS[request.decision]
         self._session.decision_arrived(signal, recorded, workflow.now(), key=key)
+        self._feed.observe()
         return await self._outcome(key)
 
     @decide.validator

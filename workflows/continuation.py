@@ -9,6 +9,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
+    from workflows.live_feed import LiveFeed
     from workflows.session import Session
     from workflows.state import ContinuedInput
     from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
@@ -18,14 +19,16 @@ with workflow.unsafe.imports_passed_through():
 PAYLOAD_LIMIT_BYTES = 2_000_000
 
 
-async def hand_over(session: Session, sync: TranscriptSync) -> None:
+async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> None:
     """Continue as new (returns only when the state cannot be carried yet). Only between
-    activities, handlers done."""
+    activities, handlers done (the event log's long-polling readers let go first)."""
+    feed.let_go()
     await _settled()
+    events = feed.state_for_next_run()
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
     bare = state.model_copy(update={"messages": []})
-    others = len(ContinuedInput(spec=spec, carried=bare).model_dump_json())
+    others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
     room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
     if others + messages.json_bytes() > room:
         # too big for one payload: refresh the whole array in the store, in pieces,
@@ -37,7 +40,7 @@ async def hand_over(session: Session, sync: TranscriptSync) -> None:
         state = session.for_next_run().model_copy(
             update={"messages": [], "transcript": ref, "stored_count": sync.stored}
         )
-    carried = ContinuedInput(spec=spec, carried=state)
+    carried = ContinuedInput(spec=spec, carried=state, events=feed.state_for_next_run())
     if len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
         workflow.logger.warning("continue-as-new deferred: the carried state is over 2 MB")

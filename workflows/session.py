@@ -610,6 +610,7 @@ class Session(Decisions):
             context=model.context if model.context.budget_tokens else None,
             agent=None if swarm is None else swarm.active,
             instructions=None if swarm is None else swarm.agent.instructions,
+            live=self.spec.session.live_deltas,
         )
 
     def summarised(self, summary: AssistantMessage, now_ms: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from durable_agent.contracts import (
     ApprovalSignal,
@@ -105,6 +106,8 @@ class ContinuedInput(BaseModel):
 
     spec: AgentSpec
     carried: SessionState
+    events: WorkflowStreamState | None = None
+    """The newest of the session's live events (their offsets go on in the new run)."""
 
     @model_validator(mode="before")
     @classmethod

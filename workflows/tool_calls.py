@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -125,12 +126,21 @@ async def check_guardrails(
             return None, f"the guardrail failed: {detail}"
 
 
+class ToolWatcher(Protocol):
+    """Told when each call starts and gets its result (the live event log)."""
+
+    def tool_started(self, turn: int, run: ToolRun) -> None: ...
+
+    def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None: ...
+
+
 async def run_tool_groups(
     command: RunTools,
     rules: SessionRules,
     cancelled: Callable[[], bool] = lambda: False,
     ending: Callable[[], bool] = lambda: False,
     forwards: list[tuple[str, str, ApprovalSignal]] | None = None,
+    watcher: ToolWatcher | None = None,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
@@ -142,10 +152,16 @@ async def run_tool_groups(
 
     async def run_in_place(run: ToolRun) -> tuple[ToolMessage, bool]:
         async with places:  # a batch of any size runs in bounded waves
+            if watcher is not None:
+                watcher.tool_started(command.turn, run)
             if run.agent is not None:
                 shared = forwards if forwards is not None else []  # the very list, even empty
-                return await run_sub_agent(command.turn, run, ending, shared)
-            return await run_tool(command.turn, run, rules)
+                outcome = await run_sub_agent(command.turn, run, ending, shared)
+            else:
+                outcome = await run_tool(command.turn, run, rules)
+            if watcher is not None:
+                watcher.tool_finished(command.turn, run, outcome[0])
+            return outcome
 
     for group in command.groups:
         if cancelled():

@@ -295,6 +295,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._json.setdefault(index, []).append(delta.get("partial_json", ""))
         elif kind == "thinking_delta":
             block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            self._reasoned(str(delta.get("thinking", "")))
         elif kind == "signature_delta":
             block["signature"] = delta.get("signature", "")
         return ""

@@ -191,6 +191,7 @@ class ChatStreamAccumulator(StreamAccumulator):
             reasoning = _reasoning_text(delta)
             if reasoning:
                 self._reasoning.append(reasoning)
+                self._reasoned(reasoning)
             self._add_details(delta.get("reasoning_details"))
             self._add_tool_calls(delta.get("tool_calls"))
             if choice.get("finish_reason"):

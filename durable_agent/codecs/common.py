@@ -206,6 +206,17 @@ class StreamAccumulator:
     def __init__(self) -> None:
         self.error: str | None = None
         self.complete = False
+        self._new_reasoning: list[str] = []
+
+    def take_reasoning(self) -> str:
+        """The reasoning text the events since the last call added (for live display)."""
+        text = "".join(self._new_reasoning)
+        self._new_reasoning.clear()
+        return text
+
+    def _reasoned(self, text: str) -> None:
+        if text:
+            self._new_reasoning.append(text)
 
     def add(self, event: SSEEvent) -> str:
         if self.error is not None or self.complete:

@@ -220,6 +220,12 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
     )
 
 
+#: Events carrying reasoning text as it streams (the summary, or the raw text).
+_REASONING_DELTAS = frozenset(
+    {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
+)
+
+
 class ResponsesStreamAccumulator(StreamAccumulator):
     """Responses API events: text deltas for display; the final response object is truth."""
 
@@ -235,7 +241,9 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if kind == "response.output_text.delta" and isinstance(data.get("delta"), str):
             self._text.append(data["delta"])
             return str(data["delta"])
-        if kind in ("response.completed", "response.incomplete"):
+        if kind in _REASONING_DELTAS and isinstance(data.get("delta"), str):
+            self._reasoned(data["delta"])
+        elif kind in ("response.completed", "response.incomplete"):
             self._final = data.get("response") or {}
             self.complete = True
         elif kind == "response.failed":

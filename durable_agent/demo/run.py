@@ -74,19 +74,20 @@ async def _follow(agents: AgentClient, session_id: str, out: Callable[[str], Non
     after its answer; whether it answered and ended well."""
     answered = False
     async for event in agents.follow(session_id):
-        if event.kind == "message" and event.message is not None:
-            out(format_message(event.message))
-        elif event.kind == "approval" and event.pending is not None:
-            pending = event.pending
+        if event.type == "message_appended":
+            message = event.message or (await agents.messages(session_id, event.index))[0]
+            out(format_message(message))
+        elif event.type == "approval_requested":
+            pending = event.approval
             out(f"\n  approval needed: {format_pending(pending)}")
             await agents.approve(
                 session_id, pending.approval_id, by="demo", reason="approved by the demo"
             )
             out(f"  approved {pending.approval_id} (AgentClient.approve, by 'demo')\n")
-        elif event.kind == "reply":
+        elif event.type == "idle" and not answered:
             answered = True
             await agents.end(session_id, reason="demo finished")
-        elif event.kind == "ended":
+        elif event.type == "ended":
             result = event.result
             if result is None:
                 out("\nsession ended without a result")

@@ -1,0 +1,103 @@
+"""The model call's text and reasoning as they stream, into the session's event log.
+
+Deltas are coalesced: the first goes at once (time to first token), later ones in one
+event per ``interval``, each batch one signal (``WorkflowStreamClient``, deduplicated
+by publisher and sequence). A later attempt of the same activity first says the attempt
+restarted, so a reader drops what the lost one showed. Publishing never fails the
+model call: a log that cannot be reached is given up on, with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import structlog
+from temporalio import activity
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from durable_agent.events import EVENTS_TOPIC, AttemptRestarted, ReasoningDelta, TextDelta
+
+log = structlog.get_logger("durable_agent.live")
+
+#: Longest a delta waits for the next batch (after the first, which goes at once).
+DELTA_INTERVAL_SECONDS = 0.05
+#: Longest the end of a call waits for its last batch to be taken.
+FINAL_FLUSH_SECONDS = 5.0
+
+
+class LiveDeltas:
+    def __init__(self, turn: int, interval: float = DELTA_INTERVAL_SECONDS) -> None:
+        self._turn = turn
+        self._interval = interval
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._wake = asyncio.Event()
+        self._client: WorkflowStreamClient | None = None
+        self._sender: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        """Start publishing (the call's setup asks for live deltas)."""
+        self._client = WorkflowStreamClient.from_within_activity()
+        attempt = activity.info().attempt
+        if attempt > 1:
+            reason = "the call started over on another attempt (its worker was lost)"
+            self._publish(AttemptRestarted(turn=self._turn, attempt=attempt, reason=reason))
+            await self._flush()
+        self._sender = asyncio.create_task(self._send_batches())
+
+    def text(self, text: str) -> None:
+        if self._client is not None:
+            self._text.append(text)
+            self._wake.set()
+
+    def reasoning(self, text: str) -> None:
+        if self._client is not None:
+            self._reasoning.append(text)
+            self._wake.set()
+
+    async def close(self) -> None:
+        """Send what is left (the reply's completion comes after it), then stop."""
+        if self._sender is None:
+            return
+        self._sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._sender
+        self._sender = None
+        self._take()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FINAL_FLUSH_SECONDS):
+                await self._flush()
+
+    async def _send_batches(self) -> None:
+        while self._client is not None:
+            await self._wake.wait()
+            self._wake.clear()
+            self._take()
+            await self._flush()
+            await asyncio.sleep(self._interval)
+
+    def _take(self) -> None:
+        if self._reasoning:
+            self._publish(ReasoningDelta(turn=self._turn, text="".join(self._reasoning)))
+            self._reasoning.clear()
+        if self._text:
+            self._publish(TextDelta(turn=self._turn, text="".join(self._text)))
+            self._text.clear()
+
+    def _publish(self, event: Any) -> None:
+        if self._client is not None:
+            data = event.model_dump(mode="json", exclude={"offset"})
+            self._client.topic(EVENTS_TOPIC).publish(data)
+
+    async def _flush(self) -> None:
+        if self._client is None:
+            return
+        try:
+            await self._client.flush()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # the session's log is away: the call goes on
+            log.warning("live deltas given up", error=str(error), turn=self._turn)
+            self._client = None

@@ -1,0 +1,166 @@
+"""A session's live events: what a reader sees happen, in order, each at an offset.
+
+The workflow publishes most of them into its event log (``workflows/live_feed.py``);
+the model activity publishes the text and reasoning deltas as the provider sends them
+(``activities/live_deltas.py``). ``AgentClient.follow`` reads them back. Pure models:
+the same types on every side.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from durable_agent.contracts import AgentResult, PendingApproval
+from durable_agent.messages import ApprovalRecord, Message, Usage
+
+#: The workflow stream topic every session event is published on.
+EVENTS_TOPIC = "events"
+#: A message bigger than this (JSON bytes) is announced without its body: a reader
+#: fetches it with the ``messages`` query (the event log stays small).
+MESSAGE_EVENT_MAX_BYTES = 32_000
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    offset: int = -1
+    """Where the event sits in the session's log (set by the reader; -1 before)."""
+
+
+class TurnStarted(_Event):
+    type: Literal["turn_started"] = "turn_started"
+    turn: int
+
+
+class ModelStarted(_Event):
+    """A model call began: text deltas that follow belong to it."""
+
+    type: Literal["model_started"] = "model_started"
+    turn: int
+    agent: str | None = None
+    model: str
+
+
+class AttemptRestarted(_Event):
+    """The model call started over (its worker was lost, or the provider failed): the
+    text and reasoning shown since its ``model_started`` are void."""
+
+    type: Literal["attempt_restarted"] = "attempt_restarted"
+    turn: int
+    attempt: int
+    reason: str
+
+
+class TextDelta(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    turn: int
+    text: str
+
+
+class ReasoningDelta(_Event):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    turn: int
+    text: str
+
+
+class ToolStarted(_Event):
+    type: Literal["tool_started"] = "tool_started"
+    turn: int
+    slot: int
+    call_id: str
+    name: str
+
+
+class ToolFinished(_Event):
+    type: Literal["tool_finished"] = "tool_finished"
+    turn: int
+    slot: int
+    call_id: str
+    name: str
+    duration_ms: int
+    error: bool
+
+
+class ApprovalRequested(_Event):
+    type: Literal["approval_requested"] = "approval_requested"
+    approval: PendingApproval
+
+
+class ApprovalDecided(_Event):
+    type: Literal["approval_decided"] = "approval_decided"
+    approval_id: str
+    record: ApprovalRecord
+
+
+class MessageAppended(_Event):
+    type: Literal["message_appended"] = "message_appended"
+    index: int
+    message: Message | None
+    """``None`` when it is over ``MESSAGE_EVENT_MAX_BYTES`` (read it by ``index``)."""
+
+
+class UsageReported(_Event):
+    type: Literal["usage"] = "usage"
+    turn: int
+    usage: Usage
+    """This call's tokens."""
+    total: Usage
+    """The session's so far."""
+
+
+class ErrorReported(_Event):
+    type: Literal["error"] = "error"
+    turn: int
+    text: str
+    kind: str | None = None
+
+
+class Idle(_Event):
+    """The session answered and waits for a message."""
+
+    type: Literal["idle"] = "idle"
+    message_count: int
+
+
+class Ended(_Event):
+    type: Literal["ended"] = "ended"
+    result: AgentResult | None = None
+    """Unset when the session failed outside the loop (its error says why)."""
+    error: str | None = None
+
+
+class Gap(_Event):
+    """The reader fell behind the bounded log: ``missed`` events are gone (the
+    ``messages`` query still has every message)."""
+
+    type: Literal["gap"] = "gap"
+    missed: int
+
+
+LiveEvent = Annotated[
+    TurnStarted
+    | ModelStarted
+    | AttemptRestarted
+    | TextDelta
+    | ReasoningDelta
+    | ToolStarted
+    | ToolFinished
+    | ApprovalRequested
+    | ApprovalDecided
+    | MessageAppended
+    | UsageReported
+    | ErrorReported
+    | Idle
+    | Ended
+    | Gap,
+    Field(discriminator="type"),
+]
+live_event_adapter: TypeAdapter[LiveEvent] = TypeAdapter(LiveEvent)
+
+
+def read_event(data: Any, offset: int) -> LiveEvent:
+    """An event as published (a dict), at its offset in the log."""
+    event = live_event_adapter.validate_python(data)
+    return event.model_copy(update={"offset": offset})

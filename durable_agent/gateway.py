@@ -1,0 +1,300 @@
+"""``durable-agent serve``: sessions over HTTP (Starlette), and the web console.
+
+Stateless: every request goes to Temporal, so any number of replicas can run behind a
+load balancer. A conversation id maps to a session id by a fixed rule, so the same
+conversation reaches the same session from any replica. The event stream is SSE, in
+our event types or (``format=agui``) in the AG-UI encoding; ``POST /api/agui`` is an
+AG-UI agent endpoint. Bad requests get a 4xx with a JSON error naming the field.
+
+New sessions run the operator's spec (``--spec``): a browser never sends one, since
+a spec names endpoints and the environment variables the workers read keys from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from durable_agent.agui import AguiTranslator
+from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
+from durable_agent.client import (
+    AgentClient,
+    MessageRefusedError,
+    NoWorkerError,
+    SessionClosedError,
+    SessionNotFoundError,
+)
+from durable_agent.events import LiveEvent
+from durable_agent.gateway_hub import Hubs
+from durable_agent.spec import AgentSpec
+
+CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, error: str, field: str | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.field = status, error, field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartBody(_Body):
+    message: str | None = Field(default=None, min_length=1)
+    session_id: str | None = Field(default=None, pattern=CONVERSATION_ID.pattern)
+
+
+class MessageBody(_Body):
+    text: str = Field(min_length=1)
+
+
+class DecisionBody(_Body):
+    by: str | None = Field(default=None, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+def session_for_conversation(conversation_id: str) -> str:
+    if not CONVERSATION_ID.match(conversation_id):
+        raise HttpError(400, "a conversation id is 1-128 of A-Z a-z 0-9 _ . : -", "conversation_id")
+    return f"conversation-{conversation_id}"
+
+
+async def read_body(request: Request, model: type[_Body]) -> Any:
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw or b"{}")
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise HttpError(400, f"{field or 'body'}: {first['msg']}", field) from None
+
+
+def _int_param(request: Request, name: str, default: int, minimum: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise HttpError(400, f"{name}: not an integer: {text!r}", name) from None
+    if value < minimum:
+        raise HttpError(400, f"{name}: must be at least {minimum}", name)
+    return value
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _errors(handler: Handler) -> Handler:
+    """Client errors as 4xx JSON; what the session refused says why."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except HttpError as error:
+            body = {"error": error.error, **({"field": error.field} if error.field else {})}
+            return JSONResponse(body, status_code=error.status)
+        except SessionNotFoundError as error:
+            return JSONResponse({"error": str(error)}, status_code=404)
+        except UnknownApprovalError as error:
+            return JSONResponse({"error": str(error), "field": "approval_id"}, status_code=404)
+        except (SessionClosedError, MessageRefusedError, DecisionRefusedError) as error:
+            return JSONResponse({"error": str(error)}, status_code=409)
+        except NoWorkerError as error:
+            return JSONResponse({"error": str(error)}, status_code=503)
+
+    return handle
+
+
+def create_app(agents: AgentClient, spec: AgentSpec | None) -> Starlette:
+    hubs = Hubs(agents)
+
+    def needs_spec() -> AgentSpec:
+        if spec is None:
+            raise HttpError(400, "this gateway starts no sessions: it was served without --spec")
+        return spec
+
+    async def console(request: Request) -> Response:
+        page = resources.files("durable_agent").joinpath("console.html").read_text()
+        return HTMLResponse(page)
+
+    async def list_sessions(request: Request) -> Response:
+        limit = _int_param(request, "limit", 50, 1)
+        found = await agents.sessions(limit=limit)
+        return JSONResponse(
+            [
+                {
+                    "session_id": s.session_id,
+                    "status": s.status,
+                    "title": s.title,
+                    "started_at": s.started_at.isoformat() if s.started_at else None,
+                }
+                for s in found
+            ]
+        )
+
+    async def start_session(request: Request) -> Response:
+        body: StartBody = await read_body(request, StartBody)
+        session_id = await agents.start(needs_spec(), body.message, session_id=body.session_id)
+        return JSONResponse({"session_id": session_id}, status_code=201)
+
+    async def send_to_conversation(request: Request) -> Response:
+        session_id = session_for_conversation(request.path_params["conversation_id"])
+        body: MessageBody = await read_body(request, MessageBody)
+        sent = await agents.converse(session_id, body.text, needs_spec())
+        return JSONResponse(
+            {"session_id": session_id, "before": sent.before, "queued": sent.queued},
+            status_code=202,
+        )
+
+    async def send(request: Request) -> Response:
+        body: MessageBody = await read_body(request, MessageBody)
+        before = await agents.send(request.path_params["session_id"], body.text)
+        return JSONResponse({"before": before}, status_code=202)
+
+    def decision(approve: bool) -> Handler:
+        async def decide(request: Request) -> Response:
+            body: DecisionBody = await read_body(request, DecisionBody)
+            session_id, approval_id = (
+                request.path_params["session_id"],
+                request.path_params["approval_id"],
+            )
+            door = agents.approve if approve else agents.deny
+            await door(session_id, approval_id, by=body.by, reason=body.reason)
+            return JSONResponse({"decided": "approved" if approve else "denied"}, status_code=202)
+
+        return decide
+
+    async def end(request: Request) -> Response:
+        body: DecisionBody = await read_body(request, DecisionBody)
+        await agents.end(request.path_params["session_id"], by=body.by, reason=body.reason)
+        return JSONResponse({"ending": True}, status_code=202)
+
+    async def messages(request: Request) -> Response:
+        start = _int_param(request, "from", 0, 0)
+        limit = _int_param(request, "limit", 200, 1)
+        found = await agents.messages(request.path_params["session_id"], start, limit=limit)
+        return JSONResponse([m.model_dump(mode="json", exclude_none=True) for m in found])
+
+    async def status(request: Request) -> Response:
+        found = await agents.status(request.path_params["session_id"])
+        return JSONResponse(found.model_dump(mode="json"))
+
+    async def events(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        await agents.status(session_id)  # 404 before the stream opens
+        last_id = request.headers.get("last-event-id")
+        after = _int_param(request, "after", -1, -1)
+        if last_id is not None:
+            try:
+                after = int(last_id)
+            except ValueError:
+                raise HttpError(400, "Last-Event-ID: not an integer", "Last-Event-ID") from None
+        fmt = request.query_params.get("format", "events")
+        if fmt not in ("events", "agui"):
+            raise HttpError(400, "format: 'events' or 'agui'", "format")
+        stream = hubs.follow(session_id, after)
+        if fmt == "agui":
+            return EventSourceResponse(_agui(stream, AguiTranslator(session_id)), ping=15)
+        return EventSourceResponse(_native(stream), ping=15)
+
+    async def agui_run(request: Request) -> Response:
+        """An AG-UI agent endpoint: the thread is the conversation; the last user
+        message is sent (the session started if need be); the run's events stream
+        until the session answers it."""
+        try:
+            run = RunAgentInput.model_validate_json(await request.body())
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise HttpError(400, f"{field}: {first['msg']}", field) from None
+        session_id = session_for_conversation(run.thread_id)
+        text = _last_user_text(run)
+        try:
+            after = await agents.latest_offset(session_id)
+        except SessionNotFoundError:
+            after = -1
+        sent = await agents.converse(session_id, text, needs_spec())
+        translator = AguiTranslator(run.thread_id, run.run_id)
+
+        async def until_answered() -> AsyncIterator[LiveEvent]:
+            async for event in hubs.follow(session_id, after):
+                yield event
+                if event.type == "idle" and event.message_count > sent.before:
+                    return
+
+        return EventSourceResponse(_agui(until_answered(), translator, start=True), ping=15)
+
+    routes = [
+        Route("/", console),
+        Route("/api/sessions", _errors(list_sessions), methods=["GET"]),
+        Route("/api/sessions", _errors(start_session), methods=["POST"]),
+        Route("/api/sessions/{session_id}/messages", _errors(messages), methods=["GET"]),
+        Route("/api/sessions/{session_id}/messages", _errors(send), methods=["POST"]),
+        Route("/api/sessions/{session_id}/status", _errors(status)),
+        Route("/api/sessions/{session_id}/events", _errors(events)),
+        Route("/api/sessions/{session_id}/end", _errors(end), methods=["POST"]),
+        Route(
+            "/api/sessions/{session_id}/approvals/{approval_id}/approve",
+            _errors(decision(True)),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/sessions/{session_id}/approvals/{approval_id}/deny",
+            _errors(decision(False)),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/conversations/{conversation_id}/messages",
+            _errors(send_to_conversation),
+            methods=["POST"],
+        ),
+        Route("/api/agui", _errors(agui_run), methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.hubs = hubs
+    return app
+
+
+def _last_user_text(run: RunAgentInput) -> str:
+    for message in reversed(run.messages):
+        if message.role == "user":
+            content = message.content
+            if isinstance(content, str):
+                text = content
+            else:
+                text = " ".join(getattr(part, "text", "") or "" for part in content)
+            if text.strip():
+                return text
+            break
+    raise HttpError(400, "messages: the last user message has no text", "messages")
+
+
+async def _native(stream: AsyncIterator[LiveEvent]) -> AsyncIterator[ServerSentEvent]:
+    async for event in stream:
+        data = event.model_dump_json(exclude_none=True)
+        yield ServerSentEvent(data=data, id=str(event.offset), event=event.type)
+
+
+async def _agui(
+    stream: AsyncIterator[LiveEvent], translator: AguiTranslator, *, start: bool = False
+) -> AsyncIterator[ServerSentEvent]:
+    if start:
+        first = translator.open_run()
+        yield ServerSentEvent(data=first.model_dump_json(by_alias=True, exclude_none=True))
+    async for event in stream:
+        for out in translator.translate(event):
+            data = out.model_dump_json(by_alias=True, exclude_none=True)
+            yield ServerSentEvent(data=data, id=str(event.offset))

@@ -1,0 +1,199 @@
+"""The live event stream, read with ``AgentClient.follow`` over the real server: what a
+session publishes, in order, at offsets that only grow (across continue-as-new too);
+text streamed before the reply lands; a lost attempt's text voided; resuming from an
+offset; deltas off; a terminated session still ends the stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.events import LiveEvent
+from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent.testing import (
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    chat_stream_events,
+    sse_reply,
+)
+from durable_agent.tools import ToolRegistry
+from tests import cli_tools
+from tests.agent_harness import running_worker, spec_for, wait_for
+from tests.test_chaos import WorkerPool
+
+registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
+ANSWER = "It is 09:00 in New York; the tiles cache is cleared, as you asked me to do."
+
+
+def paced(message: AssistantMessage, delay: float = 0.03) -> Any:
+    return sse_reply(chat_stream_events(message), delay=delay)
+
+
+async def collect(agents: AgentClient, session: str, after: int = -1) -> list[LiveEvent]:
+    return [e async for e in agents.follow(session, after=after)]
+
+
+def kinds(events: list[LiveEvent]) -> list[str]:
+    return [e.type for e in events]
+
+
+def text_of(events: list[LiveEvent]) -> str:
+    """What a reader shows: deltas since the last model start or attempt restart."""
+    shown: list[str] = []
+    for event in events:
+        if event.type in ("model_started", "attempt_restarted"):
+            shown = []
+        elif event.type == "text_delta":
+            shown.append(event.text)
+    return "".join(shown)
+
+
+async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_the_reply(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        assistant_calls(("get_time", {"city": "NYC"})),
+        paced(assistant_text(ANSWER, reasoning="first the time, then the cache"), 0.1),
+    ]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, ["get_time"]), "time in NYC?")
+            seen: list[tuple[float, LiveEvent]] = []
+            async for event in agents.follow(session):
+                seen.append((time.monotonic(), event))
+            events = [e for _, e in seen]
+            resumed = await collect(agents, session, after=events[5].offset)
+            assert await agents.latest_offset(session) == events[-1].offset
+    assert [e.offset for e in events] == list(range(len(events))), "offsets 0, 1, 2, ..."
+    assert resumed == events[6:], "a reader resumes right after the offset it saw"
+    order = kinds(events)
+    assert order[:5] == [
+        "message_appended",  # the user's message
+        "turn_started",
+        "model_started",
+        "message_appended",  # the tool call
+        "usage",
+    ], order
+    assert order[5:7] == ["tool_started", "tool_finished"], order
+    finished = events[6]
+    assert finished.type == "tool_finished" and finished.name == "get_time"
+    assert not finished.error and finished.duration_ms >= 0
+    assert "reasoning_delta" in order and order.count("text_delta") >= 2, order
+    assert order[-3:] == ["message_appended", "usage", "ended"], order
+    assert text_of(events) == ANSWER
+    reasoning = "".join(e.text for e in events if e.type == "reasoning_delta")
+    assert reasoning == "first the time, then the cache"
+    # the text was on screen before the reply was whole
+    first_delta = next(t for t, e in seen if e.type == "text_delta")
+    reply_at = next(t for t, e in seen if e.type == "message_appended" and e.index == 3)
+    assert reply_at - first_delta > 0.3, reply_at - first_delta
+    appended = [e for e in events if e.type == "message_appended"]
+    assert [e.index for e in appended] == [0, 1, 2, 3]
+    assert isinstance(appended[0].message, UserMessage)
+    assert isinstance(appended[2].message, ToolMessage)
+    assert appended[3].message is not None and appended[3].message.content == ANSWER
+    ended = events[-1]
+    assert ended.type == "ended" and ended.result is not None and ended.result.status == "done"
+
+
+async def test_deltas_off_publish_every_other_event_and_no_text(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([paced(assistant_text(ANSWER))]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, session={"end_after_reply": True, "live_deltas": False})
+            events = await collect(agents, await agents.start(spec, "hi"))
+    assert "text_delta" not in kinds(events)
+    assert kinds(events) == [
+        "message_appended", "turn_started", "model_started", "message_appended", "usage", "ended"
+    ]  # fmt: skip
+
+
+async def test_offsets_go_on_across_continue_as_new_and_idle_is_announced(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    replies = [paced(assistant_text(f"answer {n}"), 0.0) for n in range(6)]
+    with ScriptedProvider(replies) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, session={"continue_as_new_after_events": 20})
+            session = await agents.start(spec, "question 0")
+            for n in range(1, 6):
+                await agents.wait(session, after=2 * n - 1, timeout=60)
+                await agents.send(session, f"question {n}")
+            await agents.wait(session, after=11, timeout=60)
+            status = await agents.status(session)
+            await agents.end(session)
+            events = await collect(agents, session)
+    assert status.runs > 1, "the session continued as new"
+    assert [e.offset for e in events] == list(range(len(events)))
+    idles = [e for e in events if e.type == "idle"]
+    assert [i.message_count for i in idles][-1] == 12
+    texts = [e.message.content for e in events if e.type == "message_appended" and e.message]
+    assert texts == [t for n in range(6) for t in (f"question {n}", f"answer {n}")]
+    assert events[-1].type == "ended"
+
+
+async def test_a_lost_attempt_is_voided_so_a_reader_never_shows_text_twice(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """The worker is SIGKILLed mid-stream; the next attempt says it restarted, and the
+    text a reader shows is the answer once."""
+    address = temporal_env.client.service_client.config.target_host
+    agents = AgentClient(temporal_env.client, task_queue="live-kill")
+    pool = WorkerPool(address, agents.task_queue, tmp_path / "ledger", "memory:")
+    slow = paced(assistant_text(ANSWER), 0.15)
+    with ScriptedProvider([slow, slow]) as provider:
+        spec = spec_for(provider, session={"end_after_reply": True, "heartbeat_timeout_seconds": 2})
+        await asyncio.to_thread(pool.start)
+        try:
+            session = await agents.start(spec, "time?")
+            events: list[LiveEvent] = []
+            reader = asyncio.ensure_future(_into(agents.follow(session), events))
+            await wait_for(lambda: _true(kinds(events).count("text_delta") >= 2), timeout=60)
+            await asyncio.to_thread(pool.kill)
+            await asyncio.wait_for(reader, 120)
+        finally:
+            pool.stop()
+    order = kinds(events)
+    assert order.count("attempt_restarted") == 1, order
+    restart = next(e for e in events if e.type == "attempt_restarted")
+    assert restart.attempt == 2
+    before = [e for e in events if e.type == "text_delta" and e.offset < restart.offset]
+    assert before, "text was shown before the kill"
+    assert text_of(events) == ANSWER, "shown once, from the attempt that finished"
+    assert events[-1].type == "ended"
+
+
+async def test_a_terminated_session_ends_its_followers(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([assistant_text("hello")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, session={}), "hi")
+            await agents.wait(session, after=1, timeout=30)
+            events: list[LiveEvent] = []
+            reader = asyncio.ensure_future(_into(agents.follow(session), events))
+            await wait_for(lambda: _true("idle" in kinds(events)), timeout=30)
+            await client.get_workflow_handle(session).terminate("test")
+            await asyncio.wait_for(reader, 30)
+    ended = events[-1]
+    assert ended.type == "ended" and ended.result is None and ended.error
+
+
+async def _into(stream: Any, sink: list[LiveEvent]) -> None:
+    async for event in stream:
+        sink.append(event)
+
+
+async def _true(value: bool) -> bool:
+    return value
