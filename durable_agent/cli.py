@@ -292,7 +292,25 @@ async def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     return await run_demo(Path(args.data_dir), keep=args.keep, out=say)
 
 
+async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        import uvicorn
+
+        from durable_agent.gateway import create_app
+    except ImportError as error:
+        raise CommandError(
+            f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
+        ) from None
+    spec = load_spec(args) if args.spec or model_from_environment() else None
+    app = create_app(await connect(args), spec)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
+    await uvicorn.Server(config).serve()
+    return EXIT_OK
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]] = {
+    "serve": cmd_gateway,
     "dev": cmd_serve,
     "worker": cmd_serve,
     "demo": cmd_demo,
@@ -391,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     form.add_argument("--jsonl", action="store_true", help="one message a line")
     sessions = command("sessions", "sessions on the server, newest first")
     sessions.add_argument("--limit", type=int, default=50)
+    serve = command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")
+    serve.add_argument("--spec", help="agent spec JSON file new sessions run")
+    serve.add_argument("--instructions", help="system prompt for the default spec")
+    serve.add_argument("--tool", action="append", default=[], help="tool for the default spec")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=_positive_int, default=8700)
     prune = command("prune-transcripts", "drop stored transcript messages by age", server=False)
     add_worker_arguments(prune)
     prune.add_argument("--older-than-days", type=float, required=True)

@@ -1,0 +1,63 @@
+"""The gateway as users run it: ``durable-agent serve`` in its own process, on a real
+port, reached over HTTP (and read as SSE)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from durable_agent.ports import free_port
+from tests.conftest import wait_for_port
+
+ROOT = Path(__file__).parent.parent
+
+
+@dataclass
+class SSE:
+    event: str | None
+    id: str | None
+    data: Any
+
+
+@contextmanager
+def gateway(address: str, task_queue: str, spec_file: Path | None) -> Iterator[str]:
+    """``durable-agent serve`` on a free port; its base URL."""
+    port = free_port()
+    args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
+    args += ["--port", str(port)] + (["--spec", str(spec_file)] if spec_file else [])
+    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+    env.pop("OPENAI_API_KEY", None)
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process)  # type: ignore[arg-type]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def read_sse(response: httpx.Response) -> AsyncIterator[SSE]:
+    """Server-sent events as they arrive (comments and pings skipped)."""
+    event: str | None = None
+    ident: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield SSE(event, ident, json.loads("\n".join(data)))
+            event, ident, data = None, None, []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("id:"):
+            ident = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
