@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
-from tests.agent_harness import running_worker, spec_for
+from tests.agent_harness import record_history, running_worker, spec_for
 from tests.gateway_harness import SSE, gateway, read_sse
 
 registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
@@ -162,6 +162,10 @@ async def test_conversations_and_the_agui_endpoint_start_or_continue_by_update_w
                         "/api/conversations/has space/messages", json={"text": "x"}
                     )
                     listed = (await http.get("/api/sessions?limit=200")).json()
+            handle = temporal_env.client.get_workflow_handle(sid)
+            await handle.signal("end_session")
+            await handle.result()
+            await record_history(handle, "update_with_start")
     kinds = [e.data["type"] for e in agui]
     for event in agui:
         agui_event.validate_python(event.data)  # AG-UI's own event types accept each one

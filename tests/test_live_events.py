@@ -24,7 +24,7 @@ from durable_agent.testing import (
 )
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
-from tests.agent_harness import running_worker, spec_for, wait_for
+from tests.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_chaos import WorkerPool
 
 registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
@@ -70,6 +70,7 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
                 seen.append((time.monotonic(), event))
             events = [e for _, e in seen]
             resumed = await collect(agents, session, after=events[5].offset)
+            await record_history(client.get_workflow_handle(session), "live_events")
             assert await agents.latest_offset(session) == events[-1].offset
     assert [e.offset for e in events] == list(range(len(events))), "offsets 0, 1, 2, ..."
     assert resumed == events[6:], "a reader resumes right after the offset it saw"
@@ -133,6 +134,7 @@ async def test_offsets_go_on_across_continue_as_new_and_idle_is_announced(
             status = await agents.status(session)
             await agents.end(session)
             events = await collect(agents, session)
+            await record_history(client.get_workflow_handle(session), "live_events_continued")
     assert status.runs > 1, "the session continued as new"
     assert [e.offset for e in events] == list(range(len(events)))
     idles = [e for e in events if e.type == "idle"]

@@ -46,6 +46,9 @@ def test_histories_are_recorded() -> None:
         "swarm",  # three agents: handoffs by tool, an approval on billing, transfer_back
         "swarm_continued",  # a run continued as new with tech active (the stack carried)
         "swarm_moved",  # moves rejected, then one by the `temporal` CLI; tech answers
+        "live_events",  # text and reasoning deltas published by the model activity
+        "live_events_continued",  # the event log carried across continue-as-new
+        "update_with_start",  # a conversation started by send_message, titled by it
     }
 
 
