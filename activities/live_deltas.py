@@ -21,8 +21,9 @@ from durable_agent.events import EVENTS_TOPIC, AttemptRestarted, ReasoningDelta,
 
 log = structlog.get_logger("durable_agent.live")
 
-#: Longest a delta waits for the next batch (after the first, which goes at once).
-DELTA_INTERVAL_SECONDS = 0.05
+#: Longest a delta waits for the next batch (the first goes at once): 80 ms keeps a
+#: reader under 150 ms (p50) and a streamed answer under a quarter more history.
+DELTA_INTERVAL_SECONDS = 0.08
 #: Longest the end of a call waits for its last batch to be taken.
 FINAL_FLUSH_SECONDS = 5.0
 

@@ -196,7 +196,7 @@ class SessionRules(_Spec):
     in pieces first and travel by reference."""
     live_deltas: bool = True
     """Publish the model's text and reasoning to the session's event log as they stream
-    (each batch, about one per 50 ms, is a signal kept in history). Off: readers see a
+    (each batch, at most one per 80 ms, is a signal kept in history). Off: readers see a
     reply when it is whole; every other event is published either way, at no history
     cost."""
 

@@ -206,6 +206,8 @@ class ScriptedProvider:
         self._responder = responder
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self.sent: list[tuple[float, bytes]] = []
+        """Each stream chunk written, with when (``time.monotonic``): for latency figures."""
         self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -305,6 +307,7 @@ def _handler_for(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
                         time.sleep(reply.delay)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     self.wfile.flush()
+                    provider.sent.append((time.monotonic(), piece))
                 if reply.cut:
                     self.close_connection = True
                     return
