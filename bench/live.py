@@ -28,9 +28,8 @@ from typing import Any
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
-from bench.run import PROMPT, ROOT, Bench
+from bench.run import PROMPT, ROOT, Bench, dev_server
 from bench.workloads import A, bench_model
 from durable_agent.client import AgentClient
 from durable_agent.contracts import AgentResult
@@ -39,7 +38,6 @@ from durable_agent.messages import AssistantMessage
 from durable_agent.ports import free_port
 from durable_agent.process import exit_without_teardown
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -217,71 +215,59 @@ def pct(values: list[float], q: float) -> float:
 
 async def main(sessions: int, readers: int) -> None:
     data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-live-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [temporal_binary(), "server", "start-dev", "--headless", "--port", str(port),
-         "--ui-port", str(free_port()), "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
     task_queue = f"bench-live-{uuid.uuid4().hex[:6]}"
-    worker: subprocess.Popen[str] | None = None
-    try:
-        for _ in range(100):
-            try:
-                client = await Client.connect(address, data_converter=pydantic_data_converter)
-                break
-            except RuntimeError:
-                await asyncio.sleep(0.2)
+    async with dev_server() as (address, client):
         worker = subprocess.Popen(
             [sys.executable, "-m", "bench.worker_process", "ours", address, task_queue, str(data)],
             cwd=ROOT, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-        agents = AgentClient(client, task_queue=task_queue)
-        with ScriptedProvider(responder=model) as provider:
-            endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
-            bench = Bench(address, client, provider)
-            paced = spec_for(endpoint, "live-paced", True)
-            await follow_latency(agents, provider, paced)  # warm-up
-            found: list[float] = []
-            for _ in range(sessions):
-                found += await follow_latency(agents, provider, paced)
-            tools = {"tools": [{"name": A.tool}], "stop": {"max_turns": A.model_calls + 1}}
-            sizes = {
-                (name, live): await history_bytes(
-                    bench, agents, spec_for(endpoint, name, live, **tools)
-                )
-                for name in ("bench-a", "bench-a-paced")
-                for live in (False, True)
-            }
-            readers_found, idle_mb, peak_mb, complete = await gateway_readers(
-                address, task_queue, provider, endpoint, readers
-            )
-        print(f"\nLive events ({sessions} sessions, {len(found)} chunks; {readers} SSE readers)\n")
-        print("| figure | value | target |\n| --- | ---: | --- |")
-        print(f"| chunk to follow() reader, p50 | {pct(found, 0.5):.0f} ms | < 150 ms |")
-        print(f"| chunk to follow() reader, p95 | {pct(found, 0.95):.0f} ms |  |")
-        for name, label in (("bench-a", "A"), ("bench-a-paced", "A, answer paced")):
-            off, on = sizes[(name, False)], sizes[(name, True)]
-            print(
-                f"| history bytes, {label}: off / on | {off:,} / {on:,} "
-                f"(+{(on - off) / off * 100:.1f}%) | <= +25% |"
-            )
-        print(
-            f"| {readers} SSE readers: chunk to reader, p50 | {pct(readers_found, 0.5):.0f} ms |  |"
-        )
-        p95 = pct(readers_found, 0.95)
-        print(f"| {readers} SSE readers: chunk to reader, p95 | {p95:.0f} ms |  |")
-        print(f"| {readers} SSE readers: readers with the whole answer | {complete} |  |")
-        memory = f"{idle_mb:.0f} / {peak_mb:.0f} MB"
-        print(f"| gateway memory, idle / with {readers} readers | {memory} |  |")
-    finally:
-        if worker is not None:
+        try:
+            await measure_live(address, client, task_queue, sessions, readers)
+        finally:
             worker.terminate()
             worker.wait(30)
-        server.terminate()
-        server.wait(timeout=30)
+
+
+async def measure_live(
+    address: str, client: Client, task_queue: str, sessions: int, readers: int
+) -> None:
+    agents = AgentClient(client, task_queue=task_queue)
+    with ScriptedProvider(responder=model) as provider:
+        endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        bench = Bench(address, client, provider)
+        paced = spec_for(endpoint, "live-paced", True)
+        await follow_latency(agents, provider, paced)  # warm-up
+        found: list[float] = []
+        for _ in range(sessions):
+            found += await follow_latency(agents, provider, paced)
+        tools = {"tools": [{"name": A.tool}], "stop": {"max_turns": A.model_calls + 1}}
+        sizes = {
+            (name, live): await history_bytes(
+                bench, agents, spec_for(endpoint, name, live, **tools)
+            )
+            for name in ("bench-a", "bench-a-paced")
+            for live in (False, True)
+        }
+        readers_found, idle_mb, peak_mb, complete = await gateway_readers(
+            address, task_queue, provider, endpoint, readers
+        )
+    print(f"\nLive events ({sessions} sessions, {len(found)} chunks; {readers} SSE readers)\n")
+    print("| figure | value | target |\n| --- | ---: | --- |")
+    print(f"| chunk to follow() reader, p50 | {pct(found, 0.5):.0f} ms | < 150 ms |")
+    print(f"| chunk to follow() reader, p95 | {pct(found, 0.95):.0f} ms |  |")
+    for name, label in (("bench-a", "A"), ("bench-a-paced", "A, answer paced")):
+        off, on = sizes[(name, False)], sizes[(name, True)]
+        print(
+            f"| history bytes, {label}: off / on | {off:,} / {on:,} "
+            f"(+{(on - off) / off * 100:.1f}%) | <= +25% |"
+        )
+    print(f"| {readers} SSE readers: chunk to reader, p50 | {pct(readers_found, 0.5):.0f} ms |  |")
+    p95 = pct(readers_found, 0.95)
+    print(f"| {readers} SSE readers: chunk to reader, p95 | {p95:.0f} ms |  |")
+    print(f"| {readers} SSE readers: readers with the whole answer | {complete} |  |")
+    memory = f"{idle_mb:.0f} / {peak_mb:.0f} MB"
+    print(f"| gateway memory, idle / with {readers} readers | {memory} |  |")
 
 
 if __name__ == "__main__":

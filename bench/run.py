@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -233,8 +235,9 @@ def table(floor: Figures, ours: Figures, runs: int, concurrent: int) -> str:
     return "\n".join(lines)
 
 
-async def main(runs: int, concurrent: int) -> None:
-    data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
+@asynccontextmanager
+async def dev_server() -> AsyncIterator[tuple[str, Client]]:
+    """A fresh dev server of its own (its pid in ``BENCH_SERVER_PID``): address, client."""
     port = free_port()
     server = subprocess.Popen(
         [temporal_binary(), "server", "start-dev", "--headless", "--port", str(port),
@@ -250,14 +253,20 @@ async def main(runs: int, concurrent: int) -> None:
                 break
             except RuntimeError:
                 await asyncio.sleep(0.2)
+        yield address, client
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+async def main(runs: int, concurrent: int) -> None:
+    data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
+    async with dev_server() as (address, client):
         with ScriptedProvider(responder=bench_model) as provider:
             bench = Bench(address, client, provider)
             floor = await measure("floor", bench, data, runs, concurrent)
             ours = await measure("ours", bench, data, runs, concurrent)
         print(table(floor, ours, runs, concurrent), flush=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
 from durable_agent.ports import free_port
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing import (
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    chat_stream_events,
+    sse_reply,
+)
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
 from tests.agent_harness import running_worker, spec_for
@@ -352,3 +359,31 @@ def test_demo_keep_stopped_by_a_signal_stops_the_server_it_started(
         if demo.poll() is None:
             demo.kill()
             demo.wait()
+
+
+async def test_run_prints_the_answer_as_it_streams(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The answer's first words reach the terminal well before its last ones."""
+    answer = "Streaming, one piece at a time: the first words arrive long before the last."
+    script = [sse_reply(chat_stream_events(assistant_text(answer)), delay=0.1)]
+    with ScriptedProvider(script) as provider:
+        spec = write_spec(tmp_path, provider, [])
+        async with running_worker(temporal_env, task_queue, registry):
+            env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+            env["TEMPORAL_ADDRESS"] = address_of(temporal_env)
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "durable_agent.cli", "run", "--spec", spec,
+                "--task-queue", task_queue, "say something", cwd=ROOT, env=env,
+                stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            assert process.stdout is not None
+            seen, arrivals = "", []
+            while chunk := await process.stdout.read(64):
+                seen += chunk.decode()
+                arrivals.append((time.monotonic(), seen))
+            assert await process.wait() == 0
+    first = next(t for t, text in arrivals if "Streaming," in text)
+    whole = next(t for t, text in arrivals if answer in text)
+    assert whole - first > 0.3, "the answer came out at once"
+    assert f"assistant {answer}\n" in seen and "session ended: done (final_answer)" in seen

@@ -26,9 +26,9 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def test_the_four_services_with_pinned_images_and_health_checks(compose: dict[str, Any]) -> None:
+def test_the_five_services_with_pinned_images_and_health_checks(compose: dict[str, Any]) -> None:
     svc = services(compose)
-    assert set(svc) == {"postgresql", "temporal", "temporal-ui", "worker"}
+    assert set(svc) == {"postgresql", "temporal", "temporal-ui", "worker", "gateway"}
     for name, service in svc.items():
         image = service.get("image", "")
         assert re.fullmatch(r"[\w./-]+:[\w.-]+", image), f"{name}: unpinned image {image!r}"
@@ -39,6 +39,7 @@ def test_the_four_services_with_pinned_images_and_health_checks(compose: dict[st
     assert svc["temporal"]["image"].startswith("temporalio/auto-setup:")
     assert svc["temporal-ui"]["image"].startswith("temporalio/ui:")
     assert svc["worker"]["build"] == "."
+    assert svc["gateway"]["image"] == svc["worker"]["image"], "the gateway runs the same image"
 
 
 def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
@@ -53,6 +54,7 @@ def test_ports_published(compose: dict[str, Any]) -> None:
     svc = services(compose)
     assert svc["temporal"]["ports"] == ["7233:7233"]
     assert svc["temporal-ui"]["ports"] == ["8080:8080"]
+    assert svc["gateway"]["ports"] == ["8700:8700"]
     assert "ports" not in svc["worker"] and "ports" not in svc["postgresql"]
 
 
@@ -87,7 +89,7 @@ def test_workers_share_the_postgresql_transcript_store(compose: dict[str, Any]) 
     with pytest.raises(ValueError, match="unknown transcript store"):
         open_transcript_store(url.replace("postgresql", "mysql", 1))  # the scheme is checked
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert '".[postgres]"' in dockerfile  # the image can speak to it
+    assert '".[postgres,gateway]"' in dockerfile  # the image can speak to it
 
 
 def test_model_keys_come_from_the_host_never_literal(compose: dict[str, Any]) -> None:
@@ -109,5 +111,13 @@ def test_worker_command_and_health_check_are_valid_cli_invocations(
     check = worker["healthcheck"]["test"]
     assert check[:2] == ["CMD", "durable-agent"]
     assert parser.parse_args(check[2:]).command == "sessions"
+    gateway = services(compose)["gateway"]
+    serve = parser.parse_args(gateway["command"])
+    assert serve.command == "serve" and serve.host == "0.0.0.0" and serve.port == 8700
+    assert gateway["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert gateway["depends_on"] == {"temporal": {"condition": "service_healthy"}}
+    assert "8700/api/sessions" in " ".join(gateway["healthcheck"]["test"])
+    assert "OPENAI_API_KEY" not in gateway["environment"], "keys stay with the workers"
+    assert '".[postgres,gateway]"' in dockerfile
     for path in ("durable_agent", "workflows", "activities", "worker.py", "pyproject.toml"):
         assert f"COPY {path}" in dockerfile or f" {path} " in dockerfile, path

@@ -199,3 +199,31 @@ async def _into(stream: Any, sink: list[LiveEvent]) -> None:
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_the_log_is_bounded_and_a_reader_behind_it_is_told_what_it_missed(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A session started with 40 messages of 30 KB publishes 1.2 MB of events; the next
+    turn trims the log to half its 1 MB bound, so a reader from the start gets a gap
+    first, then the newest events; the ``messages`` query still has everything."""
+    big = [
+        UserMessage(content=f"{n} " + "x" * 30_000)
+        if n % 2 == 0
+        else AssistantMessage(content=f"{n} " + "y" * 30_000)
+        for n in range(40)
+    ]
+    with ScriptedProvider([assistant_text("short")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider), "and now?", history=big)
+            events = await collect(agents, session)
+            messages = await agents.messages(session)
+    assert events[0].type == "gap" and events[0].missed > 0, events[0]
+    kept = events[1:]
+    assert kept[0].offset == events[0].missed, "offsets go on where the gap ends"
+    assert [e.offset for e in kept] == list(range(kept[0].offset, kept[0].offset + len(kept)))
+    shown = [e.index for e in kept if e.type == "message_appended"]
+    assert shown and shown[-1] == len(messages) - 1 == 41
+    assert messages[0].content.startswith("0 x") and len(messages) == 42
+    assert kept[-1].type == "ended"
