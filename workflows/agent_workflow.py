@@ -162,9 +162,7 @@ class AgentWorkflow(SessionHandlers):
         while True:
             command = session.next_command(suggested=self._history_long(), now=workflow.now())
             feed.observe()
-            if self._untitled and (title := session_title(session.messages)):
-                self._untitled = False
-                workflow.upsert_memo({"title": title})
+            self._title_once_known()
             if isinstance(command, Finish):
                 return command.result
             if isinstance(command, ContinueAsNew):
@@ -226,6 +224,12 @@ class AgentWorkflow(SessionHandlers):
                 session.tools_finished(results)
             elif isinstance(command, WaitForMessage):
                 await self._wait_for_message(command)
+
+    def _title_once_known(self) -> None:
+        """A session started without a message is titled by the first one it gets."""
+        if self._untitled and (title := session_title(self._session.messages)):
+            self._untitled = False
+            workflow.upsert_memo({"title": title})
 
     def _model_failed(self, turn: int, outcome: ModelCallFailed | ModelCallCancelled) -> None:
         if isinstance(outcome, ModelCallCancelled):
