@@ -41,6 +41,7 @@ from durable_agent.log_setup import configure_logging
 from durable_agent.process import exit_without_teardown
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
+from durable_agent.telemetry import client_interceptors, configure_tracing, flush_spans
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
@@ -110,6 +111,7 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
     data_dir.mkdir(parents=True, exist_ok=True)
     return await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
+        interceptors=client_interceptors(),
         dev_server_existing_path=temporal_binary(),
         dev_server_database_filename=str(data_dir / "temporal.sqlite"),
         port=port,
@@ -124,6 +126,7 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
     configure_logging(args.log_level, json_lines=args.log_json)
+    configure_tracing(args.otlp_endpoint, "durable-agent-worker")
     load_tool_modules([m for m in args.tools.split(",") if m])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -150,6 +153,7 @@ async def serve(args: argparse.Namespace) -> None:
     finally:
         if env is not None:
             await env.shutdown()
+        flush_spans()
     print("stopped", flush=True)
 
 

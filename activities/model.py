@@ -38,11 +38,13 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
+from durable_agent.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.provider import (
     ProviderClient,
     ProviderConfigurationError,
     ProviderError,
+    ResponseFacts,
     shared_client,
 )
 from durable_agent.request_messages import options_for_call, prepare_request_messages
@@ -241,32 +243,40 @@ class ModelActivities:
         on_reasoning: Callable[[str], None] | None = None,
     ) -> AssistantMessage:
         """One provider call; its failures as the workflow tells them apart."""
-        client = self._client or shared_client()
-        try:
-            message = await client.complete(
-                setup.endpoint, body, on_text=on_text, on_reasoning=on_reasoning
-            )
-        except ProviderConfigurationError as error:
-            bound.error("model call cannot be made as configured", error=error.message)
-            raise ApplicationError(
-                error.message, type=CONFIGURATION_ERROR, non_retryable=True
-            ) from error
-        except ProviderError as error:
-            bound.warning("provider call failed", error=error.message, retryable=error.retryable)
-            raise ApplicationError(
-                error.message,
-                type=MODEL_ATTEMPT_FAILED if error.retryable else PROVIDER_ERROR,
-                non_retryable=True,  # the workflow counts and retries the model's failures
-                next_retry_delay=(
-                    timedelta(seconds=error.retry_after) if error.retry_after is not None else None
-                ),
-            ) from error
+        client, facts = self._client or shared_client(), ResponseFacts()
+        with model_call_span(setup, body.get("messages") or body.get("input") or []) as span:
+            try:
+                message = await client.complete(
+                    setup.endpoint, body, on_text=on_text, on_reasoning=on_reasoning, facts=facts
+                )
+            except ProviderError as error:
+                record_failure(span, type(error).__name__, error.message)
+                raise self._failure(error, bound) from error
+            record_reply(span, message, facts.response_id)
+            if message.is_error:
+                record_failure(span, MODEL_ATTEMPT_FAILED, message.error or "")
         if message.is_error and message.refusal is None:
             bound.warning("model turn failed", error=message.error)
             raise ApplicationError(
                 f"model turn failed: {message.error}", type=MODEL_ATTEMPT_FAILED, non_retryable=True
             )
         return message.model_copy(update={"timestamp": int(time.time() * 1000)})
+
+    @staticmethod
+    def _failure(error: ProviderError, bound: Any) -> ApplicationError:
+        """A provider's failure as the workflow tells them apart."""
+        if isinstance(error, ProviderConfigurationError):
+            bound.error("model call cannot be made as configured", error=error.message)
+            return ApplicationError(error.message, type=CONFIGURATION_ERROR, non_retryable=True)
+        bound.warning("provider call failed", error=error.message, retryable=error.retryable)
+        return ApplicationError(
+            error.message,
+            type=MODEL_ATTEMPT_FAILED if error.retryable else PROVIDER_ERROR,
+            non_retryable=True,  # the workflow counts and retries the model's failures
+            next_retry_delay=(
+                timedelta(seconds=error.retry_after) if error.retry_after is not None else None
+            ),
+        )
 
 
 def _log_for(call: ModelCallInput) -> Any:

@@ -39,6 +39,7 @@ from durable_agent.contracts import (
     ResolveToolsResult,
     ToolCallInput,
 )
+from durable_agent.gen_ai_spans import record_failure, record_tool_result, tool_span
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
 from durable_agent.openapi import OpenApiError
@@ -157,6 +158,17 @@ class ToolActivities:
     @activity.defn(name="run_tool")
     @heartbeats
     async def run_tool(self, call: ToolCallInput) -> ToolMessage:
+        """Run one call, in its ``execute_tool`` span."""
+        with tool_span(call.tool_name, call.tool_call_id, call.arguments) as span:
+            try:
+                result = await self._run_tool(call)
+            except ApplicationError as error:
+                record_failure(span, error.type or "ToolRaised", error.message)
+                raise
+            record_tool_result(span, result)
+            return result
+
+    async def _run_tool(self, call: ToolCallInput) -> ToolMessage:
         """Run one call. Bad arguments and unknown tools come back as error results for the
         model to read; an exception in the tool, or its running out of time, is raised as
         ``ToolRaised`` for the workflow to count against the tool's attempts."""

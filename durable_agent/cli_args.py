@@ -65,6 +65,12 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"
     )
+    parser.add_argument(
+        "--otlp-endpoint",
+        default=env("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        help="export spans over OTLP/HTTP there, e.g. http://127.0.0.1:4318 "
+        "(or OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
     parser.add_argument("--port", type=int, default=7233, help="dev server port")
     parser.add_argument("--ui-port", type=int, default=8233, help="dev server UI port")
 

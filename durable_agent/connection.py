@@ -10,6 +10,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
+from durable_agent.telemetry import client_interceptors
+
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 
@@ -50,6 +52,7 @@ async def connect_client(settings: ServerSettings) -> Client:
             api_key=settings.api_key,
             tls=tls,
             data_converter=pydantic_data_converter,
+            interceptors=client_interceptors(),
         )
     except RuntimeError as error:
         raise ServerUnreachableError(settings.address, str(error)) from None

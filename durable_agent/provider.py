@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ from durable_agent.codecs import (
     new_stream_accumulator,
     parse_response,
 )
-from durable_agent.codecs.common import error_text
+from durable_agent.codecs.common import error_text, response_id_of
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage
 
@@ -207,6 +208,7 @@ class ProviderClient:
         *,
         on_text: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
+        facts: ResponseFacts | None = None,
     ) -> AssistantMessage:
         """One model turn: streams when ``body["stream"]`` is true, else a single response.
 
@@ -214,7 +216,10 @@ class ProviderClient:
         blank or never completes returns an assistant message with ``is_error``.
         """
         if not body.get("stream"):
-            return parse_response(endpoint.api, await self.post_json(endpoint, body))
+            whole = await self.post_json(endpoint, body)
+            if facts is not None and isinstance(whole, dict):
+                facts.response_id = response_id_of(whole)
+            return parse_response(endpoint.api, whole)
         accumulator = new_stream_accumulator(endpoint.api)
         try:
             async for event in self.stream_events(endpoint, body):
@@ -228,7 +233,16 @@ class ProviderClient:
             if error.status_code is not None or not error.retryable:
                 raise  # a status or a configuration error, not a broken stream
             accumulator.fail(error.message)
+        if facts is not None:
+            facts.response_id = accumulator.response_id
         return accumulator.finish()
+
+
+@dataclass
+class ResponseFacts:
+    """What a call learned beyond the message (for its trace span)."""
+
+    response_id: str | None = None
 
 
 _shared: dict[asyncio.AbstractEventLoop, ProviderClient] = {}

@@ -207,6 +207,8 @@ class StreamAccumulator:
         self.error: str | None = None
         self.complete = False
         self._new_reasoning: list[str] = []
+        self.response_id: str | None = None
+        """The provider's id for the response (for tracing), from the first event with one."""
 
     def take_reasoning(self) -> str:
         """The reasoning text the events since the last call added (for live display)."""
@@ -232,6 +234,8 @@ class StreamAccumulator:
         if not isinstance(data, dict):
             self.fail(f"unexpected stream chunk (not a JSON object): {event.data[:200]!r}")
             return ""
+        if self.response_id is None:
+            self.response_id = response_id_of(data)
         try:
             return self._on_chunk(event.event, data)
         except SHAPE_ERRORS as error:  # a field of an unexpected type: the turn failed
@@ -263,6 +267,16 @@ class StreamAccumulator:
 
     def _build(self, error: str | None) -> AssistantMessage:
         raise NotImplementedError
+
+
+def response_id_of(data: dict[str, Any]) -> str | None:
+    """The response id a chunk or a whole response carries: at the top (Chat Completions,
+    Anthropic's whole message), under ``response`` (Responses) or ``message`` (Anthropic's
+    ``message_start``)."""
+    for holder in (data, data.get("response"), data.get("message")):
+        if isinstance(holder, dict) and isinstance(holder.get("id"), str):
+            return str(holder["id"])
+    return None
 
 
 def error_text(data: dict[str, Any]) -> str:

@@ -1,0 +1,221 @@
+"""Tracing over real OTLP/HTTP to a real receiver on 127.0.0.1: a worker started the way
+users start it (``durable-agent worker --otlp-endpoint``) emits the seed's ``execute``
+span per model call (§7.1.8 attribute names and values) and an ``execute_tool`` span,
+linked under temporalio's client, workflow and activity spans in one trace; message
+content only when asked; a stalled or absent collector does not slow a session; and
+replay emits no span twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from durable_agent import AgentClient
+from durable_agent.model_options import ModelOptions
+from durable_agent.ports import free_port
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests import cli_tools
+from tests.agent_harness import spec_for, wait_for
+from tests.otlp_receiver import OtlpReceiver
+from worker import build_worker
+from workflows.agent_workflow import AgentWorkflow
+
+ROOT = Path(__file__).parent.parent
+OPTIONS = {"temperature": 0.2, "max_output_tokens": 100, "seed": 7, "extra": {"logprobs": True}}
+
+
+@contextmanager
+def traced_worker(
+    env: WorkflowEnvironment, task_queue: str, endpoint: str, **extra_env: str
+) -> Iterator[None]:
+    """``durable-agent worker`` in its own process, exporting spans to ``endpoint``."""
+    address = str(env.client.service_client.config.target_host)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.cli_tools",
+         "--task-queue", task_queue, "--transcript-store", "memory:",
+         "--otlp-endpoint", endpoint, "--log-level", "warning"],
+        cwd=ROOT, env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        assert "worker ready" in process.stdout.readline()
+        yield
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def traced_client(env: WorkflowEnvironment, endpoint: str) -> Client:
+    """A client whose StartWorkflow span (the trace's root) goes to the same receiver."""
+    provider = TracerProvider()
+    exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Client(
+        env.client.service_client,
+        namespace="default",
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor(tracer=provider.get_tracer("test-client"))],
+    )
+
+
+def script() -> list[Any]:
+    return [assistant_calls(("get_time", {"city": "NYC"})), assistant_text("09:00 in NYC")]
+
+
+async def _spans_arrived(receiver: OtlpReceiver) -> bool:
+    return len(receiver.named("execute")) >= 2 and bool(receiver.named("execute_tool get_time"))
+
+
+async def test_model_and_tool_spans_carry_the_genai_attributes_in_one_linked_trace(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with OtlpReceiver() as receiver, ScriptedProvider(script()) as provider:
+        with traced_worker(temporal_env, task_queue, receiver.endpoint):
+            agents = AgentClient(
+                traced_client(temporal_env, receiver.endpoint), task_queue=task_queue
+            )
+            spec = spec_for(provider, ["get_time"])
+            options = ModelOptions.model_validate(OPTIONS)
+            spec = spec.model_copy(
+                update={"model": spec.model.model_copy(update={"options": options})}
+            )
+            session = await agents.start(spec, "time in NYC?")
+            assert (await agents.result(session)).status == "done"
+            await wait_for(lambda: _spans_arrived(receiver), timeout=30)
+        spans = list(receiver.spans)
+    first, second = receiver.named("execute")
+    [tool] = receiver.named("execute_tool get_time")
+    [root] = [s for s in spans if s.name == "StartWorkflow:AgentWorkflow"]
+    by_id = {s.span_id: s for s in spans}
+    for span in (first, second, tool):
+        assert span.trace_id == root.trace_id, "one trace from the client's start"
+        parent = by_id[span.parent_id]
+        assert parent.name.startswith("RunActivity:"), parent.name
+        assert parent.service == "durable-agent-worker"
+    for span, reason in ((first, "tool_calls"), (second, "stop")):
+        attributes = span.attributes
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.request.model"] == "scripted-model"
+        assert attributes["gen_ai.request.temperature"] == 0.2
+        assert attributes["gen_ai.request.max_tokens"] == 100
+        assert attributes["gen_ai.request.seed"] == 7
+        assert attributes["gen_ai.request.logprobs"] is True
+        assert attributes["gen_ai.usage.input_tokens"] == 10
+        assert attributes["gen_ai.usage.output_tokens"] == 5
+        assert attributes["gen_ai.response.finish_reasons"] == [reason]
+        assert attributes["gen_ai.response.id"] == "chatcmpl-scripted"
+        assert "gen_ai.input.messages" not in attributes, "content is off by default"
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "get_time"
+    assert tool.attributes["gen_ai.tool.call.id"].startswith("call_")
+    assert not tool.error and "gen_ai.tool.call.result" not in tool.attributes
+
+
+async def test_message_content_goes_on_spans_only_when_asked(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with (
+        OtlpReceiver() as receiver,
+        ScriptedProvider(script()) as provider,
+        traced_worker(
+            temporal_env, task_queue, receiver.endpoint, DURABLE_AGENT_OTEL_CONTENT="true"
+        ),
+    ):
+        agents = AgentClient(temporal_env.client, task_queue=task_queue)
+        session = await agents.start(spec_for(provider, ["get_time"]), "time in NYC?")
+        await agents.result(session)
+        await wait_for(lambda: _spans_arrived(receiver), timeout=30)
+    first = receiver.named("execute")[0]
+    assert "time in NYC?" in first.attributes["gen_ai.input.messages"]
+    [tool] = receiver.named("execute_tool get_time")
+    assert tool.attributes["gen_ai.tool.call.result"] == "09:00"
+
+
+async def test_a_stalled_or_absent_collector_does_not_slow_a_session(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Every export to the stalled collector hangs 60 s; the sessions take as long as
+    untraced ones would (seconds), with spans dropped or queued, never waited for."""
+    replies = [assistant_text(f"answer {n}") for n in range(4)]
+    absent = f"http://127.0.0.1:{free_port()}"
+    with OtlpReceiver(stall=60) as stalled, ScriptedProvider(replies) as provider:
+        agents = AgentClient(temporal_env.client, task_queue=task_queue)
+        spec = spec_for(provider)
+        times = []
+        for endpoint, queue in ((stalled.endpoint, task_queue), (absent, f"{task_queue}-b")):
+            with traced_worker(temporal_env, queue, endpoint):
+                agents.task_queue = queue
+                for _ in range(2):
+                    start = time.monotonic()
+                    await agents.result(await agents.start(spec, "hi"))
+                    times.append(time.monotonic() - start)
+                await asyncio.sleep(1.5)  # a batch is due: its export hangs (or fails)
+                start = time.monotonic()
+                await agents.result(await agents.start(spec, "hi"))
+                times.append(time.monotonic() - start)
+        assert stalled.requests >= 1, "the worker did try to export"
+    assert max(times) < 5, times
+
+
+async def test_replay_emits_no_span_twice(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A worker that keeps no workflow in cache replays the whole history on every task;
+    each span still appears once. A recorded history replayed emits none."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    interceptor = TracingInterceptor(tracer=provider.get_tracer("replay-test"))
+    client = Client(
+        temporal_env.client.service_client,
+        namespace="default",
+        data_converter=pydantic_data_converter,
+        interceptors=[interceptor],
+    )
+    registry = ToolRegistry([cli_tools.get_time])
+    with ScriptedProvider(script()) as scripted:
+        async with build_worker(
+            client,
+            task_queue=task_queue,
+            registry=registry,
+            preload_tokenizers=False,
+            max_cached_workflows=0,
+        ):
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(scripted, ["get_time"]), "time in NYC?")
+            assert (await agents.result(session)).status == "done"
+            history = await client.get_workflow_handle(session).fetch_history()
+    names = [s.name for s in exporter.get_finished_spans()]
+    tasks = sum(1 for e in history.events if e.HasField("workflow_task_completed_event_attributes"))
+    assert tasks >= 4, "the workflow was replayed from scratch several times"
+    assert names.count("RunWorkflow:AgentWorkflow") == 1, names
+    assert names.count("StartActivity:call_model") == 2, names
+    assert names.count("StartActivity:run_tool") == 1, names
+    exporter.clear()
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=pydantic_data_converter,
+        interceptors=[interceptor],
+    )
+    await replayer.replay_workflow(WorkflowHistory.from_json(session, history.to_json()))
+    assert [s.name for s in exporter.get_finished_spans()] == [], "replay emitted spans"
