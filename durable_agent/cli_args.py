@@ -71,6 +71,12 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         help="export spans over OTLP/HTTP there, e.g. http://127.0.0.1:4318 "
         "(or OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
+    parser.add_argument(
+        "--metrics-address",
+        default=env("DURABLE_AGENT_METRICS_ADDRESS"),
+        help="serve Prometheus metrics on host:port, e.g. 0.0.0.0:9464 "
+        "(or DURABLE_AGENT_METRICS_ADDRESS)",
+    )
     parser.add_argument("--port", type=int, default=7233, help="dev server port")
     parser.add_argument("--ui-port", type=int, default=8233, help="dev server UI port")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from durable_agent.telemetry import client_interceptors
@@ -38,7 +39,7 @@ class ServerSettings:
     """mTLS client certificate and key (Temporal Cloud's other way in)."""
 
 
-async def connect_client(settings: ServerSettings) -> Client:
+async def connect_client(settings: ServerSettings, runtime: Runtime | None = None) -> Client:
     tls: bool | TLSConfig = settings.tls or settings.api_key is not None
     if settings.tls_cert and settings.tls_key:
         tls = TLSConfig(
@@ -53,6 +54,7 @@ async def connect_client(settings: ServerSettings) -> Client:
             tls=tls,
             data_converter=pydantic_data_converter,
             interceptors=client_interceptors(),
+            runtime=runtime,
         )
     except RuntimeError as error:
         raise ServerUnreachableError(settings.address, str(error)) from None

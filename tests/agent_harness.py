@@ -6,9 +6,10 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,30 @@ async def running_worker(
         env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False, **options
     ):
         yield env.client
+
+
+@contextmanager
+def worker_process(
+    env: WorkflowEnvironment, task_queue: str, *args: str, **extra_env: str
+) -> Iterator[None]:
+    """``durable-agent worker`` in its own process (the tools of ``tests.cli_tools``),
+    the way users start it, with ``args`` added."""
+    address = str(env.client.service_client.config.target_host)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.cli_tools",
+         "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
+         *args],
+        cwd=Path(__file__).parent.parent,
+        env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        assert "worker ready" in process.stdout.readline()
+        yield
+    finally:
+        process.terminate()
+        process.wait(15)
 
 
 async def start_session(

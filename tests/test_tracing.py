@@ -8,12 +8,7 @@ replay emits no span twice."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +28,7 @@ from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
-from tests.agent_harness import spec_for, wait_for
+from tests.agent_harness import spec_for, wait_for, worker_process
 from tests.otlp_receiver import OtlpReceiver
 from worker import build_worker
 from workflows.agent_workflow import AgentWorkflow
@@ -42,26 +37,10 @@ ROOT = Path(__file__).parent.parent
 OPTIONS = {"temperature": 0.2, "max_output_tokens": 100, "seed": 7, "extra": {"logprobs": True}}
 
 
-@contextmanager
 def traced_worker(
     env: WorkflowEnvironment, task_queue: str, endpoint: str, **extra_env: str
-) -> Iterator[None]:
-    """``durable-agent worker`` in its own process, exporting spans to ``endpoint``."""
-    address = str(env.client.service_client.config.target_host)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.cli_tools",
-         "--task-queue", task_queue, "--transcript-store", "memory:",
-         "--otlp-endpoint", endpoint, "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        assert "worker ready" in process.stdout.readline()
-        yield
-    finally:
-        process.terminate()
-        process.wait(15)
+) -> Any:
+    return worker_process(env, task_queue, "--otlp-endpoint", endpoint, **extra_env)
 
 
 def traced_client(env: WorkflowEnvironment, endpoint: str) -> Client:

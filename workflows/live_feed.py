@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.transcript import payload_bytes
     from workflows.commands import ToolRun
     from workflows.session import Session
+    from workflows.session_metrics import SessionMetrics
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next turn.
 LOG_MAX_BYTES = 1_000_000
@@ -58,6 +59,7 @@ class LiveFeed:
         self._idle = False
         self._turn = -1
         self._tool_started: dict[int, int] = {}
+        self.metrics = SessionMetrics()
 
     def resume(self) -> None:
         """A continued run: what the previous run carried was announced by it."""
@@ -87,10 +89,14 @@ class LiveFeed:
             if pending.approval_id not in self._asked:
                 self._asked.add(pending.approval_id)
                 self._publish(ApprovalRequested(approval=pending))
+                self.metrics.approval_requested(pending)
         for aid, record in state.decisions.items():
             if aid in self._asked and aid not in self._told:
                 self._told.add(aid)
                 self._publish(ApprovalDecided(approval_id=aid, record=record))
+                asked = next((p for p in state.pending if p.approval_id == aid), None)
+                self.metrics.approval_decided(asked, record)
+        self.metrics.phase(session.phase)
         idle = session.phase == "idle"
         if idle and not self._idle:
             self._publish(Idle(message_count=len(messages)))
@@ -151,6 +157,7 @@ class LiveFeed:
 
     def state_for_next_run(self) -> WorkflowStreamState:
         """The newest events within ``CARRIED_LOG_BYTES``; offsets go on from there."""
+        self.metrics.handed_over()
         room = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
         return _keep_newest(self._stream.get_state(), room)
 
