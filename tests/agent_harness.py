@@ -61,10 +61,14 @@ async def running_worker(
 
 @contextmanager
 def worker_process(
-    env: WorkflowEnvironment, task_queue: str, *args: str, **extra_env: str
+    env: WorkflowEnvironment,
+    task_queue: str,
+    *args: str,
+    stderr: Path | None = None,
+    **extra_env: str,
 ) -> Iterator[None]:
     """``durable-agent worker`` in its own process (the tools of ``tests.cli_tools``),
-    the way users start it, with ``args`` added."""
+    the way users start it, with ``args`` added (its log lines to ``stderr``)."""
     address = str(env.client.service_client.config.target_host)
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.cli_tools",
@@ -73,6 +77,7 @@ def worker_process(
         cwd=Path(__file__).parent.parent,
         env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
         stdout=subprocess.PIPE, text=True,
+        stderr=stderr.open("w") if stderr is not None else None,
     )  # fmt: skip
     try:
         assert process.stdout is not None

@@ -8,6 +8,7 @@ durable waits, continue-as-new), records signals into it and answers queries fro
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import timedelta
 
 from temporalio import workflow
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.live_feed import LiveFeed
     from workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
     from workflows.session import Session
+    from workflows.session_log import session_log
     from workflows.state import ContinuedInput, SessionState
     from workflows.tool_calls import (
         check_guardrails,
@@ -135,6 +137,9 @@ class AgentWorkflow(SessionHandlers):
         except PayloadTooLarge as error:
             result = session.fail(str(error))
         self._feed.ended(result)
+        session_log(
+            session, logging.INFO, "session ended: %s (%s)", result.status, result.stop_reason
+        )
         return result
 
     async def _resolve_tools(self) -> None:

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.inputs import InvalidInput, decode
     from workflows.live_feed import LiveFeed
     from workflows.session import Session
+    from workflows.session_log import warn
 
 #: Error type of a decision an update refused (the message says why).
 DECISION_REFUSED = "DecisionRefused"
@@ -34,7 +35,7 @@ class ApprovalHandlers:
 
     def _rejected(self, text: str | None) -> None:
         if text is not None:
-            workflow.logger.warning("signal changed nothing: %s", text)
+            warn(self._session, "signal changed nothing: %s", text)
 
     @workflow.signal
     def approve(self, raw: RawValue) -> None:

@@ -4,6 +4,7 @@ or by reference to the workers' store when it does not fit one payload."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from temporalio import workflow
 
@@ -11,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
     from workflows.live_feed import LiveFeed
     from workflows.session import Session
+    from workflows.session_log import session_log, warn
     from workflows.state import ContinuedInput
     from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
 
@@ -43,9 +45,10 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
     carried = ContinuedInput(spec=spec, carried=state, events=feed.state_for_next_run())
     if len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
-        workflow.logger.warning("continue-as-new deferred: the carried state is over 2 MB")
+        warn(session, "continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()
         return
+    session_log(session, logging.INFO, "continuing as new (run %d follows)", state.runs)
     workflow.continue_as_new(carried)
 
 
