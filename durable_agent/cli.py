@@ -31,6 +31,7 @@ from durable_agent.cli_args import (
     who_am_i,
 )
 from durable_agent.cli_follow import Approver, follow
+from durable_agent.cli_trace import cmd_trace
 from durable_agent.client import (
     AgentClient,
     MessageRefusedError,
@@ -330,6 +331,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "budget": cmd_budget,
     "status": cmd_status,
     "history": cmd_history,
+    "trace": with_client(cmd_trace),
     "sessions": cmd_sessions,
     "prune-transcripts": cmd_prune,
 }
@@ -402,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = command("status", "what a session is doing")
     status.add_argument("session_id")
     status.add_argument("--json", action="store_true")
+    trace = command("trace", "a session's timeline: model calls, tools, approval waits")
+    trace.add_argument("session_id")
+    trace.add_argument("--out", help="the picture's file (default: SESSION.trace.html)")
     history = command("history", "a session's messages")
     history.add_argument("session_id")
     form = history.add_mutually_exclusive_group()

@@ -387,3 +387,52 @@ async def test_run_prints_the_answer_as_it_streams(
     whole = next(t for t, text in arrivals if answer in text)
     assert whole - first > 0.3, "the answer came out at once"
     assert f"assistant {answer}\n" in seen and "session ended: done (final_answer)" in seen
+
+
+async def test_trace_prints_the_timeline_and_draws_it(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Two model calls, two tool runs and one approval a person took 0.6 s over, across
+    a continue-as-new, as text and as a picture."""
+    script = [
+        assistant_calls(("wipe_cache", {"name": "tiles"}), ("get_time", {"city": "NYC"})),
+        assistant_text("tiles cleared; 09:00 in NYC"),
+        assistant_text("bye"),
+    ]
+    address = address_of(temporal_env)
+    queue = ("--task-queue", task_queue)
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, ["wipe_cache", "get_time"], session={
+                "continue_as_new_after_events": 20})  # fmt: skip
+            sid = await agents.start(spec, "clear tiles, time in NYC")
+            asked = await agents.wait(sid, timeout=30)
+            await asyncio.sleep(0.6)
+            await agents.approve(sid, asked.pending[0].approval_id, by="ana")
+            await agents.wait(sid, after=4, timeout=30)
+            await agents.send(sid, "thanks")
+            await agents.wait(sid, after=5, timeout=30)
+            runs = (await agents.status(sid)).runs
+            picture = tmp_path / "trace.html"
+            traced = await acli("trace", sid, "--out", str(picture), *queue, address=address)
+            unknown = await acli("trace", "no-such-session", *queue, address=address)
+    assert runs > 1, "the session continued as new: the trace reads every run"
+    assert traced.returncode == 0, traced.stderr
+    lines = traced.stdout.splitlines()
+    assert lines[0].startswith(f"session {sid}: 3 model calls")
+    assert "3 model calls" in lines[0] and "2 tool runs" in lines[0] and "1 approvals" in lines[0]
+    assert "30 in / 15 out tokens" in lines[0]
+    body = "\n".join(lines[1:])
+    assert "turn 1   model" in body and "10 in / 5 out  2 tool calls" in body
+    [approval] = [line for line in lines if "approval wipe_cache" in line]
+    assert approval.rstrip().endswith("approved by ana"), approval
+    waited = float(approval.split(" s  ")[1].split()[-1])
+    assert 0.6 <= waited < 10, approval
+    assert any("tool wipe_cache" in line for line in lines)
+    assert any("tool get_time" in line for line in lines)
+    assert "turn 3   model" in body, "the model call of the run after continue-as-new"
+    page = picture.read_text()
+    assert page.count('<g class="model">') == 3 and page.count('<g class="tool">') == 2
+    assert page.count('<g class="approval">') == 1 and "approved by ana" in page
+    assert unknown.returncode == 2 and "no session" in unknown.stderr
