@@ -30,7 +30,7 @@ from durable_agent.cli_args import (
     server_settings,
     who_am_i,
 )
-from durable_agent.cli_follow import Approver, follow
+from durable_agent.cli_follow import Approver, follow, write_message_log
 from durable_agent.cli_trace import cmd_trace
 from durable_agent.client import (
     AgentClient,
@@ -240,6 +240,11 @@ async def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
 
 async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
+    if args.follow or args.context:
+        if not args.jsonl:
+            raise CommandError("--follow and --context write the message log: add --jsonl")
+        await write_message_log(agents, args.session_id, out, follow=args.follow)
+        return EXIT_OK
     messages = await agents.messages(args.session_id)
     if args.json:
         dumped = [m.model_dump(mode="json", exclude_none=True) for m in messages]
@@ -412,6 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     form = history.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="one JSON array")
     form.add_argument("--jsonl", action="store_true", help="one message a line")
+    history.add_argument(
+        "--context", action="store_true", help="with --jsonl: each line with its context"
+    )
+    history.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --jsonl: go on as messages land (implies --context)",
+    )
     sessions = command("sessions", "sessions on the server, newest first")
     sessions.add_argument("--limit", type=int, default=50)
     serve = command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")

@@ -9,7 +9,8 @@ from typing import TextIO
 from durable_agent.cli_args import who_am_i
 from durable_agent.client import AgentClient
 from durable_agent.contracts import PendingApproval
-from durable_agent.events import LiveEvent
+from durable_agent.events import Gap, LiveEvent, MessageAppended
+from durable_agent.message_log import MessageLog
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.render import format_message, format_pending, status_line
 
@@ -139,3 +140,28 @@ async def _ask(
     approved, reason = await approver(pending)
     decide = agents.approve if approved else agents.deny
     await decide(session_id, pending.approval_id, by=who_am_i(), reason=reason)
+
+
+async def write_message_log(
+    agents: AgentClient, session_id: str, out: TextIO, *, follow: bool
+) -> None:
+    """The session's message log, one message a line with its context; with ``follow``,
+    new lines as messages land until the session ends."""
+    log = MessageLog(session_id)
+    after = await agents.latest_offset(session_id) if follow else -1
+    for message in await agents.messages(session_id):
+        print(log.line(message), file=out, flush=True)
+    if not follow:
+        return
+    async for event in agents.follow(session_id, after=after):
+        if isinstance(event, MessageAppended) and event.index >= log.count:
+            missing = (
+                await agents.messages(session_id, log.count)
+                if (event.message is None or event.index > log.count)
+                else [event.message]
+            )
+            for message in missing:
+                print(log.line(message, event.run), file=out, flush=True)
+        elif isinstance(event, Gap):
+            for message in await agents.messages(session_id, log.count):
+                print(log.line(message), file=out, flush=True)

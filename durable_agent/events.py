@@ -99,6 +99,8 @@ class MessageAppended(_Event):
     index: int
     message: Message | None
     """``None`` when it is over ``MESSAGE_EVENT_MAX_BYTES`` (read it by ``index``)."""
+    run: int | None = None
+    """The session's run (1, then one more per continue-as-new) it landed in."""
 
 
 class UsageReported(_Event):

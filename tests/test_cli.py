@@ -436,3 +436,49 @@ async def test_trace_prints_the_timeline_and_draws_it(
     assert page.count('<g class="model">') == 3 and page.count('<g class="tool">') == 2
     assert page.count('<g class="approval">') == 1 and "approved by ana" in page
     assert unknown.returncode == 2 and "no session" in unknown.stderr
+
+
+async def test_history_jsonl_follow_streams_the_message_log_with_context(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Followed from the middle of a live session to its end: every message once, in
+    order, with its session, turn and iteration; the ones that land while it follows
+    with their run too; the earlier ones from the array."""
+    script = [assistant_calls(("get_time", {"city": "NYC"})), assistant_text("09:00 in NYC")]
+    address = address_of(temporal_env)
+    queue = ("--task-queue", task_queue)
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider, ["get_time"], session={}), "time?")
+            await agents.wait(sid, after=1, timeout=30)
+            env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
+            env["TEMPORAL_ADDRESS"] = address
+            follower = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "durable_agent.cli", "history", sid, "--jsonl",
+                "--follow", *queue, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            assert follower.stdout is not None
+            early = [json.loads(await follower.stdout.readline()) for _ in range(4)]
+            provider.add(sse_reply(chat_stream_events(assistant_text("welcome")), delay=0.05))
+            await agents.send(sid, "thanks")
+            await agents.wait(sid, after=5, timeout=30)
+            await agents.end(sid)
+            rest = (await asyncio.wait_for(follower.stdout.read(), 60)).decode()
+            assert await follower.wait() == 0
+            context = await acli("history", sid, "--jsonl", "--context", *queue, address=address)
+            refused = await acli("history", sid, "--follow", *queue, address=address)
+    lines = early + [json.loads(line) for line in rest.splitlines()]
+    assert [line["index"] for line in lines] == list(range(6)), "each message once, in order"
+    assert {line["session"] for line in lines} == {sid}
+    assert [(line["turn"], line["iteration"]) for line in lines] == [
+        (1, 0), (1, 1), (1, 1), (1, 2), (2, 0), (2, 1)
+    ]  # fmt: skip
+    assert [line["message"]["role"] for line in lines] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant"
+    ]  # fmt: skip
+    assert [line.get("run") for line in lines[4:]] == [1, 1], "followed live: the run too"
+    assert lines[-1]["message"]["content"] == "welcome"
+    read_after = [json.loads(line) for line in context.stdout.splitlines()]
+    assert read_after == [{k: v for k, v in line.items() if k != "run"} for line in lines]
+    assert refused.returncode == 2 and "--jsonl" in refused.stderr

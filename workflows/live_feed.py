@@ -83,7 +83,7 @@ class LiveFeed:
         for index in range(self._shown, len(messages)):
             message = messages[index]
             body = message if payload_bytes(message) <= MESSAGE_EVENT_MAX_BYTES else None
-            self._publish(MessageAppended(index=index, message=body))
+            self._publish(MessageAppended(index=index, message=body, run=state.runs))
         self._shown = len(messages)
         for pending in state.pending:
             if pending.approval_id not in self._asked:
