@@ -96,6 +96,29 @@ def record_failure(span: Span, kind: str, text: str) -> None:
 
 
 @contextmanager
+def embeddings_span(model: str, inputs: int) -> Iterator[Span]:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "embeddings",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+        "gen_ai.embeddings.input_count": inputs,
+    }
+    with tracer.start_as_current_span(
+        f"embeddings {model}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        yield span
+
+
+def record_embeddings(span: Span, body: dict[str, Any]) -> None:
+    usage = body.get("usage") or {}
+    if isinstance(usage.get("prompt_tokens"), int):
+        span.set_attribute("gen_ai.usage.input_tokens", usage["prompt_tokens"])
+    data = body.get("data") or []
+    if data and isinstance(data[0], dict) and isinstance(data[0].get("embedding"), list):
+        span.set_attribute("gen_ai.embeddings.dimension.count", len(data[0]["embedding"]))
+
+
+@contextmanager
 def tool_span(name: str, call_id: str, arguments: str) -> Iterator[Span]:
     with tracer.start_as_current_span(
         f"execute_tool {name}",

@@ -13,7 +13,7 @@ import email.utils
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,15 @@ from durable_agent.codecs import (
     parse_response,
 )
 from durable_agent.codecs.common import error_text, response_id_of
+from durable_agent.codecs.media import (
+    EMBEDDINGS_PATH,
+    build_embeddings_request,
+    parse_embeddings_response,
+)
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage
+from durable_agent.gen_ai_spans import embeddings_span, record_embeddings
+from durable_agent.messages import AssistantMessage, UserMessage
+from durable_agent.model_options import ModelOptions
 
 USER_AGENT = f"durable-agent/{__version__}"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -149,11 +156,14 @@ class ProviderClient:
     def _timeout(self, endpoint: ProviderEndpoint) -> httpx.Timeout:
         return httpx.Timeout(endpoint.read_timeout, connect=endpoint.connect_timeout)
 
-    async def post_json(self, endpoint: ProviderEndpoint, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` and return the JSON response; raises :class:`ProviderError`."""
+    async def post_json(
+        self, endpoint: ProviderEndpoint, body: dict[str, Any], path: str | None = None
+    ) -> dict[str, Any]:
+        """POST ``body`` (to the API's path, or ``path`` under the base URL) and return
+        the JSON response; raises :class:`ProviderError`."""
         try:
             response = await self._http.post(
-                endpoint.url,
+                endpoint.base_url + path if path else endpoint.url,
                 json=body,
                 headers=self._headers(endpoint),
                 timeout=self._timeout(endpoint),
@@ -243,6 +253,24 @@ class ResponseFacts:
     """What a call learned beyond the message (for its trace span)."""
 
     response_id: str | None = None
+
+
+async def embed(
+    client: ProviderClient,
+    endpoint: ProviderEndpoint,
+    model: str,
+    texts: Sequence[str],
+    options: ModelOptions | None = None,
+) -> list[list[float]]:
+    """Embeddings of ``texts`` (seed 004 §7.2: OpenAI's ``/embeddings``), one vector per
+    text, in an ``embeddings`` span (for tools that search or compare)."""
+    body = build_embeddings_request(
+        [UserMessage(content=text) for text in texts], model=model, options=options
+    )
+    with embeddings_span(model, len(texts)) as span:
+        whole = await client.post_json(endpoint, body, path=EMBEDDINGS_PATH)
+        record_embeddings(span, whole)
+    return parse_embeddings_response(whole)
 
 
 _shared: dict[asyncio.AbstractEventLoop, ProviderClient] = {}

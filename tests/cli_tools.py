@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.provider import embed, shared_client
 from durable_agent.tools import tool
 
 
@@ -15,3 +17,11 @@ def get_time(city: str) -> str:
 def wipe_cache(name: str) -> str:
     """Clear a cache (a person approves)."""
     return f"cache {name} cleared"
+
+
+@tool
+async def embed_note(text: str, base_url: str) -> str:
+    """How many dimensions an embeddings model gives a note (it calls the model)."""
+    endpoint = ProviderEndpoint(base_url=base_url, api_key_env=None)
+    vectors = await embed(shared_client(), endpoint, "text-embedding-3-small", [text])
+    return f"{len(vectors[0])} dimensions"

@@ -25,7 +25,7 @@ from temporalio.worker import Replayer
 from durable_agent import AgentClient
 from durable_agent.model_options import ModelOptions
 from durable_agent.ports import free_port
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, json_reply
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
 from tests.agent_harness import spec_for, wait_for, worker_process
@@ -198,3 +198,43 @@ async def test_replay_emits_no_span_twice(
     )
     await replayer.replay_workflow(WorkflowHistory.from_json(session, history.to_json()))
     assert [s.name for s in exporter.get_finished_spans()] == [], "replay emitted spans"
+
+
+async def test_an_embeddings_call_is_an_embeddings_span_under_its_tool(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with OtlpReceiver() as receiver, ScriptedProvider() as provider:
+        provider.add(
+            assistant_calls(("embed_note", {"text": "hello", "base_url": provider.base_url})),
+            json_reply(
+                {
+                    "object": "list",
+                    "model": "text-embedding-3-small",
+                    "data": [{"index": 0, "embedding": [0.1, 0.2, 0.3]}],
+                    "usage": {"prompt_tokens": 4, "total_tokens": 4},
+                }
+            ),
+            assistant_text("3 dimensions"),
+        )
+        with traced_worker(temporal_env, task_queue, receiver.endpoint):
+            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, ["embed_note"]), "embed hello")
+            assert (await agents.result(session)).final.content == "3 dimensions"  # type: ignore[union-attr]
+            await wait_for(
+                lambda: _true(bool(receiver.named("embeddings text-embedding-3-small"))),
+                timeout=30,
+            )
+            await wait_for(lambda: _true(bool(receiver.named("execute_tool embed_note"))), 30)
+    [span] = receiver.named("embeddings text-embedding-3-small")
+    [tool] = receiver.named("execute_tool embed_note")
+    assert span.parent_id == tool.span_id and span.trace_id == tool.trace_id
+    assert span.attributes["gen_ai.operation.name"] == "embeddings"
+    assert span.attributes["gen_ai.request.model"] == "text-embedding-3-small"
+    assert span.attributes["gen_ai.usage.input_tokens"] == 4
+    assert span.attributes["gen_ai.embeddings.dimension.count"] == 3
+    assert provider.requests[1].path == "/v1/embeddings"
+    assert provider.requests[1].body == {"model": "text-embedding-3-small", "input": "hello"}
+
+
+async def _true(value: bool) -> bool:
+    return value
