@@ -7,7 +7,7 @@ COPY durable_agent ./durable_agent
 COPY workflows ./workflows
 COPY activities ./activities
 COPY worker.py ./
-RUN pip install ".[postgres,gateway]" && useradd --create-home agent
+RUN pip install ".[postgres,gateway,otel]" && useradd --create-home agent
 USER agent
 ENTRYPOINT ["durable-agent"]
 CMD ["worker"]

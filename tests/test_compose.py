@@ -26,9 +26,13 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def test_the_five_services_with_pinned_images_and_health_checks(compose: dict[str, Any]) -> None:
+def test_the_seven_services_with_pinned_images_and_health_checks(
+    compose: dict[str, Any],
+) -> None:
     svc = services(compose)
-    assert set(svc) == {"postgresql", "temporal", "temporal-ui", "worker", "gateway"}
+    assert set(svc) == {
+        "postgresql", "temporal", "temporal-ui", "worker", "gateway", "otel-collector", "jaeger"
+    }  # fmt: skip
     for name, service in svc.items():
         image = service.get("image", "")
         assert re.fullmatch(r"[\w./-]+:[\w.-]+", image), f"{name}: unpinned image {image!r}"
@@ -47,7 +51,10 @@ def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
     assert svc["temporal"]["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
     healthy = {"condition": "service_healthy"}
     assert svc["temporal-ui"]["depends_on"] == {"temporal": healthy}
-    assert svc["worker"]["depends_on"] == {"temporal": healthy, "postgresql": healthy}
+    assert svc["worker"]["depends_on"] == {
+        "temporal": healthy, "postgresql": healthy, "otel-collector": healthy
+    }  # fmt: skip
+    assert svc["otel-collector"]["depends_on"] == {"jaeger": healthy}
 
 
 def test_ports_published(compose: dict[str, Any]) -> None:
@@ -56,6 +63,7 @@ def test_ports_published(compose: dict[str, Any]) -> None:
     assert svc["temporal-ui"]["ports"] == ["8080:8080"]
     assert svc["gateway"]["ports"] == ["8700:8700"]
     assert "ports" not in svc["worker"] and "ports" not in svc["postgresql"]
+    assert "16686:16686" in svc["jaeger"]["ports"]  # the trace viewer
 
 
 def test_temporal_uses_the_postgresql_service_with_its_credentials(
@@ -89,7 +97,7 @@ def test_workers_share_the_postgresql_transcript_store(compose: dict[str, Any]) 
     with pytest.raises(ValueError, match="unknown transcript store"):
         open_transcript_store(url.replace("postgresql", "mysql", 1))  # the scheme is checked
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert '".[postgres,gateway]"' in dockerfile  # the image can speak to it
+    assert '".[postgres,gateway,otel]"' in dockerfile  # the image can speak to it
 
 
 def test_model_keys_come_from_the_host_never_literal(compose: dict[str, Any]) -> None:
@@ -118,6 +126,33 @@ def test_worker_command_and_health_check_are_valid_cli_invocations(
     assert gateway["depends_on"] == {"temporal": {"condition": "service_healthy"}}
     assert "8700/api/sessions" in " ".join(gateway["healthcheck"]["test"])
     assert "OPENAI_API_KEY" not in gateway["environment"], "keys stay with the workers"
-    assert '".[postgres,gateway]"' in dockerfile
+    assert '".[postgres,gateway,otel]"' in dockerfile
     for path in ("durable_agent", "workflows", "activities", "worker.py", "pyproject.toml"):
         assert f"COPY {path}" in dockerfile or f" {path} " in dockerfile, path
+
+
+def test_workers_export_to_the_collector_which_feeds_the_trace_viewer(
+    compose: dict[str, Any],
+) -> None:
+    svc = services(compose)
+    worker = svc["worker"]["environment"]
+    assert worker["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
+    parser = build_parser()
+    args = parser.parse_args(svc["worker"]["command"])
+    assert args.command == "worker"
+    assert "DURABLE_AGENT_METRICS_ADDRESS" in worker
+    assert "DURABLE_AGENT_OTEL_CONTENT" not in worker, "message content stays off spans"
+    collector = svc["otel-collector"]
+    [mount] = collector["volumes"]
+    source, target, _ = mount.split(":")
+    assert target == "/etc/otelcol/config.yaml" and f"--config={target}" in collector["command"]
+    config = yaml.safe_load((ROOT / source).read_text())
+    assert config["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
+    traces = config["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"] and "batch" in traces["processors"]
+    [exporter] = traces["exporters"]
+    assert config["exporters"][exporter]["endpoint"] == "jaeger:4317"
+    assert svc["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    scrape = config["receivers"]["prometheus"]["config"]["scrape_configs"][0]
+    assert scrape["dns_sd_configs"][0] == {"names": ["worker"], "type": "A", "port": 9464}
+    assert worker["DURABLE_AGENT_METRICS_ADDRESS"].endswith(":9464")
