@@ -11,7 +11,6 @@ interceptor makes workflow spans only when not replaying).
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,6 @@ from opentelemetry import trace
 from temporalio.common import MetricMeter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-#: Where spans go (``http://host:4318``); the standard OpenTelemetry variable.
-ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 #: Spans held while the collector is away or slow; more are dropped.
 MAX_QUEUED_SPANS = 4096
 EXPORT_TIMEOUT_SECONDS = 2.0
@@ -42,21 +39,33 @@ def configure_tracing(endpoint: str | None, service: str, meter: MetricMeter | N
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as error:
         raise RuntimeError(
             f"tracing needs its extra: pip install 'durable-agent[otel]' ({error})"
         ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    exporter: Any = OTLPSpanExporter(
+    exporter = OTLPSpanExporter(
         endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=EXPORT_TIMEOUT_SECONDS
     )
-    counting = None
-    if meter is not None:
-        exporter = counting = CountingSpanExporter(exporter, meter, MAX_QUEUED_SPANS)
+    batches = bounded_batches(exporter, meter, MAX_QUEUED_SPANS)
+    provider.add_span_processor(batches)
+    trace.set_tracer_provider(provider)
+    _configured = provider
+    return True
+
+
+def bounded_batches(exporter: Any, meter: MetricMeter | None, capacity: int) -> Any:
+    """A batch processor that never blocks the code that ends a span: at most
+    ``capacity`` spans wait, exported in batches from a background thread, each export
+    given ``EXPORT_TIMEOUT_SECONDS``; with a ``meter``, what it drops is counted."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    counting = CountingSpanExporter(exporter, meter, capacity) if meter is not None else None
+    sink: Any = counting or exporter
     batches = BatchSpanProcessor(
-        exporter,
-        max_queue_size=MAX_QUEUED_SPANS,
+        sink,
+        max_queue_size=capacity,
+        max_export_batch_size=min(512, capacity),
         schedule_delay_millis=500,
         export_timeout_millis=int(EXPORT_TIMEOUT_SECONDS * 1000),
     )
@@ -68,14 +77,7 @@ def configure_tracing(endpoint: str | None, service: str, meter: MetricMeter | N
             on_end(span)
 
         batches.on_end = counted_on_end  # type: ignore[method-assign]
-    provider.add_span_processor(batches)
-    trace.set_tracer_provider(provider)
-    _configured = provider
-    return True
-
-
-def tracing_from_environment(service: str) -> bool:
-    return configure_tracing(os.environ.get(ENDPOINT_ENV), service)
+    return batches
 
 
 def flush_spans(timeout_seconds: float = 5.0) -> None:
@@ -123,12 +125,12 @@ class CountingSpanExporter:
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
+        with self._lock:  # taken from the queue: room for as many more
+            self._waiting = max(0, self._waiting - len(spans))
         try:
             result = self._exporter.export(spans)
         except Exception:
             result = SpanExportResult.FAILURE
-        with self._lock:
-            self._waiting = max(0, self._waiting - len(spans))
         if result != SpanExportResult.SUCCESS:
             self.dropped.add(len(spans), {"reason": "export_failed"})
         return result

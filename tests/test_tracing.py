@@ -19,12 +19,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent import AgentClient
 from durable_agent.model_options import ModelOptions
 from durable_agent.ports import free_port
+from durable_agent.telemetry import bounded_batches
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, json_reply
 from durable_agent.tools import ToolRegistry
 from tests import cli_tools
@@ -238,3 +240,28 @@ async def test_an_embeddings_call_is_an_embeddings_span_under_its_tool(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def test_a_full_queue_drops_spans_and_counts_them() -> None:
+    """The collector stalls; 50 spans end at once into a queue of 5: ending a span never
+    waits, and every span that found the queue full is counted."""
+    buffer = MetricBuffer(10_000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    with OtlpReceiver(stall=30) as stalled:
+        exporter = OTLPSpanExporter(endpoint=f"{stalled.endpoint}/v1/traces", timeout=1)
+        provider = TracerProvider()
+        provider.add_span_processor(bounded_batches(exporter, runtime.metric_meter, 5))
+        tracer = provider.get_tracer("queue-test")
+        start = time.monotonic()
+        for n in range(50):
+            with tracer.start_as_current_span(f"span {n}"):
+                pass
+        ended = time.monotonic() - start
+    dropped = sum(
+        update.value
+        for update in buffer.retrieve_updates()
+        if update.metric.name == "durable_agent_spans_dropped"
+        and dict(update.attributes).get("reason") == "queue_full"
+    )
+    assert ended < 1.0, f"ending 50 spans took {ended:.2f} s"
+    assert dropped >= 40, dropped
