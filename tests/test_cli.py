@@ -419,6 +419,7 @@ async def test_trace_prints_the_timeline_and_draws_it(
             unknown = await acli("trace", "no-such-session", *queue, address=address)
     assert runs > 1, "the session continued as new: the trace reads every run"
     assert traced.returncode == 0, traced.stderr
+    print(f"\n{traced.stdout}")
     lines = traced.stdout.splitlines()
     assert lines[0].startswith(f"session {sid}: 3 model calls")
     assert "3 model calls" in lines[0] and "2 tool runs" in lines[0] and "1 approvals" in lines[0]
