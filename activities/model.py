@@ -146,7 +146,7 @@ class ModelActivities:
             raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
         size = 0
-        for message in messages[page.start :]:
+        for message in messages[page.start :][: page.max_messages]:
             size += payload_bytes(message)
             if taken and size > page.max_bytes:
                 break

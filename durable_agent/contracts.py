@@ -201,6 +201,7 @@ class LoadTranscriptInput(_Contract):
     transcript: TranscriptRef
     start: int = Field(ge=0)
     max_bytes: int = Field(gt=0)
+    max_messages: int | None = Field(default=None, gt=0)
 
 
 class ToolCallInput(_Contract):

@@ -30,6 +30,11 @@ PAYLOAD_MARGIN_BYTES = 8_192
 REFERENCE_BYTES = 48
 
 
+#: Messages one page of ``load_transcript`` holds at most.
+LOAD_PAGE_MESSAGES = 2000
+#: Patch id (workflow.patched; never reuse or rename): pages by count as well as size.
+LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
+
 class PayloadTooLarge(Exception):
     """One message alone is over the payload budget."""
 
@@ -126,11 +131,18 @@ class TranscriptSync:
             self.stored = end
 
     async def load(self, ref: TranscriptRef) -> None:
-        """Read back the array a previous run left in the store, a page at a time."""
+        """Read back the array a previous run left in the store, a page at a time (pages
+        of at most ``LOAD_PAGE_MESSAGES``: each is hashed into the array in one workflow
+        task, which must finish well within the SDK's 2 s on a loaded machine)."""
+        most = LOAD_PAGE_MESSAGES if workflow.patched(LOAD_PAGES_BY_COUNT_PATCH) else None
         while len(self.messages) < ref.count:
+            start = len(self.messages)
+            request = LoadTranscriptInput(
+                transcript=ref, start=start, max_bytes=self.room, max_messages=most
+            )
             page: list[Message] = await workflow.execute_activity(
                 "load_transcript",
-                LoadTranscriptInput(transcript=ref, start=len(self.messages), max_bytes=self.room),
+                request,
                 result_type=list[Message],
                 start_to_close_timeout=timedelta(seconds=120),
                 heartbeat_timeout=self._heartbeat,
