@@ -66,8 +66,8 @@ class StreamedText:
         """The whole reply landed: end the line, then what streaming did not show."""
         self.open = False
         self._out.write("\n")
-        rest = message.model_copy(update={"content": ""})
         if isinstance(message, AssistantMessage) and (message.tool_calls or message.is_error):
+            rest = message.model_copy(update={"content": ""})
             self._out.write(format_message(rest) + "\n")
         self._out.flush()
 

@@ -263,9 +263,7 @@ def create_app(agents: AgentClient, spec: AgentSpec | None) -> Starlette:
         ),
         Route("/api/agui", _errors(agui_run), methods=["POST"]),
     ]
-    app = Starlette(routes=routes)
-    app.state.hubs = hubs
-    return app
+    return Starlette(routes=routes)
 
 
 def _last_user_text(run: RunAgentInput) -> str:

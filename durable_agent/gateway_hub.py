@@ -79,12 +79,12 @@ class Hubs:
         self._hubs: dict[str, SessionHub] = {}
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[LiveEvent]:
-        hub = self._hubs.get(session_id)
-        if hub is None or not hub.covers(after):
-            if hub is not None and hub.readers == 0:
-                await hub.close()
+        shared = self._hubs.get(session_id)
+        if shared is not None and shared.covers(after):
+            hub = shared
+        else:  # the first reader here, or one the shared hub cannot serve: its own hub
             hub = SessionHub(self._agents, session_id, after)
-            if session_id not in self._hubs or self._hubs[session_id].readers == 0:
+            if shared is None:
                 self._hubs[session_id] = hub
         hub.readers += 1
         try:
@@ -96,6 +96,3 @@ class Hubs:
                 if self._hubs.get(session_id) is hub:
                     del self._hubs[session_id]
                 await hub.close()
-
-    def __len__(self) -> int:
-        return len(self._hubs)

@@ -42,7 +42,8 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
         state = session.for_next_run().model_copy(
             update={"messages": [], "transcript": ref, "stored_count": sync.stored}
         )
-    carried = ContinuedInput(spec=spec, carried=state, events=feed.state_for_next_run())
+        events = feed.state_for_next_run()  # handlers ran while the array was stored
+    carried = ContinuedInput(spec=spec, carried=state, events=events)
     if len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")

@@ -38,8 +38,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.session import Session
     from workflows.session_metrics import SessionMetrics
 
-#: The log a run keeps (wire bytes): past it, the oldest events go at the next turn.
+#: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
 LOG_MAX_BYTES = 1_000_000
+#: Turns between two looks at the log's size (a look encodes the whole log), after the
+#: first turn of a run.
+TRIM_EVERY_TURNS = 10
 #: What continue-as-new carries of the log (the rest of the state needs the room): at
 #: most this, and a tenth of the session's payload budget.
 CARRIED_LOG_BYTES = 200_000
@@ -58,6 +61,7 @@ class LiveFeed:
         self._told: set[str] = set()
         self._idle = False
         self._turn = -1
+        self._trimmed_at: int | None = None
         self._tool_started: dict[int, int] = {}
         self.metrics = SessionMetrics()
 
@@ -106,7 +110,9 @@ class LiveFeed:
         session = self._session
         if turn != self._turn:
             self._turn = turn
-            self._trim()
+            if self._trimmed_at is None or turn - self._trimmed_at >= TRIM_EVERY_TURNS:
+                self._trimmed_at = turn
+                self._trim()
             self._publish(TurnStarted(turn=turn))
         self._publish(
             ModelStarted(turn=turn, agent=session.agent_name, model=session.model_spec.name)

@@ -35,6 +35,7 @@ LOAD_PAGE_MESSAGES = 2000
 #: Patch id (workflow.patched; never reuse or rename): pages by count as well as size.
 LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
 
+
 class PayloadTooLarge(Exception):
     """One message alone is over the payload budget."""
 
