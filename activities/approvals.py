@@ -9,7 +9,7 @@ import inspect
 import structlog
 from temporalio import activity
 
-from activities.heartbeat import heartbeats
+from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.contracts import (
     ApprovalCheckInput,

@@ -20,10 +20,10 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating, heartbeats
-from activities.live_deltas import LiveDeltas
-from activities.observing import count_tokens
-from activities.transcript_store import TranscriptStore
+from durable_agent.activities.heartbeat import heartbeating, heartbeats
+from durable_agent.activities.live_deltas import LiveDeltas
+from durable_agent.activities.observing import count_tokens
+from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
 from durable_agent.contracts import (
@@ -39,8 +39,8 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
-from durable_agent.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.messages import AssistantMessage, Message
+from durable_agent.observability.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.provider import (
     ProviderClient,
     ProviderConfigurationError,

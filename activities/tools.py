@@ -22,10 +22,15 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeats
-from activities.mcp import McpServerError, call_server_tool, error_reason, list_server_tools
-from activities.observing import count_tool_call
-from activities.openapi import call_operation, list_api_tools
+from durable_agent.activities.heartbeat import heartbeats
+from durable_agent.activities.mcp import (
+    McpServerError,
+    call_server_tool,
+    error_reason,
+    list_server_tools,
+)
+from durable_agent.activities.observing import count_tool_call
+from durable_agent.activities.openapi import call_operation, list_api_tools
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
     MCP_SERVER_UNAVAILABLE,
@@ -40,9 +45,9 @@ from durable_agent.contracts import (
     ResolveToolsResult,
     ToolCallInput,
 )
-from durable_agent.gen_ai_spans import record_failure, record_tool_result, tool_span
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
+from durable_agent.observability.gen_ai_spans import record_failure, record_tool_result, tool_span
 from durable_agent.openapi import OpenApiError
 from durable_agent.secrets import (
     SecretError,

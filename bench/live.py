@@ -36,7 +36,7 @@ from durable_agent.contracts import AgentResult
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage
 from durable_agent.ports import free_port
-from durable_agent.process import exit_without_teardown
+from durable_agent.shutdown import exit_without_teardown
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import (
     RecordedRequest,

@@ -36,7 +36,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from durable_agent.client import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.ports import free_port
-from durable_agent.process import exit_without_teardown
+from durable_agent.shutdown import exit_without_teardown
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import (
     RecordedRequest,
@@ -188,7 +188,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def main(kills: int, streams: int, repeat: int) -> None:
-    from worker import start_dev_server
+    from durable_agent.worker import start_dev_server
 
     rng = random.Random(20261122)
     per_stream = math.ceil(kills / streams)
@@ -226,9 +226,9 @@ async def main(kills: int, streams: int, repeat: int) -> None:
 
 
 async def serve_worker(address: str, task_queue: str, store: str) -> None:
-    from activities.transcript_store import open_transcript_store
-    from durable_agent.log_setup import configure_logging
-    from worker import build_worker
+    from durable_agent.activities.transcript_store import open_transcript_store
+    from durable_agent.observability.logs import configure_logging
+    from durable_agent.worker import build_worker
 
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)

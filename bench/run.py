@@ -32,7 +32,7 @@ from bench.workloads import A, B, Workload, bench_model, tool_definitions
 from durable_agent.contracts import AgentResult
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.ports import free_port
-from durable_agent.process import exit_without_teardown
+from durable_agent.shutdown import exit_without_teardown
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import ScriptedProvider

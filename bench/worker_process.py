@@ -16,12 +16,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.transcript_store import default_store_url, open_transcript_store
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
-from durable_agent.log_setup import configure_logging
-from durable_agent.process import exit_without_teardown
-from worker import build_worker
+from durable_agent.activities.transcript_store import default_store_url, open_transcript_store
+from durable_agent.observability.logs import configure_logging
+from durable_agent.shutdown import exit_without_teardown
+from durable_agent.worker import build_worker
 
 
 async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> None:

@@ -11,7 +11,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
-from durable_agent.telemetry import client_interceptors
+from durable_agent.observability.telemetry import client_interceptors
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 

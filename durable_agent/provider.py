@@ -34,9 +34,9 @@ from durable_agent.codecs.media import (
     parse_embeddings_response,
 )
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.gen_ai_spans import embeddings_span, record_embeddings
 from durable_agent.messages import AssistantMessage, UserMessage
 from durable_agent.model_options import ModelOptions
+from durable_agent.observability.gen_ai_spans import embeddings_span, record_embeddings
 
 USER_AGENT = f"durable-agent/{__version__}"
 RETRYABLE_STATUS = frozenset({408, 409, 429})

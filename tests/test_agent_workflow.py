@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 from temporalio.client import WorkflowFailureError
@@ -14,7 +13,7 @@ from durable_agent import AssistantMessage, parse_messages
 from durable_agent.contracts import SessionStatus
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.tools import ToolContext, ToolRegistry, tool
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     cli_query,
     query_messages,
     record_history,
@@ -27,16 +26,30 @@ from tests.agent_harness import (
 )
 
 registry = ToolRegistry()
-timeline: list[tuple[str, str, float, float]] = []
+finished: list[str] = []
 side_effects: list[str] = []
+# Concurrency is proven by waiting, not timing: the four ``c`` calls pass a barrier that
+# only four calls running at once can release (one at a time, the first waits for ever
+# and its test fails on the bound below); the ``r`` calls finish in reverse, each
+# released by the one after it.
+together = asyncio.Barrier(4)
+released = {f"r{k}": asyncio.Event() for k in range(4)}
+NOBODY_CAME = 60.0
+"""How long a call waits for the others before it fails the test (never hit when the
+calls run in parallel, whatever the machine's load)."""
 
 
 @tool(registry=registry)
 async def slow_echo(label: str, seconds: float) -> str:
-    """Sleep, then echo the label."""
-    start = time.monotonic()
-    await asyncio.sleep(seconds)
-    timeline.append(("slow_echo", label, start, time.monotonic()))
+    """Wait for the rest of its batch, then echo the label (``seconds`` is only the
+    scripted calls' shape)."""
+    if label.startswith("c"):
+        await asyncio.wait_for(together.wait(), NOBODY_CAME)
+    elif label != "r3":
+        await asyncio.wait_for(released[f"r{int(label[1:]) + 1}"].wait(), NOBODY_CAME)
+    finished.append(label)
+    if label in released:
+        released[label].set()
     return f"echo:{label}"
 
 
@@ -62,7 +75,7 @@ def delete_file(path: str, ctx: ToolContext) -> str:
 async def test_parallel_batch_runs_concurrently_and_joins_in_request_order(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    timeline.clear()
+    finished.clear()
     batch = [("slow_echo", {"label": f"c{k}", "seconds": 1.0}) for k in range(4)]
     # second batch: the last call finishes first
     reversed_batch = [("slow_echo", {"label": f"r{k}", "seconds": 0.8 - 0.2 * k}) for k in range(4)]
@@ -81,13 +94,8 @@ async def test_parallel_batch_runs_concurrently_and_joins_in_request_order(
         await record_history(handle, "parallel_batch")
 
     assert result.status == "done" and result.final and result.final.content == "all done"
-    first = [t for t in timeline if t[1].startswith("c")]
-    span = max(t[3] for t in first) - min(t[2] for t in first)
-    assert span < 1.6, f"four 1 s calls took {span:.2f} s: not concurrent"
-    finish_order = [
-        t[1] for t in sorted((t for t in timeline if t[1].startswith("r")), key=lambda t: t[3])
-    ]
-    assert finish_order == ["r3", "r2", "r1", "r0"]
+    assert sorted(finished[:4]) == ["c0", "c1", "c2", "c3"]  # all passed the barrier
+    assert finished[4:] == ["r3", "r2", "r1", "r0"]  # finished last call first
     results = [m.content for m in tool_messages(messages)]
     assert results == [f"echo:c{k}" for k in range(4)] + [f"echo:r{k}" for k in range(4)]
     assert all(m.tool_call_id == "call_0" for m in tool_messages(messages))

@@ -17,11 +17,11 @@ from durable_agent.contracts import ApprovalSignal, PendingApproval, RevokeGrant
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import assistant_calls
-from tests.approval_fixtures import Call, batch_then_text, payments_registry
-from tests.session_driver import Approver, SessionDriver
-from workflows.commands import AwaitApprovals, CallModel, RunTools
-from workflows.session import Session
-from workflows.state import SessionState
+from durable_agent.workflows.commands import AwaitApprovals, CallModel, RunTools
+from durable_agent.workflows.session import Session
+from durable_agent.workflows.state import SessionState
+from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
+from tests.support.session_driver import Approver, SessionDriver
 
 
 def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import running_worker, spec_for, temporal_cli
+from tests.support.agent_harness import running_worker, spec_for, temporal_cli
 
 registry = ToolRegistry()
 

@@ -42,7 +42,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from tests.agent_harness import default_spec
+from tests.support.agent_harness import default_spec
 from tests.test_transcripts import _plain
 
 ROOT = Path(__file__).parent.parent
@@ -92,7 +92,7 @@ class WorkerPool:
         cached: bool = False,
         **env: str,
     ) -> None:
-        self.args = [sys.executable, "-m", "tests.chaos_worker", address, task_queue, store]
+        self.args = [sys.executable, "-m", "tests.support.chaos_worker", address, task_queue, store]
         if cached:
             self.args.append("cached")
         self.env = {**os.environ, "CHAOS_LEDGER": str(ledger), **env}
@@ -263,7 +263,9 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(
     tmp_path: Path, half: int
 ) -> None:
     """Two halves with their own seeds, server and workers, so they run side by side."""
-    from worker import start_dev_server  # the same embedded server `durable-agent dev` runs
+    from durable_agent.worker import (
+        start_dev_server,  # the same embedded server `durable-agent dev` runs
+    )
 
     env = await start_dev_server(tmp_path / "server", free_port(), free_port())
     address = env.client.service_client.config.target_host
@@ -316,7 +318,7 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(
 async def test_a_session_survives_a_server_restart_on_the_same_sqlite_file(
     tmp_path: Path,
 ) -> None:
-    from worker import start_dev_server
+    from durable_agent.worker import start_dev_server
 
     data, port, ui_port = tmp_path / "server", free_port(), free_port()
     env = await start_dev_server(data, port, ui_port)

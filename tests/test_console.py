@@ -20,9 +20,9 @@ from durable_agent.testing import (
     sse_reply,
 )
 from durable_agent.tools import ToolRegistry
-from tests import cli_tools
-from tests.agent_harness import running_worker, spec_for
-from tests.gateway_harness import ROOT, gateway
+from tests.support import cli_tools
+from tests.support.agent_harness import running_worker, spec_for
+from tests.support.gateway_harness import ROOT, gateway
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ANSWER = (

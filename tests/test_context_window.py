@@ -37,7 +37,7 @@ from durable_agent.request_messages import prepare_request_messages
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text, error_reply
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry
-from tests.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
 
 

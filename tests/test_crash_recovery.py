@@ -28,7 +28,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from tests.agent_harness import default_spec, wait_for
+from tests.support.agent_harness import default_spec, wait_for
 from tests.test_chaos import WorkerPool, _retrying, ledger_effects
 
 STREAM_SECONDS = 6.0
@@ -159,7 +159,7 @@ async def test_a_60_second_server_outage_costs_seconds_once_it_is_back(tmp_path:
     """The Temporal server stops mid tool call and returns a minute later on the same
     SQLite file and port. The worker lives through it; the call whose completion could
     not be reported is retried one heartbeat timeout later, not one start-to-close."""
-    from worker import start_dev_server
+    from durable_agent.worker import start_dev_server
 
     data, port, ui_port = tmp_path / "server", free_port(), free_port()
     env = await start_dev_server(data, port, ui_port)

@@ -16,9 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests import cli_tools
-from tests.agent_harness import record_history, running_worker, spec_for
-from tests.gateway_harness import SSE, gateway, read_sse
+from tests.support import cli_tools
+from tests.support.agent_harness import record_history, running_worker, spec_for
+from tests.support.gateway_harness import SSE, gateway, read_sse
 
 registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
 agui_event: TypeAdapter[Any] = TypeAdapter(AguiEvent)

@@ -21,14 +21,14 @@ from durable_agent.approval_client import DecisionRefusedError
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.messages import AssistantMessage, ToolMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     record_history,
     running_worker,
     spec_for,
     temporal_cli,
     wait_for,
 )
-from tests.approval_fixtures import Call, batch_then_text, payments_registry
+from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.test_cli import acli, address_of
 
 TOOLS = ["transfer", "refund", "lookup"]

@@ -15,8 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests import cli_tools
-from tests.agent_harness import running_worker, spec_for, wait_for, worker_process
+from tests.support import cli_tools
+from tests.support.agent_harness import running_worker, spec_for, wait_for, worker_process
 
 SWARM = {
     "default_agent": "front",

@@ -12,7 +12,7 @@ from durable_agent import AgentClient
 from durable_agent.messages import AssistantMessage, Message, UserMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests.agent_harness import running_worker, spec_for, temporal_cli, wait_for
+from tests.support.agent_harness import running_worker, spec_for, temporal_cli, wait_for
 from tests.test_cli import acli, address_of
 
 EARLIER = 9_930

@@ -21,14 +21,14 @@ from durable_agent.messages import ToolMessage
 from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests.agent_harness import cli_json, running_worker, spec_for
 from tests.conftest import wait_for_port
+from tests.support.agent_harness import cli_json, running_worker, spec_for
 
 ROOT = Path(__file__).parent.parent
 NOTES_STDIO = {
     "name": "notes",
     "command": sys.executable,
-    "args": ["-m", "tests.mcp_notes_server", "stdio"],
+    "args": ["-m", "tests.support.mcp_notes_server", "stdio"],
     "env": ["NOTES_LEDGER"],
 }
 TIME = {
@@ -96,7 +96,7 @@ async def test_a_streamable_http_server(
     port = free_port()
     server = await asyncio.to_thread(
         subprocess.Popen,
-        [sys.executable, "-m", "tests.mcp_notes_server", "http", str(port)],
+        [sys.executable, "-m", "tests.support.mcp_notes_server", "http", str(port)],
         cwd=ROOT,
         env={**os.environ, "NOTES_LEDGER": str(ledger)},
         stdout=subprocess.DEVNULL,
@@ -191,7 +191,7 @@ async def test_a_worker_killed_during_an_mcp_call(
 def test_content_that_is_not_text_is_marked_never_dropped() -> None:
     from types import SimpleNamespace as Part
 
-    from activities.mcp import result_text
+    from durable_agent.activities.mcp import result_text
 
     result = Part(
         content=[
@@ -220,8 +220,8 @@ async def test_a_tool_whose_schema_is_not_an_object_is_refused(
     from contextlib import asynccontextmanager
     from types import SimpleNamespace
 
-    import activities.mcp as mcp_module
-    from activities.mcp import McpServerError, list_server_tools
+    import durable_agent.activities.mcp as mcp_module
+    from durable_agent.activities.mcp import McpServerError, list_server_tools
     from durable_agent.spec import McpServerSpec
 
     class Listing:

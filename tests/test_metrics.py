@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from tests.agent_harness import spec_for, worker_process
+from tests.support.agent_harness import spec_for, worker_process
 
 LATENCY = "durable_agent_activity_latency_count"
 

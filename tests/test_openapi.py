@@ -17,8 +17,8 @@ from durable_agent import AgentClient
 from durable_agent.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import running_worker, spec_for
-from tests.openapi_service import DOCUMENT, OrdersService
+from tests.support.agent_harness import running_worker, spec_for
+from tests.support.openapi_service import DOCUMENT, OrdersService
 
 registry = ToolRegistry()
 

@@ -10,13 +10,13 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from activities.transcript_store import SqliteBackend, TranscriptStore
 from durable_agent import AgentClient
+from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import spec_for, tool_messages
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import spec_for, tool_messages
 from tests.test_transcripts import _plain
-from worker import build_worker
 
 registry = ToolRegistry()
 BUDGET = 10_000

@@ -5,7 +5,7 @@ A workflow change that alters commands breaks this test; patch it with
 recorded before it lack the marker and must keep replaying) and record a new history
 for the new behaviour, keeping the old ones:
 ``DURABLE_AGENT_RECORD_HISTORIES=1 ./run test`` (the tests that record call
-``tests.agent_harness.record_history``).
+``tests.support.agent_harness.record_history``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows.agent_workflow import AgentWorkflow
+from durable_agent.workflows.agent_workflow import AgentWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

@@ -22,14 +22,14 @@ from durable_agent.messages import (
 from durable_agent.spec import AgentInput
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     query_messages,
     record_history,
     running_worker,
     spec_for,
     start_session,
 )
-from tests.session_driver import SessionDriver
+from tests.support.session_driver import SessionDriver
 
 registry = ToolRegistry()
 

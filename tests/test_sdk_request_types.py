@@ -22,7 +22,7 @@ from durable_agent import (
     user_message,
 )
 from durable_agent.codecs import build_request
-from tests.sdk_types import validate_request
+from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(
     name="get_weather",

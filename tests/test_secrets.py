@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from activities.transcript_store import open_transcript_store
 from durable_agent import AgentClient
+from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.messages import ToolMessage
 from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolContext, ToolRegistry, tool
-from tests.agent_harness import cli_json, spec_for
-from worker import build_worker, start_dev_server
+from durable_agent.worker import build_worker, start_dev_server
+from tests.support.agent_harness import cli_json, spec_for
 
 CANARY = f"canary-{random_secrets.token_hex(12)}"
 registry = ToolRegistry()

@@ -34,7 +34,7 @@ from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
-from workflows.commands import (
+from durable_agent.workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -46,8 +46,8 @@ from workflows.commands import (
     Summarise,
     WaitForMessage,
 )
-from workflows.session import Session
-from workflows.state import ContinuedInput, SessionState
+from durable_agent.workflows.session import Session
+from durable_agent.workflows.state import ContinuedInput, SessionState
 
 TOOLS = {
     "lookup": ToolPolicy(),

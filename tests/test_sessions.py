@@ -15,7 +15,7 @@ from durable_agent import AgentClient, Message, dump_messages
 from durable_agent.client import MessageRefusedError
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     record_history,
     running_worker,
     spec_for,

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from activities.transcript_store import PostgresBackend, TranscriptStore
+from durable_agent.activities.transcript_store import PostgresBackend, TranscriptStore
 from durable_agent.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import query_messages, spec_for, start_session, wait_for
-from tests.postgres_server import PostgresServer, running_postgres_server
-from worker import build_worker
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import query_messages, spec_for, start_session, wait_for
+from tests.support.postgres_server import PostgresServer, running_postgres_server
 
 registry = ToolRegistry()
 gate = {"running": 0, "release": asyncio.Event()}

@@ -24,7 +24,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import running_worker, spec_for, wait_for
+from tests.support.agent_harness import running_worker, spec_for, wait_for
 
 RESEARCHER = "You research one question and answer in one sentence."
 

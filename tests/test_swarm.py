@@ -24,14 +24,14 @@ from durable_agent.testing import (
     assistant_text,
     json_reply,
 )
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     record_history,
     running_worker,
     spec_for,
     temporal_cli,
     wait_for,
 )
-from tests.swarm_fixtures import PROMPTS, agent_of, swarm_registry, swarm_section
+from tests.support.swarm_fixtures import PROMPTS, agent_of, swarm_registry, swarm_section
 from tests.test_chaos import WorkerPool, ledger_effects
 from tests.test_cli import acli, address_of
 from tests.test_crash_recovery import slow_stream

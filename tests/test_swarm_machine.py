@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from durable_agent.cli.render import format_history
 from durable_agent.codecs import build_request
 from durable_agent.contracts import ApprovalSignal, MoveToAgentSignal, PendingApproval
 from durable_agent.messages import (
@@ -20,12 +21,17 @@ from durable_agent.messages import (
     ToolMessage,
     UserMessage,
 )
-from durable_agent.render import format_history
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.swarm import as_seen_by
 from durable_agent.testing import assistant_calls, assistant_text
-from tests.session_driver import SessionDriver
-from tests.swarm_fixtures import PROMPTS, agent_of, swarm_registry, swarm_section, triage_script
+from tests.support.session_driver import SessionDriver
+from tests.support.swarm_fixtures import (
+    PROMPTS,
+    agent_of,
+    swarm_registry,
+    swarm_section,
+    triage_script,
+)
 
 TRIAGE_ROUTE = ["triage", "triage", "billing", "billing", "triage"]
 """Who answers each model call of the triage script."""

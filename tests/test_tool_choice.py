@@ -16,8 +16,8 @@ from durable_agent.model_options import NamedToolChoice
 from durable_agent.request_messages import options_for_call
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.agent_harness import running_worker, spec_for, start_session
-from tests.sdk_types import validate_request
+from tests.support.agent_harness import running_worker, spec_for, start_session
+from tests.support.sdk_types import validate_request
 
 LOOKUP = ToolDefinition(
     name="lookup", description="Look a key up", parameters={"type": "object", "properties": {}}

@@ -4,8 +4,6 @@ approval deadlines, stop tools, structured output, task-queue routing, missing t
 from __future__ import annotations
 
 import asyncio
-import itertools
-import time
 from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
@@ -14,7 +12,8 @@ from durable_agent import ToolMessage
 from durable_agent.contracts import ApprovalSignal
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolContext, ToolRegistry, tool
-from tests.agent_harness import (
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import (
     query_messages,
     query_status,
     record_history,
@@ -24,10 +23,12 @@ from tests.agent_harness import (
     tool_messages,
     wait_for,
 )
-from worker import build_worker
 
 registry = ToolRegistry()
-spans: list[tuple[str, float, float]] = []
+running: set[str] = set()
+overlaps: dict[str, set[str]] = {}
+ledger_log: list[str] = []
+neighbours = asyncio.Barrier(2)
 transfers: list[str] = []
 
 
@@ -42,21 +43,33 @@ def transfer(amount: int, to: str, ctx: ToolContext) -> str:
     return f"sent {amount} to {to}"
 
 
+async def _ledger_work(entry: str) -> None:
+    """Note which calls ran alongside this one (by what was running, not by clock); ``r1``
+    and ``r2`` meet at a barrier only calls running at once can pass."""
+    overlaps[entry] = set(running)
+    for other in running:
+        overlaps[other].add(entry)
+    running.add(entry)
+    ledger_log.append(f"start {entry}")
+    if entry in ("r1", "r2"):
+        await asyncio.wait_for(neighbours.wait(), 60)
+    else:
+        await asyncio.sleep(0.3)  # room for a wrong overlap to happen
+    running.discard(entry)
+    ledger_log.append(f"end {entry}")
+
+
 @tool(registry=registry, execution_mode="sequential")
 async def write_ledger(entry: str) -> str:
     """Append to a ledger; never overlaps another call."""
-    start = time.monotonic()
-    await asyncio.sleep(0.3)
-    spans.append((entry, start, time.monotonic()))
+    await _ledger_work(entry)
     return f"wrote {entry}"
 
 
 @tool(registry=registry)
 async def read_ledger(entry: str) -> str:
     """Read from the ledger; may overlap other parallel calls."""
-    start = time.monotonic()
-    await asyncio.sleep(0.3)
-    spans.append((entry, start, time.monotonic()))
+    await _ledger_work(entry)
     return f"read {entry}"
 
 
@@ -134,7 +147,7 @@ async def _pending(handle: Any) -> list[Any]:
 async def test_sequential_calls_never_overlap_another_call(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    spans.clear()
+    running.clear(), overlaps.clear(), ledger_log.clear()
     batch = [
         ("read_ledger", {"entry": "r1"}),
         ("read_ledger", {"entry": "r2"}),
@@ -149,14 +162,8 @@ async def test_sequential_calls_never_overlap_another_call(
             handle = await start_session(client, task_queue, spec, "ledger work")
             await handle.result()
             messages = await query_messages(handle)
-    by_entry = {entry: (start, end) for entry, start, end in spans}
-    for writer in ("w1", "w2"):
-        w_start, w_end = by_entry[writer]
-        for other, (start, end) in by_entry.items():
-            if other != writer:
-                assert end <= w_start or start >= w_end, f"{writer} overlapped {other}"
-    r1, r2 = by_entry["r1"], by_entry["r2"]
-    assert r1[0] < r2[1] and r2[0] < r1[1], "parallel neighbours should overlap"
+    assert overlaps["w1"] == set() and overlaps["w2"] == set(), overlaps
+    assert "r2" in overlaps["r1"], "parallel neighbours met at their barrier"
     assert [m.content for m in tool_messages(messages)] == [
         "read r1",
         "read r2",
@@ -169,7 +176,7 @@ async def test_sequential_calls_never_overlap_another_call(
 async def test_session_wide_sequential_mode_runs_one_call_at_a_time(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    spans.clear()
+    running.clear(), overlaps.clear(), ledger_log.clear()
     script = [
         assistant_calls(*[("read_ledger", {"entry": f"s{k}"}) for k in range(3)]),
         assistant_text("read all"),
@@ -179,9 +186,8 @@ async def test_session_wide_sequential_mode_runs_one_call_at_a_time(
             spec = spec_for(provider, ["read_ledger"], tool_execution="sequential")
             handle = await start_session(client, task_queue, spec, "read")
             await handle.result()
-    ordered = sorted(spans, key=lambda s: s[1])
-    assert [s[0] for s in ordered] == ["s0", "s1", "s2"]
-    assert all(a[2] <= b[1] for a, b in itertools.pairwise(ordered))
+    assert ledger_log == ["start s0", "end s0", "start s1", "end s1", "start s2", "end s2"]
+    assert all(not seen for seen in overlaps.values()), overlaps
 
 
 async def test_approval_deadline_applies_each_tools_default_decision(

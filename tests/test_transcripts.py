@@ -13,20 +13,20 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.transcript_store import (
+from durable_agent import AgentClient, dump_messages, user_message
+from durable_agent.activities.transcript_store import (
     PostgresBackend,
     SqliteBackend,
     TranscriptStore,
     open_transcript_store,
 )
-from durable_agent import AgentClient, dump_messages, user_message
 from durable_agent.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
-from tests.agent_harness import spec_for
-from tests.postgres_server import running_postgres
-from worker import build_worker
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import spec_for
+from tests.support.postgres_server import running_postgres
 
 registry = ToolRegistry()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.tools import ToolContext, ToolRegistry, tool
-from tests.agent_harness import (
+from tests.support.agent_harness import (
     cli_json,
     record_history,
     running_worker,
@@ -122,11 +121,9 @@ async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_o
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "tell me everything")
             await wait_for(lambda: _true(len(provider.requests) == 1))
-            started = time.monotonic()
             cancel = await acli("cancel", session, "--reason", "too slow", address=address)
             assert cancel.returncode == 0, cancel.stderr
             status = await idle(agents, session)
-            model_cancel_seconds = time.monotonic() - started
             assert status.last_error is not None
             assert status.last_error.startswith("turn cancelled by ")
             assert status.last_error.endswith(": too slow")
@@ -162,7 +159,6 @@ async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_o
     assert sent[3]["content"].startswith("Error calling 'slow_lookup': not completed")
     events = [e["eventType"] for e in history["events"]]
     assert events.count("EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED") == 3  # model + 2 tools
-    assert model_cancel_seconds < 10, model_cancel_seconds
 
 
 async def _true(value: bool) -> bool:

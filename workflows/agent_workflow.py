@@ -20,14 +20,14 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult, ChildApprovals
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-    from workflows.approval_steps import (
+    from durable_agent.workflows.approval_steps import (
         check_approvals,
         describe_calls,
         notify_escalation,
         verify_tokens,
     )
-    from workflows.approval_wait import wait_for_decisions
-    from workflows.commands import (
+    from durable_agent.workflows.approval_wait import wait_for_decisions
+    from durable_agent.workflows.commands import (
         AwaitApprovals,
         CallModel,
         CheckApprovals,
@@ -42,22 +42,22 @@ with workflow.unsafe.imports_passed_through():
         VerifyTokens,
         WaitForMessage,
     )
-    from workflows.continuation import hand_over
-    from workflows.handlers import SessionHandlers
-    from workflows.inputs import InvalidInput, decode_start
-    from workflows.live_feed import LiveFeed
-    from workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
-    from workflows.session import Session
-    from workflows.session_log import session_log
-    from workflows.state import ContinuedInput, SessionState
-    from workflows.tool_calls import (
+    from durable_agent.workflows.continuation import hand_over
+    from durable_agent.workflows.handlers import SessionHandlers
+    from durable_agent.workflows.inputs import InvalidInput, decode_start
+    from durable_agent.workflows.live_feed import LiveFeed
+    from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
+    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session_log import session_log
+    from durable_agent.workflows.state import ContinuedInput, SessionState
+    from durable_agent.workflows.tool_calls import (
         check_guardrails,
         list_remote_tools,
         resolve_tools,
         run_tool_groups,
     )
-    from workflows.transcript_sync import PayloadTooLarge, TranscriptSync
-    from workflows.turn_logic import session_title
+    from durable_agent.workflows.transcript_sync import PayloadTooLarge, TranscriptSync
+    from durable_agent.workflows.turn_logic import session_title
 
 #: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"

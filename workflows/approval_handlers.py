@@ -19,11 +19,11 @@ with workflow.unsafe.imports_passed_through():
         RevokeGrantSignal,
     )
     from durable_agent.messages import RecordedDecision
-    from workflows.gate import RECORDED_DECISIONS
-    from workflows.inputs import InvalidInput, decode
-    from workflows.live_feed import LiveFeed
-    from workflows.session import Session
-    from workflows.session_log import warn
+    from durable_agent.workflows.gate import RECORDED_DECISIONS
+    from durable_agent.workflows.inputs import InvalidInput, decode
+    from durable_agent.workflows.live_feed import LiveFeed
+    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session_log import warn
 
 #: Error type of a decision an update refused (the message says why).
 DECISION_REFUSED = "DecisionRefused"

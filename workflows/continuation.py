@@ -10,11 +10,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
-    from workflows.live_feed import LiveFeed
-    from workflows.session import Session
-    from workflows.session_log import session_log, warn
-    from workflows.state import ContinuedInput
-    from workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
+    from durable_agent.workflows.live_feed import LiveFeed
+    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session_log import session_log, warn
+    from durable_agent.workflows.state import ContinuedInput
+    from durable_agent.workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
 
 
 #: What Temporal accepts in one payload (a bigger continue-as-new input fails the task).

@@ -23,9 +23,9 @@ from durable_agent.contracts import (
 )
 from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
-from workflows.approvals import Approvals
-from workflows.gate import DECISION_KINDS, RECORDED_DECISIONS, Gate, arguments_of
-from workflows.state import SessionState, Unverified
+from durable_agent.workflows.approvals import Approvals
+from durable_agent.workflows.gate import DECISION_KINDS, RECORDED_DECISIONS, Gate, arguments_of
+from durable_agent.workflows.state import SessionState, Unverified
 
 
 def child_approval_id(child_id: str, approval_id: str) -> str:

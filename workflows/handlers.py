@@ -23,9 +23,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import Message, UserMessage
     from durable_agent.transcript import payload_bytes
-    from workflows.approval_handlers import ApprovalHandlers
-    from workflows.inputs import InvalidInput, decode
-    from workflows.session import Session
+    from durable_agent.workflows.approval_handlers import ApprovalHandlers
+    from durable_agent.workflows.inputs import InvalidInput, decode
+    from durable_agent.workflows.session import Session
 
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).

@@ -34,9 +34,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import AssistantMessage, ToolMessage
     from durable_agent.transcript import payload_bytes
-    from workflows.commands import ToolRun
-    from workflows.session import Session
-    from workflows.session_metrics import SessionMetrics
+    from durable_agent.workflows.commands import ToolRun
+    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session_metrics import SessionMetrics
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
 LOG_MAX_BYTES = 1_000_000

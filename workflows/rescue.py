@@ -9,7 +9,7 @@ from typing import Any
 
 from durable_agent.messages import AssistantMessage, ToolMessage
 from durable_agent.structured_output import parse_structured_output
-from workflows.turn_logic import error_result
+from durable_agent.workflows.turn_logic import error_result
 
 
 def unusable_reason(

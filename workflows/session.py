@@ -60,8 +60,8 @@ from durable_agent.structured_output import parse_structured_output
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 from durable_agent.transcript import Transcript
-from workflows.approvals import Approvals
-from workflows.commands import (
+from durable_agent.workflows.approvals import Approvals
+from durable_agent.workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -78,16 +78,16 @@ from workflows.commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from workflows.decisions import Decisions
-from workflows.gate import (
+from durable_agent.workflows.decisions import Decisions
+from durable_agent.workflows.gate import (
     Gate,
     Question,
     Verdicts,
 )
-from workflows.rescue import corrective_text, not_run_results, unusable_reason
-from workflows.state import SessionState
-from workflows.swarm import Swarm
-from workflows.turn_logic import (
+from durable_agent.workflows.rescue import corrective_text, not_run_results, unusable_reason
+from durable_agent.workflows.state import SessionState
+from durable_agent.workflows.swarm import Swarm
+from durable_agent.workflows.turn_logic import (
     apply_overrides,
     approval_id,
     backoff,

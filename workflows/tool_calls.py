@@ -44,13 +44,18 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
-    from workflows.commands import CheckGuardrails, RunTools, ToolRun
-    from workflows.retries import (
+    from durable_agent.workflows.commands import CheckGuardrails, RunTools, ToolRun
+    from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
         give_up_after,
     )
-    from workflows.turn_logic import backoff, call_summary, tool_error_result, tool_retry_delay
+    from durable_agent.workflows.turn_logic import (
+        backoff,
+        call_summary,
+        tool_error_result,
+        tool_retry_delay,
+    )
 
 
 async def resolve_tools(

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import Message
     from durable_agent.transcript import Transcript
-    from workflows.retries import LOST_WORK_RETRIES
+    from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
 PAYLOAD_MARGIN_BYTES = 8_192

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
+from durable_agent.cli.render import format_message, format_pending
 from durable_agent.client import AgentClient
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.demo import tools as demo_tools
 from durable_agent.demo.model import DEMO_MODEL, demo_model_reply
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.environment import model_from_environment
+from durable_agent.model_from_env import model_from_environment
 from durable_agent.ports import free_port
-from durable_agent.render import format_message, format_pending
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import ScriptedProvider
 
@@ -38,7 +38,10 @@ def demo_spec(model: ModelSpec) -> AgentSpec:
 async def run_demo(
     data_dir: Path, *, keep: bool = False, out: Callable[[str], None] = print
 ) -> int:
-    from worker import build_worker, start_dev_server  # the entry point owns the server
+    from durable_agent.worker import (  # the entry point owns the server
+        build_worker,
+        start_dev_server,
+    )
 
     assert demo_tools.get_weather.name == "get_weather"  # imported: the tools are registered
     port, ui_port = free_port(), free_port()

@@ -27,10 +27,10 @@ from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserM
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import ScriptedProvider, json_reply
 from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool
-from tests.agent_harness import query_messages, running_worker, spec_for
 from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
-from tests.session_driver import SessionDriver
+from tests.support.agent_harness import query_messages, running_worker, spec_for
+from tests.support.session_driver import SessionDriver
 
 VECTORS = load_vectors("TurnConformance", ("run",))
 #: The vectors' exception names for turns that ended without an answer, by stop_reason.

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from activities.approvals import answer_predicates, check_tokens, describe_calls
-from activities.tools import _as_text
+from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
+from durable_agent.activities.tools import _as_text
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
@@ -38,7 +38,7 @@ from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
-from workflows.commands import (
+from durable_agent.workflows.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -54,9 +54,9 @@ from workflows.commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from workflows.session import Session
-from workflows.state import ContinuedInput, SessionState
-from workflows.turn_logic import tool_error_result, tool_retry_delay
+from durable_agent.workflows.session import Session
+from durable_agent.workflows.state import ContinuedInput, SessionState
+from durable_agent.workflows.turn_logic import tool_error_result, tool_retry_delay
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[

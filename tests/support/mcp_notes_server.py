@@ -1,5 +1,5 @@
 """An MCP server built with the official SDK, for the tests: ``python -m
-tests.mcp_notes_server stdio`` or ``... http PORT`` (streamable HTTP on 127.0.0.1).
+tests.support.mcp_notes_server stdio`` or ``... http PORT`` (streamable HTTP on 127.0.0.1).
 It writes each note with the idempotency key the call carried to ``NOTES_LEDGER``."""
 
 from __future__ import annotations

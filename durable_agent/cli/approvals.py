@@ -14,10 +14,10 @@ from typing import Any, Literal, TextIO
 
 from durable_agent.approval_policy import parse_test
 from durable_agent.approver_tokens import ApproverKey
-from durable_agent.cli_args import CommandError, who_am_i
+from durable_agent.cli.args import CommandError, who_am_i
+from durable_agent.cli.render import format_grant
 from durable_agent.client import AgentClient
 from durable_agent.contracts import DecisionResult
-from durable_agent.render import format_grant
 
 KEY_ENV = "DURABLE_AGENT_APPROVER_KEY"
 """A key file (``durable-agent approver-key``) that signs this person's decisions."""

@@ -12,10 +12,10 @@ from typing import TextIO
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.cli_args import CommandError
+from durable_agent.cli.args import CommandError
 from durable_agent.client import AgentClient, NoWorkerError, SessionNotFoundError
 from durable_agent.messages import Message
-from durable_agent.timeline import Span, Timeline, timeline_from_history
+from durable_agent.observability.timeline import Span, Timeline, timeline_from_history
 
 COLOURS = {"model": "#3b6fd4", "tool": "#2e9e5b", "approval": "#d9a400"}
 ROW, LABEL_WIDTH, CHART_WIDTH = 24, 260, 760

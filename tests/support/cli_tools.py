@@ -1,4 +1,4 @@
-"""Tools a separately started worker loads with ``--tools tests.cli_tools``."""
+"""Tools a separately started worker loads with ``--tools tests.support.cli_tools``."""
 
 from __future__ import annotations
 

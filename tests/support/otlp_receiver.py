@@ -5,7 +5,6 @@ makes it hold every request that long, as a slow collector does."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,7 +38,10 @@ class OtlpReceiver:
     def __init__(self, stall: float = 0.0) -> None:
         self.spans: list[ReceivedSpan] = []
         self.requests = 0
+        self.answered = 0
+        """Requests answered so far (a stalled receiver answers none until released)."""
         self.stall = stall
+        self._released = threading.Event()
         self._lock = threading.Lock()
         receiver = self
 
@@ -51,7 +53,9 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver._take(self.path, body)
                 if receiver.stall:
-                    time.sleep(receiver.stall)
+                    receiver._released.wait(receiver.stall)
+                with receiver._lock:
+                    receiver.answered += 1
                 reply = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -100,5 +104,6 @@ class OtlpReceiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._released.set()  # stalled requests answer now, so the server can stop
         self._server.shutdown()
         self._server.server_close()

@@ -16,22 +16,28 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
-from durable_agent.cli_approvals import (
+from durable_agent.cli.approvals import (
     add_approval_commands,
     cmd_approver_key,
     cmd_decide,
     cmd_revoke,
     cmd_rules,
 )
-from durable_agent.cli_args import (
+from durable_agent.cli.args import (
     CommandError,
     add_server_arguments,
     add_worker_arguments,
     server_settings,
     who_am_i,
 )
-from durable_agent.cli_follow import Approver, follow, write_message_log
-from durable_agent.cli_trace import cmd_trace
+from durable_agent.cli.follow import Approver, follow, write_message_log
+from durable_agent.cli.render import (
+    format_history,
+    format_pending,
+    format_status,
+    message_json,
+)
+from durable_agent.cli.trace import cmd_trace
 from durable_agent.client import (
     AgentClient,
     MessageRefusedError,
@@ -43,15 +49,9 @@ from durable_agent.client import (
 )
 from durable_agent.connection import ServerUnreachableError
 from durable_agent.contracts import PendingApproval
-from durable_agent.environment import model_from_environment
-from durable_agent.log_setup import configure_logging
-from durable_agent.process import Stopped, exit_without_teardown, stoppable
-from durable_agent.render import (
-    format_history,
-    format_pending,
-    format_status,
-    message_json,
-)
+from durable_agent.model_from_env import model_from_environment
+from durable_agent.observability.logs import configure_logging
+from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
 from durable_agent.spec import AgentSpec
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
@@ -269,7 +269,9 @@ async def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
-    import worker  # the worker entry point owns the process: server, tools, signals
+    from durable_agent import (
+        worker,  # the worker entry point owns the process: server, tools, signals
+    )
 
     args.dev = args.command == "dev"
     await worker.serve(args)
@@ -277,7 +279,7 @@ async def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 
 async def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    import worker  # the workers' store is the worker's business
+    from durable_agent import worker  # the workers' store is the worker's business
 
     try:
         removed = await worker.prune_transcripts(args, args.older_than_days * 86400)
@@ -302,7 +304,7 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
     try:
         import uvicorn
 
-        from durable_agent.gateway import create_app
+        from durable_agent.gateway.app import create_app
     except ImportError as error:
         raise CommandError(
             f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"

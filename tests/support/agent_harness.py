@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import ScriptedProvider
 from durable_agent.tools import ToolRegistry
-from worker import build_worker
+from durable_agent.worker import build_worker
 
 
 def spec_for(
@@ -67,11 +68,11 @@ def worker_process(
     stderr: Path | None = None,
     **extra_env: str,
 ) -> Iterator[None]:
-    """``durable-agent worker`` in its own process (the tools of ``tests.cli_tools``),
+    """``durable-agent worker`` in its own process (the tools of ``tests.support.cli_tools``),
     the way users start it, with ``args`` added (its log lines to ``stderr``)."""
     address = str(env.client.service_client.config.target_host)
     process = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.cli_tools",
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
          "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
          *args],
         cwd=Path(__file__).parent.parent,
@@ -153,6 +154,17 @@ def tool_messages(messages: Sequence[Message]) -> list[ToolMessage]:
 
 
 HISTORIES = Path(__file__).parent / "histories"
+
+
+async def timer_durations(handle: WorkflowHandle[Any, Any]) -> list[timedelta]:
+    """Every durable timer the session started, as recorded in its history: how tests see
+    backoff and Retry-After without reading a clock."""
+    history = await handle.fetch_history()
+    return [
+        event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        for event in history.events
+        if event.HasField("timer_started_event_attributes")
+    ]
 
 
 async def record_history(handle: WorkflowHandle[Any, Any], name: str) -> None:

@@ -25,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from durable_agent.agui import AguiTranslator
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
 from durable_agent.client import (
     AgentClient,
@@ -35,7 +34,8 @@ from durable_agent.client import (
     SessionNotFoundError,
 )
 from durable_agent.events import LiveEvent
-from durable_agent.gateway_hub import Hubs
+from durable_agent.gateway.agui import AguiTranslator
+from durable_agent.gateway.hub import Hubs
 from durable_agent.spec import AgentSpec
 
 CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -127,7 +127,7 @@ def create_app(agents: AgentClient, spec: AgentSpec | None) -> Starlette:
         return spec
 
     async def console(request: Request) -> Response:
-        page = resources.files("durable_agent").joinpath("console.html").read_text()
+        page = resources.files("durable_agent.gateway").joinpath("console.html").read_text()
         return HTMLResponse(page)
 
     async def list_sessions(request: Request) -> Response:

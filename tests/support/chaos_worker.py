@@ -1,5 +1,5 @@
 """A worker process for the chaos tests:
-`python -m tests.chaos_worker ADDRESS QUEUE STORE [cached]`.
+`python -m tests.support.chaos_worker ADDRESS QUEUE STORE [cached]`.
 No workflow cache unless ``cached``: every task replays the whole history, the
 strongest check that a task after a kill replays on a fresh process. (Undisturbed
 reference runs are cached: nothing is killed there.)"""
@@ -12,11 +12,11 @@ import sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import tests.chaos_tools  # noqa: F401  (registers the tools)
-from activities.transcript_store import open_transcript_store
-from durable_agent.log_setup import configure_logging
-from durable_agent.process import exit_without_teardown
-from worker import build_worker
+import tests.support.chaos_tools  # noqa: F401  (registers the tools)
+from durable_agent.activities.transcript_store import open_transcript_store
+from durable_agent.observability.logs import configure_logging
+from durable_agent.shutdown import exit_without_teardown
+from durable_agent.worker import build_worker
 
 
 async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:

