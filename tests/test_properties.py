@@ -122,7 +122,7 @@ STREAM = (
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=40))
 def test_sse_split_at_any_points_gives_the_same_message(cuts: list[int]) -> None:
     whole = stream_to_message("chat", [STREAM])
