@@ -13,80 +13,183 @@ provider client and the wire contracts are in their own modules.
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from durable_agent._version import __version__
-from durable_agent.approval_policy import ApprovalRule, ApprovalSettings, ArgumentTest
-from durable_agent.context import ContextRules
-from durable_agent.contracts import AgentResult, PendingApproval, SessionStatus
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.events import LiveEvent
-from durable_agent.guardrails import guardrail
-from durable_agent.messages import (
-    ApprovalRecord,
-    AssistantMessage,
-    AudioPart,
-    ContentPart,
-    FilePart,
-    FlushMessage,
-    FunctionCall,
-    ImagePart,
-    Message,
-    ResqueMessage,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    UserMessage,
-    audio_part,
-    dump_messages,
-    file_part,
-    file_part_from_id,
-    image_part,
-    image_part_from_bytes,
-    parse_message,
-    parse_messages,
-    text_part,
-    user_message,
-)
-from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.pairing import pair_tool_results, repair_pairing
-from durable_agent.request_messages import prepare_request_messages
-from durable_agent.spec import AgentInput, AgentSpec, ModelPrice, ModelSpec
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import (
-    ToolContext,
-    ToolPolicy,
-    ToolRegistry,
-    approval_predicate,
-    escalation_notifier,
-    schema_tool,
-    tool,
-)
-
 if TYPE_CHECKING:
-    from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
-    from durable_agent.approver_tokens import ApproverKey
-    from durable_agent.client import AgentClient, SessionChange, WaitOutcome
+    from durable_agent._version import (
+        __version__,
+    )
+    from durable_agent.approval_client import (
+        DecisionRefusedError,
+        UnknownApprovalError,
+    )
+    from durable_agent.approval_policy import (
+        ApprovalRule,
+        ApprovalSettings,
+        ArgumentTest,
+    )
+    from durable_agent.approver_tokens import (
+        ApproverKey,
+    )
+    from durable_agent.client import (
+        AgentClient,
+        SessionChange,
+        WaitOutcome,
+    )
+    from durable_agent.context import (
+        ContextRules,
+    )
+    from durable_agent.contracts import (
+        AgentResult,
+        PendingApproval,
+        SessionStatus,
+    )
+    from durable_agent.endpoint import (
+        ProviderEndpoint,
+    )
+    from durable_agent.events import (
+        LiveEvent,
+    )
+    from durable_agent.guardrails import (
+        guardrail,
+    )
+    from durable_agent.messages import (
+        ApprovalRecord,
+        AssistantMessage,
+        AudioPart,
+        ContentPart,
+        FilePart,
+        FlushMessage,
+        FunctionCall,
+        ImagePart,
+        Message,
+        ResqueMessage,
+        SystemMessage,
+        TextPart,
+        ToolCall,
+        ToolMessage,
+        Usage,
+        UserMessage,
+        audio_part,
+        dump_messages,
+        file_part,
+        file_part_from_id,
+        image_part,
+        image_part_from_bytes,
+        parse_message,
+        parse_messages,
+        text_part,
+        user_message,
+    )
+    from durable_agent.model_options import (
+        ModelOptions,
+        ReasoningWire,
+    )
+    from durable_agent.pairing import (
+        pair_tool_results,
+        repair_pairing,
+    )
+    from durable_agent.request_messages import (
+        prepare_request_messages,
+    )
+    from durable_agent.spec import (
+        AgentInput,
+        AgentSpec,
+        ModelPrice,
+        ModelSpec,
+    )
+    from durable_agent.tool_definition import (
+        ToolDefinition,
+    )
+    from durable_agent.tools import (
+        ToolContext,
+        ToolPolicy,
+        ToolRegistry,
+        approval_predicate,
+        escalation_notifier,
+        schema_tool,
+        tool,
+    )
 
-_CLIENT_NAMES = (
-    "AgentClient",
-    "ApproverKey",
-    "DecisionRefusedError",
-    "SessionChange",
-    "UnknownApprovalError",
-    "WaitOutcome",
-)
+# Every name is imported when first used, so ``import durable_agent`` runs nothing: the
+# workflow sandbox imports this package afresh for each run, and the pure modules it then
+# needs come in as passed-through imports, not as second copies (a second copy of a class
+# is a different class to ``isinstance``). It also keeps the CLI's start quick.
+_EXPORTS: dict[str, str] = {
+    "AgentClient": "durable_agent.client",
+    "AgentInput": "durable_agent.spec",
+    "AgentResult": "durable_agent.contracts",
+    "AgentSpec": "durable_agent.spec",
+    "approval_predicate": "durable_agent.tools",
+    "ApprovalRecord": "durable_agent.messages",
+    "ApprovalRule": "durable_agent.approval_policy",
+    "ApprovalSettings": "durable_agent.approval_policy",
+    "ApproverKey": "durable_agent.approver_tokens",
+    "ArgumentTest": "durable_agent.approval_policy",
+    "AssistantMessage": "durable_agent.messages",
+    "audio_part": "durable_agent.messages",
+    "AudioPart": "durable_agent.messages",
+    "ContentPart": "durable_agent.messages",
+    "ContextRules": "durable_agent.context",
+    "DecisionRefusedError": "durable_agent.approval_client",
+    "dump_messages": "durable_agent.messages",
+    "escalation_notifier": "durable_agent.tools",
+    "file_part": "durable_agent.messages",
+    "file_part_from_id": "durable_agent.messages",
+    "FilePart": "durable_agent.messages",
+    "FlushMessage": "durable_agent.messages",
+    "FunctionCall": "durable_agent.messages",
+    "guardrail": "durable_agent.guardrails",
+    "image_part": "durable_agent.messages",
+    "image_part_from_bytes": "durable_agent.messages",
+    "ImagePart": "durable_agent.messages",
+    "LiveEvent": "durable_agent.events",
+    "Message": "durable_agent.messages",
+    "ModelOptions": "durable_agent.model_options",
+    "ModelPrice": "durable_agent.spec",
+    "ModelSpec": "durable_agent.spec",
+    "pair_tool_results": "durable_agent.pairing",
+    "parse_message": "durable_agent.messages",
+    "parse_messages": "durable_agent.messages",
+    "PendingApproval": "durable_agent.contracts",
+    "prepare_request_messages": "durable_agent.request_messages",
+    "ProviderEndpoint": "durable_agent.endpoint",
+    "ReasoningWire": "durable_agent.model_options",
+    "repair_pairing": "durable_agent.pairing",
+    "ResqueMessage": "durable_agent.messages",
+    "schema_tool": "durable_agent.tools",
+    "SessionChange": "durable_agent.client",
+    "SessionStatus": "durable_agent.contracts",
+    "SystemMessage": "durable_agent.messages",
+    "text_part": "durable_agent.messages",
+    "TextPart": "durable_agent.messages",
+    "tool": "durable_agent.tools",
+    "ToolCall": "durable_agent.messages",
+    "ToolContext": "durable_agent.tools",
+    "ToolDefinition": "durable_agent.tool_definition",
+    "ToolMessage": "durable_agent.messages",
+    "ToolPolicy": "durable_agent.tools",
+    "ToolRegistry": "durable_agent.tools",
+    "UnknownApprovalError": "durable_agent.approval_client",
+    "Usage": "durable_agent.messages",
+    "user_message": "durable_agent.messages",
+    "UserMessage": "durable_agent.messages",
+    "WaitOutcome": "durable_agent.client",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The client pulls in temporalio's client; the pure model should not.
-    if name in _CLIENT_NAMES:
-        from durable_agent import client
+    if name == "__version__":
+        return import_module("durable_agent._version").__version__
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
+    return getattr(import_module(module), name)
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [

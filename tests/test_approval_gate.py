@@ -17,9 +17,9 @@ from durable_agent.contracts import ApprovalSignal, PendingApproval, RevokeGrant
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import assistant_calls
-from durable_agent.workflows.commands import AwaitApprovals, CallModel, RunTools
-from durable_agent.workflows.session import Session
-from durable_agent.workflows.state import SessionState
+from durable_agent.workflows.session.commands import AwaitApprovals, CallModel, RunTools
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.state import SessionState
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.support.session_driver import Approver, SessionDriver
 
@@ -196,11 +196,13 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
             ApprovalSignal(approval_id="turn9-call9"),
             ApprovalSignal(approval_id=pending.approval_id, always="matching"),
         ]
-        seen.extend(session.decision_problem(s, "approved") for s in bad)
+        seen.extend(session.decisions.decision_problem(s, "approved") for s in bad)
         seen.append(
-            session.decision_problem(ApprovalSignal(approval_id=pending.approval_id), "responded")
+            session.decisions.decision_problem(
+                ApprovalSignal(approval_id=pending.approval_id), "responded"
+            )
         )
-        assert session.decision_arrived(bad[0], "approved", driver.now) is not None
+        assert session.decisions.decision_arrived(bad[0], "approved", driver.now) is not None
         return "approved"
 
     driver, ran = drive(payments_spec(), [("transfer", {"to": "ann", "amount": 1})], approver)
@@ -245,9 +247,12 @@ async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
     assert third is not None and third.decision == "denied"
     [grant] = driver.session.status().grants
     assert (grant.tool, str(grant.matching[0])) == ("transfer", "$.amount <= 100")
-    unknown = driver.session.revoke_problem(RevokeGrantSignal(grant_id="grant-7"))
+    unknown = driver.session.decisions.revoke_problem(RevokeGrantSignal(grant_id="grant-7"))
     assert unknown == "revoke 'grant-7': no such grant (grants: grant-1)"
-    assert driver.session.revoke_requested(RevokeGrantSignal(grant_id="grant-1", by="ops")) is None
+    assert (
+        driver.session.decisions.revoke_requested(RevokeGrantSignal(grant_id="grant-1", by="ops"))
+        is None
+    )
     assert driver.session.status().grants == []
 
 
@@ -268,7 +273,7 @@ async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signatu
             ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve", now=0)),
         ]
         for signal in attempts:
-            refused.append(session.decision_arrived(signal, "approved", driver.now))
+            refused.append(session.decisions.decision_arrived(signal, "approved", driver.now))
         return "approved", ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve"))
 
     driver, ran = drive(spec, [("transfer", {"to": "ann", "amount": 1})], approver, keys=keys)
@@ -347,12 +352,18 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
     state = SessionState(child_pending={"s-1--researcher-t1c0": [pending]})
     session = Session(payments_spec(), state)
     signed = ApprovalSignal(approval_id="researcher-t1c0/turn1-call0", token="x.y.z")
-    problem = session.decision_problem(signed, "approved")
+    problem = session.decisions.decision_problem(signed, "approved")
     assert problem is not None and "goes to its own session (s-1--researcher-t1c0" in problem
-    assert session.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC)) == problem
+    assert (
+        session.decisions.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC))
+        == problem
+    )
     assert state.forwards == []  # nothing passed on
     unsigned = signed.model_copy(update={"token": None})
-    assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert (
+        session.decisions.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC))
+        is None
+    )
     assert [f[0] for f in state.forwards] == ["s-1--researcher-t1c0"]
 
 
@@ -362,13 +373,13 @@ def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
     driver, _ = drive(payments_spec(), [], lambda p: "approved")
     session = driver.session = Session(driver.spec, SessionState())
     driver._resolve_tools()
-    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now_ms)
+    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
     now = driver.now
     assert isinstance(session.next_command(suggested=False, now=now), CallModel)
     session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1})))
     assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
     signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
-    assert session.decision_arrived(signal, "approved", now) is None
+    assert session.decisions.decision_arrived(signal, "approved", now) is None
     session.approvals_waited(now)
     command = session.next_command(suggested=True, now=now)  # the history is long now
     assert isinstance(command, RunTools), command

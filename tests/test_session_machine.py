@@ -34,7 +34,8 @@ from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
-from durable_agent.workflows.commands import (
+from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent.workflows.session.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -46,8 +47,8 @@ from durable_agent.workflows.commands import (
     Summarise,
     WaitForMessage,
 )
-from durable_agent.workflows.session import Session
-from durable_agent.workflows.state import ContinuedInput, SessionState
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.state import SessionState
 
 TOOLS = {
     "lookup": ToolPolicy(),
@@ -103,7 +104,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
         self.session = Session(SPEC, SessionState())
         assert self.session.tools_resolved(ResolveToolsResult(tools=resolved_tools())) is None
-        self.session.start(AgentInput(spec=SPEC, message="hello"), self._ms())
+        self.session.start(AgentInput(spec=SPEC, message="hello"), self.now)
         self.accepted: list[str] = ["hello"]
         self.decided: set[str] = set()
         """Approval ids a decision was taken for (never to be asked again)."""
@@ -112,16 +113,13 @@ class SessionMachine(RuleBasedStateMachine):
         self.finished = False
         self.runs = 1
 
-    def _ms(self) -> int:
-        return int(self.now.timestamp() * 1000)
-
     # --- what people do ------------------------------------------------------------------
 
     @precondition(lambda self: not self.finished)
     @rule(text=st.sampled_from(["", "more please", "x" * 10, "and again"]))
     def send_message(self, text: str) -> None:
         before = len(self.session.state.rejected_signals)
-        rejection = self.session.message_arrived(UserMessage(content=text), self._ms())
+        rejection = self.session.message_arrived(UserMessage(content=text), self.now)
         if rejection is None:
             self.accepted.append(text)
         else:
@@ -143,7 +141,7 @@ class SessionMachine(RuleBasedStateMachine):
             signal = signal.model_copy(update={"content": f"answered {aid}"})
         if decision == "always":  # and grants the tool's later calls
             signal, decision = signal.model_copy(update={"always": "tool"}), "approved"
-        rejection = self.session.decision_arrived(signal, decision, self.now)
+        rejection = self.session.decisions.decision_arrived(signal, decision, self.now)
         if rejection is None and any(p.approval_id == aid for p in pending):
             self.decided.add(aid)
         if any(p.approval_id == aid for p in pending):
@@ -191,7 +189,7 @@ class SessionMachine(RuleBasedStateMachine):
             session.model_replied(reply)
         elif isinstance(command, Summarise):
             assert 0 < command.until <= len(session.messages)
-            session.summarised(assistant_text("earlier: some talk"), self._ms())
+            session.summarised(assistant_text("earlier: some talk"), self.now)
         elif isinstance(command, CheckGuardrails):
             verdict = GuardrailVerdict(allowed=allow, reason=None if allow else "no", by="g")
             session.guardrails_checked(verdict)

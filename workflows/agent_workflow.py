@@ -27,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
         verify_tokens,
     )
     from durable_agent.workflows.approval_wait import wait_for_decisions
-    from durable_agent.workflows.commands import (
+    from durable_agent.workflows.continuation import hand_over
+    from durable_agent.workflows.continued_input import ContinuedInput
+    from durable_agent.workflows.handlers import SessionHandlers
+    from durable_agent.workflows.inputs import InvalidInput, decode_start
+    from durable_agent.workflows.live_feed import LiveFeed
+    from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
+    from durable_agent.workflows.session.commands import (
         AwaitApprovals,
         CallModel,
         CheckApprovals,
@@ -42,14 +48,10 @@ with workflow.unsafe.imports_passed_through():
         VerifyTokens,
         WaitForMessage,
     )
-    from durable_agent.workflows.continuation import hand_over
-    from durable_agent.workflows.handlers import SessionHandlers
-    from durable_agent.workflows.inputs import InvalidInput, decode_start
-    from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
-    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session.core import Session
+    from durable_agent.workflows.session.loop_rules import session_title
+    from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.session_log import session_log
-    from durable_agent.workflows.state import ContinuedInput, SessionState
     from durable_agent.workflows.tool_calls import (
         check_guardrails,
         list_remote_tools,
@@ -57,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
         run_tool_groups,
     )
     from durable_agent.workflows.transcript_sync import PayloadTooLarge, TranscriptSync
-    from durable_agent.workflows.turn_logic import session_title
 
 #: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"
@@ -65,10 +66,6 @@ MODEL_RESCUE_PATCH = "model-rescue"
 TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
-
-
-def _now_ms() -> int:
-    return int(workflow.now().timestamp() * 1000)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -117,7 +114,7 @@ class AgentWorkflow(SessionHandlers):
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         if isinstance(request, AgentInput):
             await self._resolve_tools()
-            session.start(request, _now_ms())
+            session.start(request, workflow.now())
             # Added after sessions were recorded: a command that older histories lack,
             # so it is patched in (see "Changing workflow code" in the README).
             if workflow.patched(SESSION_TITLE_PATCH):
@@ -185,7 +182,7 @@ class AgentWorkflow(SessionHandlers):
                 outcome = await self._model.summarise(command.turn, command.until)
                 if isinstance(outcome, AssistantMessage):
                     self._model.replied(len(session.messages))  # what it was made of
-                    session.summarised(outcome, _now_ms())
+                    session.summarised(outcome, workflow.now())
                 else:
                     self._model_failed(command.turn, outcome)
             elif isinstance(command, CheckGuardrails):
@@ -199,17 +196,17 @@ class AgentWorkflow(SessionHandlers):
                 session.calls_described(await describe_calls(command, session.spec.session))
             elif isinstance(command, VerifyTokens):
                 verdicts = await verify_tokens(command, session.spec.session)
-                session.tokens_checked(verdicts, workflow.now())
+                session.decisions.tokens_checked(verdicts, workflow.now())
             elif isinstance(command, NotifyEscalation):
                 await notify_escalation(command, session.spec.session)
-                session.escalation_sent()
+                session.decisions.escalation_sent()
             elif isinstance(command, AwaitApprovals):
                 await self._report_to_parent()  # a sub-agent's approvals show in its parent
                 await wait_for_decisions(
                     session.approvals,
                     command.ids,
                     session.timeout_decision,
-                    lambda: session.approval_wait_over(self._history_long()),
+                    lambda: session.decisions.approval_wait_over(self._history_long()),
                 )
                 feed.observe()  # decisions (and deadlines' defaults) before they are applied
                 session.approvals_waited(workflow.now())
@@ -241,7 +238,9 @@ class AgentWorkflow(SessionHandlers):
             self._session.model_cancelled()
             self._feed.model_failed(turn, "cancelled", "the turn was cancelled")
         else:
-            self._session.model_failed(outcome.kind, outcome.text, outcome.retry_after, _now_ms())
+            self._session.model_failed(
+                outcome.kind, outcome.text, outcome.retry_after, workflow.now()
+            )
             self._feed.model_failed(turn, outcome.kind, outcome.text)
 
     async def _report_to_parent(self) -> None:

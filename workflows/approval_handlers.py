@@ -19,10 +19,10 @@ with workflow.unsafe.imports_passed_through():
         RevokeGrantSignal,
     )
     from durable_agent.messages import RecordedDecision
-    from durable_agent.workflows.gate import RECORDED_DECISIONS
     from durable_agent.workflows.inputs import InvalidInput, decode
     from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session.core import Session
+    from durable_agent.workflows.session.gate import RECORDED_DECISIONS
     from durable_agent.workflows.session_log import warn
 
 #: Error type of a decision an update refused (the message says why).
@@ -56,7 +56,7 @@ class ApprovalHandlers:
         except InvalidInput as error:
             self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
             return
-        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
+        self._rejected(self._session.decisions.decision_arrived(signal, decision, workflow.now()))
         self._feed.observe()  # readers see the decision now, not when the batch is decided
 
     @workflow.signal
@@ -66,7 +66,7 @@ class ApprovalHandlers:
         except InvalidInput as error:
             self._rejected(self._session.reject(f"revoke_grant: unreadable signal ({error})"))
             return
-        self._rejected(self._session.revoke_requested(signal))
+        self._rejected(self._session.decisions.revoke_requested(signal))
 
     @workflow.update
     async def decide(self, request: DecisionRequest) -> DecisionResult:
@@ -75,14 +75,16 @@ class ApprovalHandlers:
         key = workflow.current_update_info().id  # type: ignore[union-attr]
         signal = request.as_signal()
         recorded = RECORDED_DECISIONS[request.decision]
-        self._session.decision_arrived(signal, recorded, workflow.now(), key=key)
+        self._session.decisions.decision_arrived(signal, recorded, workflow.now(), key=key)
         self._feed.observe()
         return await self._outcome(key)
 
     @decide.validator
     def _decision_acceptable(self, request: DecisionRequest) -> None:
         signal = request.as_signal()
-        problem = self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+        problem = self._session.decisions.decision_problem(
+            signal, RECORDED_DECISIONS[request.decision]
+        )
         if problem is not None:
             raise ValueError(problem)
 
@@ -90,18 +92,18 @@ class ApprovalHandlers:
     async def revoke(self, request: RevokeGrantSignal) -> DecisionResult:
         """Take back a standing grant, answered at once."""
         key = workflow.current_update_info().id  # type: ignore[union-attr]
-        self._session.revoke_requested(request, key=key)
+        self._session.decisions.revoke_requested(request, key=key)
         return await self._outcome(key)
 
     @revoke.validator
     def _revoke_acceptable(self, request: RevokeGrantSignal) -> None:
-        problem = self._session.revoke_problem(request)
+        problem = self._session.decisions.revoke_problem(request)
         if problem is not None:
             raise ValueError(problem)
 
     async def _outcome(self, key: str) -> DecisionResult:
-        await workflow.wait_condition(lambda: key in self._session.outcomes)
-        outcome = self._session.outcomes.pop(key)
+        await workflow.wait_condition(lambda: key in self._session.decisions.outcomes)
+        outcome = self._session.decisions.outcomes.pop(key)
         if isinstance(outcome, str):
             raise ApplicationError(outcome, type=DECISION_REFUSED, non_retryable=True)
         return outcome
@@ -111,11 +113,13 @@ class ApprovalHandlers:
         """Why a decision would change nothing now (``None``: it would be taken): what
         the ``decide`` update's validator says, for clients that decide by signal."""
         signal = request.as_signal()
-        return self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+        return self._session.decisions.decision_problem(
+            signal, RECORDED_DECISIONS[request.decision]
+        )
 
     @workflow.query
     def revoke_problem(self, request: RevokeGrantSignal) -> str | None:
-        return self._session.revoke_problem(request)
+        return self._session.decisions.revoke_problem(request)
 
     @workflow.query
     def approval_policy(self) -> ApprovalPolicyView:

@@ -15,13 +15,13 @@ with workflow.unsafe.imports_passed_through():
         TokenVerdict,
     )
     from durable_agent.spec import SessionRules
-    from durable_agent.workflows.commands import (
+    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+    from durable_agent.workflows.session.commands import (
         CheckApprovals,
         DescribeCalls,
         NotifyEscalation,
         VerifyTokens,
     )
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 
 async def _run(name: str, arg: Any, result_type: Any, rules: SessionRules, summary: str) -> Any:

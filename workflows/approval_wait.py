@@ -11,7 +11,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import PendingApproval
     from durable_agent.messages import ApprovalDecision
-    from durable_agent.workflows.approvals import Approvals
+    from durable_agent.workflows.session.approvals import Approvals
 
 
 async def wait_for_decisions(

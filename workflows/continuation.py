@@ -10,10 +10,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
+    from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session_log import session_log, warn
-    from durable_agent.workflows.state import ContinuedInput
     from durable_agent.workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
 
 

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.approval_handlers import ApprovalHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode
-    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session.core import Session
 
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).
@@ -40,10 +40,6 @@ def _user_message(message: str | UserMessage) -> UserMessage:
     return UserMessage(content=message) if isinstance(message, str) else message
 
 
-def _now_ms() -> int:
-    return int(workflow.now().timestamp() * 1000)
-
-
 class SessionHandlers(ApprovalHandlers):
     _session: Session
 
@@ -54,7 +50,7 @@ class SessionHandlers(ApprovalHandlers):
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
         before = len(self._session.messages)
-        self._session.message_arrived(_user_message(message), _now_ms())
+        self._session.message_arrived(_user_message(message), workflow.now())
         return SendResult(before=before, queued=len(self._session.state.inbox))
 
     @send_message_now.validator
@@ -78,7 +74,7 @@ class SessionHandlers(ApprovalHandlers):
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
-            self._rejected(self._session.message_arrived(_user_message(message), _now_ms()))
+            self._rejected(self._session.message_arrived(_user_message(message), workflow.now()))
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -158,7 +154,7 @@ class SessionHandlers(ApprovalHandlers):
 
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:
-        return self._session.pending_approvals()
+        return self._session.decisions.pending_approvals()
 
     @workflow.signal
     def child_approvals(self, raw: RawValue) -> None:
@@ -168,7 +164,7 @@ class SessionHandlers(ApprovalHandlers):
         except InvalidInput as error:
             self._rejected(self._session.reject(f"child_approvals: unreadable ({error})"))
             return
-        self._session.child_approvals(report)
+        self._session.decisions.child_approvals(report)
 
     @workflow.query
     def status(self) -> SessionStatus:

@@ -15,7 +15,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentInput
-    from durable_agent.workflows.state import ContinuedInput
+    from durable_agent.workflows.continued_input import ContinuedInput
 
 
 class InvalidInput(ValueError):

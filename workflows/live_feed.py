@@ -34,8 +34,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import AssistantMessage, ToolMessage
     from durable_agent.transcript import payload_bytes
-    from durable_agent.workflows.commands import ToolRun
-    from durable_agent.workflows.session import Session
+    from durable_agent.workflows.session.commands import ToolRun
+    from durable_agent.workflows.session.core import Session
+    from durable_agent.workflows.session.loop_rules import epoch_ms
     from durable_agent.workflows.session_metrics import SessionMetrics
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
@@ -129,14 +130,14 @@ class LiveFeed:
         self._publish(ErrorReported(turn=turn, text=text, kind=kind))
 
     def tool_started(self, turn: int, run: ToolRun) -> None:
-        self._tool_started[run.slot] = _now_ms()
+        self._tool_started[run.slot] = epoch_ms(workflow.now())
         call = run.call
         self._publish(
             ToolStarted(turn=turn, slot=run.slot, call_id=call.id, name=call.function.name)
         )
 
     def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None:
-        began = self._tool_started.pop(run.slot, _now_ms())
+        began = self._tool_started.pop(run.slot, epoch_ms(workflow.now()))
         call = run.call
         self._publish(
             ToolFinished(
@@ -144,7 +145,7 @@ class LiveFeed:
                 slot=run.slot,
                 call_id=call.id,
                 name=call.function.name,
-                duration_ms=_now_ms() - began,
+                duration_ms=epoch_ms(workflow.now()) - began,
                 error=bool(result.is_error),
             )
         )
@@ -187,7 +188,3 @@ def _keep_newest(state: WorkflowStreamState, max_bytes: int) -> WorkflowStreamSt
         keep += 1
     dropped = len(state.log) - keep
     return replace(state, log=state.log[dropped:], base_offset=state.base_offset + dropped)
-
-
-def _now_ms() -> int:
-    return int(workflow.now().timestamp() * 1000)

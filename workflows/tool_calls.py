@@ -44,18 +44,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
-    from durable_agent.workflows.commands import CheckGuardrails, RunTools, ToolRun
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
         give_up_after,
     )
-    from durable_agent.workflows.turn_logic import (
-        backoff,
-        call_summary,
-        tool_error_result,
-        tool_retry_delay,
-    )
+    from durable_agent.workflows.session.commands import CheckGuardrails, RunTools, ToolRun
+    from durable_agent.workflows.session.loop_rules import backoff, tool_retry_delay
+    from durable_agent.workflows.session.tool_results import call_summary, tool_error_result
 
 
 async def resolve_tools(

@@ -38,7 +38,8 @@ from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
-from durable_agent.workflows.commands import (
+from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent.workflows.session.commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -54,9 +55,10 @@ from durable_agent.workflows.commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from durable_agent.workflows.session import Session
-from durable_agent.workflows.state import ContinuedInput, SessionState
-from durable_agent.workflows.turn_logic import tool_error_result, tool_retry_delay
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.loop_rules import tool_retry_delay
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.tool_results import tool_error_result
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[
@@ -95,7 +97,7 @@ class SessionDriver:
         self.session = Session(self.spec, SessionState())
         self.runs = 1
         self._resolve_tools()
-        self.session.start(request, self.now_ms)
+        self.session.start(request, self.now)
         commands = 0
         while True:
             if self.on_command is not None:
@@ -157,10 +159,10 @@ class SessionDriver:
             session.calls_described(describe_calls(self.registry, DescribeCallsInput(calls=pairs)))
         elif isinstance(command, VerifyTokens):
             verdicts = check_tokens(self.keys, self.session_id, command.checks)
-            session.tokens_checked(verdicts, self.now)
+            session.decisions.tokens_checked(verdicts, self.now)
         elif isinstance(command, NotifyEscalation):
             self.notices.append(command.notice)
-            session.escalation_sent()
+            session.decisions.escalation_sent()
         elif isinstance(command, AwaitApprovals):
             self._decide(command.ids)
             session.approvals_waited(self.now)
@@ -189,9 +191,9 @@ class SessionDriver:
         self.requests.append(body)
         reply = self.model(body)
         if reply.is_error or not reply.content.strip():
-            session.model_failed(MODEL_ATTEMPT_FAILED, "no summary", None, self.now_ms)
+            session.model_failed(MODEL_ATTEMPT_FAILED, "no summary", None, self.now)
         else:
-            session.summarised(reply, self.now_ms)
+            session.summarised(reply, self.now)
 
     def _call_model(self) -> None:
         session = self.session
@@ -215,7 +217,7 @@ class SessionDriver:
         reply = self.model(body).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
             session.model_failed(
-                MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}", None, self.now_ms
+                MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}", None, self.now
             )
         else:
             session.model_replied(reply)
@@ -227,10 +229,10 @@ class SessionDriver:
                 continue  # decided meanwhile (a standing grant made by an earlier decision)
             decision = self.approver(pending)
             if isinstance(decision, tuple):  # a decision with more than a verdict
-                session.decision_arrived(decision[1], decision[0], self.now)
+                session.decisions.decision_arrived(decision[1], decision[0], self.now)
             elif decision is not None:
                 signal = ApprovalSignal(approval_id=pending.approval_id, by="driver")
-                session.decision_arrived(signal, decision, self.now)
+                session.decisions.decision_arrived(signal, decision, self.now)
         deadline = session.approvals.next_deadline(ids)
         if not session.approvals.all_decided(ids) and deadline is not None:
             self.now = max(self.now, deadline)  # nobody decided: the deadline passes
@@ -284,7 +286,7 @@ class SessionDriver:
     # --- what people do ----------------------------------------------------------------
 
     def send(self, text: str) -> str | None:
-        return self.session.message_arrived(UserMessage(content=text), self.now_ms)
+        return self.session.message_arrived(UserMessage(content=text), self.now)
 
     def elapse(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from durable_agent.approval_policy import Escalation
 from durable_agent.contracts import PendingApproval
 from durable_agent.messages import ApprovalDecision, ApprovalRecord
-from durable_agent.workflows.state import SessionState
+from durable_agent.workflows.session.state import SessionState
 
 
 class Approvals:

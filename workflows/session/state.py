@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from temporalio.contrib.workflow_streams import WorkflowStreamState
+from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agent.contracts import (
     ApprovalSignal,
@@ -24,7 +23,6 @@ from durable_agent.contracts import (
     TranscriptRef,
 )
 from durable_agent.messages import ApprovalRecord, Message, Usage, UserMessage
-from durable_agent.spec import AgentSpec
 
 
 class Unverified(BaseModel):
@@ -96,24 +94,3 @@ class SessionState(BaseModel):
     rescue_after_tools: str | None = None
     """An unusable turn whose calls run first (strategy ``correct``): why, for the
     ``resque`` message that follows its results."""
-
-
-class ContinuedInput(BaseModel):
-    """A run's input after continue-as-new: the spec and the carried state (the same JSON
-    shape ``AgentInput`` had with ``carried``, so recorded histories still read)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    spec: AgentSpec
-    carried: SessionState
-    events: WorkflowStreamState | None = None
-    """The newest of the session's live events (their offsets go on in the new run)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_fresh_fields(cls, value: object) -> object:
-        if isinstance(value, dict) and (value.get("message") is not None or value.get("history")):
-            raise ValueError("carried: a continued session takes no message or history")
-        if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in ("message", "history")}
-        return value

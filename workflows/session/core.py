@@ -8,30 +8,27 @@ model, pause, check or await approvals, run tool groups, wait for a message,
 continue as new, or finish. The workflow only carries commands out and reports back,
 so the loop runs in milliseconds in a test, with no server.
 
+The Session is the one decision point; the work of deciding is shared with its
+collaborators (``ToolBatch``, ``Decisions``, ``Budget``, ``Rescue``, ``Swarm``). Every
+time it is given is a ``datetime`` (the workflow's ``workflow.now()``).
+
 No I/O, no clock (times are given), no randomness: deterministic by construction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from durable_agent.approval_policy import describe_arguments
 from durable_agent.context import compaction_until, summary_message, window_start
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
     BudgetSignal,
-    BudgetStatus,
     CancelTurnSignal,
-    DecisionResult,
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
-    Handoff,
-    HttpCall,
-    McpCall,
     ModelSetup,
     MoveToAgentSignal,
     PendingApproval,
@@ -42,29 +39,25 @@ from durable_agent.contracts import (
 )
 from durable_agent.messages import (
     ApprovalDecision,
-    ApprovalRecord,
     AssistantMessage,
     FlushMessage,
-    ResqueMessage,
     SystemMessage,
-    ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
     text_of,
 )
 from durable_agent.request_messages import prepare_request_messages
-from durable_agent.secrets import references
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.structured_output import parse_structured_output
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 from durable_agent.transcript import Transcript
-from durable_agent.workflows.approvals import Approvals
-from durable_agent.workflows.commands import (
+from durable_agent.workflows.session.approvals import Approvals
+from durable_agent.workflows.session.batch import ToolBatch
+from durable_agent.workflows.session.budget import Budget
+from durable_agent.workflows.session.commands import (
     AwaitApprovals,
     CallModel,
-    CheckApprovals,
     CheckGuardrails,
     Command,
     ContinueAsNew,
@@ -74,32 +67,21 @@ from durable_agent.workflows.commands import (
     Pause,
     RunTools,
     Summarise,
-    ToolRun,
     VerifyTokens,
     WaitForMessage,
 )
-from durable_agent.workflows.decisions import Decisions
-from durable_agent.workflows.gate import (
-    Gate,
-    Question,
-    Verdicts,
-)
-from durable_agent.workflows.rescue import corrective_text, not_run_results, unusable_reason
-from durable_agent.workflows.state import SessionState
-from durable_agent.workflows.swarm import Swarm
-from durable_agent.workflows.turn_logic import (
+from durable_agent.workflows.session.decisions import Decisions
+from durable_agent.workflows.session.gate import Gate
+from durable_agent.workflows.session.loop_rules import (
     apply_overrides,
-    approval_id,
     backoff,
-    cancel_text,
-    cancelled_result,
-    denial_result,
-    error_result,
-    execution_groups,
-    guardrail_denial,
-    over_call_limit,
+    epoch_ms,
     stage_after,
 )
+from durable_agent.workflows.session.rescue import Rescue, unusable_reason
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.swarm import Swarm
+from durable_agent.workflows.session.tool_results import cancel_text
 
 MAX_REJECTED_SIGNALS_KEPT = 50
 INBOX_CARRY_CHARS = 500_000
@@ -110,31 +92,7 @@ Reply = AssistantMessage | ToolMessage
 Purpose = Literal["reply", "summary"]
 
 
-@dataclass
-class _Batch:
-    """The open tool batch (the last assistant message's calls), as this run decides it.
-    Not carried: a new run decides it again (approvals already asked keep their ids,
-    deadlines and decisions, which the state carries)."""
-
-    calls: list[ToolCall]
-    slots: list[ToolMessage | None]
-    questions: list[Question]
-    """What predicates must answer before the gate can decide (asked once)."""
-    needs_person: list[int]
-    checked: bool
-    approvals: dict[int, ApprovalRecord] = field(default_factory=dict)
-    rules: dict[int, str] = field(default_factory=dict)
-    """The rule that asked for a person, by slot."""
-    descriptions: dict[int, str] | None = None
-    """Readable forms of the calls that wait, once described."""
-    asked: dict[str, int] | None = None
-    """Approval id -> slot, once the approvals were opened."""
-    decided: bool = False
-    handoff: Handoff | None = None
-    """Where the batch hands the conversation (a swarm), once its results are in."""
-
-
-class Session(Decisions):
+class Session:
     def __init__(self, spec: AgentSpec, state: SessionState) -> None:
         self.spec = spec
         self.state = state
@@ -144,15 +102,26 @@ class Session(Decisions):
         """The tools every agent has (a one-agent session's tools)."""
         self.swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
         self.gate = Gate(spec.approvals, state)
-        self.outcomes: dict[str, DecisionResult | str] = {}
-        """What became of each ``decide`` update (by update id): accepted, or why not."""
+        self.decisions = Decisions(
+            spec,
+            state,
+            self.approvals,
+            self.gate,
+            lambda: self.active_tools,
+            self.reject,
+            self.interrupted,
+        )
+        self.batch = ToolBatch(
+            spec, state, self.gate, self.approvals, lambda: self.active_tools, self.swarm
+        )
+        self.budget = Budget(spec, state)
+        self.rescue = Rescue(spec, state, self.messages)
         self.phase: Phase = "starting"
         self.progressed = False
         """This run has done work: continue-as-new may follow."""
         self.reply: Reply | None = None
         self.reply_reason = "final_answer"
         self.structured: Any = None
-        self._batch: _Batch | None = None
         self._calling = False  # a model call and its retries are one step
         self._model_failures = 0
         self._pause: timedelta | None = None
@@ -242,21 +211,22 @@ class Session(Decisions):
         ]
         return self.more_tools_added(tools)
 
-    def start(self, request: AgentInput, now_ms: int) -> None:
+    def start(self, request: AgentInput, now: datetime) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
+        at = epoch_ms(now)
         instructions = self.spec.instructions
         if self.swarm is not None:
             instructions = self.swarm.agent.instructions
         if instructions:
             self.messages.append(
-                SystemMessage(content=instructions, timestamp=now_ms, agent_name=self.agent_name)
+                SystemMessage(content=instructions, timestamp=at, agent_name=self.agent_name)
             )
         history = list(request.history)
         first = request.message
         if isinstance(first, str):
             first = UserMessage(content=first)
         if first is not None:
-            first = first.model_copy(update={"timestamp": now_ms, "agent_name": self.agent_name})
+            first = first.model_copy(update={"timestamp": at, "agent_name": self.agent_name})
         guarded = bool(self.spec.guardrails.input)
         last = history[-1] if history else None
         if guarded and first is None and isinstance(last, UserMessage):
@@ -271,12 +241,12 @@ class Session(Decisions):
 
     # --- what people send (signals record only) ------------------------------------------
 
-    def message_arrived(self, message: UserMessage, now_ms: int) -> str | None:
+    def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
         """Queue a user message for the next turn boundary; why it was rejected, if it was."""
         problem = self.message_problem(message)
         if problem is not None:
             return self.reject(problem)
-        self.state.inbox.append(message.model_copy(update={"timestamp": now_ms}))
+        self.state.inbox.append(message.model_copy(update={"timestamp": epoch_ms(now)}))
         return None
 
     def message_problem(self, message: UserMessage) -> str | None:
@@ -328,16 +298,8 @@ class Session(Decisions):
         self.state.flushes.append(request)
 
     def budget_changed(self, request: BudgetSignal) -> str | None:
-        if request.max_total_tokens is None and request.max_cost_usd is None:
-            return self.reject("set_budget: no limit given")
-        if request.max_cost_usd is not None and self.spec.model.price is None:
-            return self.reject("set_budget: max_cost_usd needs model.price in the spec")
-        old = self.state.budget or BudgetSignal()
-        self.state.budget = BudgetSignal(
-            max_total_tokens=request.max_total_tokens or old.max_total_tokens,
-            max_cost_usd=request.max_cost_usd or old.max_cost_usd,
-        )
-        return None
+        problem = self.budget.change_problem(request)
+        return None if problem is None else self.reject(problem)
 
     def reject(self, text: str) -> str:
         """Keep a signal that changed nothing visible in ``status``; returns the text."""
@@ -354,7 +316,7 @@ class Session(Decisions):
         queued messages are too big to carry (they join the array at the boundary)."""
         if not (self.progressed and suggested):
             return False
-        if self._batch is not None and self._batch.decided:
+        if self.batch.decided:
             return False  # its decisions live in the batch now: it runs first
         queued = sum(len(text_of(m.content)) for m in self.state.inbox)
         return queued <= INBOX_CARRY_CHARS
@@ -392,8 +354,8 @@ class Session(Decisions):
             self.phase = "checking_guardrails"
             return CheckGuardrails("output", self.spec.guardrails.output, self._held.content)
         if state.unverified:
-            return VerifyTokens(self.tokens_to_check())
-        notice = self.escalations()
+            return VerifyTokens(self.decisions.tokens_to_check())
+        notice = self.decisions.escalations()
         if notice is not None:
             return NotifyEscalation(notice)
         if state.ending is not None and state.stage != "tools":
@@ -424,7 +386,7 @@ class Session(Decisions):
             if state.model_calls_this_reply >= self.spec.stop.max_turns:
                 text = f"Agent loop exceeded {self.spec.stop.max_turns} iterations"
                 return self._finish("failed", "max_turns", error=text)
-            spent = self._budget_spent()
+            spent = self.budget.spent()
             if spent is not None:
                 return self._finish("done", "budget", final=self._last_reply(), error=spent)
             self._calling, self._model_failures = True, 0
@@ -461,7 +423,7 @@ class Session(Decisions):
         self.reply, self.reply_reason = None, reason
         self.state.last_error = self._turn_failed = error
 
-    # --- guardrails, cancellation, flushes, budgets ----------------------------------------
+    # --- guardrails, cancellation, flushes -----------------------------------------------
 
     def guardrails_checked(
         self, verdict: GuardrailVerdict | None, failure: str | None = None
@@ -502,74 +464,31 @@ class Session(Decisions):
         assert request is not None
         why = cancel_text(request.by, request.reason)
         if state.stage == "tools":
-            self._cancel_batch(why, now)
+            last = self.messages[-1]
+            assert isinstance(last, AssistantMessage)
+            self.batch.cancel(last, why, now)
+            self.tools_finished({})
         state.cancel = None
         if state.stage == "model":
             self._end_turn("cancelled", why)
         else:
             self.reject(f"cancel_turn: the turn had ended before {why}")
 
-    def _cancel_batch(self, why: str, now: datetime) -> None:
-        """Every call without a result gets one saying it was cancelled (pairing holds);
-        approvals this turn still has open are closed as denied."""
-        if self._batch is None:
-            self._batch = self._open_batch()
-        open_ids = [p.approval_id for p in self.state.pending if p.turn == self.state.turn]
-        self.approvals.close_all(open_ids, None, why, now)
-        for aid in open_ids:
-            self.approvals.take(aid)
-        self.tools_finished({})
-
-    def _ending_as_cancel(self) -> CancelTurnSignal | None:
+    def _cancelled(self) -> str | None:
+        """Why calls without a result did not complete: a cancellation, or the end."""
+        cancel = self.state.cancel
         ending = self.state.ending
-        if ending is None:
-            return None
-        return CancelTurnSignal(by=ending.by, reason=ending.reason or "the session ended")
+        if cancel is None and ending is not None:
+            cancel = CancelTurnSignal(by=ending.by, reason=ending.reason or "the session ended")
+        return None if cancel is None else cancel_text(cancel.by, cancel.reason)
 
     def _apply_flushes(self, now: datetime) -> None:
-        at = int(now.timestamp() * 1000)
+        at = epoch_ms(now)
         for request in self.state.flushes:
             self.messages.append(
                 FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
             )
         self.state.flushes.clear()
-
-    def _limits(self) -> BudgetSignal:
-        stop, override = self.spec.stop, self.state.budget or BudgetSignal()
-        return BudgetSignal(
-            max_total_tokens=override.max_total_tokens or stop.max_total_tokens,
-            max_cost_usd=override.max_cost_usd or stop.max_cost_usd,
-        )
-
-    def _budget_spent(self) -> str | None:
-        """Why the budget allows no further model call, if it does not."""
-        limits, state = self._limits(), self.state
-        if (
-            limits.max_total_tokens is not None
-            and state.usage.total_tokens >= limits.max_total_tokens
-        ):
-            return (
-                f"token budget spent: {state.usage.total_tokens} of "
-                f"{limits.max_total_tokens} tokens"
-            )
-        if limits.max_cost_usd is not None and state.cost_usd >= limits.max_cost_usd:
-            return f"cost budget spent: ${state.cost_usd:.4f} of ${limits.max_cost_usd:.4f}"
-        return None
-
-    def _count(self, usage: Usage | None) -> None:
-        if usage is None:
-            return
-        if not usage.total_tokens:
-            usage = usage.model_copy(
-                update={"total_tokens": usage.prompt_tokens + usage.completion_tokens}
-            )
-        self.state.usage = self.state.usage + usage
-        price = self.model_spec.price
-        if price is not None:
-            self.state.cost_usd += (
-                usage.prompt_tokens * price.input_per_million
-                + usage.completion_tokens * price.output_per_million
-            ) / 1_000_000
 
     # --- the model -----------------------------------------------------------------------
 
@@ -613,11 +532,11 @@ class Session(Decisions):
             live=self.spec.session.live_deltas,
         )
 
-    def summarised(self, summary: AssistantMessage, now_ms: int) -> None:
+    def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         assert self._summarising is not None
-        self.messages.append(summary_message(summary.content, self._summarising, now_ms))
-        self._count(summary.usage)
+        self.messages.append(summary_message(summary.content, self._summarising, epoch_ms(now)))
+        self.budget.count(summary.usage, self.model_spec.price)
         self._summarising, self._model_failures = None, 0
 
     def model_replied(self, assistant: AssistantMessage) -> None:
@@ -625,14 +544,14 @@ class Session(Decisions):
         state = self.state
         state.turn += 1
         state.model_calls_this_reply += 1
-        self._count(assistant.usage)
+        self.budget.count(assistant.usage, self.model_spec.price)
         if assistant.is_error:
             state.last_error = assistant.error
         reason = None
         if self.rescue_enabled and not assistant.is_error:
             reason = unusable_reason(assistant, self.active_tools, self.spec.output_schema)
         if reason is not None:
-            self._unusable(assistant, reason)
+            self._rescued(self.rescue.unusable(assistant, reason))
         elif assistant.tool_calls:
             self.messages.append(assistant)
             state.stage = "tools"
@@ -642,62 +561,13 @@ class Session(Decisions):
             self.messages.append(assistant)
             self._replied(assistant, "final_answer")
 
-    # --- rescue ----------------------------------------------------------------------------
-
-    def _unusable(self, reply: AssistantMessage, reason: str) -> None:
-        """An unusable turn joins the array; with ``correct`` and attempts left its calls
-        run as usual (the model reads their errors) and the rescue follows their results;
-        otherwise its calls get results saying they did not run, and the rescue is now."""
-        state = self.state
-        self.messages.append(reply)
-        attempts_left = state.rescues_this_reply < self.spec.rescue.max_attempts
-        if reply.tool_calls and attempts_left and self.spec.rescue.strategy == "correct":
-            state.rescue_after_tools = reason
-            state.stage = "tools"
-            return
-        self.messages.extend(not_run_results(reply, reason))
-        self._rescue(reason, reply.timestamp)
-
-    def _rescue(self, reason: str, at: int | None) -> None:
-        """Record the rescue step and apply the strategy (``fail`` once attempts are out)."""
-        state = self.state
-        state.rescues_this_reply += 1
-        attempt = state.rescues_this_reply
-        strategy = self.spec.rescue.strategy
-        if attempt > self.spec.rescue.max_attempts:
-            strategy = "fail"
-        content = corrective_text(reason) if strategy == "correct" else reason
-        self.messages.append(
-            ResqueMessage(
-                content=content,
-                reason=reason,
-                strategy=strategy,
-                attempt=attempt,
-                mode="tool",
-                timestamp=at,
-            )
-        )
-        if strategy == "fail":
-            text = f"the model's reply could not be used: {reason}"
-            self._end_turn("unusable_reply", text)
-            return
-        if strategy == "flush":
-            latest = self._latest_user_message()
-            self.messages.append(
-                FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at)
-            )
-            if latest is not None:  # asked again, afresh
-                self.messages.append(latest.model_copy(update={"mode": "tool", "timestamp": at}))
-        state.stage = "model"
-
-    def _latest_user_message(self) -> UserMessage | None:
-        for message in reversed(self.messages):
-            if isinstance(message, UserMessage) and message.blocked is None:
-                return message
-        return None
+    def _rescued(self, failure: str | None) -> None:
+        """A rescue that could not help ends the turn with its words."""
+        if failure is not None:
+            self._end_turn("unusable_reply", failure)
 
     def model_failed(
-        self, kind: str | None, text: str, retry_after: timedelta | None, now_ms: int
+        self, kind: str | None, text: str, retry_after: timedelta | None, now: datetime
     ) -> None:
         """A model call failed: another attempt after a pause while the model's own
         failures leave attempts, else the session fails with ``text`` (a summary that
@@ -717,7 +587,11 @@ class Session(Decisions):
         self.state.last_error = text
         self.messages.append(
             AssistantMessage(
-                content="", is_error=True, error=text, timestamp=now_ms, agent_name=self.agent_name
+                content="",
+                is_error=True,
+                error=text,
+                timestamp=epoch_ms(now),
+                agent_name=self.agent_name,
             )
         )
         self._outcome = self._finish("failed", "error", error=text)
@@ -738,238 +612,50 @@ class Session(Decisions):
             if parsed.error:
                 self.state.last_error = f"structured output: {parsed.error}"
 
-    # --- a tool batch --------------------------------------------------------------------
-
-    def _open_batch(self) -> _Batch:
-        """Decide what needs nobody (over the limit, unknown); the gate decides the rest,
-        once the predicates it needs have answered."""
-        last = self.messages[-1]
-        assert isinstance(last, AssistantMessage) and last.tool_calls
-        calls = last.tool_calls
-        slots: list[ToolMessage | None] = [None] * len(calls)
-        questions: list[Question] = []
-        limit = self.spec.stop.max_tool_calls_per_turn
-        tools = self.active_tools
-        for k, call in enumerate(calls):
-            resolved = tools.get(call.function.name)
-            if k >= limit:
-                slots[k] = error_result(call, over_call_limit(len(calls), limit))
-            elif resolved is None:
-                slots[k] = error_result(call, self._not_registered(call.function.name))
-            else:
-                questions.extend(self.gate.questions(k, call, resolved))
-        batch = _Batch(calls, slots, questions, [], checked=False)
-        if not questions:
-            self._gate(batch, {})
-        return batch
-
-    def _gate(self, batch: _Batch, verdicts: Verdicts) -> None:
-        """Each call the gate decides: run (by policy, a rule or a standing grant), refused
-        (the result says why), or waiting for a person."""
-        tools = self.active_tools
-        for k, call in enumerate(batch.calls):
-            if batch.slots[k] is not None:
-                continue
-            asked = self.approvals.find(approval_id(self.state.turn, k))
-            if asked is not None:  # asked in an earlier run: its decision stands
-                batch.needs_person.append(k)
-                if asked.rule is not None:
-                    batch.rules[k] = asked.rule
-                continue
-            outcome = self.gate.decide(k, call, tools[call.function.name], verdicts)
-            if outcome.action == "deny" and outcome.rule is None:
-                batch.slots[k] = guardrail_denial(call, outcome.reason or "")
-            elif outcome.action == "deny":
-                record = ApprovalRecord(decision="denied", rule=outcome.rule, reason=outcome.reason)
-                batch.slots[k] = denial_result(call, record)
-            elif outcome.action == "ask":
-                batch.needs_person.append(k)
-                if outcome.rule is not None:
-                    batch.rules[k] = outcome.rule
-            elif outcome.grant is not None:
-                grant = outcome.grant
-                batch.approvals[k] = self.gate.granted(grant, grant.at, outcome.rule)
-            elif outcome.rule is not None:
-                batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
-        batch.checked = True
-
-    def _not_registered(self, name: str) -> str:
-        handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
-        if handoff is not None:
-            return handoff
-        available = ", ".join(sorted(self.active_tools)) or "none"
-        return f"Tool not registered: {name} (available: {available})"
+    # --- a tool batch (decided by ``ToolBatch``) ------------------------------------------
 
     def _batch_command(self, now: datetime) -> Command:
-        if self._batch is None:
-            self._batch = self._open_batch()
-        batch = self._batch
-        if not batch.checked:
-            named = [p for _, p in batch.questions]
-            predicates = named if any(p is not None for p in named) else None
-            return CheckApprovals([batch.calls[k] for k, _ in batch.questions], predicates)
-        if batch.needs_person and not batch.decided:
-            describing = self._describing(batch)
-            if describing and batch.descriptions is None:
-                self.phase = "awaiting_approval"
-                return DescribeCalls([batch.calls[k] for k in describing])
-            if batch.asked is None:
-                batch.asked = self._ask(batch, now)
+        last = self.messages[-1]
+        assert isinstance(last, AssistantMessage) and last.tool_calls
+        command = self.batch.next_command(last, now)
+        if isinstance(command, DescribeCalls | AwaitApprovals):
             self.phase = "awaiting_approval"
-            return AwaitApprovals(list(batch.asked))
-        self.progressed = True
-        self.phase = "running_tools"
-        tools = self.active_tools
-        approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
-        handoffs = [k for k in approved if tools[batch.calls[k].function.name].handoff]
-        if handoffs and self.swarm is not None:  # the session runs these itself
-            results, batch.handoff = self.swarm.handoff_results(batch.calls, handoffs, tools)
-            for k, result in results.items():
-                batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
-            approved = [k for k in approved if k not in results]
-        modes = [tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
-        groups = [
-            [self._tool_run(batch, k) for k in group] for group in execution_groups(approved, modes)
-        ]
-        return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
-
-    def _tool_run(self, batch: _Batch, slot: int) -> ToolRun:
-        call = batch.calls[slot]
-        resolved = self.active_tools[call.function.name]
-        approval = batch.approvals.get(slot)
-        if approval is not None and approval.arguments is not None:  # a person's edit runs
-            function = call.function.model_copy(update={"arguments": approval.arguments})
-            call = call.model_copy(update={"function": function})
-        context = self.spec.context
-        bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
-        uses = references(bound) or references(call.function.arguments)
-        secrets = list(self.spec.secrets) if uses else []
-        mcp = http = None
-        if resolved.mcp is not None:
-            server = next(s for s in self.spec.mcp_servers if s.name == resolved.mcp.server)
-            mcp = McpCall(server=server, tool=resolved.mcp.tool)
-        if resolved.http is not None:
-            api = next(a for a in self.spec.openapi if a.name == resolved.http.api)
-            http = HttpCall(
-                operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
-            )
-        agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
-        return ToolRun(
-            slot, call, resolved, approval, bound, secrets, mcp, http, agent, self.agent_name
-        )
+        elif isinstance(command, RunTools):
+            self.progressed = True
+            self.phase = "running_tools"
+        return command
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
         """The predicates' answers to the batch's questions, in order."""
-        assert self._batch is not None
-        batch = self._batch
-        self._gate(batch, dict(zip(batch.questions, verdicts, strict=True)))
+        self.batch.approvals_checked(verdicts)
 
     def calls_described(self, descriptions: list[str]) -> None:
         """The tools' own readable forms of the calls that wait (``DescribeCalls``)."""
-        batch = self._batch
-        assert batch is not None
-        batch.descriptions = dict(zip(self._describing(batch), descriptions, strict=True))
-
-    def _describing(self, batch: _Batch) -> list[int]:
-        """The waiting calls whose tools describe them."""
-        tools = self.active_tools
-        return [k for k in batch.needs_person if tools[batch.calls[k].function.name].describes]
-
-    def _ask(self, batch: _Batch, now: datetime) -> dict[str, int]:
-        asked: dict[str, int] = {}
-        descriptions = batch.descriptions or {}
-        for k in batch.needs_person:
-            call = batch.calls[k]
-            tool = self.active_tools[call.function.name]
-            timeout = tool.policy.approval_timeout_seconds
-            aid = approval_id(self.state.turn, k)
-            asked[aid] = k
-            name, arguments = call.function.name, call.function.arguments
-            self.approvals.open(
-                PendingApproval(
-                    approval_id=aid,
-                    turn=self.state.turn,
-                    slot=k,
-                    tool_name=name,
-                    arguments=arguments,
-                    requested_at=now,
-                    deadline=now + timedelta(seconds=timeout) if timeout else None,
-                    described_arguments=descriptions.get(k) or describe_arguments(name, arguments),
-                    approvers=self.gate.approvers(tool),
-                    rule=batch.rules.get(k),
-                )
-            )
-        return asked
+        self.batch.calls_described(descriptions)
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
         """What a deadline decides for a call: its tool's default."""
-        tool = self.active_tools[pending.tool_name]
-        decision: ApprovalDecision = tool.policy.approval_timeout_decision
-        return decision
+        return self.batch.timeout_decision(pending)
 
     def approvals_waited(self, now: datetime) -> None:
-        """The wait for the batch's approvals ended: all decided (deadlines included), the
-        session is ending (the rest are denied), or a continue-as-new is due (the batch
-        stays open, its approvals carried)."""
-        batch = self._batch
-        assert batch is not None and batch.asked is not None
-        ids = list(batch.asked)
-        if self.state.ending is not None:
-            reason = self.state.ending.reason or "the session ended before a decision"
-            self.approvals.close_all(ids, self.state.ending.by, reason, now)
-        if not self.approvals.all_decided(ids):
-            if not (self.state.unverified or self.state.to_notify):
-                self._batch = None  # decided again by the next run
-            return
-        for aid, k in batch.asked.items():
-            accepted = self.state.accepted.get(aid)
-            record = self.approvals.take(aid)
-            call = batch.calls[k]
-            if record.decision == "denied":
-                batch.slots[k] = denial_result(call, record)
-            elif record.decision == "responded" and accepted is not None:
-                batch.slots[k] = ToolMessage(
-                    tool_call_id=call.id,
-                    content=accepted.content or "",
-                    tool_name=call.function.name,
-                    is_error=True if accepted.is_error else None,
-                    approval=record,
-                    timestamp=int(now.timestamp() * 1000),
-                )
-            else:
-                batch.approvals[k] = record
-        batch.decided = True
+        """The wait for the batch's approvals ended (see ``ToolBatch.approvals_waited``)."""
+        self.batch.approvals_waited(now)
 
     def tools_finished(self, results: dict[int, ToolMessage]) -> None:
         """Every approved call's result, by slot: the batch's results are appended in
         request order, whatever order they finished in."""
-        batch = self._batch
-        assert batch is not None
-        for k, result in results.items():
-            batch.slots[k] = result
-        cancel = self.state.cancel or self._ending_as_cancel()
-        if cancel is not None:  # calls the cancellation (or the end) stopped
-            why = cancel_text(cancel.by, cancel.reason)
-            for k, slot in enumerate(batch.slots):
-                if slot is None:
-                    batch.slots[k] = cancelled_result(batch.calls[k], why)
-        in_order = [s for s in batch.slots if s is not None]
-        assert len(in_order) == len(batch.calls), "one result per call"
-        if self.swarm is not None:  # the activities' results carry it already
-            agent = {"agent_name": self.agent_name}
-            in_order = [r if r.agent_name else r.model_copy(update=agent) for r in in_order]
+        in_order, handoff = self.batch.finished(results, self._cancelled())
         self.messages.extend(in_order)
-        if batch.handoff is not None and self.swarm is not None:
-            self.swarm.hand_over(batch.handoff)
+        if handoff is not None and self.swarm is not None:
+            self.swarm.hand_over(handoff)
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
-        for result in in_order:
-            self._count(result.usage)  # what tools spent on models (sub-agents) counts too
-        self._batch = None
+        for result in in_order:  # what tools spent on models (sub-agents) counts too
+            self.budget.count(result.usage, self.model_spec.price)
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
         if reason is not None:
-            self._rescue(reason, in_order[-1].timestamp)
+            self._rescued(self.rescue.rescue(reason, in_order[-1].timestamp))
             return
         stops = [r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error]
         if stops:
@@ -1016,7 +702,7 @@ class Session(Decisions):
             phase=self.phase,
             turn=state.turn,
             message_count=len(self.messages),
-            pending_approvals=self.pending_approvals(),
+            pending_approvals=self.decisions.pending_approvals(),
             usage=state.usage,
             last_error=state.last_error,
             rejected_signals=list(state.rejected_signals),
@@ -1029,7 +715,7 @@ class Session(Decisions):
                 for m in self.messages[: window_start(self.messages)[0]]
                 if not isinstance(m, SystemMessage | FlushMessage)
             ),
-            budget=self._budget_status(),
+            budget=self.budget.status(),
             trimmed=self.trimmed,
             grants=list(state.grants),
             agent=self.agent_name,
@@ -1045,14 +731,3 @@ class Session(Decisions):
             return 0
         whole = prepare_request_messages(self.messages)
         return len(whole) - len(prepare_request_messages(self.messages, rules))
-
-    def _budget_status(self) -> BudgetStatus | None:
-        limits = self._limits()
-        if limits.max_total_tokens is None and limits.max_cost_usd is None:
-            return None
-        return BudgetStatus(
-            max_total_tokens=limits.max_total_tokens,
-            max_cost_usd=limits.max_cost_usd,
-            total_tokens=self.state.usage.total_tokens,
-            cost_usd=self.state.cost_usd if self.spec.model.price is not None else None,
-        )

@@ -13,9 +13,10 @@ from durable_agent.contracts import Handoff, MoveToAgentSignal, ResolvedTool
 from durable_agent.messages import ToolCall, ToolMessage
 from durable_agent.spec import HANDOFF_PREFIX, AgentSpec, ModelSpec, SwarmAgentSpec, SwarmSpec
 from durable_agent.swarm import handoff_tools
-from durable_agent.workflows.gate import arguments_of
-from durable_agent.workflows.state import SessionState
-from durable_agent.workflows.turn_logic import apply_overrides, error_result
+from durable_agent.workflows.session.gate import arguments_of
+from durable_agent.workflows.session.loop_rules import apply_overrides
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.tool_results import error_result
 
 #: Navigation kept for ``transfer_back``: a deeper stack drops its oldest entries.
 MAX_STACK = 100

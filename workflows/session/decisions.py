@@ -5,6 +5,7 @@ grants revoked, and escalations to tell. Pure, like the Session it is part of.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from durable_agent.approval_policy import tests_hold
@@ -23,9 +24,14 @@ from durable_agent.contracts import (
 )
 from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
-from durable_agent.workflows.approvals import Approvals
-from durable_agent.workflows.gate import DECISION_KINDS, RECORDED_DECISIONS, Gate, arguments_of
-from durable_agent.workflows.state import SessionState, Unverified
+from durable_agent.workflows.session.approvals import Approvals
+from durable_agent.workflows.session.gate import (
+    DECISION_KINDS,
+    RECORDED_DECISIONS,
+    Gate,
+    arguments_of,
+)
+from durable_agent.workflows.session.state import SessionState, Unverified
 
 
 def child_approval_id(child_id: str, approval_id: str) -> str:
@@ -34,23 +40,35 @@ def child_approval_id(child_id: str, approval_id: str) -> str:
 
 
 class Decisions:
-    """Part of ``Session``: its approval doors."""
+    """The Session's collaborator for people's decisions: it records what arrives and
+    answers why a decision cannot be taken; the Session alone decides what runs."""
 
-    spec: AgentSpec
-    state: SessionState
-    approvals: Approvals
-    gate: Gate
-    outcomes: dict[str, DecisionResult | str]
+    def __init__(
+        self,
+        spec: AgentSpec,
+        state: SessionState,
+        approvals: Approvals,
+        gate: Gate,
+        tools: Callable[[], dict[str, ResolvedTool]],
+        reject: Callable[[str], str],
+        interrupted: Callable[[bool], bool],
+    ) -> None:
+        self.spec = spec
+        self.state = state
+        self.approvals = approvals
+        self.gate = gate
+        self._tools = tools
+        self.reject = reject
+        """Keep a refusal that changed nothing visible in ``status`` (the Session's)."""
+        self.interrupted = interrupted
+        """Whether a wait must end early (the Session's rule)."""
+        self.outcomes: dict[str, DecisionResult | str] = {}
+        """What became of each ``decide`` update (by update id): accepted, or why not."""
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
-        raise NotImplementedError
-
-    def reject(self, text: str) -> str:
-        raise NotImplementedError
-
-    def interrupted(self, suggested: bool) -> bool:
-        raise NotImplementedError
+        """The tools of the agent answering now."""
+        return self._tools()
 
     def decision_arrived(
         self,

@@ -1,14 +1,15 @@
-"""Pure pieces of a turn: gate outcomes, execution groups, result texts, summaries."""
+"""Small pure rules of the turn loop: the model setup's digest, tool overrides, where a
+conversation stands, titles, approval ids, execution groups and retry delays."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
-from durable_agent.messages import ApprovalRecord, Message, ToolCall, ToolMessage, UserMessage
+from durable_agent.messages import Message, ToolMessage, UserMessage
 from durable_agent.spec import ToolSettings
 from durable_agent.tools import ExecutionMode, ToolPolicy
 
@@ -85,29 +86,6 @@ def execution_groups(slots: Sequence[int], modes: Sequence[ExecutionMode]) -> li
     return groups
 
 
-def error_result(call: ToolCall, text: str) -> ToolMessage:
-    return ToolMessage(
-        tool_call_id=call.id, content=text, tool_name=call.function.name, is_error=True
-    )
-
-
-def cancel_text(by: str | None, reason: str | None) -> str:
-    """Why a turn stopped, as results and ``status`` say it."""
-    who = f" by {by}" if by else ""
-    return f"turn cancelled{who}" + (f": {reason}" if reason else "")
-
-
-def cancelled_result(call: ToolCall, why: str) -> ToolMessage:
-    """The slot of a call the turn's cancellation stopped (or kept from starting)."""
-    return error_result(call, f"Error calling '{call.function.name}': not completed, {why}")
-
-
-def tool_error_result(call: ToolCall, detail: str) -> ToolMessage:
-    """The result of a call that failed for good, for the model to read."""
-    return error_result(call, f"Error calling '{call.function.name}': {detail}")
-
-
-#: The longest wait between two attempts of a tool that raised.
 MAX_TOOL_RETRY_SECONDS = 60.0
 
 
@@ -119,45 +97,12 @@ def tool_retry_delay(policy: ToolPolicy, attempt: int) -> timedelta | None:
     return backoff(policy.initial_retry_seconds, MAX_TOOL_RETRY_SECONDS, attempt)
 
 
-def over_call_limit(asked: int, limit: int) -> str:
-    return (
-        f"Not run: this turn asked for {asked} tool calls and at most {limit} run in one "
-        "turn (stop.max_tool_calls_per_turn). Ask again for the ones still needed."
-    )
-
-
-def denial_result(call: ToolCall, record: ApprovalRecord) -> ToolMessage:
-    who = "by policy" if record.by is None else f"by {record.by}"
-    if record.timed_out:
-        who = "(no decision before the approval deadline)"
-    reason = f": {record.reason}" if record.reason else ""
-    return ToolMessage(
-        tool_call_id=call.id,
-        content=f"Tool call denied {who}{reason}",
-        tool_name=call.function.name,
-        is_error=True,
-        approval=record,
-    )
-
-
-def guardrail_denial(call: ToolCall, reason: str) -> ToolMessage:
-    return ToolMessage(
-        tool_call_id=call.id,
-        content=f"Tool denied by guardrail: {reason}",
-        tool_name=call.function.name,
-        is_error=True,
-        approval=ApprovalRecord(decision="denied", by="policy", reason=reason),
-    )
-
-
-def call_summary(call: ToolCall, limit: int = 120) -> str:
-    arguments = call.function.arguments
-    if len(arguments) > limit:
-        arguments = arguments[: limit - 3] + "..."
-    return f"{call.function.name} {arguments}"
-
-
 def backoff(initial: float, maximum: float, failures: int) -> timedelta:
     """The wait before the next attempt after ``failures`` failed ones (1, 2, 4, ... times
     ``initial``, at most ``maximum``)."""
     return timedelta(seconds=min(initial * 2 ** max(failures - 1, 0), maximum))
+
+
+def epoch_ms(now: datetime) -> int:
+    """A message's ``timestamp``: milliseconds since the epoch, from the time given."""
+    return int(now.timestamp() * 1000)

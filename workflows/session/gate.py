@@ -25,7 +25,7 @@ from durable_agent.contracts import (
     ResolvedTool,
 )
 from durable_agent.messages import ApprovalRecord, RecordedDecision, ToolCall
-from durable_agent.workflows.state import SessionState
+from durable_agent.workflows.session.state import SessionState
 
 Question = tuple[int, str | None]
 """(slot, predicate): a rule's named predicate, or ``None`` for the tool's own."""

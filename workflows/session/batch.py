@@ -1,0 +1,331 @@
+"""The turn's tool batch: one result slot per call, allocated up front; the gate's verdict
+on each call; the approvals people must give; the groups of calls to run; and the results
+in request order, whatever order they finished in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from durable_agent.approval_policy import describe_arguments
+from durable_agent.contracts import Handoff, HttpCall, McpCall, PendingApproval, ResolvedTool
+from durable_agent.messages import (
+    ApprovalDecision,
+    ApprovalRecord,
+    AssistantMessage,
+    ToolCall,
+    ToolMessage,
+)
+from durable_agent.secrets import references
+from durable_agent.spec import AgentSpec
+from durable_agent.workflows.session.approvals import Approvals
+from durable_agent.workflows.session.commands import (
+    AwaitApprovals,
+    CheckApprovals,
+    DescribeCalls,
+    RunTools,
+    ToolRun,
+)
+from durable_agent.workflows.session.gate import Gate, Question, Verdicts
+from durable_agent.workflows.session.loop_rules import approval_id, execution_groups
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.swarm import Swarm
+from durable_agent.workflows.session.tool_results import (
+    cancelled_result,
+    denial_result,
+    error_result,
+    guardrail_denial,
+    over_call_limit,
+)
+
+BatchCommand = CheckApprovals | DescribeCalls | AwaitApprovals | RunTools
+
+
+@dataclass
+class OpenBatch:
+    """The open batch (the last assistant message's calls), as this run decides it.
+    Not carried: a new run decides it again (approvals already asked keep their ids,
+    deadlines and decisions, which the state carries)."""
+
+    calls: list[ToolCall]
+    slots: list[ToolMessage | None]
+    questions: list[Question]
+    """What predicates must answer before the gate can decide (asked once)."""
+    needs_person: list[int]
+    checked: bool
+    approvals: dict[int, ApprovalRecord] = field(default_factory=dict)
+    rules: dict[int, str] = field(default_factory=dict)
+    """The rule that asked for a person, by slot."""
+    descriptions: dict[int, str] | None = None
+    """Readable forms of the calls that wait, once described."""
+    asked: dict[str, int] | None = None
+    """Approval id -> slot, once the approvals were opened."""
+    decided: bool = False
+    handoff: Handoff | None = None
+    """Where the batch hands the conversation (a swarm), once its results are in."""
+
+
+class ToolBatch:
+    """Decides one batch at a time; the Session feeds it events and takes its commands."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        state: SessionState,
+        gate: Gate,
+        approvals: Approvals,
+        tools: Callable[[], dict[str, ResolvedTool]],
+        swarm: Swarm | None,
+    ) -> None:
+        self.spec = spec
+        self.state = state
+        self.gate = gate
+        self.approvals = approvals
+        self._tools = tools
+        self.swarm = swarm
+        self.open: OpenBatch | None = None
+
+    @property
+    def decided(self) -> bool:
+        """People's decisions live in the open batch now: it runs before anything else."""
+        return self.open is not None and self.open.decided
+
+    def next_command(self, last: AssistantMessage, now: datetime) -> BatchCommand:
+        """What the batch needs next: predicates, descriptions, people, or its run."""
+        if self.open is None:
+            self.open = self._open(last)
+        batch = self.open
+        if not batch.checked:
+            named = [p for _, p in batch.questions]
+            predicates = named if any(p is not None for p in named) else None
+            return CheckApprovals([batch.calls[k] for k, _ in batch.questions], predicates)
+        if batch.needs_person and not batch.decided:
+            describing = self._describing(batch)
+            if describing and batch.descriptions is None:
+                return DescribeCalls([batch.calls[k] for k in describing])
+            if batch.asked is None:
+                batch.asked = self._ask(batch, now)
+            return AwaitApprovals(list(batch.asked))
+        return self._run(batch)
+
+    # --- the gate ------------------------------------------------------------------------
+
+    def _open(self, last: AssistantMessage) -> OpenBatch:
+        """Decide what needs nobody (over the limit, unknown); the gate decides the rest,
+        once the predicates it needs have answered."""
+        calls = last.tool_calls or []
+        slots: list[ToolMessage | None] = [None] * len(calls)
+        questions: list[Question] = []
+        limit = self.spec.stop.max_tool_calls_per_turn
+        tools = self._tools()
+        for k, call in enumerate(calls):
+            resolved = tools.get(call.function.name)
+            if k >= limit:
+                slots[k] = error_result(call, over_call_limit(len(calls), limit))
+            elif resolved is None:
+                slots[k] = error_result(call, self._not_registered(call.function.name))
+            else:
+                questions.extend(self.gate.questions(k, call, resolved))
+        batch = OpenBatch(calls, slots, questions, [], checked=False)
+        if not questions:
+            self._gate(batch, {})
+        return batch
+
+    def _gate(self, batch: OpenBatch, verdicts: Verdicts) -> None:
+        """Each call the gate decides: run (by policy, a rule or a standing grant), refused
+        (the result says why), or waiting for a person."""
+        tools = self._tools()
+        for k, call in enumerate(batch.calls):
+            if batch.slots[k] is not None:
+                continue
+            asked = self.approvals.find(approval_id(self.state.turn, k))
+            if asked is not None:  # asked in an earlier run: its decision stands
+                batch.needs_person.append(k)
+                if asked.rule is not None:
+                    batch.rules[k] = asked.rule
+                continue
+            outcome = self.gate.decide(k, call, tools[call.function.name], verdicts)
+            if outcome.action == "deny" and outcome.rule is None:
+                batch.slots[k] = guardrail_denial(call, outcome.reason or "")
+            elif outcome.action == "deny":
+                record = ApprovalRecord(decision="denied", rule=outcome.rule, reason=outcome.reason)
+                batch.slots[k] = denial_result(call, record)
+            elif outcome.action == "ask":
+                batch.needs_person.append(k)
+                if outcome.rule is not None:
+                    batch.rules[k] = outcome.rule
+            elif outcome.grant is not None:
+                grant = outcome.grant
+                batch.approvals[k] = self.gate.granted(grant, grant.at, outcome.rule)
+            elif outcome.rule is not None:
+                batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
+        batch.checked = True
+
+    def _not_registered(self, name: str) -> str:
+        handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
+        if handoff is not None:
+            return handoff
+        available = ", ".join(sorted(self._tools())) or "none"
+        return f"Tool not registered: {name} (available: {available})"
+
+    def approvals_checked(self, verdicts: list[bool]) -> None:
+        """The predicates' answers to the batch's questions, in order."""
+        batch = self._current()
+        self._gate(batch, dict(zip(batch.questions, verdicts, strict=True)))
+
+    # --- people --------------------------------------------------------------------------
+
+    def calls_described(self, descriptions: list[str]) -> None:
+        """The tools' own readable forms of the calls that wait (``DescribeCalls``)."""
+        batch = self._current()
+        batch.descriptions = dict(zip(self._describing(batch), descriptions, strict=True))
+
+    def _describing(self, batch: OpenBatch) -> list[int]:
+        """The waiting calls whose tools describe them."""
+        tools = self._tools()
+        return [k for k in batch.needs_person if tools[batch.calls[k].function.name].describes]
+
+    def _ask(self, batch: OpenBatch, now: datetime) -> dict[str, int]:
+        asked: dict[str, int] = {}
+        descriptions = batch.descriptions or {}
+        tools = self._tools()
+        for k in batch.needs_person:
+            call = batch.calls[k]
+            tool = tools[call.function.name]
+            timeout = tool.policy.approval_timeout_seconds
+            aid = approval_id(self.state.turn, k)
+            asked[aid] = k
+            name, arguments = call.function.name, call.function.arguments
+            self.approvals.open(
+                PendingApproval(
+                    approval_id=aid,
+                    turn=self.state.turn,
+                    slot=k,
+                    tool_name=name,
+                    arguments=arguments,
+                    requested_at=now,
+                    deadline=now + timedelta(seconds=timeout) if timeout else None,
+                    described_arguments=descriptions.get(k) or describe_arguments(name, arguments),
+                    approvers=self.gate.approvers(tool),
+                    rule=batch.rules.get(k),
+                )
+            )
+        return asked
+
+    def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
+        """What a deadline decides for a call: its tool's default."""
+        decision: ApprovalDecision = self._tools()[
+            pending.tool_name
+        ].policy.approval_timeout_decision
+        return decision
+
+    def approvals_waited(self, now: datetime) -> None:
+        """The wait for the batch's approvals ended: all decided (deadlines included), the
+        session is ending (the rest are denied), or a continue-as-new is due (the batch
+        stays open, its approvals carried)."""
+        batch = self._current()
+        assert batch.asked is not None
+        ids = list(batch.asked)
+        state = self.state
+        if state.ending is not None:
+            reason = state.ending.reason or "the session ended before a decision"
+            self.approvals.close_all(ids, state.ending.by, reason, now)
+        if not self.approvals.all_decided(ids):
+            if not (state.unverified or state.to_notify):
+                self.open = None  # decided again by the next run
+            return
+        for aid, k in batch.asked.items():
+            accepted = state.accepted.get(aid)
+            record = self.approvals.take(aid)
+            call = batch.calls[k]
+            if record.decision == "denied":
+                batch.slots[k] = denial_result(call, record)
+            elif record.decision == "responded" and accepted is not None:
+                batch.slots[k] = ToolMessage(
+                    tool_call_id=call.id,
+                    content=accepted.content or "",
+                    tool_name=call.function.name,
+                    is_error=True if accepted.is_error else None,
+                    approval=record,
+                    timestamp=int(now.timestamp() * 1000),
+                )
+            else:
+                batch.approvals[k] = record
+        batch.decided = True
+
+    def cancel(self, last: AssistantMessage, why: str, now: datetime) -> None:
+        """Approvals this turn still has open are closed as denied; the calls without a
+        result get one saying they were cancelled when the batch finishes."""
+        if self.open is None:
+            self.open = self._open(last)
+        open_ids = [p.approval_id for p in self.state.pending if p.turn == self.state.turn]
+        self.approvals.close_all(open_ids, None, why, now)
+        for aid in open_ids:
+            self.approvals.take(aid)
+
+    # --- running and joining -------------------------------------------------------------
+
+    def _run(self, batch: OpenBatch) -> RunTools:
+        tools = self._tools()
+        approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
+        handoffs = [k for k in approved if tools[batch.calls[k].function.name].handoff]
+        if handoffs and self.swarm is not None:  # the session runs these itself
+            results, batch.handoff = self.swarm.handoff_results(batch.calls, handoffs, tools)
+            for k, result in results.items():
+                batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
+            approved = [k for k in approved if k not in results]
+        modes = [tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
+        groups = [
+            [self._tool_run(batch, k) for k in group] for group in execution_groups(approved, modes)
+        ]
+        return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
+
+    def _tool_run(self, batch: OpenBatch, slot: int) -> ToolRun:
+        call = batch.calls[slot]
+        resolved = self._tools()[call.function.name]
+        approval = batch.approvals.get(slot)
+        if approval is not None and approval.arguments is not None:  # a person's edit runs
+            function = call.function.model_copy(update={"arguments": approval.arguments})
+            call = call.model_copy(update={"function": function})
+        context = self.spec.context
+        bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
+        uses = references(bound) or references(call.function.arguments)
+        secrets = list(self.spec.secrets) if uses else []
+        mcp = http = None
+        if resolved.mcp is not None:
+            server = next(s for s in self.spec.mcp_servers if s.name == resolved.mcp.server)
+            mcp = McpCall(server=server, tool=resolved.mcp.tool)
+        if resolved.http is not None:
+            api = next(a for a in self.spec.openapi if a.name == resolved.http.api)
+            http = HttpCall(
+                operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
+            )
+        agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
+        active = None if self.swarm is None else self.swarm.active
+        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http, agent, active)
+
+    def finished(
+        self, results: dict[int, ToolMessage], cancelled: str | None
+    ) -> tuple[list[ToolMessage], Handoff | None]:
+        """Every approved call's result, by slot, and the batch closed: the results in
+        request order (calls a cancellation stopped get a result saying so) and where the
+        batch hands the conversation, if it does."""
+        batch = self._current()
+        for k, result in results.items():
+            batch.slots[k] = result
+        if cancelled is not None:
+            for k, slot in enumerate(batch.slots):
+                if slot is None:
+                    batch.slots[k] = cancelled_result(batch.calls[k], cancelled)
+        in_order = [s for s in batch.slots if s is not None]
+        assert len(in_order) == len(batch.calls), "one result per call"
+        if self.swarm is not None:  # the activities' results carry it already
+            agent = {"agent_name": self.swarm.active}
+            in_order = [r if r.agent_name else r.model_copy(update=agent) for r in in_order]
+        self.open = None
+        return in_order, batch.handoff
+
+    def _current(self) -> OpenBatch:
+        assert self.open is not None, "no tool batch is open"
+        return self.open

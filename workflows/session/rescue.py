@@ -1,0 +1,134 @@
+"""Rescuing unusable model replies (the ``resque`` message of the chat-array seed): telling
+an unusable turn apart, what the loop tells the model, and the spec's strategy applied
+(correct and ask again, flush and ask afresh, or fail the turn)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from typing import Any
+
+from durable_agent.messages import (
+    AssistantMessage,
+    FlushMessage,
+    ResqueMessage,
+    ToolMessage,
+    UserMessage,
+)
+from durable_agent.spec import AgentSpec
+from durable_agent.structured_output import parse_structured_output
+from durable_agent.transcript import Transcript
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.tool_results import error_result
+
+
+def unusable_reason(
+    reply: AssistantMessage, tools: Collection[str], schema: dict[str, Any] | None
+) -> str | None:
+    """Why the loop cannot use this (non-error) turn, or ``None``: tool-call blocks that
+    are not calls, a tool that does not exist, arguments that are not a JSON object, an
+    empty answer, or an answer that does not match the output schema."""
+    if reply.malformed_tool_calls:
+        raw = reply.malformed_tool_calls[0][:200]
+        return f"tool-call blocks that could not be read as calls: {raw}"
+    for call in reply.tool_calls or ():
+        name, arguments = call.function.name, call.function.arguments
+        if name not in tools:
+            available = ", ".join(sorted(tools)) or "none"
+            return f"it called a tool that does not exist: {name} (available: {available})"
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"the arguments of its {name} call are not valid JSON"
+        if not isinstance(parsed, dict):
+            return f"the arguments of its {name} call are not a JSON object"
+    if reply.tool_calls:
+        return None
+    if not reply.content.strip() and reply.refusal is None:
+        return "its answer was empty"
+    if schema is not None:
+        problem = parse_structured_output(reply.content, schema).error
+        if problem:
+            return f"its answer does not match the output schema: {problem}"
+    return None
+
+
+def corrective_text(reason: str) -> str:
+    """What the model reads after an unusable turn (strategy ``correct``)."""
+    return (
+        f"Your last reply could not be used: {reason}. Reply again: call only the tools "
+        "you were given, with a JSON object of arguments, or answer in the required format."
+    )
+
+
+def not_run_results(reply: AssistantMessage, reason: str) -> list[ToolMessage]:
+    """Results for the calls of an unusable turn that the loop does not run (strategies
+    ``flush`` and ``fail``): the array stays paired."""
+    return [
+        error_result(
+            call,
+            f"Error calling '{call.function.name}': not run, the turn could not be used ({reason})",
+        )
+        for call in reply.tool_calls or ()
+    ]
+
+
+class Rescue:
+    """Applies the spec's rescue strategy to the array and the carried state. Each method
+    answers why the turn must end instead (strategy ``fail``, or attempts spent)."""
+
+    def __init__(self, spec: AgentSpec, state: SessionState, messages: Transcript) -> None:
+        self.spec = spec
+        self.state = state
+        self.messages = messages
+
+    def unusable(self, reply: AssistantMessage, reason: str) -> str | None:
+        """An unusable turn joins the array; with ``correct`` and attempts left its calls
+        run as usual (the model reads their errors) and the rescue follows their results;
+        otherwise its calls get results saying they did not run, and the rescue is now."""
+        state = self.state
+        self.messages.append(reply)
+        attempts_left = state.rescues_this_reply < self.spec.rescue.max_attempts
+        if reply.tool_calls and attempts_left and self.spec.rescue.strategy == "correct":
+            state.rescue_after_tools = reason
+            state.stage = "tools"
+            return None
+        self.messages.extend(not_run_results(reply, reason))
+        return self.rescue(reason, reply.timestamp)
+
+    def rescue(self, reason: str, at: int | None) -> str | None:
+        """Record the rescue step and apply the strategy (``fail`` once attempts are out)."""
+        state = self.state
+        state.rescues_this_reply += 1
+        attempt = state.rescues_this_reply
+        strategy = self.spec.rescue.strategy
+        if attempt > self.spec.rescue.max_attempts:
+            strategy = "fail"
+        content = corrective_text(reason) if strategy == "correct" else reason
+        self.messages.append(
+            ResqueMessage(
+                content=content,
+                reason=reason,
+                strategy=strategy,
+                attempt=attempt,
+                mode="tool",
+                timestamp=at,
+            )
+        )
+        if strategy == "fail":
+            return f"the model's reply could not be used: {reason}"
+        if strategy == "flush":
+            latest = self._latest_user_message()
+            self.messages.append(
+                FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at)
+            )
+            if latest is not None:  # asked again, afresh
+                self.messages.append(latest.model_copy(update={"mode": "tool", "timestamp": at}))
+        state.stage = "model"
+        return None
+
+    def _latest_user_message(self) -> UserMessage | None:
+        for message in reversed(self.messages):
+            if isinstance(message, UserMessage) and message.blocked is None:
+                return message
+        return None
