@@ -380,7 +380,7 @@ def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
     assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
     signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
     assert session.decisions.decision_arrived(signal, "approved", now) is None
-    session.approvals_waited(now)
+    session.batch.approvals_waited(now)
     command = session.next_command(suggested=True, now=now)  # the history is long now
     assert isinstance(command, RunTools), command
     assert command.groups[0][0].approval is not None

@@ -103,7 +103,7 @@ class SessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
         self.session = Session(SPEC, SessionState())
-        assert self.session.tools_resolved(ResolveToolsResult(tools=resolved_tools())) is None
+        assert self.session.toolbox.resolved(ResolveToolsResult(tools=resolved_tools())) is None
         self.session.start(AgentInput(spec=SPEC, message="hello"), self.now)
         self.accepted: list[str] = ["hello"]
         self.decided: set[str] = set()
@@ -119,7 +119,7 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(text=st.sampled_from(["", "more please", "x" * 10, "and again"]))
     def send_message(self, text: str) -> None:
         before = len(self.session.state.rejected_signals)
-        rejection = self.session.message_arrived(UserMessage(content=text), self.now)
+        rejection = self.session.requests.message_arrived(UserMessage(content=text), self.now)
         if rejection is None:
             self.accepted.append(text)
         else:
@@ -152,7 +152,7 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule()
     def end(self) -> None:
-        self.session.end_requested(EndSessionSignal(by="machine"))
+        self.session.requests.end_requested(EndSessionSignal(by="machine"))
 
     @precondition(lambda self: not self.finished)
     @rule()
@@ -162,7 +162,7 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule()
     def flush(self) -> None:
-        self.session.flush_requested(FlushSignal(by="machine"))
+        self.session.requests.flush_requested(FlushSignal(by="machine"))
 
     # --- what the workflow does ----------------------------------------------------------
 
@@ -196,11 +196,13 @@ class SessionMachine(RuleBasedStateMachine):
         elif isinstance(command, Pause):
             self.now += command.delay
         elif isinstance(command, CheckApprovals):
-            session.approvals_checked([c.function.arguments.endswith("2}") for c in command.calls])
+            session.batch.approvals_checked(
+                [c.function.arguments.endswith("2}") for c in command.calls]
+            )
         elif isinstance(command, AwaitApprovals):
             done = session.approvals.all_decided(command.ids)
             if done or session.interrupted(suggest):
-                session.approvals_waited(self.now)
+                session.batch.approvals_waited(self.now)
             # else: still waiting for people
         elif isinstance(command, RunTools):
             results = {}

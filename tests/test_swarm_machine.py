@@ -256,8 +256,8 @@ async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -
     async def move(driver: SessionDriver) -> None:
         session = driver.session
         if session.state.stage == "tools" and not moves:
-            moves.append(session.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
-            moves.append(session.move_requested(MoveToAgentSignal(agent="nobody")))
+            moves.append(session.requests.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
+            moves.append(session.requests.move_requested(MoveToAgentSignal(agent="nobody")))
 
     def answer(agent: str, messages: list[dict[str, Any]]) -> AssistantMessage:
         if agent == "triage":

@@ -147,15 +147,15 @@ class AgentWorkflow(SessionHandlers):
         if names or guards.input or guards.output or hooks:
             guardrails = sorted({*guards.input, *guards.output})
             found = await resolve_tools(names, guardrails, hooks, spec.session)
-            problem = self._session.tools_resolved(found)
+            problem = self._session.toolbox.resolved(found)
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
         if spec.mcp_servers or spec.openapi:
-            problem = self._session.more_tools_added(await list_remote_tools(spec))
+            problem = self._session.toolbox.added(await list_remote_tools(spec))
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
         if spec.agents:
-            problem = self._session.sub_agents_added()
+            problem = self._session.toolbox.added(self._session.toolbox.sub_agents())
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
 
@@ -191,9 +191,11 @@ class AgentWorkflow(SessionHandlers):
             elif isinstance(command, Pause):
                 await self._pause(command.delay)
             elif isinstance(command, CheckApprovals):
-                session.approvals_checked(await check_approvals(command, session.spec.session))
+                session.batch.approvals_checked(
+                    await check_approvals(command, session.spec.session)
+                )
             elif isinstance(command, DescribeCalls):
-                session.calls_described(await describe_calls(command, session.spec.session))
+                session.batch.calls_described(await describe_calls(command, session.spec.session))
             elif isinstance(command, VerifyTokens):
                 verdicts = await verify_tokens(command, session.spec.session)
                 session.decisions.tokens_checked(verdicts, workflow.now())
@@ -205,11 +207,11 @@ class AgentWorkflow(SessionHandlers):
                 await wait_for_decisions(
                     session.approvals,
                     command.ids,
-                    session.timeout_decision,
+                    session.batch.timeout_decision,
                     lambda: session.decisions.approval_wait_over(self._history_long()),
                 )
                 feed.observe()  # decisions (and deadlines' defaults) before they are applied
-                session.approvals_waited(workflow.now())
+                session.batch.approvals_waited(workflow.now())
                 await self._report_to_parent()
             elif isinstance(command, RunTools):
                 rules = session.spec.session

@@ -54,7 +54,9 @@ class ApprovalHandlers:
         try:
             signal: ApprovalSignal = decode(raw, ApprovalSignal)
         except InvalidInput as error:
-            self._rejected(self._session.reject(f"{decision}: unreadable signal ({error})"))
+            self._rejected(
+                self._session.requests.reject(f"{decision}: unreadable signal ({error})")
+            )
             return
         self._rejected(self._session.decisions.decision_arrived(signal, decision, workflow.now()))
         self._feed.observe()  # readers see the decision now, not when the batch is decided
@@ -64,7 +66,9 @@ class ApprovalHandlers:
         try:
             signal: RevokeGrantSignal = decode(raw, RevokeGrantSignal)
         except InvalidInput as error:
-            self._rejected(self._session.reject(f"revoke_grant: unreadable signal ({error})"))
+            self._rejected(
+                self._session.requests.reject(f"revoke_grant: unreadable signal ({error})")
+            )
             return
         self._rejected(self._session.decisions.revoke_requested(signal))
 

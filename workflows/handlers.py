@@ -50,12 +50,12 @@ class SessionHandlers(ApprovalHandlers):
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
         before = len(self._session.messages)
-        self._session.message_arrived(_user_message(message), workflow.now())
+        self._session.requests.message_arrived(_user_message(message), workflow.now())
         return SendResult(before=before, queued=len(self._session.state.inbox))
 
     @send_message_now.validator
     def _message_acceptable(self, message: str | UserMessage) -> None:
-        problem = self._session.message_problem(_user_message(message))
+        problem = self._session.requests.message_problem(_user_message(message))
         if problem is not None:
             raise ValueError(problem)
 
@@ -67,14 +67,16 @@ class SessionHandlers(ApprovalHandlers):
         return SendResult(
             before=len(session.messages),
             queued=len(session.state.inbox),
-            problem=session.message_problem(_user_message(message)),
+            problem=session.requests.message_problem(_user_message(message)),
         )
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
-            self._rejected(self._session.message_arrived(_user_message(message), workflow.now()))
+            self._rejected(
+                self._session.requests.message_arrived(_user_message(message), workflow.now())
+            )
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -84,8 +86,8 @@ class SessionHandlers(ApprovalHandlers):
                 request = decode(raw, EndSessionSignal | None) or request
             except InvalidInput as error:
                 text = f"end_session: unreadable signal ({error}); ending anyway"
-                self._rejected(self._session.reject(text))
-        self._session.end_requested(request)
+                self._rejected(self._session.requests.reject(text))
+        self._session.requests.end_requested(request)
 
     @workflow.signal
     def cancel_turn(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -97,13 +99,13 @@ class SessionHandlers(ApprovalHandlers):
     def flush(self, raw: RawValue = NO_PAYLOAD) -> None:
         request = self._optional(raw, FlushSignal, "flush")
         if request is not None:
-            self._session.flush_requested(request)
+            self._session.requests.flush_requested(request)
 
     @workflow.signal
     def set_budget(self, raw: RawValue) -> None:
         request = self._optional(raw, BudgetSignal, "set_budget")
         if request is not None:
-            self._rejected(self._session.budget_changed(request))
+            self._rejected(self._session.requests.budget_changed(request))
 
     @workflow.signal
     def move_to_agent(self, raw: RawValue) -> None:
@@ -113,14 +115,14 @@ class SessionHandlers(ApprovalHandlers):
         if isinstance(request, str):
             request = MoveToAgentSignal(agent=request)
         if request is not None:
-            self._rejected(self._session.move_requested(request))
+            self._rejected(self._session.requests.move_requested(request))
 
     def _read(self, raw: RawValue, kind: Any, unreadable: str) -> Any:
         """A signal's argument as ``kind``; ``None`` (rejected, visibly) if unreadable."""
         try:
             return decode(raw, kind)
         except InvalidInput as error:
-            self._rejected(self._session.reject(f"{unreadable} ({error})"))
+            self._rejected(self._session.requests.reject(f"{unreadable} ({error})"))
             return None
 
     def _optional(self, raw: RawValue, kind: type[SignalT], name: str) -> SignalT | None:
@@ -130,7 +132,7 @@ class SessionHandlers(ApprovalHandlers):
         try:
             return decode(raw, kind | None) or kind()
         except InvalidInput as error:
-            self._rejected(self._session.reject(f"{name}: unreadable signal ({error})"))
+            self._rejected(self._session.requests.reject(f"{name}: unreadable signal ({error})"))
             return None
 
     # --- queries -----------------------------------------------------------------------------
@@ -162,7 +164,7 @@ class SessionHandlers(ApprovalHandlers):
         try:
             report: ChildApprovals = decode(raw, ChildApprovals)
         except InvalidInput as error:
-            self._rejected(self._session.reject(f"child_approvals: unreadable ({error})"))
+            self._rejected(self._session.requests.reject(f"child_approvals: unreadable ({error})"))
             return
         self._session.decisions.child_approvals(report)
 

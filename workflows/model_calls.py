@@ -29,8 +29,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import AssistantMessage
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
-    from durable_agent.workflows.session.core import Purpose, Session
+    from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import setup_digest
+    from durable_agent.workflows.session.views import Purpose
     from durable_agent.workflows.transcript_sync import TranscriptSync
 
 #: Re-sends of one model call's transcript before the session fails: a store that loses

@@ -130,7 +130,7 @@ class SessionDriver:
                 )
         hooks = [h for h in self.spec.approval_hooks() if self.registry.hook(h) is None]
         result = ResolveToolsResult(tools=resolved, missing=missing, missing_hooks=hooks)
-        problem = self.session.tools_resolved(result)
+        problem = self.session.toolbox.resolved(result)
         if problem:
             raise ValueError(problem)
 
@@ -153,10 +153,12 @@ class SessionDriver:
         elif isinstance(command, CheckApprovals):
             pairs = [(c.function.name, c.function.arguments) for c in command.calls]
             asked = ApprovalCheckInput(calls=pairs, predicates=command.predicates)
-            session.approvals_checked(answer_predicates(self.registry, asked))
+            session.batch.approvals_checked(answer_predicates(self.registry, asked))
         elif isinstance(command, DescribeCalls):
             pairs = [(c.function.name, c.function.arguments) for c in command.calls]
-            session.calls_described(describe_calls(self.registry, DescribeCallsInput(calls=pairs)))
+            session.batch.calls_described(
+                describe_calls(self.registry, DescribeCallsInput(calls=pairs))
+            )
         elif isinstance(command, VerifyTokens):
             verdicts = check_tokens(self.keys, self.session_id, command.checks)
             session.decisions.tokens_checked(verdicts, self.now)
@@ -165,7 +167,7 @@ class SessionDriver:
             session.decisions.escalation_sent()
         elif isinstance(command, AwaitApprovals):
             self._decide(command.ids)
-            session.approvals_waited(self.now)
+            session.batch.approvals_waited(self.now)
         elif isinstance(command, RunTools):
             results = {}
             for group in command.groups:  # in order; a group's calls are independent
@@ -179,7 +181,9 @@ class SessionDriver:
                 self.now += command.timeout
                 session.idle_timed_out()
             else:
-                session.end_requested(EndSessionSignal(by="driver", reason="nothing left to say"))
+                session.requests.end_requested(
+                    EndSessionSignal(by="driver", reason="nothing left to say")
+                )
 
     # --- what the activities do --------------------------------------------------------
 
@@ -236,7 +240,7 @@ class SessionDriver:
         deadline = session.approvals.next_deadline(ids)
         if not session.approvals.all_decided(ids) and deadline is not None:
             self.now = max(self.now, deadline)  # nobody decided: the deadline passes
-            session.approvals.apply_defaults(ids, session.timeout_decision, self.now)
+            session.approvals.apply_defaults(ids, session.batch.timeout_decision, self.now)
 
     async def _run_tool(self, turn: int, run: ToolRun) -> ToolMessage:
         call = run.call
@@ -286,7 +290,7 @@ class SessionDriver:
     # --- what people do ----------------------------------------------------------------
 
     def send(self, text: str) -> str | None:
-        return self.session.message_arrived(UserMessage(content=text), self.now)
+        return self.session.requests.message_arrived(UserMessage(content=text), self.now)
 
     def elapse(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)

@@ -18,27 +18,20 @@ No I/O, no clock (times are given), no randomness: deterministic by construction
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
-from durable_agent.context import compaction_until, summary_message, window_start
+from durable_agent.context import compaction_until, summary_message
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
-    BudgetSignal,
     CancelTurnSignal,
-    EndSessionSignal,
-    FlushSignal,
     GuardrailVerdict,
     ModelSetup,
-    MoveToAgentSignal,
-    PendingApproval,
     Phase,
     ResolvedTool,
-    ResolveToolsResult,
     SessionStatus,
 )
 from durable_agent.messages import (
-    ApprovalDecision,
     AssistantMessage,
     FlushMessage,
     SystemMessage,
@@ -46,11 +39,8 @@ from durable_agent.messages import (
     UserMessage,
     text_of,
 )
-from durable_agent.request_messages import prepare_request_messages
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.structured_output import parse_structured_output
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import ToolPolicy
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.batch import ToolBatch
@@ -73,23 +63,28 @@ from durable_agent.workflows.session.commands import (
 from durable_agent.workflows.session.decisions import Decisions
 from durable_agent.workflows.session.gate import Gate
 from durable_agent.workflows.session.loop_rules import (
-    apply_overrides,
     backoff,
     epoch_ms,
     stage_after,
 )
+from durable_agent.workflows.session.requests import Requests
 from durable_agent.workflows.session.rescue import Rescue, unusable_reason
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
 from durable_agent.workflows.session.tool_results import cancel_text
+from durable_agent.workflows.session.toolbox import Toolbox
+from durable_agent.workflows.session.views import (
+    Purpose,
+    model_setup,
+    session_status,
+    trimmed_count,
+)
 
-MAX_REJECTED_SIGNALS_KEPT = 50
 INBOX_CARRY_CHARS = 500_000
 """Queued messages continue-as-new may carry inline; more wait for the turn boundary."""
 
 
 Reply = AssistantMessage | ToolMessage
-Purpose = Literal["reply", "summary"]
 
 
 class Session:
@@ -98,23 +93,23 @@ class Session:
         self.state = state
         self.messages = Transcript.adopt(state.messages)
         self.approvals = Approvals(state, spec.approvals.escalation)
-        self.tools: dict[str, ResolvedTool] = {t.definition.name: t for t in state.tools}
-        """The tools every agent has (a one-agent session's tools)."""
         self.swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
+        self.toolbox = Toolbox(spec, state, self.swarm)
         self.gate = Gate(spec.approvals, state)
+        self.budget = Budget(spec, state)
+        self.requests = Requests(spec, state, self.swarm, self.budget)
         self.decisions = Decisions(
             spec,
             state,
             self.approvals,
             self.gate,
             lambda: self.active_tools,
-            self.reject,
+            self.requests.reject,
             self.interrupted,
         )
         self.batch = ToolBatch(
             spec, state, self.gate, self.approvals, lambda: self.active_tools, self.swarm
         )
-        self.budget = Budget(spec, state)
         self.rescue = Rescue(spec, state, self.messages)
         self.phase: Phase = "starting"
         self.progressed = False
@@ -141,27 +136,15 @@ class Session:
 
     # --- starting ----------------------------------------------------------------------
 
-    def tools_resolved(self, result: ResolveToolsResult) -> str | None:
-        """Record the tools as workers described them; why the session cannot start, if
-        it cannot."""
-        if result.missing:
-            return "spec.tools names tools that no worker has loaded: " + ", ".join(result.missing)
-        if result.missing_guardrails:
-            lacking = ", ".join(result.missing_guardrails)
-            return f"spec.guardrails names guardrails that no worker has loaded: {lacking}"
-        if result.missing_hooks:
-            lacking = ", ".join(result.missing_hooks)
-            return f"spec.approvals names predicates or notifiers no worker has loaded: {lacking}"
-        self.tools = apply_overrides(self.spec.tools, self.spec.tool_execution, result.tools)
-        self.state.tools = list(self.tools.values())
-        if self.swarm is not None:
-            self.swarm.own_tools_resolved(result.tools)
-        return None
+    @property
+    def tools(self) -> dict[str, ResolvedTool]:
+        """The tools every agent has (a one-agent session's tools)."""
+        return self.toolbox.tools
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
         """The tools of the agent answering now."""
-        return self.tools if self.swarm is None else self.swarm.tools(self.tools)
+        return self.toolbox.active
 
     @property
     def model_spec(self) -> ModelSpec:
@@ -172,44 +155,6 @@ class Session:
     def agent_name(self) -> str | None:
         """The active agent of a swarm (``None`` in a one-agent session)."""
         return None if self.swarm is None else self.swarm.active
-
-    def more_tools_added(self, tools: list[ResolvedTool]) -> str | None:
-        """Add tools from MCP servers, OpenAPI documents or sub-agents; why the session
-        cannot start, if it cannot."""
-        taken = set(self.tools)
-        if self.swarm is not None:
-            taken |= self.swarm.handoff_names()
-            taken |= {t.definition.name for own in self.state.agent_tools.values() for t in own}
-        clash = sorted({t.definition.name for t in tools} & taken)
-        names = [t.definition.name for t in tools]
-        clash += sorted({n for n in names if names.count(n) > 1})
-        if clash:
-            return (
-                f"two tools are named {clash[0]!r}: set a prefix on the MCP server or "
-                "OpenAPI document, or rename one"
-            )
-        self.tools.update({t.definition.name: t for t in tools})
-        self.state.tools = list(self.tools.values())
-        return None
-
-    def sub_agents_added(self) -> str | None:
-        """The spec's sub-agents as tools (each call a child session)."""
-        task = {
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What the agent is to do"}},
-            "required": ["task"],
-        }
-        tools = [
-            ResolvedTool(
-                definition=ToolDefinition(
-                    name=agent.name, description=agent.description, parameters=task
-                ),
-                policy=ToolPolicy(approval=agent.approval, max_attempts=1),
-                agent=agent.name,
-            )
-            for agent in self.spec.agents
-        ]
-        return self.more_tools_added(tools)
 
     def start(self, request: AgentInput, now: datetime) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
@@ -239,37 +184,7 @@ class Session:
             self.messages.append(first)
         self.state.stage = stage_after(self.messages)
 
-    # --- what people send (signals record only) ------------------------------------------
-
-    def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
-        """Queue a user message for the next turn boundary; why it was rejected, if it was."""
-        problem = self.message_problem(message)
-        if problem is not None:
-            return self.reject(problem)
-        self.state.inbox.append(message.model_copy(update={"timestamp": epoch_ms(now)}))
-        return None
-
-    def message_problem(self, message: UserMessage) -> str | None:
-        """Why a message cannot be queued (the update's validator asks too)."""
-        size = len(message.content) if isinstance(message.content, str) else None
-        limit = self.spec.session.max_message_chars
-        if message.content in ("", []):
-            return "send_message: empty message"
-        if size is not None and size > limit:
-            return f"send_message: {size} characters is over the limit of {limit}"
-        if self.state.ending is not None:
-            return "send_message: the session is ending"
-        return None
-
-    def move_requested(self, request: MoveToAgentSignal) -> str | None:
-        """A person moves a swarm session to another agent (at the next safe point)."""
-        if self.swarm is None:
-            return self.reject("move_to_agent: this session has one agent")
-        rejection = self.swarm.move_rejection(request)
-        if rejection is not None:
-            return self.reject(rejection)
-        self.state.move = request
-        return None
+    # --- what people send (recorded by ``Requests``) ----------------------------------
 
     def _apply_move(self) -> None:
         """Between turns or model calls (never in a tool batch or a model call)."""
@@ -279,34 +194,15 @@ class Session:
             self.swarm.go_to(state.move.agent)
         state.move = None
 
-    def end_requested(self, request: EndSessionSignal) -> None:
-        if self.state.ending is None:
-            self.state.ending = request
-
     def cancel_requested(self, request: CancelTurnSignal) -> str | None:
         """Stop the current turn at its next safe point; why not, if there is no turn."""
         state = self.state
         running = state.stage != "idle" or self._checking is not None or self._held is not None
         if not running and not state.inbox and self.phase != "starting":
-            return self.reject("cancel_turn: no turn is running")
+            return self.requests.reject("cancel_turn: no turn is running")
         if state.cancel is None:
             state.cancel = request
         return None
-
-    def flush_requested(self, request: FlushSignal) -> None:
-        """A flush marker joins the array once the current turn is over."""
-        self.state.flushes.append(request)
-
-    def budget_changed(self, request: BudgetSignal) -> str | None:
-        problem = self.budget.change_problem(request)
-        return None if problem is None else self.reject(problem)
-
-    def reject(self, text: str) -> str:
-        """Keep a signal that changed nothing visible in ``status``; returns the text."""
-        self.state.rejected_signals = [*self.state.rejected_signals, text][
-            -MAX_REJECTED_SIGNALS_KEPT:
-        ]
-        return text
 
     # --- deciding ------------------------------------------------------------------------
 
@@ -472,7 +368,7 @@ class Session:
         if state.stage == "model":
             self._end_turn("cancelled", why)
         else:
-            self.reject(f"cancel_turn: the turn had ended before {why}")
+            self.requests.reject(f"cancel_turn: the turn had ended before {why}")
 
     def _cancelled(self) -> str | None:
         """Why calls without a result did not complete: a cancellation, or the end."""
@@ -503,34 +399,12 @@ class Session:
             self.phase = "compacting"
             return Summarise(turn=self.state.turn + 1, until=self._summarising)
         self.phase = "calling_model"
-        self.trimmed = self._trimmed()
+        self.trimmed = trimmed_count(self)
         return CallModel(turn=self.state.turn + 1)
 
     def model_setup(self, purpose: Purpose = "reply") -> ModelSetup:
-        """What the active agent's model calls share (sent once, then by digest): its
-        model, options and tools; for a swarm, also its name and prompt."""
-        model, swarm = self.model_spec, self.swarm
-        if purpose == "summary":
-            return ModelSetup(
-                endpoint=model.endpoint,
-                model=model.context.summary_model or model.name,
-                options=model.options,
-                reasoning=model.reasoning,
-                stream=False,
-            )
-        return ModelSetup(
-            endpoint=model.endpoint,
-            model=model.name,
-            options=model.options,
-            reasoning=model.reasoning,
-            stream=model.stream,
-            output_schema=self.spec.output_schema,
-            tools=[t.definition for t in self.active_tools.values()],
-            context=model.context if model.context.budget_tokens else None,
-            agent=None if swarm is None else swarm.active,
-            instructions=None if swarm is None else swarm.agent.instructions,
-            live=self.spec.session.live_deltas,
-        )
+        """What the active agent's model calls share (see ``views.model_setup``)."""
+        return model_setup(self, purpose)
 
     def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
@@ -625,22 +499,6 @@ class Session:
             self.phase = "running_tools"
         return command
 
-    def approvals_checked(self, verdicts: list[bool]) -> None:
-        """The predicates' answers to the batch's questions, in order."""
-        self.batch.approvals_checked(verdicts)
-
-    def calls_described(self, descriptions: list[str]) -> None:
-        """The tools' own readable forms of the calls that wait (``DescribeCalls``)."""
-        self.batch.calls_described(descriptions)
-
-    def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
-        """What a deadline decides for a call: its tool's default."""
-        return self.batch.timeout_decision(pending)
-
-    def approvals_waited(self, now: datetime) -> None:
-        """The wait for the batch's approvals ended (see ``ToolBatch.approvals_waited``)."""
-        self.batch.approvals_waited(now)
-
     def tools_finished(self, results: dict[int, ToolMessage]) -> None:
         """Every approved call's result, by slot: the batch's results are appended in
         request order, whatever order they finished in."""
@@ -697,37 +555,4 @@ class Session:
         )
 
     def status(self) -> SessionStatus:
-        state = self.state
-        return SessionStatus(
-            phase=self.phase,
-            turn=state.turn,
-            message_count=len(self.messages),
-            pending_approvals=self.decisions.pending_approvals(),
-            usage=state.usage,
-            last_error=state.last_error,
-            rejected_signals=list(state.rejected_signals),
-            queued_messages=len(state.inbox),
-            runs=state.runs,
-            cancel_pending=state.cancel is not None,
-            flushes_pending=len(state.flushes),
-            compacted=sum(
-                1
-                for m in self.messages[: window_start(self.messages)[0]]
-                if not isinstance(m, SystemMessage | FlushMessage)
-            ),
-            budget=self.budget.status(),
-            trimmed=self.trimmed,
-            grants=list(state.grants),
-            agent=self.agent_name,
-            agent_stack=list(state.agent_stack),
-            agents=self.spec.agent_names(),
-            move_pending=state.move.agent if state.move is not None else None,
-        )
-
-    def _trimmed(self) -> int:
-        """Messages the request about to be made leaves out to fit the context budget."""
-        rules = self.model_spec.context
-        if rules.budget_tokens is None:
-            return 0
-        whole = prepare_request_messages(self.messages)
-        return len(whole) - len(prepare_request_messages(self.messages, rules))
+        return session_status(self)

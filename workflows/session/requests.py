@@ -1,0 +1,78 @@
+"""What people send a session between its steps (signals and updates record only): a
+message to queue, a move to another agent, the end, a flush, a new budget. Each is kept
+for the Session to act on at its next safe point, or refused visibly in ``status``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from durable_agent.contracts import BudgetSignal, EndSessionSignal, FlushSignal, MoveToAgentSignal
+from durable_agent.messages import UserMessage
+from durable_agent.spec import AgentSpec
+from durable_agent.workflows.session.budget import Budget
+from durable_agent.workflows.session.loop_rules import epoch_ms
+from durable_agent.workflows.session.state import SessionState
+from durable_agent.workflows.session.swarm import Swarm
+
+MAX_REJECTED_SIGNALS_KEPT = 50
+
+
+class Requests:
+    """Records requests into the carried state; answers why one was refused."""
+
+    def __init__(
+        self, spec: AgentSpec, state: SessionState, swarm: Swarm | None, budget: Budget
+    ) -> None:
+        self.spec = spec
+        self.state = state
+        self.swarm = swarm
+        self.budget = budget
+
+    def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
+        """Queue a user message for the next turn boundary; why it was rejected, if it was."""
+        problem = self.message_problem(message)
+        if problem is not None:
+            return self.reject(problem)
+        self.state.inbox.append(message.model_copy(update={"timestamp": epoch_ms(now)}))
+        return None
+
+    def message_problem(self, message: UserMessage) -> str | None:
+        """Why a message cannot be queued (the update's validator asks too)."""
+        size = len(message.content) if isinstance(message.content, str) else None
+        limit = self.spec.session.max_message_chars
+        if message.content in ("", []):
+            return "send_message: empty message"
+        if size is not None and size > limit:
+            return f"send_message: {size} characters is over the limit of {limit}"
+        if self.state.ending is not None:
+            return "send_message: the session is ending"
+        return None
+
+    def move_requested(self, request: MoveToAgentSignal) -> str | None:
+        """A person moves a swarm session to another agent (at the next safe point)."""
+        if self.swarm is None:
+            return self.reject("move_to_agent: this session has one agent")
+        rejection = self.swarm.move_rejection(request)
+        if rejection is not None:
+            return self.reject(rejection)
+        self.state.move = request
+        return None
+
+    def end_requested(self, request: EndSessionSignal) -> None:
+        if self.state.ending is None:
+            self.state.ending = request
+
+    def flush_requested(self, request: FlushSignal) -> None:
+        """A flush marker joins the array once the current turn is over."""
+        self.state.flushes.append(request)
+
+    def budget_changed(self, request: BudgetSignal) -> str | None:
+        problem = self.budget.change_problem(request)
+        return None if problem is None else self.reject(problem)
+
+    def reject(self, text: str) -> str:
+        """Keep a signal that changed nothing visible in ``status``; returns the text."""
+        self.state.rejected_signals = [*self.state.rejected_signals, text][
+            -MAX_REJECTED_SIGNALS_KEPT:
+        ]
+        return text

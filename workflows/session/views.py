@@ -1,0 +1,81 @@
+"""What the Session shows of itself: its status (the ``status`` query) and the setup its
+model calls share. Read-only views of the state; they decide nothing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from durable_agent.context import window_start
+from durable_agent.contracts import ModelSetup, SessionStatus
+from durable_agent.messages import FlushMessage, SystemMessage
+from durable_agent.request_messages import prepare_request_messages
+
+if TYPE_CHECKING:
+    from durable_agent.workflows.session.core import Session
+
+Purpose = Literal["reply", "summary"]
+
+
+def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
+    """What the active agent's model calls share (sent once, then by digest): its model,
+    options and tools; for a swarm, also its name and prompt."""
+    model, swarm = session.model_spec, session.swarm
+    if purpose == "summary":
+        return ModelSetup(
+            endpoint=model.endpoint,
+            model=model.context.summary_model or model.name,
+            options=model.options,
+            reasoning=model.reasoning,
+            stream=False,
+        )
+    return ModelSetup(
+        endpoint=model.endpoint,
+        model=model.name,
+        options=model.options,
+        reasoning=model.reasoning,
+        stream=model.stream,
+        output_schema=session.spec.output_schema,
+        tools=[t.definition for t in session.active_tools.values()],
+        context=model.context if model.context.budget_tokens else None,
+        agent=None if swarm is None else swarm.active,
+        instructions=None if swarm is None else swarm.agent.instructions,
+        live=session.spec.session.live_deltas,
+    )
+
+
+def session_status(session: Session) -> SessionStatus:
+    state, messages = session.state, session.messages
+    return SessionStatus(
+        phase=session.phase,
+        turn=state.turn,
+        message_count=len(messages),
+        pending_approvals=session.decisions.pending_approvals(),
+        usage=state.usage,
+        last_error=state.last_error,
+        rejected_signals=list(state.rejected_signals),
+        queued_messages=len(state.inbox),
+        runs=state.runs,
+        cancel_pending=state.cancel is not None,
+        flushes_pending=len(state.flushes),
+        compacted=sum(
+            1
+            for m in messages[: window_start(messages)[0]]
+            if not isinstance(m, SystemMessage | FlushMessage)
+        ),
+        budget=session.budget.status(),
+        trimmed=session.trimmed,
+        grants=list(state.grants),
+        agent=session.agent_name,
+        agent_stack=list(state.agent_stack),
+        agents=session.spec.agent_names(),
+        move_pending=state.move.agent if state.move is not None else None,
+    )
+
+
+def trimmed_count(session: Session) -> int:
+    """Messages the request about to be made leaves out to fit the context budget."""
+    rules = session.model_spec.context
+    if rules.budget_tokens is None:
+        return 0
+    whole = prepare_request_messages(session.messages)
+    return len(whole) - len(prepare_request_messages(session.messages, rules))
