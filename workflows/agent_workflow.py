@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import timedelta
+from typing import assert_never
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -165,69 +166,75 @@ class AgentWorkflow(SessionHandlers):
             command = session.next_command(suggested=self._history_long(), now=workflow.now())
             feed.observe()
             self._title_once_known()
-            if isinstance(command, Finish):
-                return command.result
-            if isinstance(command, ContinueAsNew):
-                await hand_over(session, self._sync, feed)
-            elif isinstance(command, CallModel):
-                feed.model_call(command.turn)
-                outcome, sent = await self._model.call(command.turn), len(session.messages)
-                if isinstance(outcome, AssistantMessage):
-                    session.model_replied(outcome)
-                    self._model.replied(sent, outcome)
-                    feed.model_replied(command.turn, outcome)
-                else:
-                    self._model_failed(command.turn, outcome)
-            elif isinstance(command, Summarise):
-                outcome = await self._model.summarise(command.turn, command.until)
-                if isinstance(outcome, AssistantMessage):
-                    self._model.replied(len(session.messages))  # what it was made of
-                    session.summarised(outcome, workflow.now())
-                else:
-                    self._model_failed(command.turn, outcome)
-            elif isinstance(command, CheckGuardrails):
-                verdict, failure = await check_guardrails(command, session.spec)
-                session.guardrails_checked(verdict, failure)
-            elif isinstance(command, Pause):
-                await self._pause(command.delay)
-            elif isinstance(command, CheckApprovals):
-                session.batch.approvals_checked(
-                    await check_approvals(command, session.spec.session)
-                )
-            elif isinstance(command, DescribeCalls):
-                session.batch.calls_described(await describe_calls(command, session.spec.session))
-            elif isinstance(command, VerifyTokens):
-                verdicts = await verify_tokens(command, session.spec.session)
-                session.decisions.tokens_checked(verdicts, workflow.now())
-            elif isinstance(command, NotifyEscalation):
-                await notify_escalation(command, session.spec.session)
-                session.decisions.escalation_sent()
-            elif isinstance(command, AwaitApprovals):
-                await self._report_to_parent()  # a sub-agent's approvals show in its parent
-                await wait_for_decisions(
-                    session.approvals,
-                    command.ids,
-                    session.batch.timeout_decision,
-                    lambda: session.decisions.approval_wait_over(self._history_long()),
-                )
-                feed.observe()  # decisions (and deadlines' defaults) before they are applied
-                session.batch.approvals_waited(workflow.now())
-                await self._report_to_parent()
-            elif isinstance(command, RunTools):
-                rules = session.spec.session
-                results, as_returned = await run_tool_groups(
-                    command,
-                    rules,
-                    self._cancelled,
-                    lambda: session.state.ending is not None,
-                    session.state.forwards,
-                    feed,
-                )
-                first = len(session.messages)  # results land in slot order from here
-                self._sync.stored_by_tool({first + k for k in as_returned})
-                session.tools_finished(results)
-            elif isinstance(command, WaitForMessage):
-                await self._wait_for_message(command)
+            match command:
+                case Finish():
+                    return command.result
+                case ContinueAsNew():
+                    await hand_over(session, self._sync, feed)
+                case CallModel():
+                    feed.model_call(command.turn)
+                    outcome, sent = await self._model.call(command.turn), len(session.messages)
+                    if isinstance(outcome, AssistantMessage):
+                        session.model_replied(outcome)
+                        self._model.replied(sent, outcome)
+                        feed.model_replied(command.turn, outcome)
+                    else:
+                        self._model_failed(command.turn, outcome)
+                case Summarise():
+                    outcome = await self._model.summarise(command.turn, command.until)
+                    if isinstance(outcome, AssistantMessage):
+                        self._model.replied(len(session.messages))  # what it was made of
+                        session.summarised(outcome, workflow.now())
+                    else:
+                        self._model_failed(command.turn, outcome)
+                case CheckGuardrails():
+                    verdict, failure = await check_guardrails(command, session.spec)
+                    session.guardrails_checked(verdict, failure)
+                case Pause():
+                    await self._pause(command.delay)
+                case CheckApprovals():
+                    session.batch.approvals_checked(
+                        await check_approvals(command, session.spec.session)
+                    )
+                case DescribeCalls():
+                    session.batch.calls_described(
+                        await describe_calls(command, session.spec.session)
+                    )
+                case VerifyTokens():
+                    verdicts = await verify_tokens(command, session.spec.session)
+                    session.decisions.tokens_checked(verdicts, workflow.now())
+                case NotifyEscalation():
+                    await notify_escalation(command, session.spec.session)
+                    session.decisions.escalation_sent()
+                case AwaitApprovals():
+                    await self._report_to_parent()  # a sub-agent's approvals show in its parent
+                    await wait_for_decisions(
+                        session.approvals,
+                        command.ids,
+                        session.batch.timeout_decision,
+                        lambda: session.decisions.approval_wait_over(self._history_long()),
+                    )
+                    feed.observe()  # decisions (and deadlines' defaults) before they are applied
+                    session.batch.approvals_waited(workflow.now())
+                    await self._report_to_parent()
+                case RunTools():
+                    rules = session.spec.session
+                    results, as_returned = await run_tool_groups(
+                        command,
+                        rules,
+                        self._cancelled,
+                        lambda: session.state.ending is not None,
+                        session.state.forwards,
+                        feed,
+                    )
+                    first = len(session.messages)  # results land in slot order from here
+                    self._sync.stored_by_tool({first + k for k in as_returned})
+                    session.tools_finished(results)
+                case WaitForMessage():
+                    await self._wait_for_message(command)
+
+                case _:  # mypy proves every command has its case
+                    assert_never(command)
 
     def _title_once_known(self) -> None:
         """A session started without a message is titled by the first one it gets."""

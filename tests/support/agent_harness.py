@@ -75,7 +75,7 @@ def worker_process(
         [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
          "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
          *args],
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
         env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
         stdout=subprocess.PIPE, text=True,
         stderr=stderr.open("w") if stderr is not None else None,
@@ -153,7 +153,7 @@ def tool_messages(messages: Sequence[Message]) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
 
 
-HISTORIES = Path(__file__).parent / "histories"
+HISTORIES = Path(__file__).parents[1] / "histories"
 
 
 async def timer_durations(handle: WorkflowHandle[Any, Any]) -> list[timedelta]:

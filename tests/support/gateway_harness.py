@@ -18,7 +18,7 @@ import httpx
 from durable_agent.ports import free_port
 from tests.conftest import wait_for_port
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, assert_never
 
 from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
 from durable_agent.activities.tools import _as_text
@@ -44,6 +44,7 @@ from durable_agent.workflows.session.commands import (
     CallModel,
     CheckApprovals,
     CheckGuardrails,
+    Command,
     ContinueAsNew,
     DescribeCalls,
     Finish,
@@ -134,56 +135,61 @@ class SessionDriver:
         if problem:
             raise ValueError(problem)
 
-    async def carry_out(self, command: Any) -> None:
+    async def carry_out(self, command: Command) -> None:
         session = self.session
-        if isinstance(command, ContinueAsNew):
-            carried = ContinuedInput(spec=self.spec, carried=session.for_next_run())
-            again = ContinuedInput.model_validate_json(carried.model_dump_json())
-            self.session = Session(again.spec, again.carried)
-            self.runs += 1
-        elif isinstance(command, CallModel):
-            self._call_model()
-        elif isinstance(command, Summarise):
-            self._summarise(command.until)
-        elif isinstance(command, CheckGuardrails):
-            request = GuardrailInput(kind=command.kind, names=command.names, text=command.text)
-            session.guardrails_checked(await run_guardrails(self.registry, request))
-        elif isinstance(command, Pause):
-            self.now += command.delay
-        elif isinstance(command, CheckApprovals):
-            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
-            asked = ApprovalCheckInput(calls=pairs, predicates=command.predicates)
-            session.batch.approvals_checked(answer_predicates(self.registry, asked))
-        elif isinstance(command, DescribeCalls):
-            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
-            session.batch.calls_described(
-                describe_calls(self.registry, DescribeCallsInput(calls=pairs))
-            )
-        elif isinstance(command, VerifyTokens):
-            verdicts = check_tokens(self.keys, self.session_id, command.checks)
-            session.decisions.tokens_checked(verdicts, self.now)
-        elif isinstance(command, NotifyEscalation):
-            self.notices.append(command.notice)
-            session.decisions.escalation_sent()
-        elif isinstance(command, AwaitApprovals):
-            self._decide(command.ids)
-            session.batch.approvals_waited(self.now)
-        elif isinstance(command, RunTools):
-            results = {}
-            for group in command.groups:  # in order; a group's calls are independent
-                if session.state.cancel is not None:
-                    break  # as the workflow: later groups do not start
-                for run in group:
-                    results[run.slot] = await self._run_tool(command.turn, run)
-            session.tools_finished(results)
-        elif isinstance(command, WaitForMessage):
-            if command.timeout is not None:
-                self.now += command.timeout
-                session.idle_timed_out()
-            else:
-                session.requests.end_requested(
-                    EndSessionSignal(by="driver", reason="nothing left to say")
+        match command:
+            case ContinueAsNew():
+                carried = ContinuedInput(spec=self.spec, carried=session.for_next_run())
+                again = ContinuedInput.model_validate_json(carried.model_dump_json())
+                self.session = Session(again.spec, again.carried)
+                self.runs += 1
+            case CallModel():
+                self._call_model()
+            case Summarise():
+                self._summarise(command.until)
+            case CheckGuardrails():
+                request = GuardrailInput(kind=command.kind, names=command.names, text=command.text)
+                session.guardrails_checked(await run_guardrails(self.registry, request))
+            case Pause():
+                self.now += command.delay
+            case CheckApprovals():
+                pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+                asked = ApprovalCheckInput(calls=pairs, predicates=command.predicates)
+                session.batch.approvals_checked(answer_predicates(self.registry, asked))
+            case DescribeCalls():
+                pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+                session.batch.calls_described(
+                    describe_calls(self.registry, DescribeCallsInput(calls=pairs))
                 )
+            case VerifyTokens():
+                verdicts = check_tokens(self.keys, self.session_id, command.checks)
+                session.decisions.tokens_checked(verdicts, self.now)
+            case NotifyEscalation():
+                self.notices.append(command.notice)
+                session.decisions.escalation_sent()
+            case AwaitApprovals():
+                self._decide(command.ids)
+                session.batch.approvals_waited(self.now)
+            case RunTools():
+                results = {}
+                for group in command.groups:  # in order; a group's calls are independent
+                    if session.state.cancel is not None:
+                        break  # as the workflow: later groups do not start
+                    for run in group:
+                        results[run.slot] = await self._run_tool(command.turn, run)
+                session.tools_finished(results)
+            case WaitForMessage():
+                if command.timeout is not None:
+                    self.now += command.timeout
+                    session.idle_timed_out()
+                else:
+                    session.requests.end_requested(
+                        EndSessionSignal(by="driver", reason="nothing left to say")
+                    )
+            case Finish():
+                raise AssertionError("run() returns on Finish")
+            case _:  # mypy proves every command has its case
+                assert_never(command)
 
     # --- what the activities do --------------------------------------------------------
 
