@@ -402,7 +402,7 @@ class AgentClient(ApprovalDoors):
     ) -> WaitOutcome:
         """Wait until the session has answered beyond message index ``after``, asks for an
         approval (other than the ids in ``answered``, decisions already sent), or has
-        ended (``follow``, stopped at the first of those)."""
+        ended (``watch``, stopped at the first of those)."""
         messages: list[Message] = []
         try:
             async with asyncio.timeout(timeout):

@@ -117,7 +117,7 @@ class AgentWorkflow(SessionHandlers):
             await self._resolve_tools()
             session.start(request, workflow.now())
             # Added after sessions were recorded: a command that older histories lack,
-            # so it is patched in (see "Changing workflow code" in the README).
+            # so it is patched in (docs/changing-workflow-code.md).
             if workflow.patched(SESSION_TITLE_PATCH):
                 title = session_title(session.messages)
                 # Added later still: a session started without a message (update-with-start
