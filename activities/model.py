@@ -184,14 +184,13 @@ class ModelActivities:
         messages = list(conversation)
         if setup.agent is not None:  # a swarm: the conversation as this agent sees it
             messages = as_seen_by(conversation, setup.agent, setup.instructions)
-        if setup.context is not None:  # fitted here once; the codec's pass keeps it as is
-            whole = len(prepare_request_messages(messages))
-            messages = prepare_request_messages(messages, setup.context)
-            if len(messages) < whole:
-                bound.info("context trimmed", left_out=whole - len(messages), sent=len(messages))
+        # shaped once, here: the codec and its builder take a prepared array as it is
+        prepared = prepare_request_messages(messages, setup.context)
+        if prepared.left_out:
+            bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
         body = _request_body(
             setup,
-            messages,
+            prepared,
             model=setup.model,
             tools=setup.tools,
             options=options_for_call(setup.options, conversation),

@@ -399,10 +399,14 @@ class BudgetStatus(_Contract):
     """Spent so far, by the model's ``price`` (``None`` without one)."""
 
 
+GuardrailKind = Literal["input", "output"]
+"""What a guardrail checks: a person's message before it joins, or a final answer."""
+
+
 class GuardrailInput(_Contract):
     """Run these guardrails, in order, on one text (a user message or a final answer)."""
 
-    kind: Literal["input", "output"]
+    kind: GuardrailKind
     names: list[str]
     text: str
 

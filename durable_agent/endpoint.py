@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from durable_agent.codecs import WireAPI, request_path
+from durable_agent.codecs import codec_for, request_path
 
 
 class ProviderEndpoint(BaseModel):
@@ -16,7 +16,9 @@ class ProviderEndpoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    api: WireAPI = "chat"
+    api: str = "chat"
+    """The wire API, by its registered name: ``chat`` (Chat Completions and compatible
+    servers), ``responses``, ``anthropic``, or one added with ``register_codec``."""
     base_url: str = "https://api.openai.com/v1"
     """Base URL including the version segment; the API's path is appended."""
     api_key_env: str | None = "OPENAI_API_KEY"
@@ -25,6 +27,12 @@ class ProviderEndpoint(BaseModel):
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
     """Longest wait for the next bytes of a response (a stream may run longer in total)."""
+
+    @field_validator("api")
+    @classmethod
+    def _registered_api(cls, api: str) -> str:
+        codec_for(api)  # ValueError naming the registered APIs
+        return api
 
     @field_validator("base_url")
     @classmethod

@@ -11,12 +11,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import overload
 
 from durable_agent.contracts import GuardrailInput, GuardrailVerdict
 from durable_agent.tools import ToolRegistry, default_registry
 
-GuardrailKind = Literal["input", "output"]
 GuardrailFunction = Callable[[str], str | Awaitable[str | None] | None]
 
 

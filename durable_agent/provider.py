@@ -23,7 +23,7 @@ from durable_agent._version import __version__
 from durable_agent.codecs import (
     SSEDecoder,
     SSEEvent,
-    anthropic,
+    codec_for,
     new_stream_accumulator,
     parse_response,
 )
@@ -145,12 +145,7 @@ class ProviderClient:
                     f"environment variable {endpoint.api_key_env} is not set; it holds the "
                     f"API key for {endpoint.base_url} (named by api_key_env)"
                 )
-        if endpoint.api == "anthropic":
-            headers["anthropic-version"] = anthropic.API_VERSION
-            if key:
-                headers["x-api-key"] = key
-        elif key:
-            headers["Authorization"] = f"Bearer {key}"
+        headers.update(codec_for(endpoint.api).auth_headers(key))
         return headers
 
     def _timeout(self, endpoint: ProviderEndpoint) -> httpx.Timeout:

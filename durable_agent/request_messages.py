@@ -55,19 +55,39 @@ def _as_sent(message: Message) -> Message | None:
     return message
 
 
+class PreparedMessages(list[Message]):
+    """An array ``prepare_request_messages`` shaped: preparing it again (for the same
+    context budget, or none) returns it as it is, so a model call shapes its request
+    once however many layers (the activity, the codec, its builder) ask for it."""
+
+    def __init__(
+        self, messages: Sequence[Message], context: ContextRules | None, left_out: int
+    ) -> None:
+        super().__init__(messages)
+        self.context = context
+        self.left_out = left_out
+        """Messages the context budget left out (0 without a budget)."""
+
+
 def prepare_request_messages(
     messages: Sequence[Message], context: ContextRules | None = None
-) -> list[Message]:
+) -> PreparedMessages:
     """A fresh array ready for any codec; the input is not modified."""
+    if isinstance(messages, PreparedMessages) and context in (None, messages.context):
+        return messages
     window = [m for m in map(_as_sent, request_window(messages)) if m is not None]
+    left_out = 0
     if context is not None:
-        window = fit_to_budget(window, context)
+        fitted = fit_to_budget(window, context)
+        kept = {id(m) for m in fitted}
+        left_out = sum(1 for m in window if id(m) not in kept and not _is_failed_turn(m))
+        window = fitted
     prepared: list[Message] = []
     for message in repair_pairing([m for m in window if not _is_failed_turn(m)]):
         if isinstance(message, AssistantMessage):
             message = apply_reasoning_rule(message)
         prepared.append(message)
-    return prepared
+    return PreparedMessages(prepared, context, left_out)
 
 
 def options_for_call(options: ModelOptions, messages: Sequence[Message]) -> ModelOptions:

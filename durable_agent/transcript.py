@@ -103,9 +103,6 @@ class Transcript(Sequence[Message]):
         them, with a comma each)."""
         return self._sizes[len(self._messages) if end is None else end] - self._sizes[start]
 
-    def as_list(self) -> list[Message]:
-        return list(self._messages)
-
     def __len__(self) -> int:
         return len(self._messages)
 

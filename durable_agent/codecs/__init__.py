@@ -1,12 +1,14 @@
 """Wire codecs: pure functions from the message array to request bodies and back.
 
-No I/O and no clock, so they run inside the workflow sandbox and in tests alike.
+No I/O and no clock, so they run inside the workflow sandbox and in tests alike. One
+module per provider API (``chat``, ``responses``, ``anthropic``) and one registration
+each, below; ``registry`` holds ``Codec`` and ``register_codec`` for more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from durable_agent.codecs import anthropic, chat, responses
 from durable_agent.codecs.anthropic import (
@@ -19,12 +21,7 @@ from durable_agent.codecs.chat import (
     build_chat_request,
     parse_chat_completion,
 )
-from durable_agent.codecs.common import (
-    SHAPE_ERRORS,
-    StreamAccumulator,
-    UnsupportedContentError,
-    finish_message,
-)
+from durable_agent.codecs.common import StreamAccumulator, UnsupportedContentError
 from durable_agent.codecs.media import (
     GeneratedImage,
     build_embeddings_request,
@@ -32,6 +29,7 @@ from durable_agent.codecs.media import (
     parse_embeddings_response,
     parse_image_response,
 )
+from durable_agent.codecs.registry import Codec, codec_for, register_codec, registered_apis
 from durable_agent.codecs.responses import (
     ResponsesStreamAccumulator,
     build_responses_request,
@@ -41,13 +39,13 @@ from durable_agent.codecs.sse import SSEDecoder, SSEEvent, parse_sse
 from durable_agent.context import ContextRules
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.request_messages import prepare_request_messages
 from durable_agent.tool_definition import ToolDefinition
 
-WireAPI = Literal["chat", "responses", "anthropic"]
+WireAPI = str
+"""A registered wire API's name (``registered_apis()``): built in, ``chat``,
+``responses`` and ``anthropic``."""
 
 __all__ = [
-    "CODECS",
     "AnthropicStreamAccumulator",
     "ChatStreamAccumulator",
     "Codec",
@@ -73,108 +71,59 @@ __all__ = [
     "parse_response",
     "parse_responses_response",
     "parse_sse",
+    "register_codec",
+    "registered_apis",
     "request_path",
     "stream_to_message",
 ]
 
 
-class Codec:
-    """One provider API on the wire: its path, how a request body is built, how a whole
-    response or a stream becomes an assistant message."""
-
-    def __init__(
-        self,
-        api: WireAPI,
-        path: str,
-        build: Callable[..., dict[str, Any]],
-        parse: Callable[[dict[str, Any]], AssistantMessage],
-        accumulator: Callable[[], StreamAccumulator],
-        *,
-        sends_reasoning: bool,
-    ) -> None:
-        self.api = api
-        self.path = path
-        self._build = build
-        self._parse = parse
-        self._accumulator = accumulator
-        self._sends_reasoning = sends_reasoning
-
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        *,
-        model: str,
-        tools: Sequence[ToolDefinition] = (),
-        options: ModelOptions | None = None,
-        output_schema: dict[str, Any] | None = None,
-        reasoning: ReasoningWire | None = None,
-        stream: bool = False,
-        context: ContextRules | None = None,
-    ) -> dict[str, Any]:
-        """The request body; every builder applies ``prepare_request_messages`` (here
-        first with the context budget, which only this entry point knows)."""
-        extra = {"reasoning": reasoning} if self._sends_reasoning else {}
-        return self._build(
-            prepare_request_messages(messages, context),
-            model=model,
-            tools=tools,
-            options=options,
-            output_schema=output_schema,
-            stream=stream,
-            **extra,
-        )
-
-    def parse_response(self, body: dict[str, Any]) -> AssistantMessage:
-        """A whole response as one assistant message; one of an unexpected shape becomes
-        an ``is_error`` message (a failed turn, retried), never an exception."""
-        try:
-            return self._parse(body)
-        except SHAPE_ERRORS as error:
-            reason = f"unexpected response shape ({error!r}): {str(body)[:200]}"
-            return finish_message(content="", tool_calls=[], malformed=[], error=reason)
-
-    def new_stream_accumulator(self) -> StreamAccumulator:
-        return self._accumulator()
+def _anthropic_auth(key: str | None) -> dict[str, str]:
+    headers = {"anthropic-version": anthropic.API_VERSION}
+    if key:
+        headers["x-api-key"] = key
+    return headers
 
 
-CODECS: dict[str, Codec] = {
-    "chat": Codec(
+register_codec(
+    "chat",
+    Codec(
         "chat",
         chat.PATH,
         build_chat_request,
         parse_chat_completion,
         ChatStreamAccumulator,
+        provider_name="openai",
         sends_reasoning=True,
     ),
-    "responses": Codec(
+)
+register_codec(
+    "responses",
+    Codec(
         "responses",
         responses.PATH,
         build_responses_request,
         parse_responses_response,
         ResponsesStreamAccumulator,
-        sends_reasoning=False,
+        provider_name="openai",
     ),
-    "anthropic": Codec(
+)
+register_codec(
+    "anthropic",
+    Codec(
         "anthropic",
         anthropic.PATH,
         build_anthropic_request,
         parse_anthropic_message,
         AnthropicStreamAccumulator,
-        sends_reasoning=False,
+        provider_name="anthropic",
+        auth=_anthropic_auth,
     ),
-}
-
-
-def codec_for(api: WireAPI) -> Codec:
-    """The codec of ``api``; ``ValueError`` for an API it does not know."""
-    found = CODECS.get(api)
-    if found is None:
-        raise ValueError(f"unknown wire API {api!r}: use chat, responses or anthropic")
-    return found
+)
 
 
 def build_request(
-    api: WireAPI,
+    api: str,
     messages: Sequence[Message],
     *,
     model: str,
@@ -198,20 +147,20 @@ def build_request(
     )
 
 
-def request_path(api: WireAPI) -> str:
+def request_path(api: str) -> str:
     """Path appended to the endpoint's base URL (which includes ``/v1``)."""
     return codec_for(api).path
 
 
-def parse_response(api: WireAPI, body: dict[str, Any]) -> AssistantMessage:
+def parse_response(api: str, body: dict[str, Any]) -> AssistantMessage:
     return codec_for(api).parse_response(body)
 
 
-def new_stream_accumulator(api: WireAPI) -> StreamAccumulator:
+def new_stream_accumulator(api: str) -> StreamAccumulator:
     return codec_for(api).new_stream_accumulator()
 
 
-def stream_to_message(api: WireAPI, chunks: Sequence[bytes]) -> AssistantMessage:
+def stream_to_message(api: str, chunks: Sequence[bytes]) -> AssistantMessage:
     """A recorded SSE byte stream (split anywhere) as the assistant message it yields."""
     accumulator = new_stream_accumulator(api)
     for event in parse_sse(chunks):

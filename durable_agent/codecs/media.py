@@ -13,7 +13,6 @@ from durable_agent.messages import Message, TextPart, UserMessage
 from durable_agent.model_options import ModelOptions
 
 EMBEDDINGS_PATH = "/embeddings"
-IMAGES_PATH = "/images/generations"
 
 
 def _texts(message: Message) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from durable_agent.codecs import codec_for
 from durable_agent.contracts import ModelSetup
 from durable_agent.messages import AssistantMessage, ToolMessage
 
@@ -34,7 +35,6 @@ _OPTION_NAMES = {
     "stop": "gen_ai.request.stop_sequences",
     "seed": "gen_ai.request.seed",
 }
-_PROVIDERS = {"chat": "openai", "responses": "openai", "anthropic": "anthropic"}
 
 
 def content_on_spans() -> bool:
@@ -45,7 +45,7 @@ def request_attributes(setup: ModelSetup) -> dict[str, Any]:
     """What the call asked for: the operation, provider, model and every option."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": _PROVIDERS.get(setup.endpoint.api, setup.endpoint.api),
+        "gen_ai.provider.name": codec_for(setup.endpoint.api).provider_name,
         "gen_ai.request.model": setup.model,
     }
     options = setup.options

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from durable_agent.contracts import (
     AgentResult,
     EscalationNotice,
+    GuardrailKind,
     HttpCall,
     McpCall,
     ResolvedTool,
@@ -42,7 +43,7 @@ class Summarise:
 class CheckGuardrails:
     """Run these guardrails (an activity) on one text."""
 
-    kind: Literal["input", "output"]
+    kind: GuardrailKind
     names: list[str]
     text: str
 

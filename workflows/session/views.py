@@ -77,5 +77,4 @@ def trimmed_count(session: Session) -> int:
     rules = session.model_spec.context
     if rules.budget_tokens is None:
         return 0
-    whole = prepare_request_messages(session.messages)
-    return len(whole) - len(prepare_request_messages(session.messages, rules))
+    return prepare_request_messages(session.messages, rules).left_out
