@@ -20,9 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from durable_agent.context import compaction_until, summary_message
 from durable_agent.contracts import (
-    MODEL_ATTEMPT_FAILED,
     AgentResult,
     CancelTurnSignal,
     GuardrailVerdict,
@@ -33,8 +31,6 @@ from durable_agent.contracts import (
 )
 from durable_agent.messages import (
     AssistantMessage,
-    FlushMessage,
-    SystemMessage,
     ToolMessage,
     UserMessage,
     text_of,
@@ -47,7 +43,6 @@ from durable_agent.workflows.session.batch import ToolBatch
 from durable_agent.workflows.session.budget import Budget
 from durable_agent.workflows.session.commands import (
     AwaitApprovals,
-    CallModel,
     CheckGuardrails,
     Command,
     ContinueAsNew,
@@ -63,15 +58,16 @@ from durable_agent.workflows.session.commands import (
 from durable_agent.workflows.session.decisions import Decisions
 from durable_agent.workflows.session.gate import Gate
 from durable_agent.workflows.session.loop_rules import (
-    backoff,
     epoch_ms,
-    stage_after,
+    last_reply,
 )
+from durable_agent.workflows.session.model_step import ModelStep
+from durable_agent.workflows.session.opening import open_conversation
 from durable_agent.workflows.session.requests import Requests
 from durable_agent.workflows.session.rescue import Rescue, unusable_reason
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
-from durable_agent.workflows.session.tool_results import cancel_text
+from durable_agent.workflows.session.tool_results import cancel_text, guardrail_text, not_completed
 from durable_agent.workflows.session.toolbox import Toolbox
 from durable_agent.workflows.session.views import (
     Purpose,
@@ -117,12 +113,8 @@ class Session:
         self.reply: Reply | None = None
         self.reply_reason = "final_answer"
         self.structured: Any = None
-        self._calling = False  # a model call and its retries are one step
-        self._model_failures = 0
-        self._pause: timedelta | None = None
+        self.step = ModelStep(self.messages)
         self._outcome: Finish | None = None
-        self._summarising: int | None = None
-        """Compaction in progress: the summary is to stand in for this many messages."""
         self._checking: UserMessage | None = None
         """A user message its input guardrails are checking (not in the array yet)."""
         self._held: AssistantMessage | None = None
@@ -158,31 +150,12 @@ class Session:
 
     def start(self, request: AgentInput, now: datetime) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
-        at = epoch_ms(now)
-        instructions = self.spec.instructions
-        if self.swarm is not None:
-            instructions = self.swarm.agent.instructions
-        if instructions:
-            self.messages.append(
-                SystemMessage(content=instructions, timestamp=at, agent_name=self.agent_name)
-            )
-        history = list(request.history)
-        first = request.message
-        if isinstance(first, str):
-            first = UserMessage(content=first)
-        if first is not None:
-            first = first.model_copy(update={"timestamp": at, "agent_name": self.agent_name})
-        guarded = bool(self.spec.guardrails.input)
-        last = history[-1] if history else None
-        if guarded and first is None and isinstance(last, UserMessage):
-            history.pop()  # the message that starts the turn is checked first
-            first = last
-        self.messages.extend(history)
-        if first is not None and guarded:
-            self.state.inbox.append(first)
-        elif first is not None:
-            self.messages.append(first)
-        self.state.stage = stage_after(self.messages)
+        agent = (
+            (None, None)
+            if self.swarm is None
+            else (self.swarm.active, self.swarm.agent.instructions)
+        )
+        open_conversation(self.spec, self.state, self.messages, request, agent, now)
 
     # --- what people send (recorded by ``Requests``) ----------------------------------
 
@@ -242,9 +215,9 @@ class Session:
         state = self.state
         if self._outcome is not None:
             return self._outcome
-        if state.cancel is not None and self._calling:
-            self._calling, self._pause, self._summarising = False, None, None
-        if self._calling:
+        if state.cancel is not None and self.step.calling:
+            self.step.stop()
+        if self.step.calling:
             return self._model_command()
         if self._held is not None:
             self.phase = "checking_guardrails"
@@ -255,11 +228,11 @@ class Session:
         if notice is not None:
             return NotifyEscalation(notice)
         if state.ending is not None and state.stage != "tools":
-            return self._finish("done", "ended", final=self._last_reply())
+            return self._finish("done", "ended", final=last_reply(self.messages))
         if state.cancel is not None:
             self._apply_cancel(now)
         if state.stage == "idle" and state.flushes:
-            self._apply_flushes(now)
+            self.requests.apply_flushes(self.messages, now)
         if state.move is not None and state.stage != "tools":
             self._apply_move()
         if state.stage != "tools" and state.inbox:
@@ -284,8 +257,8 @@ class Session:
                 return self._finish("failed", "max_turns", error=text)
             spent = self.budget.spent()
             if spent is not None:
-                return self._finish("done", "budget", final=self._last_reply(), error=spent)
-            self._calling, self._model_failures = True, 0
+                return self._finish("done", "budget", final=last_reply(self.messages), error=spent)
+            self.step.begin()
             return self._model_command()
         if state.stage == "tools":
             return self._batch_command(now)
@@ -299,7 +272,7 @@ class Session:
         return self._finish("failed", "error", error=text).result
 
     def idle_timed_out(self) -> None:
-        self._outcome = self._finish("done", "idle_timeout", final=self._last_reply())
+        self._outcome = self._finish("done", "idle_timeout", final=last_reply(self.messages))
 
     def _deliver(self, messages: list[UserMessage]) -> None:
         """Queued messages join the array and start (or steer) a turn."""
@@ -335,7 +308,7 @@ class Session:
                 self._replied(answer, "final_answer")
                 return
             self.messages.append(answer.model_copy(update={"blocked": reason}))
-            self._end_turn("guardrail", self._guardrail_text("output", verdict, reason))
+            self._end_turn("guardrail", guardrail_text("output", verdict, reason))
             return
         message, self._checking = self._checking, None
         assert message is not None
@@ -343,16 +316,11 @@ class Session:
             self._deliver([message])
             return
         self.messages.append(message.model_copy(update={"blocked": reason}))
-        text = self._guardrail_text("input", verdict, reason)
+        text = guardrail_text("input", verdict, reason)
         if self.state.stage == "idle":
             self._end_turn("guardrail", text)
         else:
             self.state.last_error = text  # a steering message: the turn goes on without it
-
-    @staticmethod
-    def _guardrail_text(kind: str, verdict: GuardrailVerdict | None, reason: str) -> str:
-        by = f" {verdict.by}" if verdict is not None and verdict.by else ""
-        return f"{kind} guardrail{by}: {reason}"
 
     def _apply_cancel(self, now: datetime) -> None:
         state = self.state
@@ -370,37 +338,19 @@ class Session:
         else:
             self.requests.reject(f"cancel_turn: the turn had ended before {why}")
 
-    def _cancelled(self) -> str | None:
-        """Why calls without a result did not complete: a cancellation, or the end."""
-        cancel = self.state.cancel
-        ending = self.state.ending
-        if cancel is None and ending is not None:
-            cancel = CancelTurnSignal(by=ending.by, reason=ending.reason or "the session ended")
-        return None if cancel is None else cancel_text(cancel.by, cancel.reason)
-
-    def _apply_flushes(self, now: datetime) -> None:
-        at = epoch_ms(now)
-        for request in self.state.flushes:
-            self.messages.append(
-                FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
-            )
-        self.state.flushes.clear()
-
     # --- the model -----------------------------------------------------------------------
 
     def _model_command(self) -> Command:
-        if self._pause is not None:
-            delay, self._pause = self._pause, None
-            return Pause(delay)
+        command = self.step.command(self.state.turn + 1, self.model_spec)
+        if isinstance(command, Pause):
+            return command
         self.progressed = True
-        if self._summarising is None:
-            self._summarising = compaction_until(self.messages, self.model_spec.context)
-        if self._summarising is not None:
+        if isinstance(command, Summarise):
             self.phase = "compacting"
-            return Summarise(turn=self.state.turn + 1, until=self._summarising)
+            return command
         self.phase = "calling_model"
         self.trimmed = trimmed_count(self)
-        return CallModel(turn=self.state.turn + 1)
+        return command
 
     def model_setup(self, purpose: Purpose = "reply") -> ModelSetup:
         """What the active agent's model calls share (see ``views.model_setup``)."""
@@ -408,13 +358,11 @@ class Session:
 
     def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
-        assert self._summarising is not None
-        self.messages.append(summary_message(summary.content, self._summarising, epoch_ms(now)))
+        self.step.summarised(summary, now)
         self.budget.count(summary.usage, self.model_spec.price)
-        self._summarising, self._model_failures = None, 0
 
     def model_replied(self, assistant: AssistantMessage) -> None:
-        self._calling = False
+        self.step.calling = False
         state = self.state
         state.turn += 1
         state.model_calls_this_reply += 1
@@ -446,16 +394,11 @@ class Session:
         """A model call failed: another attempt after a pause while the model's own
         failures leave attempts, else the session fails with ``text`` (a summary that
         cannot be made fails the turn only: the session waits for the next message)."""
-        model = self.model_spec
-        if kind == MODEL_ATTEMPT_FAILED and self._model_failures + 1 < model.max_attempts:
-            self._model_failures += 1
-            self._pause = retry_after or backoff(
-                model.initial_retry_seconds, model.max_retry_seconds, self._model_failures
-            )
+        if self.step.retried(kind, retry_after, self.model_spec):
             return
-        self._calling = False
-        if self._summarising is not None:
-            self._summarising = None
+        summarising = self.step.summarising is not None
+        self.step.stop()
+        if summarising:
             self._end_turn("compaction_failed", f"compaction failed: {text}")
             return
         self.state.last_error = text
@@ -472,7 +415,7 @@ class Session:
 
     def model_cancelled(self) -> None:
         """The model call (or summary) was stopped by ``cancel_turn``: nothing joins."""
-        self._calling, self._pause, self._summarising = False, None, None
+        self.step.stop()
 
     def _replied(self, reply: Reply, reason: str) -> None:
         """The model's answer to the latest message is complete: the session goes idle."""
@@ -502,7 +445,7 @@ class Session:
     def tools_finished(self, results: dict[int, ToolMessage]) -> None:
         """Every approved call's result, by slot: the batch's results are appended in
         request order, whatever order they finished in."""
-        in_order, handoff = self.batch.finished(results, self._cancelled())
+        in_order, handoff = self.batch.finished(results, not_completed(self.state))
         self.messages.extend(in_order)
         if handoff is not None and self.swarm is not None:
             self.swarm.hand_over(handoff)
@@ -525,12 +468,6 @@ class Session:
         """The state a fresh run continues from (the array inline; the workflow swaps it
         for a reference when it does not fit one payload)."""
         return self.state.model_copy(update={"runs": self.state.runs + 1, "transcript": None})
-
-    def _last_reply(self) -> Reply | None:
-        for message in reversed(self.messages):
-            if isinstance(message, AssistantMessage | ToolMessage):
-                return message
-        return None
 
     def _finish(
         self, status: Any, stop_reason: str, *, final: Reply | None = None, error: str | None = None

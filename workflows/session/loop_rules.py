@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
-from durable_agent.messages import Message, ToolMessage, UserMessage
+from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import ToolSettings
 from durable_agent.tools import ExecutionMode, ToolPolicy
 
@@ -106,3 +106,11 @@ def backoff(initial: float, maximum: float, failures: int) -> timedelta:
 def epoch_ms(now: datetime) -> int:
     """A message's ``timestamp``: milliseconds since the epoch, from the time given."""
     return int(now.timestamp() * 1000)
+
+
+def last_reply(messages: Sequence[Message]) -> AssistantMessage | ToolMessage | None:
+    """The latest message the model or a tool wrote (a session's final word)."""
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage | ToolMessage):
+            return message
+    return None

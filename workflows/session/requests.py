@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_agent.contracts import BudgetSignal, EndSessionSignal, FlushSignal, MoveToAgentSignal
-from durable_agent.messages import UserMessage
+from durable_agent.messages import FlushMessage, UserMessage
 from durable_agent.spec import AgentSpec
+from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.budget import Budget
 from durable_agent.workflows.session.loop_rules import epoch_ms
 from durable_agent.workflows.session.state import SessionState
@@ -69,6 +70,15 @@ class Requests:
     def budget_changed(self, request: BudgetSignal) -> str | None:
         problem = self.budget.change_problem(request)
         return None if problem is None else self.reject(problem)
+
+    def apply_flushes(self, messages: Transcript, now: datetime) -> None:
+        """The flushes asked for join the array (the Session calls this between turns)."""
+        at = epoch_ms(now)
+        for request in self.state.flushes:
+            messages.append(
+                FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
+            )
+        self.state.flushes.clear()
 
     def reject(self, text: str) -> str:
         """Keep a signal that changed nothing visible in ``status``; returns the text."""

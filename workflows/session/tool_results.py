@@ -3,7 +3,9 @@ denied, cancelled, over the limit, failed; and a call's one-line summary."""
 
 from __future__ import annotations
 
+from durable_agent.contracts import GuardrailVerdict
 from durable_agent.messages import ApprovalRecord, ToolCall, ToolMessage
+from durable_agent.workflows.session.state import SessionState
 
 
 def error_result(call: ToolCall, text: str) -> ToolMessage:
@@ -64,3 +66,18 @@ def call_summary(call: ToolCall, limit: int = 120) -> str:
     if len(arguments) > limit:
         arguments = arguments[: limit - 3] + "..."
     return f"{call.function.name} {arguments}"
+
+
+def not_completed(state: SessionState) -> str | None:
+    """Why calls without a result did not complete: a cancellation, or the end."""
+    if state.cancel is not None:
+        return cancel_text(state.cancel.by, state.cancel.reason)
+    if state.ending is not None:
+        return cancel_text(state.ending.by, state.ending.reason or "the session ended")
+    return None
+
+
+def guardrail_text(kind: str, verdict: GuardrailVerdict | None, reason: str) -> str:
+    """Why a guardrail stopped a message or an answer, as ``status`` shows it."""
+    by = f" {verdict.by}" if verdict is not None and verdict.by else ""
+    return f"{kind} guardrail{by}: {reason}"

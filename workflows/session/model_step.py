@@ -1,0 +1,63 @@
+"""One model step: a model call and its retries as one step, with compaction (a summary
+that stands in for older messages) first when the context budget asks for it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from durable_agent.context import compaction_until, summary_message
+from durable_agent.contracts import MODEL_ATTEMPT_FAILED
+from durable_agent.messages import AssistantMessage
+from durable_agent.spec import ModelSpec
+from durable_agent.transcript import Transcript
+from durable_agent.workflows.session.commands import CallModel, Pause, Summarise
+from durable_agent.workflows.session.loop_rules import backoff, epoch_ms
+
+
+class ModelStep:
+    """Whether a step is under way, the pause before its next attempt, and the summary
+    it is making; the Session asks it for the step's next command."""
+
+    def __init__(self, messages: Transcript) -> None:
+        self.messages = messages
+        self.calling = False
+        self.failures = 0
+        """The model's own failures in this step (lost workers are not counted)."""
+        self.pause: timedelta | None = None
+        self.summarising: int | None = None
+        """Compaction in progress: the summary is to stand in for this many messages."""
+
+    def begin(self) -> None:
+        self.calling, self.failures = True, 0
+
+    def stop(self) -> None:
+        """The step is over (answered, failed for good, or cancelled)."""
+        self.calling, self.pause, self.summarising = False, None, None
+
+    def command(self, turn: int, model: ModelSpec) -> Pause | Summarise | CallModel:
+        """The pause before another attempt, the summary to make first, or the call."""
+        if self.pause is not None:
+            delay, self.pause = self.pause, None
+            return Pause(delay)
+        if self.summarising is None:
+            self.summarising = compaction_until(self.messages, model.context)
+        if self.summarising is not None:
+            return Summarise(turn=turn, until=self.summarising)
+        return CallModel(turn=turn)
+
+    def summarised(self, summary: AssistantMessage, now: datetime) -> None:
+        """The summary stands in for earlier messages from now on (they stay)."""
+        assert self.summarising is not None
+        self.messages.append(summary_message(summary.content, self.summarising, epoch_ms(now)))
+        self.summarising, self.failures = None, 0
+
+    def retried(self, kind: str | None, retry_after: timedelta | None, model: ModelSpec) -> bool:
+        """Whether a failed attempt is tried again (after a pause: ``Retry-After``, else
+        the model's backoff): only the model's own failures, while attempts are left."""
+        if kind != MODEL_ATTEMPT_FAILED or self.failures + 1 >= model.max_attempts:
+            return False
+        self.failures += 1
+        self.pause = retry_after or backoff(
+            model.initial_retry_seconds, model.max_retry_seconds, self.failures
+        )
+        return True
