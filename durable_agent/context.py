@@ -2,9 +2,10 @@
 
 Storage keeps every message. Requests start after the latest ``flush`` marker (with
 every system message kept), a compaction summary stands in for the messages it
-replaces, and, over a context budget, the oldest exchanges are left out (seeds 002,
-003, 004). Pure and deterministic: the workflow decides compaction with it, the
-model activity shapes requests with it, and both see the same numbers.
+replaces, and, over a context budget, the oldest exchanges are left out (swarm kit,
+Swift agents library, Prompty spec). Pure and deterministic: the workflow decides
+compaction with it, the model activity shapes requests with it, and both see the same
+numbers.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from durable_agent.tokens import (
     tokenizer_available,
 )
 
-#: ``source`` of a summary message made by compaction (seed 003).
+#: ``source`` of a summary message made by compaction (Swift agents library).
 COMPACTION = "compaction"
 #: How a summary reads in a request: the model knows what it is looking at.
 SUMMARY_PREFIX = "[Summary of earlier conversation] "

@@ -23,7 +23,7 @@ class _Frozen(BaseModel):
 
 
 MessageMode = Literal["user", "tool"]
-"""Where a message came from (seed 002): a person (``user``), or a tool or a system
+"""Where a message came from (swarm kit): a person (``user``), or a tool or a system
 action such as a rescue or a compaction (``tool``)."""
 
 
@@ -32,9 +32,9 @@ class _Stored(_Frozen):
 
     mode: MessageMode | None = None
     payload: Any = None
-    """Arbitrary JSON metadata (seed 002), kept with the message, never sent."""
+    """Arbitrary JSON metadata (swarm kit), kept with the message, never sent."""
     agent_name: str | None = None
-    """In a swarm session (seed 002): the agent that wrote the message (assistant, tool),
+    """In a swarm session (swarm kit): the agent that wrote the message (assistant, tool),
     was addressed (user) or whose prompt it is (system). Unset in one-agent sessions."""
 
 
@@ -127,7 +127,7 @@ class SystemMessage(_Stored):
     timestamp: int | None = None
     """Creation time in milliseconds since the epoch (local only)."""
     source: str | None = None
-    """Set on messages the loop made rather than a person or a model (seed 003):
+    """Set on messages the loop made rather than a person or a model (Swift agents library):
     ``compaction`` marks a summary of earlier messages."""
     compacts: int | None = None
     """A compaction summary stands in, in requests, for the array's first ``compacts``
@@ -225,7 +225,7 @@ class ToolMessage(_Stored):
 
 
 class FlushMessage(_Stored):
-    """A history reset (seed 002): requests after it start from the system messages and
+    """A history reset (swarm kit): requests after it start from the system messages and
     what follows it. Never sent itself."""
 
     role: Literal["flush"] = "flush"
@@ -239,7 +239,7 @@ RescueStrategy = Literal["correct", "flush", "fail"]
 
 
 class ResqueMessage(_Stored):
-    """A step of model rescue (seed 002's ``resque``): the model's last turn could not be
+    """A step of model rescue (the swarm kit's ``resque``): the model's last turn could not be
     used (``reason``), and ``strategy`` says what the loop did. With ``correct`` the
     content reaches the model as a user message; otherwise it is a record only."""
 
@@ -312,7 +312,7 @@ _AUDIO_FORMATS = {
 
 
 def audio_format(media_type: str) -> str:
-    """Map an audio media type to OpenAI's ``input_audio.format`` (seed 004 §7.1.2)."""
+    """Map an audio media type to OpenAI's ``input_audio.format`` (Prompty spec §7.1.2)."""
     media_type = media_type.strip().lower()
     if media_type in _AUDIO_FORMATS:
         return _AUDIO_FORMATS[media_type]

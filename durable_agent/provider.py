@@ -257,7 +257,7 @@ async def embed(
     texts: Sequence[str],
     options: ModelOptions | None = None,
 ) -> list[list[float]]:
-    """Embeddings of ``texts`` (seed 004 §7.2: OpenAI's ``/embeddings``), one vector per
+    """Embeddings of ``texts`` (Prompty spec §7.2: OpenAI's ``/embeddings``), one vector per
     text, in an ``embeddings`` span (for tools that search or compare)."""
     body = build_embeddings_request(
         [UserMessage(content=text) for text in texts], model=model, options=options

@@ -4,7 +4,7 @@ Storage keeps every message whole; what a provider receives is derived here,
 once, for every codec: the window after flushes and compaction summaries, messages
 a guardrail blocked left out, rescue messages as the user's words, the context
 budget, pairing repaired, failed turns left out, and the reasoning rule applied
-(seed 000, "Interleaved Thinking"). Preparing a prepared array changes nothing.
+(the wire-format guide's "Interleaved Thinking"). Preparing a prepared array changes nothing.
 """
 
 from __future__ import annotations

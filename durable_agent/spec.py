@@ -202,7 +202,7 @@ class SessionRules(_Spec):
 
 
 class SubAgentSpec(_Spec):
-    """Another agent as a tool (seed 004's ``prompty`` kind): each call runs it as a child
+    """Another agent as a tool (the Prompty spec's ``prompty`` kind): each call runs it as a child
     session (a child workflow) with the call's ``task`` as its message; its final answer
     is the tool's result."""
 
@@ -228,7 +228,7 @@ AGENT_NAME = r"^[A-Za-z0-9_-]{1,52}$"
 
 
 class SwarmAgentSpec(_Spec):
-    """One agent of a swarm (seed 002): its own system prompt, model, tools and policies.
+    """One agent of a swarm (swarm kit): its own system prompt, model, tools and policies.
     The conversation moves between agents by handoff; every message records its agent."""
 
     name: str = Field(pattern=AGENT_NAME)

@@ -1,5 +1,5 @@
 """What a request starts from: flush markers, compaction summaries, the context budget,
-and how seed 002's extra roles and fields reach (or stay off) each wire API."""
+and how the swarm kit's extra roles and fields reach (or stay off) each wire API."""
 
 from __future__ import annotations
 

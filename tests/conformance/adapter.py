@@ -87,7 +87,7 @@ def property_schema(prop: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_from_properties(properties: list[dict[str, Any]]) -> dict[str, Any]:
-    """Prompty's property list as JSON Schema (seed 004 §7.1.4)."""
+    """Prompty's property list as JSON Schema (the Prompty specification §7.1.4)."""
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {p["name"]: property_schema(p) for p in properties},
