@@ -10,14 +10,14 @@ import structlog
 from temporalio import activity
 
 from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.approver_tokens import ApproverKeys
-from durable_agent.contracts import (
+from durable_agent.approval_contracts import (
     ApprovalCheckInput,
     DescribeCallsInput,
     EscalationNotice,
     TokenCheck,
     TokenVerdict,
 )
+from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.tools import ToolArgumentsError, ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.approvals")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         DecisionRefusedError,
         UnknownApprovalError,
     )
+    from durable_agent.approval_contracts import PendingApproval
     from durable_agent.approval_policy import (
         ApprovalRule,
         ApprovalSettings,
@@ -40,11 +41,7 @@ if TYPE_CHECKING:
     from durable_agent.context import (
         ContextRules,
     )
-    from durable_agent.contracts import (
-        AgentResult,
-        PendingApproval,
-        SessionStatus,
-    )
+    from durable_agent.contracts import AgentResult, SessionStatus
     from durable_agent.endpoint import (
         ProviderEndpoint,
     )
@@ -152,7 +149,7 @@ _EXPORTS: dict[str, str] = {
     "pair_tool_results": "durable_agent.pairing",
     "parse_message": "durable_agent.messages",
     "parse_messages": "durable_agent.messages",
-    "PendingApproval": "durable_agent.contracts",
+    "PendingApproval": "durable_agent.approval_contracts",
     "prepare_request_messages": "durable_agent.request_messages",
     "ProviderEndpoint": "durable_agent.endpoint",
     "ReasoningWire": "durable_agent.model_options",

@@ -17,10 +17,7 @@ from typing import Any, Literal
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
-from durable_agent.approval_policy import ArgumentTest, parse_test
-from durable_agent.approver_tokens import ApproverKey
-from durable_agent.contracts import (
-    AgentResult,
+from durable_agent.approval_contracts import (
     ApprovalPolicyView,
     DecisionKind,
     DecisionRequest,
@@ -28,6 +25,9 @@ from durable_agent.contracts import (
     PendingApproval,
     RevokeGrantSignal,
 )
+from durable_agent.approval_policy import ArgumentTest, parse_test
+from durable_agent.approver_tokens import ApproverKey
+from durable_agent.contracts import AgentResult
 
 
 class DecisionRefusedError(ValueError):

@@ -30,6 +30,7 @@ from durable_agent.approval_client import (  # noqa: F401  (re-exported)
     DecisionRefusedError,
     UnknownApprovalError,
 )
+from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
@@ -41,7 +42,6 @@ from durable_agent.contracts import (
     EndSessionSignal,
     FlushSignal,
     MoveToAgentSignal,
-    PendingApproval,
     SendResult,
     SessionStatus,
 )

@@ -5,13 +5,13 @@ Kept lean: every activity input and result is stored in history forever.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from durable_agent.approval_policy import ApprovalSettings, ArgumentTest
+from durable_agent.approval_contracts import Grant, PendingApproval
 from durable_agent.context import ContextRules
+from durable_agent.contract_base import Contract
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
@@ -46,25 +46,21 @@ OPENAPI_UNUSABLE = "OpenApiUnusable"
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
 
 
-class _Contract(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ResolveToolsInput(_Contract):
+class ResolveToolsInput(Contract):
     names: list[str]
     guardrails: list[str] = Field(default_factory=list)
     hooks: list[str] = Field(default_factory=list)
     """Approval predicates and escalation notifiers the spec names."""
 
 
-class McpToolRef(_Contract):
+class McpToolRef(Contract):
     """Where an MCP tool lives: the spec's server, and the tool's own name there."""
 
     server: str
     tool: str
 
 
-class HttpOperation(_Contract):
+class HttpOperation(Contract):
     """How an OpenAPI operation is called: where each argument goes."""
 
     api: str
@@ -79,7 +75,7 @@ class HttpOperation(_Contract):
     """The ``body`` argument is sent as JSON."""
 
 
-class ResolvedTool(_Contract):
+class ResolvedTool(Contract):
     """A tool as the session recorded it at start: replay never asks a worker again."""
 
     definition: ToolDefinition
@@ -95,17 +91,17 @@ class ResolvedTool(_Contract):
     """The tool describes its calls for the people who approve them (``describe``)."""
 
 
-class Handoff(_Contract):
+class Handoff(Contract):
     to: str | None
     """The agent the conversation goes to; ``None``: back to the previous one."""
 
 
-class ListRemoteToolsInput(_Contract):
+class ListRemoteToolsInput(Contract):
     servers: list[McpServerSpec]
     apis: list[OpenApiSpec] = Field(default_factory=list)
 
 
-class HttpCall(_Contract):
+class HttpCall(Contract):
     """An OpenAPI tool call: the operation, and the service's headers (variable names)."""
 
     operation: HttpOperation
@@ -113,14 +109,14 @@ class HttpCall(_Contract):
     timeout_seconds: float = 60.0
 
 
-class McpCall(_Contract):
+class McpCall(Contract):
     """An MCP tool call's server (its spec: small, and the worker needs it) and tool."""
 
     server: McpServerSpec
     tool: str
 
 
-class ResolveToolsResult(_Contract):
+class ResolveToolsResult(Contract):
     tools: list[ResolvedTool]
     missing: list[str] = Field(default_factory=list)
     """Names no worker-side tool answers to."""
@@ -128,20 +124,20 @@ class ResolveToolsResult(_Contract):
     missing_hooks: list[str] = Field(default_factory=list)
 
 
-class TranscriptRef(_Contract):
+class TranscriptRef(Contract):
     """A transcript prefix by content: its length and its chain hash."""
 
     count: int = Field(ge=0)
     hash: str
 
 
-class StoredMessageRef(_Contract):
+class StoredMessageRef(Contract):
     """A message a tool activity already put in history and in the store, by content hash."""
 
     stored: str
 
 
-class ModelSetup(_Contract):
+class ModelSetup(Contract):
     """What stays the same across a session's model calls: sent once, cached by digest."""
 
     endpoint: ProviderEndpoint
@@ -161,7 +157,7 @@ class ModelSetup(_Contract):
     """Publish the text and reasoning deltas to the session's event log as they stream."""
 
 
-class ModelCallInput(_Contract):
+class ModelCallInput(Contract):
     """Lean on purpose: stored in history once per model call, for the life of the session.
     (The session id is the activity's workflow id.)"""
 
@@ -186,7 +182,7 @@ class SummaryCallInput(ModelCallInput):
     prompt: str
 
 
-class StoreTranscriptInput(_Contract):
+class StoreTranscriptInput(Contract):
     """Put messages into the workers' store in budget-sized pieces (re-seeding after a
     store lost a transcript that no longer fits one payload)."""
 
@@ -195,7 +191,7 @@ class StoreTranscriptInput(_Contract):
     head: str
 
 
-class LoadTranscriptInput(_Contract):
+class LoadTranscriptInput(Contract):
     """Read a stored transcript back, a budget-sized page at a time."""
 
     transcript: TranscriptRef
@@ -204,7 +200,7 @@ class LoadTranscriptInput(_Contract):
     max_messages: int | None = Field(default=None, gt=0)
 
 
-class ToolCallInput(_Contract):
+class ToolCallInput(Contract):
     """One call; the session id is the activity's workflow id."""
 
     turn: int
@@ -227,92 +223,7 @@ class ToolCallInput(_Contract):
     """The swarm agent whose call this is, recorded on the result."""
 
 
-class ApprovalCheckInput(_Contract):
-    calls: list[tuple[str, str]]
-    """(tool name, raw arguments) of the calls a predicate must judge."""
-    predicates: list[str | None] | None = None
-    """For each call, the named predicate (``@approval_predicate``) of a rule to ask, or
-    ``None`` for the tool's own (unset: the tool's own for every call)."""
-
-
-class DescribeCallsInput(_Contract):
-    calls: list[tuple[str, str]]
-    """(tool name, raw arguments) of calls waiting for a person, whose tool describes
-    its calls (``@tool(describe=...)``)."""
-
-
-class EscalationNotice(_Contract):
-    """Tell a second group that calls wait for them (``approvals.escalation``)."""
-
-    notifier: str | None
-    notify: list[str]
-    approvals: list[PendingApproval]
-    session_id: str = ""
-    """Filled in by the activity (the workflow asking)."""
-
-
-DecisionKind = Literal["approve", "deny", "respond"]
-
-
-class ApprovalSignal(_Contract):
-    """A person's decision on one pending call (signals ``approve``, ``deny`` and
-    ``respond``; the ``decide`` update adds ``decision``)."""
-
-    approval_id: str
-    by: str | None = None
-    reason: str | None = None
-    """Why (for a denial: what the model reads)."""
-    arguments: dict[str, Any] | None = None
-    """Approve with these arguments instead of the model's (validated against the tool's
-    schema before anything runs; the originals are kept on the approval record)."""
-    always: Literal["tool", "matching"] | None = None
-    """Approve this call and, for the rest of the session, every call of its tool
-    (``tool``) or those whose arguments pass ``matching`` (until revoked)."""
-    matching: list[ArgumentTest] = Field(default_factory=list)
-    content: str | None = None
-    """``respond``: the tool's result, given by a person (the tool does not run)."""
-    is_error: bool = False
-    """``respond``: give ``content`` as an error result."""
-    token: str | None = None
-    """A signed token proving who decides (``durable_agent.approver_tokens``)."""
-
-
-class DecisionRequest(ApprovalSignal):
-    """The ``decide`` update: a decision the caller learns the fate of at once."""
-
-    decision: DecisionKind
-
-    def as_signal(self) -> ApprovalSignal:
-        """The same decision as the signal of its kind carries it."""
-        return ApprovalSignal.model_validate(self.model_dump(exclude={"decision"}))
-
-
-class DecisionResult(_Contract):
-    approval_id: str
-    """The call decided (a grant's id, for a revocation)."""
-    decision: DecisionKind | Literal["revoke"]
-    by: str | None = None
-    verified: bool = False
-    """``by`` was proved by a signed token."""
-    grant_id: str | None = None
-    """The grant an ``always`` decision made."""
-
-
-class Grant(_Contract):
-    """An "always" decision: later calls of ``tool`` (passing ``matching``) are approved
-    without asking, for the rest of the session, until revoked."""
-
-    grant_id: str
-    tool: str
-    matching: list[ArgumentTest] = Field(default_factory=list)
-    by: str | None = None
-    verified: bool = False
-    at: datetime
-    approval_id: str
-    """The decision that made it."""
-
-
-class SendResult(_Contract):
+class SendResult(Contract):
     """The ``send_message`` update's answer: the message is queued for the next turn."""
 
     before: int
@@ -323,51 +234,19 @@ class SendResult(_Contract):
     """Why the message would be refused (the ``message_check`` query)."""
 
 
-class ApprovalPolicyView(_Contract):
-    """The ``approval_policy`` query: how the session's gate decides."""
-
-    settings: ApprovalSettings
-    tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
-    grants: list[Grant] = Field(default_factory=list)
-
-
-class RevokeGrantSignal(_Contract):
-    grant_id: str
-    by: str | None = None
-    reason: str | None = None
-    token: str | None = None
-
-
-class TokenCheck(_Contract):
-    """One signed decision for the workers to verify (with keys only they hold); the
-    session it must be for is the workflow asking."""
-
-    token: str
-    subject: str
-    """The approval id (or grant id) the token must be for."""
-    action: str
-    """``approve``, ``deny``, ``respond`` or ``revoke``."""
-
-
-class TokenVerdict(_Contract):
-    approver: str | None = None
-    """Who signed, when the token is good."""
-    error: str | None = None
-
-
-class EndSessionSignal(_Contract):
+class EndSessionSignal(Contract):
     by: str | None = None
     reason: str | None = None
 
 
-class CancelTurnSignal(_Contract):
+class CancelTurnSignal(Contract):
     """Stop the current turn, keep the session (``cancel_turn``)."""
 
     by: str | None = None
     reason: str | None = None
 
 
-class MoveToAgentSignal(_Contract):
+class MoveToAgentSignal(Contract):
     """Move a swarm session to another agent (``move_to_agent``): at the next safe point,
     as a handoff would (the agent it leaves is pushed on the navigation stack)."""
 
@@ -376,7 +255,7 @@ class MoveToAgentSignal(_Contract):
     reason: str | None = None
 
 
-class FlushSignal(_Contract):
+class FlushSignal(Contract):
     """Reset what later requests start from (``flush``): a marker joins the array once
     the current turn is over."""
 
@@ -384,14 +263,14 @@ class FlushSignal(_Contract):
     reason: str | None = None
 
 
-class BudgetSignal(_Contract):
+class BudgetSignal(Contract):
     """Change the session's budget (``set_budget``); ``None`` keeps a limit as it is."""
 
     max_total_tokens: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
 
 
-class BudgetStatus(_Contract):
+class BudgetStatus(Contract):
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
     total_tokens: int = 0
@@ -403,7 +282,7 @@ GuardrailKind = Literal["input", "output"]
 """What a guardrail checks: a person's message before it joins, or a final answer."""
 
 
-class GuardrailInput(_Contract):
+class GuardrailInput(Contract):
     """Run these guardrails, in order, on one text (a user message or a final answer)."""
 
     kind: GuardrailKind
@@ -411,36 +290,11 @@ class GuardrailInput(_Contract):
     text: str
 
 
-class GuardrailVerdict(_Contract):
+class GuardrailVerdict(Contract):
     allowed: bool
     reason: str | None = None
     by: str | None = None
     """The guardrail that denied."""
-
-
-class PendingApproval(_Contract):
-    approval_id: str
-    turn: int
-    slot: int
-    tool_name: str
-    arguments: str
-    requested_at: datetime
-    deadline: datetime | None = None
-    described_arguments: str | None = None
-    """The call in a few readable words (the tool's ``describe``, or a default form)."""
-    approvers: list[str] | None = None
-    """Who may decide it (unset: anyone the session's policy accepts)."""
-    rule: str | None = None
-    """The spec's rule that asked for a person (unset: the tool's own policy)."""
-    escalated_to: list[str] | None = None
-    """Its deadline passed once: extended, and these names were asked too."""
-
-
-class ChildApprovals(_Contract):
-    """A sub-agent's undecided approvals, as it reports them to its parent session."""
-
-    child_id: str
-    pending: list[PendingApproval]
 
 
 Phase = Literal[
@@ -458,7 +312,7 @@ Phase = Literal[
 Stage = Literal["model", "tools", "idle"]
 
 
-class SessionStatus(_Contract):
+class SessionStatus(Contract):
     phase: Phase
     grants: list[Grant] = Field(default_factory=list)
     """Standing "always" approvals (revocable with ``revoke_grant``)."""
@@ -495,7 +349,7 @@ class SessionStatus(_Contract):
     """An agent a person moved the session to, waiting for the turn's safe point."""
 
 
-class AgentResult(_Contract):
+class AgentResult(Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
     ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns``, ``budget``,
     ``error``, or for a one-shot session whose turn did not end in an answer,

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from durable_agent.contracts import AgentResult, PendingApproval
+from durable_agent.approval_contracts import PendingApproval
+from durable_agent.contracts import AgentResult
 from durable_agent.messages import ApprovalRecord, Message, Usage
 
 #: The workflow stream topic every session event is published on.

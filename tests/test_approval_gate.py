@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from durable_agent.approval_contracts import ApprovalSignal, PendingApproval, RevokeGrantSignal
 from durable_agent.approval_policy import ArgumentTest, describe_arguments, parse_test
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
-from durable_agent.contracts import ApprovalSignal, PendingApproval, RevokeGrantSignal
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import assistant_calls

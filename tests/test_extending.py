@@ -52,9 +52,7 @@ def test_an_unknown_api_is_refused_naming_the_registered_ones() -> None:
 def test_a_name_is_registered_once() -> None:
     codec = codec_for("chat")
     register_codec("chat", codec)  # the same codec again changes nothing
-    other = Codec(
-        "chat", "/x", lambda *a, **k: {}, codec.parse_response, list, provider_name="x"
-    )
+    other = Codec("chat", "/x", lambda *a, **k: {}, codec.parse_response, list, provider_name="x")
     with pytest.raises(ValueError, match="wire API 'chat' is registered already"):
         register_codec("chat", other)
 

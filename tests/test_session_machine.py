@@ -20,8 +20,8 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from durable_agent.approval_contracts import ApprovalSignal
 from durable_agent.contracts import (
-    ApprovalSignal,
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,

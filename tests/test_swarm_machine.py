@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from durable_agent.approval_contracts import ApprovalSignal, PendingApproval
 from durable_agent.cli.render import format_history
 from durable_agent.codecs import build_request
-from durable_agent.contracts import ApprovalSignal, MoveToAgentSignal, PendingApproval
+from durable_agent.contracts import MoveToAgentSignal
 from durable_agent.messages import (
     AssistantMessage,
     Message,

@@ -9,7 +9,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import ToolMessage
-from durable_agent.contracts import ApprovalSignal
+from durable_agent.approval_contracts import ApprovalSignal
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from durable_agent.worker import build_worker

@@ -18,7 +18,8 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import WORKFLOW_NAME, AgentResult, ChildApprovals
+    from durable_agent.approval_contracts import ChildApprovals
+    from durable_agent.contracts import WORKFLOW_NAME, AgentResult
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
     from durable_agent.workflows.approval_steps import (

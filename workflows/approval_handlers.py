@@ -11,7 +11,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import (
+    from durable_agent.approval_contracts import (
         ApprovalPolicyView,
         ApprovalSignal,
         DecisionRequest,

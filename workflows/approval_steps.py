@@ -9,7 +9,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import (
+    from durable_agent.approval_contracts import (
         ApprovalCheckInput,
         DescribeCallsInput,
         TokenVerdict,

@@ -10,14 +10,13 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
+    from durable_agent.approval_contracts import ChildApprovals, PendingApproval
     from durable_agent.contracts import (
         BudgetSignal,
         CancelTurnSignal,
-        ChildApprovals,
         EndSessionSignal,
         FlushSignal,
         MoveToAgentSignal,
-        PendingApproval,
         SendResult,
         SessionStatus,
     )

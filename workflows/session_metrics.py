@@ -13,7 +13,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import PendingApproval
+    from durable_agent.approval_contracts import PendingApproval
     from durable_agent.messages import ApprovalRecord
 
 

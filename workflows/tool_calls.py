@@ -25,6 +25,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from durable_agent.approval_contracts import ApprovalSignal
     from durable_agent.contracts import (
         GUARDRAIL_FAILED,
         MCP_SERVER_UNAVAILABLE,
@@ -33,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
         TOOL_TIMEOUT_GRACE_SECONDS,
         WORKFLOW_NAME,
         AgentResult,
-        ApprovalSignal,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,

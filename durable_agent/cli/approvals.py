@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from durable_agent.approval_contracts import DecisionResult
 from durable_agent.approval_policy import parse_test
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.cli.args import CommandError, who_am_i
 from durable_agent.cli.render import format_grant
 from durable_agent.client import AgentClient
-from durable_agent.contracts import DecisionResult
 
 KEY_ENV = "DURABLE_AGENT_APPROVER_KEY"
 """A key file (``durable-agent approver-key``) that signs this person's decisions."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
+from durable_agent.approval_contracts import PendingApproval
 from durable_agent.cli.args import who_am_i
 from durable_agent.cli.message_log import MessageLog
 from durable_agent.cli.render import format_message, format_pending, status_line
 from durable_agent.client import AgentClient
-from durable_agent.contracts import PendingApproval
 from durable_agent.events import Gap, LiveEvent, MessageAppended
 from durable_agent.messages import AssistantMessage, Message
 

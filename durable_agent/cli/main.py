@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
+from durable_agent.approval_contracts import PendingApproval
 from durable_agent.cli.approvals import (
     add_approval_commands,
     cmd_approver_key,
@@ -48,7 +49,6 @@ from durable_agent.client import (
     parse_spec,
 )
 from durable_agent.connection import ServerUnreachableError
-from durable_agent.contracts import PendingApproval
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable

@@ -6,8 +6,9 @@ import json
 import textwrap
 from collections.abc import Sequence
 
+from durable_agent.approval_contracts import Grant, PendingApproval
 from durable_agent.context import is_summary, window_start
-from durable_agent.contracts import Grant, PendingApproval, SessionStatus
+from durable_agent.contracts import SessionStatus
 from durable_agent.messages import (
     ApprovalRecord,
     AssistantMessage,

@@ -16,19 +16,21 @@ from typing import Any, assert_never
 
 from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
 from durable_agent.activities.tools import _as_text
+from durable_agent.approval_contracts import (
+    ApprovalCheckInput,
+    ApprovalSignal,
+    DescribeCallsInput,
+    EscalationNotice,
+    PendingApproval,
+)
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
 from durable_agent.contracts import (
     MODEL_ATTEMPT_FAILED,
     AgentResult,
-    ApprovalCheckInput,
-    ApprovalSignal,
-    DescribeCallsInput,
     EndSessionSignal,
-    EscalationNotice,
     GuardrailInput,
-    PendingApproval,
     ResolvedTool,
     ResolveToolsResult,
 )

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approval_policy import Escalation
-from durable_agent.contracts import PendingApproval
 from durable_agent.messages import ApprovalDecision, ApprovalRecord
 from durable_agent.workflows.session.state import SessionState
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approval_policy import describe_arguments
-from durable_agent.contracts import Handoff, HttpCall, McpCall, PendingApproval, ResolvedTool
+from durable_agent.contracts import Handoff, HttpCall, McpCall, ResolvedTool
 from durable_agent.messages import (
     ApprovalDecision,
     ApprovalRecord,

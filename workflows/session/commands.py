@@ -10,15 +10,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from durable_agent.contracts import (
-    AgentResult,
-    EscalationNotice,
-    GuardrailKind,
-    HttpCall,
-    McpCall,
-    ResolvedTool,
-    TokenCheck,
-)
+from durable_agent.approval_contracts import EscalationNotice, TokenCheck
+from durable_agent.contracts import AgentResult, GuardrailKind, HttpCall, McpCall, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
 from durable_agent.spec import AgentSpec
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from durable_agent.approval_policy import tests_hold
-from durable_agent.contracts import (
+from durable_agent.approval_contracts import (
     ApprovalSignal,
     ChildApprovals,
     DecisionKind,
@@ -17,11 +16,12 @@ from durable_agent.contracts import (
     EscalationNotice,
     Grant,
     PendingApproval,
-    ResolvedTool,
     RevokeGrantSignal,
     TokenCheck,
     TokenVerdict,
 )
+from durable_agent.approval_policy import tests_hold
+from durable_agent.contracts import ResolvedTool
 from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
 from durable_agent.workflows.session.approvals import Approvals

@@ -15,15 +15,10 @@ from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 
+from durable_agent.approval_contracts import ApprovalSignal, DecisionKind, Grant, PendingApproval
 from durable_agent.approval_policy import ApprovalSettings, tests_hold
 from durable_agent.codecs.schema import wire_parameters
-from durable_agent.contracts import (
-    ApprovalSignal,
-    DecisionKind,
-    Grant,
-    PendingApproval,
-    ResolvedTool,
-)
+from durable_agent.contracts import ResolvedTool
 from durable_agent.messages import ApprovalRecord, RecordedDecision, ToolCall
 from durable_agent.workflows.session.state import SessionState
 

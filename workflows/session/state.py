@@ -7,18 +7,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agent.contracts import (
+from durable_agent.approval_contracts import (
     ApprovalSignal,
+    DecisionKind,
+    Grant,
+    PendingApproval,
+    RevokeGrantSignal,
+)
+from durable_agent.contracts import (
     BudgetSignal,
     CancelTurnSignal,
-    DecisionKind,
     EndSessionSignal,
     FlushSignal,
-    Grant,
     MoveToAgentSignal,
-    PendingApproval,
     ResolvedTool,
-    RevokeGrantSignal,
     Stage,
     TranscriptRef,
 )
