@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         pair_tool_results,
         repair_pairing,
     )
+    from durable_agent.plugin import DurableAgentPlugin
     from durable_agent.request_messages import (
         prepare_request_messages,
     )
@@ -129,6 +130,7 @@ _EXPORTS: dict[str, str] = {
     "AudioPart": "durable_agent.messages",
     "ContentPart": "durable_agent.messages",
     "ContextRules": "durable_agent.context",
+    "DurableAgentPlugin": "durable_agent.plugin",
     "DecisionRefusedError": "durable_agent.approval_client",
     "dump_messages": "durable_agent.messages",
     "escalation_notifier": "durable_agent.tools",
@@ -204,6 +206,7 @@ __all__ = [
     "ContentPart",
     "ContextRules",
     "DecisionRefusedError",
+    "DurableAgentPlugin",
     "FilePart",
     "FlushMessage",
     "FunctionCall",

@@ -26,10 +26,6 @@ from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent.activities.approvals import ApprovalActivities
-from durable_agent.activities.model import ModelActivities
-from durable_agent.activities.observing import ObservingInterceptor
-from durable_agent.activities.tools import ToolActivities
 from durable_agent.activities.transcript_store import (
     TranscriptStore,
     default_store_url,
@@ -46,13 +42,12 @@ from durable_agent.observability.telemetry import (
     configure_tracing,
     flush_spans,
 )
+from durable_agent.plugin import DurableAgentPlugin, has_plugin
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
 from durable_agent.shutdown import exit_without_teardown
 from durable_agent.temporal_cli import temporal_binary
-from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.workflows.agent_workflow import AgentWorkflow
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -70,41 +65,33 @@ def build_worker(
     preload_tokenizers: bool = True,
     approver_keys: ApproverKeys | None = None,
 ) -> Worker:
-    """A worker for sessions on ``task_queue`` with the tools of ``registry``.
+    """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
+    temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
     ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
     resolves ``{{secret:NAME}}`` references (default: the worker's environment);
     ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
-    transcripts = transcripts or TranscriptStore()
-    if preload_tokenizers:
-        load_tokenizers()  # context budgets count tokens in workflow code: no file reads there
-    model = ModelActivities(provider, transcripts)
-    registry = default_registry if registry is None else registry
-    tools = ToolActivities(registry, transcripts, secrets)
-    approvals = ApprovalActivities(registry, approver_keys)
+    if has_plugin(client):  # its workers take the client's plugin: one is enough
+        raise ValueError(
+            "this client was made with DurableAgentPlugin, so every Worker made from it runs "
+            "sessions already: use temporalio's Worker(client, task_queue=...) directly"
+        )
+    plugin = DurableAgentPlugin(
+        registry=registry,
+        provider=provider,
+        transcripts=transcripts,
+        secrets=secrets,
+        approver_keys=approver_keys,
+        preload_tokenizers=preload_tokenizers,
+    )
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
-        activities=[
-            model.call_model,
-            model.store_transcript,
-            model.load_transcript,
-            tools.resolve_tools,
-            approvals.check_approvals,
-            approvals.describe_calls,
-            approvals.verify_approver_tokens,
-            approvals.notify_escalation,
-            tools.run_tool,
-            tools.check_guardrails,
-            tools.list_remote_tools,
-            model.summarise_context,
-        ],
+        plugins=[plugin],
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
-        interceptors=[ObservingInterceptor()],
     )
 
 

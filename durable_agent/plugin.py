@@ -1,0 +1,153 @@
+"""``DurableAgentPlugin``: durable-agent as one Temporal plugin.
+
+Pass it to ``Client.connect(plugins=[...])`` and every worker made from that client runs
+sessions: the plugin sets the pydantic data converter (keeping any payload codec the
+client has), registers ``AgentWorkflow`` and its activities with the worker's tools,
+adds the activities' log and metrics interceptor, and passes the pure modules through
+the workflow sandbox. Passed to ``Worker(plugins=[...])`` alone, it gives the worker a
+client with that converter too. ``Replayer(plugins=[...])`` replays sessions with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import temporalio.client
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from durable_agent.activities.approvals import ApprovalActivities
+from durable_agent.activities.model import ModelActivities
+from durable_agent.activities.observing import ObservingInterceptor
+from durable_agent.activities.tools import ToolActivities
+from durable_agent.activities.transcript_store import TranscriptStore
+from durable_agent.approver_tokens import ApproverKeys
+from durable_agent.provider import ProviderClient
+from durable_agent.secrets import SecretProvider
+from durable_agent.tokens import load_tokenizers
+from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.workflows.agent_workflow import AgentWorkflow
+
+PLUGIN_NAME = "durable-agent"
+
+#: Modules with no I/O that workflow code uses: the sandbox takes them as they are
+#: instead of importing a second copy for every run (the workflow package itself is
+#: not among them: it is what the sandbox guards).
+PURE_MODULES: Sequence[str] = (
+    "durable_agent.approval_contracts",
+    "durable_agent.approval_policy",
+    "durable_agent.codecs",
+    "durable_agent.context",
+    "durable_agent.contract_base",
+    "durable_agent.contracts",
+    "durable_agent.endpoint",
+    "durable_agent.events",
+    "durable_agent.messages",
+    "durable_agent.model_options",
+    "durable_agent.pairing",
+    "durable_agent.request_messages",
+    "durable_agent.spec",
+    "durable_agent.structured_output",
+    "durable_agent.swarm",
+    "durable_agent.tokens",
+    "durable_agent.tool_definition",
+    "durable_agent.transcript",
+)
+
+
+def with_pydantic(existing: DataConverter | None) -> DataConverter:
+    """The pydantic payload converter, keeping whatever else ``existing`` set (a payload
+    codec, a failure converter)."""
+    if existing is None:
+        return pydantic_data_converter
+    if existing.payload_converter_class is PydanticPayloadConverter:
+        return existing
+    return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+
+
+def with_pure_modules(existing: WorkflowRunner | None) -> WorkflowRunner:
+    """The sandbox with the pure modules passed through (another runner is kept)."""
+    if existing is None:
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxedWorkflowRunner().restrictions.with_passthrough_modules(
+                *PURE_MODULES
+            )
+        )
+    if isinstance(existing, SandboxedWorkflowRunner):
+        restrictions = existing.restrictions.with_passthrough_modules(*PURE_MODULES)
+        return dataclasses.replace(existing, restrictions=restrictions)
+    return existing
+
+
+class DurableAgentPlugin(SimplePlugin):
+    """Everything a Temporal client and worker need to run durable-agent sessions.
+
+    ``registry``: the worker's tools (default: every ``@tool`` imported); ``provider``:
+    the HTTP client for model calls; ``transcripts``: the store model calls read the
+    array from (default: an in-process cache); ``secrets`` resolves
+    ``{{secret:NAME}}`` (default: the worker's environment); ``approver_keys`` checks
+    signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``). ``preload_tokenizers``
+    loads the installed tokenizers now, as context budgets that count with one need."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry | None = None,
+        provider: ProviderClient | None = None,
+        transcripts: TranscriptStore | None = None,
+        secrets: SecretProvider | None = None,
+        approver_keys: ApproverKeys | None = None,
+        preload_tokenizers: bool = True,
+    ) -> None:
+        if preload_tokenizers:
+            load_tokenizers()  # context budgets count tokens in workflow code: no file reads
+        transcripts = transcripts or TranscriptStore()
+        registry = default_registry if registry is None else registry
+        model = ModelActivities(provider, transcripts)
+        tools = ToolActivities(registry, transcripts, secrets)
+        approvals = ApprovalActivities(registry, approver_keys)
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=with_pydantic,
+            interceptors=[ObservingInterceptor()],
+            workflows=[AgentWorkflow],
+            activities=[
+                model.call_model,
+                model.store_transcript,
+                model.load_transcript,
+                tools.resolve_tools,
+                approvals.check_approvals,
+                approvals.describe_calls,
+                approvals.verify_approver_tokens,
+                approvals.notify_escalation,
+                tools.run_tool,
+                tools.check_guardrails,
+                tools.list_remote_tools,
+                model.summarise_context,
+            ],
+            workflow_runner=with_pure_modules,
+        )
+
+    def configure_worker(
+        self, config: temporalio.worker.WorkerConfig
+    ) -> temporalio.worker.WorkerConfig:
+        """As ``SimplePlugin`` does, and a client with the pydantic converter when the
+        worker's client was made without this plugin."""
+        config = super().configure_worker(config)
+        client = config["client"]
+        current = client.data_converter
+        wanted = with_pydantic(current)
+        if wanted is not current:
+            settings = client.config()
+            settings["data_converter"] = wanted
+            config["client"] = temporalio.client.Client(**settings)
+        return config
+
+
+def has_plugin(client: temporalio.client.Client) -> bool:
+    """Whether ``client`` was made with a ``DurableAgentPlugin`` (its workers get it)."""
+    return any(isinstance(p, DurableAgentPlugin) for p in client.config().get("plugins", []))
