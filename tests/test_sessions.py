@@ -1,6 +1,6 @@
 """Sessions that live on: multi-turn, queued messages, ending, idle timeout,
 continue-as-new, and approvals that outlast runs and workers. Driven through
-AgentClient and the real `temporal` CLI, as the README says."""
+AgentClient and the real `temporal` CLI, as the manual says."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """AgentWorkflow: one session, one conversation, carried out on Temporal.
 
-Every rule lives in the pure ``Session`` (workflows/session.py): it says what to do
+Every rule lives in the pure ``Session`` (workflows/session/): it says what to do
 next and takes the outcome back. This class only carries its commands out (activities,
 durable waits, continue-as-new), records signals into it and answers queries from it.
 """
