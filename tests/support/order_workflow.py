@@ -1,0 +1,21 @@
+"""A user's own workflow that runs an agent session as a child (tests/test_in_workflow.py)."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.in_workflow import run_agent
+    from durable_agent.spec import AgentSpec
+
+
+@workflow.defn
+class OrderWorkflow:
+    """Asks an agent whether to refund an order, and reports what it said."""
+
+    @workflow.run
+    async def run(self, order_id: str, spec: AgentSpec) -> str:
+        result = await run_agent(spec, f"Refund order {order_id}?", name="refund-check")
+        if result.status != "done" or result.final is None:
+            return f"order {order_id}: no answer ({result.error})"
+        return f"order {order_id}: {result.final.content}"
