@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from durable_agent._version import (
         __version__,
     )
+    from durable_agent.agent import Agent, AgentRunError, RunResult
     from durable_agent.approval_client import (
         DecisionRefusedError,
         UnknownApprovalError,
@@ -115,6 +116,9 @@ if TYPE_CHECKING:
 # needs come in as passed-through imports, not as second copies (a second copy of a class
 # is a different class to ``isinstance``). It also keeps the CLI's start quick.
 _EXPORTS: dict[str, str] = {
+    "Agent": "durable_agent.agent",
+    "AgentRunError": "durable_agent.agent",
+    "RunResult": "durable_agent.agent",
     "AgentClient": "durable_agent.client",
     "AgentInput": "durable_agent.spec",
     "AgentResult": "durable_agent.contracts",
@@ -192,9 +196,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Agent",
     "AgentClient",
     "AgentInput",
     "AgentResult",
+    "AgentRunError",
     "AgentSpec",
     "ApprovalRecord",
     "ApprovalRule",
@@ -220,6 +226,7 @@ __all__ = [
     "ProviderEndpoint",
     "ReasoningWire",
     "ResqueMessage",
+    "RunResult",
     "SessionChange",
     "SessionStatus",
     "SystemMessage",

@@ -25,6 +25,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.agent import Agent, OutputT, RunResult
 from durable_agent.approval_client import (  # noqa: F401  (re-exported)
     ApprovalDoors,
     DecisionRefusedError,
@@ -319,6 +320,15 @@ class AgentClient(ApprovalDoors):
             session_id, "pending_approvals", list[PendingApproval]
         )
         return found
+
+    async def run(
+        self, agent: Agent[OutputT], message: str | UserMessage, *, session_id: str | None = None
+    ) -> RunResult[OutputT]:
+        """Run ``agent`` on ``message`` to its answer, typed as its ``output_type``
+        (``AgentRunError`` when the session ends without one). Approvals it asks for
+        wait for someone to decide them, as in any session."""
+        started = await self.start(agent.spec(one_reply=True), message, session_id=session_id)
+        return agent.output_of(started, await self.result(started))
 
     async def result(self, session_id: str) -> AgentResult:
         """How the session ended (waits for the end)."""

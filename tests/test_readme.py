@@ -36,13 +36,13 @@ def readme_example() -> str:
     return readme[readme.index("## An example") :].split("```python\n", 1)[1].split("```", 1)[0]
 
 
-async def test_the_readme_example_asks_for_an_approval_and_answers(
+async def test_the_readme_example_asks_for_an_approval_and_answers_typed(
     temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     script = [
         assistant_calls(("get_weather", {"city": "Oslo"})),
         assistant_calls(("send_report", {"to": "ana@example.com", "text": "4C, rain"})),
-        assistant_text("Oslo: 4C and rain; the report is sent."),
+        assistant_text('{"city": "Oslo", "weather": "4C, rain", "mailed_to": "ana@example.com"}'),
     ]
     with ScriptedProvider(script) as provider:
         example = readme_example()
@@ -62,6 +62,7 @@ async def test_the_readme_example_asks_for_an_approval_and_answers(
         out, err = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, err.decode()[-3000:]
     printed = out.decode().strip().splitlines()  # the worker's log lines, then the print
-    assert printed[-1] == "Oslo: 4C and rain; the report is sent.", printed[-5:]
+    # the typed answer, printed as the Report it is
+    assert printed[-1] == "city='Oslo' weather='4C, rain' mailed_to='ana@example.com'", printed[-5:]
     sent = [m for m in provider.requests[2].body["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in sent] == ["4C, rain", "sent to ana@example.com"]

@@ -1,0 +1,101 @@
+"""An agent written in Python: instructions, a model, tools as functions, and a typed
+output.
+
+``Agent`` compiles to the same ``AgentSpec`` the JSON spec is (so the CLI, the gateway
+and the ``temporal`` CLI see one contract). ``output_type`` is anything pydantic
+validates (a model, a dataclass, ``list[int]``): its JSON Schema goes on the wire as
+each API asks for structured output, the answer is checked against it in the workflow
+(an answer that does not match is corrected and asked again, durably, by the session's
+rescue), and ``RunResult.output`` is an instance of the type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from durable_agent.contracts import AgentResult
+from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.tools import Tool
+
+OutputT = TypeVar("OutputT")
+
+
+class AgentRunError(RuntimeError):
+    """The session ended without a usable answer; ``result`` says how it ended (the
+    raw answer stays in the session's messages)."""
+
+    def __init__(self, session_id: str, result: AgentResult) -> None:
+        why = result.error or result.stop_reason
+        super().__init__(
+            f"session {session_id} ended {result.status} ({result.stop_reason}): {why}"
+        )
+        self.session_id = session_id
+        self.result = result
+
+
+@dataclass(frozen=True)
+class RunResult(Generic[OutputT]):
+    """A finished run: the typed ``output``, and the session's own ``result``."""
+
+    session_id: str
+    output: OutputT
+    result: AgentResult
+
+
+@dataclass(frozen=True)
+class Agent(Generic[OutputT]):
+    """An agent. ``tools``: ``@tool`` functions (or tool names) the worker has;
+    ``output_type``: the answer's type (``str``, the default, is the plain text);
+    ``settings``: any other field of the spec (``stop``, ``session``, ``approvals``,
+    ``rescue``, ``guardrails``, ...), as the JSON spec writes it."""
+
+    name: str
+    model: ModelSpec
+    instructions: str | None = None
+    tools: Sequence[Tool | str] = ()
+    output_type: type[OutputT] | Any = str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema the answer must match (``None`` for plain text)."""
+        if self.output_type is str:
+            return None
+        schema: dict[str, Any] = TypeAdapter(self.output_type).json_schema()
+        return schema
+
+    def spec(self, *, one_reply: bool = False) -> AgentSpec:
+        """This agent as the session's spec; ``one_reply``: the session ends after its
+        answer (a run), rather than waiting for the next message (a conversation)."""
+        tools = [{"name": t if isinstance(t, str) else t.name} for t in self.tools]
+        spec = AgentSpec.model_validate(
+            {
+                **self.settings,
+                "model": self.model,
+                "instructions": self.instructions,
+                "tools": tools,
+                "output_schema": self.output_schema(),
+            }
+        )
+        if not one_reply:
+            return spec
+        session = spec.session.model_copy(update={"end_after_reply": True})
+        return spec.model_copy(update={"session": session})
+
+    def output_of(self, session_id: str, result: AgentResult) -> RunResult[OutputT]:
+        """The typed answer of a finished session; ``AgentRunError`` when it has none."""
+        if result.status != "done" or result.final is None:
+            raise AgentRunError(session_id, result)
+        if self.output_type is str:
+            value: Any = result.final.content
+        else:
+            try:
+                value = TypeAdapter(self.output_type).validate_python(result.structured_output)
+            except ValidationError as error:  # the schema let through what the type refuses
+                raise AgentRunError(
+                    session_id, result.model_copy(update={"error": str(error)})
+                ) from None
+        return RunResult(session_id=session_id, output=value, result=result)
