@@ -77,9 +77,9 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
                     tool_result = await page.locator(".msg.tool .body").inner_text()
                     user = await page.locator(".msg.user .body").inner_text()
                     listed = page.locator("#sessions li.selected .title")
-                    await page.wait_for_function(
+                    await page.wait_for_function(  # the list re-renders: the row may be gone
                         "() => document.querySelector('#sessions li.selected .title')"
-                        ".textContent.startsWith('please')",
+                        "?.textContent.startsWith('please') === true",
                         timeout=30_000,
                     )
                     title = await listed.inner_text()

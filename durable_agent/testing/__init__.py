@@ -1,4 +1,9 @@
-"""Test doubles that speak the real protocols over real sockets, for our tests and yours."""
+"""Test doubles that speak the real protocols over real sockets, for our tests and yours;
+``AgentTestEnvironment`` runs your agents end to end against a scripted model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from durable_agent.testing.scripted_provider import (
     RecordedRequest,
@@ -13,10 +18,25 @@ from durable_agent.testing.scripted_provider import (
     sse_reply,
 )
 
+if TYPE_CHECKING:
+    from durable_agent.testing.environment import AgentTestEnvironment, approve_all
+
+
+def __getattr__(name: str) -> Any:
+    # the environment brings a server and a worker: imported only when asked for
+    if name in ("AgentTestEnvironment", "approve_all"):
+        from durable_agent.testing import environment
+
+        return getattr(environment, name)
+    raise AttributeError(f"module 'durable_agent.testing' has no attribute {name!r}")
+
+
 __all__ = [
+    "AgentTestEnvironment",
     "RecordedRequest",
     "Reply",
     "ScriptedProvider",
+    "approve_all",
     "assistant_calls",
     "assistant_text",
     "chat_completion_body",

