@@ -84,7 +84,7 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
     assert order[5:7] == ["tool_started", "tool_finished"], order
     finished = events[6]
     assert finished.type == "tool_finished" and finished.name == "get_time"
-    assert not finished.error and finished.duration_ms >= 0
+    assert not finished.error and isinstance(finished.duration_ms, int)  # carried, not judged
     assert "reasoning_delta" in order and order.count("text_delta") >= 2, order
     assert order[-3:] == ["message_appended", "usage", "ended"], order
     assert text_of(events) == ANSWER
