@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
@@ -24,6 +25,12 @@ def replies(request: RecordedRequest) -> AssistantMessage:
     return assistant_text(f"read {len(request.body['messages'])} messages")
 
 
+# Known gap (the open issue on workflow tasks that stay small at any size): on a machine
+# loaded past its cores, the activation that adopts thousands of carried messages can
+# miss the SDK's 2 s deadlock check although it needs well under 0.1 s of CPU. One rerun,
+# on that error only, until the activation is bounded by new work; any other failure
+# fails at once.
+@pytest.mark.flaky(reruns=1, only_rerun=["Potential deadlock detected"])
 async def test_history_of_a_ten_thousand_message_session(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
