@@ -7,7 +7,7 @@ import json
 
 from durable_agent import ModelSpec, ProviderEndpoint
 from durable_agent.testing import AgentTestEnvironment, assistant_calls, assistant_text
-from examples import order_refund, order_workflow, time_report
+from examples import order_refund, order_workflow, support_swarm, time_report
 
 ANY_MODEL = ModelSpec(name="gpt-4o-mini", endpoint=ProviderEndpoint())  # pointed at the script
 
@@ -49,3 +49,21 @@ async def test_the_research_agent_reads_the_mcp_clock_and_reports_typed() -> Non
     assert run.output == time_report.TimeReport.model_validate(report)
     clock = json.loads(sent["content"])  # what the real MCP time server answered
     assert sent["role"] == "tool" and clock["timezone"] == "Europe/Oslo" and "datetime" in clock
+
+
+async def test_the_swarm_hands_over_to_billing_whose_refund_a_person_approves() -> None:
+    async with AgentTestEnvironment(task_queue="support") as env:
+        env.model.add(
+            assistant_calls(("lookup_account", {"customer": "ada"})),
+            assistant_calls(("transfer_to_billing", {"reason": "charged twice"})),
+            assistant_calls(("refund_invoice", {"invoice": 7})),
+            assistant_text("Invoice 7 is refunded."),
+        )
+        agent = env.scripted(support_swarm.support_swarm(ANY_MODEL))
+        answer = await support_swarm.help_customer(env.agents, agent, "I was charged twice")
+        requests = [r.body["messages"] for r in env.model.requests]
+    assert answer == "Invoice 7 is refunded."
+    prompts = [messages[0]["content"] for messages in requests]
+    assert prompts[:2] == [support_swarm.SWARM["agents"][0]["instructions"]] * 2  # triage
+    assert prompts[2:] == [support_swarm.SWARM["agents"][1]["instructions"]] * 2  # billing
+    assert requests[3][-1]["content"] == "refunded invoice 7", "the approved refund ran"
