@@ -14,107 +14,13 @@ provider client and the wire contracts are in their own modules.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from durable_agent._version import (
-        __version__,
-    )
-    from durable_agent.agent import Agent, AgentRunError, RunResult
-    from durable_agent.approval_client import (
-        DecisionRefusedError,
-        UnknownApprovalError,
-    )
-    from durable_agent.approval_contracts import PendingApproval
-    from durable_agent.approval_policy import (
-        ApprovalRule,
-        ApprovalSettings,
-        ArgumentTest,
-    )
-    from durable_agent.approver_tokens import (
-        ApproverKey,
-    )
-    from durable_agent.client import (
-        AgentClient,
-        SessionChange,
-        WaitOutcome,
-    )
-    from durable_agent.context import (
-        ContextRules,
-    )
-    from durable_agent.contracts import AgentResult, SessionStatus
-    from durable_agent.endpoint import (
-        ProviderEndpoint,
-    )
-    from durable_agent.events import (
-        LiveEvent,
-    )
-    from durable_agent.guardrails import (
-        guardrail,
-    )
-    from durable_agent.messages import (
-        ApprovalRecord,
-        AssistantMessage,
-        AudioPart,
-        ContentPart,
-        FilePart,
-        FlushMessage,
-        FunctionCall,
-        ImagePart,
-        Message,
-        ResqueMessage,
-        SystemMessage,
-        TextPart,
-        ToolCall,
-        ToolMessage,
-        Usage,
-        UserMessage,
-        audio_part,
-        dump_messages,
-        file_part,
-        file_part_from_id,
-        image_part,
-        image_part_from_bytes,
-        parse_message,
-        parse_messages,
-        text_part,
-        user_message,
-    )
-    from durable_agent.model_options import (
-        ModelOptions,
-        ReasoningWire,
-    )
-    from durable_agent.pairing import (
-        pair_tool_results,
-        repair_pairing,
-    )
-    from durable_agent.plugin import DurableAgentPlugin
-    from durable_agent.request_messages import (
-        prepare_request_messages,
-    )
-    from durable_agent.spec import (
-        AgentInput,
-        AgentSpec,
-        ModelPrice,
-        ModelSpec,
-    )
-    from durable_agent.tool_definition import (
-        ToolDefinition,
-    )
-    from durable_agent.tools import (
-        ToolContext,
-        ToolPolicy,
-        ToolRegistry,
-        approval_predicate,
-        escalation_notifier,
-        schema_tool,
-        tool,
-    )
-
-# Every name is imported when first used, so ``import durable_agent`` runs nothing: the
-# workflow sandbox imports this package afresh for each run, and the pure modules it then
-# needs come in as passed-through imports, not as second copies (a second copy of a class
-# is a different class to ``isinstance``). It also keeps the CLI's start quick.
+# Every name is imported when first used, so ``import durable_agent`` runs nothing (type
+# checkers read the names' types in ``__init__.pyi``): the workflow sandbox imports this
+# package afresh for each run, and the pure modules it then needs come in as passed-through
+# imports, not as second copies (a second copy of a class is a different class to
+# ``isinstance``). It also keeps the CLI's start quick.
 _EXPORTS: dict[str, str] = {
     "Agent": "durable_agent.agent",
     "AgentRunError": "durable_agent.agent",

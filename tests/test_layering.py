@@ -26,3 +26,24 @@ def test_the_session_core_loads_no_temporalio() -> None:
     loaded = loaded_by("durable_agent.workflows.session.core")
     assert "durable_agent.workflows.session.batch" in loaded, "the import did happen"
     assert not [m for m in loaded if m.split(".")[0] in ("temporalio", "httpx")], loaded
+
+
+def test_the_package_imports_nothing_and_its_stub_names_every_export() -> None:
+    """``durable_agent/__init__.py`` maps names to modules and imports none of them; the
+    stub type checkers read gives each of those names from the same module."""
+    import ast
+    from pathlib import Path
+
+    import durable_agent
+
+    package = Path(durable_agent.__file__)
+    imports = [
+        node
+        for node in ast.walk(ast.parse(package.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert all(getattr(n, "module", None) in ("__future__", "importlib", "typing") for n in imports)
+    stub = ast.parse(package.with_suffix(".pyi").read_text())
+    typed = {a.name: n.module for n in stub.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert typed == durable_agent._EXPORTS
+    assert set(durable_agent.__all__) == {*typed, "__version__"}

@@ -52,8 +52,9 @@ async def main() -> None:
             endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
             spec = AgentSpec(model=ModelSpec(name="m", endpoint=endpoint),
                              session={"end_after_reply": True})
-            async with build_worker(env.client, task_queue="packaged", preload_tokenizers=False):
-                agents = AgentClient(env.client, task_queue="packaged")
+            ours = build_worker(env.client, task_queue="packaged", preload_tokenizers=False)
+            async with ours:  # its client has durable-agent's converter
+                agents = AgentClient(ours.client, task_queue="packaged")
                 result = await agents.result(await agents.start(spec, "hello"))
         print("RESULT", result.status, result.final.content if result.final else None)
     finally:
@@ -61,6 +62,8 @@ async def main() -> None:
 
 
 asyncio.run(main())
+sys.stdout.flush()
+os._exit(0)  # as durable-agent's own commands end: no teardown beside the SDK's threads
 """
 
 

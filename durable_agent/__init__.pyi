@@ -1,0 +1,69 @@
+"""The types of ``durable_agent``'s names, for type checkers: the package itself imports
+each name only when it is first used (``durable_agent/__init__.py``)."""
+
+from durable_agent.agent import Agent as Agent
+from durable_agent.agent import AgentRunError as AgentRunError
+from durable_agent.agent import RunResult as RunResult
+from durable_agent.approval_client import DecisionRefusedError as DecisionRefusedError
+from durable_agent.approval_client import UnknownApprovalError as UnknownApprovalError
+from durable_agent.approval_contracts import PendingApproval as PendingApproval
+from durable_agent.approval_policy import ApprovalRule as ApprovalRule
+from durable_agent.approval_policy import ApprovalSettings as ApprovalSettings
+from durable_agent.approval_policy import ArgumentTest as ArgumentTest
+from durable_agent.approver_tokens import ApproverKey as ApproverKey
+from durable_agent.client import AgentClient as AgentClient
+from durable_agent.client import SessionChange as SessionChange
+from durable_agent.client import WaitOutcome as WaitOutcome
+from durable_agent.context import ContextRules as ContextRules
+from durable_agent.contracts import AgentResult as AgentResult
+from durable_agent.contracts import SessionStatus as SessionStatus
+from durable_agent.endpoint import ProviderEndpoint as ProviderEndpoint
+from durable_agent.events import LiveEvent as LiveEvent
+from durable_agent.guardrails import guardrail as guardrail
+from durable_agent.messages import ApprovalRecord as ApprovalRecord
+from durable_agent.messages import AssistantMessage as AssistantMessage
+from durable_agent.messages import AudioPart as AudioPart
+from durable_agent.messages import ContentPart as ContentPart
+from durable_agent.messages import FilePart as FilePart
+from durable_agent.messages import FlushMessage as FlushMessage
+from durable_agent.messages import FunctionCall as FunctionCall
+from durable_agent.messages import ImagePart as ImagePart
+from durable_agent.messages import Message as Message
+from durable_agent.messages import ResqueMessage as ResqueMessage
+from durable_agent.messages import SystemMessage as SystemMessage
+from durable_agent.messages import TextPart as TextPart
+from durable_agent.messages import ToolCall as ToolCall
+from durable_agent.messages import ToolMessage as ToolMessage
+from durable_agent.messages import Usage as Usage
+from durable_agent.messages import UserMessage as UserMessage
+from durable_agent.messages import audio_part as audio_part
+from durable_agent.messages import dump_messages as dump_messages
+from durable_agent.messages import file_part as file_part
+from durable_agent.messages import file_part_from_id as file_part_from_id
+from durable_agent.messages import image_part as image_part
+from durable_agent.messages import image_part_from_bytes as image_part_from_bytes
+from durable_agent.messages import parse_message as parse_message
+from durable_agent.messages import parse_messages as parse_messages
+from durable_agent.messages import text_part as text_part
+from durable_agent.messages import user_message as user_message
+from durable_agent.model_options import ModelOptions as ModelOptions
+from durable_agent.model_options import ReasoningWire as ReasoningWire
+from durable_agent.pairing import pair_tool_results as pair_tool_results
+from durable_agent.pairing import repair_pairing as repair_pairing
+from durable_agent.plugin import DurableAgentPlugin as DurableAgentPlugin
+from durable_agent.request_messages import prepare_request_messages as prepare_request_messages
+from durable_agent.spec import AgentInput as AgentInput
+from durable_agent.spec import AgentSpec as AgentSpec
+from durable_agent.spec import ModelPrice as ModelPrice
+from durable_agent.spec import ModelSpec as ModelSpec
+from durable_agent.tool_definition import ToolDefinition as ToolDefinition
+from durable_agent.tools import ToolContext as ToolContext
+from durable_agent.tools import ToolPolicy as ToolPolicy
+from durable_agent.tools import ToolRegistry as ToolRegistry
+from durable_agent.tools import approval_predicate as approval_predicate
+from durable_agent.tools import escalation_notifier as escalation_notifier
+from durable_agent.tools import schema_tool as schema_tool
+from durable_agent.tools import tool as tool
+
+__version__: str
+__all__: list[str]
