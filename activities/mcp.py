@@ -50,7 +50,9 @@ async def connected(server: McpServerSpec) -> AsyncIterator[Any]:
         import httpx2  # what the mcp SDK's HTTP transport takes
 
         headers = {h: os.environ.get(var, "") for h, var in server.headers.items()}
-        client = httpx2.AsyncClient(headers=headers, timeout=server.timeout_seconds)
+        client = httpx2.AsyncClient(
+            headers=headers, timeout=server.timeout_seconds, follow_redirects=False
+        )
         transport = streamable_http_client(server.url, http_client=client)
     async with transport as (read, write), ClientSession(read, write) as session:
         await session.initialize()

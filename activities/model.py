@@ -24,6 +24,7 @@ from durable_agent.activities.heartbeat import heartbeating, heartbeats
 from durable_agent.activities.live_deltas import LiveDeltas
 from durable_agent.activities.observing import count_tokens
 from durable_agent.activities.transcript_store import TranscriptStore
+from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
 from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
 from durable_agent.contracts import (
@@ -72,8 +73,10 @@ class ModelActivities:
         client: ProviderClient | None = None,
         transcripts: TranscriptStore | None = None,
         cache_size: int = 256,
+        capabilities: Capabilities | None = None,
     ) -> None:
         self._client = client
+        self._capabilities = capabilities or Capabilities()
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
@@ -97,6 +100,13 @@ class ModelActivities:
         self._setups.move_to_end(digest)
         while len(self._setups) > self._cache_size:
             self._setups.popitem(last=False)
+        try:  # asked at every call: a setup can come from an input admission never saw
+            endpoint = await self._capabilities.endpoint(setup.endpoint)
+        except (NotRegistered, NotAllowed) as error:
+            raise ApplicationError(
+                str(error), type=CONFIGURATION_ERROR, non_retryable=True
+            ) from None
+        return setup.model_copy(update={"endpoint": endpoint})
         return setup
 
     async def _resolve(self, item: Message | StoredMessageRef) -> Message:
@@ -249,7 +259,7 @@ class ModelActivities:
         with model_call_span(setup, body.get("messages") or body.get("input") or []) as span:
             try:
                 message = await client.complete(
-                    setup.endpoint, body, on_text=on_text, on_reasoning=on_reasoning, facts=facts
+                    setup.target, body, on_text=on_text, on_reasoning=on_reasoning, facts=facts
                 )
             except ProviderError as error:
                 record_failure(span, type(error).__name__, error.message)
@@ -289,6 +299,6 @@ def _log_for(call: ModelCallInput) -> Any:
 
 def _request_body(setup: ModelSetup, messages: list[Message], **fields: Any) -> dict[str, Any]:
     try:
-        return build_request(setup.endpoint.api, messages, **fields)
+        return build_request(setup.target.api, messages, **fields)
     except ValueError as error:
         raise ApplicationError(str(error), type=CONFIGURATION_ERROR, non_retryable=True) from None

@@ -18,9 +18,13 @@ from durable_agent.spec import OpenApiSpec
 
 async def read_document(api: OpenApiSpec) -> Any:
     """The document as JSON data (JSON or YAML, from a URL or a file)."""
+    if api.document is None:
+        raise OpenApiError(f"OpenAPI service {api.name!r} names no document")
     try:
         if "://" in api.document:
-            async with httpx.AsyncClient(timeout=api.timeout_seconds) as client:
+            async with httpx.AsyncClient(
+                timeout=api.timeout_seconds, follow_redirects=False
+            ) as client:
                 response = await client.get(api.document, headers=_headers(api.headers))
                 response.raise_for_status()
                 text = response.text
@@ -50,8 +54,12 @@ def _headers(names: dict[str, str]) -> dict[str, str]:
     return {header: os.environ.get(var, "") for header, var in names.items()}
 
 
-async def call_operation(call: HttpCall, arguments: dict[str, Any]) -> tuple[str, bool]:
-    """The answer's body, and whether it was an error (non-2xx, with the status)."""
+async def call_operation(
+    call: HttpCall, header_variables: dict[str, str], arguments: dict[str, Any]
+) -> tuple[str, bool]:
+    """The answer's body, and whether it was an error (non-2xx, with the status).
+    ``header_variables``: the service's headers as the worker registered them (a
+    redirect is answered as it is, never followed)."""
     operation = call.operation
     url = operation.url
     for name in operation.path:
@@ -59,10 +67,10 @@ async def call_operation(call: HttpCall, arguments: dict[str, Any]) -> tuple[str
             return f"missing path parameter {name!r}", True
         url = url.replace(f"{{{name}}}", quote(str(arguments[name]), safe=""))
     query = {n: arguments[n] for n in operation.query if arguments.get(n) is not None}
-    headers = _headers(call.headers)
+    headers = _headers(header_variables)
     headers.update({n: str(arguments[n]) for n in operation.header if n in arguments})
     body = arguments.get("body") if operation.body else None
-    async with httpx.AsyncClient(timeout=call.timeout_seconds) as client:
+    async with httpx.AsyncClient(timeout=call.timeout_seconds, follow_redirects=False) as client:
         response = await client.request(
             operation.method, url, params=query, headers=headers,
             json=body if operation.body and body is not None else None,

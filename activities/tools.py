@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from pydantic import BaseModel
@@ -31,6 +31,8 @@ from durable_agent.activities.mcp import (
 )
 from durable_agent.activities.observing import count_tool_call
 from durable_agent.activities.openapi import call_operation, list_api_tools
+from durable_agent.activities.remote_access import RemoteAccess
+from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
     MCP_SERVER_UNAVAILABLE,
@@ -55,9 +57,12 @@ from durable_agent.secrets import (
     SecretResolver,
     environment_secrets,
 )
+from durable_agent.spec import McpServerSpec, OpenApiSpec
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.tools")
+
+_Source = TypeVar("_Source", McpServerSpec, OpenApiSpec)
 
 
 def _as_text(result: Any) -> str:
@@ -95,8 +100,15 @@ async def _listed(
     """A source's tools; one that cannot be reached or used fails the session by name."""
     try:
         return await listing
-    except (McpServerError, OpenApiError) as error:
+    except (McpServerError, OpenApiError, NotRegistered, NotAllowed) as error:
         raise ApplicationError(f"{where}: {error}", type=kind, non_retryable=True) from None
+
+
+async def _registered(
+    entry: Awaitable[_Source], listing: Callable[[_Source], Awaitable[list[ResolvedTool]]]
+) -> list[ResolvedTool]:
+    """The tools of a spec's entry once the worker has said what it stands for."""
+    return await listing(await entry)
 
 
 class ToolActivities:
@@ -105,10 +117,13 @@ class ToolActivities:
         registry: ToolRegistry | None = None,
         results: ResultKeeper | None = None,
         secrets: SecretProvider | None = None,
+        capabilities: Capabilities | None = None,
     ) -> None:
         self._registry = default_registry if registry is None else registry
         self._results: ResultKeeper = results or _KeepNothing()
         self._secrets = secrets or environment_secrets
+        self._capabilities = capabilities or Capabilities()
+        self._remote = RemoteAccess(self._capabilities)
 
     @activity.defn(name="resolve_tools")
     @heartbeats
@@ -140,12 +155,15 @@ class ToolActivities:
         session's start). One that cannot be reached or used fails the session at once,
         by name."""
         tools: list[ResolvedTool] = []
+        capabilities = self._capabilities
         for server in request.servers:
             where = f"MCP server {server.name!r}"
-            tools += await _listed(where, MCP_SERVER_UNAVAILABLE, list_server_tools(server))
+            listing = _registered(capabilities.mcp_server(server), list_server_tools)
+            tools += await _listed(where, MCP_SERVER_UNAVAILABLE, listing)
         for api in request.apis:
-            where = f"OpenAPI {api.name!r} ({api.document})"
-            tools += await _listed(where, OPENAPI_UNUSABLE, list_api_tools(api))
+            where = f"OpenAPI {api.name!r}"
+            listing = _registered(capabilities.openapi_service(api), list_api_tools)
+            tools += await _listed(where, OPENAPI_UNUSABLE, listing)
         return tools
 
     @activity.defn(name="check_guardrails")
@@ -182,10 +200,15 @@ class ToolActivities:
         ``ToolRaised`` for the workflow to count against the tool's attempts."""
         info = activity.info()
         session_id = info.workflow_id or ""  # the session is the workflow
-        secrets = SecretResolver(call.secrets, self._secrets)
+        capabilities = self._capabilities
+        secrets = SecretResolver(
+            call.secrets,
+            self._secrets,
+            lambda name, parameter: capabilities.secret_variable(name, call.tool_name, parameter),
+        )
         unresolved: str | None = None
         try:
-            bound_values = secrets.resolve(call.bound)
+            bound_values = secrets.resolve_arguments(call.bound)
         except SecretError as error:
             bound_values, unresolved = {}, str(error)
         context = ToolContext(
@@ -228,7 +251,9 @@ class ToolActivities:
         if unresolved is not None:
             return await result(unresolved, True)
         try:
-            arguments = secrets.resolve(found.validate_arguments(call.arguments, call.bound))
+            arguments = secrets.resolve_arguments(
+                found.validate_arguments(call.arguments, call.bound)
+            )
         except (ToolArgumentsError, SecretError) as error:
             return await result(str(error), True)
         bound = log.bind(
@@ -277,20 +302,26 @@ class ToolActivities:
             parsed = json.loads(call.arguments) if call.arguments.strip() else {}
             if not isinstance(parsed, dict):
                 raise ValueError("expected a JSON object")
-            arguments = secrets.resolve(parsed)
+            arguments = secrets.resolve_arguments(parsed)
         except (ValueError, SecretError) as error:
             return await result(f"Invalid arguments for '{call.tool_name}': {error}", True)
+        try:  # asked at every call: the input may never have been through admission
+            target = await self._remote.target(call)
+        except (NotRegistered, NotAllowed) as error:
+            log.warning("remote tool refused", tool=call.tool_name, error=str(error))
+            return await result(f"Not allowed on this worker: {error}", True)
         bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
         where = f"MCP server {call.mcp.server.name!r}" if call.mcp else "the service"
         bound.info("remote tool call", where=where)
         try:
-            if call.mcp is not None:
+            if isinstance(target, McpServerSpec):
+                assert call.mcp is not None
                 text, is_error = await call_server_tool(
-                    call.mcp.server, call.mcp.tool, arguments, context.idempotency_key
+                    target, call.mcp.tool, arguments, context.idempotency_key
                 )
             else:
                 assert call.http is not None
-                text, is_error = await call_operation(call.http, arguments)
+                text, is_error = await call_operation(call.http, target, arguments)
         except Exception as error:
             detail = secrets.redact(error_reason(error))
             bound.warning("remote call failed", error=detail)

@@ -227,14 +227,20 @@ async def main(kills: int, streams: int, repeat: int) -> None:
 
 async def serve_worker(address: str, task_queue: str, store: str) -> None:
     from durable_agent.activities.transcript_store import open_transcript_store
+    from durable_agent.capabilities import Capabilities
     from durable_agent.observability.logs import configure_logging
     from durable_agent.worker import build_worker
 
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     transcripts = open_transcript_store(store)
+    local = Capabilities.development()  # the specs carry the scripted model's loopback URL
     async with build_worker(
-        client, task_queue=task_queue, registry=registry, transcripts=transcripts
+        client,
+        task_queue=task_queue,
+        registry=registry,
+        transcripts=transcripts,
+        capabilities=local,
     ):
         print("ready", flush=True)
         await asyncio.Event().wait()  # until SIGKILL

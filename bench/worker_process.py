@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
 from durable_agent.activities.transcript_store import default_store_url, open_transcript_store
+from durable_agent.capabilities import Capabilities
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import exit_without_teardown
 from durable_agent.worker import build_worker
@@ -29,7 +30,13 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     if kind == "ours":
         store = open_transcript_store(default_store_url(data_dir))
-        worker = build_worker(client, task_queue=task_queue, registry=registry, transcripts=store)
+        worker = build_worker(
+            client,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
+            capabilities=Capabilities.development(),  # the specs carry a loopback endpoint
+        )
     else:
         floor = FloorActivities(registry)
         worker = Worker(

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from durable_agent.contracts import AgentResult
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.spec import AgentSpec, McpServerSpec, ModelSpec
 from durable_agent.tools import Tool
 
 OutputT = TypeVar("OutputT")
@@ -49,9 +49,12 @@ class RunResult(Generic[OutputT]):
 @dataclass(frozen=True)
 class Agent(Generic[OutputT]):
     """An agent. ``tools``: ``@tool`` functions (or tool names) the worker has;
-    ``output_type``: the answer's type (``str``, the default, is the plain text);
-    ``settings``: any other field of the spec (``stop``, ``session``, ``approvals``,
-    ``rescue``, ``guardrails``, ...), as the JSON spec writes it."""
+    ``mcp_servers``: MCP servers whose tools it uses (a server given whole is
+    registered on the worker that loads this agent; the session names it);
+    ``handoffs``: agents it may hand the conversation to (the session becomes a swarm,
+    this agent first); ``output_type``: the answer's type (``str``, the default, is the
+    plain text); ``settings``: any other field of the spec (``stop``, ``session``,
+    ``approvals``, ``rescue``, ``guardrails``, ...), as the JSON spec writes it."""
 
     name: str
     model: ModelSpec
@@ -59,6 +62,24 @@ class Agent(Generic[OutputT]):
     tools: Sequence[Tool | str] = ()
     output_type: type[OutputT] | Any = str
     settings: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: Sequence[McpServerSpec | str] = ()
+    handoffs: Sequence[Agent[Any]] = ()
+    description: str = ""
+    """What the agent does: how another agent's handoff tool describes it."""
+
+    def team(self) -> list[Agent[Any]]:
+        """This agent and every agent its handoffs reach, each once, this one first."""
+        found: dict[str, Agent[Any]] = {}
+        waiting: list[Agent[Any]] = [self]
+        while waiting:
+            agent = waiting.pop(0)
+            known = found.get(agent.name)
+            if known is None:
+                found[agent.name] = agent
+                waiting += agent.handoffs
+            elif known is not agent:
+                raise ValueError(f"two different agents are named {agent.name!r}")
+        return list(found.values())
 
     def output_schema(self) -> dict[str, Any] | None:
         """The JSON Schema the answer must match (``None`` for plain text)."""
@@ -70,16 +91,33 @@ class Agent(Generic[OutputT]):
     def spec(self, *, one_reply: bool = False) -> AgentSpec:
         """This agent as the session's spec; ``one_reply``: the session ends after its
         answer (a run), rather than waiting for the next message (a conversation)."""
-        tools = [{"name": t if isinstance(t, str) else t.name} for t in self.tools]
-        spec = AgentSpec.model_validate(
-            {
-                **self.settings,
-                "model": self.model,
-                "instructions": self.instructions,
-                "tools": tools,
-                "output_schema": self.output_schema(),
+        fields: dict[str, Any] = {
+            **self.settings,
+            "model": self.model,
+            "output_schema": self.output_schema(),
+        }
+        team = self.team()
+        servers = {_server_name(s) for a in team for s in a.mcp_servers}
+        if servers:  # by name: what they run is the worker's, registered from the agents
+            fields["mcp_servers"] = sorted(servers)
+        if len(team) == 1:
+            fields |= {"instructions": self.instructions, "tools": _tool_names(self.tools)}
+        else:
+            fields["swarm"] = {
+                "default_agent": self.name,
+                "agents": [
+                    {
+                        "name": a.name,
+                        "description": a.description,
+                        "instructions": a.instructions,
+                        "model": None if a.model == self.model else a.model,
+                        "tools": _tool_names(a.tools),
+                        "handoffs": [h.name for h in a.handoffs],
+                    }
+                    for a in team
+                ],
             }
-        )
+        spec = AgentSpec.model_validate(fields)
         if not one_reply:
             return spec
         session = spec.session.model_copy(update={"end_after_reply": True})
@@ -99,3 +137,11 @@ class Agent(Generic[OutputT]):
                     session_id, result.model_copy(update={"error": str(error)})
                 ) from None
         return RunResult(session_id=session_id, output=value, result=result)
+
+
+def _tool_names(tools: Sequence[Tool | str]) -> list[dict[str, str]]:
+    return [{"name": t if isinstance(t, str) else t.name} for t in tools]
+
+
+def _server_name(server: McpServerSpec | str) -> str:
+    return server if isinstance(server, str) else server.name

@@ -15,7 +15,7 @@ from durable_agent.contract_base import Contract
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolPolicy
 
@@ -140,7 +140,8 @@ class StoredMessageRef(Contract):
 class ModelSetup(Contract):
     """What stays the same across a session's model calls: sent once, cached by digest."""
 
-    endpoint: ProviderEndpoint
+    endpoint: ProviderEndpoint | str
+    """As the spec gives it: a registered endpoint's name, or an inline one."""
     model: str
     options: ModelOptions
     reasoning: ReasoningWire
@@ -155,6 +156,13 @@ class ModelSetup(Contract):
     """That agent's system prompt."""
     live: bool = False
     """Publish the text and reasoning deltas to the session's event log as they stream."""
+
+    @property
+    def target(self) -> ProviderEndpoint:
+        """The endpoint once the worker has resolved it (``ModelActivities``)."""
+        if isinstance(self.endpoint, str):
+            raise ValueError(f"model endpoint {self.endpoint!r} is a name no worker resolved")
+        return self.endpoint
 
 
 class ModelCallInput(Contract):
@@ -363,3 +371,18 @@ class AgentResult(Contract):
     turns: int
     message_count: int
     usage: Usage
+
+
+#: The error type of a session whose spec its worker does not admit.
+NOT_ADMITTED = "NotAdmitted"
+
+
+class AdmissionInput(Contract):
+    """A session's spec, checked against the worker's registries when a run starts."""
+
+    spec: AgentSpec
+
+
+class Admission(Contract):
+    refused: list[str] = Field(default_factory=list)
+    """What the spec names or carries that the worker does not let it use."""

@@ -53,7 +53,7 @@ def base_url_of(doc: dict[str, Any], api: OpenApiSpec) -> str:
     if not url:
         raise OpenApiError("the document names no servers URL: set base_url")
     if "://" not in url:
-        if "://" not in api.document:
+        if api.document is None or "://" not in api.document:
             raise OpenApiError(f"servers URL {url!r} is relative to a file: set base_url")
         url = urljoin(api.document, url)
     return str(url).rstrip("/")

@@ -11,8 +11,10 @@ client with that converter too. ``Replayer(plugins=[...])`` replays sessions wit
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 
+import structlog
 import temporalio.client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -20,12 +22,14 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from durable_agent.activities.admission import AdmissionActivities
 from durable_agent.activities.approvals import ApprovalActivities
 from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.observing import ObservingInterceptor
 from durable_agent.activities.tools import ToolActivities
 from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.approver_tokens import ApproverKeys
+from durable_agent.capabilities import Capabilities
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
 from durable_agent.tokens import load_tokenizers
@@ -33,6 +37,7 @@ from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.workflows.agent_workflow import AgentWorkflow
 
 PLUGIN_NAME = "durable-agent"
+log = structlog.get_logger("durable_agent.worker")
 
 #: Modules with no I/O that workflow code uses: the sandbox takes them as they are
 #: instead of importing a second copy for every run (the workflow package itself is
@@ -91,7 +96,10 @@ class DurableAgentPlugin(SimplePlugin):
     array from (default: an in-process cache); ``secrets`` resolves
     ``{{secret:NAME}}`` (default: the worker's environment); ``approver_keys`` checks
     signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``). ``preload_tokenizers``
-    loads the installed tokenizers now, as context budgets that count with one need."""
+    loads the installed tokenizers now, as context budgets that count with one need.
+    ``capabilities``: what sessions may use, by name (model endpoints, MCP servers,
+    OpenAPI services, secrets, task queues) and what else a spec may carry (default:
+    the OpenAI endpoint the worker's environment describes, and nothing else)."""
 
     def __init__(
         self,
@@ -102,13 +110,20 @@ class DurableAgentPlugin(SimplePlugin):
         secrets: SecretProvider | None = None,
         approver_keys: ApproverKeys | None = None,
         preload_tokenizers: bool = True,
+        capabilities: Capabilities | None = None,
     ) -> None:
+        capabilities = capabilities or Capabilities()
+        warning = capabilities.policy.warning()
+        if warning:  # loud on purpose: the starter of a session now owns the machine
+            print(warning, file=sys.stderr, flush=True)
+            log.warning("worker trusts session specs", allowed=capabilities.policy.allowed())
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()
         registry = default_registry if registry is None else registry
-        model = ModelActivities(provider, transcripts)
-        tools = ToolActivities(registry, transcripts, secrets)
+        model = ModelActivities(provider, transcripts, capabilities=capabilities)
+        tools = ToolActivities(registry, transcripts, secrets, capabilities)
+        admission = AdmissionActivities(capabilities)
         approvals = ApprovalActivities(registry, approver_keys)
         super().__init__(
             PLUGIN_NAME,
@@ -116,6 +131,7 @@ class DurableAgentPlugin(SimplePlugin):
             interceptors=[ObservingInterceptor()],
             workflows=[AgentWorkflow],
             activities=[
+                admission.admit_session,
                 model.call_model,
                 model.store_transcript,
                 model.load_transcript,

@@ -22,6 +22,10 @@ SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SecretProvider = Callable[[str], str | None]
 """A secret's value by name, or ``None`` when there is none."""
 
+SecretLookup = Callable[[str, str | None], str]
+"""Where a secret is read from (its provider name) for a parameter of the call's tool;
+raises when the worker does not give that secret to it (``Capabilities``)."""
+
 
 def environment_secrets(name: str) -> str | None:
     """The default provider: the worker's environment variables."""
@@ -43,30 +47,52 @@ def references(value: Any) -> set[str]:
     return set()
 
 
-class SecretResolver:
-    """Resolves references for one call and remembers the values, to redact them."""
+def _same_name(name: str, parameter: str | None) -> str:
+    return name
 
-    def __init__(self, allowed: Collection[str], provider: SecretProvider) -> None:
+
+class SecretResolver:
+    """Resolves references for one call and remembers the values, to redact them.
+
+    A reference resolves only when the session lists the secret (``spec.secrets``) and
+    the worker gives it to this tool's parameter (``lookup``): the session's starter
+    chooses among what the worker's owner granted, never beyond it."""
+
+    def __init__(
+        self,
+        allowed: Collection[str],
+        provider: SecretProvider,
+        lookup: SecretLookup = _same_name,
+    ) -> None:
         self._allowed = set(allowed)
         self._provider = provider
+        self._lookup = lookup
         self.used: dict[str, str] = {}
 
-    def resolve(self, value: Any) -> Any:
+    def resolve_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A call's arguments, each top-level one resolved as that parameter's."""
+        return {name: self.resolve(value, name) for name, value in arguments.items()}
+
+    def resolve(self, value: Any, parameter: str | None = None) -> Any:
         if isinstance(value, str):
-            return SECRET_REFERENCE.sub(lambda m: self._value(m.group(1)), value)
+            return SECRET_REFERENCE.sub(lambda m: self._value(m.group(1), parameter), value)
         if isinstance(value, dict):
-            return {k: self.resolve(v) for k, v in value.items()}
+            return {k: self.resolve(v, parameter) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [self.resolve(v, parameter) for v in value]
         return value
 
-    def _value(self, name: str) -> str:
+    def _value(self, name: str, parameter: str | None) -> str:
         if name not in self._allowed:
             raise SecretError(
                 f"secret {name!r} is not among the session's secrets "
                 f"(spec.secrets: {', '.join(sorted(self._allowed)) or 'none'})"
             )
-        found = self._provider(name)
+        try:
+            source = self._lookup(name, parameter)
+        except (LookupError, PermissionError) as error:
+            raise SecretError(str(error)) from None
+        found = self._provider(source)
         if found is None:
             raise SecretError(f"secret {name!r} is not set on this worker")
         self.used[name] = found

@@ -39,7 +39,10 @@ class ModelSpec(_Spec):
 
     name: str = Field(min_length=1)
     """The provider's model id, e.g. ``gpt-4o``."""
-    endpoint: ProviderEndpoint = Field(default_factory=ProviderEndpoint)
+    endpoint: ProviderEndpoint | str = Field(default_factory=ProviderEndpoint)
+    """A model endpoint the worker registered, by name (``"openai"``), or one given
+    here, which a worker takes only when it equals one it registered or its policy
+    allows specs their own (``SpecPolicy.inline_endpoints``)."""
     options: ModelOptions = Field(default_factory=ModelOptions)
     reasoning: ReasoningWire = Field(default_factory=ReasoningWire)
     stream: bool = True
@@ -73,8 +76,12 @@ class ToolSettings(_Spec):
 
 
 class McpServerSpec(_Spec):
-    """An MCP server whose tools the session may use: started over stdio (``command``)
-    or reached over streamable HTTP (``url``). Its tool list is read once, at start."""
+    """An MCP server whose tools the session may use. In a spec, usually just the
+    ``name`` of a server the worker registered (the spec may narrow ``allowed_tools``,
+    change ``prefix`` and make ``approval`` stricter). A server given whole is started
+    over stdio (``command``) or reached over streamable HTTP (``url``): that is how a
+    worker registers one, and a spec may do it only where the worker's policy allows
+    (``SpecPolicy.inline_mcp``). Its tool list is read once, at start."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     command: str | None = None
@@ -94,8 +101,12 @@ class McpServerSpec(_Spec):
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSpec:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(f"mcp server {self.name!r}: give either command or url")
+        if self.command is not None and self.url is not None:
+            raise ValueError(f"mcp server {self.name!r}: give command or url, not both")
+        if self.command is None and self.url is None and (self.args or self.env or self.headers):
+            raise ValueError(
+                f"mcp server {self.name!r}: args, env and headers need a command or url"
+            )
         return self
 
     @property
@@ -105,12 +116,15 @@ class McpServerSpec(_Spec):
 
 class OpenApiSpec(_Spec):
     """An HTTP service described by an OpenAPI 3.0/3.1 document: one tool per operation
-    (named by its ``operationId``). The document is read once, when the session starts."""
+    (named by its ``operationId``). The document is read once, when the session starts.
+    In a spec, usually just the ``name`` of a service the worker registered (the spec
+    may narrow ``operations``, change ``prefix`` and make ``approval`` stricter)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    document: str = Field(min_length=1)
+    document: str | None = Field(default=None, min_length=1)
     """Where the document is: an ``http(s)://`` URL or a file path on the workers (JSON or
-    YAML)."""
+    YAML). Unset: the registered service of this name. A spec gives one only where the
+    worker's policy allows (``SpecPolicy.inline_openapi``, ``file_documents``)."""
     base_url: str | None = None
     """Where calls go (default: the document's first ``servers`` URL, resolved against
     the document's own URL)."""
@@ -214,7 +228,8 @@ class SubAgentSpec(_Spec):
 
 
 def _tool_shorthand(value: Any) -> Any:
-    """A tool may be listed by name alone: ``"get_weather"`` is ``{"name": "get_weather"}``."""
+    """A tool (or a registered server or service) may be listed by name alone:
+    ``"get_weather"`` is ``{"name": "get_weather"}``."""
     if isinstance(value, list):
         return [{"name": v} if isinstance(v, str) else v for v in value]
     return value
@@ -311,9 +326,13 @@ class AgentSpec(_Spec):
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
     rescue: RescueRules = Field(default_factory=RescueRules)
-    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    mcp_servers: Annotated[list[McpServerSpec], BeforeValidator(_tool_shorthand)] = Field(
+        default_factory=list
+    )
     """MCP servers whose tools join the session's (listed once, when it starts)."""
-    openapi: list[OpenApiSpec] = Field(default_factory=list)
+    openapi: Annotated[list[OpenApiSpec], BeforeValidator(_tool_shorthand)] = Field(
+        default_factory=list
+    )
     """HTTP services whose operations join the session's tools (read once, at start)."""
     agents: list[SubAgentSpec] = Field(default_factory=list)
     """Other agents this one may call as tools (each call a child session)."""

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 from temporalio.client import Client
@@ -31,7 +33,11 @@ from durable_agent.activities.transcript_store import (
     default_store_url,
     open_transcript_store,
 )
+from durable_agent.agent import Agent
+from durable_agent.agent_modules import load_agents, with_agents
 from durable_agent.approver_tokens import ApproverKeys
+from durable_agent.capabilities import Capabilities, SpecPolicy
+from durable_agent.capabilities.config_file import load_capabilities
 from durable_agent.cli.args import add_server_arguments, add_worker_arguments, server_settings
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
@@ -64,12 +70,15 @@ def build_worker(
     secrets: SecretProvider | None = None,
     preload_tokenizers: bool = True,
     approver_keys: ApproverKeys | None = None,
+    capabilities: Capabilities | None = None,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
     ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
     resolves ``{{secret:NAME}}`` references (default: the worker's environment);
-    ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``).
+    ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``);
+    ``capabilities``: what sessions may use (``Capabilities``; default: the OpenAI
+    endpoint the environment describes, nothing else).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -85,6 +94,7 @@ def build_worker(
         secrets=secrets,
         approver_keys=approver_keys,
         preload_tokenizers=preload_tokenizers,
+        capabilities=capabilities,
     )
     return Worker(
         client,
@@ -132,6 +142,8 @@ async def serve(args: argparse.Namespace) -> None:
     )
     runtime = metrics.runtime if metrics else None
     load_tool_modules([m for m in args.tools.split(",") if m])
+    agents = load_agents([m for m in args.agents.split(",") if m])
+    capabilities = worker_capabilities(args, agents.values())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -149,9 +161,16 @@ async def serve(args: argparse.Namespace) -> None:
         client = await connect_client(server_settings(args), runtime)
     transcripts = transcript_store(args)
     try:
-        async with build_worker(client, task_queue=args.task_queue, transcripts=transcripts):
+        worker = build_worker(
+            client, task_queue=args.task_queue, transcripts=transcripts, capabilities=capabilities
+        )
+        async with worker:
             tools = ", ".join(default_registry.names()) or "none"
-            print(f"worker ready: task queue {args.task_queue!r}, tools: {tools}", flush=True)
+            named = ", ".join(sorted(agents)) or "none"
+            print(
+                f"worker ready: task queue {args.task_queue!r}, tools: {tools}, agents: {named}",
+                flush=True,
+            )
             log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
             await stop.wait()
     finally:
@@ -159,6 +178,16 @@ async def serve(args: argparse.Namespace) -> None:
             await env.shutdown()
         flush_spans()
     print("stopped", flush=True)
+
+
+def worker_capabilities(args: argparse.Namespace, agents: Iterable[Agent[Any]]) -> Capabilities:
+    """What the worker's sessions may use: ``--capabilities``' file (else the default
+    endpoint), what the loaded agents carry, and ``--trust-specs``' policy."""
+    path = args.capabilities
+    capabilities = load_capabilities(Path(path)) if path else Capabilities()
+    if args.trust_specs:
+        capabilities = dataclasses.replace(capabilities, policy=SpecPolicy.development())
+    return with_agents(capabilities, agents)
 
 
 def transcript_store(args: argparse.Namespace) -> TranscriptStore:

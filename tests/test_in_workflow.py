@@ -16,7 +16,7 @@ from durable_agent import AgentClient, ToolRegistry, tool
 from durable_agent.client import SessionNotFoundError
 from durable_agent.plugin import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from tests.support.agent_harness import spec_for, wait_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
 from tests.support.order_workflow import OrderWorkflow
 
 registry = ToolRegistry()
@@ -36,7 +36,9 @@ async def test_an_order_workflow_runs_an_agent_whose_call_is_approved_by_signal(
     refunds.clear()
     script = [assistant_calls(("refund", {"order_id": "o-17"})), assistant_text("Refunded o-17.")]
     client = temporal_env.client
-    plugin = DurableAgentPlugin(registry=registry, preload_tokenizers=False)
+    plugin = DurableAgentPlugin(
+        registry=registry, preload_tokenizers=False, capabilities=LOCAL_DEVELOPMENT
+    )
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, ["refund"])
         async with Worker(

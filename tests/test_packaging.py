@@ -32,6 +32,7 @@ from workflows.orders import ORDERS
 from temporalio.testing import WorkflowEnvironment
 
 import durable_agent
+from durable_agent.capabilities import Capabilities
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.client import AgentClient
@@ -50,9 +51,10 @@ async def main() -> None:
     try:
         with ScriptedProvider([assistant_text("installed and running")]) as provider:
             endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
-            spec = AgentSpec(model=ModelSpec(name="m", endpoint=endpoint),
+            spec = AgentSpec(model=ModelSpec(name="m", endpoint="scripted"),
                              session={"end_after_reply": True})
-            ours = build_worker(env.client, task_queue="packaged", preload_tokenizers=False)
+            ours = build_worker(env.client, task_queue="packaged", preload_tokenizers=False,
+                                capabilities=Capabilities(models={"scripted": endpoint}))
             async with ours:  # its client has durable-agent's converter
                 agents = AgentClient(ours.client, task_queue="packaged")
                 result = await agents.result(await agents.start(spec, "hello"))

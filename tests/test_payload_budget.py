@@ -15,7 +15,7 @@ from durable_agent.activities.transcript_store import SqliteBackend, TranscriptS
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import spec_for, tool_messages
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, tool_messages
 from tests.test_transcripts import _plain
 
 registry = ToolRegistry()
@@ -65,7 +65,11 @@ async def _run(
 ) -> tuple[list[Any], AgentClient, str, int]:
     with ScriptedProvider(SCRIPT) as provider:
         async with build_worker(
-            env.client, task_queue=task_queue, registry=registry, transcripts=store
+            env.client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
         ):
             agents = AgentClient(env.client, task_queue=task_queue)
             spec = spec_for(
@@ -127,7 +131,11 @@ async def test_long_tool_results_are_cut_with_a_marker_and_kept_whole_in_the_sto
     script = [assistant_calls(("dump", {"name": "zeta", "size": 5000})), assistant_text("ok")]
     with ScriptedProvider(script) as provider:
         async with build_worker(
-            temporal_env.client, task_queue=task_queue, registry=registry, transcripts=store
+            temporal_env.client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
         ):
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             spec = spec_for(provider, [{"name": "dump", "max_result_chars": 1000}])

@@ -16,7 +16,7 @@ from durable_agent import AgentClient, ToolRegistry, tool
 from durable_agent.plugin import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import spec_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.test_cli import address_of
 
 registry = ToolRegistry()
@@ -36,7 +36,9 @@ def _script() -> list[object]:
 async def test_a_plugin_on_the_client_makes_every_worker_run_sessions(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    plugin = DurableAgentPlugin(registry=registry, preload_tokenizers=False)
+    plugin = DurableAgentPlugin(
+        registry=registry, preload_tokenizers=False, capabilities=LOCAL_DEVELOPMENT
+    )
     client = await Client.connect(address_of(temporal_env), plugins=[plugin])
     with ScriptedProvider(_script()) as provider:  # type: ignore[arg-type]
         async with Worker(client, task_queue=task_queue):  # nothing else to pass
@@ -56,7 +58,9 @@ async def test_a_plugin_on_a_worker_of_a_plain_client(
     """A client made without the plugin (temporalio's default converter): the worker
     runs sessions all the same, on a client with the pydantic converter."""
     plain = await Client.connect(address_of(temporal_env))
-    plugin = DurableAgentPlugin(registry=registry, preload_tokenizers=False)
+    plugin = DurableAgentPlugin(
+        registry=registry, preload_tokenizers=False, capabilities=LOCAL_DEVELOPMENT
+    )
     with ScriptedProvider(_script()) as provider:  # type: ignore[arg-type]
         worker = Worker(plain, task_queue=task_queue, plugins=[plugin])
         assert plain.data_converter.payload_converter_class is not PydanticPayloadConverter

@@ -20,7 +20,7 @@ from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from durable_agent.worker import build_worker, start_dev_server
-from tests.support.agent_harness import cli_json, spec_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, spec_for
 
 CANARY = f"canary-{random_secrets.token_hex(12)}"
 registry = ToolRegistry()
@@ -69,7 +69,11 @@ async def test_a_canary_secret_appears_nowhere_but_in_the_tool(
             )
             store = open_transcript_store(f"sqlite:///{store_path}")
             async with build_worker(
-                env.client, task_queue="secrets", registry=registry, transcripts=store
+                env.client,
+                capabilities=LOCAL_DEVELOPMENT,
+                task_queue="secrets",
+                registry=registry,
+                transcripts=store,
             ):
                 agents = AgentClient(env.client, task_queue="secrets")
                 session = await agents.start(spec, "call the API")

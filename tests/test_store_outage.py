@@ -16,7 +16,13 @@ from durable_agent.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import query_messages, spec_for, start_session, wait_for
+from tests.support.agent_harness import (
+    LOCAL_DEVELOPMENT,
+    query_messages,
+    spec_for,
+    start_session,
+    wait_for,
+)
 from tests.support.postgres_server import PostgresServer, running_postgres_server
 
 registry = ToolRegistry()
@@ -57,7 +63,11 @@ async def _session_through_an_outage(
             spec = spec_for(provider, ["hold"])
             transcripts = TranscriptStore(backend)
             async with build_worker(
-                env.client, task_queue=task_queue, registry=registry, transcripts=transcripts
+                env.client,
+                capabilities=LOCAL_DEVELOPMENT,
+                task_queue=task_queue,
+                registry=registry,
+                transcripts=transcripts,
             ):
                 handle = await start_session(env.client, task_queue, spec, "hold twice")
                 await wait_for(lambda: _true(gate["running"] == 1), timeout=30)

@@ -14,6 +14,7 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolContext, ToolRegistry, tool
 from durable_agent.worker import build_worker
 from tests.support.agent_harness import (
+    LOCAL_DEVELOPMENT,
     query_messages,
     query_status,
     record_history,
@@ -275,7 +276,12 @@ async def test_task_queue_routes_a_tool_to_another_worker_pool(
         with ScriptedProvider(script) as provider:
             async with (
                 running_worker(temporal_env, task_queue, registry) as client,
-                build_worker(client, task_queue=gpu_queue, registry=gpu_registry),
+                build_worker(
+                    client,
+                    task_queue=gpu_queue,
+                    registry=gpu_registry,
+                    capabilities=LOCAL_DEVELOPMENT,
+                ),
             ):
                 spec = spec_for(provider, [settings])
                 handle = await start_session(client, task_queue, spec, "where?")

@@ -30,7 +30,7 @@ from durable_agent.tools import ToolRegistry
 from durable_agent.worker import build_worker
 from durable_agent.workflows.agent_workflow import AgentWorkflow
 from tests.support import cli_tools
-from tests.support.agent_harness import spec_for, wait_for, worker_process
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 from tests.support.otlp_receiver import OtlpReceiver
 
 ROOT = Path(__file__).parent.parent
@@ -174,6 +174,7 @@ async def test_replay_emits_no_span_twice(
     with ScriptedProvider(script()) as scripted:
         async with build_worker(
             client,
+            capabilities=LOCAL_DEVELOPMENT,
             task_queue=task_queue,
             registry=registry,
             preload_tokenizers=False,

@@ -25,7 +25,7 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import spec_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.postgres_server import running_postgres
 
 registry = ToolRegistry()
@@ -82,7 +82,11 @@ async def _session(
 ) -> tuple[list[Any], WorkflowHandle[Any, Any], ScriptedProvider]:
     with ScriptedProvider(SCRIPT) as provider:
         async with build_worker(
-            env.client, task_queue=task_queue, registry=registry, transcripts=store
+            env.client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
         ):
             agents = AgentClient(env.client, task_queue=task_queue)
             spec = spec_for(provider, ["fetch", "publish"], session={"end_after_reply": True})
@@ -165,6 +169,7 @@ async def test_a_new_worker_process_carries_on_from_the_shared_store(
         spec = spec_for(provider, ["fetch", "publish"], session={"end_after_reply": True})
         async with build_worker(
             temporal_env.client,
+            capabilities=LOCAL_DEVELOPMENT,
             task_queue=task_queue,
             registry=registry,
             transcripts=open_transcript_store(url),
@@ -173,6 +178,7 @@ async def test_a_new_worker_process_carries_on_from_the_shared_store(
             waiting = await agents.wait(sid, timeout=30)
         async with build_worker(
             temporal_env.client,
+            capabilities=LOCAL_DEVELOPMENT,
             task_queue=task_queue,
             registry=registry,
             transcripts=open_transcript_store(url),

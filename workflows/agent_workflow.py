@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+    from durable_agent.workflows.admission import admit
     from durable_agent.workflows.approval_steps import (
         check_approvals,
         describe_calls,
@@ -112,6 +113,7 @@ class AgentWorkflow(SessionHandlers):
                 non_retryable=True,
             )
         request, session = self._request, self._session
+        await admit(request.spec)  # the worker's registries decide what the spec may use
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         if isinstance(request, AgentInput):

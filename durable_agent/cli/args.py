@@ -55,6 +55,25 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("DURABLE_AGENT_TOOLS", ""),
         help="comma-separated modules whose @tool functions to load (or DURABLE_AGENT_TOOLS)",
     )
+    parser.add_argument(
+        "--agents",
+        default=env("DURABLE_AGENT_AGENTS", ""),
+        help="comma-separated modules whose Agents to load: their tools, endpoints and MCP "
+        "servers are registered (or DURABLE_AGENT_AGENTS)",
+    )
+    parser.add_argument(
+        "--capabilities",
+        default=env("DURABLE_AGENT_CAPABILITIES"),
+        help="TOML or JSON file of what sessions may use: model endpoints, MCP servers, "
+        "OpenAPI services, secrets, task queues (or DURABLE_AGENT_CAPABILITIES)",
+    )
+    parser.add_argument(
+        "--trust-specs",
+        action="store_true",
+        default=env("DURABLE_AGENT_TRUST_SPECS") == "1",
+        help="local development only: let session specs carry endpoints, commands, URLs, "
+        "files and variable names, as if whoever starts a session owned this machine",
+    )
     parser.add_argument("--data-dir", default=env("DURABLE_AGENT_DATA", ".data"))
     parser.add_argument(
         "--transcript-store",

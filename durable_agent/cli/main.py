@@ -15,8 +15,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from durable_agent.agent_modules import AgentModuleError, load_agents
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
 from durable_agent.approval_contracts import PendingApproval
+from durable_agent.capabilities.config_file import CapabilitiesFileError
 from durable_agent.cli.approvals import (
     add_approval_commands,
     cmd_approver_key,
@@ -38,6 +40,7 @@ from durable_agent.cli.render import (
     format_status,
     message_json,
 )
+from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
 from durable_agent.client import (
     AgentClient,
@@ -46,13 +49,11 @@ from durable_agent.client import (
     SessionClosedError,
     SessionNotFoundError,
     SpecError,
-    parse_spec,
 )
 from durable_agent.connection import ServerUnreachableError
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
-from durable_agent.spec import AgentSpec
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -79,30 +80,6 @@ async def approve_everything(pending: PendingApproval) -> tuple[bool, str | None
 
 
 # --- commands -------------------------------------------------------------------------------
-
-
-def load_spec(args: argparse.Namespace) -> AgentSpec:
-    if args.spec:
-        path = Path(args.spec)
-        try:
-            text = path.read_text()
-        except OSError as error:
-            raise CommandError(f"cannot read spec {path}: {error.strerror}") from None
-        try:
-            return parse_spec(text)
-        except SpecError as error:
-            raise CommandError(f"{path}: {error}") from None
-    model = model_from_environment()
-    if model is None:
-        raise CommandError(
-            "no model configured: pass --spec FILE, or set OPENAI_API_KEY (or OPENAI_BASE_URL "
-            "for an OpenAI-compatible server). `durable-agent demo` runs without either."
-        )
-    return AgentSpec(
-        model=model,
-        instructions=args.instructions,
-        tools=[{"name": name} for name in args.tool],
-    )
 
 
 async def connect(args: argparse.Namespace) -> AgentClient:
@@ -310,7 +287,8 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
             f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
         ) from None
     spec = load_spec(args) if args.spec or model_from_environment() else None
-    app = create_app(await connect(args), spec)
+    named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
+    app = create_app(await connect(args), spec, named)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
     await uvicorn.Server(config).serve()
@@ -380,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("chat", "talk to one session, message after message")):  # fmt: skip
         sub = command(name, help)
         sub.add_argument("--spec", help="agent spec JSON file (default: model from environment)")
+        add_agent_arguments(sub)
         sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
         sub.add_argument("--instructions", help="system prompt for the default spec")
         sub.add_argument("--session-id", help="session id (default: generated)")
@@ -431,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--limit", type=int, default=50)
     serve = command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")
     serve.add_argument("--spec", help="agent spec JSON file new sessions run")
+    add_agent_arguments(serve, by_name=False)
     serve.add_argument("--instructions", help="system prompt for the default spec")
     serve.add_argument("--tool", action="append", default=[], help="tool for the default spec")
     serve.add_argument("--host", default="127.0.0.1")
@@ -442,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 ACTIONABLE = (
+    AgentModuleError,
+    CapabilitiesFileError,
     CommandError,
     ServerUnreachableError,
     SessionNotFoundError,

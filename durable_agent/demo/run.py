@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
+from durable_agent.capabilities import Capabilities
 from durable_agent.cli.render import format_message, format_pending
 from durable_agent.client import AgentClient
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
@@ -25,6 +26,10 @@ from durable_agent.testing import ScriptedProvider
 
 QUESTION = "What's the weather in NYC and London? Email me a short report."
 INSTRUCTIONS = "You are a weather assistant. Use the tools; email a report when asked."
+
+
+#: The name the demo's worker registers its model endpoint by.
+DEMO_ENDPOINT = "demo"
 
 
 def demo_spec(model: ModelSpec) -> AgentSpec:
@@ -46,19 +51,26 @@ async def run_demo(
     assert demo_tools.get_weather.name == "get_weather"  # imported: the tools are registered
     port, ui_port = free_port(), free_port()
     with ExitStack() as stack:
-        model = model_from_environment()
-        if model is None:
+        found = model_from_environment()
+        if found is None or isinstance(found.endpoint, str):
             provider = stack.enter_context(ScriptedProvider(responder=demo_model_reply))
             endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
-            model = ModelSpec(name=DEMO_MODEL, endpoint=endpoint)
+            name = DEMO_MODEL
             out(f"model: the built-in demo model, over HTTP at {provider.base_url}")
         else:
-            out(f"model: {model.name} at {model.endpoint.base_url}")
+            endpoint, name = found.endpoint, found.name
+            out(f"model: {name} at {endpoint.base_url}")
+        # the worker registers the endpoint; the session names it
+        capabilities = Capabilities(models={DEMO_ENDPOINT: endpoint})
+        model = ModelSpec(name=name, endpoint=DEMO_ENDPOINT)
         env = await start_dev_server(data_dir, port, ui_port)
         ui = f"http://127.0.0.1:{ui_port}"
         out(f"Temporal dev server: 127.0.0.1:{port} (data in {data_dir}); UI: {ui}")
         try:
-            async with build_worker(env.client, task_queue=DEFAULT_TASK_QUEUE):
+            worker = build_worker(
+                env.client, task_queue=DEFAULT_TASK_QUEUE, capabilities=capabilities
+            )
+            async with worker:
                 agents = AgentClient(env.client)
                 session_id = await agents.start(demo_spec(model), QUESTION)
                 out(f"session: {session_id}\n")

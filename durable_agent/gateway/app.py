@@ -6,14 +6,15 @@ conversation reaches the same session from any replica. The event stream is SSE,
 our event types or (``format=agui``) in the AG-UI encoding; ``POST /api/agui`` is an
 AG-UI agent endpoint. Bad requests get a 4xx with a JSON error naming the field.
 
-New sessions run the operator's spec (``--spec``): a browser never sends one, since
-a spec names endpoints and the environment variables the workers read keys from.
+New sessions run the operator's spec (``--spec``) or one of the operator's agents by
+name (``--agents``): a request never sends a spec, since a spec says what the
+workers do.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
 
@@ -54,6 +55,8 @@ class _Body(BaseModel):
 class StartBody(_Body):
     message: str | None = Field(default=None, min_length=1)
     session_id: str | None = Field(default=None, pattern=CONVERSATION_ID.pattern)
+    agent: str | None = Field(default=None, min_length=1, max_length=64)
+    """One of the agents the gateway was served with (``--agents``), by name."""
 
 
 class MessageBody(_Body):
@@ -118,10 +121,21 @@ def _errors(handler: Handler) -> Handler:
     return handle
 
 
-def create_app(agents: AgentClient, spec: AgentSpec | None) -> Starlette:
+def create_app(
+    agents: AgentClient, spec: AgentSpec | None, named: Mapping[str, AgentSpec] | None = None
+) -> Starlette:
+    """The gateway: new sessions run ``spec``, or one of the ``named`` agents' specs
+    when a start names it (a request never brings a spec of its own)."""
     hubs = Hubs(agents)
+    named = named or {}
 
-    def needs_spec() -> AgentSpec:
+    def needs_spec(agent: str | None = None) -> AgentSpec:
+        if agent is not None:
+            found = named.get(agent)
+            if found is None:
+                listed = ", ".join(sorted(named)) or "none: it was served without --agents"
+                raise HttpError(404, f"no agent {agent!r} here (agents: {listed})", "agent")
+            return found
         if spec is None:
             raise HttpError(400, "this gateway starts no sessions: it was served without --spec")
         return spec
@@ -147,7 +161,8 @@ def create_app(agents: AgentClient, spec: AgentSpec | None) -> Starlette:
 
     async def start_session(request: Request) -> Response:
         body: StartBody = await read_body(request, StartBody)
-        session_id = await agents.start(needs_spec(), body.message, session_id=body.session_id)
+        chosen = needs_spec(body.agent)
+        session_id = await agents.start(chosen, body.message, session_id=body.session_id)
         return JSONResponse({"session_id": session_id}, status_code=201)
 
     async def send_to_conversation(request: Request) -> Response:

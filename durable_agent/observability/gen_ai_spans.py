@@ -45,7 +45,7 @@ def request_attributes(setup: ModelSetup) -> dict[str, Any]:
     """What the call asked for: the operation, provider, model and every option."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": codec_for(setup.endpoint.api).provider_name,
+        "gen_ai.provider.name": codec_for(setup.target.api).provider_name,
         "gen_ai.request.model": setup.model,
     }
     options = setup.options

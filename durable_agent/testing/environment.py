@@ -14,6 +14,7 @@ pointed at it, its API kept: script replies in that API's shape); the server is 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -26,7 +27,10 @@ from temporalio.worker import Worker
 
 from durable_agent.agent import Agent, OutputT, RunResult
 from durable_agent.approval_contracts import PendingApproval
+from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
+from durable_agent.codecs import registered_apis
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.plugin import DurableAgentPlugin
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing.scripted_provider import ScriptedProvider
@@ -40,6 +44,11 @@ def approve_all(pending: PendingApproval) -> Decision:
     return "approve"
 
 
+def _scripted_name(api: str) -> str:
+    """The name the environment registers the scripted model by, for one wire API."""
+    return f"scripted-{api}"
+
+
 class AgentTestEnvironment:
     """A dev server, a worker with ``registry``'s tools (default: every ``@tool``
     imported) and a scripted model (``model``: add its replies, read its requests)."""
@@ -50,8 +59,12 @@ class AgentTestEnvironment:
         registry: ToolRegistry | None = None,
         task_queue: str = "agent-tests",
         workflows: list[type] | None = None,
+        capabilities: Capabilities | None = None,
     ) -> None:
         self.registry = registry
+        self.capabilities = capabilities or Capabilities(models={})
+        """What the worker registers, as in production; its model endpoints all lead to
+        the scripted model (each keeping its API)."""
         self.task_queue = task_queue
         self.workflows = workflows or []
         """Your own workflows to run on the same worker (that call agents, say)."""
@@ -76,7 +89,18 @@ class AgentTestEnvironment:
             dev_server_log_level="error",
             dev_server_startup_timeout=timedelta(seconds=60),
         )
-        plugin = DurableAgentPlugin(registry=self.registry, preload_tokenizers=False)
+        scripted = {
+            name: ProviderEndpoint(api=endpoint.api, base_url=self.model.base_url, api_key_env=None)
+            for name, endpoint in self.capabilities.models.items()
+        }
+        for api in registered_apis():
+            scripted[_scripted_name(api)] = ProviderEndpoint(
+                api=api, base_url=self.model.base_url, api_key_env=None
+            )
+        capabilities = dataclasses.replace(self.capabilities, models=scripted)
+        plugin = DurableAgentPlugin(
+            registry=self.registry, preload_tokenizers=False, capabilities=capabilities
+        )
         self._worker = Worker(
             self._server.client,
             task_queue=self.task_queue,
@@ -101,10 +125,11 @@ class AgentTestEnvironment:
             self.model.stop()
 
     def scripted(self, agent: Agent[OutputT]) -> Agent[OutputT]:
-        """``agent`` with its model's endpoint pointed at the scripted model."""
-        endpoint = agent.model.endpoint.model_copy(
-            update={"base_url": self.model.base_url, "api_key_env": None}
-        )
+        """``agent`` with its model's endpoint pointed at the scripted model (a
+        registered endpoint's name is kept: the environment's worker registered it so)."""
+        endpoint = agent.model.endpoint
+        if not isinstance(endpoint, str):
+            endpoint = _scripted_name(endpoint.api)
         model = agent.model.model_copy(update={"endpoint": endpoint})
         return Agent(
             name=agent.name,

@@ -17,6 +17,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.capabilities import Capabilities
 from durable_agent.contracts import AgentResult, SessionStatus
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import Message, ToolMessage
@@ -25,6 +26,11 @@ from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import ScriptedProvider
 from durable_agent.tools import ToolRegistry
 from durable_agent.worker import build_worker
+
+#: The policy of a developer's own machine: these tests' specs carry the scripted model's
+#: loopback endpoint, MCP commands and OpenAPI documents, as the starter owns the worker.
+#: The trust tests (test_capabilities) run strict workers instead.
+LOCAL_DEVELOPMENT = Capabilities.development()
 
 
 def spec_for(
@@ -54,6 +60,7 @@ async def running_worker(
     env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry, **options: Any
 ) -> AsyncIterator[Client]:
     # tests that count with a tokenizer load it themselves (load_tokenizers)
+    options.setdefault("capabilities", LOCAL_DEVELOPMENT)
     async with build_worker(
         env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False, **options
     ):
@@ -74,6 +81,7 @@ def worker_process(
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
          "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
+         "--trust-specs",
          *args],
         cwd=Path(__file__).parents[2],
         env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},

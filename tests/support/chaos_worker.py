@@ -14,6 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 import tests.support.chaos_tools  # noqa: F401  (registers the tools)
 from durable_agent.activities.transcript_store import open_transcript_store
+from durable_agent.capabilities import Capabilities
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import exit_without_teardown
 from durable_agent.worker import build_worker
@@ -28,6 +29,7 @@ async def serve(address: str, task_queue: str, store: str, cached: bool) -> None
         transcripts=open_transcript_store(store),
         max_cached_workflows=1000 if cached else 0,
         preload_tokenizers=False,  # no chaos session counts with a tokenizer
+        capabilities=Capabilities.development(),  # the specs carry a loopback endpoint
     )
     async with worker:
         print("ready", flush=True)

@@ -34,6 +34,7 @@ from durable_agent.contracts import (
     ResolvedTool,
     ResolveToolsResult,
 )
+from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage, UserMessage
 from durable_agent.request_messages import options_for_call
@@ -199,7 +200,7 @@ class SessionDriver:
         session, model = self.session, self.spec.model
         messages = summary_request(session.messages, until, model.context.summary_prompt)
         name = model.context.summary_model or model.name
-        body = build_request(model.endpoint.api, messages, model=name, options=model.options)
+        body = build_request(_api(model.endpoint), messages, model=name, options=model.options)
         self.requests.append(body)
         reply = self.model(body)
         if reply.is_error or not reply.content.strip():
@@ -214,7 +215,7 @@ class SessionDriver:
         if setup.agent is not None:
             messages = as_seen_by(messages, setup.agent, setup.instructions)
         body = build_request(
-            setup.endpoint.api,
+            _api(setup.endpoint),
             messages,
             model=setup.model,
             tools=setup.tools,
@@ -302,3 +303,9 @@ class SessionDriver:
 
     def elapse(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def _api(endpoint: ProviderEndpoint | str) -> str:
+    """The wire API of an endpoint the driver plays (a registered name speaks Chat
+    Completions here, as the driver has no worker to look it up)."""
+    return "chat" if isinstance(endpoint, str) else endpoint.api

@@ -1,0 +1,28 @@
+"""The admission activity: a session's spec checked against this worker's registries."""
+
+from __future__ import annotations
+
+import structlog
+from temporalio import activity
+
+from durable_agent.activities.heartbeat import heartbeats
+from durable_agent.capabilities import Capabilities, admission_problems
+from durable_agent.contracts import Admission, AdmissionInput
+
+log = structlog.get_logger("durable_agent.admission")
+
+
+class AdmissionActivities:
+    def __init__(self, capabilities: Capabilities) -> None:
+        self._capabilities = capabilities
+
+    @activity.defn(name="admit_session")
+    @heartbeats
+    async def admit_session(self, request: AdmissionInput) -> Admission:
+        """What the spec may not use here (the session's own task queue is the one
+        this activity runs on: a workflow's activities default to its queue)."""
+        own_queue = activity.info().task_queue
+        refused = await admission_problems(request.spec, self._capabilities, own_queue)
+        if refused:
+            log.warning("session refused at admission", refused=refused)
+        return Admission(refused=refused)

@@ -1,0 +1,57 @@
+"""Admission: a session's spec checked against its worker's registries at start.
+
+Each problem names the field and what the worker has instead, so the starter can fix
+the spec; none of the checks starts, reads or requests anything (a URL's host is
+resolved, nothing is sent to it). Sub-agents' specs are checked with their parent's,
+so a session never starts to find one of its children refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from durable_agent.capabilities.registry import Capabilities, NotAllowed, NotRegistered
+from durable_agent.spec import AgentSpec, ModelSpec, ToolSettings
+
+
+async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_queue: str,
+                             where: str = "") -> list[str]:  # fmt: skip
+    """Everything in ``spec`` the worker does not let it use (empty: admitted)."""
+    problems: list[str] = []
+
+    async def check(field: str, lookup: Awaitable[object]) -> None:
+        try:
+            await lookup
+        except (NotRegistered, NotAllowed) as error:
+            problems.append(f"{where}{field}: {error}")
+
+    models: list[tuple[str, ModelSpec]] = [("model.endpoint", spec.model)]
+    tools: list[tuple[str, ToolSettings]] = [(f"tools[{t.name}]", t) for t in spec.tools]
+    for agent in spec.swarm.agents if spec.swarm else []:
+        if agent.model is not None:
+            models.append((f"swarm.agents[{agent.name}].model.endpoint", agent.model))
+        tools += [(f"swarm.agents[{agent.name}].tools[{t.name}]", t) for t in agent.tools]
+    for field, model in models:
+        await check(field, capabilities.endpoint(model.endpoint))
+    for server in spec.mcp_servers:
+        await check(f"mcp_servers[{server.name}]", capabilities.mcp_server(server))
+    for api in spec.openapi:
+        await check(f"openapi[{api.name}]", capabilities.openapi_service(api))
+    for name in capabilities.unknown_secrets(spec.secrets):
+        problems.append(
+            f"{where}secrets: {name!r} is not registered on this worker "
+            f"(registered: {', '.join(sorted(capabilities.secrets)) or 'none'})"
+        )
+    for field, settings in tools:
+        queue = settings.task_queue
+        if queue is not None and not capabilities.task_queue_allowed(queue, own_queue):
+            problems.append(
+                f"{where}{field}.task_queue: {queue!r} is not a task queue this worker "
+                f"routes tools to (registered: "
+                f"{', '.join(sorted(capabilities.task_queues)) or 'none'})"
+            )
+    for sub in spec.agents:
+        problems += await admission_problems(
+            sub.spec, capabilities, own_queue, f"{where}agents[{sub.name}]."
+        )
+    return problems

@@ -1,0 +1,103 @@
+"""A worker's registries in a file (TOML or JSON), for workers started from the CLI.
+
+    task_queues = ["gpu-tools"]
+
+    [models.openai]
+    base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+
+    [mcp_servers.time]
+    command = "uvx"
+    args = ["mcp-server-time"]
+
+    [openapi.billing]
+    document = "https://billing.internal/openapi.json"
+    headers = { Authorization = "BILLING_TOKEN" }
+
+    [secrets.GITHUB_TOKEN]
+    tools = ["create_issue"]
+    parameters = ["token"]
+
+    [policy]          # all false unless set: see SpecPolicy
+    inline_endpoints = false
+
+The file is the worker owner's: what it names is trusted. A mistake in it stops the
+worker at start with the field named, never a session later.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from durable_agent.capabilities.policy import SpecPolicy
+from durable_agent.capabilities.registry import Capabilities, SecretGrant, default_models
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.spec import McpServerSpec, OpenApiSpec
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Secret(_Strict):
+    tools: list[str] = Field(min_length=1)
+    parameters: list[str] | None = None
+    variable: str | None = None
+
+
+class _Policy(_Strict):
+    inline_endpoints: bool = False
+    inline_mcp: bool = False
+    inline_openapi: bool = False
+    file_documents: bool = False
+    private_network: bool = False
+    any_secret: bool = False
+    any_task_queue: bool = False
+
+
+class _File(_Strict):
+    models: dict[str, ProviderEndpoint] | None = None
+    mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    openapi: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    secrets: dict[str, _Secret] = Field(default_factory=dict)
+    task_queues: list[str] = Field(default_factory=list)
+    policy: _Policy = Field(default_factory=_Policy)
+
+
+class CapabilitiesFileError(ValueError):
+    """The file cannot be read or does not describe registries; says where."""
+
+
+def load_capabilities(path: Path) -> Capabilities:
+    """The registries ``path`` describes (``models`` left out: the default ones)."""
+    try:
+        text = path.read_text()
+        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as error:
+        raise CapabilitiesFileError(f"{path}: {error}") from None
+    try:
+        parsed = _File.model_validate(raw)
+        servers = [
+            McpServerSpec.model_validate({**v, "name": k}) for k, v in parsed.mcp_servers.items()
+        ]
+        apis = [OpenApiSpec.model_validate({**v, "name": k}) for k, v in parsed.openapi.items()]
+        policy = SpecPolicy(**{f.name: getattr(parsed.policy, f.name) for f in fields(SpecPolicy)})
+        return Capabilities(
+            models=default_models() if parsed.models is None else parsed.models,
+            mcp_servers=servers,
+            openapi=apis,
+            secrets={
+                name: SecretGrant(tools=s.tools, parameters=s.parameters, variable=s.variable)
+                for name, s in parsed.secrets.items()
+            },
+            task_queues=parsed.task_queues,
+            policy=policy,
+        )
+    except (ValidationError, ValueError) as error:
+        raise CapabilitiesFileError(f"{path}: {error}") from None

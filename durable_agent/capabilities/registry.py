@@ -1,0 +1,234 @@
+"""What a worker's owner lets sessions use, by name: model endpoints, MCP servers,
+OpenAPI services, secrets and tool task queues.
+
+A session's spec names these; the worker looks each name up here when the session
+starts (``admission``) and again whenever it uses one (a model call, a tool call), so
+an input that never went through admission (a forged continue-as-new, a session started
+before the worker was upgraded) gets no further. Whatever a spec may still carry
+inline is governed by the ``SpecPolicy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from durable_agent.capabilities.policy import SpecPolicy
+from durable_agent.capabilities.urls import UrlRefused, check_url
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.model_from_env import model_from_environment
+from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.tools import ApprovalMode
+
+
+class NotRegistered(LookupError):
+    """A name the worker's owner did not register; the message lists what is."""
+
+
+class NotAllowed(PermissionError):
+    """Something the spec carries that the worker's policy keeps from specs."""
+
+
+@dataclass(frozen=True)
+class SecretGrant:
+    """A secret the worker holds, and who may receive it: the tools (by name) and,
+    when given, only these parameters of theirs. ``variable``: the environment
+    variable (or the ``secrets`` provider's name) holding it; the secret's own name
+    by default."""
+
+    tools: Collection[str]
+    parameters: Collection[str] | None = None
+    variable: str | None = None
+
+    def admits(self, tool: str, parameter: str | None) -> bool:
+        if tool not in self.tools:
+            return False
+        return self.parameters is None or parameter in self.parameters
+
+
+def default_models() -> dict[str, ProviderEndpoint]:
+    """With nothing registered: OpenAI, or the OpenAI-compatible server the worker's
+    own ``OPENAI_BASE_URL`` names (the worker's environment is its owner's)."""
+    model = model_from_environment()
+    return {"openai": model.endpoint if model and not isinstance(model.endpoint, str) else
+            ProviderEndpoint()}  # fmt: skip
+
+
+def _listing(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+_STRICTNESS: dict[ApprovalMode, int] = {"never": 0, "predicate": 1, "always": 2, "deny": 3}
+
+
+def _same_endpoint(a: ProviderEndpoint, b: ProviderEndpoint) -> bool:
+    """Where the request goes and which key it carries: what makes two endpoints one."""
+    return (a.api, a.base_url, a.api_key_env, a.headers) == (b.api, b.base_url, b.api_key_env,
+                                                              b.headers)  # fmt: skip
+
+
+@dataclass
+class Capabilities:
+    """The worker's registries and its policy for anything else a spec carries."""
+
+    models: Mapping[str, ProviderEndpoint] = field(default_factory=default_models)
+    mcp_servers: Iterable[McpServerSpec] = ()
+    openapi: Iterable[OpenApiSpec] = ()
+    secrets: Mapping[str, SecretGrant] = field(default_factory=dict)
+    task_queues: Collection[str] = ()
+    """Task queues tool calls may be routed to (besides the session's own)."""
+    policy: SpecPolicy = field(default_factory=SpecPolicy)
+
+    def __post_init__(self) -> None:
+        self._mcp = {s.name: s for s in self.mcp_servers}
+        self._openapi = {a.name: a for a in self.openapi}
+        for server in self._mcp.values():
+            if server.command is None and server.url is None:
+                raise ValueError(f"registered MCP server {server.name!r}: give command or url")
+        for api in self._openapi.values():
+            if api.document is None:
+                raise ValueError(f"registered OpenAPI service {api.name!r}: give its document")
+        self._checked_urls: set[str] = set()
+
+    @classmethod
+    def development(cls, **registered: object) -> Capabilities:
+        """Everything a spec carries is allowed (``SpecPolicy.development``)."""
+        return cls(policy=SpecPolicy.development(), **registered)  # type: ignore[arg-type]
+
+    # -- model endpoints
+
+    async def endpoint(self, ref: ProviderEndpoint | str) -> ProviderEndpoint:
+        """The endpoint a spec names, or the inline one it carries when that is one the
+        worker registered or the policy allows (its URL checked)."""
+        if isinstance(ref, str):
+            found = self.models.get(ref)
+            if found is None:
+                raise NotRegistered(
+                    f"model endpoint {ref!r} is not registered on this worker "
+                    f"(registered: {_listing(self.models)})"
+                )
+            return found
+        if any(_same_endpoint(ref, known) for known in self.models.values()):
+            return ref
+        if not self.policy.inline_endpoints:
+            raise NotAllowed(
+                f"model endpoint {ref.base_url} (key from {ref.api_key_env or 'no variable'}) "
+                "is not one this worker registered, and its policy does not let a spec give "
+                f"its own; name a registered one ({_listing(self.models)})"
+            )
+        await self.check_url(ref.base_url)
+        return ref
+
+    # -- MCP servers and OpenAPI services
+
+    async def mcp_server(self, spec: McpServerSpec) -> McpServerSpec:
+        """The server to start or reach for a spec's entry: the registered one by that
+        name (the spec may narrow its tools, rename their prefix and add approval), or
+        the entry itself where the policy allows inline servers."""
+        if spec.command is None and spec.url is None:
+            found = self._mcp.get(spec.name)
+            if found is None:
+                raise NotRegistered(
+                    f"MCP server {spec.name!r} is not registered on this worker "
+                    f"(registered: {_listing(self._mcp)})"
+                )
+            return _narrowed(found, spec)
+        if not self.policy.inline_mcp:
+            what = f"a command ({spec.command!r})" if spec.command else f"a URL ({spec.url})"
+            raise NotAllowed(
+                f"MCP server {spec.name!r}: a spec may not carry {what} on this worker; "
+                f"name a registered server ({_listing(self._mcp)})"
+            )
+        if spec.url is not None:
+            await self.check_url(spec.url)
+        return spec
+
+    async def openapi_service(self, spec: OpenApiSpec) -> OpenApiSpec:
+        """The service for a spec's entry, as ``mcp_server`` does for servers."""
+        if spec.document is None:
+            found = self._openapi.get(spec.name)
+            if found is None:
+                raise NotRegistered(
+                    f"OpenAPI service {spec.name!r} is not registered on this worker "
+                    f"(registered: {_listing(self._openapi)})"
+                )
+            return _narrowed(found, spec)
+        if not self.policy.inline_openapi:
+            raise NotAllowed(
+                f"OpenAPI service {spec.name!r}: a spec may not carry its document "
+                f"({spec.document!r}) on this worker; name a registered service "
+                f"({_listing(self._openapi)})"
+            )
+        if "://" in spec.document:
+            await self.check_url(spec.document)
+        elif not self.policy.file_documents:
+            raise NotAllowed(
+                f"OpenAPI service {spec.name!r}: a spec may not name a file on the worker "
+                f"({spec.document!r})"
+            )
+        if spec.base_url is not None:
+            await self.check_url(spec.base_url)
+        return spec
+
+    def registered_service(self, name: str) -> OpenApiSpec | None:
+        return self._openapi.get(name)
+
+    async def check_url(self, url: str) -> None:
+        """A URL that came from a spec: refused when it reaches a private address and
+        the policy does not allow that (a resolved host is remembered)."""
+        if url in self._checked_urls:
+            return
+        try:
+            await check_url(url, private_allowed=self.policy.private_network)
+        except UrlRefused as error:
+            raise NotAllowed(str(error)) from None
+        self._checked_urls.add(url)
+
+    # -- secrets and task queues
+
+    def secret_variable(self, name: str, tool: str, parameter: str | None) -> str:
+        """Where the secret ``name`` is read from, for ``tool``'s ``parameter``."""
+        grant = self.secrets.get(name)
+        if grant is None:
+            if self.policy.any_secret:
+                return name
+            raise NotRegistered(
+                f"secret {name!r} is not registered on this worker "
+                f"(registered: {_listing(self.secrets)})"
+            )
+        if not grant.admits(tool, parameter):
+            where = f"{tool}({parameter})" if parameter else tool
+            raise NotAllowed(f"secret {name!r} may not be given to {where} on this worker")
+        return grant.variable or name
+
+    def unknown_secrets(self, names: Iterable[str]) -> list[str]:
+        return [] if self.policy.any_secret else sorted(set(names) - set(self.secrets))
+
+    def task_queue_allowed(self, queue: str, own: str) -> bool:
+        return self.policy.any_task_queue or queue == own or queue in self.task_queues
+
+
+_Entry = TypeVar("_Entry", McpServerSpec, OpenApiSpec)
+
+
+def _narrowed(registered: _Entry, spec: _Entry) -> _Entry:
+    """The registered entry, with what the spec may choose: fewer tools or operations,
+    another prefix, a stricter approval."""
+    update: dict[str, object] = {}
+    chosen = spec.model_fields_set
+    if "prefix" in chosen:
+        update["prefix"] = spec.prefix
+    if "approval" in chosen and _STRICTNESS[spec.approval] > _STRICTNESS[registered.approval]:
+        update["approval"] = spec.approval
+    narrowing = "allowed_tools" if isinstance(spec, McpServerSpec) else "operations"
+    wanted, own = getattr(spec, narrowing), getattr(registered, narrowing)
+    if wanted is not None:
+        beyond = sorted(set(wanted) - set(own)) if own is not None else []
+        if beyond:
+            raise NotAllowed(
+                f"{registered.name!r}: {narrowing} {', '.join(beyond)} are not among those "
+                f"this worker registered ({', '.join(own or [])})"
+            )
+        update[narrowing] = wanted
+    return registered.model_copy(update=update)

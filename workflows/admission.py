@@ -1,0 +1,40 @@
+"""Admission at a run's start: the worker checks the spec against its registries
+before the session does anything, and a spec it refuses fails the session at once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import NOT_ADMITTED, Admission, AdmissionInput
+    from durable_agent.spec import AgentSpec
+    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+
+#: Patch id (workflow.patched; never reuse or rename): runs before this checked nothing.
+ADMISSION_PATCH = "worker-admission"
+
+
+async def admit(spec: AgentSpec) -> None:
+    """Fail the session, naming every refused field, unless its worker admits ``spec``.
+    Runs for every run, a continued one too: its input could have been written by
+    anyone who can start a workflow, not only by the run before."""
+    if not workflow.patched(ADMISSION_PATCH):
+        return
+    admission: Admission = await workflow.execute_activity(
+        "admit_session",
+        AdmissionInput(spec=spec),
+        result_type=Admission,
+        start_to_close_timeout=timedelta(seconds=60),
+        heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
+        retry_policy=LOST_WORK_RETRIES,
+        summary="admit_session",
+    )
+    if admission.refused:
+        raise ApplicationError(
+            "this worker does not admit the session's spec: " + "; ".join(admission.refused),
+            type=NOT_ADMITTED,
+            non_retryable=True,
+        )
