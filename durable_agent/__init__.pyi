@@ -11,6 +11,9 @@ from durable_agent.approval_policy import ApprovalRule as ApprovalRule
 from durable_agent.approval_policy import ApprovalSettings as ApprovalSettings
 from durable_agent.approval_policy import ArgumentTest as ArgumentTest
 from durable_agent.approver_tokens import ApproverKey as ApproverKey
+from durable_agent.capabilities import Capabilities as Capabilities
+from durable_agent.capabilities import SecretGrant as SecretGrant
+from durable_agent.capabilities import SpecPolicy as SpecPolicy
 from durable_agent.client import AgentClient as AgentClient
 from durable_agent.client import SessionChange as SessionChange
 from durable_agent.client import WaitOutcome as WaitOutcome
@@ -54,8 +57,10 @@ from durable_agent.plugin import DurableAgentPlugin as DurableAgentPlugin
 from durable_agent.request_messages import prepare_request_messages as prepare_request_messages
 from durable_agent.spec import AgentInput as AgentInput
 from durable_agent.spec import AgentSpec as AgentSpec
+from durable_agent.spec import McpServerSpec as McpServerSpec
 from durable_agent.spec import ModelPrice as ModelPrice
 from durable_agent.spec import ModelSpec as ModelSpec
+from durable_agent.spec import OpenApiSpec as OpenApiSpec
 from durable_agent.tool_definition import ToolDefinition as ToolDefinition
 from durable_agent.tools import ToolContext as ToolContext
 from durable_agent.tools import ToolPolicy as ToolPolicy

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 import temporalio.client
@@ -28,6 +29,8 @@ from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.observing import ObservingInterceptor
 from durable_agent.activities.tools import ToolActivities
 from durable_agent.activities.transcript_store import TranscriptStore
+from durable_agent.agent import Agent
+from durable_agent.agent_modules import with_agents
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.capabilities import Capabilities
 from durable_agent.provider import ProviderClient
@@ -99,7 +102,8 @@ class DurableAgentPlugin(SimplePlugin):
     loads the installed tokenizers now, as context budgets that count with one need.
     ``capabilities``: what sessions may use, by name (model endpoints, MCP servers,
     OpenAPI services, secrets, task queues) and what else a spec may carry (default:
-    the OpenAI endpoint the worker's environment describes, and nothing else)."""
+    the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
+    agents written in Python whose endpoints and MCP servers the worker registers."""
 
     def __init__(
         self,
@@ -111,12 +115,13 @@ class DurableAgentPlugin(SimplePlugin):
         approver_keys: ApproverKeys | None = None,
         preload_tokenizers: bool = True,
         capabilities: Capabilities | None = None,
+        agents: Sequence[Agent[Any]] = (),
     ) -> None:
-        capabilities = capabilities or Capabilities()
+        capabilities = with_agents(capabilities or Capabilities(), agents)
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
-            log.warning("worker trusts session specs", allowed=capabilities.policy.allowed())
+            log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from tempfile import mkdtemp
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from durable_agent import DurableAgentPlugin, ModelSpec
+from durable_agent import Agent, DurableAgentPlugin, ModelSpec
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.ports import free_port
 from durable_agent.worker import start_dev_server
@@ -26,11 +27,14 @@ def model_or_exit() -> ModelSpec:
 
 
 @asynccontextmanager
-async def running(task_queue: str, workflows: Sequence[type] = ()) -> AsyncIterator[Client]:
-    """An embedded dev server (its data in a fresh folder) and a worker on it."""
+async def running(
+    task_queue: str, workflows: Sequence[type] = (), agents: Sequence[Agent[Any]] = ()
+) -> AsyncIterator[Client]:
+    """An embedded dev server (its data in a fresh folder) and a worker on it, with the
+    ``agents``' MCP servers registered."""
     env = await start_dev_server(Path(mkdtemp()), free_port(), free_port())
     try:
-        plugin = DurableAgentPlugin()
+        plugin = DurableAgentPlugin(agents=agents)
         worker = Worker(
             env.client, task_queue=task_queue, workflows=list(workflows), plugins=[plugin]
         )

@@ -12,15 +12,16 @@ import sys
 
 from pydantic import BaseModel
 
-from durable_agent import Agent, AgentClient, ModelSpec
+from durable_agent import Agent, AgentClient, McpServerSpec, ModelSpec
 
-#: The reference MCP server, started over stdio by the worker for each session.
-CLOCK = {
-    "name": "clock",
-    "command": sys.executable,
-    "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
-    "allowed_tools": ["get_current_time"],
-}
+#: The reference MCP server, started over stdio by the worker for each session: the
+#: worker that has this agent registers it; the session names it.
+CLOCK = McpServerSpec(
+    name="clock",
+    command=sys.executable,
+    args=["-m", "mcp_server_time", "--local-timezone", "UTC"],
+    allowed_tools=["get_current_time"],
+)
 
 
 class CityTime(BaseModel):
@@ -43,7 +44,7 @@ def researcher(model: ModelSpec) -> Agent[TimeReport]:
             "(IANA time zones), then report them."
         ),
         output_type=TimeReport,
-        settings={"mcp_servers": [CLOCK]},
+        mcp_servers=[CLOCK],
     )
 
 
@@ -51,7 +52,7 @@ async def main() -> None:
     from examples._running import model_or_exit, running
 
     agent = researcher(model_or_exit())
-    async with running("research") as client:
+    async with running("research", agents=[agent]) as client:
         run = await AgentClient(client, task_queue="research").run(
             agent, "What time is it in Oslo and in Tokyo?"
         )

@@ -197,15 +197,20 @@ def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "dev", "--data-dir", str(data_dir),
-         "--port", str(port), "--ui-port", str(free_port()), "--tools", "tests.support.cli_tools"],
+         "--port", str(port), "--ui-port", str(free_port()), "--tools", "tests.support.cli_tools",
+         "--trust-specs"],  # the specs carry the scripted model's loopback endpoint
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert process.stdout is not None
+    said: list[str] = []
     while True:
         line = process.stdout.readline()
         assert line, "durable-agent dev exited before its worker was ready"
+        said.append(line)
         if line.startswith("worker ready"):
             assert "get_time" in line and "wipe_cache" in line
+            # the policy is said out loud before the worker takes work
+            assert any(s.startswith("WARNING: this worker lets session specs carry") for s in said)
             return process
 
 

@@ -39,12 +39,13 @@ async def test_the_research_agent_reads_the_mcp_clock_and_reports_typed() -> Non
         "cities": [{"city": "Oslo", "timezone": "Europe/Oslo", "local_time": "13:05"}],
         "summary": "It is 13:05 in Oslo.",
     }
-    async with AgentTestEnvironment(task_queue="research") as env:
+    researcher = time_report.researcher(ANY_MODEL)
+    async with AgentTestEnvironment(task_queue="research", agents=[researcher]) as env:
         env.model.add(
             assistant_calls(("clock_get_current_time", {"timezone": "Europe/Oslo"})),
             assistant_text(json.dumps(report)),
         )
-        run = await env.run(time_report.researcher(ANY_MODEL), "What time is it in Oslo?")
+        run = await env.run(researcher, "What time is it in Oslo?")
         sent = env.model.requests[1].body["messages"][-1]
     assert run.output == time_report.TimeReport.model_validate(report)
     clock = json.loads(sent["content"])  # what the real MCP time server answered

@@ -176,10 +176,16 @@ async def test_a_sync_tool_that_blocks_longer_than_the_heartbeat_timeout_runs_on
 
 async def _call_model_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
     history = await handle.fetch_history()
+    kinds = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
     return [
         e.activity_task_started_event_attributes.attempt
         for e in history.events
         if e.HasField("activity_task_started_event_attributes")
+        and kinds[e.activity_task_started_event_attributes.scheduled_event_id] == "call_model"
     ]
 
 

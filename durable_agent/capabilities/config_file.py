@@ -31,7 +31,7 @@ import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -84,9 +84,9 @@ def load_capabilities(path: Path) -> Capabilities:
     try:
         parsed = _File.model_validate(raw)
         servers = [
-            McpServerSpec.model_validate({**v, "name": k}) for k, v in parsed.mcp_servers.items()
+            _entry(McpServerSpec, "mcp_servers", k, v) for k, v in parsed.mcp_servers.items()
         ]
-        apis = [OpenApiSpec.model_validate({**v, "name": k}) for k, v in parsed.openapi.items()]
+        apis = [_entry(OpenApiSpec, "openapi", k, v) for k, v in parsed.openapi.items()]
         policy = SpecPolicy(**{f.name: getattr(parsed.policy, f.name) for f in fields(SpecPolicy)})
         return Capabilities(
             models=default_models() if parsed.models is None else parsed.models,
@@ -99,5 +99,24 @@ def load_capabilities(path: Path) -> Capabilities:
             task_queues=parsed.task_queues,
             policy=policy,
         )
-    except (ValidationError, ValueError) as error:
+    except ValidationError as error:
+        raise CapabilitiesFileError(f"{path}: {_first(error)}") from None
+    except ValueError as error:
         raise CapabilitiesFileError(f"{path}: {error}") from None
+
+
+_Model = TypeVar("_Model", McpServerSpec, OpenApiSpec)
+
+
+def _entry(kind: type[_Model], table: str, name: str, value: dict[str, Any]) -> _Model:
+    try:
+        return kind.model_validate({**value, "name": name})
+    except ValidationError as error:
+        raise ValueError(f"{table}.{name}.{_first(error)}") from None
+
+
+def _first(error: ValidationError) -> str:
+    """The first problem as ``field.path: what is wrong``."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return f"{where}: {first['msg']}" if where else first["msg"]

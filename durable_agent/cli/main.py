@@ -15,6 +15,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from temporalio.client import WorkflowFailureError
+
 from durable_agent.agent_modules import AgentModuleError, load_agents
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
 from durable_agent.approval_contracts import PendingApproval
@@ -101,7 +103,12 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     session_id = await agents.start(spec, args.prompt, session_id=args.session_id)
     print(f"session {session_id}", file=out, flush=True)
     await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
-    return _report_end(await agents.result(session_id), out)
+    try:
+        result = await agents.result(session_id)
+    except WorkflowFailureError as error:  # refused at start, or input it could not read
+        print(f"session failed: {error.cause or error}", file=out, flush=True)
+        return EXIT_SESSION_FAILED
+    return _report_end(result, out)
 
 
 def _report_end(result: Any, out: TextIO) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
@@ -60,11 +60,14 @@ class AgentTestEnvironment:
         task_queue: str = "agent-tests",
         workflows: list[type] | None = None,
         capabilities: Capabilities | None = None,
+        agents: Sequence[Agent[Any]] = (),
     ) -> None:
         self.registry = registry
         self.capabilities = capabilities or Capabilities(models={})
         """What the worker registers, as in production; its model endpoints all lead to
         the scripted model (each keeping its API)."""
+        self.registered_agents = agents
+        """Agents whose MCP servers the worker registers, as ``DurableAgentPlugin``'s."""
         self.task_queue = task_queue
         self.workflows = workflows or []
         """Your own workflows to run on the same worker (that call agents, say)."""
@@ -99,7 +102,10 @@ class AgentTestEnvironment:
             )
         capabilities = dataclasses.replace(self.capabilities, models=scripted)
         plugin = DurableAgentPlugin(
-            registry=self.registry, preload_tokenizers=False, capabilities=capabilities
+            registry=self.registry,
+            preload_tokenizers=False,
+            capabilities=capabilities,
+            agents=self.registered_agents,
         )
         self._worker = Worker(
             self._server.client,
@@ -125,20 +131,24 @@ class AgentTestEnvironment:
             self.model.stop()
 
     def scripted(self, agent: Agent[OutputT]) -> Agent[OutputT]:
-        """``agent`` with its model's endpoint pointed at the scripted model (a
-        registered endpoint's name is kept: the environment's worker registered it so)."""
-        endpoint = agent.model.endpoint
-        if not isinstance(endpoint, str):
-            endpoint = _scripted_name(endpoint.api)
-        model = agent.model.model_copy(update={"endpoint": endpoint})
-        return Agent(
-            name=agent.name,
-            model=model,
-            instructions=agent.instructions,
-            tools=agent.tools,
-            output_type=agent.output_type,
-            settings=agent.settings,
-        )
+        """``agent`` (and every agent it hands off to) with its model's endpoint pointed
+        at the scripted model (a registered endpoint's name is kept: the environment's
+        worker registered it so)."""
+        done: dict[str, Agent[Any]] = {}
+
+        def swap(original: Agent[Any]) -> Agent[Any]:
+            if original.name in done:
+                return done[original.name]
+            endpoint = original.model.endpoint
+            if not isinstance(endpoint, str):
+                endpoint = _scripted_name(endpoint.api)
+            model = original.model.model_copy(update={"endpoint": endpoint})
+            copy = done[original.name] = dataclasses.replace(original, model=model, handoffs=())
+            # frozen: the handoffs are set once the copies exist (they may hand back)
+            object.__setattr__(copy, "handoffs", tuple(swap(h) for h in original.handoffs))
+            return copy
+
+        return swap(agent)
 
     async def run(
         self,

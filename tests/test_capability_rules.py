@@ -1,0 +1,188 @@
+"""The rules behind the worker's registries, one by one: which addresses a URL from a
+spec may reach, what a spec's reference may change of a registered entry, the worker's
+file, agents compiled to specs that only name what their worker registers, and remote
+calls that stay at the service the worker registered (over real HTTP)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from durable_agent import Agent, ModelSpec
+from durable_agent.activities.openapi import call_operation
+from durable_agent.activities.remote_access import RemoteAccess
+from durable_agent.agent_modules import AgentModuleError, with_agents
+from durable_agent.capabilities import (
+    Capabilities,
+    NotAllowed,
+    NotRegistered,
+    SpecPolicy,
+    UrlRefused,
+    check_url,
+)
+from durable_agent.capabilities.config_file import CapabilitiesFileError, load_capabilities
+from durable_agent.contracts import HttpCall, HttpOperation, ToolCallInput
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.spec import McpServerSpec, OpenApiSpec
+from tests.support.recording_server import RecordingServer
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://127.0.0.1:8080/x", "loopback"),
+        ("http://[::1]/x", "loopback"),
+        ("http://[::ffff:127.0.0.1]/x", "loopback"),
+        ("http://localhost/x", "loopback"),
+        ("http://169.254.169.254/latest/meta-data", "link-local"),
+        ("http://10.0.0.7/x", "private"),
+        ("http://192.168.1.1/x", "private"),
+        ("http://172.16.0.1/x", "private"),
+        ("http://0.0.0.0/x", "unspecified"),
+        ("http://224.0.0.1/x", "multicast"),
+    ],
+)
+async def test_urls_to_the_workers_own_networks_are_refused(url: str, kind: str) -> None:
+    with pytest.raises(UrlRefused, match=f"reaches a {kind} address"):
+        await check_url(url, private_allowed=False)
+    await check_url(url, private_allowed=True)  # a policy for local development
+
+
+async def test_public_addresses_pass_and_other_schemes_do_not() -> None:
+    await check_url("https://93.184.216.34/v1", private_allowed=False)
+    for url in ("file:///etc/passwd", "gopher://93.184.216.34/", "http:///nohost"):
+        with pytest.raises(UrlRefused):
+            await check_url(url, private_allowed=True)
+
+
+async def test_a_reference_narrows_a_registered_server_and_never_widens_it() -> None:
+    clock = McpServerSpec(
+        name="clock", command="uvx", args=["mcp-server-time"], env=["TZ_KEY"],
+        allowed_tools=["get_current_time", "convert_time"], approval="always",
+    )  # fmt: skip
+    capabilities = Capabilities(mcp_servers=[clock])
+    chosen = McpServerSpec(name="clock", allowed_tools=["convert_time"], prefix="t_")
+    used = await capabilities.mcp_server(chosen)
+    assert (used.command, used.args, used.env) == ("uvx", ["mcp-server-time"], ["TZ_KEY"])
+    assert used.allowed_tools == ["convert_time"] and used.tool_prefix == "t_"
+    assert used.approval == "always"  # a spec cannot make it laxer
+    laxer = McpServerSpec(name="clock", approval="never")
+    assert (await capabilities.mcp_server(laxer)).approval == "always"
+    with pytest.raises(NotAllowed, match="allowed_tools delete_everything are not among"):
+        await capabilities.mcp_server(
+            McpServerSpec(name="clock", allowed_tools=["delete_everything"])
+        )
+    with pytest.raises(NotRegistered, match=r"'files' is not registered .* \(registered: clock\)"):
+        await capabilities.mcp_server(McpServerSpec(name="files"))
+
+
+async def test_an_inline_endpoint_is_taken_only_when_the_worker_registered_the_same() -> None:
+    mine = ProviderEndpoint(base_url="https://llm.example.com/v1", api_key_env="LLM_KEY")
+    capabilities = Capabilities(models={"mine": mine})
+    assert await capabilities.endpoint("mine") == mine
+    assert await capabilities.endpoint(mine.model_copy()) == mine
+    other_key = mine.model_copy(update={"api_key_env": "AWS_SECRET_ACCESS_KEY"})
+    with pytest.raises(NotAllowed, match="key from AWS_SECRET_ACCESS_KEY"):
+        await capabilities.endpoint(other_key)
+    with pytest.raises(NotRegistered, match=r"'theirs' is not registered .*\(registered: mine\)"):
+        await capabilities.endpoint("theirs")
+
+
+def test_the_policy_is_strict_unless_told_and_says_so_loudly() -> None:
+    assert SpecPolicy().warning() is None and SpecPolicy().allowed() == []
+    warning = SpecPolicy(inline_mcp=True).warning()
+    assert warning and warning.startswith("WARNING") and "inline mcp" in warning
+    assert len(SpecPolicy.development().allowed()) == 7
+
+
+def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "capabilities.toml"
+    path.write_text(
+        'task_queues = ["gpu"]\n'
+        '[models.local]\nbase_url = "http://10.0.0.5:11434/v1"\napi_key_env = "LOCAL_KEY"\n'
+        '[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n'
+        '[openapi.billing]\ndocument = "https://billing.example.com/openapi.json"\n'
+        '[secrets.GITHUB_TOKEN]\ntools = ["create_issue"]\nparameters = ["token"]\n'
+        "[policy]\ninline_endpoints = true\n"
+    )
+    loaded = load_capabilities(path)
+    assert loaded.models["local"].base_url == "http://10.0.0.5:11434/v1"
+    assert loaded.secret_variable("GITHUB_TOKEN", "create_issue", "token") == "GITHUB_TOKEN"
+    with pytest.raises(NotAllowed, match="may not be given to create_issue"):
+        loaded.secret_variable("GITHUB_TOKEN", "create_issue", "body")
+    assert loaded.task_queue_allowed("gpu", "main") and not loaded.task_queue_allowed("x", "main")
+    assert loaded.policy.inline_endpoints and not loaded.policy.inline_mcp
+    path.write_text('[mcp_servers.time]\ncomand = "uvx"\n')
+    with pytest.raises(
+        CapabilitiesFileError,
+        match=r"capabilities.toml: mcp_servers.time.comand: Extra inputs are not permitted",
+    ):
+        load_capabilities(path)
+    (tmp_path / "bad.json").write_text(json.dumps({"polcy": {}}))
+    with pytest.raises(CapabilitiesFileError, match=r"bad\.json: polcy: Extra inputs"):
+        load_capabilities(tmp_path / "bad.json")
+
+
+def test_an_agent_names_its_servers_and_its_worker_registers_them() -> None:
+    model = ModelSpec(name="m", endpoint=ProviderEndpoint(base_url="https://llm.example.com/v1"))
+    clock = McpServerSpec(name="clock", command=sys.executable, args=["-m", "mcp_server_time"])
+    billing = Agent(name="billing", model=model, instructions="Refunds.", description="money")
+    triage = Agent(
+        name="triage", model=model, instructions="Route.", mcp_servers=[clock], handoffs=[billing]
+    )
+    spec = triage.spec()
+    assert [s.model_dump(exclude_defaults=True) for s in spec.mcp_servers] == [{"name": "clock"}]
+    assert spec.swarm is not None and spec.swarm.default == "triage"
+    assert [(a.name, a.handoffs) for a in spec.swarm.agents] == [
+        ("triage", ["billing"]), ("billing", []),
+    ]  # fmt: skip
+    assert spec.swarm.agent("billing").description == "money"
+    registered = with_agents(Capabilities(models={}), triage.team())
+    assert registered.models["agent:triage"] == model.endpoint
+    assert [s.command for s in registered.mcp_servers] == [sys.executable]
+    other = McpServerSpec(name="clock", command="sh")
+    twin = Agent(name="twin", model=model, mcp_servers=[other])
+    with pytest.raises(AgentModuleError, match="'clock' is registered otherwise"):
+        with_agents(registered, [twin])
+
+
+def _http_call(url: str, api: str = "orders") -> ToolCallInput:
+    operation = HttpOperation(api=api, method="GET", url=url)
+    return ToolCallInput(
+        turn=1, slot=0, tool_name="getOrder", tool_call_id="c0", arguments="{}",
+        http=HttpCall(operation=operation, headers={"X-Key": "SOME_WORKER_VARIABLE"}),
+    )  # fmt: skip
+
+
+async def test_a_remote_call_goes_only_to_its_registered_service() -> None:
+    """A call input pointing a registered service's tool at another host (a forged
+    continue-as-new input could) is refused, and that host hears nothing."""
+    with RecordingServer() as service, RecordingServer() as elsewhere:
+        registered = OpenApiSpec(
+            name="orders", document=f"{service.url}/openapi.json", base_url=f"{service.url}/api",
+            headers={"X-Api-Key": "ORDERS_KEY"},
+        )  # fmt: skip
+        access = RemoteAccess(Capabilities(openapi=[registered]))
+        headers = await access.target(_http_call(f"{service.url}/api/orders/1"))
+        assert headers == {"X-Api-Key": "ORDERS_KEY"}  # the worker's, not the input's
+        with pytest.raises(NotAllowed, match=r"is not at http://127\.0\.0\.1"):
+            await access.target(_http_call(f"{elsewhere.url}/steal"))
+        with pytest.raises(NotAllowed, match="'unlisted' is not registered"):
+            await access.target(_http_call(f"{elsewhere.url}/x", api="unlisted"))
+    assert elsewhere.seen == [] and service.seen == []
+
+
+async def test_a_redirect_is_answered_as_it_is_never_followed() -> None:
+    with RecordingServer() as target:
+        routes = {"/go": (302, {"Location": f"{target.url}/stolen"}, {})}
+        with RecordingServer(routes) as service:
+            text, is_error = await call_operation(
+                _http_call(f"{service.url}/go").http,  # type: ignore[arg-type]
+                {},
+                {},
+            )
+    assert is_error and text.startswith("HTTP 302")
+    assert [s.path for s in service.seen] == ["/go"] and target.seen == []
