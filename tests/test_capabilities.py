@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
@@ -27,11 +29,20 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.session.state import SessionState
-from tests.support.agent_harness import running_worker, spec_for, temporal_cli, wait_for
+from tests.support.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    temporal_cli,
+    wait_for,
+    worker_process,
+)
+from tests.support.gateway_harness import gateway
 from tests.support.openapi_service import OrdersService
 from tests.support.recording_server import RecordingServer
 
 SECRET = "DURABLE_TEST_WORKER_SECRET"
+ROOT = Path(__file__).parent.parent
 
 
 def registered(provider: ScriptedProvider, **more: Any) -> Capabilities:
@@ -220,6 +231,7 @@ async def test_the_paths_around_the_door_are_guarded_too(
                 with pytest.raises(WorkflowFailureError) as failed:
                     await asyncio.wait_for(agents.result(session), 60)
                 assert "mcp_servers[evil]" in str(failed.value.cause), failed.value.cause
+            await record_history(handle, "admission_refused")
     assert not marker.exists() and host.seen == [] and provider.requests == []
 
 
@@ -346,6 +358,11 @@ async def test_what_the_worker_registered_is_used_by_name(
             session = await agents.start(spec, "note it and order tea")
             result = await asyncio.wait_for(agents.result(session), 60)
             messages = await agents.messages(session)
+            handle = client.get_workflow_handle(session)
+            history = (await handle.fetch_history()).to_json()
+            await record_history(handle, "admission")
+        # what the worker registered stays on the worker: no command, no document URL
+        assert sys.executable not in history and service.url not in history
         assert result.status == "done", result
         note, order = [m for m in messages if isinstance(m, ToolMessage)]
         assert note.content == "noted: by name" and not note.is_error
@@ -407,3 +424,70 @@ async def test_a_secret_reaches_only_the_tool_and_parameter_it_is_bound_to(
     assert not right.is_error and right.content == "sent"
     assert sent_with == [{"token": "tok-77", "text": "hi"}]  # only the granted call ran
     assert "tok-77" not in str([m.model_dump() for m in messages])
+
+
+async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_the_gateway(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``durable-agent worker --agents MODULE`` registers the module's agents (their
+    endpoint included) on a worker that trusts no spec; ``run --agent`` and the
+    gateway start them by name, and a name the module lacks is refused with the list."""
+    script = [
+        assistant_calls(("get_time", {"city": "Tokyo"})),
+        assistant_text('{"city": "Tokyo", "time": "22:00"}'),
+        assistant_calls(("get_time", {"city": "NYC"})),
+        assistant_text('{"city": "NYC", "time": "09:00"}'),
+    ]
+    module = "tests.support.named_agents"
+    with ScriptedProvider(script) as provider:
+        monkeypatch.setenv("NAMED_AGENTS_MODEL_URL", provider.base_url)
+        address = str(temporal_env.client.service_client.config.target_host)
+        with worker_process(temporal_env, task_queue, "--agents", module, trust_specs=False):
+            run = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "durable_agent.cli", "run", "--agents", module,
+                 "--agent", "clock", "--task-queue", task_queue, "time in Tokyo?"],
+                cwd=ROOT, env={**os.environ, "TEMPORAL_ADDRESS": address},
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert run.returncode == 0, run.stderr
+            assert "session ended: done" in run.stdout, run.stdout
+            missing = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "durable_agent.cli", "run", "--agents", module,
+                 "--agent", "calendar", "--task-queue", task_queue, "hi"],
+                cwd=ROOT, env={**os.environ, "TEMPORAL_ADDRESS": address},
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert missing.returncode == 2
+            assert "no agent 'calendar' (agents: clock)" in missing.stderr
+            with gateway(address, task_queue, None, "--agents", module) as url:
+                async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                    started = await http.post(
+                        "/api/sessions", json={"agent": "clock", "message": "time in NYC?"}
+                    )
+                    assert started.status_code == 201, started.text
+                    unknown = await http.post("/api/sessions", json={"agent": "calendar"})
+                session = started.json()["session_id"]  # a conversation: it goes on
+                agents = AgentClient(temporal_env.client, task_queue=task_queue)
+                await asyncio.wait_for(agents.wait(session), 60)
+                answer = (await agents.messages(session))[-1]
+    assert unknown.status_code == 404 and unknown.json()["field"] == "agent"
+    assert "agents: clock" in unknown.json()["error"]
+    assert answer.role == "assistant" and answer.content == '{"city": "NYC", "time": "09:00"}'
+    assert [r.body["messages"][-1]["content"] for r in provider.requests[1::2]] == [
+        "22:00", "09:00",
+    ]  # fmt: skip
+
+
+def test_a_worker_with_an_unusable_capabilities_file_does_not_start(tmp_path: Path) -> None:
+    path = tmp_path / "worker.toml"
+    path.write_text('[openapi.billing]\nbase_url = "https://billing.example.com"\n')
+    done = subprocess.run(
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--capabilities", str(path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "TEMPORAL_ADDRESS": "127.0.0.1:1"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "registered OpenAPI service 'billing': give its document" in done.stderr

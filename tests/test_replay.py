@@ -49,6 +49,8 @@ def test_histories_are_recorded() -> None:
         "live_events",  # text and reasoning deltas published by the model activity
         "live_events_continued",  # the event log carried across continue-as-new
         "update_with_start",  # a conversation started by send_message, titled by it
+        "admission",  # admitted by the worker's registries (the admission patch's marker)
+        "admission_refused",  # a forged continue-as-new input refused at admission
     }
 
 

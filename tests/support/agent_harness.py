@@ -73,16 +73,18 @@ def worker_process(
     task_queue: str,
     *args: str,
     stderr: Path | None = None,
+    trust_specs: bool = True,
     **extra_env: str,
 ) -> Iterator[None]:
     """``durable-agent worker`` in its own process (the tools of ``tests.support.cli_tools``),
-    the way users start it, with ``args`` added (its log lines to ``stderr``)."""
+    the way users start it, with ``args`` added (its log lines to ``stderr``);
+    ``trust_specs``: the local-development policy (these tests' specs carry the scripted
+    model's loopback endpoint)."""
     address = str(env.client.service_client.config.target_host)
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
          "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
-         "--trust-specs",
-         *args],
+         *(["--trust-specs"] if trust_specs else []), *args],
         cwd=Path(__file__).parents[2],
         env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
         stdout=subprocess.PIPE, text=True,

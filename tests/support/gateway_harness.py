@@ -29,11 +29,11 @@ class SSE:
 
 
 @contextmanager
-def gateway(address: str, task_queue: str, spec_file: Path | None) -> Iterator[str]:
-    """``durable-agent serve`` on a free port; its base URL."""
+def gateway(address: str, task_queue: str, spec_file: Path | None, *more: str) -> Iterator[str]:
+    """``durable-agent serve`` on a free port (``more`` arguments added); its base URL."""
     port = free_port()
     args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
-    args += ["--port", str(port)] + (["--spec", str(spec_file)] if spec_file else [])
+    args += ["--port", str(port)] + (["--spec", str(spec_file)] if spec_file else []) + [*more]
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     env.pop("OPENAI_API_KEY", None)
     process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
