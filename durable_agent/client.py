@@ -164,8 +164,11 @@ class AgentClient(ApprovalDoors):
         task_queue: str = DEFAULT_TASK_QUEUE,
         query_timeout: float = 15.0,
         approver_key: ApproverKey | None = None,
+        agents: Sequence[Agent[Any]] = (),
     ) -> None:
         self.temporal = client
+        self.agents = {member.name: member for agent in agents for member in agent.team()}
+        """Agents ``run`` takes by name (and those they hand off to)."""
         self.task_queue = task_queue
         self.query_timeout = query_timeout
         """Seconds a read waits for a worker to answer (queries need a running worker)."""
@@ -322,11 +325,22 @@ class AgentClient(ApprovalDoors):
         return found
 
     async def run(
-        self, agent: Agent[OutputT], message: str | UserMessage, *, session_id: str | None = None
+        self,
+        agent: Agent[OutputT] | str,
+        message: str | UserMessage,
+        *,
+        session_id: str | None = None,
     ) -> RunResult[OutputT]:
-        """Run ``agent`` on ``message`` to its answer, typed as its ``output_type``
-        (``AgentRunError`` when the session ends without one). Approvals it asks for
-        wait for someone to decide them, as in any session."""
+        """Run ``agent`` (or the one of this client's ``agents`` by that name) on
+        ``message`` to its answer, typed as its ``output_type`` (``AgentRunError`` when
+        the session ends without one). Approvals it asks for wait for someone to decide
+        them, as in any session."""
+        if isinstance(agent, str):
+            found = self.agents.get(agent)
+            if found is None:
+                listed = ", ".join(sorted(self.agents)) or "none: give AgentClient(agents=...)"
+                raise LookupError(f"no agent {agent!r} on this client (agents: {listed})")
+            agent = found
         started = await self.start(agent.spec(one_reply=True), message, session_id=session_id)
         return agent.output_of(started, await self.result(started))
 

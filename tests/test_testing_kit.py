@@ -3,10 +3,15 @@ model, with its approvals decided by the test."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from pydantic import BaseModel
 
 from durable_agent import Agent, ModelSpec, ProviderEndpoint, ToolRegistry, tool
+from durable_agent.client import SessionNotFoundError, WaitOutcome
 from durable_agent.testing import AgentTestEnvironment, assistant_calls, assistant_text
+from tests.support.agent_harness import wait_for
 
 registry = ToolRegistry()
 refunded: list[str] = []
@@ -54,3 +59,43 @@ async def test_an_agent_runs_with_its_approvals_decided_in_the_test() -> None:
     results = [m.content for m in messages if m.role == "tool"]
     assert results[0] == "refunded o-1" and "denied" in results[1].lower(), results
     assert env.model.requests[0].body["model"] == "gpt-4o-mini"
+
+
+triage = Agent(
+    name="triage",
+    model=ModelSpec(name="gpt-4o-mini", endpoint="openai"),  # a registered name
+    instructions="Hand billing questions to support.",
+    handoffs=[support],
+)
+
+
+async def test_a_registered_agent_runs_by_name_and_hands_off_on_the_scripted_model() -> None:
+    """``agents.run("triage", ...)`` on the environment's client: the agent (a swarm
+    of triage and support, by its handoffs) is found by name, its endpoint name and
+    its handoff's inline endpoint both lead to the scripted model."""
+    refunded.clear()
+    async with AgentTestEnvironment(registry=registry, agents=[triage]) as env:
+        env.model.add(
+            assistant_calls(("transfer_to_support", {"reason": "a refund"})),
+            assistant_calls(("refund", {"order": "o-2"})),
+            assistant_text('{"order": "o-2", "refunded": true}'),
+        )
+        agents = env.agents
+        session = "by-name-1"
+        running = asyncio.create_task(agents.run("triage", "Refund o-2", session_id=session))
+
+        async def asked() -> WaitOutcome | None:
+            try:
+                return await agents.wait(session)
+            except SessionNotFoundError:  # not started yet
+                return None
+
+        outcome = await wait_for(asked, timeout=60)
+        assert outcome.kind == "approval" and outcome.pending[0].tool_name == "refund"
+        await agents.approve(session, outcome.pending[0].approval_id, by="test")
+        run = await running
+        with pytest.raises(LookupError, match=r"no agent 'billing' on this client \(agents: "):
+            await agents.run("billing", "hi")
+    assert refunded == ["o-2"] and run.output == '{"order": "o-2", "refunded": true}'
+    # after the handoff, support answers with its own instructions
+    assert env.model.requests[1].body["messages"][0]["content"] == support.instructions

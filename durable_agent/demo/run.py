@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
 
+from durable_agent.agent import Agent
 from durable_agent.capabilities import Capabilities
 from durable_agent.cli.render import format_message, format_pending
 from durable_agent.client import AgentClient
@@ -21,7 +22,7 @@ from durable_agent.demo.model import DEMO_MODEL, demo_model_reply
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.ports import free_port
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.spec import ModelSpec
 from durable_agent.testing import ScriptedProvider
 
 QUESTION = "What's the weather in NYC and London? Email me a short report."
@@ -32,11 +33,14 @@ INSTRUCTIONS = "You are a weather assistant. Use the tools; email a report when 
 DEMO_ENDPOINT = "demo"
 
 
-def demo_spec(model: ModelSpec) -> AgentSpec:
-    return AgentSpec(
+def demo_agent(model: ModelSpec) -> Agent[str]:
+    """The demo's agent: its tools are functions on the worker; its model endpoint is
+    one the worker registered, by name."""
+    return Agent(
+        name="weather",
         model=model,
         instructions=INSTRUCTIONS,
-        tools=[{"name": "get_weather"}, {"name": "send_report"}],
+        tools=[demo_tools.get_weather, demo_tools.send_report],
     )
 
 
@@ -48,7 +52,6 @@ async def run_demo(
         start_dev_server,
     )
 
-    assert demo_tools.get_weather.name == "get_weather"  # imported: the tools are registered
     port, ui_port = free_port(), free_port()
     with ExitStack() as stack:
         found = model_from_environment()
@@ -72,7 +75,7 @@ async def run_demo(
             )
             async with worker:
                 agents = AgentClient(env.client)
-                session_id = await agents.start(demo_spec(model), QUESTION)
+                session_id = await agents.start(demo_agent(model).spec(), QUESTION)
                 out(f"session: {session_id}\n")
                 ok = await _follow(agents, session_id, out)
                 out(f"\nSee it in the Temporal UI: {ui}/namespaces/default/workflows/{session_id}")

@@ -63,7 +63,7 @@ class AgentTestEnvironment:
         agents: Sequence[Agent[Any]] = (),
     ) -> None:
         self.registry = registry
-        self.capabilities = capabilities or Capabilities(models={})
+        self.capabilities = capabilities or Capabilities()
         """What the worker registers, as in production; its model endpoints all lead to
         the scripted model (each keeping its API)."""
         self.registered_agents = agents
@@ -83,7 +83,10 @@ class AgentTestEnvironment:
 
     @property
     def agents(self) -> AgentClient:
-        return AgentClient(self.client, task_queue=self.task_queue)
+        """A client of the environment, which runs the registered agents by name (on
+        the scripted model)."""
+        scripted = [self.scripted(a) for a in self.registered_agents]
+        return AgentClient(self.client, task_queue=self.task_queue, agents=scripted)
 
     async def __aenter__(self) -> AgentTestEnvironment:
         self.model.start()
