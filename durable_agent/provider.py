@@ -37,6 +37,7 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage, UserMessage
 from durable_agent.model_options import ModelOptions
 from durable_agent.observability.gen_ai_spans import embeddings_span, record_embeddings
+from durable_agent.redaction import redact
 
 USER_AGENT = f"durable-agent/{__version__}"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -106,6 +107,7 @@ def _status_error(
         said = error_text(json.loads(body))
     except ValueError:
         said = body.decode("utf-8", "replace").strip()[:500] or "(empty body)"
+    said = redact(said, _sent_keys(response), marker="[{name}]")  # a body may quote the key
     status = response.status_code
     return ProviderError(
         f"{endpoint.url} returned {status} {response.reason_phrase}: {said}",
@@ -113,6 +115,20 @@ def _status_error(
         status_code=status,
         retry_after=parse_retry_after(response.headers),
     )
+
+
+#: Request headers that carry a provider's key.
+KEY_HEADERS = ("authorization", "x-api-key", "api-key")
+
+
+def _sent_keys(response: httpx.Response) -> dict[str, str]:
+    """The key values the request carried, by the header that carried them."""
+    sent: dict[str, str] = {}
+    for header in KEY_HEADERS:
+        value = response.request.headers.get(header) if response.request else None
+        if value:
+            sent[f"{header} value"] = value.removeprefix("Bearer ").strip()
+    return sent
 
 
 def _transport_error(endpoint: ProviderEndpoint, error: httpx.TransportError) -> ProviderError:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from durable_agent.redaction import redact
+
 #: ``{{secret:NAME}}``; names as environment variables spell them.
 SECRET_REFERENCE = re.compile(r"\{\{secret:([A-Za-z_][A-Za-z0-9_]*)\}\}")
 SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -99,9 +101,6 @@ class SecretResolver:
         return found
 
     def redact(self, text: str) -> str:
-        """``text`` with every value this call resolved put back as its reference
-        (longest first, so a value inside another is not half-replaced)."""
-        for name, value in sorted(self.used.items(), key=lambda item: -len(item[1])):
-            if value:
-                text = text.replace(value, f"{{{{secret:{name}}}}}")
-        return text
+        """``text`` with every value this call resolved put back as its reference, in
+        each form it travels in (URL-quoted, JSON-escaped, base64: ``redaction``)."""
+        return redact(text, self.used)
