@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from durable_agent.encryption import CodecKeys
 from durable_agent.messages import Message, parse_message
 from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, content_hash
 
@@ -299,18 +300,52 @@ class TranscriptStore:
             self._cache.popitem(last=False)
 
 
+class EncryptedBackend:
+    """A backend whose stored texts are encrypted (AES-GCM, bound to their key or hash,
+    so a row cannot be moved under another); hashes, positions and times stay clear,
+    as the store walks and prunes by them."""
+
+    def __init__(self, backend: TranscriptBackend, keys: CodecKeys) -> None:
+        self.backend = backend
+        self.keys = keys
+
+    async def load(self, head: str) -> list[Row]:
+        rows = await self.backend.load(head)
+        return [(h, p, n, self.keys.open_text(text, h)) for h, p, n, text in rows]
+
+    async def save(self, rows: Sequence[Row]) -> None:
+        await self.backend.save([(h, p, n, self.keys.seal_text(text, h)) for h, p, n, text in rows])
+
+    async def load_single(self, key: str) -> str | None:
+        found = await self.backend.load_single(key)
+        return None if found is None else self.keys.open_text(found, key)
+
+    async def save_single(self, key: str, message_json: str) -> None:
+        await self.backend.save_single(key, self.keys.seal_text(message_json, key))
+
+    async def prune(self, older_than_seconds: float) -> int:
+        return await self.backend.prune(older_than_seconds)
+
+    async def wipe(self) -> None:
+        await self.backend.wipe()
+
+
 def default_store_url(data_dir: Path) -> str:
     """The embedded default: a SQLite file in the data folder."""
     return f"sqlite:///{data_dir / 'transcripts.sqlite'}"
 
 
-def open_transcript_store(url: str) -> TranscriptStore:
+def open_transcript_store(url: str, keys: CodecKeys | None = None) -> TranscriptStore:
+    """The store at ``url``; with ``keys``, every message it writes is encrypted."""
+    backend: TranscriptBackend
     if url == "memory:":
         return TranscriptStore()
     if url.startswith("sqlite:///"):
-        return TranscriptStore(SqliteBackend(Path(url.removeprefix("sqlite:///"))))
-    if url.startswith(("postgresql://", "postgres://")):
-        return TranscriptStore(PostgresBackend(url))
-    raise ValueError(
-        f"unknown transcript store {url!r}: use sqlite:///path, postgresql://... or memory:"
-    )
+        backend = SqliteBackend(Path(url.removeprefix("sqlite:///")))
+    elif url.startswith(("postgresql://", "postgres://")):
+        backend = PostgresBackend(url)
+    else:
+        raise ValueError(
+            f"unknown transcript store {url!r}: use sqlite:///path, postgresql://... or memory:"
+        )
+    return TranscriptStore(backend if keys is None else EncryptedBackend(backend, keys))

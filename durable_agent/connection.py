@@ -11,6 +11,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
+from durable_agent.encryption import CodecKeys, with_encryption
 from durable_agent.observability.telemetry import client_interceptors
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -37,6 +38,8 @@ class ServerSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """mTLS client certificate and key (Temporal Cloud's other way in)."""
+    codec_keys: CodecKeys | None = None
+    """Encrypt payloads with these keys (``durable_agent.encryption``)."""
 
 
 async def connect_client(settings: ServerSettings, runtime: Runtime | None = None) -> Client:
@@ -52,7 +55,7 @@ async def connect_client(settings: ServerSettings, runtime: Runtime | None = Non
             namespace=settings.namespace,
             api_key=settings.api_key,
             tls=tls,
-            data_converter=pydantic_data_converter,
+            data_converter=with_encryption(pydantic_data_converter, settings.codec_keys),
             interceptors=client_interceptors(),
             runtime=runtime,
         )

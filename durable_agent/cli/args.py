@@ -10,6 +10,7 @@ from pathlib import Path
 
 from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
+from durable_agent.encryption import CodecKeyError, CodecKeys
 
 
 def who_am_i() -> str:
@@ -35,10 +36,26 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         default="TEMPORAL_API_KEY",
         help="environment variable holding a Temporal Cloud API key (default: %(default)s)",
     )
+    group.add_argument(
+        "--codec-keys-env",
+        default="DURABLE_AGENT_CODEC_KEYS",
+        help="environment variable holding the payload encryption keys, id:base64 "
+        "comma-separated, the first encrypting (default: %(default)s; unset: no encryption)",
+    )
+
+
+def codec_keys(args: argparse.Namespace) -> CodecKeys | None:
+    """The encryption keys the ``--codec-keys-env`` variable holds (``None``: unset)."""
+    text = os.environ.get(args.codec_keys_env) if args.codec_keys_env else None
+    try:
+        return CodecKeys.parse(text) if text else None
+    except CodecKeyError as error:
+        raise CommandError(f"{args.codec_keys_env}: {error}") from None
 
 
 def server_settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(
+        codec_keys=codec_keys(args),
         address=args.address,
         namespace=args.namespace,
         api_key=(os.environ.get(args.api_key_env) or None) if args.api_key_env else None,

@@ -32,6 +32,7 @@ from durable_agent.cli.args import (
     CommandError,
     add_server_arguments,
     add_worker_arguments,
+    codec_keys,
     server_settings,
     who_am_i,
 )
@@ -53,6 +54,7 @@ from durable_agent.client import (
     SpecError,
 )
 from durable_agent.connection import ServerUnreachableError
+from durable_agent.encryption import CodecKeyError, EncryptionCodec
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
@@ -289,13 +291,19 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
         import uvicorn
 
         from durable_agent.gateway.app import create_app
+        from durable_agent.gateway.codec_endpoint import codec_routes
     except ImportError as error:
         raise CommandError(
             f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
         ) from None
     spec = load_spec(args) if args.spec or model_from_environment() else None
     named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
-    app = create_app(await connect(args), spec, named)
+    keys = codec_keys(args)
+    codec = None
+    if keys is not None:  # the Temporal UI decodes through it
+        token = os.environ.get("DURABLE_AGENT_CODEC_TOKEN") or None
+        codec = codec_routes(EncryptionCodec(keys), origins=args.codec_origin, token=token)
+    app = create_app(await connect(args), spec, named, codec)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
     await uvicorn.Server(config).serve()
@@ -421,6 +429,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--instructions", help="system prompt for the default spec")
     serve.add_argument("--tool", action="append", default=[], help="tool for the default spec")
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument(
+        "--codec-origin",
+        action="append",
+        default=[],
+        help="a browser origin that may decode through /codec (the Temporal UI's, e.g. "
+        "http://localhost:8233); with codec keys set. DURABLE_AGENT_CODEC_TOKEN: a bearer "
+        "token every codec call must carry",
+    )
     serve.add_argument("--port", type=_positive_int, default=8700)
     prune = command("prune-transcripts", "drop stored transcript messages by age", server=False)
     add_worker_arguments(prune)
@@ -430,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 ACTIONABLE = (
     AgentModuleError,
+    CodecKeyError,
     CapabilitiesFileError,
     CommandError,
     ServerUnreachableError,

@@ -122,10 +122,14 @@ def _errors(handler: Handler) -> Handler:
 
 
 def create_app(
-    agents: AgentClient, spec: AgentSpec | None, named: Mapping[str, AgentSpec] | None = None
+    agents: AgentClient,
+    spec: AgentSpec | None,
+    named: Mapping[str, AgentSpec] | None = None,
+    codec: list[Route] | None = None,
 ) -> Starlette:
     """The gateway: new sessions run ``spec``, or one of the ``named`` agents' specs
-    when a start names it (a request never brings a spec of its own)."""
+    when a start names it (a request never brings a spec of its own); ``codec``: the
+    Temporal UI's codec endpoint (``codec_routes``), served beside the API."""
     hubs = Hubs(agents)
     named = named or {}
 
@@ -277,6 +281,7 @@ def create_app(
             methods=["POST"],
         ),
         Route("/api/agui", _errors(agui_run), methods=["POST"]),
+        *(codec or []),
     ]
     return Starlette(routes=routes)
 
