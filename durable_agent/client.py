@@ -9,11 +9,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Collection, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import timedelta
+from typing import Any
 
-from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -26,13 +24,24 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent import Agent, OutputT, RunResult
-from durable_agent.approval_client import (  # noqa: F401  (re-exported)
+from durable_agent.approval_client import (
     ApprovalDoors,
     DecisionRefusedError,
     UnknownApprovalError,
 )
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
+from durable_agent.client_types import (
+    MessageRefusedError,
+    NoWorkerError,
+    SessionChange,
+    SessionClosedError,
+    SessionNotFoundError,
+    SessionSummary,
+    SpecError,
+    WaitOutcome,
+    parse_spec,
+)
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
     DEFAULT_TASK_QUEUE,
@@ -48,112 +57,26 @@ from durable_agent.contracts import (
 )
 from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import latest_offset, read_live_events
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.messages import Message, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
+
+__all__ = [
+    "AgentClient",
+    "DecisionRefusedError",
+    "MessageRefusedError",
+    "NoWorkerError",
+    "SessionChange",
+    "SessionClosedError",
+    "SessionNotFoundError",
+    "SessionSummary",
+    "SpecError",
+    "UnknownApprovalError",
+    "WaitOutcome",
+    "parse_spec",
+]
 
 MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
-
-
-class MessageRefusedError(ValueError):
-    """The session refused a message (empty, too long, the session ending)."""
-
-    def __init__(self, session_id: str, reason: str) -> None:
-        super().__init__(f"session {session_id!r} refused the message: {reason}")
-        self.reason = reason
-
-
-class SessionNotFoundError(LookupError):
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session with id {session_id!r} on this server and namespace")
-        self.session_id = session_id
-
-
-class SessionClosedError(RuntimeError):
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id!r} has ended; start a new one to go on")
-        self.session_id = session_id
-
-
-class NoWorkerError(RuntimeError):
-    def __init__(self, session_id: str, task_queue: str, seconds: float) -> None:
-        super().__init__(
-            f"no worker answered for session {session_id!r} within {seconds:g} s: is a worker "
-            f"running on task queue {task_queue!r}? (start one with `durable-agent worker`)"
-        )
-
-
-class SpecError(ValueError):
-    """The agent spec is not valid; the text names each field and why."""
-
-    @classmethod
-    def from_validation(cls, error: ValidationError) -> SpecError:
-        lines = [
-            f"  {'.'.join(str(p) for p in e['loc']) or '(spec)'}: {e['msg']}"
-            for e in error.errors()
-        ]
-        return cls("invalid agent spec:\n" + "\n".join(lines))
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    session_id: str
-    status: str
-    """Temporal's execution status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
-    started_at: datetime | None
-    closed_at: datetime | None
-    title: str = ""
-    """The session's first user words (memo ``title``)."""
-
-
-@dataclass(frozen=True)
-class SessionChange:
-    """What ``AgentClient.watch`` saw change, in order.
-
-    ``message``: a message landed in the array (``message``, at ``index``);
-    ``status``: the status changed (``status``); ``approval``: a call waits for a
-    person (``pending``, announced once); ``reply``: the session answered and waits
-    for the next message; ``ended``: the session is over (``result``, unless it failed
-    outside the loop or was terminated)."""
-
-    kind: Literal["message", "status", "approval", "reply", "ended"]
-    message: Message | None = None
-    index: int | None = None
-    status: SessionStatus | None = None
-    pending: PendingApproval | None = None
-    result: AgentResult | None = None
-
-
-@dataclass(frozen=True)
-class WaitOutcome:
-    """What ``AgentClient.wait`` stopped for."""
-
-    kind: Literal["reply", "approval", "ended"]
-    messages: list[Message]
-    """Messages after the ``after`` index."""
-    status: SessionStatus | None
-    pending: list[PendingApproval]
-    result: AgentResult | None = None
-    """Set when the session has ended."""
-
-    @property
-    def reply(self) -> AssistantMessage | None:
-        for message in reversed(self.messages):
-            if isinstance(message, AssistantMessage):
-                return message
-        return None
-
-
-def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
-    """An ``AgentSpec`` from a model, a dict or JSON text; ``SpecError`` names bad fields."""
-    if isinstance(spec, AgentSpec):
-        return spec
-    try:
-        if isinstance(spec, str):
-            return AgentSpec.model_validate_json(spec)
-        return AgentSpec.model_validate(spec)
-    except ValidationError as error:
-        raise SpecError.from_validation(error) from None
 
 
 class AgentClient(ApprovalDoors):

@@ -1,0 +1,117 @@
+"""What ``AgentClient`` hands back and raises: session summaries, what a watch saw,
+what a wait stopped for, the errors a caller can act on, and the spec parser.
+``durable_agent.client`` re-exports them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from durable_agent.approval_contracts import PendingApproval
+from durable_agent.contracts import AgentResult, SessionStatus
+from durable_agent.messages import AssistantMessage, Message
+from durable_agent.spec import AgentSpec
+
+
+class MessageRefusedError(ValueError):
+    """The session refused a message (empty, too long, the session ending)."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} refused the message: {reason}")
+        self.reason = reason
+
+
+class SessionNotFoundError(LookupError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r} on this server and namespace")
+        self.session_id = session_id
+
+
+class SessionClosedError(RuntimeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has ended; start a new one to go on")
+        self.session_id = session_id
+
+
+class NoWorkerError(RuntimeError):
+    def __init__(self, session_id: str, task_queue: str, seconds: float) -> None:
+        super().__init__(
+            f"no worker answered for session {session_id!r} within {seconds:g} s: is a worker "
+            f"running on task queue {task_queue!r}? (start one with `durable-agent worker`)"
+        )
+
+
+class SpecError(ValueError):
+    """The agent spec is not valid; the text names each field and why."""
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> SpecError:
+        lines = [
+            f"  {'.'.join(str(p) for p in e['loc']) or '(spec)'}: {e['msg']}"
+            for e in error.errors()
+        ]
+        return cls("invalid agent spec:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    status: str
+    """Temporal's execution status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
+    started_at: datetime | None
+    closed_at: datetime | None
+    title: str = ""
+    """The session's first user words (memo ``title``)."""
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What ``AgentClient.watch`` saw change, in order.
+
+    ``message``: a message landed in the array (``message``, at ``index``);
+    ``status``: the status changed (``status``); ``approval``: a call waits for a
+    person (``pending``, announced once); ``reply``: the session answered and waits
+    for the next message; ``ended``: the session is over (``result``, unless it failed
+    outside the loop or was terminated)."""
+
+    kind: Literal["message", "status", "approval", "reply", "ended"]
+    message: Message | None = None
+    index: int | None = None
+    status: SessionStatus | None = None
+    pending: PendingApproval | None = None
+    result: AgentResult | None = None
+
+
+@dataclass(frozen=True)
+class WaitOutcome:
+    """What ``AgentClient.wait`` stopped for."""
+
+    kind: Literal["reply", "approval", "ended"]
+    messages: list[Message]
+    """Messages after the ``after`` index."""
+    status: SessionStatus | None
+    pending: list[PendingApproval]
+    result: AgentResult | None = None
+    """Set when the session has ended."""
+
+    @property
+    def reply(self) -> AssistantMessage | None:
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+
+def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
+    """An ``AgentSpec`` from a model, a dict or JSON text; ``SpecError`` names bad fields."""
+    if isinstance(spec, AgentSpec):
+        return spec
+    try:
+        if isinstance(spec, str):
+            return AgentSpec.model_validate_json(spec)
+        return AgentSpec.model_validate(spec)
+    except ValidationError as error:
+        raise SpecError.from_validation(error) from None
