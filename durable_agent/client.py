@@ -12,15 +12,17 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
+import structlog
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent import Agent, OutputT, RunResult
@@ -36,6 +38,7 @@ from durable_agent.client_types import (
     NoWorkerError,
     SessionChange,
     SessionClosedError,
+    SessionExistsError,
     SessionNotFoundError,
     SessionSummary,
     SpecError,
@@ -55,6 +58,7 @@ from durable_agent.contracts import (
     SendResult,
     SessionStatus,
 )
+from durable_agent.encryption import CodecKeyError
 from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import latest_offset, read_live_events
 from durable_agent.messages import Message, UserMessage
@@ -67,6 +71,7 @@ __all__ = [
     "NoWorkerError",
     "SessionChange",
     "SessionClosedError",
+    "SessionExistsError",
     "SessionNotFoundError",
     "SessionSummary",
     "SpecError",
@@ -74,6 +79,8 @@ __all__ = [
     "WaitOutcome",
     "parse_spec",
 ]
+
+log = structlog.get_logger("durable_agent.client")
 
 MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
@@ -113,20 +120,37 @@ class AgentClient(ApprovalDoors):
         *,
         session_id: str | None = None,
         history: Sequence[Message] = (),
+        owner: str | None = None,
     ) -> str:
-        """Start a session and return its id (the workflow id)."""
+        """Start a session and return its id (the workflow id); ``owner``: who it
+        belongs to (memo ``owner``, which the gateway checks). ``SessionExistsError``
+        when a session with that id runs."""
         request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
-        await self.temporal.start_workflow(
-            WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue
-        )
+        try:
+            await self.temporal.start_workflow(
+                WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
+                memo={"owner": owner} if owner else None,
+            )  # fmt: skip
+        except WorkflowAlreadyStartedError:
+            raise SessionExistsError(session_id) from None
         return session_id
+
+    async def owner(self, session_id: str) -> str | None:
+        """Who the session belongs to (``None``: started without an owner)."""
+        try:
+            described = await self._handle(session_id).describe()
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        found: str = await described.memo_value("owner", "", type_hint=str)
+        return found or None
 
     async def converse(
         self,
         session_id: str,
         message: str | UserMessage,
         spec: AgentSpec | dict[str, Any] | str,
+        owner: str | None = None,
     ) -> SendResult:
         """Send a message to the session, starting it with ``spec`` if it does not run:
         one round trip either way (the ``send_message`` update with start). The answer
@@ -138,6 +162,7 @@ class AgentClient(ApprovalDoors):
             id=session_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            memo={"owner": owner} if owner else None,
         )
         try:
             result: SendResult = await self.temporal.execute_update_with_start_workflow(
@@ -213,7 +238,8 @@ class AgentClient(ApprovalDoors):
                     status=execution.status.name if execution.status else "UNKNOWN",
                     started_at=execution.start_time,
                     closed_at=execution.close_time,
-                    title=await execution.memo_value("title", "", type_hint=str),
+                    title=await _memo(execution, "title") or "",
+                    owner=await _memo(execution, "owner"),
                 )
             )
         return found
@@ -421,3 +447,14 @@ class AgentClient(ApprovalDoors):
                 return error  # the namespace itself (a server still starting, or a typo)
             return SessionNotFoundError(session_id)
         return error
+
+
+async def _memo(execution: WorkflowExecution, key: str) -> str | None:
+    """A memo value; ``None`` when absent, or when this client cannot decode it (a
+    session encrypted with keys it lacks must not break a listing)."""
+    try:
+        found: str = await execution.memo_value(key, "", type_hint=str)
+    except (KeyError, ValueError, TypeError, CodecKeyError) as error:
+        log.warning("memo not readable", session_id=execution.id, key=key, error=str(error))
+        return None
+    return found or None

@@ -36,6 +36,12 @@ class SessionClosedError(RuntimeError):
         self.session_id = session_id
 
 
+class SessionExistsError(RuntimeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"a session with id {session_id!r} runs already")
+        self.session_id = session_id
+
+
 class NoWorkerError(RuntimeError):
     def __init__(self, session_id: str, task_queue: str, seconds: float) -> None:
         super().__init__(
@@ -65,6 +71,8 @@ class SessionSummary:
     closed_at: datetime | None
     title: str = ""
     """The session's first user words (memo ``title``)."""
+    owner: str | None = None
+    """Who started it (memo ``owner``), when it was started for someone."""
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,12 @@ def test_worker_command_and_health_check_are_valid_cli_invocations(
     assert serve.command == "serve" and serve.host == "0.0.0.0" and serve.port == 8700
     assert gateway["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert gateway["depends_on"] == {"temporal": {"condition": "service_healthy"}}
-    assert "8700/api/sessions" in " ".join(gateway["healthcheck"]["test"])
+    assert "127.0.0.1:8700/healthz" in " ".join(gateway["healthcheck"]["test"])
+    # off loopback the gateway needs tokens, and answers the names it is reached by
+    assert gateway["environment"]["DURABLE_AGENT_GATEWAY_TOKENS"].startswith(
+        "${DURABLE_AGENT_GATEWAY_TOKENS:?"
+    )
+    assert {"localhost", "127.0.0.1"} <= set(serve.trusted_host)
     assert "OPENAI_API_KEY" not in gateway["environment"], "keys stay with the workers"
     assert '".[postgres,gateway,otel]"' in dockerfile
     for path in ("durable_agent", "workflows", "activities", "worker.py", "pyproject.toml"):

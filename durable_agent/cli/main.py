@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TextIO
 
 from temporalio.client import WorkflowFailureError
 
-from durable_agent.agent_modules import AgentModuleError, load_agents
+from durable_agent.agent_modules import AgentModuleError
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.capabilities.config_file import CapabilitiesFileError
@@ -32,7 +32,6 @@ from durable_agent.cli.args import (
     CommandError,
     add_server_arguments,
     add_worker_arguments,
-    codec_keys,
     server_settings,
     who_am_i,
 )
@@ -43,6 +42,7 @@ from durable_agent.cli.render import (
     format_status,
     message_json,
 )
+from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
 from durable_agent.client import (
@@ -54,8 +54,7 @@ from durable_agent.client import (
     SpecError,
 )
 from durable_agent.connection import ServerUnreachableError
-from durable_agent.encryption import CodecKeyError, EncryptionCodec
-from durable_agent.model_from_env import model_from_environment
+from durable_agent.encryption import CodecKeyError
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
 
@@ -286,30 +285,6 @@ async def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     return await run_demo(Path(args.data_dir), keep=args.keep, out=say)
 
 
-async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
-    try:
-        import uvicorn
-
-        from durable_agent.gateway.app import create_app
-        from durable_agent.gateway.codec_endpoint import codec_routes
-    except ImportError as error:
-        raise CommandError(
-            f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
-        ) from None
-    spec = load_spec(args) if args.spec or model_from_environment() else None
-    named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
-    keys = codec_keys(args)
-    codec = None
-    if keys is not None:  # the Temporal UI decodes through it
-        token = os.environ.get("DURABLE_AGENT_CODEC_TOKEN") or None
-        codec = codec_routes(EncryptionCodec(keys), origins=args.codec_origin, token=token)
-    app = create_app(await connect(args), spec, named, codec)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-    print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
-    await uvicorn.Server(config).serve()
-    return EXIT_OK
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]] = {
     "serve": cmd_gateway,
     "dev": cmd_serve,
@@ -423,21 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions = command("sessions", "sessions on the server, newest first")
     sessions.add_argument("--limit", type=int, default=50)
-    serve = command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")
-    serve.add_argument("--spec", help="agent spec JSON file new sessions run")
-    add_agent_arguments(serve, by_name=False)
-    serve.add_argument("--instructions", help="system prompt for the default spec")
-    serve.add_argument("--tool", action="append", default=[], help="tool for the default spec")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument(
-        "--codec-origin",
-        action="append",
-        default=[],
-        help="a browser origin that may decode through /codec (the Temporal UI's, e.g. "
-        "http://localhost:8233); with codec keys set. DURABLE_AGENT_CODEC_TOKEN: a bearer "
-        "token every codec call must carry",
+    add_serve_arguments(
+        command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")
     )
-    serve.add_argument("--port", type=_positive_int, default=8700)
     prune = command("prune-transcripts", "drop stored transcript messages by age", server=False)
     add_worker_arguments(prune)
     prune.add_argument("--older-than-days", type=float, required=True)

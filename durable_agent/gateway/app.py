@@ -22,6 +22,7 @@ from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -32,14 +33,18 @@ from durable_agent.client import (
     MessageRefusedError,
     NoWorkerError,
     SessionClosedError,
+    SessionExistsError,
     SessionNotFoundError,
 )
 from durable_agent.events import LiveEvent
 from durable_agent.gateway.agui import AguiTranslator
+from durable_agent.gateway.guard import GatewayAccess, GuardMiddleware
 from durable_agent.gateway.hub import Hubs
 from durable_agent.spec import AgentSpec
 
 CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+#: Most sessions or messages one page may ask for.
+MAX_LIMIT = 1000
 
 
 class HttpError(Exception):
@@ -53,8 +58,9 @@ class _Body(BaseModel):
 
 
 class StartBody(_Body):
+    """A new session (its id is the gateway's to choose)."""
+
     message: str | None = Field(default=None, min_length=1)
-    session_id: str | None = Field(default=None, pattern=CONVERSATION_ID.pattern)
     agent: str | None = Field(default=None, min_length=1, max_length=64)
     """One of the agents the gateway was served with (``--agents``), by name."""
 
@@ -68,10 +74,11 @@ class DecisionBody(_Body):
     reason: str | None = Field(default=None, max_length=2000)
 
 
-def session_for_conversation(conversation_id: str) -> str:
+def session_for_conversation(conversation_id: str, user: str | None = None) -> str:
+    """The session a conversation id maps to (each user's conversations apart)."""
     if not CONVERSATION_ID.match(conversation_id):
         raise HttpError(400, "a conversation id is 1-128 of A-Z a-z 0-9 _ . : -", "conversation_id")
-    return f"conversation-{conversation_id}"
+    return f"conversation-{user}-{conversation_id}" if user else f"conversation-{conversation_id}"
 
 
 async def read_body(request: Request, model: type[_Body]) -> Any:
@@ -84,7 +91,9 @@ async def read_body(request: Request, model: type[_Body]) -> Any:
         raise HttpError(400, f"{field or 'body'}: {first['msg']}", field) from None
 
 
-def _int_param(request: Request, name: str, default: int, minimum: int) -> int:
+def _int_param(
+    request: Request, name: str, default: int, minimum: int, maximum: int | None = None
+) -> int:
     text = request.query_params.get(name)
     if text is None:
         return default
@@ -94,6 +103,8 @@ def _int_param(request: Request, name: str, default: int, minimum: int) -> int:
         raise HttpError(400, f"{name}: not an integer: {text!r}", name) from None
     if value < minimum:
         raise HttpError(400, f"{name}: must be at least {minimum}", name)
+    if maximum is not None and value > maximum:
+        raise HttpError(400, f"{name}: must be at most {maximum}", name)
     return value
 
 
@@ -113,7 +124,9 @@ def _errors(handler: Handler) -> Handler:
             return JSONResponse({"error": str(error)}, status_code=404)
         except UnknownApprovalError as error:
             return JSONResponse({"error": str(error), "field": "approval_id"}, status_code=404)
-        except (SessionClosedError, MessageRefusedError, DecisionRefusedError) as error:
+        except (
+            SessionClosedError, SessionExistsError, MessageRefusedError, DecisionRefusedError
+        ) as error:  # fmt: skip
             return JSONResponse({"error": str(error)}, status_code=409)
         except NoWorkerError as error:
             return JSONResponse({"error": str(error)}, status_code=503)
@@ -126,12 +139,32 @@ def create_app(
     spec: AgentSpec | None,
     named: Mapping[str, AgentSpec] | None = None,
     codec: list[Route] | None = None,
+    access: GatewayAccess | None = None,
 ) -> Starlette:
     """The gateway: new sessions run ``spec``, or one of the ``named`` agents' specs
     when a start names it (a request never brings a spec of its own); ``codec``: the
-    Temporal UI's codec endpoint (``codec_routes``), served beside the API."""
+    Temporal UI's codec endpoint (``codec_routes``), served beside the API; ``access``:
+    who may call it, from where (``GatewayAccess``; every session then belongs to the
+    user who started it, and only they, or an admin, see and act on it)."""
     hubs = Hubs(agents)
     named = named or {}
+    access = access or GatewayAccess()
+
+    def user_of(request: Request) -> str | None:
+        return getattr(request.state, "user", None)
+
+    async def owned(request: Request) -> str:
+        """The path's session, when the caller may see it (404 as if absent if not)."""
+        session_id: str = request.path_params["session_id"]
+        user = user_of(request)
+        mine = not access.authenticated or user in access.admins
+        if not mine and await agents.owner(session_id) != user:
+            raise SessionNotFoundError(session_id)
+        return session_id
+
+    def decided_by(request: Request, said: str | None) -> str | None:
+        """Who decides: the authenticated user (a body cannot speak for another)."""
+        return user_of(request) if access.authenticated else said
 
     def needs_spec(agent: str | None = None) -> AgentSpec:
         if agent is not None:
@@ -144,13 +177,19 @@ def create_app(
             raise HttpError(400, "this gateway starts no sessions: it was served without --spec")
         return spec
 
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
     async def console(request: Request) -> Response:
         page = resources.files("durable_agent.gateway").joinpath("console.html").read_text()
         return HTMLResponse(page)
 
     async def list_sessions(request: Request) -> Response:
-        limit = _int_param(request, "limit", 50, 1)
+        limit = _int_param(request, "limit", 50, 1, MAX_LIMIT)
         found = await agents.sessions(limit=limit)
+        user = user_of(request)
+        if access.authenticated and user not in access.admins:
+            found = [s for s in found if s.owner == user]
         return JSONResponse(
             [
                 {
@@ -166,13 +205,14 @@ def create_app(
     async def start_session(request: Request) -> Response:
         body: StartBody = await read_body(request, StartBody)
         chosen = needs_spec(body.agent)
-        session_id = await agents.start(chosen, body.message, session_id=body.session_id)
+        session_id = await agents.start(chosen, body.message, owner=user_of(request))
         return JSONResponse({"session_id": session_id}, status_code=201)
 
     async def send_to_conversation(request: Request) -> Response:
-        session_id = session_for_conversation(request.path_params["conversation_id"])
+        user = user_of(request)
+        session_id = session_for_conversation(request.path_params["conversation_id"], user)
         body: MessageBody = await read_body(request, MessageBody)
-        sent = await agents.converse(session_id, body.text, needs_spec())
+        sent = await agents.converse(session_id, body.text, needs_spec(), owner=user)
         return JSONResponse(
             {"session_id": session_id, "before": sent.before, "queued": sent.queued},
             status_code=202,
@@ -180,39 +220,38 @@ def create_app(
 
     async def send(request: Request) -> Response:
         body: MessageBody = await read_body(request, MessageBody)
-        before = await agents.send(request.path_params["session_id"], body.text)
+        before = await agents.send(await owned(request), body.text)
         return JSONResponse({"before": before}, status_code=202)
 
     def decision(approve: bool) -> Handler:
         async def decide(request: Request) -> Response:
             body: DecisionBody = await read_body(request, DecisionBody)
-            session_id, approval_id = (
-                request.path_params["session_id"],
-                request.path_params["approval_id"],
-            )
+            session_id, approval_id = await owned(request), request.path_params["approval_id"]
             door = agents.approve if approve else agents.deny
-            await door(session_id, approval_id, by=body.by, reason=body.reason)
+            by = decided_by(request, body.by)
+            await door(session_id, approval_id, by=by, reason=body.reason)
             return JSONResponse({"decided": "approved" if approve else "denied"}, status_code=202)
 
         return decide
 
     async def end(request: Request) -> Response:
         body: DecisionBody = await read_body(request, DecisionBody)
-        await agents.end(request.path_params["session_id"], by=body.by, reason=body.reason)
+        by = decided_by(request, body.by)
+        await agents.end(await owned(request), by=by, reason=body.reason)
         return JSONResponse({"ending": True}, status_code=202)
 
     async def messages(request: Request) -> Response:
         start = _int_param(request, "from", 0, 0)
-        limit = _int_param(request, "limit", 200, 1)
-        found = await agents.messages(request.path_params["session_id"], start, limit=limit)
+        limit = _int_param(request, "limit", 200, 1, MAX_LIMIT)
+        found = await agents.messages(await owned(request), start, limit=limit)
         return JSONResponse([m.model_dump(mode="json", exclude_none=True) for m in found])
 
     async def status(request: Request) -> Response:
-        found = await agents.status(request.path_params["session_id"])
+        found = await agents.status(await owned(request))
         return JSONResponse(found.model_dump(mode="json"))
 
     async def events(request: Request) -> Response:
-        session_id = request.path_params["session_id"]
+        session_id = await owned(request)
         await agents.status(session_id)  # 404 before the stream opens
         last_id = request.headers.get("last-event-id")
         after = _int_param(request, "after", -1, -1)
@@ -239,13 +278,14 @@ def create_app(
             first = error.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise HttpError(400, f"{field}: {first['msg']}", field) from None
-        session_id = session_for_conversation(run.thread_id)
+        user = user_of(request)
+        session_id = session_for_conversation(run.thread_id, user)
         text = _last_user_text(run)
         try:
             after = await agents.latest_offset(session_id)
         except SessionNotFoundError:
             after = -1
-        sent = await agents.converse(session_id, text, needs_spec())
+        sent = await agents.converse(session_id, text, needs_spec(), owner=user)
         translator = AguiTranslator(run.thread_id, run.run_id)
 
         async def until_answered() -> AsyncIterator[LiveEvent]:
@@ -258,6 +298,7 @@ def create_app(
 
     routes = [
         Route("/", console),
+        Route("/healthz", healthz),
         Route("/api/sessions", _errors(list_sessions), methods=["GET"]),
         Route("/api/sessions", _errors(start_session), methods=["POST"]),
         Route("/api/sessions/{session_id}/messages", _errors(messages), methods=["GET"]),
@@ -266,12 +307,12 @@ def create_app(
         Route("/api/sessions/{session_id}/events", _errors(events)),
         Route("/api/sessions/{session_id}/end", _errors(end), methods=["POST"]),
         Route(
-            "/api/sessions/{session_id}/approvals/{approval_id}/approve",
+            "/api/sessions/{session_id}/approvals/{approval_id:path}/approve",
             _errors(decision(True)),
             methods=["POST"],
         ),
         Route(
-            "/api/sessions/{session_id}/approvals/{approval_id}/deny",
+            "/api/sessions/{session_id}/approvals/{approval_id:path}/deny",
             _errors(decision(False)),
             methods=["POST"],
         ),
@@ -283,7 +324,7 @@ def create_app(
         Route("/api/agui", _errors(agui_run), methods=["POST"]),
         *(codec or []),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
 
 
 def _last_user_text(run: RunAgentInput) -> str:

@@ -1,0 +1,71 @@
+"""``durable-agent serve``: the HTTP gateway, its console, and the codec endpoint
+the Temporal UI decodes through."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TextIO
+
+from durable_agent.agent_modules import load_agents
+from durable_agent.cli.args import CommandError, codec_keys, server_settings
+from durable_agent.cli.specs import add_agent_arguments, load_spec
+from durable_agent.client import AgentClient
+from durable_agent.encryption import EncryptionCodec
+from durable_agent.model_from_env import model_from_environment
+
+
+def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--spec", help="agent spec JSON file new sessions run")
+    add_agent_arguments(serve, by_name=False)
+    serve.add_argument("--instructions", help="system prompt for the default spec")
+    serve.add_argument("--tool", action="append", default=[], help="tool for the default spec")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8700)
+    serve.add_argument(
+        "--trusted-host", action="append", default=[],
+        help="a host name the gateway is reached by (besides --host); others are refused",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allow-origin", action="append", default=[],
+        help="a browser origin (besides the gateway's own) whose pages may call the API",
+    )  # fmt: skip
+    serve.add_argument(
+        "--codec-origin", action="append", default=[],
+        help="a browser origin that may decode through /codec (the Temporal UI's, e.g. "
+        "http://localhost:8233); with codec keys set. DURABLE_AGENT_CODEC_TOKEN: a bearer "
+        "token every codec call must carry",
+    )  # fmt: skip
+
+
+async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        import uvicorn
+
+        from durable_agent.gateway.app import create_app
+        from durable_agent.gateway.codec_endpoint import codec_routes
+        from durable_agent.gateway.guard import AccessError, GatewayAccess
+    except ImportError as error:
+        raise CommandError(
+            f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
+        ) from None
+    try:
+        access = GatewayAccess.from_environment(args.host, args.trusted_host, args.allow_origin)
+    except AccessError as error:
+        raise CommandError(str(error)) from None
+    spec = load_spec(args) if args.spec or model_from_environment() else None
+    named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
+    keys = codec_keys(args)
+    codec = None
+    if keys is not None:  # the Temporal UI decodes through it
+        token = os.environ.get("DURABLE_AGENT_CODEC_TOKEN") or None
+        codec = codec_routes(EncryptionCodec(keys), origins=args.codec_origin, token=token)
+    if not access.authenticated:
+        print("no authentication (DURABLE_AGENT_GATEWAY_TOKENS unset): loopback only",
+              file=out, flush=True)  # fmt: skip
+    agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
+    app = create_app(agents, spec, named, codec, access)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
+    await uvicorn.Server(config).serve()
+    return 0

@@ -1,0 +1,191 @@
+"""The gateway's door, over real HTTP against ``durable-agent serve``: what a page on
+another site (or a rebound DNS name) can send gets nothing done; bodies are JSON and
+bounded; with tokens, sessions belong to who started them, decisions are recorded as
+the authenticated user, and nobody else sees or decides them; a sub-agent's approval id
+(with its ``/``) is routable; off loopback the gateway does not start without tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.messages import ToolMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from tests.support.agent_harness import running_worker, spec_for, wait_for
+from tests.support.gateway_harness import gateway
+
+ROOT = Path(__file__).parent.parent
+wiped: list[str] = []
+registry = ToolRegistry()
+
+
+@tool(registry=registry, approval="always")
+def wipe(name: str) -> str:
+    """Wipe a store (a person approves)."""
+    wiped.append(name)
+    return f"{name} wiped"
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return str(env.client.service_client.config.target_host)
+
+
+def spec_file(tmp_path: Path, provider: ScriptedProvider, **fields: Any) -> Path:
+    path = tmp_path / "spec.json"
+    path.write_text(spec_for(provider, ["wipe"], **fields).model_dump_json())
+    return path
+
+
+async def pending_id(agents: AgentClient, session: str) -> str:
+    async def asked() -> str | None:
+        status = await agents.status(session)
+        return status.pending_approvals[0].approval_id if status.pending_approvals else None
+
+    found: str = await wait_for(asked, timeout=60)
+    return found
+
+
+async def test_a_page_on_another_site_gets_nothing_done(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    wiped.clear()
+    script = [assistant_calls(("wipe", {"name": "prod"})), assistant_text("never")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_file(tmp_path, provider)
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                    before = len(await agents.sessions(limit=1000))
+                    # what a cross-site form or no-cors fetch can send: not JSON
+                    form = await http.post("/api/sessions", content=b"message=hi",
+                                           headers={"Content-Type": "text/plain"})  # fmt: skip
+                    evil = {"Origin": "https://evil.example"}
+                    cross = await http.post("/api/sessions", json={"message": "x"}, headers=evil)
+                    rebound = await http.post(
+                        "/api/sessions", json={"message": "x"}, headers={"Host": "evil.example"}
+                    )
+                    huge = await http.post("/api/sessions", json={"message": "x" * 2_000_000})
+                    chosen = await http.post("/api/sessions", json={"session_id": "mine"})
+                    too_many = await http.get("/api/sessions?limit=5000")
+                    after = len(await agents.sessions(limit=1000))
+                    # a session started here, its call approved from another site
+                    started = await http.post("/api/sessions", json={"message": "wipe prod"})
+                    session = started.json()["session_id"]
+                    approval = await pending_id(agents, session)
+                    approve = f"/api/sessions/{session}/approvals/{approval}/approve"
+                    forged = await http.post(approve, json={"by": "ana"}, headers=evil)
+                    page = await http.get("/")
+                    await asyncio.sleep(0)
+                    still = await agents.status(session)
+    assert (form.status_code, form.json()["field"]) == (415, "Content-Type")
+    assert (cross.status_code, cross.json()["field"]) == (403, "Origin")
+    assert (rebound.status_code, rebound.json()["field"]) == (400, "Host")
+    assert huge.status_code == 413
+    assert chosen.status_code == 400 and chosen.json()["field"] == "session_id"
+    assert too_many.status_code == 400 and "at most 1000" in too_many.json()["error"]
+    assert after == before, "none of those started a session"
+    assert started.status_code == 201
+    assert forged.status_code == 403
+    assert [p.approval_id for p in still.pending_approvals] == [approval]
+    assert wiped == [], "the gated tool did not run"
+    assert page.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+async def test_with_tokens_sessions_belong_to_who_started_them(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    wiped.clear()
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    monkeypatch.setenv("DURABLE_AGENT_GATEWAY_TOKENS", f"alice={alice},bob={bob}")
+    script = [assistant_calls(("wipe", {"name": "cache"})), assistant_text("wiped")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_file(tmp_path, provider, session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                    anonymous = await http.post("/api/sessions", json={"message": "x"})
+                    as_alice = {"Authorization": f"Bearer {alice}"}
+                    as_bob = {"Authorization": f"Bearer {bob}"}
+                    started = await http.post(
+                        "/api/sessions", json={"message": "wipe the cache"}, headers=as_alice
+                    )
+                    session = started.json()["session_id"]
+                    approval = await pending_id(agents, session)
+                    listed_bob = (await http.get("/api/sessions", headers=as_bob)).json()
+                    listed_alice = (await http.get("/api/sessions", headers=as_alice)).json()
+                    peek = await http.get(f"/api/sessions/{session}/status", headers=as_bob)
+                    approve = f"/api/sessions/{session}/approvals/{approval}/approve"
+                    by_bob = await http.post(approve, json={}, headers=as_bob)
+                    pending = (await agents.status(session)).pending_approvals
+                    by_alice = await http.post(approve, json={"by": "mallory"}, headers=as_alice)
+                    result = await asyncio.wait_for(agents.result(session), 60)
+                    messages = await agents.messages(session)
+    assert anonymous.status_code == 401
+    assert started.status_code == 201
+    assert session not in [s["session_id"] for s in listed_bob]
+    assert session in [s["session_id"] for s in listed_alice]
+    assert peek.status_code == 404 and by_bob.status_code == 404
+    assert len(pending) == 1, "bob's approval changed nothing"
+    assert by_alice.status_code == 202 and result.status == "done"
+    [ran] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert ran.approval is not None and ran.approval.by == "alice", (
+        "the body cannot speak for another"
+    )
+    assert wiped == ["cache"]
+
+
+async def test_a_sub_agents_approval_is_decided_over_rest(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    wiped.clear()
+    script = [
+        assistant_calls(("helper", {"task": "wipe the cache"})),  # the parent
+        assistant_calls(("wipe", {"name": "cache"})),  # the child
+        assistant_text("cache wiped"),  # the child's answer
+        assistant_text("done: cache wiped"),  # the parent's
+    ]
+    with ScriptedProvider(script) as provider:
+        child = spec_for(provider, ["wipe"]).model_dump(mode="json")
+        spec = tmp_path / "spec.json"
+        parent = spec_for(
+            provider, agents=[{"name": "helper", "description": "helps", "spec": child}]
+        )
+        spec.write_text(parent.model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                    started = await http.post("/api/sessions", json={"message": "go"})
+                    session = started.json()["session_id"]
+                    approval = await pending_id(agents, session)
+                    decided = await http.post(
+                        f"/api/sessions/{session}/approvals/{approval}/approve", json={"by": "ana"}
+                    )
+                    result = await asyncio.wait_for(agents.result(session), 60)
+    assert "/" in approval, approval
+    assert decided.status_code == 202, decided.text
+    assert result.status == "done" and wiped == ["cache"]
+
+
+def test_off_loopback_the_gateway_does_not_start_without_tokens() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DURABLE_AGENT_GATEWAY_TOKENS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "durable_agent.cli", "serve", "--host", "0.0.0.0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "without DURABLE_AGENT_GATEWAY_TOKENS the gateway serves loopback only" in done.stderr
