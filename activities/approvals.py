@@ -71,7 +71,7 @@ def check_tokens(
     verdicts = []
     for check in checks:
         try:
-            who = keys.verify(check.token, session_id, check.subject, check.action)
+            who = keys.verify(check.token, session_id, check.subject, check.action, check.digest)
             verdicts.append(TokenVerdict(approver=who))
         except ValueError as error:
             log.warning("token refused", subject=check.subject, error=str(error))

@@ -28,6 +28,7 @@ from durable_agent.approval_contracts import (
 from durable_agent.approval_policy import ArgumentTest, parse_test
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.contracts import AgentResult
+from durable_agent.decision_digest import decision_digest
 
 
 class DecisionRefusedError(ValueError):
@@ -128,7 +129,7 @@ class ApprovalDoors:
         key: ApproverKey | None = None,
     ) -> DecisionResult:
         """Take back an "always" approval: later calls are asked about again."""
-        by, token = self._signature(session_id, grant_id, "revoke", by, key)
+        by, token = await self._signature(session_id, grant_id, "revoke", by, key)
         request = RevokeGrantSignal(grant_id=grant_id, by=by, token=token)
         problem = await self._query(session_id, "revoke_problem", str | None, request)
         if problem is not None:
@@ -153,10 +154,11 @@ class ApprovalDoors:
         key: ApproverKey | None,
         extra: dict[str, Any],
     ) -> DecisionResult:
-        by, token = self._signature(session_id, approval_id, kind, by, key)
         request = DecisionRequest(
-            decision=kind, approval_id=approval_id, by=by, reason=reason, token=token, **extra
+            decision=kind, approval_id=approval_id, by=by, reason=reason, **extra
         )
+        by, token = await self._signature(session_id, approval_id, kind, by, key, request)
+        request = request.model_copy(update={"by": by, "token": token})
         problem = await self._query(session_id, "decision_problem", str | None, request)
         if problem is not None:
             if problem.endswith("no pending approval has this id"):
@@ -166,15 +168,38 @@ class ApprovalDoors:
         await self._signal(session_id, kind, request.as_signal())
         return DecisionResult(approval_id=approval_id, decision=kind, by=request.by)
 
-    def _signature(
-        self, session_id: str, subject: str, action: str, by: str | None, key: ApproverKey | None
+    async def _signature(
+        self,
+        session_id: str,
+        subject: str,
+        action: str,
+        by: str | None,
+        key: ApproverKey | None,
+        decision: DecisionRequest | None = None,
     ) -> tuple[str | None, str | None]:
         """Who decides, and the token proving it: a key (this call's, else the client's)
-        names its holder and signs; without one ``by`` is as typed, unsigned."""
+        names its holder and signs the whole decision, the call as it waits and the
+        session's run chain; without one ``by`` is as typed, unsigned."""
         key = key or self.approver_key
         if key is None:
             return by, None
-        return key.name, key.sign(session_id, subject, action)
+        call = None
+        if decision is not None:
+            pending = await self.pending_approvals(session_id)
+            call = next((p for p in pending if p.approval_id == subject), None)
+        signal = decision.as_signal() if decision is not None else None
+        digest = decision_digest(action, subject, await self.run_chain(session_id), call, signal)
+        return key.name, key.sign(session_id, subject, action, digest=digest)
+
+    async def run_chain(self, session_id: str) -> str:
+        """The session's first run id: the same across continue-as-new, new for a new
+        session under the same id (what signed decisions are bound to)."""
+        try:
+            described = await self._handle(session_id).describe()
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        info = described.raw_description.workflow_execution_info
+        return info.first_run_id or described.run_id or ""
 
     async def _signal(self, session_id: str, name: str, payload: Any) -> None:
         raise NotImplementedError

@@ -122,6 +122,8 @@ class TokenCheck(Contract):
     """The approval id (or grant id) the token must be for."""
     action: str
     """``approve``, ``deny``, ``respond`` or ``revoke``."""
+    digest: str | None = None
+    """What the token must sign: the whole decision and its call (``decision_digest``)."""
 
 
 class TokenVerdict(Contract):

@@ -25,6 +25,8 @@ AUDIENCE = "durable-agent"
 KEYS_ENV = "DURABLE_AGENT_APPROVER_KEYS"
 """The worker's file of approver public keys (JSON: name -> PEM)."""
 DEFAULT_TTL_SECONDS = 300
+#: The longest a token may live (its ``exp`` after its ``iat``): workers refuse longer.
+MAX_TTL_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,13 @@ class ApproverKey:
         subject: str,
         action: str,
         *,
+        digest: str | None = None,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
         now: float | None = None,
     ) -> str:
         """A token for one decision: ``action`` (approve, deny, respond, revoke) on
-        ``subject`` (an approval id, or a grant id) of ``session_id``."""
+        ``subject`` (an approval id, or a grant id) of ``session_id``; ``digest``: the
+        whole decision and its call (``decision_digest``), which workers require."""
         issued = time.time() if now is None else now
         claims = {
             "sub": self.name,
@@ -92,6 +96,7 @@ class ApproverKey:
             "act": action,
             "iat": int(issued),
             "exp": int(issued + ttl_seconds),
+            **({"dig": digest} if digest is not None else {}),
         }
         return jwt.encode(claims, self.private_key, algorithm="EdDSA", headers={"kid": self.name})
 
@@ -121,9 +126,12 @@ class ApproverKeys:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def verify(self, token: str, session_id: str, subject: str, action: str) -> str:
-        """The approver who signed ``token`` for exactly this decision; ``ValueError``
-        saying why not otherwise."""
+    def verify(
+        self, token: str, session_id: str, subject: str, action: str, digest: str | None = None
+    ) -> str:
+        """The approver who signed ``token`` for exactly this decision (with ``digest``:
+        its whole content and call, ``decision_digest``); ``ValueError`` saying why not
+        otherwise. A token that would live longer than ``MAX_TTL_SECONDS`` is refused."""
         try:
             name = jwt.get_unverified_header(token).get("kid")
         except jwt.PyJWTError as error:
@@ -137,13 +145,18 @@ class ApproverKeys:
                 key,
                 algorithms=["EdDSA"],
                 audience=AUDIENCE,
-                options={"require": ["exp", "sub", "sid", "aid", "act"]},
+                options={"require": ["exp", "iat", "sub", "sid", "aid", "act"]},
             )
         except jwt.PyJWTError as error:
             raise ValueError(str(error)) from None
+        if claims["exp"] - claims["iat"] > MAX_TTL_SECONDS:
+            raise ValueError(f"the token would live over {MAX_TTL_SECONDS} s")
         wanted = {"sub": name, "sid": session_id, "aid": subject, "act": action}
+        if digest is not None:
+            wanted["dig"] = digest
         wrong = [k for k, v in wanted.items() if claims.get(k) != v]
         if wrong:
-            what = {"sub": "signer", "sid": "session", "aid": "call", "act": "action"}
+            what = {"sub": "signer", "sid": "session", "aid": "call", "act": "action",
+                    "dig": "decision (its content, its call or the session's run)"}  # fmt: skip
             raise ValueError(f"signed for another {', '.join(what[k] for k in wrong)}")
         return name

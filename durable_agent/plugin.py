@@ -52,6 +52,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.context",
     "durable_agent.contract_base",
     "durable_agent.contracts",
+    "durable_agent.decision_digest",
     "durable_agent.endpoint",
     "durable_agent.events",
     "durable_agent.messages",

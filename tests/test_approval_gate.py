@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from durable_agent.approval_contracts import ApprovalSignal, PendingApproval, RevokeGrantSignal
 from durable_agent.approval_policy import ArgumentTest, describe_arguments, parse_test
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
+from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import assistant_calls
@@ -265,16 +266,35 @@ async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signatu
     def approver(pending: PendingApproval) -> Any:
         session, aid = driver.session, pending.approval_id
         sid = driver.session_id
+
+        def token(
+            key: ApproverKey, action: str = "approve", subject: str = aid, **more: Any
+        ) -> str:
+            """Signed for a plain decision on this call (the driver's run chain is "")."""
+            run = more.pop("run", "")
+            digest = decision_digest(action, subject, run, pending, ApprovalSignal(approval_id=aid))
+            return key.sign(sid, subject, action, digest=digest, **more)
+
         attempts = [
             ApprovalSignal(approval_id=aid, by="alice"),  # unsigned: proves nothing
-            ApprovalSignal(approval_id=aid, token=mallory.sign(sid, aid, "approve")),
-            ApprovalSignal(approval_id=aid, token=alice.sign(sid, "turn1-call9", "approve")),
-            ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "deny")),
-            ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve", now=0)),
+            ApprovalSignal(approval_id=aid, token=token(mallory)),
+            ApprovalSignal(approval_id=aid, token=token(alice, subject="turn1-call9")),
+            ApprovalSignal(approval_id=aid, token=token(alice, "deny")),
+            ApprovalSignal(approval_id=aid, token=token(alice, now=0)),
+            # a plain approval's token, with an edit and a standing grant added unsigned
+            ApprovalSignal(
+                approval_id=aid, token=token(alice), arguments={"to": "eve", "amount": 1}
+            ),
+            ApprovalSignal(approval_id=aid, token=token(alice), always="tool"),
+            # signed in another session's run under the same id; signed to live for hours
+            ApprovalSignal(approval_id=aid, token=token(alice, run="an-ended-run")),
+            ApprovalSignal(approval_id=aid, token=token(alice, ttl_seconds=7200)),
+            # a token that signs nothing but the old three claims
+            ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve")),
         ]
         for signal in attempts:
             refused.append(session.decisions.decision_arrived(signal, "approved", driver.now))
-        return "approved", ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve"))
+        return "approved", ApprovalSignal(approval_id=aid, token=token(alice))
 
     driver, ran = drive(spec, [("transfer", {"to": "ann", "amount": 1})], approver, keys=keys)
     await driver.run(AgentInput(spec=driver.spec, message="pay"))
@@ -284,6 +304,12 @@ async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signatu
     assert "signed for another call" in rejected[2]
     assert "signed for another action" in rejected[3]
     assert "Signature has expired" in rejected[4]
+    for refusal in (rejected[5], rejected[6], rejected[7], rejected[9]):
+        assert "signed for another decision (its content, its call or the session's run)" in (
+            refusal
+        ), refusal
+    assert "the token would live over 3600 s" in rejected[8]
+    assert len(rejected) == 10, rejected
     [paid] = results(driver)
     assert paid.approval is not None and paid.approval.by == "alice" and paid.approval.verified
     assert ran == [("transfer", {"to": "ann", "amount": 1})]

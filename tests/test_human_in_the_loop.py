@@ -18,7 +18,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.approval_client import DecisionRefusedError
+from durable_agent.approval_contracts import ApprovalSignal, PendingApproval
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
+from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import AssistantMessage, ToolMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider
 from tests.support.agent_harness import (
@@ -226,10 +228,18 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
 
             refusals = [typed.value.reason, *await wait_for(checked, timeout=30)]
             still = await agents.pending_approvals(session)
+            # a token signs the whole decision, the call and the session's run chain
+            run = await agents.run_chain(session)
+
+            def signed(action: str, call: PendingApproval, **fields: Any) -> str:
+                signal = ApprovalSignal(approval_id=call.approval_id, **fields)
+                digest = decision_digest(action, call.approval_id, run, call, signal)
+                return alice.sign(session, call.approval_id, action, digest=digest)
+
             decide = {
                 "decision": "approve",
                 "approval_id": transfer.approval_id,
-                "token": alice.sign(session, transfer.approval_id, "approve"),
+                "token": signed("approve", transfer),
             }
             updated = await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "update", "execute", "--workflow-id",
@@ -238,7 +248,7 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
             respond = {
                 "approval_id": refund.approval_id,
                 "content": "done by hand",
-                "token": alice.sign(session, refund.approval_id, "respond"),
+                "token": signed("respond", refund, content="done by hand"),
             }
             await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", session,

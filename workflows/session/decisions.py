@@ -22,6 +22,7 @@ from durable_agent.approval_contracts import (
 )
 from durable_agent.approval_policy import tests_hold
 from durable_agent.contracts import ResolvedTool
+from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
 from durable_agent.workflows.session.approvals import Approvals
@@ -64,6 +65,8 @@ class Decisions:
         """Whether a wait must end early (the Session's rule)."""
         self.outcomes: dict[str, DecisionResult | str] = {}
         """What became of each ``decide`` update (by update id): accepted, or why not."""
+        self.run_chain = ""
+        """The session's first run id (the workflow sets it): what tokens are bound to."""
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
@@ -200,15 +203,19 @@ class Decisions:
         return None
 
     def tokens_to_check(self) -> list[TokenCheck]:
+        """Each signed decision, with the digest its token must sign: the decision as it
+        arrived, the call as it waits, and this session's run chain."""
         checks = []
         for item in self.state.unverified:
             if item.decision is not None:
                 subject, token = item.decision.approval_id, item.decision.token
+                call = self.approvals.find(subject)
             else:
                 assert item.revoke is not None
-                subject, token = item.revoke.grant_id, item.revoke.token
+                subject, token, call = item.revoke.grant_id, item.revoke.token, None
             assert token is not None
-            checks.append(TokenCheck(token=token, subject=subject, action=item.kind))
+            digest = decision_digest(item.kind, subject, self.run_chain, call, item.decision)
+            checks.append(TokenCheck(token=token, subject=subject, action=item.kind, digest=digest))
         return checks
 
     def tokens_checked(self, verdicts: list[TokenVerdict], now: datetime) -> None:
