@@ -227,10 +227,15 @@ async def test_the_paths_around_the_door_are_guarded_too(
             handle = await client.start_workflow(
                 "AgentWorkflow", forged, id=f"forged-{uuid.uuid4().hex[:8]}", task_queue=task_queue
             )
-            for session in (by_cli, handle.id):
-                with pytest.raises(WorkflowFailureError) as failed:
-                    await asyncio.wait_for(agents.result(session), 60)
-                assert "mcp_servers[evil]" in str(failed.value.cause), failed.value.cause
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(agents.result(by_cli), 60)
+            assert "mcp_servers[evil]" in str(failed.value.cause), failed.value.cause
+            # a first run that carries state is refused before admission is even asked
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(agents.result(handle.id), 60)
+            assert "carried state (grants, decisions, messages) is taken only from" in str(
+                failed.value.cause
+            ), failed.value.cause
             await record_history(handle, "admission_refused")
     assert not marker.exists() and host.seen == [] and provider.requests == []
 

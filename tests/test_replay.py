@@ -51,6 +51,7 @@ def test_histories_are_recorded() -> None:
         "update_with_start",  # a conversation started by send_message, titled by it
         "admission",  # admitted by the worker's registries (the admission patch's marker)
         "admission_refused",  # a forged continue-as-new input refused at admission
+        "carried_refused",  # a first start carrying state, refused (its patch's marker)
     }
 
 

@@ -13,8 +13,23 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentSpec
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
-#: Patch id (workflow.patched; never reuse or rename): runs before this checked nothing.
+#: Patch ids (workflow.patched; never reuse or rename): runs before these checked nothing.
 ADMISSION_PATCH = "worker-admission"
+CARRIED_ONLY_WHEN_CONTINUED_PATCH = "carried-only-when-continued"
+
+
+def refuse_forged_carry(carried: bool) -> None:
+    """A run whose input carries state (grants verified by someone, decisions, messages)
+    must be a continuation of this session's previous run; a first start with one is
+    someone writing that state themselves, and fails at once."""
+    forged = carried and workflow.info().continued_run_id is None
+    if forged and workflow.patched(CARRIED_ONLY_WHEN_CONTINUED_PATCH):
+        raise ApplicationError(
+            "invalid session input: carried state (grants, decisions, messages) is taken "
+            "only from the session's own previous run, at continue-as-new",
+            type="InvalidInput",
+            non_retryable=True,
+        )
 
 
 async def admit(spec: AgentSpec) -> None:

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-    from durable_agent.workflows.admission import admit
+    from durable_agent.workflows.admission import admit, refuse_forged_carry
     from durable_agent.workflows.approval_steps import (
         check_approvals,
         describe_calls,
@@ -87,6 +87,7 @@ class AgentWorkflow(SessionHandlers):
         self._session = session = Session(request.spec, state)
         # signed decisions are bound to the session's run chain (new for a new session)
         session.decisions.run_chain = workflow.info().first_execution_run_id
+        session.decisions.session_id = workflow.info().workflow_id
         carried_events = request.events if isinstance(request, ContinuedInput) else None
         self._feed = LiveFeed(WorkflowStream(carried_events), session)
         rules = request.spec.session
@@ -115,6 +116,7 @@ class AgentWorkflow(SessionHandlers):
                 non_retryable=True,
             )
         request, session = self._request, self._session
+        refuse_forged_carry(isinstance(request, ContinuedInput))
         await admit(request.spec)  # the worker's registries decide what the spec may use
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)

@@ -87,6 +87,20 @@ class ToolBatch:
         self.swarm = swarm
         self.open: OpenBatch | None = None
 
+    def running_children(self, session_id: str) -> set[str]:
+        """The child sessions this batch's unanswered sub-agent calls run as (their ids
+        as the workflow names them: ``<session>--<agent>-t<turn>c<slot>``)."""
+        batch, tools = self.open, self._tools()
+        if batch is None:
+            return set()
+        return {
+            f"{session_id}--{call.function.name}-t{self.state.turn}c{slot}"
+            for slot, call in enumerate(batch.calls)
+            if batch.slots[slot] is None
+            and (tool := tools.get(call.function.name)) is not None
+            and tool.agent is not None
+        }
+
     @property
     def decided(self) -> bool:
         """People's decisions live in the open batch now: it runs before anything else."""

@@ -53,6 +53,7 @@ class Decisions:
         tools: Callable[[], dict[str, ResolvedTool]],
         reject: Callable[[str], str],
         interrupted: Callable[[bool], bool],
+        children: Callable[[str], set[str]] = lambda session_id: set(),
     ) -> None:
         self.spec = spec
         self.state = state
@@ -63,10 +64,14 @@ class Decisions:
         """Keep a refusal that changed nothing visible in ``status`` (the Session's)."""
         self.interrupted = interrupted
         """Whether a wait must end early (the Session's rule)."""
+        self._children = children
+        """The child sessions running now for this session's sub-agent calls."""
         self.outcomes: dict[str, DecisionResult | str] = {}
         """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.run_chain = ""
         """The session's first run id (the workflow sets it): what tokens are bound to."""
+        self.session_id = ""
+        """The session's id (the workflow sets it): its children's ids start with it."""
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
@@ -286,11 +291,15 @@ class Decisions:
         return bool(state.unverified or state.to_notify) or self.interrupted(suggested)
 
     def child_approvals(self, report: ChildApprovals) -> None:
-        """A sub-agent session's undecided approvals (it reports each change)."""
-        if report.pending:
+        """A sub-agent session's undecided approvals (it reports each change). Only a
+        child this session runs now may add to the view (anyone can send a signal); an
+        empty report only takes a child's entries away."""
+        if not report.pending:
+            self.state.child_pending.pop(report.child_id, None)
+        elif report.child_id in self._children(self.session_id):
             self.state.child_pending[report.child_id] = report.pending
         else:
-            self.state.child_pending.pop(report.child_id, None)
+            self.reject(f"child_approvals: {report.child_id!r} is no sub-agent of this session")
 
     def _child_of(self, approval_id: str) -> tuple[str, str] | None:
         """(child session id, the child's own approval id) for a child's approval id as
