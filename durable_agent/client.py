@@ -211,7 +211,9 @@ class AgentClient(ApprovalDoors):
     ) -> None:
         """Move a swarm session to another agent: at the next safe point (between model
         calls, never inside a tool batch), as if the active agent had handed over.
-        An unknown agent changes nothing (``status`` says so under ``rejected``)."""
+        An unknown agent, one whose handoffs are refused, or a ``by`` the session's
+        approvers do not include changes nothing (``status`` says so under
+        ``rejected``)."""
         request = MoveToAgentSignal(agent=agent, by=by, reason=reason)
         await self._signal(session_id, "move_to_agent", request)
 
@@ -221,9 +223,13 @@ class AgentClient(ApprovalDoors):
         *,
         max_total_tokens: int | None = None,
         max_cost_usd: float | None = None,
+        by: str | None = None,
     ) -> None:
-        """Change the session's budget (a limit left ``None`` stays as it is)."""
-        budget = BudgetSignal(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd)
+        """Change the session's budget (a limit left ``None`` stays as it is). A raise
+        is decided by the session's approvers, as a decision is: ``by`` must be one."""
+        budget = BudgetSignal(
+            max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=by
+        )
         await self._signal(session_id, "set_budget", budget)
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:

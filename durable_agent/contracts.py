@@ -276,6 +276,8 @@ class BudgetSignal(Contract):
 
     max_total_tokens: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    by: str | None = None
+    """Who asks (a raise is decided by the session's approvers, as a decision is)."""
 
 
 class BudgetStatus(Contract):

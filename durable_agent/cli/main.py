@@ -210,7 +210,10 @@ async def cmd_budget(args: argparse.Namespace, out: TextIO) -> int:
         raise CommandError("budget: give --max-total-tokens, --max-cost-usd or both")
     agents = await connect(args)
     await agents.set_budget(
-        args.session_id, max_total_tokens=args.max_total_tokens, max_cost_usd=args.max_cost_usd
+        args.session_id,
+        max_total_tokens=args.max_total_tokens,
+        max_cost_usd=args.max_cost_usd,
+        by=who_am_i(),
     )
     print(f"budget of {args.session_id} changed", file=out)
     return EXIT_OK

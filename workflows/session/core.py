@@ -93,7 +93,7 @@ class Session:
         self.toolbox = Toolbox(spec, state, self.swarm)
         self.gate = Gate(spec.approvals, state)
         self.budget = Budget(spec, state)
-        self.requests = Requests(spec, state, self.swarm, self.budget)
+        self.requests = Requests(spec, state, self.swarm, self.budget, self.gate)
         self.decisions = Decisions(
             spec,
             state,

@@ -11,6 +11,7 @@ from durable_agent.messages import FlushMessage, UserMessage
 from durable_agent.spec import AgentSpec
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.budget import Budget
+from durable_agent.workflows.session.gate import Gate
 from durable_agent.workflows.session.loop_rules import epoch_ms
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
@@ -22,12 +23,26 @@ class Requests:
     """Records requests into the carried state; answers why one was refused."""
 
     def __init__(
-        self, spec: AgentSpec, state: SessionState, swarm: Swarm | None, budget: Budget
+        self,
+        spec: AgentSpec,
+        state: SessionState,
+        swarm: Swarm | None,
+        budget: Budget,
+        gate: Gate | None = None,
     ) -> None:
         self.spec = spec
         self.state = state
         self.swarm = swarm
         self.budget = budget
+        self.gate = gate or Gate(spec.approvals, state)
+
+    def _identity_problem(self, by: str | None, what: str) -> str | None:
+        """Moves and budget raises change what the session may do, as decisions do: the
+        same people decide them (an unsigned name counts only where no list applies)."""
+        problem: str | None = self.gate.identity_problem(
+            by, self.spec.approvals.approvers, False, what
+        )
+        return problem
 
     def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
         """Queue a user message for the next turn boundary; why it was rejected, if it was."""
@@ -54,6 +69,8 @@ class Requests:
         if self.swarm is None:
             return self.reject("move_to_agent: this session has one agent")
         rejection = self.swarm.move_rejection(request)
+        if rejection is None:
+            rejection = self._identity_problem(request.by, f"move_to_agent {request.agent}")
         if rejection is not None:
             return self.reject(rejection)
         self.state.move = request
@@ -68,7 +85,12 @@ class Requests:
         self.state.flushes.append(request)
 
     def budget_changed(self, request: BudgetSignal) -> str | None:
-        problem = self.budget.change_problem(request)
+        """A new budget; one that raises a limit is decided by the same people as
+        approvals (lowering one is anyone's to ask)."""
+        problem = None
+        if self.budget.raises(request):
+            problem = self._identity_problem(request.by, "set_budget (a raise)")
+        problem = problem or self.budget.change_problem(request)
         return None if problem is None else self.reject(problem)
 
     def apply_flushes(self, messages: Transcript, now: datetime) -> None:

@@ -141,4 +141,6 @@ class Swarm:
             return f"move_to_agent: no agent {request.agent!r} (agents: {', '.join(names)})"
         if request.agent == self.active and self.state.move is None:
             return f"move_to_agent: {request.agent} is the active agent already"
+        if self.swarm.agent(request.agent).handoff_approval == "deny":
+            return f"move_to_agent: handing over to {request.agent} is refused (handoff_approval)"
         return None

@@ -1,0 +1,60 @@
+"""Moves and budget raises go through the same gate as decisions (pure Session): an
+agent whose handoffs are refused cannot be moved to, and where an approvers list
+applies, a name nobody signed for (or one not on the list) moves nothing and raises
+no budget; lowering a budget is anyone's to ask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable_agent.contracts import BudgetSignal, MoveToAgentSignal
+from durable_agent.spec import AgentSpec
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.state import SessionState
+
+
+def session(**approvals: Any) -> Session:
+    spec = AgentSpec.model_validate(
+        {
+            "model": {"name": "m", "price": {"input_per_million": 1, "output_per_million": 1}},
+            "stop": {"max_total_tokens": 1000},
+            "swarm": {
+                "agents": [
+                    {"name": "front"},
+                    {"name": "billing", "handoff_approval": "always"},
+                    {"name": "vault", "handoff_approval": "deny"},
+                ]
+            },
+            "approvals": approvals,
+        }
+    )
+    return Session(spec, SessionState())
+
+
+def test_a_move_to_an_agent_whose_handoffs_are_refused_is_refused() -> None:
+    open_to_all = session()
+    problem = open_to_all.requests.move_requested(MoveToAgentSignal(agent="vault", by="ops"))
+    assert problem is not None and "handing over to vault is refused" in problem
+    assert open_to_all.state.move is None
+    assert open_to_all.requests.move_requested(MoveToAgentSignal(agent="billing")) is None
+    assert open_to_all.state.move is not None
+
+
+def test_with_approvers_moves_and_raises_are_theirs_alone() -> None:
+    guarded = session(approvers=["alice"])
+    for by in (None, "mallory", "alice"):  # unsigned names prove nothing under a list
+        problem = guarded.requests.move_requested(MoveToAgentSignal(agent="billing", by=by))
+        assert problem is not None and "a signed token is required" in problem
+    assert guarded.state.move is None
+    raised = guarded.requests.budget_changed(BudgetSignal(max_total_tokens=10**6, by="alice"))
+    assert raised is not None and "set_budget (a raise)" in raised
+    assert guarded.budget.limits().max_total_tokens == 1000
+    lowered = guarded.requests.budget_changed(BudgetSignal(max_total_tokens=500, by="mallory"))
+    assert lowered is None and guarded.budget.limits().max_total_tokens == 500
+
+    trusting = session(approvers=["alice"], accept_unsigned=True)
+    stranger = trusting.requests.move_requested(MoveToAgentSignal(agent="billing", by="mallory"))
+    assert stranger is not None and "mallory may not decide (approvers: alice)" in stranger
+    assert trusting.requests.move_requested(MoveToAgentSignal(agent="billing", by="alice")) is None
+    assert trusting.requests.budget_changed(BudgetSignal(max_total_tokens=5000, by="alice")) is None
+    assert trusting.budget.limits().max_total_tokens == 5000
