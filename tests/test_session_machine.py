@@ -262,7 +262,7 @@ class SessionMachine(RuleBasedStateMachine):
             for m in session.messages
             if isinstance(m, UserMessage) and m.mode != "tool"  # not a rescue's copy
         ] + [m.content for m in session.state.inbox]
-        checking = session._checking  # with its input guardrails
+        checking = session.checking  # with its input guardrails
         if checking is not None:
             delivered.append(checking.content)
         assert sorted(delivered) == sorted(self.accepted)

@@ -36,7 +36,6 @@ from durable_agent.messages import (
     text_of,
 )
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent.structured_output import parse_structured_output
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.batch import ToolBatch
@@ -67,8 +66,18 @@ from durable_agent.workflows.session.requests import Requests
 from durable_agent.workflows.session.rescue import Rescue, unusable_reason
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
-from durable_agent.workflows.session.tool_results import cancel_text, guardrail_text, not_completed
+from durable_agent.workflows.session.tool_results import not_completed
 from durable_agent.workflows.session.toolbox import Toolbox
+from durable_agent.workflows.session.turn import (
+    Reply,
+    apply_cancel,
+    apply_move,
+    deliver,
+    end_turn,
+    finish,
+    guardrail_verdict,
+    replied,
+)
 from durable_agent.workflows.session.views import (
     Purpose,
     model_setup,
@@ -78,9 +87,6 @@ from durable_agent.workflows.session.views import (
 
 INBOX_CARRY_CHARS = 500_000
 """Queued messages continue-as-new may carry inline; more wait for the turn boundary."""
-
-
-Reply = AssistantMessage | ToolMessage
 
 
 class Session:
@@ -116,11 +122,11 @@ class Session:
         self.structured: Any = None
         self.step = ModelStep(self.messages)
         self._outcome: Finish | None = None
-        self._checking: UserMessage | None = None
+        self.checking: UserMessage | None = None
         """A user message its input guardrails are checking (not in the array yet)."""
-        self._held: AssistantMessage | None = None
+        self.held: AssistantMessage | None = None
         """A final answer its output guardrails are checking (not in the array yet)."""
-        self._turn_failed: str | None = None
+        self.turn_failed: str | None = None
         """Why the latest turn ended without an answer (guardrail, cancellation)."""
         self.trimmed = 0
         """Messages the latest request left out to fit the context budget."""
@@ -160,18 +166,10 @@ class Session:
 
     # --- what people send (recorded by ``Requests``) ----------------------------------
 
-    def _apply_move(self) -> None:
-        """Between turns or model calls (never in a tool batch or a model call)."""
-        state = self.state
-        assert self.swarm is not None and state.move is not None
-        if state.move.agent != self.swarm.active:
-            self.swarm.go_to(state.move.agent)
-        state.move = None
-
     def cancel_requested(self, request: CancelTurnSignal) -> str | None:
         """Stop the current turn at its next safe point; why not, if there is no turn."""
         state = self.state
-        running = state.stage != "idle" or self._checking is not None or self._held is not None
+        running = state.stage != "idle" or self.checking is not None or self.held is not None
         if not running and not state.inbox and self.phase != "starting":
             return self.requests.reject("cancel_turn: no turn is running")
         if state.cancel is None:
@@ -220,45 +218,45 @@ class Session:
             self.step.stop()
         if self.step.calling:
             return self._model_command()
-        if self._held is not None:
+        if self.held is not None:
             self.phase = "checking_guardrails"
-            return CheckGuardrails("output", self.spec.guardrails.output, self._held.content)
+            return CheckGuardrails("output", self.spec.guardrails.output, self.held.content)
         if state.unverified:
             return VerifyTokens(self.decisions.tokens_to_check())
         notice = self.decisions.escalations()
         if notice is not None:
             return NotifyEscalation(notice)
         if state.ending is not None and state.stage != "tools":
-            return self._finish("done", "ended", final=last_reply(self.messages))
+            return finish(self, "done", "ended", final=last_reply(self.messages))
         if state.cancel is not None:
-            self._apply_cancel(now)
+            apply_cancel(self, now)
         if state.stage == "idle" and state.flushes:
             self.requests.apply_flushes(self.messages, now)
         if state.move is not None and state.stage != "tools":
-            self._apply_move()
+            apply_move(self)
         if state.stage != "tools" and state.inbox:
             if self.spec.guardrails.input:
-                self._checking = state.inbox.pop(0)
+                self.checking = state.inbox.pop(0)
                 self.phase = "checking_guardrails"
-                text = text_of(self._checking.content)
+                text = text_of(self.checking.content)
                 return CheckGuardrails("input", self.spec.guardrails.input, text)
-            self._deliver(list(state.inbox))
+            deliver(self, list(state.inbox))
             state.inbox.clear()
         rules = self.spec.session
         if state.stage == "idle" and rules.end_after_reply:
-            if self._turn_failed is not None:
-                return self._finish("failed", self.reply_reason, error=self._turn_failed)
+            if self.turn_failed is not None:
+                return finish(self, "failed", self.reply_reason, error=self.turn_failed)
             if self.reply is not None:
-                return self._finish("done", self.reply_reason, final=self.reply)
+                return finish(self, "done", self.reply_reason, final=self.reply)
         if self.continue_as_new_due(suggested):
             return ContinueAsNew()
         if state.stage == "model":
             if state.model_calls_this_reply >= self.spec.stop.max_turns:
                 text = f"Agent loop exceeded {self.spec.stop.max_turns} iterations"
-                return self._finish("failed", "max_turns", error=text)
+                return finish(self, "failed", "max_turns", error=text)
             spent = self.budget.spent()
             if spent is not None:
-                return self._finish("done", "budget", final=last_reply(self.messages), error=spent)
+                return finish(self, "done", "budget", final=last_reply(self.messages), error=spent)
             self.step.begin()
             return self._model_command()
         if state.stage == "tools":
@@ -270,28 +268,10 @@ class Session:
     def fail(self, text: str) -> AgentResult:
         """End the session as failed (a problem outside the loop's rules, such as a
         message too large for any payload)."""
-        return self._finish("failed", "error", error=text).result
+        return finish(self, "failed", "error", error=text).result
 
     def idle_timed_out(self) -> None:
-        self._outcome = self._finish("done", "idle_timeout", final=last_reply(self.messages))
-
-    def _deliver(self, messages: list[UserMessage]) -> None:
-        """Queued messages join the array and start (or steer) a turn."""
-        if self.swarm is not None:  # addressed to the agent answering
-            messages = [m.model_copy(update={"agent_name": self.agent_name}) for m in messages]
-        self.messages.extend(messages)
-        if self.state.stage == "idle":
-            self.state.model_calls_this_reply = 0
-            self.state.rescues_this_reply = 0
-        self.state.stage = "model"
-        self.phase = "calling_model"  # busy from here (a continue-as-new may come first)
-        self.reply, self._turn_failed = None, None
-
-    def _end_turn(self, reason: str, error: str) -> None:
-        """The turn is over without an answer (a guardrail, a cancellation)."""
-        self.state.stage = "idle"
-        self.reply, self.reply_reason = None, reason
-        self.state.last_error = self._turn_failed = error
+        self._outcome = finish(self, "done", "idle_timeout", final=last_reply(self.messages))
 
     # --- guardrails, cancellation, flushes -----------------------------------------------
 
@@ -300,44 +280,7 @@ class Session:
     ) -> None:
         """The verdict on the message or answer being checked (``failure``: the guardrail
         kept failing; the turn fails closed with its words)."""
-        allowed = verdict is not None and verdict.allowed
-        reason = failure or (verdict.reason if verdict else None) or "denied"
-        if self._held is not None:
-            answer, self._held = self._held, None
-            if allowed:
-                self.messages.append(answer)
-                self._replied(answer, "final_answer")
-                return
-            self.messages.append(answer.model_copy(update={"blocked": reason}))
-            self._end_turn("guardrail", guardrail_text("output", verdict, reason))
-            return
-        message, self._checking = self._checking, None
-        assert message is not None
-        if allowed:
-            self._deliver([message])
-            return
-        self.messages.append(message.model_copy(update={"blocked": reason}))
-        text = guardrail_text("input", verdict, reason)
-        if self.state.stage == "idle":
-            self._end_turn("guardrail", text)
-        else:
-            self.state.last_error = text  # a steering message: the turn goes on without it
-
-    def _apply_cancel(self, now: datetime) -> None:
-        state = self.state
-        request = state.cancel
-        assert request is not None
-        why = cancel_text(request.by, request.reason)
-        if state.stage == "tools":
-            last = self.messages[-1]
-            assert isinstance(last, AssistantMessage)
-            self.batch.cancel(last, why, now)
-            self.tools_finished({})
-        state.cancel = None
-        if state.stage == "model":
-            self._end_turn("cancelled", why)
-        else:
-            self.requests.reject(f"cancel_turn: the turn had ended before {why}")
+        guardrail_verdict(self, verdict, failure)
 
     # --- the model -----------------------------------------------------------------------
 
@@ -379,15 +322,15 @@ class Session:
             self.messages.append(assistant)
             state.stage = "tools"
         elif self.spec.guardrails.output and not assistant.is_error:
-            self._held = assistant  # the answer joins the array with its verdict
+            self.held = assistant  # the answer joins the array with its verdict
         else:
             self.messages.append(assistant)
-            self._replied(assistant, "final_answer")
+            replied(self, assistant, "final_answer")
 
     def _rescued(self, failure: str | None) -> None:
         """A rescue that could not help ends the turn with its words."""
         if failure is not None:
-            self._end_turn("unusable_reply", failure)
+            end_turn(self, "unusable_reply", failure)
 
     def model_failed(
         self, kind: str | None, text: str, retry_after: timedelta | None, now: datetime
@@ -400,7 +343,7 @@ class Session:
         summarising = self.step.summarising is not None
         self.step.stop()
         if summarising:
-            self._end_turn("compaction_failed", f"compaction failed: {text}")
+            end_turn(self, "compaction_failed", f"compaction failed: {text}")
             return
         self.state.last_error = text
         self.messages.append(
@@ -412,23 +355,11 @@ class Session:
                 agent_name=self.agent_name,
             )
         )
-        self._outcome = self._finish("failed", "error", error=text)
+        self._outcome = finish(self, "failed", "error", error=text)
 
     def model_cancelled(self) -> None:
         """The model call (or summary) was stopped by ``cancel_turn``: nothing joins."""
         self.step.stop()
-
-    def _replied(self, reply: Reply, reason: str) -> None:
-        """The model's answer to the latest message is complete: the session goes idle."""
-        self.state.stage = "idle"
-        self.reply, self.reply_reason = reply, reason
-        self.structured = None
-        schema = self.spec.output_schema
-        if schema is not None and isinstance(reply, AssistantMessage) and not reply.is_error:
-            parsed = parse_structured_output(reply.content, schema)
-            self.structured = parsed.value
-            if parsed.error:
-                self.state.last_error = f"structured output: {parsed.error}"
 
     # --- a tool batch (decided by ``ToolBatch``) ------------------------------------------
 
@@ -461,7 +392,7 @@ class Session:
             return
         stops = [r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error]
         if stops:
-            self._replied(stops[0], f"stop_tool:{stops[0].tool_name}")
+            replied(self, stops[0], f"stop_tool:{stops[0].tool_name}")
 
     # --- continue-as-new and the end -----------------------------------------------------
 
@@ -469,28 +400,6 @@ class Session:
         """The state a fresh run continues from (the array inline; the workflow swaps it
         for a reference when it does not fit one payload)."""
         return self.state.model_copy(update={"runs": self.state.runs + 1, "transcript": None})
-
-    def _finish(
-        self, status: Any, stop_reason: str, *, final: Reply | None = None, error: str | None = None
-    ) -> Finish:
-        state = self.state
-        if status == "failed":
-            state.last_error = error
-        elif state.last_error and state.last_error.startswith("structured output:"):
-            error = state.last_error
-        self.phase = status
-        return Finish(
-            AgentResult(
-                status=status,
-                stop_reason=stop_reason,
-                final=final,
-                structured_output=self.structured if final is self.reply else None,
-                error=error,
-                turns=state.turn,
-                message_count=len(self.messages),
-                usage=state.usage,
-            )
-        )
 
     def status(self) -> SessionStatus:
         return session_status(self)
