@@ -19,6 +19,7 @@ from durable_agent.approval_contracts import (
 )
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.tools import ToolArgumentsError, ToolRegistry, default_registry
+from durable_agent.visible_text import visible
 
 log = structlog.get_logger("durable_agent.approvals")
 
@@ -60,7 +61,7 @@ def describe_calls(registry: ToolRegistry, request: DescribeCallsInput) -> list[
                 text = str(found.describe(found.validate_arguments(arguments, {})))
             except Exception as error:  # a describer's bug must not hold the approval
                 log.warning("describe failed", tool=name, error=str(error))
-        described.append(text[:500])
+        described.append(visible(text[:500]))  # as an approver will read it
     return described
 
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from durable_agent.visible_text import visible
+
 Op = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "contains", "matches", "exists"]
 RuleAction = Literal["allow", "deny", "ask"]
 
@@ -216,15 +218,23 @@ class ApprovalSettings(_Policy):
         return sorted({r.predicate for r in self.rules if r.predicate})
 
 
-def describe_arguments(tool: str, arguments: str, limit: int = 200) -> str:
-    """The default readable form of a call: ``refund(invoice=7, reason="twice")``."""
+def describe_arguments(tool: str, arguments: str, limit: int = 80) -> str:
+    """The default readable form of a call: ``refund(invoice=7, reason="twice")``. Every
+    argument is named, whatever its length or place, and each value is cut at ``limit``
+    characters (a long first argument cannot push ``amount`` out of sight); control and
+    bidirectional characters are shown as escapes."""
     try:
         parsed = json.loads(arguments or "{}")
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):
-        parts = [f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()]
+        parts = [f"{key}={_cut(json.dumps(value, ensure_ascii=False), limit)}"
+                 for key, value in parsed.items()]  # fmt: skip
         text = f"{tool}({', '.join(parts)})"
     else:
-        text = f"{tool}({arguments})"
+        text = f"{tool}({_cut(arguments, limit * 4)})"
+    return visible(text)
+
+
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

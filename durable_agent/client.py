@@ -227,9 +227,7 @@ class AgentClient(ApprovalDoors):
     ) -> None:
         """Change the session's budget (a limit left ``None`` stays as it is). A raise
         is decided by the session's approvers, as a decision is: ``by`` must be one."""
-        budget = BudgetSignal(
-            max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=by
-        )
+        budget = BudgetSignal(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=by)
         await self._signal(session_id, "set_budget", budget)
 
     async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:

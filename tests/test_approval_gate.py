@@ -94,7 +94,7 @@ def test_the_default_readable_form() -> None:
         'transfer(to="bob", amount=5)'
     )
     assert describe_arguments("x", "not json") == "x(not json)"
-    assert describe_arguments("x", '{"a": "' + "y" * 300 + '"}').endswith("…")
+    assert describe_arguments("x", '{"a": "' + "y" * 300 + '"}').endswith("…)")
 
 
 SMALL = {"path": "$.amount", "op": "<=", "value": 10}

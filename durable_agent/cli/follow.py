@@ -19,6 +19,16 @@ Approver = Callable[[PendingApproval], Awaitable[tuple[bool, str | None]]]
 LABEL = "{:<9} "
 
 
+def write_control(stream: TextIO, sequence: str) -> None:
+    """A terminal control sequence of the CLI's own, past the escaping of session text
+    (``VisibleWriter.control``) when the stream has it."""
+    control = getattr(stream, "control", None)
+    if control is not None:
+        control(sequence)
+    else:
+        stream.write(sequence)
+
+
 class StatusLine:
     """One self-rewriting line on a terminal; silent when output is not a terminal."""
 
@@ -28,14 +38,15 @@ class StatusLine:
         self._shown = False
 
     def show(self, text: str) -> None:
-        if self._live:
-            self._stream.write(f"\r\x1b[2K{text}")
+        if self._live:  # our own control sequence, then the (escaped) text
+            write_control(self._stream, "\r\x1b[2K")
+            self._stream.write(text)
             self._stream.flush()
             self._shown = True
 
     def clear(self) -> None:
         if self._shown:
-            self._stream.write("\r\x1b[2K")
+            write_control(self._stream, "\r\x1b[2K")
             self._stream.flush()
             self._shown = False
 

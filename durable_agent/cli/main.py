@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from temporalio.client import WorkflowFailureError
 
@@ -45,6 +45,7 @@ from durable_agent.cli.render import (
 from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
+from durable_agent.cli.visible_writer import VisibleWriter
 from durable_agent.client import (
     AgentClient,
     MessageRefusedError,
@@ -57,6 +58,7 @@ from durable_agent.connection import ServerUnreachableError
 from durable_agent.encryption import CodecKeyError
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
+from durable_agent.visible_text import visible
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -429,10 +431,11 @@ ACTIONABLE = (
 def run_command(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit status (for use from Python)."""
     args = build_parser().parse_args(argv)
+    out = cast(TextIO, VisibleWriter(sys.stdout))  # session text cannot drive the terminal
     try:
-        return asyncio.run(stoppable(COMMANDS[args.command](args, sys.stdout)))
+        return asyncio.run(stoppable(COMMANDS[args.command](args, out)))
     except ACTIONABLE as error:
-        print(f"durable-agent: {error}", file=sys.stderr)
+        print(f"durable-agent: {visible(str(error), keep=chr(10))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

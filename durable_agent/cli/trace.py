@@ -16,6 +16,7 @@ from durable_agent.cli.args import CommandError
 from durable_agent.client import AgentClient, NoWorkerError, SessionNotFoundError
 from durable_agent.messages import Message
 from durable_agent.observability.timeline import Span, Timeline, timeline_from_history
+from durable_agent.visible_text import safe_file_name
 
 COLOURS = {"model": "#3b6fd4", "tool": "#2e9e5b", "approval": "#d9a400"}
 ROW, LABEL_WIDTH, CHART_WIDTH = 24, 260, 760
@@ -119,7 +120,7 @@ async def cmd_trace(args: argparse.Namespace, out: TextIO, agents: AgentClient) 
         raise CommandError(f"session {args.session_id!r} has made no model call yet")
     for line in render_text(timeline):
         print(line, file=out)
-    path = Path(args.out or f"{args.session_id}.trace.html")
+    path = Path(args.out or f"{safe_file_name(args.session_id)}.trace.html")
     path.write_text(render_html(timeline))
     print(f"picture: {path}", file=out)
     return 0
