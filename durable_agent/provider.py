@@ -66,6 +66,28 @@ class ProviderError(Exception):
         self.retry_after = retry_after
 
 
+#: The largest reply a model call returns: one activity result must hold it (Temporal
+#: refuses payloads over 2 MB, and a refused result would be retried as lost work).
+MAX_REPLY_BYTES = 1_500_000
+
+
+class ReplyTooLarge(ProviderError):
+    """A reply over the size one activity result can carry (a model attempt's failure:
+    another attempt may answer shorter)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
+def _within(message: AssistantMessage, max_bytes: int) -> AssistantMessage:
+    size = len(message.model_dump_json(exclude_none=True))
+    if size > max_bytes:
+        raise ReplyTooLarge(
+            f"the reply is {size} bytes, over the {max_bytes} one activity result holds"
+        )
+    return message
+
+
 class ProviderConfigurationError(ProviderError):
     """A call that cannot be made as configured (the key's variable is not set): no
     retry can fix it, so it fails at once."""
@@ -230,33 +252,45 @@ class ProviderClient:
         on_text: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
         facts: ResponseFacts | None = None,
+        max_bytes: int = MAX_REPLY_BYTES,
     ) -> AssistantMessage:
         """One model turn: streams when ``body["stream"]`` is true, else a single response.
 
         Status errors raise :class:`ProviderError`; a stream that breaks, comes back
-        blank or never completes returns an assistant message with ``is_error``.
+        blank or never completes returns an assistant message with ``is_error``. A
+        reply over ``max_bytes`` (streamed: as soon as it passes them, so nothing more
+        is read or paid for) raises :class:`ReplyTooLarge`, which a retry may avoid.
         """
         if not body.get("stream"):
             whole = await self.post_json(endpoint, body)
             if facts is not None and isinstance(whole, dict):
                 facts.response_id = response_id_of(whole)
-            return parse_response(endpoint.api, whole)
+            return _within(parse_response(endpoint.api, whole), max_bytes)
         accumulator = new_stream_accumulator(endpoint.api)
+        read = 0
         try:
             async for event in self.stream_events(endpoint, body):
+                read += len(event.data)
+                if read > max_bytes:
+                    raise ReplyTooLarge(
+                        f"the reply passed {max_bytes} bytes while streaming: not read further "
+                        "(one activity result holds less)"
+                    )
                 text = accumulator.add(event)
                 if text and on_text is not None:
                     on_text(text)
                 reasoning = accumulator.take_reasoning()
                 if reasoning and on_reasoning is not None:
                     on_reasoning(reasoning)
+        except ReplyTooLarge:
+            raise
         except ProviderError as error:
             if error.status_code is not None or not error.retryable:
                 raise  # a status or a configuration error, not a broken stream
             accumulator.fail(error.message)
         if facts is not None:
             facts.response_id = accumulator.response_id
-        return accumulator.finish()
+        return _within(accumulator.finish(), max_bytes)
 
 
 @dataclass

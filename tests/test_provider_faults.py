@@ -115,3 +115,27 @@ async def test_permanent_faults_fail_the_session_with_the_providers_words(
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[2].content == "db is up"  # everything before is kept
     assert messages[-1].is_error and messages[-1].error == result.error
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_a_reply_too_large_for_history_fails_within_max_attempts(
+    temporal_env: WorkflowEnvironment, task_queue: str, stream: bool
+) -> None:
+    """A reply over what one activity result holds is a model attempt's failure (the
+    next attempt may answer shorter), never lost work retried for ever: at most
+    ``max_attempts`` requests, and the session's error says why. Streamed, reading
+    stops as soon as the reply passes the limit."""
+    script = [assistant_text("x" * 3_000_000)] * 4
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, ["ping"], max_attempts=2)
+            spec = spec.model_copy(
+                update={"model": spec.model.model_copy(update={"stream": stream})}
+            )
+            handle = await start_session(client, task_queue, spec, "say a lot")
+            result = await handle.result()
+            status_now: SessionStatus = await handle.query("status", result_type=SessionStatus)
+    assert len(provider.requests) == 2, "max_attempts requests, no more"
+    words = "while streaming: not read further" if stream else "over the 1500000 one activity"
+    assert result.status == "failed" and result.error and words in result.error, result.error
+    assert status_now.last_error is not None and words in status_now.last_error
