@@ -86,11 +86,23 @@ class ArgumentTest(_Policy):
         return self
 
     def holds(self, arguments: Any) -> bool:
+        return self.outcome(arguments) is True
+
+    def outcome(self, arguments: Any) -> bool | None:
+        """Whether the test holds; ``None`` when the argument's type cannot be compared
+        with the value (a string against a number), which the gate resolves to the
+        safe side."""
         found = value_at(arguments, self.path)
         if self.op == "exists":
             return found is not _MISSING
         if found is _MISSING:
             return False
+        if self.op in ("<", "<=", ">", ">=") and not _orderable(found, self.value):
+            return None
+        if self.op == "contains" and not isinstance(found, str | list):
+            return None
+        if self.op == "matches" and not isinstance(found, str):
+            return None
         return _compare(found, self.op, self.value)
 
     def __str__(self) -> str:
@@ -139,6 +151,15 @@ def _orderable(found: Any, value: Any) -> bool:
 
 def tests_hold(tests: list[ArgumentTest], arguments: Any) -> bool:
     return all(test.holds(arguments) for test in tests)
+
+
+def tests_verdict(tests: list[ArgumentTest], arguments: Any) -> bool | None:
+    """``False`` when a test fails, else ``None`` when one cannot be judged (a type
+    mismatch), else ``True``."""
+    outcomes = [test.outcome(arguments) for test in tests]
+    if False in outcomes:
+        return False
+    return None if None in outcomes else True
 
 
 def parse_test(text: str) -> ArgumentTest:

@@ -59,6 +59,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.model_options",
     "durable_agent.pairing",
     "durable_agent.request_messages",
+    "durable_agent.schema_values",
     "durable_agent.spec",
     "durable_agent.structured_output",
     "durable_agent.swarm",

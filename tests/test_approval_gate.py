@@ -142,6 +142,37 @@ async def test_rules_first_match_wins_and_the_rule_is_recorded() -> None:
     assert [name for name, _ in ran] == ["transfer", "transfer", "transfer", "lookup"]
 
 
+async def test_rules_judge_the_arguments_the_tool_receives_and_fail_closed() -> None:
+    """``{"amount": "5000"}`` reaches the tool as 5000 (lax validation), so the rule
+    judges 5000; an amount no rule can compare is denied by a deny rule, never let
+    through by an allow rule; a grant for small amounts does not cover a coerced
+    large one."""
+    below = {"path": "$.amount", "op": "<", "value": 10}
+    above = {"path": "$.amount", "op": ">", "value": 1000}
+    rules = {"rules": [
+        {"name": "small", "tools": "transfer", "when": [below], "action": "allow"},
+        {"name": "big", "tools": "transfer", "when": [above], "action": "deny", "reason": "no"},
+    ]}  # fmt: skip
+    batch: list[Call] = [
+        ("transfer", {"to": "ann", "amount": "5000"}),  # a string the tool gets as 5000
+        ("transfer", {"to": "ann", "amount": "lots"}),  # no comparison: fails closed
+        ("transfer", {"to": "ann", "amount": "5"}),  # 5: the allow rule
+    ]
+    asked: list[PendingApproval] = []
+
+    def approver(pending: PendingApproval) -> RecordedDecision:
+        asked.append(pending)
+        return "approved"
+
+    driver, ran = drive(payments_spec(approvals=rules), batch, approver)
+    await driver.run(AgentInput(spec=driver.spec, message="pay"))
+    big, unknown, small = [r.approval for r in results(driver)]
+    assert big is not None and (big.decision, big.rule) == ("denied", "big")
+    assert unknown is not None and (unknown.decision, unknown.rule) == ("denied", "big")
+    assert small is not None and (small.decision, small.rule) == ("approved", "small")
+    assert asked == [] and ran == [("transfer", {"to": "ann", "amount": 5})]
+
+
 async def test_every_decision_kind() -> None:
     batch: list[Call] = [
         ("transfer", {"to": "ann", "amount": 1}),

@@ -24,6 +24,7 @@ from durable_agent.approval_policy import tests_hold
 from durable_agent.contracts import ResolvedTool
 from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import RecordedDecision
+from durable_agent.schema_values import as_validated
 from durable_agent.spec import AgentSpec
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.gate import (
@@ -171,7 +172,10 @@ class Decisions:
         for pending in self.approvals.undecided():
             if pending.tool_name != grant.tool:
                 continue
-            if not tests_hold(grant.matching, arguments_of(pending.arguments)):
+            tool = self.active_tools.get(pending.tool_name)
+            schema = tool.definition.parameters if tool is not None else None
+            arguments = as_validated(arguments_of(pending.arguments), schema)
+            if not tests_hold(grant.matching, arguments):
                 continue
             record = self.gate.granted(grant, now, pending.rule)
             self.approvals.decide(pending.approval_id, record)

@@ -16,10 +16,16 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 
 from durable_agent.approval_contracts import ApprovalSignal, DecisionKind, Grant, PendingApproval
-from durable_agent.approval_policy import ApprovalSettings, tests_hold
+from durable_agent.approval_policy import (
+    ApprovalRule,
+    ApprovalSettings,
+    tests_hold,
+    tests_verdict,
+)
 from durable_agent.codecs.schema import wire_parameters
 from durable_agent.contracts import ResolvedTool
 from durable_agent.messages import ApprovalRecord, RecordedDecision, ToolCall
+from durable_agent.schema_values import as_validated
 from durable_agent.workflows.session.state import SessionState
 
 Question = tuple[int, str | None]
@@ -55,6 +61,18 @@ def arguments_of(arguments: str) -> Any:
         return None
 
 
+def judged_arguments(call: ToolCall, tool: ResolvedTool) -> Any:
+    """The call's arguments as the tool will receive them (``schema_values``)."""
+    return as_validated(arguments_of(call.function.arguments), tool.definition.parameters)
+
+
+def rule_matches(rule: ApprovalRule, arguments: Any) -> bool:
+    """A rule's tests against the arguments; one that cannot be judged (a type the
+    test cannot compare) matches a rule that refuses or asks, never one that allows."""
+    verdict = tests_verdict(rule.when, arguments)
+    return verdict is True or (verdict is None and rule.action != "allow")
+
+
 class Gate:
     def __init__(self, settings: ApprovalSettings, state: SessionState) -> None:
         self.settings = settings
@@ -65,10 +83,10 @@ class Gate:
     def questions(self, slot: int, call: ToolCall, tool: ResolvedTool) -> list[Question]:
         """The predicates to ask before ``decide`` can: the rules' named predicates up to
         the first rule that matches without one, and the tool's own when no rule may."""
-        arguments = arguments_of(call.function.arguments)
+        arguments = judged_arguments(call, tool)
         asked: list[Question] = []
         for rule in self.settings.rules:
-            if not rule.for_tool(call.function.name) or not tests_hold(rule.when, arguments):
+            if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments):
                 continue
             if rule.predicate is None:
                 return asked
@@ -82,10 +100,10 @@ class Gate:
     ) -> GateOutcome:
         """First matching rule wins; else the tool's policy. A call that would wait for a
         person runs when a standing grant covers it."""
-        arguments = arguments_of(call.function.arguments)
+        arguments = judged_arguments(call, tool)
         outcome: GateOutcome | None = None
         for index, rule in enumerate(self.settings.rules):
-            if not rule.for_tool(call.function.name) or not tests_hold(rule.when, arguments):
+            if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments):
                 continue
             if rule.predicate is not None and not verdicts.get((slot, rule.predicate), False):
                 continue
