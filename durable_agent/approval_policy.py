@@ -238,6 +238,25 @@ class ApprovalSettings(_Policy):
     def predicates(self) -> list[str]:
         return sorted({r.predicate for r in self.rules if r.predicate})
 
+    def within(self, parent: ApprovalSettings) -> ApprovalSettings:
+        """These settings for a sub-agent, never laxer than its parent's: the parent's
+        rules first (the first match wins), approvers only those both lists name,
+        unsigned decisions only where both accept them, the parent's escalation unless
+        the child has its own."""
+        approvers = self.approvers
+        if parent.approvers is not None:
+            mine = self.approvers if self.approvers is not None else parent.approvers
+            approvers = [name for name in mine if name in parent.approvers]
+        unsigned = [v for v in (self.accept_unsigned, parent.accept_unsigned) if v is not None]
+        return self.model_copy(
+            update={
+                "rules": [*parent.rules, *self.rules],
+                "approvers": approvers,
+                "accept_unsigned": min(unsigned) if unsigned else None,
+                "escalation": self.escalation or parent.escalation,
+            }
+        )
+
 
 def describe_arguments(tool: str, arguments: str, limit: int = 80) -> str:
     """The default readable form of a call: ``refund(invoice=7, reason="twice")``. Every

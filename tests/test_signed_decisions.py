@@ -14,10 +14,13 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent.approval_client import DecisionRefusedError
 from durable_agent.approval_contracts import ApprovalSignal, ChildApprovals, Grant
+from durable_agent.approval_policy import ApprovalSettings
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import AssistantMessage, FunctionCall, ToolCall, UserMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
@@ -136,3 +139,53 @@ async def test_forged_carried_state_and_fake_child_reports_change_nothing(
     assert ran == [], "the carried call did not run on the forged grant"
     assert "is no sub-agent of this session" in rejected[0]
     assert shown == ["turn1-call0"], "the fake child's approval is not shown"
+
+
+def test_a_sub_agents_approval_settings_are_never_laxer_than_its_parents() -> None:
+    parent = ApprovalSettings.model_validate(
+        {"approvers": ["alice", "bob"], "accept_unsigned": False,
+         "rules": [{"name": "no-prod", "tools": "wipe", "action": "deny"}]}
+    )  # fmt: skip
+    child = ApprovalSettings.model_validate(
+        {"approvers": ["bob", "mallory"], "accept_unsigned": True}
+    )
+    merged = child.within(parent)
+    assert merged.approvers == ["bob"] and merged.accept_unsigned is False
+    assert [r.name for r in merged.rules] == ["no-prod"]
+    assert ApprovalSettings().within(parent).approvers == ["alice", "bob"]
+
+
+async def test_a_childs_call_is_decided_only_as_its_parent_allows(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The parent lists approvers: an unsigned name, through the parent or on the
+    child's own session, runs nothing; alice's signed decision on the child does."""
+    alice = ApproverKey.generate("alice")
+    keys = ApproverKeys.from_json(json.dumps({"alice": alice.public_pem()}))
+    ran: list[Any] = []
+    script = [
+        assistant_calls(("helper", {"task": "pay ann"})),  # the parent
+        assistant_calls(("transfer", {"to": "ann", "amount": 1})),  # the child
+        assistant_text("paid"),
+        assistant_text("done: paid"),
+    ]
+    with ScriptedProvider(script) as provider:
+        child = spec_for(provider, TOOLS).model_dump(mode="json")  # no approvers of its own
+        spec = spec_for(
+            provider, agents=[{"name": "helper", "description": "pays", "spec": child}],
+            approvals={"approvers": ["alice"]},
+        )  # fmt: skip
+        registry = payments_registry(ran, [])
+        async with running_worker(temporal_env, task_queue, registry, approver_keys=keys) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "pay ann")
+            [through_parent] = await pending_count(agents, session, 1)
+            child_id, own_id = f"{session}--helper-t1c0", through_parent.approval_id.split("/")[1]
+            with pytest.raises(DecisionRefusedError, match="a signed token is required"):
+                await agents.approve(session, through_parent.approval_id, by="alice")
+            with pytest.raises(DecisionRefusedError, match="a signed token is required"):
+                await agents.approve(child_id, own_id, by="alice")
+            assert ran == [], "no unsigned name ran the child's call"
+            await agents.approve(child_id, own_id, key=alice)
+            result = await agents.result(session)
+    assert result.status == "done" and ran == [("transfer", {"to": "ann", "amount": 1})]

@@ -317,6 +317,9 @@ class ToolBatch:
                 operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
             )
         agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
+        if agent is not None:  # this session's approval settings reach its sub-agent
+            approvals = agent.approvals.within(self.spec.approvals)
+            agent = agent.model_copy(update={"approvals": approvals})
         active = None if self.swarm is None else self.swarm.active
         return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http, agent, active)
 

@@ -94,6 +94,9 @@ class Decisions:
         if child is not None and signal.token is not None:
             return self._refuse(key, self.decision_problem(signal, decision) or "")
         if child is not None:  # a sub-agent's approval, decided through this session
+            problem = self.decision_problem(signal, decision)
+            if problem is not None:
+                return self._refuse(key, problem)
             child_id, own_id = child
             forwarded = signal.model_copy(update={"approval_id": own_id})
             verb = "approve" if kind == "approve" else kind
@@ -123,8 +126,16 @@ class Decisions:
                 f"{decision} {aid!r}: a signed decision on a sub-agent's call goes to its own "
                 f"session ({child[0]}, approval {child[1]}), which checks the token"
             )
-        if child is not None:
-            return None
+        if child is not None:  # this session's identity rule first, then the child's
+            what = f"{decision} {aid!r}"
+            waiting = next(
+                p for p in self.state.child_pending[child[0]] if p.approval_id == child[1]
+            )
+            approvers = self.spec.approvals.approvers
+            if approvers is None:
+                approvers = waiting.approvers
+            problem: str | None = self.gate.identity_problem(signal.by, approvers, False, what)
+            return problem
         what = f"{decision} {aid!r}"
         pending = self.approvals.find(aid)
         if pending is None:
