@@ -69,6 +69,9 @@ class ProviderError(Exception):
 #: The largest reply a model call returns: one activity result must hold it (Temporal
 #: refuses payloads over 2 MB, and a refused result would be retried as lost work).
 MAX_REPLY_BYTES = 1_500_000
+#: How much larger than the reply its stream may be: each chunk repeats an envelope
+#: (ids, the model, indexes), so a 250 KB reply of 2,500 calls streams as 2.2 MB.
+STREAM_FRAMING = 4
 
 
 class ReplyTooLarge(ProviderError):
@@ -258,8 +261,9 @@ class ProviderClient:
 
         Status errors raise :class:`ProviderError`; a stream that breaks, comes back
         blank or never completes returns an assistant message with ``is_error``. A
-        reply over ``max_bytes`` (streamed: as soon as it passes them, so nothing more
-        is read or paid for) raises :class:`ReplyTooLarge`, which a retry may avoid.
+        reply over ``max_bytes`` raises :class:`ReplyTooLarge`, which a retry may avoid;
+        a stream stops being read (or paid for) once it passes ``STREAM_FRAMING``
+        times that.
         """
         if not body.get("stream"):
             whole = await self.post_json(endpoint, body)
@@ -267,14 +271,14 @@ class ProviderClient:
                 facts.response_id = response_id_of(whole)
             return _within(parse_response(endpoint.api, whole), max_bytes)
         accumulator = new_stream_accumulator(endpoint.api)
-        read = 0
+        read, wire_limit = 0, max_bytes * STREAM_FRAMING
         try:
             async for event in self.stream_events(endpoint, body):
                 read += len(event.data)
-                if read > max_bytes:
+                if read > wire_limit:
                     raise ReplyTooLarge(
-                        f"the reply passed {max_bytes} bytes while streaming: not read further "
-                        "(one activity result holds less)"
+                        f"the streamed reply passed {wire_limit} bytes: not read further "
+                        f"(one activity result holds {max_bytes})"
                     )
                 text = accumulator.add(event)
                 if text and on_text is not None:

@@ -136,6 +136,6 @@ async def test_a_reply_too_large_for_history_fails_within_max_attempts(
             result = await handle.result()
             status_now: SessionStatus = await handle.query("status", result_type=SessionStatus)
     assert len(provider.requests) == 2, "max_attempts requests, no more"
-    words = "while streaming: not read further" if stream else "over the 1500000 one activity"
+    words = "bytes: not read further" if stream else "over the 1500000 one activity"
     assert result.status == "failed" and result.error and words in result.error, result.error
     assert status_now.last_error is not None and words in status_now.last_error
