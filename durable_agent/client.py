@@ -21,7 +21,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -121,16 +121,20 @@ class AgentClient(ApprovalDoors):
         session_id: str | None = None,
         history: Sequence[Message] = (),
         owner: str | None = None,
+        restart: bool = False,
     ) -> str:
         """Start a session and return its id (the workflow id); ``owner``: who it
         belongs to (memo ``owner``, which the gateway checks). ``SessionExistsError``
-        when a session with that id runs."""
+        when a session with that id runs, or has run: starting over an ended one (its
+        readers would see a new conversation under the old id) takes ``restart``."""
         request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
                 memo={"owner": owner} if owner else None,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart
+                else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )  # fmt: skip
         except WorkflowAlreadyStartedError:
             raise SessionExistsError(session_id) from None

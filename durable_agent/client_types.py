@@ -38,7 +38,10 @@ class SessionClosedError(RuntimeError):
 
 class SessionExistsError(RuntimeError):
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"a session with id {session_id!r} runs already")
+        super().__init__(
+            f"a session with id {session_id!r} exists (running, or ended: starting over an "
+            "ended one is an explicit choice, restart=True)"
+        )
         self.session_id = session_id
 
 

@@ -18,6 +18,7 @@ from durable_agent.approval_client import DecisionRefusedError
 from durable_agent.approval_contracts import ApprovalSignal, ChildApprovals, Grant
 from durable_agent.approval_policy import ApprovalSettings
 from durable_agent.approver_tokens import ApproverKey, ApproverKeys
+from durable_agent.client import SessionExistsError
 from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import AssistantMessage, FunctionCall, ToolCall, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
@@ -48,7 +49,9 @@ async def test_a_token_is_bound_to_the_run_the_decision_and_its_call(
             # that session ends; a new one starts under the same id, asking the same id
             await agents.end(session, by="ops")
             await agents.result(session)
-            again = await agents.start(spec, "pay ann again", session_id=session)
+            with pytest.raises(SessionExistsError, match="starting over an ended one"):
+                await agents.start(spec, "pay ann again", session_id=session)
+            again = await agents.start(spec, "pay ann again", session_id=session, restart=True)
             [second] = await pending_count(agents, again, 1)
             assert second.approval_id == first.approval_id
             assert await agents.run_chain(again) != old_run
@@ -189,3 +192,31 @@ async def test_a_childs_call_is_decided_only_as_its_parent_allows(
             await agents.approve(child_id, own_id, key=alice)
             result = await agents.result(session)
     assert result.status == "done" and ran == [("transfer", {"to": "ann", "amount": 1})]
+
+
+async def test_a_child_id_taken_first_fails_the_call_not_the_parent(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Someone starts a workflow under the id the parent's sub-agent call will use: the
+    call gets an error result the model reads, the parent answers, the squatter is
+    left alone."""
+    script = [
+        assistant_calls(("helper", {"task": "pay ann"})),
+        assistant_text("the helper could not start; nothing was paid"),
+    ]
+    with ScriptedProvider(script) as provider:
+        child = spec_for(provider, TOOLS).model_dump(mode="json")
+        spec = spec_for(provider, agents=[{"name": "helper", "description": "pays", "spec": child}])
+        parent = f"parent-{task_queue}"
+        async with running_worker(temporal_env, task_queue, payments_registry([], [])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            waiting = spec_for(provider, session={})  # a session that waits for a message
+            squatter = await agents.start(waiting, session_id=f"{parent}--helper-t1c0")
+            await agents.start(spec, "pay ann", session_id=parent)
+            result = await agents.result(parent)
+            messages = await agents.messages(parent)
+            squatter_status = await agents.status(squatter)
+    assert result.status == "done"
+    [failed] = results(messages)
+    assert failed.is_error and "the agent could not start" in failed.content
+    assert squatter_status.phase == "idle", "the squatting session was not touched"

@@ -21,6 +21,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     ChildWorkflowError,
+    WorkflowAlreadyStartedError,
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
@@ -202,14 +203,18 @@ async def run_sub_agent(
         failed = tool_error_result(call, "give the agent a non-empty 'task' string")
         return failed.model_copy(update={"approval": run.approval}), False
     session = run.agent.session.model_copy(update={"end_after_reply": True})
-    handle = await workflow.start_child_workflow(
-        WORKFLOW_NAME,
-        AgentInput(spec=run.agent.model_copy(update={"session": session}), message=task),
-        id=f"{workflow.info().workflow_id}--{call.function.name}-t{turn}c{run.slot}",
-        result_type=AgentResult,
-        static_summary=f"sub-agent {call.function.name}",
-    )
-    child_id = handle.id
+    child_id = f"{workflow.info().workflow_id}--{call.function.name}-t{turn}c{run.slot}"
+    try:
+        handle = await workflow.start_child_workflow(
+            WORKFLOW_NAME,
+            AgentInput(spec=run.agent.model_copy(update={"session": session}), message=task),
+            id=child_id,
+            result_type=AgentResult,
+            static_summary=f"sub-agent {call.function.name}",
+        )
+    except WorkflowAlreadyStartedError:  # someone took the id first: the call fails, not us
+        taken = tool_error_result(call, f"the agent could not start: {child_id} is taken")
+        return taken.model_copy(update={"approval": run.approval}), False
 
     def mine() -> list[tuple[str, str, ApprovalSignal]]:
         return [f for f in forwards if f[0] == child_id]

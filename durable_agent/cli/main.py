@@ -51,6 +51,7 @@ from durable_agent.client import (
     MessageRefusedError,
     NoWorkerError,
     SessionClosedError,
+    SessionExistsError,
     SessionNotFoundError,
     SpecError,
 )
@@ -103,7 +104,9 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         update={"session": spec.session.model_copy(update={"end_after_reply": True})}
     )
     agents = await connect(args)
-    session_id = await agents.start(spec, args.prompt, session_id=args.session_id)
+    session_id = await agents.start(
+        spec, args.prompt, session_id=args.session_id, restart=args.restart
+    )
     print(f"session {session_id}", file=out, flush=True)
     await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
     try:
@@ -127,7 +130,9 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
     if args.session_id and await _exists(agents, args.session_id):
         session_id = args.session_id
     else:
-        session_id = await agents.start(load_spec(args), session_id=args.session_id)
+        session_id = await agents.start(
+            load_spec(args), session_id=args.session_id, restart=args.restart
+        )
     print(f"session {session_id} (an empty line or Ctrl-D ends it)", file=out, flush=True)
     approver = _approver(args, out)
     while True:
@@ -357,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
         sub.add_argument("--instructions", help="system prompt for the default spec")
         sub.add_argument("--session-id", help="session id (default: generated)")
+        sub.add_argument(
+            "--restart", action="store_true", help="start over an ended session of that id"
+        )
         sub.add_argument("--yes", action="store_true", help="approve every tool call")
         if name == "run":
             sub.add_argument("prompt")
@@ -420,6 +428,7 @@ ACTIONABLE = (
     ServerUnreachableError,
     SessionNotFoundError,
     SessionClosedError,
+    SessionExistsError,
     UnknownApprovalError,
     DecisionRefusedError,
     MessageRefusedError,
