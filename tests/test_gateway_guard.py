@@ -7,22 +7,29 @@ the authenticated user, and nobody else sees or decides them; a sub-agent's appr
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
+from tests.support.recording_server import RecordingServer
 
 ROOT = Path(__file__).parent.parent
 wiped: list[str] = []
@@ -193,3 +200,105 @@ def test_off_loopback_the_gateway_does_not_start_without_tokens() -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "without DURABLE_AGENT_GATEWAY_TOKENS the gateway serves loopback only" in done.stderr
+
+
+def _jwt(key: Any, kid: str, **claims: Any) -> str:
+    now = int(time.time())
+    body = {"iss": "https://idp.example", "aud": "durable-agent-gateway", "iat": now,
+            "exp": now + 300, **claims}  # fmt: skip
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+
+async def test_an_identity_providers_token_names_the_user_whose_key_signs_the_decision(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Bearer JWTs checked against the provider's JWKS (another key, another audience
+    or an expired token name nobody); alice's decision, through the gateway, is signed
+    with her approver key, so a session that takes only signed decisions from alice
+    runs the call."""
+    wiped.clear()
+    idp = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(RSAAlgorithm.to_jwk(idp.public_key()))
+    jwks = {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+    alice = ApproverKey.generate("alice")
+    keys_dir = tmp_path / "approver-keys"
+    keys_dir.mkdir()
+    (keys_dir / "alice.key").write_bytes(b"alice\n" + alice.private_pem())
+    workers = ApproverKeys.from_json(json.dumps({"alice": alice.public_pem()}))
+    script = [assistant_calls(("wipe", {"name": "cache"})), assistant_text("wiped")]
+    with RecordingServer({"/jwks.json": (200, {}, jwks)}) as idp_server:
+        monkeypatch.setenv("DURABLE_AGENT_GATEWAY_JWKS_URL", f"{idp_server.url}/jwks.json")
+        monkeypatch.setenv("DURABLE_AGENT_GATEWAY_AUDIENCE", "durable-agent-gateway")
+        monkeypatch.setenv("DURABLE_AGENT_GATEWAY_ISSUER", "https://idp.example")
+        monkeypatch.setenv("DURABLE_AGENT_GATEWAY_APPROVER_KEYS", str(keys_dir))
+        with ScriptedProvider(script) as provider:
+            spec = spec_file(
+                tmp_path, provider, approvals={"approvers": ["alice"]},
+                session={"end_after_reply": True},
+            )  # fmt: skip
+            async with running_worker(
+                temporal_env, task_queue, registry, approver_keys=workers
+            ) as client:
+                agents = AgentClient(client, task_queue=task_queue)
+                with gateway(address_of(temporal_env), task_queue, spec) as base:
+                    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+
+                        def bearer(token: str) -> dict[str, str]:
+                            return {"Authorization": f"Bearer {token}"}
+
+                        refused = [
+                            await http.get("/api/sessions", headers=bearer(token))
+                            for token in (
+                                _jwt(other, "k1", sub="alice"),  # not the provider's key
+                                _jwt(idp, "k1", sub="alice", aud="another-app"),
+                                _jwt(idp, "k1", sub="alice", exp=int(time.time()) - 60),
+                            )
+                        ]
+                        as_alice = bearer(_jwt(idp, "k1", sub="alice"))
+                        started = await http.post(
+                            "/api/sessions", json={"message": "wipe it"}, headers=as_alice
+                        )
+                        session = started.json()["session_id"]
+                        approval = await pending_id(agents, session)
+                        decided = await http.post(
+                            f"/api/sessions/{session}/approvals/{approval}/approve",
+                            json={}, headers=as_alice,
+                        )  # fmt: skip
+                        result = await asyncio.wait_for(agents.result(session), 60)
+                        messages = await agents.messages(session)
+    assert [r.status_code for r in refused] == [401, 401, 401]
+    assert started.status_code == 201 and decided.status_code == 202, decided.text
+    [ran] = [m for m in messages if isinstance(m, ToolMessage)]
+    assert ran.approval is not None and (ran.approval.by, ran.approval.verified) == ("alice", True)
+    assert result.status == "done" and wiped == ["cache"]
+    assert [s.path for s in idp_server.seen] == ["/jwks.json"], "the keys were fetched once"
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["from-the-proxy", "from-elsewhere"])
+async def test_a_trusted_proxy_names_the_user_and_no_one_else_can(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, trusted: bool,
+) -> None:  # fmt: skip
+    """``X-Forwarded-User`` counts only on requests from the configured proxy address."""
+    monkeypatch.setenv("DURABLE_AGENT_GATEWAY_PROXIES", "127.0.0.1" if trusted else "10.9.9.9")
+    with ScriptedProvider([assistant_text("hi")]) as provider:
+        spec = spec_file(tmp_path, provider, session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                    started = await http.post(
+                        "/api/sessions", json={"message": "hello"},
+                        headers={"X-Forwarded-User": "alice"},
+                    )  # fmt: skip
+                    owner = (
+                        await agents.owner(started.json()["session_id"])
+                        if started.status_code == 201
+                        else None
+                    )
+    if trusted:
+        assert started.status_code == 201 and owner == "alice"
+    else:
+        assert started.status_code == 401, "the header proves nothing from elsewhere"

@@ -229,7 +229,9 @@ def create_app(
             session_id, approval_id = await owned(request), request.path_params["approval_id"]
             door = agents.approve if approve else agents.deny
             by = decided_by(request, body.by)
-            await door(session_id, approval_id, by=by, reason=body.reason)
+            # signed as the authenticated user's (a body's name never picks a key)
+            key = access.signing_keys.get(by) if access.authenticated and by else None
+            await door(session_id, approval_id, by=by, reason=body.reason, key=key)
             return JSONResponse({"decided": "approved" if approve else "denied"}, status_code=202)
 
         return decide

@@ -10,6 +10,7 @@ Without tokens the gateway serves loopback only and says so.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -20,9 +21,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from durable_agent.approver_tokens import ApproverKey
+from durable_agent.gateway.identity import USER_NAME, JwksVerifier, signing_keys_from_environment
+
 #: Largest request body the gateway reads (a message is capped lower by the session).
 MAX_BODY_BYTES = 1_000_000
-USER_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@")
 #: Paths answered without a token: the console page (it asks for one) and the health check.
 OPEN_PATHS = frozenset({"/", "/healthz"})
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
@@ -49,10 +52,18 @@ class GatewayAccess:
     hosts: Collection[str] = LOOPBACK_NAMES
     origins: Collection[str] = ()
     max_body: int = MAX_BODY_BYTES
+    jwks: JwksVerifier | None = None
+    """An identity provider's keys: bearer JWTs it signed name their user."""
+    signing_keys: Mapping[str, ApproverKey] = field(default_factory=dict)
+    """Approver keys by user: their decisions are signed as theirs."""
+    proxies: Collection[str] = ()
+    """Addresses of proxies that authenticate users themselves: from them (only), the
+    ``user_header`` names the user."""
+    user_header: str = "x-forwarded-user"
 
     @property
     def authenticated(self) -> bool:
-        return bool(self.tokens)
+        return bool(self.tokens) or self.jwks is not None or bool(self.proxies)
 
     @classmethod
     def from_environment(
@@ -71,19 +82,31 @@ class GatewayAccess:
                 )
             tokens[token] = user
         admins = [a for a in os.environ.get("DURABLE_AGENT_GATEWAY_ADMINS", "").split(",") if a]
-        if not tokens and not _loopback(host):
+        try:
+            jwks = JwksVerifier.from_environment()
+            keys = signing_keys_from_environment()
+        except (ValueError, OSError) as error:
+            raise AccessError(str(error)) from None
+        proxies = [p for p in os.environ.get("DURABLE_AGENT_GATEWAY_PROXIES", "").split(",") if p]
+        header = os.environ.get("DURABLE_AGENT_GATEWAY_USER_HEADER", "X-Forwarded-User").lower()
+        if not tokens and jwks is None and not proxies and not _loopback(host):
             raise AccessError(
                 f"without DURABLE_AGENT_GATEWAY_TOKENS the gateway serves loopback only, not "
                 f"{host}: anyone who can reach it could start sessions and approve their calls"
             )
         names = {host, *LOOPBACK_NAMES} if _loopback(host) else {host}
-        return cls(tokens=tokens, admins=admins, hosts=names | set(more_hosts), origins=origins)
+        return cls(
+            tokens=tokens, admins=admins, hosts=names | set(more_hosts), origins=origins,
+            jwks=jwks, signing_keys=keys, proxies=proxies, user_header=header,
+        )  # fmt: skip
 
     def user_for(self, token: str) -> str | None:
+        """The user a bearer token names (a configured token, else one the identity
+        provider signed), or ``None``."""
         for known, user in self.tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 return user
-        return None
+        return self.jwks.user(token) if self.jwks is not None else None
 
 
 def _loopback(host: str) -> bool:
@@ -129,7 +152,8 @@ class GuardMiddleware:
                 return
         user = None
         if self.access.authenticated and path not in OPEN_PATHS:
-            user = self._user(scope, headers)
+            # an identity provider's keys may need fetching: off the event loop
+            user = await asyncio.to_thread(self._user, scope, headers)
             if user is None:
                 await _answer(secure, 401, "a bearer token is required", "Authorization",
                               extra=[(b"www-authenticate", b"Bearer")])  # fmt: skip
@@ -153,6 +177,10 @@ class GuardMiddleware:
         return None
 
     def _user(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        client = scope.get("client")
+        if client and client[0] in self.access.proxies:  # the proxy vouches for the user
+            named = headers.get(self.access.user_header, "")
+            return named if named and set(named) <= USER_NAME else None
         token = headers.get("authorization", "")
         if token.lower().startswith("bearer "):
             return self.access.user_for(token[7:].strip())
