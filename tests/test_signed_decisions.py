@@ -6,6 +6,7 @@ nothing; the tool does not run."""
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -123,7 +124,7 @@ async def test_forged_carried_state_and_fake_child_reports_change_nothing(
             session = await agents.start(spec, "pay ann")
             await pending_count(agents, session, 1)
             fake = ChildApprovals(
-                child_id=f"{session}--helper-t1c0",
+                child_id=f"{session}--helper-t1c0-{(await agents.run_chain(session))[:8]}",
                 pending=[(await agents.pending_approvals(session))[0].model_copy(
                     update={"approval_id": "turn1-call0", "tool_name": "transfer"}
                 )],
@@ -183,7 +184,8 @@ async def test_a_childs_call_is_decided_only_as_its_parent_allows(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay ann")
             [through_parent] = await pending_count(agents, session, 1)
-            child_id, own_id = f"{session}--helper-t1c0", through_parent.approval_id.split("/")[1]
+            call_part, own_id = through_parent.approval_id.split("/")
+            child_id = f"{session}--{call_part}"
             with pytest.raises(DecisionRefusedError, match="a signed token is required"):
                 await agents.approve(session, through_parent.approval_id, by="alice")
             with pytest.raises(DecisionRefusedError, match="a signed token is required"):
@@ -197,26 +199,37 @@ async def test_a_childs_call_is_decided_only_as_its_parent_allows(
 async def test_a_child_id_taken_first_fails_the_call_not_the_parent(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    """Someone starts a workflow under the id the parent's sub-agent call will use: the
-    call gets an error result the model reads, the parent answers, the squatter is
+    """A child's id is bound to its parent's run, so the predictable form is no use to
+    a squatter; one who reads the run and takes the exact id before the call starts
+    only fails that call (an error result the model reads), never the parent, and is
     left alone."""
-    script = [
+    go = threading.Event()
+    replies = iter([
         assistant_calls(("helper", {"task": "pay ann"})),
         assistant_text("the helper could not start; nothing was paid"),
-    ]
-    with ScriptedProvider(script) as provider:
+    ])  # fmt: skip
+
+    def respond(request: Any) -> Any:
+        go.wait(30)  # the squatter moves first
+        return next(replies)
+
+    with ScriptedProvider(responder=respond) as provider:
         child = spec_for(provider, TOOLS).model_dump(mode="json")
         spec = spec_for(provider, agents=[{"name": "helper", "description": "pays", "spec": child}])
         parent = f"parent-{task_queue}"
         async with running_worker(temporal_env, task_queue, payments_registry([], [])) as client:
             agents = AgentClient(client, task_queue=task_queue)
             waiting = spec_for(provider, session={})  # a session that waits for a message
-            squatter = await agents.start(waiting, session_id=f"{parent}--helper-t1c0")
+            old_form = await agents.start(waiting, session_id=f"{parent}--helper-t1c0")
             await agents.start(spec, "pay ann", session_id=parent)
+            run = (await agents.run_chain(parent))[:8]
+            squatter = await agents.start(waiting, session_id=f"{parent}--helper-t1c0-{run}")
+            go.set()
             result = await agents.result(parent)
             messages = await agents.messages(parent)
-            squatter_status = await agents.status(squatter)
+            statuses = [await agents.status(s) for s in (old_form, squatter)]
     assert result.status == "done"
     [failed] = results(messages)
     assert failed.is_error and "the agent could not start" in failed.content
-    assert squatter_status.phase == "idle", "the squatting session was not touched"
+    assert f"helper-t1c0-{run} is taken" in failed.content
+    assert [s.phase for s in statuses] == ["idle", "idle"], "the squatters were not touched"

@@ -67,7 +67,7 @@ async def test_a_sub_agent_runs_as_a_child_session(
             session = await agents.start(spec, "ask the researcher")
             result = await asyncio.wait_for(agents.result(session), 60)
             messages = await agents.messages(session)
-            child_id = f"{session}--researcher-t1c0"
+            child_id = f"{session}--researcher-t1c0-{(await agents.run_chain(session))[:8]}"
             child = await agents.messages(child_id)  # a session like any other
             child_result = await agents.result(child_id)
     assert result.final is not None and result.final.content == "The researcher says 42."
@@ -98,7 +98,8 @@ async def child_running(
                 return len(provider.requests) >= 2
 
             async def child_closed() -> Any:
-                child = client.get_workflow_handle(f"{session}--researcher-t1c0")
+                run = (await agents.run_chain(session))[:8]  # the child's id is bound to it
+                child = client.get_workflow_handle(f"{session}--researcher-t1c0-{run}")
                 described = await child.describe()
                 return described.status if described.close_time else None
 
@@ -209,11 +210,12 @@ async def test_a_childs_approval_shows_in_the_parent_and_is_decided_there(
             waiting = await agents.wait(session, timeout=30)  # as a person follows it
             assert waiting.kind == "approval"
             [pending] = waiting.pending
-            assert pending.approval_id == "researcher-t1c0/turn1-call0"
+            run = (await agents.run_chain(session))[:8]
+            assert pending.approval_id == f"researcher-t1c0-{run}/turn1-call0"
             assert pending.tool_name == "publish" and pending.arguments == '{"text": "42"}'
             await agents.approve(session, pending.approval_id, by="editor")
             result = await asyncio.wait_for(agents.result(session), 30)
-            child_messages = await agents.messages(f"{session}--researcher-t1c0")
+            child_messages = await agents.messages(f"{session}--researcher-t1c0-{run}")
             status = await agents.status(session)
     assert result.final is not None and result.final.content == "The researcher published it."
     [published] = [m for m in child_messages if isinstance(m, ToolMessage)]

@@ -233,6 +233,7 @@ class AgentWorkflow(SessionHandlers):
                         lambda: session.state.ending is not None,
                         session.state.forwards,
                         feed,
+                        session.batch.children,
                     )
                     first = len(session.messages)  # results land in slot order from here
                     self._sync.stored_by_tool({first + k for k in as_returned})

@@ -54,6 +54,10 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.session.loop_rules import backoff, tool_retry_delay
     from durable_agent.workflows.session.tool_results import call_summary, tool_error_result
 
+#: Patch id (workflow.patched; never reuse or rename): children started before it have
+#: ids without the run.
+CHILD_ID_PATCH = "child-id-bound-to-run"
+
 
 async def resolve_tools(
     names: list[str], guardrails: list[str], hooks: list[str], rules: SessionRules
@@ -143,6 +147,7 @@ async def run_tool_groups(
     ending: Callable[[], bool] = lambda: False,
     forwards: list[tuple[str, str, ApprovalSignal]] | None = None,
     watcher: ToolWatcher | None = None,
+    children: set[str] | None = None,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
@@ -158,7 +163,8 @@ async def run_tool_groups(
                 watcher.tool_started(command.turn, run)
             if run.agent is not None:
                 shared = forwards if forwards is not None else []  # the very list, even empty
-                outcome = await run_sub_agent(command.turn, run, ending, shared)
+                started = children if children is not None else set()
+                outcome = await run_sub_agent(command.turn, run, ending, shared, started)
             else:
                 outcome = await run_tool(command.turn, run, rules)
             if watcher is not None:
@@ -188,6 +194,7 @@ async def run_sub_agent(
     run: ToolRun,
     ending: Callable[[], bool],
     forwards: list[tuple[str, str, ApprovalSignal]],
+    started: set[str] | None = None,
 ) -> tuple[ToolMessage, bool]:
     """A sub-agent call: a child session, its id derived from the parent's call slot, its
     final answer the result and its usage the parent's too. Decisions on its approvals
@@ -203,7 +210,10 @@ async def run_sub_agent(
         failed = tool_error_result(call, "give the agent a non-empty 'task' string")
         return failed.model_copy(update={"approval": run.approval}), False
     session = run.agent.session.model_copy(update={"end_after_reply": True})
-    child_id = f"{workflow.info().workflow_id}--{call.function.name}-t{turn}c{run.slot}"
+    info = workflow.info()
+    child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
+    if workflow.patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
+        child_id += f"-{info.first_execution_run_id[:8]}"
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
@@ -215,6 +225,8 @@ async def run_sub_agent(
     except WorkflowAlreadyStartedError:  # someone took the id first: the call fails, not us
         taken = tool_error_result(call, f"the agent could not start: {child_id} is taken")
         return taken.model_copy(update={"approval": run.approval}), False
+    if started is not None:
+        started.add(child_id)  # its approval reports are taken from now on
 
     def mine() -> list[tuple[str, str, ApprovalSignal]]:
         return [f for f in forwards if f[0] == child_id]

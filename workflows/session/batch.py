@@ -86,20 +86,14 @@ class ToolBatch:
         self._tools = tools
         self.swarm = swarm
         self.open: OpenBatch | None = None
+        self.children: set[str] = set()
+        """The child sessions the open batch's sub-agent calls started (not carried:
+        continue-as-new never comes inside a batch)."""
 
     def running_children(self, session_id: str) -> set[str]:
-        """The child sessions this batch's unanswered sub-agent calls run as (their ids
-        as the workflow names them: ``<session>--<agent>-t<turn>c<slot>``)."""
-        batch, tools = self.open, self._tools()
-        if batch is None:
-            return set()
-        return {
-            f"{session_id}--{call.function.name}-t{self.state.turn}c{slot}"
-            for slot, call in enumerate(batch.calls)
-            if batch.slots[slot] is None
-            and (tool := tools.get(call.function.name)) is not None
-            and tool.agent is not None
-        }
+        """The child sessions this batch's sub-agent calls run as (the workflow adds each
+        as it starts it: ``children``)."""
+        return set(self.children) if self.open is not None else set()
 
     @property
     def decided(self) -> bool:
@@ -342,6 +336,7 @@ class ToolBatch:
             agent = {"agent_name": self.swarm.active}
             in_order = [r if r.agent_name else r.model_copy(update=agent) for r in in_order]
         self.open = None
+        self.children.clear()
         return in_order, batch.handoff
 
     def _current(self) -> OpenBatch:
