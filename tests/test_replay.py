@@ -52,6 +52,7 @@ def test_histories_are_recorded() -> None:
         "admission",  # admitted by the worker's registries (the admission patch's marker)
         "admission_refused",  # a forged continue-as-new input refused at admission
         "carried_refused",  # a first start carrying state, refused (its patch's marker)
+        "sub_agent",  # a child session whose id is bound to the parent's run
     }
 
 

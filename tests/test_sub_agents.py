@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,7 +25,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.tools import ToolRegistry, tool
-from tests.support.agent_harness import running_worker, spec_for, wait_for
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 
 RESEARCHER = "You research one question and answer in one sentence."
 
@@ -64,12 +65,17 @@ async def test_a_sub_agent_runs_as_a_child_session(
         spec = parent_spec(provider, end_after_reply=True)
         async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "ask the researcher")
+            # a recorded history replays under its file's name: the child's id comes from it
+            recording = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES")
+            session = await agents.start(
+                spec, "ask the researcher", session_id="sub_agent" if recording else None
+            )
             result = await asyncio.wait_for(agents.result(session), 60)
             messages = await agents.messages(session)
             child_id = f"{session}--researcher-t1c0-{(await agents.run_chain(session))[:8]}"
             child = await agents.messages(child_id)  # a session like any other
             child_result = await agents.result(child_id)
+            await record_history(client.get_workflow_handle(session), "sub_agent")
     assert result.final is not None and result.final.content == "The researcher says 42."
     [delegated] = [m for m in messages if isinstance(m, ToolMessage)]
     assert delegated.content == "Found: the answer is 42." and not delegated.is_error
