@@ -52,9 +52,11 @@ class Agent(Generic[OutputT]):
     ``mcp_servers``: MCP servers whose tools it uses (a server given whole is
     registered on the worker that loads this agent; the session names it);
     ``handoffs``: agents it may hand the conversation to (the session becomes a swarm,
-    this agent first); ``output_type``: the answer's type (``str``, the default, is the
-    plain text); ``settings``: any other field of the spec (``stop``, ``session``,
-    ``approvals``, ``rescue``, ``guardrails``, ...), as the JSON spec writes it."""
+    this agent first); ``sub_agents``: agents it may call as tools (each call a child
+    session given the call's task, whose answer is the result); ``output_type``: the
+    answer's type (``str``, the default, is the plain text); ``settings``: any other
+    field of the spec (``stop``, ``session``, ``approvals``, ``rescue``,
+    ``guardrails``, ...), as the JSON spec writes it."""
 
     name: str
     model: ModelSpec
@@ -64,8 +66,9 @@ class Agent(Generic[OutputT]):
     settings: dict[str, Any] = field(default_factory=dict)
     mcp_servers: Sequence[McpServerSpec | str] = ()
     handoffs: Sequence[Agent[Any]] = ()
+    sub_agents: Sequence[Agent[Any]] = ()
     description: str = ""
-    """What the agent does: how another agent's handoff tool describes it."""
+    """What the agent does: how another agent's handoff or sub-agent tool describes it."""
 
     def team(self) -> list[Agent[Any]]:
         """This agent and every agent its handoffs reach, each once, this one first."""
@@ -79,6 +82,19 @@ class Agent(Generic[OutputT]):
                 waiting += agent.handoffs
             elif known is not agent:
                 raise ValueError(f"two different agents are named {agent.name!r}")
+        return list(found.values())
+
+    def everyone(self) -> list[Agent[Any]]:
+        """Its team and every agent they may call as tools, theirs too, each once."""
+        found: dict[str, Agent[Any]] = {}
+        waiting: list[Agent[Any]] = [self]
+        while waiting:
+            for member in waiting.pop(0).team():
+                known = found.setdefault(member.name, member)
+                if known is not member:
+                    raise ValueError(f"two different agents are named {member.name!r}")
+                if known is member and member.sub_agents:
+                    waiting += [s for s in member.sub_agents if s.name not in found]
         return list(found.values())
 
     def output_schema(self) -> dict[str, Any] | None:
@@ -100,6 +116,13 @@ class Agent(Generic[OutputT]):
         servers = {_server_name(s) for a in team for s in a.mcp_servers}
         if servers:  # by name: what they run is the worker's, registered from the agents
             fields["mcp_servers"] = sorted(servers)
+        subs = {s.name: s for a in team for s in a.sub_agents}
+        if subs:
+            fields["agents"] = [
+                {"name": s.name, "description": s.description or f"the {s.name} agent",
+                 "spec": s.spec(one_reply=True).model_dump(mode="json")}
+                for s in subs.values()
+            ]  # fmt: skip
         if len(team) == 1:
             fields |= {"instructions": self.instructions, "tools": _tool_names(self.tools)}
         else:

@@ -40,7 +40,7 @@ def load_agents(modules: Sequence[str]) -> dict[str, Agent[Any]]:
         if not agents:
             raise AgentModuleError(f"module {name!r} defines no Agent at its top level")
         for agent in agents:
-            for member in agent.team():
+            for member in agent.everyone():
                 known = found.setdefault(member.name, member)
                 if known is not member:
                     raise AgentModuleError(f"two different agents are named {member.name!r}")
@@ -52,7 +52,7 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
     (registered as ``agent:<name>``) and each MCP server given whole."""
     models = dict(capabilities.models)
     servers = {s.name: s for s in capabilities.mcp_servers}
-    for agent in agents:
+    for agent in {a.name: a for top in agents for a in top.everyone()}.values():
         if not isinstance(agent.model.endpoint, str):
             models[f"agent:{agent.name}"] = agent.model.endpoint
         for server in agent.mcp_servers:

@@ -97,7 +97,7 @@ class AgentClient(ApprovalDoors):
         agents: Sequence[Agent[Any]] = (),
     ) -> None:
         self.temporal = client
-        self.agents = {member.name: member for agent in agents for member in agent.team()}
+        self.agents = {member.name: member for agent in agents for member in agent.everyone()}
         """Agents ``run`` takes by name (and those they hand off to)."""
         self.task_queue = task_queue
         self.query_timeout = query_timeout

@@ -99,3 +99,35 @@ async def test_a_registered_agent_runs_by_name_and_hands_off_on_the_scripted_mod
     assert refunded == ["o-2"] and run.output == '{"order": "o-2", "refunded": true}'
     # after the handoff, support answers with its own instructions
     assert env.model.requests[1].body["messages"][0]["content"] == support.instructions
+
+
+researcher = Agent(
+    name="researcher",
+    model=ModelSpec(name="gpt-4o-mini", endpoint="openai"),
+    instructions="Answer one question in a sentence.",
+    description="Researches one question",
+)
+desk = Agent(
+    name="desk",
+    model=ModelSpec(name="gpt-4o-mini", endpoint="openai"),
+    instructions="Ask the researcher, then answer.",
+    sub_agents=[researcher],
+)
+
+
+async def test_a_registered_agent_calls_another_as_a_tool() -> None:
+    """``sub_agents``: the researcher runs as a child session of the desk's call, on
+    the worker that registered both; its answer is the call's result."""
+    async with AgentTestEnvironment(agents=[desk]) as env:
+        env.model.add(
+            assistant_calls(("researcher", {"task": "what is 6 x 7?"})),  # the desk
+            assistant_text("42"),  # the researcher, in its own session
+            assistant_text("The researcher says 42."),  # the desk again
+        )
+        run = await env.agents.run("desk", "ask the researcher")
+    assert run.output == "The researcher says 42."
+    child_request = env.model.requests[1].body["messages"]
+    assert child_request[0]["content"] == researcher.instructions
+    assert child_request[-1]["content"] == "what is 6 x 7?"
+    tool_result = env.model.requests[2].body["messages"][-1]
+    assert tool_result["role"] == "tool" and tool_result["content"] == "42"

@@ -81,6 +81,8 @@ class Capabilities:
     policy: SpecPolicy = field(default_factory=SpecPolicy)
 
     def __post_init__(self) -> None:
+        self.mcp_servers = tuple(self.mcp_servers)  # read more than once (with_agents)
+        self.openapi = tuple(self.openapi)
         self._mcp = {s.name: s for s in self.mcp_servers}
         self._openapi = {a.name: a for a in self.openapi}
         for server in self._mcp.values():

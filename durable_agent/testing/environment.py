@@ -146,9 +146,12 @@ class AgentTestEnvironment:
             if not isinstance(endpoint, str):
                 endpoint = _scripted_name(endpoint.api)
             model = original.model.model_copy(update={"endpoint": endpoint})
-            copy = done[original.name] = dataclasses.replace(original, model=model, handoffs=())
-            # frozen: the handoffs are set once the copies exist (they may hand back)
+            copy = done[original.name] = dataclasses.replace(
+                original, model=model, handoffs=(), sub_agents=()
+            )
+            # frozen: the others are set once the copies exist (they may hand back)
             object.__setattr__(copy, "handoffs", tuple(swap(h) for h in original.handoffs))
+            object.__setattr__(copy, "sub_agents", tuple(swap(s) for s in original.sub_agents))
             return copy
 
         return swap(agent)
