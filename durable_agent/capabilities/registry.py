@@ -91,7 +91,6 @@ class Capabilities:
         for api in self._openapi.values():
             if api.document is None:
                 raise ValueError(f"registered OpenAPI service {api.name!r}: give its document")
-        self._checked_urls: set[str] = set()
 
     @classmethod
     def development(cls, **registered: object) -> Capabilities:
@@ -178,14 +177,13 @@ class Capabilities:
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and
-        the policy does not allow that (a resolved host is remembered)."""
-        if url in self._checked_urls:
-            return
+        the policy does not allow that. Resolved at every use, not remembered: a name
+        may point elsewhere later (the HTTP client resolves it again when it connects,
+        so a name that changes in between is the one gap left)."""
         try:
             await check_url(url, private_allowed=self.policy.private_network)
         except UrlRefused as error:
             raise NotAllowed(str(error)) from None
-        self._checked_urls.add(url)
 
     # -- secrets and task queues
 
