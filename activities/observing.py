@@ -17,6 +17,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
+from durable_agent.activities.transcript_store import transcript_scope
 from durable_agent.messages import Usage
 
 
@@ -40,6 +41,8 @@ class _ObservedActivity(ActivityInboundInterceptor):
         labels = {"activity": info.activity_type}
         start = time.monotonic()
         outcome = "ok"
+        # the transcripts this activity may touch are its own session's
+        scope = transcript_scope.set(f"{info.workflow_namespace}/{info.workflow_id}")
         with structlog.contextvars.bound_contextvars(
             **{k: v for k, v in context.items() if v is not None}
         ):
@@ -49,6 +52,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
                 outcome = "error"
                 raise
             finally:
+                transcript_scope.reset(scope)
                 meter.create_histogram_timedelta(
                     "durable_agent_activity_latency", "activity duration by type", "ms"
                 ).record(

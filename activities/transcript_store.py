@@ -12,6 +12,8 @@ workflow re-sends the array once).
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import hashlib
 import json
 import sqlite3
 import time
@@ -216,6 +218,25 @@ class PostgresBackend:
         await self._pool.close()
 
 
+#: Whose transcripts the current activity may read and write: ``<namespace>/<session>``
+#: (the activity interceptor sets it). Every key the store uses is scoped by it, so a
+#: reference to another session's messages finds nothing, in the cache or the backend.
+transcript_scope: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "transcript_scope", default=""
+)
+
+
+def _scoped(key: str) -> str:
+    scope = transcript_scope.get()
+    if not scope or key == EMPTY_HASH:
+        return key
+    return f"{hashlib.sha256(scope.encode()).hexdigest()[:16]}:{key}"
+
+
+def _unscoped(key: str) -> str:
+    return key.split(":", 1)[1] if transcript_scope.get() and ":" in key else key
+
+
 class TranscriptStore:
     def __init__(self, backend: TranscriptBackend | None = None, cache_size: int = 512) -> None:
         self.backend = backend
@@ -224,16 +245,18 @@ class TranscriptStore:
         self._cache_size = cache_size
 
     async def load(self, head: str) -> tuple[Message, ...] | None:
-        """The messages whose chain hash is ``head``, or ``None`` if this store lacks them."""
-        cached = self._cache.get(head)
+        """The messages whose chain hash is ``head``, or ``None`` if this store lacks them
+        (in the current session's scope)."""
+        cached = self._cache.get(_scoped(head))
         if cached is not None:
-            self._cache.move_to_end(head)
+            self._cache.move_to_end(_scoped(head))
             return cached
         if head == EMPTY_HASH:
             return ()
         if self.backend is None:
             return None
-        rows = await self.backend.load(head)
+        rows = [(_unscoped(h), _unscoped(p), n, m) for h, p, n, m in
+                await self.backend.load(_scoped(head))]  # fmt: skip
         chain = _complete_chain(rows, head)
         if chain is None:
             return None
@@ -253,7 +276,7 @@ class TranscriptStore:
             rows.append((head, parent, len(prefix) + offset, encoded))
         messages = prefix + tuple(appended)
         if rows and self.backend is not None:
-            await self.backend.save(rows)
+            await self.backend.save([(_scoped(h), _scoped(p), n, m) for h, p, n, m in rows])
         self._remember(head, messages)
         return head, messages
 
@@ -262,30 +285,30 @@ class TranscriptStore:
         placed it in the chain)."""
         encoded = canonical_json(message)
         key = content_hash(message)
-        self._singles[key] = message
+        self._singles[_scoped(key)] = message
         while len(self._singles) > self._cache_size * 8:
             self._singles.popitem(last=False)
         if self.backend is not None:
-            await self.backend.save_single(key, encoded)
+            await self.backend.save_single(_scoped(key), encoded)
         return key
 
     async def load_message(self, key: str) -> Message | None:
-        found = self._singles.get(key)
+        found = self._singles.get(_scoped(key))
         if found is not None or self.backend is None:
             return found
-        encoded = await self.backend.load_single(key)
+        encoded = await self.backend.load_single(_scoped(key))
         return None if encoded is None else parse_message(json.loads(encoded))
 
     async def put_setup(self, digest: str, setup_json: str) -> None:
         """Keep a session's model setup where every worker sharing the store finds it,
         so a worker that just started need not ask the workflow for it again."""
         if self.backend is not None:
-            await self.backend.save_single(f"setup:{digest}", setup_json)
+            await self.backend.save_single(_scoped(f"setup:{digest}"), setup_json)
 
     async def load_setup(self, digest: str) -> str | None:
         if self.backend is None:
             return None
-        found: str | None = await self.backend.load_single(f"setup:{digest}")
+        found: str | None = await self.backend.load_single(_scoped(f"setup:{digest}"))
         return found
 
     def forget(self) -> None:
@@ -294,8 +317,9 @@ class TranscriptStore:
         self._singles.clear()
 
     def _remember(self, head: str, messages: tuple[Message, ...]) -> None:
-        self._cache[head] = messages
-        self._cache.move_to_end(head)
+        key = _scoped(head)
+        self._cache[key] = messages
+        self._cache.move_to_end(key)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 

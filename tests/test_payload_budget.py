@@ -11,7 +11,11 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
+from durable_agent.activities.transcript_store import (
+    SqliteBackend,
+    TranscriptStore,
+    transcript_scope,
+)
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
@@ -150,7 +154,12 @@ async def test_long_tool_results_are_cut_with_a_marker_and_kept_whole_in_the_sto
     )
     assert marker, result.content[-200:]
     assert len(result.content) < 1200
-    whole = await store.load_message(marker.group(2))
+    assert await store.load_message(marker.group(2)) is None, "kept in its session's scope"
+    scope = transcript_scope.set(f"default/{sid}")  # as the session's own activities read
+    try:
+        whole = await store.load_message(marker.group(2))
+    finally:
+        transcript_scope.reset(scope)
     assert whole is not None and len(whole.content) == int(marker.group(1)) >= 4995
     # the model saw the cut result, not the whole
     assert provider.requests[1].body["messages"][-1]["content"] == result.content

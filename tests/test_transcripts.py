@@ -19,8 +19,9 @@ from durable_agent.activities.transcript_store import (
     SqliteBackend,
     TranscriptStore,
     open_transcript_store,
+    transcript_scope,
 )
-from durable_agent.messages import AssistantMessage
+from durable_agent.messages import AssistantMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
@@ -262,3 +263,27 @@ async def test_prune_transcripts_command(tmp_path: Path) -> None:
     )
     assert kept.returncode == 0 and "removed 0 stored messages" in kept.stdout
     assert gone.returncode == 0 and "removed 3 stored messages" in gone.stdout
+
+
+async def test_each_session_reads_only_its_own_transcripts(tmp_path: Path) -> None:
+    """A reference to another session's messages (its chain hash, a tool result's key)
+    finds nothing, in the cache or the backend: every key is scoped by the session the
+    activity works for."""
+    store = open_transcript_store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    secret = UserMessage(content="alice's account number is 1234")
+
+    async def as_session(session: str, work: Any) -> Any:
+        scope = transcript_scope.set(f"default/{session}")
+        try:
+            return await work()
+        finally:
+            transcript_scope.reset(scope)
+
+    head, _ = await as_session("alice", lambda: store.extend(EMPTY_HASH, (), [secret]))
+    key = await as_session("alice", lambda: store.put_message(secret))
+    store.forget()  # the backend alone, then the cache, must keep them apart
+    assert await as_session("mallory", lambda: store.load(head)) is None
+    assert await as_session("mallory", lambda: store.load_message(key)) is None
+    assert await as_session("alice", lambda: store.load(head)) == (secret,)
+    assert await as_session("mallory", lambda: store.load(head)) is None  # cached for alice
+    assert await as_session("alice", lambda: store.load_message(key)) == secret
