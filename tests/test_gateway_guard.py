@@ -302,3 +302,17 @@ async def test_a_trusted_proxy_names_the_user_and_no_one_else_can(
         assert started.status_code == 201 and owner == "alice"
     else:
         assert started.status_code == 401, "the header proves nothing from elsewhere"
+
+
+async def test_temporals_refusals_come_back_as_json_with_their_status(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Temporal refuses a gateway served for a namespace it does not have: the answer is
+    the documented JSON with Temporal's reason and a 4xx status, never a bare 500."""
+    more = ("--namespace", "no-such-namespace")
+    with gateway(address_of(temporal_env), task_queue, None, *more) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            answer = await http.get("/api/sessions")
+    assert answer.status_code == 404, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    assert "no-such-namespace" in answer.json()["error"]

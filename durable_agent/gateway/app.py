@@ -26,6 +26,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.approval_client import DecisionRefusedError, UnknownApprovalError
 from durable_agent.client import (
@@ -130,8 +131,22 @@ def _errors(handler: Handler) -> Handler:
             return JSONResponse({"error": str(error)}, status_code=409)
         except NoWorkerError as error:
             return JSONResponse({"error": str(error)}, status_code=503)
+        except RPCError as error:  # Temporal's answer, in the gateway's words and codes
+            status = RPC_STATUS.get(error.status, 503)
+            return JSONResponse({"error": f"Temporal: {error.message}"}, status_code=status)
 
     return handle
+
+
+#: Temporal's refusals as HTTP statuses (anything else: the service is unavailable).
+RPC_STATUS = {
+    RPCStatusCode.INVALID_ARGUMENT: 400,
+    RPCStatusCode.NOT_FOUND: 404,
+    RPCStatusCode.ALREADY_EXISTS: 409,
+    RPCStatusCode.FAILED_PRECONDITION: 409,
+    RPCStatusCode.PERMISSION_DENIED: 403,
+    RPCStatusCode.RESOURCE_EXHAUSTED: 429,
+}
 
 
 def create_app(
