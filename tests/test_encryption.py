@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import secrets as random_secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -91,11 +94,23 @@ async def test_a_canary_is_in_no_byte_of_the_server_or_the_store_and_keys_rotate
                     events.append(event.model_dump_json())
                     if event.type == "idle":
                         break
+                # the durable-agent CLI reads it with the keys in its environment
+                address = str(env.client.service_client.config.target_host)
+                with_keys = await asyncio.to_thread(
+                    subprocess.run,
+                    [sys.executable, "-m", "durable_agent.cli", "history", session,
+                     "--task-queue", "enc"],
+                    env={**os.environ, "TEMPORAL_ADDRESS": address,
+                         "DURABLE_AGENT_CODEC_KEYS": f"{NEW},{OLD}"},
+                    capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
             shown = await cli_json(env, "workflow", "show", "--workflow-id", session)
     finally:
         await env.shutdown()
     # readers with the keys see everything
     assert CANARY in json.dumps(messages) and any(CANARY in e for e in events)
+    assert with_keys.returncode == 0, with_keys.stderr
+    assert CANARY in with_keys.stdout
     assert messages[-1]["content"] == "and again"
     # the server and the store hold only ciphertext, under both key ids
     assert CANARY not in json.dumps(shown)
