@@ -40,6 +40,7 @@ from tests.support.agent_harness import (
 from tests.support.gateway_harness import gateway
 from tests.support.openapi_service import OrdersService
 from tests.support.recording_server import RecordingServer
+from tests.test_mcp import NOTES_STDIO
 
 SECRET = "DURABLE_TEST_WORKER_SECRET"
 ROOT = Path(__file__).parent.parent
@@ -240,6 +241,19 @@ async def test_the_paths_around_the_door_are_guarded_too(
     assert not marker.exists() and host.seen == [] and provider.requests == []
 
 
+async def started_by_a_trusting_worker(
+    env: WorkflowEnvironment, task_queue: str, provider: ScriptedProvider
+) -> str:
+    """A conversation with an inline MCP server (the notes server), started and
+    answered once by a worker of the local-development policy; its id."""
+    spec = spec_for(provider, mcp_servers=[NOTES_STDIO], session={})
+    async with running_worker(env, task_queue, ToolRegistry()) as client:
+        agents = AgentClient(client, task_queue=task_queue)
+        session = await agents.start(spec, "get ready")
+        await agents.wait(session)
+    return session
+
+
 async def test_a_stricter_worker_refuses_what_a_session_started_elsewhere_carries(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -248,23 +262,13 @@ async def test_a_stricter_worker_refuses_what_a_session_started_elsewhere_carrie
     carried on by a strict one, gets no model call and no MCP process from it."""
     ledger = tmp_path / "notes.txt"
     monkeypatch.setenv("NOTES_LEDGER", str(ledger))
-    notes = {
-        "name": "notes",
-        "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_notes_server", "stdio"],
-        "env": ["NOTES_LEDGER"],
-    }
     script = [
         assistant_text("ready"),
         assistant_calls(("notes_add_note", {"text": "on the strict worker"})),
         assistant_text("never sent"),
     ]
     with ScriptedProvider(script) as provider:
-        spec = spec_for(provider, mcp_servers=[notes], session={})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "get ready")
-            await agents.wait(session)
+        session = await started_by_a_trusting_worker(temporal_env, task_queue, provider)
         assert len(provider.requests) == 1
         # the same session, now on a worker that registered only another endpoint name
         strict = Capabilities(models={"other": ProviderEndpoint()})
@@ -291,23 +295,13 @@ async def test_an_mcp_call_carried_from_a_trusting_worker_is_not_run_by_a_strict
     strict worker that runs the call answers it as not allowed, and starts nothing."""
     ledger = tmp_path / "notes.txt"
     monkeypatch.setenv("NOTES_LEDGER", str(ledger))
-    notes = {
-        "name": "notes",
-        "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_notes_server", "stdio"],
-        "env": ["NOTES_LEDGER"],
-    }
     script = [
         assistant_text("ready"),
         assistant_calls(("notes_add_note", {"text": "on the strict worker"})),
         assistant_text("could not take the note"),
     ]
     with ScriptedProvider(script) as provider:
-        spec = spec_for(provider, mcp_servers=[notes], session={})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "get ready")
-            await agents.wait(session)
+        session = await started_by_a_trusting_worker(temporal_env, task_queue, provider)
         async with running_worker(
             temporal_env, task_queue, ToolRegistry(), capabilities=registered(provider)
         ) as client:

@@ -87,7 +87,6 @@ class AgentWorkflow(SessionHandlers):
         self._session = session = Session(request.spec, state)
         # signed decisions are bound to the session's run chain (new for a new session)
         session.decisions.run_chain = workflow.info().first_execution_run_id
-        session.decisions.session_id = workflow.info().workflow_id
         carried_events = request.events if isinstance(request, ContinuedInput) else None
         self._feed = LiveFeed(WorkflowStream(carried_events), session)
         rules = request.spec.session

@@ -128,13 +128,7 @@ class Capabilities:
         name (the spec may narrow its tools, rename their prefix and add approval), or
         the entry itself where the policy allows inline servers."""
         if spec.command is None and spec.url is None:
-            found = self._mcp.get(spec.name)
-            if found is None:
-                raise NotRegistered(
-                    f"MCP server {spec.name!r} is not registered on this worker "
-                    f"(registered: {_listing(self._mcp)})"
-                )
-            return _narrowed(found, spec)
+            return _narrowed(_registered(self._mcp, "MCP server", spec.name), spec)
         if not self.policy.inline_mcp:
             what = f"a command ({spec.command!r})" if spec.command else f"a URL ({spec.url})"
             raise NotAllowed(
@@ -148,13 +142,7 @@ class Capabilities:
     async def openapi_service(self, spec: OpenApiSpec) -> OpenApiSpec:
         """The service for a spec's entry, as ``mcp_server`` does for servers."""
         if spec.document is None:
-            found = self._openapi.get(spec.name)
-            if found is None:
-                raise NotRegistered(
-                    f"OpenAPI service {spec.name!r} is not registered on this worker "
-                    f"(registered: {_listing(self._openapi)})"
-                )
-            return _narrowed(found, spec)
+            return _narrowed(_registered(self._openapi, "OpenAPI service", spec.name), spec)
         if not self.policy.inline_openapi:
             raise NotAllowed(
                 f"OpenAPI service {spec.name!r}: a spec may not carry its document "
@@ -210,6 +198,16 @@ class Capabilities:
 
 
 _Entry = TypeVar("_Entry", McpServerSpec, OpenApiSpec)
+
+
+def _registered(table: dict[str, _Entry], kind: str, name: str) -> _Entry:
+    """The entry registered as ``name``; ``NotRegistered`` listing the others."""
+    found = table.get(name)
+    if found is None:
+        raise NotRegistered(
+            f"{kind} {name!r} is not registered on this worker (registered: {_listing(table)})"
+        )
+    return found
 
 
 def _narrowed(registered: _Entry, spec: _Entry) -> _Entry:

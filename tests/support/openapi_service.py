@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.support.local_http import LocalHttpServer
 
 DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -56,24 +57,11 @@ DOCUMENT: dict[str, Any] = {
 }  # fmt: skip
 
 
-class OrdersService:
+class OrdersService(LocalHttpServer):
     def __init__(self, api_key: str) -> None:
         self.api_key = api_key
         self.seen: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> OrdersService:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         service = self

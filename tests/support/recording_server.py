@@ -4,10 +4,11 @@ spec points at, so a test can show that nothing reached it."""
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.local_http import LocalHttpServer
 
 
 @dataclass(frozen=True)
@@ -17,26 +18,13 @@ class Seen:
     headers: dict[str, str]
 
 
-class RecordingServer:
+class RecordingServer(LocalHttpServer):
     """Answers ``routes[path]`` (status, headers, JSON body), else 200 ``{}``."""
 
     def __init__(self, routes: dict[str, tuple[int, dict[str, str], Any]] | None = None) -> None:
         self.routes = routes or {}
         self.seen: list[Seen] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> RecordingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

@@ -90,7 +90,7 @@ class ToolBatch:
         """The child sessions the open batch's sub-agent calls started (not carried:
         continue-as-new never comes inside a batch)."""
 
-    def running_children(self, session_id: str) -> set[str]:
+    def running_children(self) -> set[str]:
         """The child sessions this batch's sub-agent calls run as (the workflow adds each
         as it starts it: ``children``)."""
         return set(self.children) if self.open is not None else set()

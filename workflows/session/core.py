@@ -108,7 +108,7 @@ class Session:
             lambda: self.active_tools,
             self.requests.reject,
             self.interrupted,
-            lambda session_id: self.batch.running_children(session_id),
+            lambda: self.batch.running_children(),  # the batch is made next
         )
         self.batch = ToolBatch(
             spec, state, self.gate, self.approvals, lambda: self.active_tools, self.swarm

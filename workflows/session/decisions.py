@@ -54,7 +54,7 @@ class Decisions:
         tools: Callable[[], dict[str, ResolvedTool]],
         reject: Callable[[str], str],
         interrupted: Callable[[bool], bool],
-        children: Callable[[str], set[str]] = lambda session_id: set(),
+        children: Callable[[], set[str]] = set,
     ) -> None:
         self.spec = spec
         self.state = state
@@ -71,8 +71,6 @@ class Decisions:
         """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.run_chain = ""
         """The session's first run id (the workflow sets it): what tokens are bound to."""
-        self.session_id = ""
-        """The session's id (the workflow sets it): its children's ids start with it."""
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
@@ -311,7 +309,7 @@ class Decisions:
         empty report only takes a child's entries away."""
         if not report.pending:
             self.state.child_pending.pop(report.child_id, None)
-        elif report.child_id in self._children(self.session_id):
+        elif report.child_id in self._children():
             self.state.child_pending[report.child_id] = report.pending
         else:
             self.reject(f"child_approvals: {report.child_id!r} is no sub-agent of this session")

@@ -28,13 +28,13 @@ class Requests:
         state: SessionState,
         swarm: Swarm | None,
         budget: Budget,
-        gate: Gate | None = None,
+        gate: Gate,
     ) -> None:
         self.spec = spec
         self.state = state
         self.swarm = swarm
         self.budget = budget
-        self.gate = gate or Gate(spec.approvals, state)
+        self.gate = gate
 
     def _identity_problem(self, by: str | None, what: str) -> str | None:
         """Moves and budget raises change what the session may do, as decisions do: the
