@@ -1,4 +1,4 @@
-"""MCP servers, through the official ``mcp`` SDK: reading a server's tools when a
+"""The MCP kind's worker half, through the official ``mcp`` SDK: reading a server's tools when a
 session starts, and one call per activity.
 
 Stateless by design: every call connects (a stdio server is started, an HTTP server
@@ -17,10 +17,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from durable_agent.contracts import McpToolRef, ResolvedTool
+from durable_agent.contracts import ResolvedTool
 from durable_agent.spec import McpServerSpec
 from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_kinds import McpCall, McpTarget, WorkerSide
+from durable_agent.tool_kinds.mcp import McpKind
+from durable_agent.tools import ToolContext, ToolPolicy
 
 #: Where a call's idempotency key travels, in the MCP request's ``_meta``.
 IDEMPOTENCY_META = "durable_agent/idempotency_key"
@@ -86,13 +88,29 @@ async def list_server_tools(server: McpServerSpec) -> list[ResolvedTool]:
                     timeout_seconds=server.timeout_seconds,
                     max_attempts=server.max_attempts,
                 ),
-                mcp=McpToolRef(server=server.name, tool=found.name),
+                target=McpTarget(server=server.name, tool=found.name),
             )
         )
-    missing = sorted((allowed or set()) - {t.mcp.tool for t in tools if t.mcp})
+    missing = sorted((allowed or set()) - {_own_name(t) for t in tools})
     if missing:
         raise McpServerError(f"allowed_tools names tools it does not have: {', '.join(missing)}")
     return tools
+
+
+def _own_name(tool: ResolvedTool) -> str:
+    assert isinstance(tool.target, McpTarget)
+    return tool.target.tool
+
+
+class McpRunner(McpKind):
+    """The MCP kind, with what only a worker does."""
+
+    async def run(
+        self, call: McpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
+    ) -> tuple[str, bool]:
+        # the server the worker registered under that name, never the input's own
+        server = await worker.capabilities.mcp_server(call.server)
+        return await call_server_tool(server, call.tool, arguments, context.idempotency_key)
 
 
 async def call_server_tool(

@@ -1,5 +1,12 @@
-"""OpenAPI services: reading a document when a session starts, and one HTTP request per
-tool call (through httpx). Non-2xx answers are error results the model can read."""
+"""The OpenAPI kind's worker half: reading a document when a session starts, and one
+HTTP request per tool call (through httpx). Non-2xx answers are error results the model
+can read.
+
+Where a call may go is decided here at every call. The call's input says which spec
+entry it belongs to; what that entry stands for (the base URL, the header variables) is
+looked up in the worker's registries again, never taken from the input, since an input
+can be written by anyone who can start a workflow. A registered service's calls must go
+to the service's own origin (its base URL, or the one its document names)."""
 
 from __future__ import annotations
 
@@ -11,9 +18,14 @@ from urllib.parse import quote
 
 import httpx
 
-from durable_agent.contracts import HttpCall, ResolvedTool
-from durable_agent.openapi import OpenApiError, operation_tools
+from durable_agent.capabilities import NotAllowed
+from durable_agent.capabilities.urls import origin
+from durable_agent.contracts import ResolvedTool
+from durable_agent.openapi import OpenApiError, base_url_of, operation_tools
 from durable_agent.spec import OpenApiSpec
+from durable_agent.tool_kinds import HttpCall, WorkerSide
+from durable_agent.tool_kinds.openapi import OpenApiKind
+from durable_agent.tools import ToolContext
 
 
 async def read_document(api: OpenApiSpec) -> Any:
@@ -81,3 +93,41 @@ async def call_operation(
     if response.is_success:
         return body_text, False
     return f"HTTP {response.status_code} {response.reason_phrase}: {body_text}", True
+
+
+class OpenApiRunner(OpenApiKind):
+    """The OpenAPI kind, with what only a worker does."""
+
+    async def run(
+        self, call: HttpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
+    ) -> tuple[str, bool]:
+        return await call_operation(call, await self.headers(call, worker), arguments)
+
+    async def headers(self, call: HttpCall, worker: WorkerSide) -> dict[str, str]:
+        """The header variables the call may carry; ``NotAllowed`` or ``NotRegistered``
+        when the worker does not let it go."""
+        capabilities = worker.capabilities
+        url, name = call.operation.url, call.operation.api
+        registered = capabilities.registered_service(name)
+        if registered is None:
+            if not capabilities.policy.inline_openapi:
+                raise NotAllowed(f"OpenAPI service {name!r} is not registered on this worker")
+            await capabilities.check_url(url)
+            return call.headers
+        expected = await _origin(registered, worker)
+        if origin(url) != expected:
+            raise NotAllowed(
+                f"{url} is not at {expected}, where the registered service {name!r} lives"
+            )
+        return dict(registered.headers)
+
+
+async def _origin(service: OpenApiSpec, worker: WorkerSide) -> str:
+    """The registered service's origin (its document read once per worker when it gives
+    no base URL)."""
+    key = f"openapi-origin:{service.name}"
+    known = worker.memo.get(key)
+    if known is None:
+        base = service.base_url or base_url_of(await read_document(service), service)
+        known = worker.memo[key] = origin(base)
+    return str(known)

@@ -23,15 +23,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.activities.mcp import (
-    McpServerError,
-    call_server_tool,
-    error_reason,
-    list_server_tools,
-)
+from durable_agent.activities.mcp import McpRunner, McpServerError, error_reason, list_server_tools
 from durable_agent.activities.observing import count_tool_call
-from durable_agent.activities.openapi import call_operation, list_api_tools
-from durable_agent.activities.remote_access import RemoteAccess
+from durable_agent.activities.openapi import OpenApiRunner, list_api_tools
+from durable_agent.activities.toolsets import ToolsetError, toolset_tools
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
 from durable_agent.contracts import (
     GUARDRAIL_FAILED,
@@ -39,6 +34,7 @@ from durable_agent.contracts import (
     OPENAPI_UNUSABLE,
     TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
+    TOOLSET_UNAVAILABLE,
     GuardrailInput,
     GuardrailVerdict,
     ListRemoteToolsInput,
@@ -58,11 +54,20 @@ from durable_agent.secrets import (
     environment_secrets,
 )
 from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
 from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.tools")
 
 _Source = TypeVar("_Source", McpServerSpec, OpenApiSpec)
+
+#: The built-in kinds whose worker half does I/O, which the modules the workflow
+#: imports must not (a kind registered by a user carries its own ``run``).
+_WORKER_HALVES: dict[str, ToolKind[Any, Any]] = {k.name: k for k in (McpRunner(), OpenApiRunner())}
+
+
+def _runner(target: CallTarget) -> ToolKind[Any, Any]:
+    return _WORKER_HALVES.get(target.kind) or tool_kind(target.kind)
 
 
 def _as_text(result: Any) -> str:
@@ -100,7 +105,7 @@ async def _listed(
     """A source's tools; one that cannot be reached or used fails the session by name."""
     try:
         return await listing
-    except (McpServerError, OpenApiError, NotRegistered, NotAllowed) as error:
+    except (McpServerError, OpenApiError, ToolsetError, NotRegistered, NotAllowed) as error:
         raise ApplicationError(f"{where}: {error}", type=kind, non_retryable=True) from None
 
 
@@ -123,7 +128,7 @@ class ToolActivities:
         self._results: ResultKeeper = results or _KeepNothing()
         self._secrets = secrets or environment_secrets
         self._capabilities = capabilities or Capabilities()
-        self._remote = RemoteAccess(self._capabilities)
+        self._worker = WorkerSide(self._capabilities)
 
     @activity.defn(name="resolve_tools")
     @heartbeats
@@ -151,8 +156,8 @@ class ToolActivities:
     @activity.defn(name="list_remote_tools")
     @heartbeats
     async def list_remote_tools(self, request: ListRemoteToolsInput) -> list[ResolvedTool]:
-        """The tools of the spec's MCP servers and OpenAPI documents (once, at the
-        session's start). One that cannot be reached or used fails the session at once,
+        """The tools of the spec's MCP servers, OpenAPI documents and toolsets (once, at
+        the session's start). One that cannot be reached or used fails the session at once,
         by name."""
         tools: list[ResolvedTool] = []
         capabilities = self._capabilities
@@ -164,6 +169,9 @@ class ToolActivities:
             where = f"OpenAPI {api.name!r}"
             listing = _registered(capabilities.openapi_service(api), list_api_tools)
             tools += await _listed(where, OPENAPI_UNUSABLE, listing)
+        for toolset in request.toolsets:
+            where = f"toolset {toolset.name!r} ({toolset.kind})"
+            tools += await _listed(where, TOOLSET_UNAVAILABLE, toolset_tools(toolset, self._worker))
         return tools
 
     @activity.defn(name="check_guardrails")
@@ -238,8 +246,8 @@ class ToolActivities:
             await self._keep(message)
             return message
 
-        if call.mcp is not None or call.http is not None:
-            return await self._call_remote(call, context, secrets, result)
+        if call.target is not None:
+            return await self._call_kind(call, call.target, context, secrets, result)
         found = self._registry.get(call.tool_name)
         if found is None:
             log.error("tool not loaded on this worker", tool=call.tool_name)
@@ -288,16 +296,18 @@ class ToolActivities:
         text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
         return await result(await self._fit(text, call, context.idempotency_key))
 
-    async def _call_remote(
+    async def _call_kind(
         self,
         call: ToolCallInput,
+        target: CallTarget,
         context: ToolContext,
         secrets: SecretResolver,
         result: Callable[..., Awaitable[ToolMessage]],
     ) -> ToolMessage:
-        """An MCP or OpenAPI tool call: the server's ``isError`` or a non-2xx answer is an
-        error result the model reads; a service that cannot be reached is the tool's
-        failure (retried per its policy)."""
+        """A call its kind runs (MCP, OpenAPI, a registered kind): an error the kind
+        reports (the server's ``isError``, a non-2xx answer) is a result the model
+        reads; a service that cannot be reached is the tool's failure (retried per its
+        policy)."""
         try:
             parsed = json.loads(call.arguments) if call.arguments.strip() else {}
             if not isinstance(parsed, dict):
@@ -305,26 +315,22 @@ class ToolActivities:
             arguments = secrets.resolve_arguments(parsed)
         except (ValueError, SecretError) as error:
             return await result(f"Invalid arguments for '{call.tool_name}': {error}", True)
-        try:  # asked at every call: the input may never have been through admission
-            target = await self._remote.target(call)
-        except (NotRegistered, NotAllowed) as error:
-            log.warning("remote tool refused", tool=call.tool_name, error=str(error))
-            return await result(f"Not allowed on this worker: {error}", True)
+        kind = _runner(target)
+        where = kind.where(target)
         bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
-        where = f"MCP server {call.mcp.server.name!r}" if call.mcp else "the service"
-        bound.info("remote tool call", where=where)
-        try:
-            if isinstance(target, McpServerSpec):
-                assert call.mcp is not None
-                text, is_error = await call_server_tool(
-                    target, call.mcp.tool, arguments, context.idempotency_key
-                )
-            else:
-                assert call.http is not None
-                text, is_error = await call_operation(call.http, target, arguments)
-        except Exception as error:
+        bound.info("tool call", kind=kind.name, where=where)
+        limit = _own_time_limit(activity.info().start_to_close_timeout)
+        try:  # the kind asks the worker at every call: the input may be anyone's
+            running = kind.run(target, arguments, context, self._worker)
+            text, is_error = await asyncio.wait_for(running, limit)
+        except (NotRegistered, NotAllowed) as error:
+            log.warning("tool call refused", tool=call.tool_name, error=str(error))
+            return await result(f"Not allowed on this worker: {error}", True)
+        except Exception as error:  # a timeout too: the kind's own limit, as a function's
             detail = secrets.redact(error_reason(error))
-            bound.warning("remote call failed", error=detail)
+            if isinstance(error, TimeoutError):
+                detail = f"ToolTimeout: did not finish within {limit:g} s"
+            bound.warning("tool call failed", where=where, error=detail)
             raise ApplicationError(
                 f"{where}: {detail}", type=TOOL_RAISED, non_retryable=True
             ) from None

@@ -61,7 +61,11 @@ from durable_agent.spec import McpServerSpec as McpServerSpec
 from durable_agent.spec import ModelPrice as ModelPrice
 from durable_agent.spec import ModelSpec as ModelSpec
 from durable_agent.spec import OpenApiSpec as OpenApiSpec
+from durable_agent.spec import ToolsetSpec as ToolsetSpec
 from durable_agent.tool_definition import ToolDefinition as ToolDefinition
+from durable_agent.tool_kinds import ToolKind as ToolKind
+from durable_agent.tool_kinds import ToolTarget as ToolTarget
+from durable_agent.tool_kinds import register_tool_kind as register_tool_kind
 from durable_agent.tools import ToolContext as ToolContext
 from durable_agent.tools import ToolPolicy as ToolPolicy
 from durable_agent.tools import ToolRegistry as ToolRegistry

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializeAsAny, model_validator
 
 from durable_agent.approval_contracts import Grant, PendingApproval
 from durable_agent.context import ContextRules
@@ -15,9 +15,11 @@ from durable_agent.contract_base import Contract
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec
+from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec, ToolsetSpec
 from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_kinds import CallTarget
+from durable_agent.tool_kinds import ResolvedTool as ResolvedTool  # recorded tools live there
+from durable_agent.tool_kinds.legacy import legacy_tool_call
 
 WORKFLOW_NAME = "AgentWorkflow"
 DEFAULT_TASK_QUEUE = "durable-agent"
@@ -41,6 +43,9 @@ GUARDRAIL_FAILED = "GuardrailFailed"
 MCP_SERVER_UNAVAILABLE = "McpServerUnavailable"
 #: Error type of an OpenAPI document that cannot be read or used when a session starts.
 OPENAPI_UNUSABLE = "OpenApiUnusable"
+#: Error type of a spec's toolset that its kind does not know on this worker, or that
+#: cannot be listed when a session starts.
+TOOLSET_UNAVAILABLE = "ToolsetUnavailable"
 #: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
 #: activity enforces itself: a start-to-close timeout then means a wedged worker.
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
@@ -53,44 +58,6 @@ class ResolveToolsInput(Contract):
     """Approval predicates and escalation notifiers the spec names."""
 
 
-class McpToolRef(Contract):
-    """Where an MCP tool lives: the spec's server, and the tool's own name there."""
-
-    server: str
-    tool: str
-
-
-class HttpOperation(Contract):
-    """How an OpenAPI operation is called: where each argument goes."""
-
-    api: str
-    """The spec's ``openapi`` entry."""
-    method: str
-    url: str
-    """The full URL template (base URL and path), ``{name}`` for path parameters."""
-    path: list[str] = Field(default_factory=list)
-    query: list[str] = Field(default_factory=list)
-    header: list[str] = Field(default_factory=list)
-    body: bool = False
-    """The ``body`` argument is sent as JSON."""
-
-
-class ResolvedTool(Contract):
-    """A tool as the session recorded it at start: replay never asks a worker again."""
-
-    definition: ToolDefinition
-    policy: ToolPolicy
-    bind: dict[str, str] = Field(default_factory=dict)
-    mcp: McpToolRef | None = None
-    http: HttpOperation | None = None
-    agent: str | None = None
-    """The spec's sub-agent (``agents``) this tool runs."""
-    handoff: Handoff | None = None
-    """A swarm's generated handoff tool (run by the session itself, no activity)."""
-    describes: bool = False
-    """The tool describes its calls for the people who approve them (``describe``)."""
-
-
 class Handoff(Contract):
     to: str | None
     """The agent the conversation goes to; ``None``: back to the previous one."""
@@ -99,21 +66,7 @@ class Handoff(Contract):
 class ListRemoteToolsInput(Contract):
     servers: list[McpServerSpec]
     apis: list[OpenApiSpec] = Field(default_factory=list)
-
-
-class HttpCall(Contract):
-    """An OpenAPI tool call: the operation, and the service's headers (variable names)."""
-
-    operation: HttpOperation
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout_seconds: float = 60.0
-
-
-class McpCall(Contract):
-    """An MCP tool call's server (its spec: small, and the worker needs it) and tool."""
-
-    server: McpServerSpec
-    tool: str
+    toolsets: list[ToolsetSpec] = Field(default_factory=list)
 
 
 class ResolveToolsResult(Contract):
@@ -225,10 +178,16 @@ class ToolCallInput(Contract):
     """The tool's own attempt: 1 + the times it raised before (lost workers not counted)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names the call may resolve (set only when it references one)."""
-    mcp: McpCall | None = None
-    http: HttpCall | None = None
+    target: SerializeAsAny[CallTarget] | None = None
+    """What the call needs besides its arguments, by its tool's kind (``None``: a
+    function the worker loaded)."""
     agent_name: str | None = None
     """The swarm agent whose call this is, recorded on the result."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return legacy_tool_call(data)
 
 
 class SendResult(Contract):

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urljoin
 
-from durable_agent.contracts import HttpOperation, ResolvedTool
+from durable_agent.contracts import ResolvedTool
 from durable_agent.spec import OpenApiSpec
 from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tool_kinds import HttpOperation
 from durable_agent.tools import ToolPolicy
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
@@ -138,7 +139,7 @@ def _tool(
             max_attempts=api.max_attempts,
             max_result_chars=api.max_result_chars,
         ),
-        http=HttpOperation(
+        target=HttpOperation(
             api=api.name,
             method=method.upper(),
             url=base + path,

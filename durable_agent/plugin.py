@@ -65,6 +65,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.swarm",
     "durable_agent.tokens",
     "durable_agent.tool_definition",
+    "durable_agent.tool_kinds",
     "durable_agent.transcript",
     "durable_agent.visible_text",
 )

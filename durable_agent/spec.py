@@ -139,6 +139,24 @@ class OpenApiSpec(_Spec):
     max_result_chars: int = Field(default=100_000, ge=100)
 
 
+class ToolsetSpec(_Spec):
+    """Tools of a kind registered on the workers (``register_tool_kind``), from one of
+    that kind's sources, by name: the kind says which sources exist and what they hold,
+    so a spec can only pick among what the worker's owner set up. Listed once, at start."""
+
+    kind: str = Field(min_length=1)
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    """The source, as the kind knows it."""
+    allowed_tools: list[str] | None = None
+    """Only these of its tools, by their own names (unset: all of them)."""
+    prefix: str | None = None
+    """Put before each tool name (default ``<name>_``)."""
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.name}_" if self.prefix is None else self.prefix
+
+
 class StopRules(_Spec):
     max_turns: int = Field(default=25, ge=1)
     """Most model calls in one user turn before the session stops with an error."""
@@ -334,6 +352,8 @@ class AgentSpec(_Spec):
         default_factory=list
     )
     """HTTP services whose operations join the session's tools (read once, at start)."""
+    toolsets: list[ToolsetSpec] = Field(default_factory=list)
+    """Tools of other kinds the workers registered (listed once, at start)."""
     agents: list[SubAgentSpec] = Field(default_factory=list)
     """Other agents this one may call as tools (each call a child session)."""
     secrets: list[str] = Field(default_factory=list)
@@ -379,9 +399,10 @@ class AgentSpec(_Spec):
         if clash:
             raise ValueError(f"agents: {clash[0]!r} is the name of another tool or agent")
         servers = [s.name for s in self.mcp_servers] + [a.name for a in self.openapi]
+        servers += [t.name for t in self.toolsets]
         twice = sorted({n for n in servers if servers.count(n) > 1})
         if twice:
-            raise ValueError(f"mcp_servers/openapi: {twice[0]!r} is listed more than once")
+            raise ValueError(f"mcp_servers/openapi/toolsets: {twice[0]!r} is listed more than once")
         choice = self.model.options.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.name not in names:
             raise ValueError(

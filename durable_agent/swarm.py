@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from durable_agent.contracts import Handoff, ResolvedTool
+from durable_agent.contracts import ResolvedTool
 from durable_agent.messages import (
     AssistantMessage,
     Message,
@@ -28,6 +28,7 @@ from durable_agent.messages import (
 )
 from durable_agent.spec import TRANSFER_BACK, SwarmSpec, transfer_tool_name
 from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tool_kinds import HandoffTarget
 from durable_agent.tools import ToolPolicy
 
 _REASON = {
@@ -52,7 +53,7 @@ def handoff_tools(swarm: SwarmSpec, agent: str) -> list[ResolvedTool]:
                     parameters=_REASON,
                 ),
                 policy=ToolPolicy(approval=target.handoff_approval, max_attempts=1),
-                handoff=Handoff(to=target.name),
+                target=HandoffTarget(to=target.name),
             )
         )
     if agent != swarm.default:
@@ -64,7 +65,7 @@ def handoff_tools(swarm: SwarmSpec, agent: str) -> list[ResolvedTool]:
             ResolvedTool(
                 definition=ToolDefinition(name=TRANSFER_BACK, description=back, parameters=_REASON),
                 policy=ToolPolicy(max_attempts=1),
-                handoff=Handoff(to=None),
+                target=HandoffTarget(to=None),
             )
         )
     return tools

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from durable_agent import Agent, ModelSpec
-from durable_agent.activities.openapi import call_operation
-from durable_agent.activities.remote_access import RemoteAccess
+from durable_agent.activities.openapi import OpenApiRunner, call_operation
 from durable_agent.agent_modules import AgentModuleError, with_agents
 from durable_agent.capabilities import (
     Capabilities,
@@ -24,9 +23,9 @@ from durable_agent.capabilities import (
     check_url,
 )
 from durable_agent.capabilities.config_file import CapabilitiesFileError, load_capabilities
-from durable_agent.contracts import HttpCall, HttpOperation, ToolCallInput
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.tool_kinds import HttpCall, HttpOperation, WorkerSide
 from tests.support.recording_server import RecordingServer
 
 
@@ -149,12 +148,9 @@ def test_an_agent_names_its_servers_and_its_worker_registers_them() -> None:
         with_agents(registered, [twin])
 
 
-def _http_call(url: str, api: str = "orders") -> ToolCallInput:
+def _call(url: str, api: str = "orders") -> HttpCall:
     operation = HttpOperation(api=api, method="GET", url=url)
-    return ToolCallInput(
-        turn=1, slot=0, tool_name="getOrder", tool_call_id="c0", arguments="{}",
-        http=HttpCall(operation=operation, headers={"X-Key": "SOME_WORKER_VARIABLE"}),
-    )  # fmt: skip
+    return HttpCall(operation=operation, headers={"X-Key": "SOME_WORKER_VARIABLE"})
 
 
 async def test_a_remote_call_goes_only_to_its_registered_service() -> None:
@@ -165,13 +161,13 @@ async def test_a_remote_call_goes_only_to_its_registered_service() -> None:
             name="orders", document=f"{service.url}/openapi.json", base_url=f"{service.url}/api",
             headers={"X-Api-Key": "ORDERS_KEY"},
         )  # fmt: skip
-        access = RemoteAccess(Capabilities(openapi=[registered]))
-        headers = await access.target(_http_call(f"{service.url}/api/orders/1"))
+        worker, runner = WorkerSide(Capabilities(openapi=[registered])), OpenApiRunner()
+        headers = await runner.headers(_call(f"{service.url}/api/orders/1"), worker)
         assert headers == {"X-Api-Key": "ORDERS_KEY"}  # the worker's, not the input's
         with pytest.raises(NotAllowed, match=r"is not at http://127\.0\.0\.1"):
-            await access.target(_http_call(f"{elsewhere.url}/steal"))
+            await runner.headers(_call(f"{elsewhere.url}/steal"), worker)
         with pytest.raises(NotAllowed, match="'unlisted' is not registered"):
-            await access.target(_http_call(f"{elsewhere.url}/x", api="unlisted"))
+            await runner.headers(_call(f"{elsewhere.url}/x", api="unlisted"), worker)
     assert elsewhere.seen == [] and service.seen == []
 
 
@@ -179,10 +175,6 @@ async def test_a_redirect_is_answered_as_it_is_never_followed() -> None:
     with RecordingServer() as target:
         routes = {"/go": (302, {"Location": f"{target.url}/stolen"}, {})}
         with RecordingServer(routes) as service:
-            text, is_error = await call_operation(
-                _http_call(f"{service.url}/go").http,  # type: ignore[arg-type]
-                {},
-                {},
-            )
+            text, is_error = await call_operation(_call(f"{service.url}/go"), {}, {})
     assert is_error and text.startswith("HTTP 302")
     assert [s.path for s in service.seen] == ["/go"] and target.seen == []

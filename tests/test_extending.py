@@ -4,10 +4,7 @@ real workflow."""
 
 from __future__ import annotations
 
-import functools
 import re
-from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -21,22 +18,7 @@ from durable_agent.provider import ProviderClient
 from durable_agent.testing import ScriptedProvider, json_reply
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import running_worker, spec_for, start_session
-
-PAGE = Path(__file__).parent.parent / "docs" / "extending.md"
-
-
-def page_block(after: str, kind: str = "python") -> str:
-    """The first ``kind`` code block after the heading ``after``."""
-    text = PAGE.read_text()
-    return text[text.index(after) :].split(f"```{kind}\n", 1)[1].split("```", 1)[0]
-
-
-@functools.cache  # once per process, as a program registers its codec once
-def run_page_block(after: str) -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(page_block(after), str(PAGE), "exec"), namespace)  # the page's own code
-    return namespace
-
+from tests.support.docs_page import page_block, run_page_block
 
 OLLAMA_REPLY = {"message": {"role": "assistant", "content": "Hei!"}, "done": True}
 

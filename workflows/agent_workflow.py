@@ -157,7 +157,7 @@ class AgentWorkflow(SessionHandlers):
             problem = self._session.toolbox.resolved(found)
             if problem:
                 raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
-        if spec.mcp_servers or spec.openapi:
+        if spec.mcp_servers or spec.openapi or spec.toolsets:
             problem = self._session.toolbox.added(await list_remote_tools(spec))
             if problem:
                 raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         OPENAPI_UNUSABLE,
         TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
+        TOOLSET_UNAVAILABLE,
         WORKFLOW_NAME,
         AgentResult,
         GuardrailInput,
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
+    from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
@@ -82,21 +84,28 @@ async def list_remote_tools(spec: AgentSpec) -> list[ResolvedTool]:
     try:
         tools: list[ResolvedTool] = await workflow.execute_activity(
             "list_remote_tools",
-            ListRemoteToolsInput(servers=spec.mcp_servers, apis=spec.openapi),
+            ListRemoteToolsInput(
+                servers=spec.mcp_servers, apis=spec.openapi, toolsets=spec.toolsets
+            ),
             result_type=list[ResolvedTool],
             start_to_close_timeout=timedelta(
                 seconds=30
                 + sum(s.timeout_seconds for s in spec.mcp_servers)
                 + sum(a.timeout_seconds for a in spec.openapi)
+                + 60 * len(spec.toolsets)
             ),
             heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
             retry_policy=LOST_WORK_RETRIES,
             summary="list_remote_tools "
-            + ", ".join([s.name for s in spec.mcp_servers] + [a.name for a in spec.openapi]),
+            + ", ".join(
+                [s.name for s in spec.mcp_servers]
+                + [a.name for a in spec.openapi]
+                + [t.name for t in spec.toolsets]
+            ),
         )
     except ActivityError as error:
         cause = error.cause
-        unusable = (MCP_SERVER_UNAVAILABLE, OPENAPI_UNUSABLE)
+        unusable = (MCP_SERVER_UNAVAILABLE, OPENAPI_UNUSABLE, TOOLSET_UNAVAILABLE)
         if isinstance(cause, ApplicationError) and cause.type in unusable:
             raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
         raise
@@ -161,7 +170,7 @@ async def run_tool_groups(
         async with places:  # a batch of any size runs in bounded waves
             if watcher is not None:
                 watcher.tool_started(command.turn, run)
-            if run.agent is not None:
+            if run.runs_in == "child_session":
                 shared = forwards if forwards is not None else []  # the very list, even empty
                 started = children if children is not None else set()
                 outcome = await run_sub_agent(command.turn, run, ending, shared, started)
@@ -201,7 +210,8 @@ async def run_sub_agent(
     made through the parent are passed on. Cancelling the turn cancels it; so does
     ending the session (and closing the parent terminates it)."""
     call = run.call
-    assert run.agent is not None
+    assert isinstance(run.target, SubAgentCall)
+    agent = run.target.spec
     try:
         task = json.loads(call.function.arguments or "{}").get("task")
     except (ValueError, AttributeError):
@@ -209,7 +219,7 @@ async def run_sub_agent(
     if not isinstance(task, str) or not task.strip():
         failed = tool_error_result(call, "give the agent a non-empty 'task' string")
         return failed.model_copy(update={"approval": run.approval}), False
-    session = run.agent.session.model_copy(update={"end_after_reply": True})
+    session = agent.session.model_copy(update={"end_after_reply": True})
     info = workflow.info()
     child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
     if workflow.patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
@@ -217,7 +227,7 @@ async def run_sub_agent(
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
-            AgentInput(spec=run.agent.model_copy(update={"session": session}), message=task),
+            AgentInput(spec=agent.model_copy(update={"session": session}), message=task),
             id=child_id,
             result_type=AgentResult,
             static_summary=f"sub-agent {call.function.name}",
@@ -294,8 +304,7 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     max_result_chars=policy.max_result_chars,
                     attempt=attempt,
                     secrets=run.secrets,
-                    mcp=run.mcp,
-                    http=run.http,
+                    target=run.target,
                     agent_name=run.agent_name,
                 ),
                 result_type=ToolMessage,

@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 
 from durable_agent.capabilities.registry import Capabilities, NotAllowed, NotRegistered
 from durable_agent.spec import AgentSpec, ModelSpec, ToolSettings
+from durable_agent.tool_kinds import registered_kinds
 
 
 async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_queue: str,
@@ -37,6 +38,12 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
         await check(f"mcp_servers[{server.name}]", capabilities.mcp_server(server))
     for api in spec.openapi:
         await check(f"openapi[{api.name}]", capabilities.openapi_service(api))
+    for toolset in spec.toolsets:  # its sources are the kind's to know, when it lists them
+        if toolset.kind not in registered_kinds():
+            problems.append(
+                f"{where}toolsets[{toolset.name}]: no tool kind {toolset.kind!r} on this worker "
+                f"(registered: {', '.join(registered_kinds())})"
+            )
     for name in capabilities.unknown_secrets(spec.secrets):
         problems.append(
             f"{where}secrets: {name!r} is not registered on this worker "

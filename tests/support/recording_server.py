@@ -16,6 +16,7 @@ class Seen:
     method: str
     path: str
     headers: dict[str, str]
+    body: bytes = b""
 
 
 class RecordingServer(LocalHttpServer):
@@ -35,13 +36,13 @@ class RecordingServer(LocalHttpServer):
 
             def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
-                if length:
-                    self.rfile.read(length)
-                server.seen.append(Seen(self.command, self.path, dict(self.headers.items())))
-                status, headers, body = server.routes.get(self.path, (200, {}, {}))
-                data = json.dumps(body).encode()
+                body = self.rfile.read(length) if length else b""
+                headers = dict(self.headers.items())
+                server.seen.append(Seen(self.command, self.path, headers, body))
+                status, answer_headers, answer = server.routes.get(self.path, (200, {}, {}))
+                data = json.dumps(answer).encode()
                 self.send_response(status)
-                for name, value in headers.items():
+                for name, value in answer_headers.items():
                     self.send_header(name, value)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approval_policy import describe_arguments
-from durable_agent.contracts import Handoff, HttpCall, McpCall, ResolvedTool
+from durable_agent.contracts import Handoff, ResolvedTool
 from durable_agent.messages import (
     ApprovalDecision,
     ApprovalRecord,
@@ -20,6 +20,7 @@ from durable_agent.messages import (
 )
 from durable_agent.secrets import references
 from durable_agent.spec import AgentSpec
+from durable_agent.tool_kinds import tool_kind
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.commands import (
     AwaitApprovals,
@@ -278,7 +279,9 @@ class ToolBatch:
     def _run(self, batch: OpenBatch) -> RunTools:
         tools = self._tools()
         approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
-        handoffs = [k for k in approved if tools[batch.calls[k].function.name].handoff]
+        kinds = [tool_kind(tools[batch.calls[k].function.name].target.kind) for k in approved]
+        # the session's own kind (a swarm's handoffs): carried out here, not run
+        handoffs = [k for k, kind in zip(approved, kinds, strict=True) if kind.runs_in == "session"]
         if handoffs and self.swarm is not None:  # the session runs these itself
             results, batch.handoff = self.swarm.handoff_results(batch.calls, handoffs, tools)
             for k, result in results.items():
@@ -301,21 +304,10 @@ class ToolBatch:
         bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
         uses = references(bound) or references(call.function.arguments)
         secrets = list(self.spec.secrets) if uses else []
-        mcp = http = None
-        if resolved.mcp is not None:
-            server = next(s for s in self.spec.mcp_servers if s.name == resolved.mcp.server)
-            mcp = McpCall(server=server, tool=resolved.mcp.tool)
-        if resolved.http is not None:
-            api = next(a for a in self.spec.openapi if a.name == resolved.http.api)
-            http = HttpCall(
-                operation=resolved.http, headers=api.headers, timeout_seconds=api.timeout_seconds
-            )
-        agent = next((a.spec for a in self.spec.agents if a.name == resolved.agent), None)
-        if agent is not None:  # this session's approval settings reach its sub-agent
-            approvals = agent.approvals.within(self.spec.approvals)
-            agent = agent.model_copy(update={"approvals": approvals})
+        kind = tool_kind(resolved.target.kind)  # the kind says what a call carries
+        target = kind.call_target(resolved.target, self.spec)
         active = None if self.swarm is None else self.swarm.active
-        return ToolRun(slot, call, resolved, approval, bound, secrets, mcp, http, agent, active)
+        return ToolRun(slot, call, resolved, approval, bound, secrets, target, kind.runs_in, active)
 
     def finished(
         self, results: dict[int, ToolMessage], cancelled: str | None

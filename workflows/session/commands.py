@@ -11,9 +11,9 @@ from datetime import timedelta
 from typing import Any
 
 from durable_agent.approval_contracts import EscalationNotice, TokenCheck
-from durable_agent.contracts import AgentResult, GuardrailKind, HttpCall, McpCall, ResolvedTool
+from durable_agent.contracts import AgentResult, GuardrailKind, ResolvedTool
 from durable_agent.messages import ApprovalRecord, ToolCall
-from durable_agent.spec import AgentSpec
+from durable_agent.tool_kinds import CallTarget, Placement
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,11 @@ class ToolRun:
     bound: dict[str, Any] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)
     """The session's secret names, when the call references any."""
-    mcp: McpCall | None = None
-    """The MCP server and tool, for an MCP tool."""
-    http: HttpCall | None = None
-    """The operation, for an OpenAPI tool."""
-    agent: AgentSpec | None = None
-    """The agent's spec, for a sub-agent tool (run as a child session)."""
+    target: CallTarget | None = None
+    """What the call needs besides its arguments, from its tool's kind (a sub-agent's
+    spec, an MCP server, an operation; ``None`` for a function)."""
+    runs_in: Placement = "worker"
+    """Its kind's place: an activity, or a child session (a sub-agent)."""
     agent_name: str | None = None
     """The swarm agent that made the call (recorded on its result)."""
 

@@ -13,6 +13,7 @@ from durable_agent.contracts import Handoff, MoveToAgentSignal, ResolvedTool
 from durable_agent.messages import ToolCall, ToolMessage
 from durable_agent.spec import HANDOFF_PREFIX, AgentSpec, ModelSpec, SwarmAgentSpec, SwarmSpec
 from durable_agent.swarm import handoff_tools
+from durable_agent.tool_kinds import HandoffTarget
 from durable_agent.workflows.session.gate import arguments_of
 from durable_agent.workflows.session.loop_rules import apply_overrides
 from durable_agent.workflows.session.state import SessionState
@@ -79,8 +80,8 @@ class Swarm:
         winner: Handoff | None = None
         for k in slots:
             call = calls[k]
-            handoff = tools[call.function.name].handoff
-            assert handoff is not None
+            handoff = tools[call.function.name].target
+            assert isinstance(handoff, HandoffTarget)
             if not isinstance(arguments_of(call.function.arguments), dict):
                 results[k] = error_result(call, "the arguments are not a JSON object")
                 continue
@@ -90,7 +91,7 @@ class Swarm:
                     call, f"not done: this turn already hands the conversation to {target}"
                 )
                 continue
-            target, winner = to, Handoff(to=to) if handoff.to else handoff
+            target, winner = to, Handoff(to=handoff.to)
             results[k] = ToolMessage(
                 tool_call_id=call.id,
                 content=f"Transferred to {to}. The {to} agent answers from here.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from durable_agent.contracts import ResolvedTool, ResolveToolsResult
 from durable_agent.spec import AgentSpec
 from durable_agent.tool_definition import ToolDefinition
+from durable_agent.tool_kinds import SubAgentTarget
 from durable_agent.tools import ToolPolicy
 from durable_agent.workflows.session.loop_rules import apply_overrides
 from durable_agent.workflows.session.state import SessionState
@@ -77,7 +78,7 @@ class Toolbox:
                     name=agent.name, description=agent.description, parameters=SUB_AGENT_PARAMETERS
                 ),
                 policy=ToolPolicy(approval=agent.approval, max_attempts=1),
-                agent=agent.name,
+                target=SubAgentTarget(agent=agent.name),
             )
             for agent in self.spec.agents
         ]

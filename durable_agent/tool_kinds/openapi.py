@@ -1,0 +1,53 @@
+"""The OpenAPI kind: an operation of an HTTP service the worker registered
+(``spec.openapi``), one tool per ``operationId``. The document is read once, when the
+session starts (``durable_agent.openapi`` turns it into tools); a call carries the
+operation and the service's header variables, and the worker checks that it goes to
+the registered service's origin. The worker side (httpx) is
+``durable_agent.activities.openapi``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from durable_agent.spec import AgentSpec
+from durable_agent.tool_kinds.base import CallTarget, ToolKind, ToolTarget
+
+
+class HttpOperation(ToolTarget):
+    """How an OpenAPI operation is called: where each argument goes."""
+
+    kind: Literal["openapi"] = "openapi"
+    api: str
+    """The spec's ``openapi`` entry."""
+    method: str
+    url: str
+    """The full URL template (base URL and path), ``{name}`` for path parameters."""
+    path: list[str] = Field(default_factory=list)
+    query: list[str] = Field(default_factory=list)
+    header: list[str] = Field(default_factory=list)
+    body: bool = False
+    """The ``body`` argument is sent as JSON."""
+
+
+class HttpCall(CallTarget):
+    """An OpenAPI tool call: the operation, and the service's headers (variable names)."""
+
+    kind: Literal["openapi"] = "openapi"
+    operation: HttpOperation
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = 60.0
+
+
+class OpenApiKind(ToolKind[HttpOperation, HttpCall]):
+    name = "openapi"
+    target = HttpOperation
+    call = HttpCall
+
+    def call_target(self, target: HttpOperation, spec: AgentSpec) -> HttpCall:
+        api = next(a for a in spec.openapi if a.name == target.api)
+        return HttpCall(operation=target, headers=api.headers, timeout_seconds=api.timeout_seconds)
+
+    def where(self, call: HttpCall) -> str:
+        return f"OpenAPI service {call.operation.api!r}"
