@@ -24,12 +24,14 @@ from temporalio.worker import Replayer
 from durable_agent import AgentClient
 from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.encryption import CodecKeyError, CodecKeys, EncryptionCodec, with_encryption
+from durable_agent.plugin import DurableAgentPlugin
 from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker, start_dev_server
 from durable_agent.workflows.agent_workflow import AgentWorkflow
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, spec_for
+from tests.support.docs_page import run_page_block
 from tests.support.gateway_harness import gateway
 
 CANARY = f"at-rest-canary-{random_secrets.token_hex(10)}"
@@ -154,6 +156,9 @@ async def test_histories_replay_with_the_codec_on_and_off(
     without = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     failed = await without.replay_workflow(history, raise_on_replay_failure=False)
     assert failed.replay_failure is not None  # ciphertext is not a session's input
+    run_page_block("## A new tool kind")  # one history holds the manual's kind's tools
+    plugin = DurableAgentPlugin(preload_tokenizers=False)  # passes the kinds' registry in
+    with_keys = Replayer(workflows=[], plugins=[plugin], data_converter=converter)
     recorded = Path(__file__).parent / "histories"
     for path in sorted(recorded.glob("*.json")):
         from temporalio.client import WorkflowHistory

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from durable_agent.workflows.agent_workflow import AgentWorkflow
+from durable_agent.plugin import DurableAgentPlugin
+from tests.support.docs_page import run_page_block
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -53,12 +53,15 @@ def test_histories_are_recorded() -> None:
         "admission_refused",  # a forged continue-as-new input refused at admission
         "carried_refused",  # a first start carrying state, refused (its patch's marker)
         "sub_agent",  # a child session whose id is bound to the parent's run
+        "tool_kind_webhook",  # a kind registered by its module (the manual's webhooks)
     }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_history_replays(path: Path) -> None:
+    run_page_block("## A new tool kind")  # a replaying worker has its kinds registered
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    plugin = DurableAgentPlugin(preload_tokenizers=False)  # as the manual says to replay
+    replayer = Replayer(workflows=[], plugins=[plugin])  # the plugin adds AgentWorkflow
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.stem}: {result.replay_failure}"

@@ -37,7 +37,7 @@ from durable_agent.tool_kinds import (
     register_tool_kind,
 )
 from durable_agent.tools import ToolRegistry
-from tests.support.agent_harness import running_worker, spec_for
+from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.docs_page import page_block, run_page_block
 from tests.support.recording_server import RecordingServer
 
@@ -69,6 +69,7 @@ async def test_the_pages_kind_lists_and_runs_its_tools_in_a_session(
             session = await agents.start(spec, "the disk is full")
             result = await agents.result(session)
             messages = await agents.messages(session)
+            await record_history(client.get_workflow_handle(session), "tool_kind_webhook")
     assert result.status == "done"
     [seen] = hooks.seen
     assert (seen.method, seen.path) == ("POST", "/page")
