@@ -1,0 +1,145 @@
+"""How long the slowest workflow task takes as a session grows: a run that starts
+carrying 100, 1,000 and 10,000 messages (and answers one more message), and one turn
+of 100, 1,000 and 2,500 tool calls.
+
+    ./run bench-activations [--sizes-messages 100,1000,10000] [--sizes-calls 100,1000,2500]
+
+The figure is the SDK's own ``temporal_workflow_task_execution_latency`` (from the
+task's start on the worker to its completion), read from an in-process metric buffer:
+the slowest task of each session and the sum over its tasks. The worker, the scripted
+model and the tools share one process, so on a busy machine a figure is an upper bound
+on the workflow's own CPU. The SDK fails a task that does not yield within 2 s; the
+target is flat, under 100 ms on one quiet core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+from bench.run import dev_server
+from durable_agent.capabilities import Capabilities
+from durable_agent.client import AgentClient
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from durable_agent.worker import build_worker
+
+LATENCY = "temporal_workflow_task_execution_latency"
+registry = ToolRegistry()
+
+
+@tool(registry=registry)
+def echo(n: int) -> str:
+    """Say the number back."""
+    return f"echo {n}"
+
+
+def replies(request: RecordedRequest) -> AssistantMessage:
+    """Calls when the model is named ``calls-N`` and has not called yet; else a text."""
+    name, body = request.body["model"], request.body
+    asked = name.startswith("calls-") and not any(m["role"] == "tool" for m in body["messages"])
+    if asked:
+        return assistant_calls(*[("echo", {"n": n}) for n in range(int(name[6:]))])
+    return assistant_text(f"read {len(body['messages'])} messages")
+
+
+def spec(provider: ScriptedProvider, model: str, calls: int = 0) -> AgentSpec:
+    endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+    session = {"max_concurrent_tool_calls": 50, "end_after_reply": bool(calls)}
+    return AgentSpec(
+        model=ModelSpec(name=model, endpoint=endpoint, stream=False),
+        tools=["echo"] if calls else [],
+        stop={"max_tool_calls_per_turn": max(calls, 1)},
+        session=session,
+    )
+
+
+def carried(count: int) -> list[Message]:
+    history: list[Message] = []
+    for k in range(count // 2):
+        history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
+    return history
+
+
+def task_figures(buffer: MetricBuffer) -> tuple[float, float, int]:
+    """The slowest task (ms), the sum (ms) and the number of tasks since the last call."""
+    values = [
+        float(u.value) for u in buffer.retrieve_updates() if u.metric.name == LATENCY
+    ]
+    return (max(values, default=0.0), sum(values), len(values))
+
+
+async def measured(
+    buffer: MetricBuffer, label: str, run: Callable[[], Awaitable[None]]
+) -> tuple[str, float, float, int]:
+    task_figures(buffer)  # what came before is not this session's
+    await run()
+    await asyncio.sleep(1.5)  # the last figures reach the buffer
+    return (label, *task_figures(buffer))
+
+
+async def main(message_sizes: list[int], call_sizes: list[int]) -> None:
+    buffer = MetricBuffer(1_000_000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    rows = []
+    async with dev_server() as (address, _):
+        client = await Client.connect(
+            address, runtime=runtime, data_converter=pydantic_data_converter
+        )
+        queue = f"bench-activations-{uuid.uuid4().hex[:6]}"
+        with ScriptedProvider(responder=replies) as provider:
+            async with build_worker(
+                client, task_queue=queue, registry=registry, preload_tokenizers=False,
+                capabilities=Capabilities.development(),
+            ):  # fmt: skip
+                agents = AgentClient(client, task_queue=queue)
+                for size in message_sizes:
+
+                    async def long_session(size: int = size) -> None:
+                        session = await agents.start(
+                            spec(provider, "talk"), "go", history=carried(size)
+                        )
+                        await agents.wait(session, after=size, timeout=300)
+                        await agents.send(session, "and one more")
+                        await agents.wait(session, after=size + 2, timeout=300)
+                        await agents.end(session)
+
+                    rows.append(await measured(buffer, f"{size:,} messages", long_session))
+                for calls in call_sizes:
+
+                    async def wide_turn(calls: int = calls) -> None:
+                        session = await agents.start(
+                            spec(provider, f"calls-{calls}", calls), "echo them"
+                        )
+                        result = await agents.result(session)
+                        assert result.status == "done", result.error
+
+                    rows.append(await measured(buffer, f"{calls:,} calls in a turn", wide_turn))
+    print(f"Slowest workflow task, {date.today()}, {platform.machine()}, {os.cpu_count()} cores")
+    print(f"{'session':<24}{'slowest task ms':>16}{'all tasks ms':>14}{'tasks':>7}")
+    for label, slowest, total, tasks in rows:
+        print(f"{label:<24}{slowest:>16.0f}{total:>14.0f}{tasks:>7}")
+
+
+def sizes(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes-messages", type=sizes, default=[100, 1000, 10000])
+    parser.add_argument("--sizes-calls", type=sizes, default=[100, 1000, 2500])
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes_messages, args.sizes_calls))
