@@ -31,6 +31,7 @@ from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.observability.logs import configure_logging
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
@@ -75,9 +76,7 @@ def carried(count: int) -> list[Message]:
 
 def task_figures(buffer: MetricBuffer) -> tuple[float, float, int]:
     """The slowest task (ms), the sum (ms) and the number of tasks since the last call."""
-    values = [
-        float(u.value) for u in buffer.retrieve_updates() if u.metric.name == LATENCY
-    ]
+    values = [float(u.value) for u in buffer.retrieve_updates() if u.metric.name == LATENCY]
     return (max(values, default=0.0), sum(values), len(values))
 
 
@@ -142,4 +141,5 @@ if __name__ == "__main__":
     parser.add_argument("--sizes-messages", type=sizes, default=[100, 1000, 10000])
     parser.add_argument("--sizes-calls", type=sizes, default=[100, 1000, 2500])
     args = parser.parse_args()
+    configure_logging("warning")  # a log line per call would be the figure
     asyncio.run(main(args.sizes_messages, args.sizes_calls))

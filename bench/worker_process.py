@@ -36,6 +36,7 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
             registry=registry,
             transcripts=store,
             capabilities=Capabilities.development(),  # the specs carry a loopback endpoint
+            max_cached_workflows=int(os.environ.get("BENCH_MAX_CACHED", "1000")),
         )
     else:
         floor = FloorActivities(registry)
