@@ -29,7 +29,10 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     if kind == "ours":
-        store = open_transcript_store(default_store_url(data_dir))
+        # BENCH_STORE_URL: a store the workers share (PostgreSQL), else one of their own
+        store = open_transcript_store(
+            os.environ.get("BENCH_STORE_URL") or default_store_url(data_dir)
+        )
         worker = build_worker(
             client,
             task_queue=task_queue,

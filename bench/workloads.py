@@ -42,7 +42,9 @@ class Workload:
 
 A = Workload("bench-a", "lookup", rounds=10, calls_per_round=4)
 B = Workload("bench-b", "read_kb", rounds=199, calls_per_round=1)
-WORKLOADS = {w.model: w for w in (A, B)}
+C = Workload("bench-c", "lookup", rounds=2, calls_per_round=2)
+"""Short sessions, for many of them at once (``./run bench-fleet``)."""
+WORKLOADS = {w.model: w for w in (A, B, C)}
 
 
 def tool_definitions(workload: Workload) -> list[ToolDefinition]:

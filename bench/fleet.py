@@ -1,0 +1,179 @@
+"""Several worker processes on one task queue, sharing one PostgreSQL transcript store:
+throughput with 1, 2 and 4 workers, then the same sessions while workers are killed
+at random (SIGKILL, a fresh one started in its place), each session's array compared
+with its undisturbed twin.
+
+    ./run bench-fleet [--sessions 1000] [--kill-every 3]
+
+Each session is workload C: three model calls, two rounds of two parallel tool calls,
+the scripted model answering at once over real HTTP. On a 2-core machine the workers,
+the dev server and PostgreSQL share the cores, so more workers do not add throughput
+here; the figure shows what the coordination costs and that nothing is lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from bench.run import PROMPT, ROOT, dev_server
+from bench.workloads import C, bench_model
+from durable_agent.client import AgentClient
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import dump_messages
+from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.testing import ScriptedProvider
+from tests.support.postgres_server import running_postgres
+
+
+def plain(messages: list[Any]) -> str:
+    """An array without the times it was made at, for comparing twins."""
+    dumped = dump_messages(messages)
+    for message in dumped:
+        message.pop("timestamp", None)
+    return json.dumps(dumped, sort_keys=True)
+
+
+@dataclass
+class Fleet:
+    """Worker processes on one queue; ``kill`` replaces one with a fresh process."""
+
+    address: str
+    queue: str
+    store_url: str
+    data: Path
+    workers: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def start(self) -> None:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "bench.worker_process", "ours", self.address, self.queue,
+             str(self.data)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "BENCH_STORE_URL": self.store_url},
+        )  # fmt: skip
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+        self.workers.append(worker)
+
+    def kill(self, rng: random.Random) -> None:
+        victim = self.workers.pop(rng.randrange(len(self.workers)))
+        victim.kill()
+        victim.wait()
+        self.start()
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.terminate()
+        for worker in self.workers:
+            worker.wait(timeout=30)
+
+
+@dataclass
+class Run:
+    arrays: dict[int, str]
+    seconds: float
+    kills: int
+
+
+async def run_sessions(
+    client: Client, fleet: Fleet, spec: AgentSpec, sessions: int, tag: str,
+    kill_every: float | None = None, seed: int = 0,
+) -> Run:  # fmt: skip
+    """``sessions`` sessions at once (100 in flight), the arrays by session number."""
+    agents = AgentClient(client, task_queue=fleet.queue)
+    places = asyncio.Semaphore(100)
+    finished = asyncio.Event()
+    kills = 0
+
+    async def one(k: int) -> tuple[int, str]:
+        async with places:
+            session = await agents.start(spec, f"{PROMPT} #{k}", session_id=f"{tag}-{k}")
+            result = await agents.result(session)
+            assert result.status == "done", (session, result.error)
+            return k, plain(await agents.messages(session))
+
+    async def killer() -> None:
+        nonlocal kills
+        rng = random.Random(seed)
+        while kill_every is not None and not finished.is_set():
+            try:
+                await asyncio.wait_for(finished.wait(), kill_every)
+            except TimeoutError:
+                await asyncio.to_thread(fleet.kill, rng)
+                kills += 1
+
+    started = time.perf_counter()
+    chaos = asyncio.create_task(killer())
+    try:
+        done = await asyncio.gather(*(one(k) for k in range(sessions)))
+    finally:
+        finished.set()
+        await chaos
+    return Run(dict(done), time.perf_counter() - started, kills)
+
+
+async def main(sessions: int, kill_every: float) -> None:
+    rows: list[tuple[int, Run]] = []
+    data = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    with running_postgres() as store_url, ScriptedProvider(responder=bench_model) as provider:
+        endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        spec = AgentSpec(
+            model=ModelSpec(name=C.model, endpoint=endpoint),
+            tools=[{"name": C.tool}],
+            session={"end_after_reply": True},
+        )
+        async with dev_server() as (address, client):
+            for count in (1, 2, 4):
+                fleet = Fleet(address, f"fleet-{uuid.uuid4().hex[:6]}", store_url, data)
+                try:
+                    for _ in range(count):
+                        fleet.start()
+                    rows.append(
+                        (count, await run_sessions(client, fleet, spec, sessions, f"w{count}"))
+                    )
+                finally:
+                    fleet.stop()
+            fleet = Fleet(address, f"fleet-{uuid.uuid4().hex[:6]}", store_url, data)
+            try:
+                for _ in range(4):
+                    fleet.start()
+                wild = await run_sessions(
+                    client, fleet, spec, sessions, "wild", kill_every=kill_every, seed=7
+                )
+            finally:
+                fleet.stop()
+    calm = rows[0][1].arrays
+    twins = sum(1 for k, array in wild.arrays.items() if array == calm[k])
+    turns = sessions * C.model_calls
+    print(f"Many workers, {date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
+          f"{sessions} sessions of workload C, one PostgreSQL store")  # fmt: skip
+    print(f"{'workers':<28}{'seconds':>9}{'sessions/s':>12}{'turns/s':>9}")
+    for count, run in [*rows, (4, wild)]:
+        label = f"{count}" + (f", {run.kills} killed" if run.kills else "")
+        print(f"{label:<28}{run.seconds:>9.1f}{sessions / run.seconds:>12.1f}"
+              f"{turns / run.seconds:>9.1f}")  # fmt: skip
+    print(f"identical to the undisturbed run: {twins} of {sessions} sessions")
+    if twins != sessions:
+        raise SystemExit("a session under kills differs from its undisturbed twin")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--kill-every", type=float, default=3.0)
+    args = parser.parse_args()
+    asyncio.run(main(args.sessions, args.kill_every))
