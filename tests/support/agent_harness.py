@@ -67,19 +67,18 @@ async def running_worker(
         yield env.client
 
 
-@contextmanager
-def worker_process(
+def start_worker_process(
     env: WorkflowEnvironment,
     task_queue: str,
     *args: str,
     stderr: Path | None = None,
     trust_specs: bool = True,
     **extra_env: str,
-) -> Iterator[None]:
+) -> subprocess.Popen[str]:
     """``durable-agent worker`` in its own process (the tools of ``tests.support.cli_tools``),
-    the way users start it, with ``args`` added (its log lines to ``stderr``);
-    ``trust_specs``: the local-development policy (these tests' specs carry the scripted
-    model's loopback endpoint)."""
+    the way users start it, with ``args`` added (its log lines to ``stderr``), once it
+    says it is ready; ``trust_specs``: the local-development policy (these tests' specs
+    carry the scripted model's loopback endpoint)."""
     address = str(env.client.service_client.config.target_host)
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
@@ -90,9 +89,25 @@ def worker_process(
         stdout=subprocess.PIPE, text=True,
         stderr=stderr.open("w") if stderr is not None else None,
     )  # fmt: skip
+    assert process.stdout is not None
+    assert "worker ready" in process.stdout.readline()
+    return process
+
+
+@contextmanager
+def worker_process(
+    env: WorkflowEnvironment,
+    task_queue: str,
+    *args: str,
+    stderr: Path | None = None,
+    trust_specs: bool = True,
+    **extra_env: str,
+) -> Iterator[None]:
+    """``start_worker_process``, stopped when the block ends."""
+    process = start_worker_process(
+        env, task_queue, *args, stderr=stderr, trust_specs=trust_specs, **extra_env
+    )
     try:
-        assert process.stdout is not None
-        assert "worker ready" in process.stdout.readline()
         yield
     finally:
         process.terminate()

@@ -1,0 +1,99 @@
+"""Four ``durable-agent worker`` processes on one task queue, sharing one PostgreSQL
+transcript store: sessions spread over all of them complete while workers are killed
+with SIGKILL at random (a fresh one started in each one's place), every array the same
+as an undisturbed run's. (``./run bench-fleet`` does the
+same with 1,000 sessions and prints the throughput with 1, 2 and 4 workers.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import subprocess
+from collections import Counter
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient, dump_messages
+from durable_agent.messages import AssistantMessage, Message
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from tests.support.agent_harness import default_spec, start_worker_process
+from tests.support.postgres_server import running_postgres
+
+SESSIONS = 24
+KILLS = 3
+CITIES = ("NYC", "Tokyo")
+
+
+def model(request: RecordedRequest) -> AssistantMessage:
+    """Two rounds of two parallel calls, then an answer naming what the tools said."""
+    messages = request.body["messages"]
+    rounds = sum(1 for m in messages if m["role"] == "assistant")
+    if rounds < 2:
+        return assistant_calls(*[("get_time", {"city": city}) for city in CITIES])
+    said = [m["content"] for m in messages if m["role"] == "tool"]
+    return assistant_text(f"{messages[0]['content']}: {', '.join(said)}")
+
+
+def plain(messages: list[Message]) -> str:
+    dumped = dump_messages(messages)
+    for message in dumped:
+        message.pop("timestamp", None)
+    return json.dumps(dumped, sort_keys=True)
+
+
+async def run_all(
+    agents: AgentClient, spec: Any, tag: str, on_started: asyncio.Event | None = None
+) -> dict[int, str]:
+    async def one(k: int) -> tuple[int, str]:
+        session = await agents.start(spec, f"session {k}", session_id=f"{tag}-{k}")
+        if on_started is not None and k == SESSIONS - 1:
+            on_started.set()
+        result = await agents.result(session)
+        assert result.status == "done", (session, result.error)
+        return k, plain(await agents.messages(session))
+
+    return dict(await asyncio.gather(*(one(k) for k in range(SESSIONS))))
+
+
+@pytest.mark.timeout(600)
+async def test_sessions_spread_over_four_workers_survive_random_kills(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    rng = random.Random(20261124)
+    with running_postgres() as store, ScriptedProvider(responder=model) as provider:
+        spec = default_spec(provider, ["get_time"], session={"end_after_reply": True})
+        args = ("--transcript-store", store)
+
+        def start() -> subprocess.Popen[str]:
+            return start_worker_process(temporal_env, task_queue, *args)
+
+        workers = [await asyncio.to_thread(start) for _ in range(4)]
+        try:
+            # reading a session replays it on a worker, which a loaded machine keeps busy
+            agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=60)
+            calm = await run_all(agents, spec, "calm")
+            calm_requests = len(provider.requests)
+            started = asyncio.Event()
+            wild = asyncio.create_task(run_all(agents, spec, "wild", started))
+            await started.wait()
+            killed_mid_run = 0
+            for _ in range(KILLS):
+                # a kill while sessions are in flight: the provider has not seen them all
+                await asyncio.sleep(0)
+                victim = workers.pop(rng.randrange(len(workers)))
+                victim.kill()
+                await asyncio.to_thread(victim.wait)
+                killed_mid_run += not wild.done()
+                workers.append(await asyncio.to_thread(start))
+            arrays = await wild
+        finally:
+            for worker in workers:
+                worker.kill()
+    assert killed_mid_run >= 1, "the kills landed after the sessions had ended"
+    assert arrays == calm  # each session the same as its undisturbed twin
+    answered = Counter(r.body["messages"][0]["content"] for r in provider.requests[calm_requests:])
+    assert set(answered) == {f"session {k}" for k in range(SESSIONS)}
+    assert all(n >= 3 for n in answered.values())  # three model calls each, none skipped
