@@ -86,6 +86,11 @@ MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
 
 
+#: Longest one query attempt waits: past the server's 10 s window for a worker that
+#: stopped asking for work, so the next attempt reaches the others.
+QUERY_ATTEMPT_SECONDS = 12.0
+
+
 class AgentClient(ApprovalDoors):
     def __init__(
         self,
@@ -434,17 +439,26 @@ class AgentClient(ApprovalDoors):
             raise self._translate(session_id, error) from None
 
     async def _query(self, session_id: str, name: str, result_type: Any, *args: Any) -> Any:
-        try:
-            return await self._handle(session_id).query(
-                name,
-                args=list(args),
-                result_type=result_type,
-                rpc_timeout=timedelta(seconds=self.query_timeout),
-            )
-        except RPCError as error:
-            if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                raise NoWorkerError(session_id, self.task_queue, self.query_timeout) from None
-            raise self._translate(session_id, error) from None
+        """Ask in attempts of at most ``QUERY_ATTEMPT_SECONDS`` until ``query_timeout``.
+        A query goes first to the worker that holds the session; one that hangs or died
+        while answering never does, and the server sends the next attempt to the other
+        workers once the silent one has not asked for work for about 10 s."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.query_timeout
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await self._handle(session_id).query(
+                    name,
+                    args=list(args),
+                    result_type=result_type,
+                    rpc_timeout=timedelta(seconds=min(left, QUERY_ATTEMPT_SECONDS)),
+                )
+            except RPCError as error:
+                if error.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                    raise self._translate(session_id, error) from None
+                if deadline - loop.time() < 1.0:
+                    raise NoWorkerError(session_id, self.task_queue, self.query_timeout) from None
 
     @staticmethod
     def _translate(session_id: str, error: RPCError) -> Exception:

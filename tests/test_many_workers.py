@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import subprocess
 from collections import Counter
 from typing import Any
@@ -97,3 +98,31 @@ async def test_sessions_spread_over_four_workers_survive_random_kills(
     answered = Counter(r.body["messages"][0]["content"] for r in provider.requests[calm_requests:])
     assert set(answered) == {f"session {k}" for k in range(SESSIONS)}
     assert all(n >= 3 for n in answered.values())  # three model calls each, none skipped
+
+
+@pytest.mark.timeout(300)
+async def test_a_session_is_read_from_another_worker_when_its_own_hangs(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A read goes first to the worker that holds the session; when that worker hangs
+    (stopped here with SIGSTOP: a frozen VM, a worker killed while it answered), the
+    client asks again in shorter attempts, and once the server stops sending to the
+    silent worker, another one answers."""
+    with ScriptedProvider([assistant_text("hello")]) as provider:
+        spec = default_spec(provider, session={})  # the session stays open, idle
+        first = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
+        second: subprocess.Popen[str] | None = None
+        try:
+            # a read that waited on the frozen worker the whole time would fail
+            agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=45)
+            session = await agents.start(spec, "hi")
+            await agents.wait(session, after=0, timeout=60)
+            second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
+            first.send_signal(signal.SIGSTOP)
+            messages = await agents.messages(session)
+            await agents.end(session)
+        finally:
+            for worker in (first, second):
+                if worker is not None:
+                    worker.kill()
+    assert [m.content for m in messages] == ["hi", "hello"]
