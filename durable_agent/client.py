@@ -60,7 +60,7 @@ from durable_agent.contracts import (
 )
 from durable_agent.encryption import CodecKeyError
 from durable_agent.events import Ended, LiveEvent
-from durable_agent.live_reader import latest_offset, read_live_events
+from durable_agent.live_reader import OFFSET_QUERY, read_live_events
 from durable_agent.messages import Message, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 
@@ -331,10 +331,8 @@ class AgentClient(ApprovalDoors):
     async def latest_offset(self, session_id: str) -> int:
         """The offset of the session's newest event (-1 before any): ``follow(after=``
         this ``)`` reads only what happens from now on."""
-        try:
-            return await latest_offset(self._handle(session_id), self.query_timeout)
-        except RPCError as error:
-            raise self._translate(session_id, error) from None
+        count: int = await self._query(session_id, OFFSET_QUERY, int)  # asked as every read
+        return count - 1
 
     async def _ended_if_closed(self, session_id: str) -> Ended | None:
         if not await self._closed(session_id):

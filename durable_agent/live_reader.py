@@ -86,14 +86,6 @@ async def read_live_events(
         await asyncio.sleep(poll_seconds)
 
 
-async def latest_offset(handle: WorkflowHandle[Any, Any], query_timeout: float) -> int:
-    """The offset of the newest event (-1 before the first)."""
-    count: int = await handle.query(
-        OFFSET_QUERY, result_type=int, rpc_timeout=timedelta(seconds=query_timeout)
-    )
-    return count - 1
-
-
 def _decode(converter: PayloadConverter, data: str) -> Any:
     payload = Payload()
     payload.ParseFromString(base64.b64decode(data))
