@@ -211,8 +211,16 @@ def test_an_unknown_kind_is_refused_naming_the_registered_ones() -> None:
         CallTarget.model_validate({"kind": "fax"})
     with pytest.raises(ValueError, match="tool kind 'mcp' is registered already"):
         register_tool_kind(_Impostor())  # another kind under a taken name
+    with pytest.raises(ValueError, match="'inline': a registered kind runs on a worker"):
+        register_tool_kind(_InWorkflow())  # the workflow would not know how to run it
 
 
 class _Impostor(ToolKind[McpTarget, McpTarget]):
     name = "mcp"
     target = McpTarget
+
+
+class _InWorkflow(ToolKind[McpTarget, McpTarget]):
+    name = "inline"
+    target = McpTarget
+    runs_in = "session"

@@ -147,13 +147,17 @@ class ToolKind(Generic[TargetT, CallT]):
 
 
 _KINDS: dict[str, ToolKind[Any, Any]] = {}
+_IN_WORKFLOW = {"agent", "handoff"}
 
 
 def register_tool_kind(kind: ToolKind[Any, Any]) -> None:
     """Make a kind known to this process: its targets validate, its calls run, specs
-    may name its sources. Registering a kind of the same class again replaces it (a worker
-    configured anew); another
-    kind under a taken name is refused."""
+    may name its sources. Registering a kind of the same class again replaces it (a
+    worker configured anew); another kind under a taken name is refused. Only the
+    built-in sub-agent and handoff kinds run anywhere but on a worker: the workflow
+    carries those out itself."""
+    if kind.runs_in != "worker" and kind.name not in _IN_WORKFLOW:
+        raise ValueError(f"tool kind {kind.name!r}: a registered kind runs on a worker")
     known = _KINDS.get(kind.name)
     if known is not None and type(known).__qualname__ != type(kind).__qualname__:
         raise ValueError(f"tool kind {kind.name!r} is registered already")
