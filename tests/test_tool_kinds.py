@@ -22,6 +22,7 @@ from durable_agent import AgentClient
 from durable_agent.activities.tools import ToolActivities
 from durable_agent.contracts import NOT_ADMITTED, TOOLSET_UNAVAILABLE, ResolvedTool, ToolCallInput
 from durable_agent.messages import ToolMessage
+from durable_agent.spec import AgentSpec
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tool_kinds import (
     CallTarget,
@@ -51,6 +52,20 @@ def webhooks(url: str) -> ToolTarget:
     register_tool_kind(page["Webhooks"]({"ops": {"page_oncall": f"{url}/page", "other": url}}))
     hook: ToolTarget = page["Hook"](source="ops", hook="page_oncall")
     return hook
+
+
+async def failure_of(
+    env: WorkflowEnvironment, task_queue: str, spec: AgentSpec
+) -> ApplicationError:
+    """Why a session of ``spec`` failed (it must)."""
+    async with running_worker(env, task_queue, ToolRegistry()) as client:
+        agents = AgentClient(client, task_queue=task_queue)
+        session = await agents.start(spec, "hello")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await agents.result(session)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError)
+    return cause
 
 
 async def test_the_pages_kind_lists_and_runs_its_tools_in_a_session(
@@ -97,13 +112,8 @@ async def test_a_toolset_the_worker_does_not_know_fails_the_session_by_name(
     with RecordingServer() as hooks, ScriptedProvider([assistant_text("never")]) as provider:
         webhooks(hooks.url)
         spec = spec_for(provider, [], toolsets=[toolset])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "hello")
-            with pytest.raises(WorkflowFailureError) as failed:
-                await agents.result(session)
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == TOOLSET_UNAVAILABLE
+        cause = await failure_of(temporal_env, task_queue, spec)
+    assert cause.type == TOOLSET_UNAVAILABLE
     assert f"toolset {toolset['name']!r} ({toolset['kind']})" in cause.message
     assert words in cause.message
     assert provider.requests == [] and hooks.seen == []  # no model call, no hook
@@ -135,13 +145,8 @@ async def test_a_toolset_of_a_kind_the_worker_lacks_is_not_admitted(
 ) -> None:
     with ScriptedProvider([assistant_text("never")]) as provider:
         spec = spec_for(provider, [], toolsets=[{"kind": "fax", "name": "ops"}])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            session = await agents.start(spec, "hello")
-            with pytest.raises(WorkflowFailureError) as failed:
-                await agents.result(session)
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == NOT_ADMITTED
+        cause = await failure_of(temporal_env, task_queue, spec)
+    assert cause.type == NOT_ADMITTED
     assert "toolsets[ops]: no tool kind 'fax' on this worker (registered: agent, " in cause.message
     assert provider.requests == []
 
