@@ -27,7 +27,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 from temporalio.client import Client
 
@@ -36,18 +35,10 @@ from bench.workloads import C, bench_model
 from durable_agent.client import AgentClient, NoWorkerError
 from durable_agent.contracts import WORKFLOW_NAME, AgentResult
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import dump_messages
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import ScriptedProvider
+from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres
-
-
-def plain(messages: list[Any]) -> str:
-    """An array without the times it was made at, for comparing twins."""
-    dumped = dump_messages(messages)
-    for message in dumped:
-        message.pop("timestamp", None)
-    return json.dumps(dumped, sort_keys=True)
 
 
 @dataclass
@@ -119,7 +110,7 @@ async def run_sessions(
             assert result.status == "done", (session, result.error)
             for _ in range(5):
                 try:
-                    return k, plain(await agents.messages(session))
+                    return k, json.dumps(without_times(await agents.messages(session)))
                 except NoWorkerError:  # counted and printed: a read no worker answered
                     unanswered.append(session)
             raise RuntimeError(f"{session}: no worker answered five reads")

@@ -43,7 +43,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from tests.support.agent_harness import default_spec
-from tests.test_transcripts import _plain
+from tests.support.arrays import without_times
 
 ROOT = Path(__file__).parent.parent
 #: Random kills per half of the random-kill test (two halves run side by side).
@@ -289,8 +289,8 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(
             totals["kills"] += wild["kills"]
             for session, array in wild["arrays"].items():
                 twin = session.replace(f"wild{rounds}", "calm")
-                renamed = json.dumps(_plain(array)).replace(f"wild{rounds}-", "calm-")
-                assert renamed == json.dumps(_plain(calm["arrays"][twin])), session
+                renamed = json.dumps(without_times(array)).replace(f"wild{rounds}-", "calm-")
+                assert renamed == json.dumps(without_times(calm["arrays"][twin])), session
             assert all(r.status == "done" and r.stop_reason == "ended" for r in wild["results"])
             assert _by_position(wild["effects"], f"wild{rounds}") == _by_position(
                 calm["effects"], "calm"
@@ -345,6 +345,6 @@ async def test_a_session_survives_a_server_restart_on_the_same_sqlite_file(
     finally:
         await env.shutdown()
     assert result.status == "done" and result.stop_reason == "ended"
-    renamed = json.dumps(_plain(array)).replace("restart-", "calm-")
-    assert renamed == json.dumps(_plain(calm["arrays"]["calm-s0"]))
+    renamed = json.dumps(without_times(array)).replace("restart-", "calm-")
+    assert renamed == json.dumps(without_times(calm["arrays"]["calm-s0"]))
     print(f"\nserver restarted on the same SQLite file while the session was {phase}")

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AgentClient, dump_messages
-from durable_agent.messages import AssistantMessage, Message
+from durable_agent import AgentClient
+from durable_agent.messages import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import default_spec, start_worker_process
+from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres
 
 SESSIONS = 24
@@ -38,13 +39,6 @@ def model(request: RecordedRequest) -> AssistantMessage:
     return assistant_text(f"{messages[0]['content']}: {', '.join(said)}")
 
 
-def plain(messages: list[Message]) -> str:
-    dumped = dump_messages(messages)
-    for message in dumped:
-        message.pop("timestamp", None)
-    return json.dumps(dumped, sort_keys=True)
-
-
 async def run_all(
     agents: AgentClient, spec: Any, tag: str, on_started: asyncio.Event | None = None
 ) -> dict[int, str]:
@@ -54,7 +48,7 @@ async def run_all(
             on_started.set()
         result = await agents.result(session)
         assert result.status == "done", (session, result.error)
-        return k, plain(await agents.messages(session))
+        return k, json.dumps(without_times(await agents.messages(session)))
 
     return dict(await asyncio.gather(*(one(k) for k in range(SESSIONS))))
 

@@ -20,7 +20,7 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, tool_messages
-from tests.test_transcripts import _plain
+from tests.support.arrays import without_times
 
 registry = ToolRegistry()
 BUDGET = 10_000
@@ -101,7 +101,7 @@ async def test_a_lost_store_is_refilled_in_pieces_within_the_budget(
     plain, *_ = await _run(temporal_env, task_queue, TranscriptStore(), wipe=False)
     store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
     messages, agents, sid, _ = await _run(temporal_env, f"{task_queue}-w", store, wipe=True)
-    assert _plain(messages) == _plain(plain)
+    assert without_times(messages) == without_times(plain)
     sizes = payload_sizes(await agents._handle(sid).fetch_history())
     pieces = [size for name, size in sizes if name == "store_transcript"]
     assert len(pieces) >= 2, "the array no longer fits one payload: it goes in pieces"
@@ -116,7 +116,7 @@ async def test_continue_as_new_carries_a_big_array_by_reference(
     messages, agents, sid, runs = await _run(
         temporal_env, f"{task_queue}-c", store, wipe=False, continue_as_new_after_events=30
     )
-    assert _plain(messages) == _plain(plain)
+    assert without_times(messages) == without_times(plain)
     assert runs >= 2
     latest = await agents._handle(sid).fetch_history()
     started = latest.events[0].workflow_execution_started_event_attributes

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AgentClient, dump_messages, user_message
+from durable_agent import AgentClient, user_message
 from durable_agent.activities.transcript_store import (
     PostgresBackend,
     SqliteBackend,
@@ -27,6 +27,7 @@ from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
 from durable_agent.worker import build_worker
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
+from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres
 
 registry = ToolRegistry()
@@ -62,16 +63,6 @@ def model_inputs(history: Any) -> list[dict[str, Any]]:
             if attributes.activity_type.name == "call_model":
                 found.append(json.loads(attributes.input.payloads[0].data))
     return found
-
-
-def _plain(messages: list[Any]) -> list[dict[str, Any]]:
-    """Messages without the times they were made at."""
-    plain = []
-    for message in dump_messages(messages):
-        message.pop("timestamp", None)
-        message.get("approval", {}).pop("at", None)
-        plain.append(message)
-    return plain
 
 
 async def _session(
@@ -147,7 +138,7 @@ async def test_a_wiped_store_costs_one_full_resend_and_changes_nothing(
     messages, handle, provider = await _session(
         temporal_env, f"{task_queue}-2", store, while_paused=wipe
     )
-    assert _plain(messages) == _plain(undisturbed)
+    assert without_times(messages) == without_times(undisturbed)
     inputs = model_inputs(await handle.fetch_history())
     full = [k for k, call in enumerate(inputs) if call["transcript"] is None]
     # call 3 (by reference) was refused by the wiped worker and sent again in full, once

@@ -1,0 +1,17 @@
+"""Message arrays compared across runs: the same conversation, made at other times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable_agent.messages import dump_messages
+
+
+def without_times(messages: list[Any]) -> list[dict[str, Any]]:
+    """Messages without the times they were made at (their own and their approval's)."""
+    plain = []
+    for message in dump_messages(messages):
+        message.pop("timestamp", None)
+        message.get("approval", {}).pop("at", None)
+        plain.append(message)
+    return plain
