@@ -25,4 +25,6 @@ class AdmissionActivities:
         refused = await admission_problems(request.spec, self._capabilities, own_queue)
         if refused:
             log.warning("session refused at admission", refused=refused)
-        return Admission(refused=refused)
+        storage = activity.client().data_converter.external_storage
+        threshold = storage.payload_size_threshold if storage is not None else None
+        return Admission(refused=refused, payload_store_bytes=threshold)

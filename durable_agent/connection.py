@@ -8,11 +8,13 @@ from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from durable_agent.encryption import CodecKeys, with_encryption
 from durable_agent.observability.telemetry import client_interceptors
+from durable_agent.payload_storage import with_payload_storage
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
@@ -40,6 +42,8 @@ class ServerSettings:
     """mTLS client certificate and key (Temporal Cloud's other way in)."""
     codec_keys: CodecKeys | None = None
     """Encrypt payloads with these keys (``durable_agent.encryption``)."""
+    payload_storage: ExternalStorage | None = None
+    """Keep payloads over its threshold out of history (``durable_agent.payload_storage``)."""
 
 
 async def connect_client(settings: ServerSettings, runtime: Runtime | None = None) -> Client:
@@ -55,7 +59,10 @@ async def connect_client(settings: ServerSettings, runtime: Runtime | None = Non
             namespace=settings.namespace,
             api_key=settings.api_key,
             tls=tls,
-            data_converter=with_encryption(pydantic_data_converter, settings.codec_keys),
+            data_converter=with_payload_storage(
+                with_encryption(pydantic_data_converter, settings.codec_keys),
+                settings.payload_storage,
+            ),
             interceptors=client_interceptors(),
             runtime=runtime,
         )

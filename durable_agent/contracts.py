@@ -347,3 +347,6 @@ class AdmissionInput(Contract):
 class Admission(Contract):
     refused: list[str] = Field(default_factory=list)
     """What the spec names or carries that the worker does not let it use."""
+    payload_store_bytes: int | None = None
+    """The worker keeps payloads from this size on in its payload store (history holds
+    a reference), so one message over the payload budget can still travel alone."""

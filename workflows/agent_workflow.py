@@ -116,7 +116,8 @@ class AgentWorkflow(SessionHandlers):
             )
         request, session = self._request, self._session
         refuse_forged_carry(isinstance(request, ContinuedInput))
-        await admit(request.spec)  # the worker's registries decide what the spec may use
+        # the worker's registries decide what the spec may use
+        self._sync.payload_store_bytes = await admit(request.spec)
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         if isinstance(request, AgentInput):

@@ -50,6 +50,9 @@ class TranscriptSync:
         """How many messages (a prefix) the store holds, as far as this run knows."""
         self.budget_bytes = budget_bytes
         self._by_reference: set[int] = set()
+        self.payload_store_bytes: int | None = None
+        """Set when the workers keep large payloads in a payload store: a message over
+        the budget then goes to the store alone (history holds a reference to it)."""
 
     @property
     def room(self) -> int:
@@ -103,11 +106,14 @@ class TranscriptSync:
             start = end = self.stored
             while end < len(messages) and messages.json_bytes(start, end + 1) <= room:
                 end += 1
-            if end == start:
+            if end == start and self.payload_store_bytes is not None:
+                end = start + 1
+            elif end == start:
                 size = messages.json_bytes(start, start + 1)
                 raise PayloadTooLarge(
                     f"message {start} is {size} bytes, over the payload budget of "
-                    f"{self.budget_bytes} bytes"
+                    f"{self.budget_bytes} bytes (a payload store carries bigger ones: "
+                    "docs/operating.md)"
                 )
             try:
                 await workflow.execute_activity(

@@ -8,9 +8,16 @@ import argparse
 import os
 from pathlib import Path
 
+from temporalio.converter import ExternalStorage
+
 from durable_agent.connection import DEFAULT_ADDRESS, ServerSettings
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.encryption import CodecKeyError, CodecKeys
+from durable_agent.payload_storage import (
+    DEFAULT_THRESHOLD_BYTES,
+    PayloadStorageError,
+    payload_storage,
+)
 
 
 def who_am_i() -> str:
@@ -42,6 +49,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="environment variable holding the payload encryption keys, id:base64 "
         "comma-separated, the first encrypting (default: %(default)s; unset: no encryption)",
     )
+    group.add_argument(
+        "--payload-store",
+        default=env("DURABLE_AGENT_PAYLOAD_STORE"),
+        help="keep payloads over the threshold out of history, in file:///DIRECTORY, "
+        "s3://BUCKET or gs://BUCKET (every client and worker needs the same; "
+        "default: $DURABLE_AGENT_PAYLOAD_STORE, unset: none)",
+    )
+    group.add_argument(
+        "--payload-threshold",
+        type=int,
+        default=int(env("DURABLE_AGENT_PAYLOAD_THRESHOLD", str(DEFAULT_THRESHOLD_BYTES))),
+        help="payloads from this many bytes on go to the payload store (default: %(default)s)",
+    )
 
 
 def codec_keys(args: argparse.Namespace) -> CodecKeys | None:
@@ -53,9 +73,19 @@ def codec_keys(args: argparse.Namespace) -> CodecKeys | None:
         raise CommandError(f"{args.codec_keys_env}: {error}") from None
 
 
+def payload_store(args: argparse.Namespace) -> ExternalStorage | None:
+    """The storage ``--payload-store`` names (``None``: unset)."""
+    url = getattr(args, "payload_store", None)
+    try:
+        return payload_storage(url, threshold_bytes=args.payload_threshold) if url else None
+    except (PayloadStorageError, ImportError) as error:
+        raise CommandError(f"--payload-store: {error}") from None
+
+
 def server_settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(
         codec_keys=codec_keys(args),
+        payload_storage=payload_store(args),
         address=args.address,
         namespace=args.namespace,
         api_key=(os.environ.get(args.api_key_env) or None) if args.api_key_env else None,

@@ -1,0 +1,221 @@
+"""Large payloads by reference: with a payload store, a 20 MB tool result and a 5 MB
+image pass through a session (and on across continue-as-new) while history keeps only
+references, and the model sees what the docs say it sees: a result whole up to the
+tool's ``max_result_chars``, cut with a marker beyond, and the image whole."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
+from durable_agent.messages import UserMessage, image_part, text_part
+from durable_agent.payload_storage import (
+    PayloadStorageError,
+    payload_storage,
+    with_payload_storage,
+)
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
+
+registry = ToolRegistry()
+REPORT_BYTES = 20_000_000
+IMAGE_BYTES = 5_000_000
+END = "END-OF-REPORT"
+
+
+def report(seed: str) -> str:
+    line = f"{seed} row of the quarterly report\n"
+    return (line * (REPORT_BYTES // len(line)))[: REPORT_BYTES - len(END)] + END
+
+
+@tool(registry=registry, max_result_chars=25_000_000)
+def fetch_report(seed: str) -> str:
+    """The whole quarterly report (about 20 MB)."""
+    return report(seed)
+
+
+@tool(registry=registry)
+def fetch_log(seed: str) -> str:
+    """A 20 MB log; the model sees the first 100,000 characters."""
+    return report(seed)
+
+
+def image_url() -> str:
+    pixels = bytes(range(256)) * (IMAGE_BYTES // 256)
+    return "data:image/png;base64," + base64.b64encode(pixels).decode()
+
+
+def stored_client(env: WorkflowEnvironment, directory: Path) -> Client:
+    storage = payload_storage(f"file://{directory}")
+    config = env.client.config()
+    config["data_converter"] = with_payload_storage(env.client.data_converter, storage)
+    return Client(**config)
+
+
+def history_payload_sizes(history: Any) -> list[int]:
+    """The size of every payload anywhere in a history's events."""
+    sizes: list[int] = []
+
+    def walk(message: Any) -> None:
+        if isinstance(message, Payload):
+            sizes.append(message.ByteSize())
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            if hasattr(value, "ListFields"):
+                walk(value)
+            else:  # a repeated field, or a map (its values)
+                for item in value.values() if hasattr(value, "values") else value:
+                    walk(item)
+
+    for event in history.events:
+        walk(event)
+    return sizes
+
+
+def tool_contents(body: Any) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    client = stored_client(temporal_env, tmp_path / "payloads")
+    script = [
+        assistant_calls(("fetch_report", {"seed": "north"})),
+        assistant_calls(("fetch_log", {"seed": "south"})),
+        assistant_text("read both"),
+    ]
+    url = image_url()
+    question = UserMessage(content=[text_part("what is in this chart?"), image_part(url)])
+    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    with ScriptedProvider(script) as provider:
+        async with build_worker(
+            client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
+        ):
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, ["fetch_report", "fetch_log"])
+            sid = await agents.start(spec, question)
+            result = await agents.result(sid)
+            assert result.status == "done", result
+            messages = await agents.messages(sid)
+            history = await agents._handle(sid).fetch_history()
+    first, second, third = provider.bodies()
+    # the model saw the image whole, the report whole, the log cut with the marker
+    image = first["messages"][-1]["content"][1]["image_url"]["url"]
+    assert image == url
+    assert tool_contents(second) == [report("north")]
+    cut = tool_contents(third)[1]
+    assert cut.startswith(report("south")[:100_000])
+    assert "[truncated by durable-agent: showing the first 100000 of 20000000" in cut
+    # the transcript holds what the model saw
+    roles = [m.role for m in messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert messages[0].content[1].image_url.url == url  # type: ignore[union-attr]
+    assert messages[2].content == report("north")
+    assert messages[4].content == cut
+    # history holds references: no payload near its size, the whole far below one result
+    sizes = history_payload_sizes(history)
+    assert max(sizes) < 300_000, sorted(sizes)[-5:]
+    recorded = b"".join(event.SerializeToString() for event in history.events)
+    assert len(recorded) < 2_000_000, len(recorded)
+    assert END.encode() not in recorded and url[-200:].encode() not in recorded
+    stored = [p for p in (tmp_path / "payloads").rglob("*") if p.is_file()]
+    assert stored and max(p.stat().st_size for p in stored) > REPORT_BYTES
+
+
+async def test_big_messages_go_on_across_continue_as_new(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The array (the report among it) goes to the transcript store one message at a
+    time where one is over the budget, the next run reads it back, and the model's next
+    request holds the report whole."""
+    client = stored_client(temporal_env, tmp_path / "payloads")
+    script = [
+        assistant_calls(("fetch_report", {"seed": "east"})),
+        assistant_text("read it"),
+        *[assistant_text(f"reply {n}") for n in range(12)],
+    ]
+    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    with ScriptedProvider(script) as provider:
+        async with build_worker(
+            client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=registry,
+            transcripts=store,
+        ):
+            agents = AgentClient(client, task_queue=task_queue)
+            session = {"continue_as_new_after_events": 20}
+            spec = spec_for(provider, ["fetch_report"], session=session)
+            sid = await agents.start(spec, "read the report")
+            await agents.wait(sid, after=2, timeout=60)
+            sent = 4
+            while (await agents.status(sid)).runs < 2:
+                index = await agents.send(sid, f"and now? ({sent})")
+                await agents.wait(sid, after=index, timeout=60)
+                sent += 1
+            index = await agents.send(sid, "one more")
+            await agents.wait(sid, after=index, timeout=60)
+            await agents.end(sid)
+            history = await agents._handle(sid).fetch_history()
+    last = provider.bodies()[-1]
+    assert tool_contents(last) == [report("east")]
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id, "the last run continued an earlier one"
+    assert max(history_payload_sizes(history)) < 300_000
+
+
+async def test_a_worker_without_the_store_does_not_go_on_until_one_with_it_comes(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """A client that keeps the image in the payload store and a worker that cannot read
+    it: the session does not start without the user's message (no model request), and
+    a worker with the store then carries it out, the image whole."""
+    client = stored_client(temporal_env, tmp_path / "payloads")
+    url = image_url()
+    question = UserMessage(content=[text_part("describe it"), image_part(url)])
+    with ScriptedProvider([assistant_text("a chart")]) as provider:
+        agents = AgentClient(client, task_queue=task_queue)
+        spec = spec_for(provider)
+        async with build_worker(
+            temporal_env.client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue
+        ):
+            sid = await agents.start(spec, question)
+            await wait_for_failed_task(client, sid)
+        assert provider.requests == []
+        async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
+            result = await agents.result(sid)
+    assert result.status == "done" and result.final is not None
+    assert result.final.content == "a chart"
+    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
+
+
+async def wait_for_failed_task(client: Client, sid: str) -> None:
+    async def failed() -> bool:
+        history = await client.get_workflow_handle(sid).fetch_history()
+        return any(e.HasField("workflow_task_failed_event_attributes") for e in history.events)
+
+    await wait_for(failed, timeout=30)
+
+
+def test_a_store_url_that_cannot_be_used_says_why() -> None:
+    with pytest.raises(PayloadStorageError, match="s3://BUCKET"):
+        payload_storage("ftp://host/dir")
+    with pytest.raises(PayloadStorageError, match="name the bucket"):
+        payload_storage("s3://")
