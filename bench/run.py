@@ -2,7 +2,10 @@
 the whole array on every model call), same scripted provider over real HTTP with zero
 latency, same real Temporal dev server, each worker in its own process.
 
-    ./run bench [--runs 5] [--concurrent 50]
+    ./run bench [--runs 5] [--concurrent 50] [--peers]
+
+With ``--peers``, the same workloads on the OpenAI Agents SDK with Temporal's plugin and
+on Pydantic AI's Temporal integration (bench/peer_kinds.py), in a second table.
 
 Prints a Markdown table; every figure of ours is also shown as a ratio to the floor.
 """
@@ -28,6 +31,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.floor import FloorInput
+from bench.peer_kinds import PEERS, peers_python, worker_command
+from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
 from durable_agent.contracts import AgentResult
 from durable_agent.endpoint import ProviderEndpoint
@@ -70,6 +75,7 @@ class Bench:
         self.address = address
         self.client = client
         self.endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        self.base_url = provider.base_url
 
     async def session(self, kind: str, workload: Workload, task_queue: str) -> tuple[str, float]:
         """Run one session to its end; return its id and wall seconds."""
@@ -91,6 +97,14 @@ class Bench:
             )
             result = await handle.result()
             assert result.status == "done" and result.turns == workload.model_calls, result
+        elif kind in PEERS:
+            request = {"model": workload.model, "tool": workload.tool, "prompt": PROMPT,
+                       "max_turns": workload.model_calls + 1}  # fmt: skip
+            peer = await self.client.start_workflow(
+                PEERS[kind].workflow, request, id=wid, task_queue=task_queue, result_type=str
+            )
+            answer = await peer.result()
+            assert answer == f"finished {workload.rounds} rounds", answer
         else:
             handle = await self.client.start_workflow(
                 "FloorWorkflow",
@@ -129,7 +143,7 @@ class Bench:
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 started = event.activity_task_scheduled_event_attributes
-                if started.activity_type.name.endswith("call_model"):
+                if "model" in started.activity_type.name.lower():  # ours, the floor's, a peer's
                     scheduled[event.event_id] = started.input.ByteSize()
             elif event.HasField("activity_task_completed_event_attributes"):
                 completed = event.activity_task_completed_event_attributes
@@ -142,10 +156,13 @@ class Bench:
 
 async def measure(kind: str, bench: Bench, data: Path, runs: int, concurrent: int) -> Figures:
     task_queue = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+    command = [sys.executable, "-m", "bench.worker_process", kind, bench.address, task_queue,
+               str(data / kind)]  # fmt: skip
+    if kind in PEERS:
+        command = worker_command(PEERS[kind], bench.address, task_queue, bench.base_url)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "bench.worker_process", kind, bench.address, task_queue,
-         str(data / kind)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "BENCH_PEER_BASE_URL": bench.base_url},
     )  # fmt: skip
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
     figures = Figures()
@@ -259,20 +276,34 @@ async def dev_server() -> AsyncIterator[tuple[str, Client]]:
         server.wait(timeout=30)
 
 
-async def main(runs: int, concurrent: int) -> None:
+async def main(runs: int, concurrent: int, peers: bool) -> None:
     data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
+    if peers:
+        peers_python()  # installed before anything is measured
     async with dev_server() as (address, client):
         with ScriptedProvider(responder=bench_model) as provider:
             bench = Bench(address, client, provider)
             floor = await measure("floor", bench, data, runs, concurrent)
             ours = await measure("ours", bench, data, runs, concurrent)
+            others = (
+                {k: await measure(k, bench, data, runs, concurrent) for k in PEERS} if peers else {}
+            )
         print(table(floor, ours, runs, concurrent), flush=True)
+        if peers:
+            print(
+                "\n" + peer_table({"durable-agent": ours, **others}, runs, concurrent), flush=True
+            )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="durable-agent against the floor")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=50)
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also the OpenAI Agents SDK and Pydantic AI on Temporal (installed on first use)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.concurrent))
+    asyncio.run(main(args.runs, args.concurrent, args.peers))
     exit_without_teardown(0)

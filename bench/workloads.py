@@ -6,9 +6,10 @@ The model is picked by name: ``bench-a`` makes 10 rounds of 4 parallel tool call
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from durable_agent.messages import AssistantMessage
+from durable_agent.messages import AssistantMessage, ToolCall
 from durable_agent.testing import RecordedRequest, assistant_calls, assistant_text
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolRegistry, tool
@@ -59,6 +60,17 @@ def bench_model(request: RecordedRequest) -> AssistantMessage:
     if done >= workload.rounds:
         return assistant_text(f"finished {done} rounds")
     first = done * workload.calls_per_round
-    return assistant_calls(
-        *[(workload.tool, {"key": first + k}) for k in range(workload.calls_per_round)]
+    return assistant_calls(  # ids unique in the session, as a real model's (a peer checks)
+        *[
+            ToolCall.model_validate(
+                {
+                    "id": f"call_{first + k}",
+                    "function": {
+                        "name": workload.tool,
+                        "arguments": json.dumps({"key": first + k}),
+                    },
+                }
+            )
+            for k in range(workload.calls_per_round)
+        ]
     )

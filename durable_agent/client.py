@@ -62,6 +62,7 @@ from durable_agent.encryption import CodecKeyError
 from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import OFFSET_QUERY, read_live_events
 from durable_agent.messages import Message, UserMessage
+from durable_agent.payload_storage import check_fits
 from durable_agent.spec import AgentInput, AgentSpec
 
 __all__ = [
@@ -133,6 +134,7 @@ class AgentClient(ApprovalDoors):
         when a session with that id runs, or has run: starting over an ended one (its
         readers would see a new conversation under the old id) takes ``restart``."""
         request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
+        check_fits(self.temporal.data_converter, request, "the session's start")
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
         try:
             await self.temporal.start_workflow(
@@ -165,6 +167,7 @@ class AgentClient(ApprovalDoors):
         one round trip either way (the ``send_message`` update with start). The answer
         says the message was queued (``before``: the messages ahead of it), or
         ``MessageRefusedError`` says why not."""
+        check_fits(self.temporal.data_converter, message, "the message")
         start: WithStartWorkflowOperation[Any, AgentResult] = WithStartWorkflowOperation(
             WORKFLOW_NAME,
             AgentInput(spec=parse_spec(spec)),
@@ -189,6 +192,7 @@ class AgentClient(ApprovalDoors):
         """Send a user message: checked first (``MessageRefusedError`` says why one would be
         refused), then sent as a signal, queued for the next turn boundary; returns the
         message count before it, for ``wait(after=)``."""
+        check_fits(self.temporal.data_converter, message, "the message")
         check: SendResult = await self._query(session_id, "message_check", SendResult, message)
         if check.problem is not None:
             raise MessageRefusedError(session_id, check.problem)

@@ -6,9 +6,13 @@ tool's ``max_result_chars``, cut with a marker beyond, and the image whole."""
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
@@ -16,16 +20,20 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
+from durable_agent.client_types import SessionNotFoundError
 from durable_agent.messages import UserMessage, image_part, text_part
 from durable_agent.payload_storage import (
     PayloadStorageError,
+    PayloadTooLargeError,
     payload_storage,
     with_payload_storage,
 )
+from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
+from tests.conftest import wait_for_port
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 
 registry = ToolRegistry()
 REPORT_BYTES = 20_000_000
@@ -219,3 +227,161 @@ def test_a_store_url_that_cannot_be_used_says_why() -> None:
         payload_storage("ftp://host/dir")
     with pytest.raises(PayloadStorageError, match="name the bucket"):
         payload_storage("s3://")
+
+
+@pytest.fixture
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 (the S3 protocol over real HTTP; no AWS here), and
+    the standard AWS variables pointing at it."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, server)
+        for name, value in {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+
+
+async def test_an_s3_bucket_holds_the_payloads(
+    temporal_env: WorkflowEnvironment, task_queue: str, s3_server: str
+) -> None:
+    """``s3://BUCKET``: temporalio's S3 driver over aioboto3; the image goes to the
+    bucket, history keeps the reference, the model sees the image whole."""
+    import aioboto3
+
+    async with aioboto3.Session().client("s3") as s3:
+        await s3.create_bucket(Bucket="payloads")
+        config = temporal_env.client.config()
+        storage = payload_storage("s3://payloads")
+        config["data_converter"] = with_payload_storage(temporal_env.client.data_converter, storage)
+        client = Client(**config)
+        url = image_url()
+        question = UserMessage(content=[text_part("describe it"), image_part(url)])
+        with ScriptedProvider([assistant_text("a chart")]) as provider:
+            async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
+                agents = AgentClient(client, task_queue=task_queue)
+                sid = await agents.start(spec_for(provider), question)
+                result = await agents.result(sid)
+                history = await agents._handle(sid).fetch_history()
+        listed = await s3.list_objects_v2(Bucket="payloads")
+    assert result.status == "done"
+    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
+    assert max(o["Size"] for o in listed["Contents"]) > IMAGE_BYTES
+    assert max(history_payload_sizes(history)) < 300_000
+
+
+@pytest.fixture
+def gcs_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A GCS emulator speaking the JSON API on 127.0.0.1 (no Google Cloud here), and the
+    standard variable pointing gcloud-aio at it."""
+    port = free_port()
+    emulator = Path(sys.executable).parent / "gcp-storage-emulator"
+    server = subprocess.Popen(
+        [str(emulator), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
+         "--default-bucket", "payloads"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, server)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+
+
+async def test_a_gcs_bucket_holds_the_payloads(
+    temporal_env: WorkflowEnvironment, task_queue: str, gcs_server: str
+) -> None:
+    """``gs://BUCKET``: temporalio's GCS driver over gcloud-aio."""
+    config = temporal_env.client.config()
+    storage = payload_storage("gs://payloads")
+    config["data_converter"] = with_payload_storage(temporal_env.client.data_converter, storage)
+    client = Client(**config)
+    url = image_url()
+    question = UserMessage(content=[text_part("describe it"), image_part(url)])
+    with ScriptedProvider([assistant_text("a chart")]) as provider:
+        async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider), question)
+            result = await agents.result(sid)
+            history = await agents._handle(sid).fetch_history()
+    assert result.status == "done"
+    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
+    assert max(history_payload_sizes(history)) < 300_000
+    async with httpx.AsyncClient() as http:
+        listed = (await http.get(f"{gcs_server}/storage/v1/b/payloads/o")).json()
+    assert max(int(item["size"]) for item in listed["items"]) > IMAGE_BYTES
+
+
+async def test_a_sent_image_goes_by_reference_and_without_a_store_is_refused_first(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """``send`` (a query checks the message, then a signal carries it) with a payload
+    store; without one, ``start`` and ``send`` refuse the image before sending anything,
+    saying what to do, and the session never sees it."""
+    client = stored_client(temporal_env, tmp_path / "payloads")
+    url = image_url()
+    picture = UserMessage(content=[text_part("and this one?"), image_part(url)])
+    script = [assistant_text("hello"), assistant_text("a chart")]
+    with ScriptedProvider(script) as provider:
+        async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
+            session = {"end_after_reply": False}
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider, session=session), "hi")
+            await agents.wait(sid, timeout=30)
+            index = await agents.send(sid, picture)
+            await agents.wait(sid, after=index, timeout=60)
+            plain = AgentClient(temporal_env.client, task_queue=task_queue)
+            with pytest.raises(PayloadTooLargeError, match="--payload-store"):
+                await plain.send(sid, picture)
+            with pytest.raises(PayloadTooLargeError, match="session's start"):
+                await plain.start(spec_for(provider), picture, session_id=f"{sid}-big")
+            await agents.end(sid)
+            messages = await agents.messages(sid)
+            with pytest.raises(SessionNotFoundError):
+                await plain.status(f"{sid}-big")
+    assert provider.bodies()[1]["messages"][-1]["content"][1]["image_url"]["url"] == url
+    assert len(provider.requests) == 2
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_the_command_line_worker_takes_a_payload_store(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """``durable-agent worker`` with ``DURABLE_AGENT_PAYLOAD_STORE``, a client with the
+    same directory."""
+    directory = tmp_path / "payloads"
+    client = stored_client(temporal_env, directory)
+    url = image_url()
+    question = UserMessage(content=[text_part("describe it"), image_part(url)])
+    with (
+        ScriptedProvider([assistant_text("a chart")]) as provider,
+        worker_process(temporal_env, task_queue, DURABLE_AGENT_PAYLOAD_STORE=f"file://{directory}"),
+    ):
+        agents = AgentClient(client, task_queue=task_queue)
+        result = await agents.result(await agents.start(spec_for(provider), question))
+    assert result.status == "done"
+    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
+
+
+def test_a_worker_given_a_store_it_cannot_use_says_why_before_it_starts() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "durable_agent.cli", "worker", "--payload-store", "ftp://x/y"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "--payload-store: ftp://x/y: a payload store is file:///DIRECTORY" in refused.stderr
