@@ -58,50 +58,65 @@ def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
 
 
 class Transcript(Sequence[Message]):
-    """An append-only message list that knows the chain hash and JSON size of every prefix."""
+    """An append-only message list that knows the chain hash and JSON size of every prefix.
+
+    Both are worked out when first asked for, and only as far as asked: a run that adopts
+    10,000 carried messages does no hashing in the task that adopts them, and a caller
+    that wants the prefix of 2,000 pays for 2,000 (the workflow spreads the rest over
+    the tasks that store the array in pieces). The values are the same either way."""
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
-        self._messages: list[Message] = []
+        self._messages: list[Message] = list(messages)
         self._hashes: list[str] = [EMPTY_HASH]
         self._contents: list[str] = []
         self._sizes: list[int] = [0]
-        self.extend(messages)
 
     @classmethod
     def adopt(cls, messages: list[Message]) -> Transcript:
         """A transcript over ``messages`` itself: what is appended lands in that very list
         (the session state's, so it is carried without a copy)."""
-        transcript = cls(messages)
+        transcript = cls()
         transcript._messages = messages
         return transcript
 
+    def _known(self, count: int) -> None:
+        """Hashes and sizes of the first ``count`` messages, from where they stopped."""
+        for message in self._messages[len(self._contents) : count]:
+            encoded = canonical_json(message)
+            self._hashes.append(chain_hash(self._hashes[-1], encoded))
+            self._contents.append(_digest(encoded.encode()))
+            self._sizes.append(self._sizes[-1] + payload_bytes(message))
+
+    def known_count(self) -> int:
+        """How many messages have their hashes worked out already."""
+        return len(self._contents)
+
     def append(self, message: Message) -> None:
-        encoded = canonical_json(message)
         self._messages.append(message)
-        self._hashes.append(chain_hash(self._hashes[-1], encoded))
-        self._contents.append(_digest(encoded.encode()))
-        self._sizes.append(self._sizes[-1] + payload_bytes(message))
 
     def extend(self, messages: Iterable[Message]) -> None:
-        for message in messages:
-            self.append(message)
+        self._messages.extend(messages)
 
     def hash_at(self, count: int) -> str:
         """The hash naming the first ``count`` messages."""
+        self._known(count)
         return self._hashes[count]
 
     def content_hash_at(self, index: int) -> str:
-        """``content_hash`` of message ``index`` (computed once, when it was appended)."""
+        """``content_hash`` of message ``index``."""
+        self._known(index + 1)
         return self._contents[index]
 
     @property
     def head(self) -> str:
-        return self._hashes[-1]
+        return self.hash_at(len(self._messages))
 
     def json_bytes(self, start: int = 0, end: int | None = None) -> int:
         """Size of messages ``[start:end]`` in a payload (as the data converter writes
         them, with a comma each)."""
-        return self._sizes[len(self._messages) if end is None else end] - self._sizes[start]
+        end = len(self._messages) if end is None else end
+        self._known(end)
+        return self._sizes[end] - self._sizes[start]
 
     def __len__(self) -> int:
         return len(self._messages)

@@ -11,9 +11,20 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.messages import AssistantMessage, Message, UserMessage
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry
-from tests.support.agent_harness import running_worker, spec_for, temporal_cli, wait_for
+from durable_agent.testing import (
+    RecordedRequest,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+)
+from durable_agent.tools import ToolRegistry, tool
+from tests.support.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    temporal_cli,
+    wait_for,
+)
 from tests.test_cli import acli, address_of
 
 EARLIER = 9_930
@@ -83,3 +94,54 @@ def _query_unpaged(env: WorkflowEnvironment, session: str) -> str | None:
     except AssertionError as error:
         return str(error)
     return None
+
+
+async def test_a_long_start_goes_to_the_store_in_pieces_and_a_batch_in_runners(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A start carrying 2,100 messages: the first model call stores them in pieces of at
+    most 2,000 (each hashed in its own workflow task) and carries only the rest; then a
+    batch of three calls runs two at a time, results in request order. The model sees
+    the whole array in order."""
+    history: list[Message] = []
+    for k in range(1_050):
+        history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
+    script = [
+        assistant_calls(*[("shout", {"word": w}) for w in ("one", "two", "three")]),
+        assistant_text("done"),
+    ]
+    with ScriptedProvider(script) as provider:
+        session = {"end_after_reply": True, "max_concurrent_tool_calls": 2}
+        spec = spec_for(provider, ["shout"], session=session)
+        async with running_worker(temporal_env, task_queue, shouting) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "go", history=history)
+            result = await agents.result(sid)
+            handle = agents._handle(sid)
+            await record_history(handle, "pieces_and_runners")
+            events = (await handle.fetch_history()).events
+    assert result.status == "done", result
+    pieces = [
+        len(
+            json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)[
+                "messages"
+            ]
+        )
+        for e in events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "store_transcript"
+    ]
+    assert pieces and max(pieces) <= 2_000 and sum(pieces) >= 2_000, pieces
+    first, second = provider.bodies()
+    assert [m["content"] for m in first["messages"][:3]] == ["q0", "a0", "q1"]
+    assert len(first["messages"]) == 2_101
+    tools = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert tools == ["ONE", "TWO", "THREE"]
+
+
+shouting = ToolRegistry()
+
+
+@tool(registry=shouting)
+def shout(word: str) -> str:
+    """Say it louder."""
+    return word.upper()

@@ -44,7 +44,10 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
         )
         events = feed.state_for_next_run()  # handlers ran while the array was stored
     carried = ContinuedInput(spec=spec, carried=state, events=events)
-    if len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
+    inline = messages.json_bytes() if state.messages else 0  # sized once, as appended
+    empty = state.model_copy(update={"messages": []})
+    bare_size = len(carried.model_copy(update={"carried": empty}).model_dump_json())
+    if bare_size + inline > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()

@@ -30,10 +30,14 @@ PAYLOAD_MARGIN_BYTES = 8_192
 REFERENCE_BYTES = 48
 
 
-#: Messages one page of ``load_transcript`` holds at most.
+#: Messages one page of ``load_transcript`` (or one piece of ``store_transcript``) holds
+#: at most: each is hashed in one workflow task, which must finish well within the SDK's
+#: 2 s on a loaded machine.
 LOAD_PAGE_MESSAGES = 2000
-#: Patch id (workflow.patched; never reuse or rename): pages by count as well as size.
+#: Patch ids (workflow.patched; never reuse or rename): pages by count as well as size,
+#: and pieces too (before, a run started with 10,000 messages hashed them all at once).
 LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
+STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
 
 
 class PayloadTooLarge(Exception):
@@ -98,13 +102,24 @@ class TranscriptSync:
                 total += self.messages.json_bytes(index, index + 1)
         return total
 
+    def _too_much_inline(self, until_inline_bytes: int, most: int | None) -> bool:
+        unstored = len(self.messages) - self.stored
+        if most is not None and unstored > most:
+            return True  # decided without sizing (or hashing) the whole tail
+        return unstored > 0 and self._inline_bytes() > until_inline_bytes
+
     async def store_pieces(self, until_inline_bytes: int) -> None:
-        """Send the unstored tail to the store in budget-sized pieces until a model
-        call's input would fit ``until_inline_bytes``."""
+        """Send the unstored tail to the store in budget-sized pieces (of at most
+        ``LOAD_PAGE_MESSAGES``) until a model call's input would fit
+        ``until_inline_bytes`` and carry at most that many messages."""
         messages, room = self.messages, self.room
-        while self.stored < len(messages) and self._inline_bytes() > until_inline_bytes:
+        most = None
+        if len(messages) - self.stored > LOAD_PAGE_MESSAGES:  # only then: older runs
+            most = LOAD_PAGE_MESSAGES if workflow.patched(STORE_PIECES_BY_COUNT_PATCH) else None
+        while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
             start = end = self.stored
-            while end < len(messages) and messages.json_bytes(start, end + 1) <= room:
+            limit = len(messages) if most is None else min(len(messages), start + most)
+            while end < limit and messages.json_bytes(start, end + 1) <= room:
                 end += 1
             if end == start and self.payload_store_bytes is not None:
                 end = start + 1
