@@ -36,10 +36,6 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
     every = max(timeout.total_seconds() / BEATS_PER_TIMEOUT, 0.1)
 
     async def beat() -> None:
-        # the first beat half a timeout in: a call shorter than that (most of them) sends
-        # none, which keeps heartbeats off a busy server; later ones are throttled by
-        # temporalio to 0.8 of the timeout, so the margin before a timeout stays the same
-        await asyncio.sleep(timeout.total_seconds() / 2)
         while True:
             if progress is None:
                 activity.heartbeat()
@@ -47,13 +43,24 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
                 activity.heartbeat(progress())
             await asyncio.sleep(every)
 
-    task = asyncio.create_task(beat())
+    # The first beat half a timeout in: a call shorter than that (most of them) sends
+    # none, which keeps heartbeats off a busy server, and costs one timer handle, not a
+    # task (later beats are throttled by temporalio to 0.8 of the timeout, so the margin
+    # before a timeout stays the same). The timer's callback runs in this activity's
+    # context, so the task it starts heartbeats for this activity.
+    beating: list[asyncio.Task[None]] = []
+    loop = asyncio.get_running_loop()
+    timer = loop.call_later(
+        timeout.total_seconds() / 2, lambda: beating.append(loop.create_task(beat()))
+    )
     try:
         yield
     finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        timer.cancel()
+        for task in beating:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
 
 
 def heartbeats(activity_fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

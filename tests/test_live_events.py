@@ -6,6 +6,8 @@ offset; deltas off; a terminated session still ends the stream."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +58,11 @@ def text_of(events: list[LiveEvent]) -> str:
 async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_the_reply(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    script = [
-        assistant_calls(("get_time", {"city": "NYC"})),
-        paced(assistant_text(ANSWER, reasoning="first the time, then the cache"), 0.1),
-    ]
+    # the answer's stream stops half way until the reader has shown some of its text
+    shown = threading.Event()
+    answer = paced(assistant_text(ANSWER, reasoning="first the time, then the cache"), 0.01)
+    held = dataclasses.replace(answer, hold=shown, hold_after=len(answer.chunks) // 2)
+    script = [assistant_calls(("get_time", {"city": "NYC"})), held]
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
@@ -67,6 +70,8 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
             seen: list[tuple[int, LiveEvent]] = []  # with the chunks the provider had sent
             async for event in agents.follow(session):
                 seen.append((len(provider.sent), event))
+                if event.type == "text_delta":
+                    shown.set()
             events = [e for _, e in seen]
             resumed = await collect(agents, session, after=events[5].offset)
             await record_history(client.get_workflow_handle(session), "live_events")
@@ -90,7 +95,7 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
     assert text_of(events) == ANSWER
     reasoning = "".join(e.text for e in events if e.type == "reasoning_delta")
     assert reasoning == "first the time, then the cache"
-    # the text was on screen before the reply was whole: by order, not by clock
+    # the text was on screen before the reply was whole: by order (a barrier), not by clock
     first_delta = next(sent for sent, e in seen if e.type == "text_delta")
     assert first_delta < len(provider.sent), (first_delta, len(provider.sent))
     appended = [e for e in events if e.type == "message_appended"]

@@ -42,6 +42,11 @@ class RecordedRequest:
 # --- replies ------------------------------------------------------------------
 
 
+#: The longest a held stream waits for its barrier (then it goes on, and a test that
+#: expected the barrier to be set fails by its own assertion).
+HOLD_SECONDS = 60.0
+
+
 @dataclass(frozen=True)
 class Reply:
     """A raw HTTP reply. ``chunks`` are written one by one (``delay`` seconds apart)
@@ -58,6 +63,10 @@ class Reply:
     """End the stream by dropping the connection, without its final chunk."""
     reset: bool = False
     """Answer nothing: reset the connection (TCP RST)."""
+    hold: threading.Event | None = field(default=None, compare=False)
+    """A barrier: after ``hold_after`` chunks, wait until it is set (at most
+    ``HOLD_SECONDS``) before sending the rest, so a test proves streaming by order."""
+    hold_after: int = 0
 
 
 def json_reply(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
@@ -302,7 +311,9 @@ def _handler_for(provider: ScriptedProvider) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
-                for piece in reply.chunks:
+                for k, piece in enumerate(reply.chunks):
+                    if reply.hold is not None and k == reply.hold_after:
+                        reply.hold.wait(HOLD_SECONDS)
                     if reply.delay:
                         time.sleep(reply.delay)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
