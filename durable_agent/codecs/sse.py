@@ -9,6 +9,7 @@ character are carried to the next chunk.
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,6 +19,10 @@ class SSEEvent:
     data: str
     event: str = "message"
     id: str | None = None
+
+
+#: What ends a line in an event stream: CRLF, CR or LF, and nothing else.
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class SSEDecoder:
@@ -49,21 +54,12 @@ class SSEDecoder:
         text = self._buffer + text
         events: list[SSEEvent] = []
         start = 0
-        i = 0
-        n = len(text)
-        while i < n:
-            ch = text[i]
-            if ch == "\r" or ch == "\n":
-                event = self._line(text[start:i])
-                if event is not None:
-                    events.append(event)
-                if ch == "\r":
-                    if i + 1 < n and text[i + 1] == "\n":
-                        i += 1
-                    elif i + 1 == n:
-                        self._pending_cr = True
-                start = i + 1
-            i += 1
+        for brk in _LINE_BREAK.finditer(text):  # scanned in C, not a character at a time
+            event = self._line(text[start : brk.start()])
+            if event is not None:
+                events.append(event)
+            start = brk.end()
+        self._pending_cr = text.endswith("\r") and start == len(text)
         self._buffer = text[start:]
         return events
 
