@@ -87,10 +87,6 @@ class Transcript(Sequence[Message]):
             self._contents.append(_digest(encoded.encode()))
             self._sizes.append(self._sizes[-1] + payload_bytes(message))
 
-    def known_count(self) -> int:
-        """How many messages have their hashes worked out already."""
-        return len(self._contents)
-
     def append(self, message: Message) -> None:
         self._messages.append(message)
 
