@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,10 @@ def image_url() -> str:
     return "data:image/png;base64," + base64.b64encode(pixels).decode()
 
 
-def stored_client(env: WorkflowEnvironment, directory: Path) -> Client:
-    storage = payload_storage(f"file://{directory}")
+def stored_client(env: WorkflowEnvironment, store: Path | str) -> Client:
+    """A client of the test server keeping large payloads in ``store`` (a directory or
+    a store URL)."""
+    storage = payload_storage(store if isinstance(store, str) else f"file://{store}")
     config = env.client.config()
     config["data_converter"] = with_payload_storage(env.client.data_converter, storage)
     return Client(**config)
@@ -92,6 +95,40 @@ def history_payload_sizes(history: Any) -> list[int]:
     return sizes
 
 
+@asynccontextmanager
+async def stored_worker(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> AsyncIterator[AgentClient]:
+    """A worker with this module's tools, a payload store and a transcript store in
+    ``tmp_path``; a client of it with the same payload store."""
+    client = stored_client(env, tmp_path / "payloads")
+    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    async with build_worker(
+        client,
+        capabilities=LOCAL_DEVELOPMENT,
+        task_queue=task_queue,
+        registry=registry,
+        transcripts=store,
+    ):
+        yield AgentClient(client, task_queue=task_queue)
+
+
+async def an_image_described(client: Client, task_queue: str) -> None:
+    """A session whose first message carries the 5 MB image, on a worker with
+    ``client``'s store: the model sees the image whole, history keeps references."""
+    url = image_url()
+    question = UserMessage(content=[text_part("describe it"), image_part(url)])
+    with ScriptedProvider([assistant_text("a chart")]) as provider:
+        async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider), question)
+            result = await agents.result(sid)
+            history = await agents._handle(sid).fetch_history()
+    assert result.status == "done"
+    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
+    assert max(history_payload_sizes(history)) < 300_000
+
+
 def tool_contents(body: Any) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
@@ -99,7 +136,6 @@ def tool_contents(body: Any) -> list[str]:
 async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    client = stored_client(temporal_env, tmp_path / "payloads")
     script = [
         assistant_calls(("fetch_report", {"seed": "north"})),
         assistant_calls(("fetch_log", {"seed": "south"})),
@@ -107,16 +143,8 @@ async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
     ]
     url = image_url()
     question = UserMessage(content=[text_part("what is in this chart?"), image_part(url)])
-    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
     with ScriptedProvider(script) as provider:
-        async with build_worker(
-            client,
-            capabilities=LOCAL_DEVELOPMENT,
-            task_queue=task_queue,
-            registry=registry,
-            transcripts=store,
-        ):
-            agents = AgentClient(client, task_queue=task_queue)
+        async with stored_worker(temporal_env, task_queue, tmp_path) as agents:
             spec = spec_for(provider, ["fetch_report", "fetch_log"])
             sid = await agents.start(spec, question)
             result = await agents.result(sid)
@@ -153,22 +181,13 @@ async def test_big_messages_go_on_across_continue_as_new(
     """The array (the report among it) goes to the transcript store one message at a
     time where one is over the budget, the next run reads it back, and the model's next
     request holds the report whole."""
-    client = stored_client(temporal_env, tmp_path / "payloads")
     script = [
         assistant_calls(("fetch_report", {"seed": "east"})),
         assistant_text("read it"),
         *[assistant_text(f"reply {n}") for n in range(12)],
     ]
-    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
     with ScriptedProvider(script) as provider:
-        async with build_worker(
-            client,
-            capabilities=LOCAL_DEVELOPMENT,
-            task_queue=task_queue,
-            registry=registry,
-            transcripts=store,
-        ):
-            agents = AgentClient(client, task_queue=task_queue)
+        async with stored_worker(temporal_env, task_queue, tmp_path) as agents:
             session = {"continue_as_new_after_events": 20}
             spec = spec_for(provider, ["fetch_report"], session=session)
             sid = await agents.start(spec, "read the report")
@@ -229,29 +248,30 @@ def test_a_store_url_that_cannot_be_used_says_why() -> None:
         payload_storage("s3://")
 
 
+@contextmanager
+def serving(program: str, *args: str, port: int) -> Iterator[str]:
+    """A server from this environment's ``bin`` on 127.0.0.1:``port``; its address."""
+    command = [str(Path(sys.executable).parent / program), *args]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, server)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait()
+
+
 @pytest.fixture
 def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """moto's S3 server on 127.0.0.1 (the S3 protocol over real HTTP; no AWS here), and
     the standard AWS variables pointing at it."""
     port = free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, server)
-        for name, value in {
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait()
+    with serving("moto_server", "-H", "127.0.0.1", "-p", str(port), port=port) as address:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", address)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        yield address
 
 
 async def test_an_s3_bucket_holds_the_payloads(
@@ -263,23 +283,9 @@ async def test_an_s3_bucket_holds_the_payloads(
 
     async with aioboto3.Session().client("s3") as s3:
         await s3.create_bucket(Bucket="payloads")
-        config = temporal_env.client.config()
-        storage = payload_storage("s3://payloads")
-        config["data_converter"] = with_payload_storage(temporal_env.client.data_converter, storage)
-        client = Client(**config)
-        url = image_url()
-        question = UserMessage(content=[text_part("describe it"), image_part(url)])
-        with ScriptedProvider([assistant_text("a chart")]) as provider:
-            async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
-                agents = AgentClient(client, task_queue=task_queue)
-                sid = await agents.start(spec_for(provider), question)
-                result = await agents.result(sid)
-                history = await agents._handle(sid).fetch_history()
+        await an_image_described(stored_client(temporal_env, "s3://payloads"), task_queue)
         listed = await s3.list_objects_v2(Bucket="payloads")
-    assert result.status == "done"
-    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
     assert max(o["Size"] for o in listed["Contents"]) > IMAGE_BYTES
-    assert max(history_payload_sizes(history)) < 300_000
 
 
 @pytest.fixture
@@ -287,41 +293,18 @@ def gcs_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A GCS emulator speaking the JSON API on 127.0.0.1 (no Google Cloud here), and the
     standard variable pointing gcloud-aio at it."""
     port = free_port()
-    emulator = Path(sys.executable).parent / "gcp-storage-emulator"
-    server = subprocess.Popen(
-        [str(emulator), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
-         "--default-bucket", "payloads"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, server)
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait()
+    args = ["start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
+            "--default-bucket", "payloads"]  # fmt: skip
+    with serving("gcp-storage-emulator", *args, port=port) as address:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", address)
+        yield address
 
 
 async def test_a_gcs_bucket_holds_the_payloads(
     temporal_env: WorkflowEnvironment, task_queue: str, gcs_server: str
 ) -> None:
     """``gs://BUCKET``: temporalio's GCS driver over gcloud-aio."""
-    config = temporal_env.client.config()
-    storage = payload_storage("gs://payloads")
-    config["data_converter"] = with_payload_storage(temporal_env.client.data_converter, storage)
-    client = Client(**config)
-    url = image_url()
-    question = UserMessage(content=[text_part("describe it"), image_part(url)])
-    with ScriptedProvider([assistant_text("a chart")]) as provider:
-        async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
-            agents = AgentClient(client, task_queue=task_queue)
-            sid = await agents.start(spec_for(provider), question)
-            result = await agents.result(sid)
-            history = await agents._handle(sid).fetch_history()
-    assert result.status == "done"
-    assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
-    assert max(history_payload_sizes(history)) < 300_000
+    await an_image_described(stored_client(temporal_env, "gs://payloads"), task_queue)
     async with httpx.AsyncClient() as http:
         listed = (await http.get(f"{gcs_server}/storage/v1/b/payloads/o")).json()
     assert max(int(item["size"]) for item in listed["items"]) > IMAGE_BYTES
