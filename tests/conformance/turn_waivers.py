@@ -14,5 +14,18 @@ FIELD_WAIVERS: dict[tuple[str, str], str] = {
     ("tool_not_registered_error", "error_type"): "as above.",
 }
 
-#: Fields about features durable-agent exposes differently (status query, activity summaries).
-UNCHECKED_FIELDS = {"events", "notes", "rust_expected_error", "summary_contains"}
+#: Fields of the vectors the suite does not compare, each with why.
+UNCHECKED_FIELD_REASONS: dict[str, str] = {
+    "notes": "prose explaining the vector for people, not an expectation",
+    "rust_expected_error": "what the vectors' Rust engine raises where it lacks a feature "
+    "(parallel tool calls); durable-agent has the feature, and the vector's other fields "
+    "are compared",
+    "summary_contains": "a text the vectors' own trimming summary contains; trimming here "
+    "leaves the oldest exchanges out without writing a summary (compaction writes one, by "
+    "a model call), and trimmed_messages is compared",
+    "events": "the vectors' in-process callback events (status, tool_call_start, "
+    "tool_result, messages_updated, done, cancelled) have no one-to-one mapping yet to the "
+    "live event log (docs/live-sessions.md), whose own order is tested in "
+    "tests/test_live_events.py; comparing them through a stated mapping is open work",
+}
+UNCHECKED_FIELDS = set(UNCHECKED_FIELD_REASONS)
