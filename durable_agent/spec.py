@@ -211,7 +211,8 @@ class SessionRules(_Spec):
     """Continue-as-new at the next safe point once a run's history holds this many events.
     Unset: only when the Temporal server suggests it."""
     max_message_chars: int = Field(default=200_000, ge=1)
-    """Longest user message ``send_message`` accepts; longer ones are rejected, visibly."""
+    """Longest user message ``send_message`` accepts, in characters of its text (a string,
+    or its text parts; images and files do not count); longer ones are rejected, visibly."""
     heartbeat_timeout_seconds: float = Field(default=15.0, ge=1, le=600)
     """How soon a lost worker is noticed. Every activity heartbeats on a timer while it
     runs; one silent this long is retried on another worker (not counted as an

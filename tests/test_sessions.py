@@ -13,6 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Message, dump_messages
 from durable_agent.client import MessageRefusedError
+from durable_agent.messages import UserMessage, image_part, text_part
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import (
@@ -145,7 +146,18 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
                 with pytest.raises(MessageRefusedError) as caught:
                     await agents.send(sid, text)
                 refused.append(caught.value.reason)
+            # text parts count (an image does not): 6 + 5 characters
+            parts = [
+                text_part("x" * 6),
+                image_part("https://example.com/a.png"),
+                text_part("y" * 5),
+            ]
+            with pytest.raises(MessageRefusedError) as caught:
+                await agents.send(sid, UserMessage(content=parts))
+            refused.append(caught.value.reason)
             await client.get_workflow_handle(sid).signal("send_message", "y" * 12)  # a signal
+            long_parts = UserMessage(content=[text_part("z" * 13)])
+            await client.get_workflow_handle(sid).signal("send_message", long_parts)
             with pytest.raises(AssertionError) as by_cli:  # the update from the temporal CLI
                 await asyncio.to_thread(
                     temporal_cli, temporal_env, "workflow", "update", "execute",
@@ -155,14 +167,20 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
             reply = await agents.wait(sid, after=cursor, timeout=20)
             status = await agents.status(sid)
             await agents.end(sid)
+            await agents.result(sid)
+            await record_history(client.get_workflow_handle(sid), "message_parts_counted")
     assert reply.reply and reply.reply.content == "ok"
     assert "send_message: empty message" in str(by_cli.value)
     assert refused == [
         "send_message: empty message",
         "send_message: 11 characters is over the limit of 10",
+        "send_message: 11 characters is over the limit of 10",
     ]
     # a signal cannot answer: what it changed nothing with is listed in status
-    assert status.rejected_signals == ["send_message: 12 characters is over the limit of 10"]
+    assert status.rejected_signals == [
+        "send_message: 12 characters is over the limit of 10",
+        "send_message: 13 characters is over the limit of 10",
+    ]
 
 
 async def test_idle_timeout_ends_a_quiet_session(

@@ -26,6 +26,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.inputs import InvalidInput, decode
     from durable_agent.workflows.session.core import Session
 
+#: Patch id (never reuse or rename): the text of content parts counts against
+#: ``max_message_chars`` (runs before it counted plain-string messages only).
+MESSAGE_PARTS_PATCH = "message-parts-counted"
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).
 PAGE_BYTES = 1_000_000
@@ -49,7 +52,7 @@ class SessionHandlers(ApprovalHandlers):
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
         before = len(self._session.messages)
-        self._session.requests.message_arrived(_user_message(message), workflow.now())
+        self._message_arrived(_user_message(message))
         return SendResult(before=before, queued=len(self._session.state.inbox))
 
     @send_message_now.validator
@@ -73,9 +76,12 @@ class SessionHandlers(ApprovalHandlers):
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
-            self._rejected(
-                self._session.requests.message_arrived(_user_message(message), workflow.now())
-            )
+            self._rejected(self._message_arrived(_user_message(message)))
+
+    def _message_arrived(self, message: UserMessage) -> str | None:
+        requests = self._session.requests
+        requests.parts_counted = workflow.patched(MESSAGE_PARTS_PATCH)
+        return requests.message_arrived(message, workflow.now())
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_agent.contracts import BudgetSignal, EndSessionSignal, FlushSignal, MoveToAgentSignal
-from durable_agent.messages import FlushMessage, UserMessage
+from durable_agent.messages import FlushMessage, TextPart, UserMessage
 from durable_agent.spec import AgentSpec
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.budget import Budget
@@ -17,6 +17,16 @@ from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
 
 MAX_REJECTED_SIGNALS_KEPT = 50
+
+
+def text_size(message: UserMessage, parts_counted: bool) -> int | None:
+    """The characters of a message's text: its string, or its text parts (images and
+    files are not characters; a payload store carries them)."""
+    if isinstance(message.content, str):
+        return len(message.content)
+    if not parts_counted:
+        return None
+    return sum(len(part.text) for part in message.content if isinstance(part, TextPart))
 
 
 class Requests:
@@ -31,6 +41,9 @@ class Requests:
         gate: Gate,
     ) -> None:
         self.spec = spec
+        self.parts_counted = True
+        """The text of content parts counts against ``max_message_chars`` (the workflow
+        says whether: sessions from before it counted plain strings only)."""
         self.state = state
         self.swarm = swarm
         self.budget = budget
@@ -54,7 +67,7 @@ class Requests:
 
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
-        size = len(message.content) if isinstance(message.content, str) else None
+        size = text_size(message, self.parts_counted)
         limit = self.spec.session.max_message_chars
         if message.content in ("", []):
             return "send_message: empty message"
