@@ -315,6 +315,9 @@ class SessionStatus(Contract):
     agents: list[str] = Field(default_factory=list)
     """The swarm's agents."""
     move_pending: str | None = None
+    finish_reason: str | None = None
+    """How the model's latest turn ended, as the provider said (``stop``, ``tool_calls``,
+    ``length``, ``content_filter``): a cut answer shows here (``stop.on_truncated``)."""
     """An agent a person moved the session to, waiting for the turn's safe point."""
 
 
@@ -322,7 +325,8 @@ class AgentResult(Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
     ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns``, ``budget``,
     ``error``, or for a one-shot session whose turn did not end in an answer,
-    ``guardrail``, ``cancelled``, ``unusable_reply`` or ``compaction_failed``."""
+    ``guardrail``, ``cancelled``, ``unusable_reply``, ``truncated`` or
+    ``compaction_failed``."""
 
     status: Literal["done", "failed"]
     stop_reason: str

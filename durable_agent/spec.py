@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -170,6 +170,11 @@ class StopRules(_Spec):
     stops with ``stop_reason`` ``budget`` before its next model call."""
     max_cost_usd: float | None = Field(default=None, gt=0)
     """The session's cost budget, by ``model.price`` (required with it)."""
+    on_truncated: Literal["continue", "fail", "accept"] = "continue"
+    """An answer that stopped before it was complete (``finish_reason`` ``length`` or
+    ``content_filter``): ``continue`` keeps it and asks the model to go on from where it
+    stopped (a ``resque`` step, counted against ``rescue.max_attempts``); ``fail`` ends
+    the turn (``stop_reason`` ``truncated``); ``accept`` takes it as the answer."""
 
 
 class RescueRules(_Spec):

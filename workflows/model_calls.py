@@ -31,9 +31,12 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import setup_digest
+    from durable_agent.workflows.session.rescue import truncated_reason
     from durable_agent.workflows.session.views import Purpose
     from durable_agent.workflows.transcript_sync import TranscriptSync
 
+#: Patch id (never reuse or rename): a cut answer is not taken as complete.
+TRUNCATED_ANSWERS_PATCH = "truncated-answers"
 #: Re-sends of one model call's transcript before the session fails: a store that loses
 #: it again at once is not shared by the workers (or not kept), and retrying cannot help.
 MAX_STORE_REFILLS = 2
@@ -79,9 +82,13 @@ class ModelCaller:
         name = self._session.model_spec.name
         if self._session.agent_name is not None:
             name = f"{self._session.agent_name} ({name})"
-        return await self._request(
+        outcome = await self._request(
             "call_model", turn, self._model_setup(), f"call_model {name} turn {turn}", {}
         )
+        if isinstance(outcome, AssistantMessage) and truncated_reason(outcome) is not None:
+            # asked only when an answer was cut: runs from before took it as complete
+            self._session.truncation_checked = workflow.patched(TRUNCATED_ANSWERS_PATCH)
+        return outcome
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:
         setup, digest = self._model_setup("summary")

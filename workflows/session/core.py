@@ -63,7 +63,7 @@ from durable_agent.workflows.session.loop_rules import (
 from durable_agent.workflows.session.model_step import ModelStep
 from durable_agent.workflows.session.opening import open_conversation
 from durable_agent.workflows.session.requests import Requests
-from durable_agent.workflows.session.rescue import Rescue, unusable_reason
+from durable_agent.workflows.session.rescue import Rescue, truncated_reason, unusable_reason
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
 from durable_agent.workflows.session.tool_results import not_completed
@@ -131,6 +131,9 @@ class Session:
         self.trimmed = 0
         """Messages the latest request left out to fit the context budget."""
         self.rescue_enabled = True
+        self.truncation_checked = True
+        """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
+        says (patch ``truncated-answers``) whenever a cut answer arrives."""
         """Rescue unusable model turns (off only to replay histories from before it)."""
 
     # --- starting ----------------------------------------------------------------------
@@ -316,8 +319,16 @@ class Session:
         reason = None
         if self.rescue_enabled and not assistant.is_error:
             reason = unusable_reason(assistant, self.active_tools, self.spec.output_schema)
+        cut = truncated_reason(assistant) if self.truncation_checked else None
+        rule = self.spec.stop.on_truncated
         if reason is not None:
             self._rescued(self.rescue.unusable(assistant, reason))
+        elif cut is not None and rule != "accept":
+            failure = self.rescue.truncated(assistant, cut) if rule == "continue" else cut
+            if failure is not None:
+                if rule == "fail":
+                    self.messages.append(assistant)
+                end_turn(self, "truncated", f"the model's answer was cut off: {cut}")
         elif assistant.tool_calls:
             self.messages.append(assistant)
             state.stage = "tools"

@@ -11,6 +11,7 @@ from typing import Any
 from durable_agent.messages import (
     AssistantMessage,
     FlushMessage,
+    RescueStrategy,
     ResqueMessage,
     ToolMessage,
     UserMessage,
@@ -51,6 +52,25 @@ def unusable_reason(
         if problem:
             return f"its answer does not match the output schema: {problem}"
     return None
+
+
+#: Finish reasons of an answer that stopped before it was complete.
+TRUNCATED = frozenset({"length", "content_filter"})
+
+
+def truncated_reason(reply: AssistantMessage) -> str | None:
+    """Why an answer (no calls) is not complete, or ``None``."""
+    if reply.tool_calls or reply.is_error or reply.finish_reason not in TRUNCATED:
+        return None
+    return f"its answer stopped before it was complete (finish_reason {reply.finish_reason})"
+
+
+def continue_text(reason: str) -> str:
+    """What the model reads after a cut answer (``stop.on_truncated`` ``continue``)."""
+    return (
+        f"Your last answer was cut off: {reason}. Continue it exactly where it stopped, "
+        "without repeating what you already wrote."
+    )
 
 
 def corrective_text(reason: str) -> str:
@@ -96,15 +116,28 @@ class Rescue:
         self.messages.extend(not_run_results(reply, reason))
         return self.rescue(reason, reply.timestamp)
 
-    def rescue(self, reason: str, at: int | None) -> str | None:
-        """Record the rescue step and apply the strategy (``fail`` once attempts are out)."""
+    def truncated(self, reply: AssistantMessage, reason: str) -> str | None:
+        """A cut answer joins the array and the model is asked to go on (``correct``
+        with the words for it), while attempts are left."""
+        self.messages.append(reply)
+        return self.rescue(reason, reply.timestamp, "correct", continue_text(reason))
+
+    def rescue(
+        self,
+        reason: str,
+        at: int | None,
+        strategy: RescueStrategy | None = None,
+        text: str | None = None,
+    ) -> str | None:
+        """Record the rescue step and apply the strategy (the spec's unless given;
+        ``fail`` once attempts are out)."""
         state = self.state
         state.rescues_this_reply += 1
         attempt = state.rescues_this_reply
-        strategy = self.spec.rescue.strategy
+        strategy = strategy or self.spec.rescue.strategy
         if attempt > self.spec.rescue.max_attempts:
             strategy = "fail"
-        content = corrective_text(reason) if strategy == "correct" else reason
+        content = (text or corrective_text(reason)) if strategy == "correct" else reason
         self.messages.append(
             ResqueMessage(
                 content=content,

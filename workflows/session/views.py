@@ -3,11 +3,12 @@ model calls share. Read-only views of the state; they decide nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from durable_agent.context import window_start
 from durable_agent.contracts import ModelSetup, SessionStatus
-from durable_agent.messages import FlushMessage, SystemMessage
+from durable_agent.messages import AssistantMessage, FlushMessage, Message, SystemMessage
 from durable_agent.request_messages import prepare_request_messages
 
 if TYPE_CHECKING:
@@ -69,7 +70,16 @@ def session_status(session: Session) -> SessionStatus:
         agent_stack=list(state.agent_stack),
         agents=session.spec.agent_names(),
         move_pending=state.move.agent if state.move is not None else None,
+        finish_reason=latest_finish_reason(messages),
     )
+
+
+def latest_finish_reason(messages: Sequence[Message]) -> str | None:
+    """How the model's latest turn ended, as the provider said."""
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            return message.finish_reason
+    return None
 
 
 def trimmed_count(session: Session) -> int:
