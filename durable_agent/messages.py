@@ -27,9 +27,19 @@ MessageMode = Literal["user", "tool"]
 action such as a rescue or a compaction (``tool``)."""
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class _Stored(_Frozen):
     """Extensions every message may carry; none of them is ever sent to a model."""
 
+    id: str | None = Field(default=None, exclude_if=_unset)
+    """A stable id of the message (Swift agents library), kept as given; left out of
+    payloads while unset, so arrays without ids cost nothing more."""
+    source: str | None = Field(default=None, exclude_if=_unset)
+    """Set on messages the loop made rather than a person or a model (Swift agents
+    library): ``compaction`` marks a summary of earlier messages."""
     mode: MessageMode | None = None
     payload: Any = None
     """Arbitrary JSON metadata (swarm kit), kept with the message, never sent."""
@@ -126,9 +136,6 @@ class SystemMessage(_Stored):
     # extensions
     timestamp: int | None = None
     """Creation time in milliseconds since the epoch (local only)."""
-    source: str | None = None
-    """Set on messages the loop made rather than a person or a model (Swift agents library):
-    ``compaction`` marks a summary of earlier messages."""
     compacts: int | None = None
     """A compaction summary stands in, in requests, for the array's first ``compacts``
     messages (system messages excepted). They stay in the array."""
@@ -245,8 +252,10 @@ class ResqueMessage(_Stored):
 
     role: Literal["resque"] = "resque"
     content: str
-    reason: str
-    strategy: RescueStrategy
+    reason: str | None = None
+    """Unset on a swarm kit array's own ``resque`` messages, which carry only content."""
+    strategy: RescueStrategy | None = None
+    """Unset on imported ones: a record only, never sent."""
     attempt: int = 1
     timestamp: int | None = None
 
@@ -273,6 +282,7 @@ LOCAL_EXTENSIONS = frozenset(
         "payload",
         "agent_name",
         "source",
+        "id",
         "compacts",
         "blocked",
     }

@@ -79,7 +79,8 @@ def format_message(message: Message, width: int = 100) -> str:
             f"--- history flushed{who}" + (f": {message.reason}" if message.reason else "")
         )
     if isinstance(message, ResqueMessage):
-        lines.append(f"rescue ({message.strategy}, attempt {message.attempt}): {message.reason}")
+        why = message.reason or message.content
+        lines.append(f"rescue ({message.strategy or 'recorded'}, attempt {message.attempt}): {why}")
     text = _content_text(message)
     if isinstance(message, ToolMessage):
         marker = " (error)" if message.is_error else ""

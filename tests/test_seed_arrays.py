@@ -1,0 +1,72 @@
+"""Seed arrays import as written: a swarm kit (seed 002) ``resque`` message with only its
+content, and the Swift library's (seed 003) ``id`` and ``source`` on any message, parse,
+round-trip, cost nothing in payloads while unset, and never reach a provider."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.codecs import build_request
+from durable_agent.messages import (
+    AssistantMessage,
+    ResqueMessage,
+    UserMessage,
+    dump_messages,
+    parse_messages,
+)
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests.support.agent_harness import running_worker, spec_for
+
+SEED_ARRAY: list[dict[str, Any]] = [
+    {"role": "system", "content": "Be brief.", "id": "m-0", "source": "prompt"},
+    {"role": "user", "content": "Weather?", "mode": "user", "agentName": None, "id": "m-1"},
+    {"role": "assistant", "content": "", "mode": "tool", "id": "m-2", "source": "model"},
+    {"role": "resque", "content": "Tool call arguments were broken", "mode": "tool"},
+    {"role": "user", "content": "Weather in Oslo?", "mode": "user", "source": "import"},
+    {"role": "assistant", "content": "Rainy.", "id": "m-5"},
+]
+
+
+def seed_array() -> list[dict[str, Any]]:
+    return [{k: v for k, v in m.items() if k != "agentName"} for m in SEED_ARRAY]
+
+
+def test_a_seed_array_parses_and_round_trips() -> None:
+    messages = parse_messages(seed_array())
+    resque = messages[3]
+    assert isinstance(resque, ResqueMessage) and resque.reason is None and resque.strategy is None
+    assert messages[4].source == "import" and messages[5].id == "m-5"
+    assert parse_messages(json.loads(json.dumps(dump_messages(messages)))) == messages
+    unset = UserMessage(content="hi")
+    assert '"id"' not in unset.model_dump_json() and '"source"' not in unset.model_dump_json()
+
+
+def test_ids_sources_and_imported_rescues_never_reach_a_provider() -> None:
+    messages = parse_messages(seed_array())
+    for api in ("chat", "responses", "anthropic"):
+        body = json.dumps(build_request(api, messages, model="m"))  # type: ignore[arg-type]
+        for local in ('"m-1"', '"import"', "arguments were broken", '"source": "model"'):
+            assert local not in body, (api, local)
+
+
+async def test_a_session_started_from_a_seed_array_sends_what_a_model_reads(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    history = parse_messages(seed_array())[1:]  # the spec brings its own instructions
+    with ScriptedProvider([assistant_text("Still rainy.")]) as provider:
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec_for(provider), "And tomorrow?", history=history)
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert result.status == "done"
+    sent = provider.bodies()[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert all(set(m) <= {"role", "content"} for m in sent), sent
+    assert messages[:5] == history and isinstance(messages[2], ResqueMessage)
+    assert isinstance(messages[-1], AssistantMessage)
