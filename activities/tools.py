@@ -239,6 +239,7 @@ class ToolActivities:
                 tool_name=call.tool_name,
                 is_error=is_error,
                 approval=call.approval,
+                mode="tool",
                 timestamp=int(time.time() * 1000),
                 usage=context.usage,
                 agent_name=call.agent_name,

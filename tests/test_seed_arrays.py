@@ -14,12 +14,13 @@ from durable_agent.codecs import build_request
 from durable_agent.messages import (
     AssistantMessage,
     ResqueMessage,
+    ToolMessage,
     UserMessage,
     dump_messages,
     parse_messages,
 )
-from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for
 
 SEED_ARRAY: list[dict[str, Any]] = [
@@ -70,3 +71,33 @@ async def test_a_session_started_from_a_seed_array_sends_what_a_model_reads(
     assert all(set(m) <= {"role", "content"} for m in sent), sent
     assert messages[:5] == history and isinstance(messages[2], ResqueMessage)
     assert isinstance(messages[-1], AssistantMessage)
+
+
+shouting = ToolRegistry()
+
+
+@tool(registry=shouting)
+def shout(word: str) -> str:
+    """Say it louder."""
+    return word.upper()
+
+
+async def test_every_message_the_session_makes_has_its_time_and_who_wrote_it(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """What a person sent is ``mode`` ``user``; tool results, the loop's own among them
+    (a call over the turn's limit), are ``tool``; every message has a timestamp."""
+    script = [assistant_calls(("shout", {"word": "a"}), ("shout", {"word": "b"})),
+              assistant_text("done")]  # fmt: skip
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["shout"], stop={"max_tool_calls_per_turn": 1})
+        async with running_worker(temporal_env, task_queue, shouting) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "shout twice")
+            await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [m.mode for m in messages if m.role != "assistant"] == ["user", "tool", "tool"]
+    over = messages[3]
+    assert isinstance(over, ToolMessage) and over.is_error and "at most 1" in over.content
+    assert all(m.timestamp is not None for m in messages), messages  # type: ignore[union-attr]

@@ -219,7 +219,7 @@ class SessionMachine(RuleBasedStateMachine):
                         tool_name=run.call.function.name,
                         approval=run.approval,
                     )
-            session.tools_finished(results)
+            session.tools_finished(results, self.now)
         elif isinstance(command, WaitForMessage):
             self.now += timedelta(seconds=1)  # idle: nothing until someone writes
 

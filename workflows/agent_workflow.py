@@ -237,7 +237,7 @@ class AgentWorkflow(SessionHandlers):
                     )
                     first = len(session.messages)  # results land in slot order from here
                     self._sync.stored_by_tool({first + k for k in as_returned})
-                    session.tools_finished(results)
+                    session.tools_finished(results, workflow.now())
                 case WaitForMessage():
                     await self._wait_for_message(command)
 

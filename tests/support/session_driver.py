@@ -180,7 +180,7 @@ class SessionDriver:
                         break  # as the workflow: later groups do not start
                     for run in group:
                         results[run.slot] = await self._run_tool(command.turn, run)
-                session.tools_finished(results)
+                session.tools_finished(results, self.now)
             case WaitForMessage():
                 if command.timeout is not None:
                     self.now += command.timeout

@@ -30,7 +30,7 @@ from durable_agent.workflows.session.commands import (
     ToolRun,
 )
 from durable_agent.workflows.session.gate import Gate, Question, Verdicts
-from durable_agent.workflows.session.loop_rules import approval_id, execution_groups
+from durable_agent.workflows.session.loop_rules import approval_id, epoch_ms, execution_groups
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
 from durable_agent.workflows.session.tool_results import (
@@ -310,11 +310,12 @@ class ToolBatch:
         return ToolRun(slot, call, resolved, approval, bound, secrets, target, kind.runs_in, active)
 
     def finished(
-        self, results: dict[int, ToolMessage], cancelled: str | None
+        self, results: dict[int, ToolMessage], cancelled: str | None, now: datetime
     ) -> tuple[list[ToolMessage], Handoff | None]:
         """Every approved call's result, by slot, and the batch closed: the results in
         request order (calls a cancellation stopped get a result saying so) and where the
-        batch hands the conversation, if it does."""
+        batch hands the conversation, if it does. Results the loop wrote itself (refused,
+        denied, cancelled, handed off) get the time and ``mode`` ``tool`` here."""
         batch = self._current()
         for k, result in results.items():
             batch.slots[k] = result
@@ -322,7 +323,12 @@ class ToolBatch:
             for k, slot in enumerate(batch.slots):
                 if slot is None:
                     batch.slots[k] = cancelled_result(batch.calls[k], cancelled)
-        in_order = [s for s in batch.slots if s is not None]
+        at = epoch_ms(now)
+        in_order = [
+            s if s.timestamp is not None else s.model_copy(update={"timestamp": at, "mode": "tool"})
+            for s in batch.slots
+            if s is not None
+        ]
         assert len(in_order) == len(batch.calls), "one result per call"
         if self.swarm is not None:  # the activities' results carry it already
             agent = {"agent_name": self.swarm.active}

@@ -385,10 +385,10 @@ class Session:
             self.phase = "running_tools"
         return command
 
-    def tools_finished(self, results: dict[int, ToolMessage]) -> None:
+    def tools_finished(self, results: dict[int, ToolMessage], now: datetime) -> None:
         """Every approved call's result, by slot: the batch's results are appended in
         request order, whatever order they finished in."""
-        in_order, handoff = self.batch.finished(results, not_completed(self.state))
+        in_order, handoff = self.batch.finished(results, not_completed(self.state), now)
         self.messages.extend(in_order)
         if handoff is not None and self.swarm is not None:
             self.swarm.hand_over(handoff)

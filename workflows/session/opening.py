@@ -32,7 +32,9 @@ def open_conversation(
     if isinstance(first, str):
         first = UserMessage(content=first)
     if first is not None:
-        first = first.model_copy(update={"timestamp": at, "agent_name": name})
+        first = first.model_copy(
+            update={"timestamp": at, "agent_name": name, "mode": first.mode or "user"}
+        )
     guarded = bool(spec.guardrails.input)
     last = history[-1] if history else None
     if guarded and first is None and isinstance(last, UserMessage):

@@ -62,7 +62,8 @@ class Requests:
         problem = self.message_problem(message)
         if problem is not None:
             return self.reject(problem)
-        self.state.inbox.append(message.model_copy(update={"timestamp": epoch_ms(now)}))
+        stamped = {"timestamp": epoch_ms(now), "mode": message.mode or "user"}
+        self.state.inbox.append(message.model_copy(update=stamped))
         return None
 
     def message_problem(self, message: UserMessage) -> str | None:

@@ -93,7 +93,7 @@ def apply_cancel(session: Session, now: datetime) -> None:
         last = session.messages[-1]
         assert isinstance(last, AssistantMessage)
         session.batch.cancel(last, why, now)
-        session.tools_finished({})
+        session.tools_finished({}, now)
     state.cancel = None
     if state.stage == "model":
         end_turn(session, "cancelled", why)
