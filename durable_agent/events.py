@@ -21,6 +21,8 @@ EVENTS_TOPIC = "events"
 #: A message bigger than this (JSON bytes) is announced without its body: a reader
 #: fetches it with the ``messages`` query (the event log stays small).
 MESSAGE_EVENT_MAX_BYTES = 32_000
+#: Characters of a tool's result a ``tool_finished`` event carries.
+TOOL_RESULT_EVENT_CHARS = 2_000
 
 
 class _Event(BaseModel):
@@ -82,6 +84,9 @@ class ToolFinished(_Event):
     name: str
     duration_ms: int
     error: bool
+    result: str | None = None
+    """The result's text, its first ``TOOL_RESULT_EVENT_CHARS`` characters (the whole is
+    the ``tool`` message)."""
 
 
 class ApprovalRequested(_Event):
@@ -120,6 +125,64 @@ class ErrorReported(_Event):
     kind: str | None = None
 
 
+class Rescued(_Event):
+    """A model turn could not be used (or stopped before it was complete) and the loop
+    did what ``rescue`` or ``stop.on_truncated`` says (the ``resque`` message)."""
+
+    type: Literal["rescued"] = "rescued"
+    strategy: str | None
+    attempt: int
+    reason: str | None
+
+
+class Flushed(_Event):
+    """The history was reset (a ``flush`` marker): requests start afresh after it."""
+
+    type: Literal["flushed"] = "flushed"
+    by: str | None = None
+    reason: str | None = None
+
+
+class Compacted(_Event):
+    """A summary now stands in, in requests, for the array's first ``compacts`` messages."""
+
+    type: Literal["compacted"] = "compacted"
+    compacts: int | None
+
+
+class Trimmed(_Event):
+    """The request about to be made leaves the oldest ``count`` messages out to fit."""
+
+    type: Literal["trimmed"] = "trimmed"
+    count: int
+
+
+class GuardrailBlocked(_Event):
+    """A guardrail stopped a user message (``input``) or an answer (``output``)."""
+
+    type: Literal["guardrail_blocked"] = "guardrail_blocked"
+    kind: Literal["input", "output"]
+    reason: str
+
+
+class TurnEnded(_Event):
+    """A turn ended without an answer: ``reason`` is ``cancelled``, ``guardrail``,
+    ``unusable_reply``, ``truncated``, ``compaction_failed`` or ``max_turns``."""
+
+    type: Literal["turn_ended"] = "turn_ended"
+    turn: int
+    reason: str
+    error: str
+
+
+class AgentChanged(_Event):
+    """In a swarm, another agent answers now (a handoff, or a person's move)."""
+
+    type: Literal["agent_changed"] = "agent_changed"
+    agent: str | None
+    previous: str | None
+
+
 class Idle(_Event):
     """The session answered and waits for a message."""
 
@@ -155,6 +218,13 @@ LiveEvent = Annotated[
     | MessageAppended
     | UsageReported
     | ErrorReported
+    | Rescued
+    | Flushed
+    | Compacted
+    | Trimmed
+    | GuardrailBlocked
+    | TurnEnded
+    | AgentChanged
     | Idle
     | Ended
     | Gap,

@@ -56,6 +56,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.decision_digest",
     "durable_agent.endpoint",
     "durable_agent.events",
+    "durable_agent.loop_events",
     "durable_agent.messages",
     "durable_agent.model_options",
     "durable_agent.pairing",

@@ -230,3 +230,56 @@ async def test_the_log_is_bounded_and_a_reader_behind_it_is_told_what_it_missed(
     assert shown and shown[-1] == len(messages) - 1 == 41
     assert messages[0].content.startswith("0 x") and len(messages) == 42
     assert kept[-1].type == "ended"
+
+
+async def test_the_loops_own_steps_are_events_and_a_tool_finished_carries_its_result(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A rescue, a flush and a cancelled turn each publish their event, after the
+    message that records them; ``tool_finished`` carries the result's text."""
+    released = threading.Event()
+    held = dataclasses.replace(paced(assistant_text("never shown")), hold=released)
+    script = [
+        assistant_calls(("get_time", {"city": "NYC"})),
+        assistant_text("  \n"),  # an empty answer: rescued (correct)
+        assistant_text(ANSWER),
+        held,  # the next turn's call waits until cancelled
+    ]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, ["get_time"], session={})
+            session = await agents.start(spec, "time in NYC?")
+            await agents.wait(session, timeout=30)
+            await agents.flush(session, by="ops", reason="new topic")
+            await agents.send(session, "and now?")
+            await wait_for(lambda: _calling(agents, session))
+            await agents.cancel_turn(session, by="ops", reason="too slow")
+            released.set()
+            await wait_for(lambda: _idle_after_cancel(agents, session))
+            await agents.end(session)
+            events = [e async for e in agents.follow(session)]
+    order = kinds(events)
+    finished = next(e for e in events if e.type == "tool_finished")
+    assert finished.result is not None and finished.result.startswith("09:")
+    rescued = next(e for e in events if e.type == "rescued")
+    assert rescued.strategy == "correct" and rescued.reason == "its answer was empty"
+    resque_at = next(
+        i for i, e in enumerate(events)
+        if e.type == "message_appended" and e.message is not None and e.message.role == "resque"
+    )  # fmt: skip
+    assert order[resque_at + 1] == "rescued", "right after the message that records it"
+    flushed = next(e for e in events if e.type == "flushed")
+    assert flushed.by == "ops" and flushed.reason == "new topic"
+    ended = next(e for e in events if e.type == "turn_ended")
+    assert ended.reason == "cancelled" and "too slow" in ended.error
+    assert order.index("flushed") < order.index("turn_ended") < order.index("ended")
+
+
+async def _calling(agents: AgentClient, session: str) -> bool:
+    return (await agents.status(session)).phase == "calling_model"
+
+
+async def _idle_after_cancel(agents: AgentClient, session: str) -> bool:
+    status = await agents.status(session)
+    return status.phase == "idle" and status.last_error is not None

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.events import (
         EVENTS_TOPIC,
         MESSAGE_EVENT_MAX_BYTES,
+        AgentChanged,
         ApprovalDecided,
         ApprovalRequested,
         Ended,
@@ -29,9 +30,12 @@ with workflow.unsafe.imports_passed_through():
         ModelStarted,
         ToolFinished,
         ToolStarted,
+        Trimmed,
+        TurnEnded,
         TurnStarted,
         UsageReported,
     )
+    from durable_agent.loop_events import result_text, step_events
     from durable_agent.messages import AssistantMessage, ToolMessage
     from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.session.commands import ToolRun
@@ -64,6 +68,9 @@ class LiveFeed:
         self._turn = -1
         self._trimmed_at: int | None = None
         self._tool_started: dict[int, int] = {}
+        self._turn_told: tuple[int, str] | None = None
+        self._agent = session.agent_name
+        self._trimmed = 0
         self.metrics = SessionMetrics()
 
     def resume(self) -> None:
@@ -89,7 +96,10 @@ class LiveFeed:
             message = messages[index]
             body = message if payload_bytes(message) <= MESSAGE_EVENT_MAX_BYTES else None
             self._publish(MessageAppended(index=index, message=body, run=state.runs))
+            for step in step_events(message):
+                self._publish(step)
         self._shown = len(messages)
+        self._loop_state()
         for pending in state.pending:
             if pending.approval_id not in self._asked:
                 self._asked.add(pending.approval_id)
@@ -106,6 +116,23 @@ class LiveFeed:
         if idle and not self._idle:
             self._publish(Idle(message_count=len(messages)))
         self._idle = idle
+
+    def _loop_state(self) -> None:
+        """A turn that ended without an answer, another agent answering, a request
+        trimmed: each announced once, when first seen."""
+        session = self._session
+        failed = session.turn_failed
+        if failed is not None and (session.state.turn, failed) != self._turn_told:
+            self._turn_told = (session.state.turn, failed)
+            self._publish(
+                TurnEnded(turn=session.state.turn, reason=session.reply_reason, error=failed)
+            )
+        if session.agent_name != self._agent:
+            self._publish(AgentChanged(agent=session.agent_name, previous=self._agent))
+            self._agent = session.agent_name
+        if session.trimmed != self._trimmed and session.trimmed:
+            self._publish(Trimmed(count=session.trimmed))
+        self._trimmed = session.trimmed
 
     def model_call(self, turn: int) -> None:
         session = self._session
@@ -147,6 +174,7 @@ class LiveFeed:
                 name=call.function.name,
                 duration_ms=epoch_ms(workflow.now()) - began,
                 error=bool(result.is_error),
+                result=result_text(result),
             )
         )
 
