@@ -19,15 +19,18 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent import AgentClient
 from durable_agent.codecs import parse_response
 from durable_agent.context import SUMMARY_PREFIX, ContextRules
 from durable_agent.contracts import AgentResult, CancelTurnSignal
+from durable_agent.events import LiveEvent
 from durable_agent.guardrails import guardrail
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import ScriptedProvider, json_reply
 from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool
 from tests.conformance.adapter import load_vectors, to_message, to_tool
+from tests.conformance.their_events import matches, their_events
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
 from tests.support.agent_harness import query_messages, running_worker, spec_for
 from tests.support.session_driver import SessionDriver
@@ -48,6 +51,7 @@ CHECKED = {
     "error_type",
     "trimmed_messages",
     "tools_executed",
+    "events",
 }
 
 
@@ -103,6 +107,7 @@ class VectorRun:
         self.inputs = vector["input"]
         self.executed: list[tuple[int, int, str, dict[str, Any]]] = []
         self.session_id = f"vector-{vector['name']}-{uuid.uuid4().hex[:6]}"
+        self.events: list[LiveEvent] = []
         self.results = {
             r["tool_call_id"]: r["result"]
             for turn in vector["sequence"]
@@ -238,6 +243,8 @@ class VectorRun:
                 )
                 result = await asyncio.wait_for(handle.result(), 60)
                 messages = await query_messages(handle)
+                reader = AgentClient(client, task_queue=task_queue)
+                self.events = [e async for e in reader.follow(self.session_id)]
         return result, messages, [r.body for r in provider.requests]
 
 
@@ -354,6 +361,9 @@ async def test_turn_vector(
         # requests[0] asked for the summary; the first model turn's request is trimmed
         check(name, "trimmed_messages", expected["trimmed_messages"], requests[1]["messages"])
         assert len(messages) >= len(vector["input"]["messages"]), "the array keeps everything"
+    if "events" in expected and where == "workflow":  # the live log is the workflow's
+        theirs = their_events(run.events, messages)
+        assert matches(expected["events"], theirs), f"{name}.events: {theirs}"
     if "tools_executed" in expected:
         check(name, "tools_executed", expected["tools_executed"], len(run.executed))
     for turn in vector["sequence"][: result.turns]:

@@ -23,9 +23,5 @@ UNCHECKED_FIELD_REASONS: dict[str, str] = {
     "summary_contains": "a text the vectors' own trimming summary contains; trimming here "
     "leaves the oldest exchanges out without writing a summary (compaction writes one, by "
     "a model call), and trimmed_messages is compared",
-    "events": "the vectors' in-process callback events (status, tool_call_start, "
-    "tool_result, messages_updated, done, cancelled) have no one-to-one mapping yet to the "
-    "live event log (docs/live-sessions.md), whose own order is tested in "
-    "tests/test_live_events.py; comparing them through a stated mapping is open work",
 }
 UNCHECKED_FIELDS = set(UNCHECKED_FIELD_REASONS)
