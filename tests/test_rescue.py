@@ -178,6 +178,10 @@ async def test_every_strategy_on_the_real_server(
     assert isinstance(arrays["flush"][4], FlushMessage)
     assert results["fail"].status == "failed" and results["fail"].stop_reason == "unusable_reply"
     assert not script["correct"] and not script["flush"] and not script["fail"]
+    # every message the loop wrote says when, and that a tool or the loop wrote it
+    for array in arrays.values():
+        assert all(m.timestamp is not None for m in array), array  # type: ignore[union-attr]
+        assert all(m.mode == "tool" for m in array if isinstance(m, ToolMessage)), array
 
 
 CUT = AssistantMessage(content="Oslo: 55F and", finish_reason="length")

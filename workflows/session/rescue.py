@@ -83,12 +83,13 @@ def corrective_text(reason: str) -> str:
 
 def not_run_results(reply: AssistantMessage, reason: str) -> list[ToolMessage]:
     """Results for the calls of an unusable turn that the loop does not run (strategies
-    ``flush`` and ``fail``): the array stays paired."""
+    ``flush`` and ``fail``): the array stays paired. They carry the reply's time."""
+    stamp = {"timestamp": reply.timestamp, "mode": "tool"}
     return [
         error_result(
             call,
             f"Error calling '{call.function.name}': not run, the turn could not be used ({reason})",
-        )
+        ).model_copy(update=stamp)
         for call in reply.tool_calls or ()
     ]
 
