@@ -61,7 +61,7 @@ from durable_agent.contracts import (
 from durable_agent.encryption import CodecKeyError
 from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import OFFSET_QUERY, read_live_events
-from durable_agent.messages import Message, UserMessage
+from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.payload_storage import check_fits
 from durable_agent.spec import AgentInput, AgentSpec
 
@@ -187,6 +187,20 @@ class AgentClient(ApprovalDoors):
         except RPCError as error:
             raise self._translate(session_id, error) from None
         return result
+
+    async def inject(self, session_id: str, message: SystemMessage | AssistantMessage) -> None:
+        """Add a system notice or an assistant message (a program's, not a person's: it
+        starts no turn) at the session's next safe point (``MessageRefusedError``: why
+        not, such as an assistant message with tool calls)."""
+        check_fits(self.temporal.data_converter, message, "the message")
+        try:
+            await self._handle(session_id).execute_update("inject_message", message)
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+            raise MessageRefusedError(session_id, reason) from None
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
 
     async def send(self, session_id: str, message: str | UserMessage) -> int:
         """Send a user message: checked first (``MessageRefusedError`` says why one would be

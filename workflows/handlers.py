@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
         SendResult,
         SessionStatus,
     )
-    from durable_agent.messages import Message, UserMessage
+    from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
     from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.approval_handlers import ApprovalHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode
@@ -77,6 +77,25 @@ class SessionHandlers(ApprovalHandlers):
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
             self._rejected(self._message_arrived(_user_message(message)))
+
+    @workflow.update(name="inject_message")
+    def inject_message_now(self, message: SystemMessage | AssistantMessage) -> None:
+        """A system notice or an assistant message a program adds (not a person's: it
+        starts no turn), at the next safe point; the caller learns at once if it was
+        refused."""
+        self._session.requests.inject_arrived(message, workflow.now())
+
+    @inject_message_now.validator
+    def _injection_acceptable(self, message: SystemMessage | AssistantMessage) -> None:
+        problem = self._session.requests.inject_problem(message)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @workflow.signal(name="inject_message")
+    def inject_message(self, raw: RawValue) -> None:
+        read = self._read(raw, SystemMessage | AssistantMessage, "inject_message: unreadable")
+        if read is not None:
+            self._rejected(self._session.requests.inject_arrived(read, workflow.now()))
 
     def _message_arrived(self, message: UserMessage) -> str | None:
         requests = self._session.requests

@@ -57,6 +57,7 @@ from durable_agent.client import (
 )
 from durable_agent.connection import ServerUnreachableError
 from durable_agent.encryption import CodecKeyError
+from durable_agent.messages import AssistantMessage, SystemMessage
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
 from durable_agent.visible_text import visible
@@ -162,6 +163,14 @@ async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     await agents.send(args.session_id, args.text)
     print(f"sent to {args.session_id}", file=out)
+    return EXIT_OK
+
+
+async def cmd_inject(args: argparse.Namespace, out: TextIO) -> int:
+    agents = await connect(args)
+    kind = SystemMessage if args.role == "system" else AssistantMessage
+    await agents.inject(args.session_id, kind(content=args.text))
+    print(f"{args.role} message added to {args.session_id} at its next safe point", file=out)
     return EXIT_OK
 
 
@@ -303,6 +312,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "run": cmd_run,
     "chat": cmd_chat,
     "send": cmd_send,
+    "inject": cmd_inject,
     "approve": with_client(cmd_decide),
     "deny": with_client(cmd_decide),
     "respond": with_client(cmd_decide),
@@ -372,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     send = command("send", "send a message to a session")
     send.add_argument("session_id")
     send.add_argument("text")
+    inject = command("inject", "add a system notice or an assistant message (starts no turn)")
+    inject.add_argument("session_id")
+    inject.add_argument("text")
+    inject.add_argument("--role", choices=["system", "assistant"], default="system")
     add_approval_commands(command)
     end = command("end", "end a session")
     end.add_argument("session_id")

@@ -209,7 +209,7 @@ class Session:
     def idle_wait_over(self, suggested: bool) -> bool:
         """Waiting for a message ends: one arrived, a flush is due, or as ``interrupted``."""
         state = self.state
-        waiting = state.inbox or state.flushes or state.move or state.unverified
+        waiting = state.inbox or state.injected or state.flushes or state.move or state.unverified
         return bool(waiting) or self.interrupted(suggested)
 
     def next_command(self, *, suggested: bool, now: datetime) -> Command:
@@ -237,6 +237,9 @@ class Session:
             self.requests.apply_flushes(self.messages, now)
         if state.move is not None and state.stage != "tools":
             apply_move(self)
+        if state.stage != "tools" and state.injected:  # a safe point: no batch is open
+            self.messages.extend(state.injected)
+            state.injected.clear()
         if state.stage != "tools" and state.inbox:
             if self.spec.guardrails.input:
                 self.checking = state.inbox.pop(0)

@@ -7,7 +7,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_agent.contracts import BudgetSignal, EndSessionSignal, FlushSignal, MoveToAgentSignal
-from durable_agent.messages import FlushMessage, TextPart, UserMessage
+from durable_agent.messages import (
+    AssistantMessage,
+    FlushMessage,
+    SystemMessage,
+    TextPart,
+    UserMessage,
+)
 from durable_agent.spec import AgentSpec
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.budget import Budget
@@ -76,6 +82,37 @@ class Requests:
             return f"send_message: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
             return "send_message: the session is ending"
+        return None
+
+    def inject_arrived(
+        self, message: SystemMessage | AssistantMessage, now: datetime
+    ) -> str | None:
+        """Queue a system notice or an assistant message for the array's next safe point
+        (between turns, or before the next model call: never inside a tool batch); why
+        it was rejected, if it was."""
+        problem = self.inject_problem(message)
+        if problem is not None:
+            return self.reject(problem)
+        stamped = {"timestamp": epoch_ms(now), "mode": message.mode or "tool"}
+        self.state.injected.append(message.model_copy(update=stamped))
+        return None
+
+    def inject_problem(self, message: SystemMessage | AssistantMessage) -> str | None:
+        """Why a message cannot be injected (the update's validator asks too)."""
+        text = (
+            message.content
+            if isinstance(message.content, str)
+            else "".join(part.text for part in message.content)
+        )
+        limit = self.spec.session.max_message_chars
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            return "inject_message: an assistant message with tool calls would have no results"
+        if not text.strip():
+            return "inject_message: empty message"
+        if len(text) > limit:
+            return f"inject_message: {len(text)} characters is over the limit of {limit}"
+        if self.state.ending is not None:
+            return "inject_message: the session is ending"
         return None
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:

@@ -24,7 +24,14 @@ from durable_agent.contracts import (
     Stage,
     TranscriptRef,
 )
-from durable_agent.messages import ApprovalRecord, Message, Usage, UserMessage
+from durable_agent.messages import (
+    ApprovalRecord,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    Usage,
+    UserMessage,
+)
 
 
 class Unverified(BaseModel):
@@ -57,6 +64,9 @@ class SessionState(BaseModel):
     pending: list[PendingApproval] = Field(default_factory=list)
     decisions: dict[str, ApprovalRecord] = Field(default_factory=dict)
     inbox: list[UserMessage] = Field(default_factory=list)
+    injected: list[SystemMessage | AssistantMessage] = Field(default_factory=list)
+    """System notices and assistant messages a program added (``inject_message``), for
+    the array at the next safe point; they start no turn."""
     rejected_signals: list[str] = Field(default_factory=list)
     last_error: str | None = None
     ending: EndSessionSignal | None = None
