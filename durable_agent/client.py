@@ -22,7 +22,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agent import Agent, OutputT, RunResult
@@ -44,6 +44,7 @@ from durable_agent.client_types import (
     SpecError,
     WaitOutcome,
     parse_spec,
+    refusal,
 )
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
@@ -181,9 +182,7 @@ class AgentClient(ApprovalDoors):
                 "send_message", message, start_workflow_operation=start, result_type=SendResult
             )
         except WorkflowUpdateFailedError as error:
-            cause = error.cause
-            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
-            raise MessageRefusedError(session_id, reason) from None
+            raise refusal(session_id, error) from None
         except RPCError as error:
             raise self._translate(session_id, error) from None
         return result
@@ -196,9 +195,7 @@ class AgentClient(ApprovalDoors):
         try:
             await self._handle(session_id).execute_update("inject_message", message)
         except WorkflowUpdateFailedError as error:
-            cause = error.cause
-            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
-            raise MessageRefusedError(session_id, reason) from None
+            raise refusal(session_id, error) from None
         except RPCError as error:
             raise self._translate(session_id, error) from None
 

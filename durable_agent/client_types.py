@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.contracts import AgentResult, SessionStatus
@@ -22,6 +24,13 @@ class MessageRefusedError(ValueError):
     def __init__(self, session_id: str, reason: str) -> None:
         super().__init__(f"session {session_id!r} refused the message: {reason}")
         self.reason = reason
+
+
+def refusal(session_id: str, error: WorkflowUpdateFailedError) -> MessageRefusedError:
+    """Why the session refused a message sent by update (its validator's words)."""
+    cause = error.cause
+    reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+    return MessageRefusedError(session_id, reason)
 
 
 class SessionNotFoundError(LookupError):
