@@ -32,7 +32,8 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
     bare = state.model_copy(update={"messages": []})
     others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
     room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
-    if others + messages.json_bytes() > room:
+    by_reference = others + messages.json_bytes() > room
+    if by_reference:
         # too big for one payload: refresh the whole array in the store, in pieces,
         # and let the next run read it back from there
         sync.lost()
@@ -44,10 +45,10 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
         )
         events = feed.state_for_next_run()  # handlers ran while the array was stored
     carried = ContinuedInput(spec=spec, carried=state, events=events)
-    inline = messages.json_bytes() if state.messages else 0  # sized once, as appended
-    empty = state.model_copy(update={"messages": []})
-    bare_size = len(carried.model_copy(update={"carried": empty}).model_dump_json())
-    if bare_size + inline > PAYLOAD_LIMIT_BYTES:
+    # inline, the test above kept the whole under the budget; by reference, messages
+    # queued while the array was stored can still make the rest too big (it is small to
+    # encode: no array)
+    if by_reference and len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()

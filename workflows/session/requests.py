@@ -74,14 +74,19 @@ class Requests:
 
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
-        size = text_size(message, self.parts_counted)
+        empty = message.content in ("", [])
+        return self._queue_problem("send_message", empty, text_size(message, self.parts_counted))
+
+    def _queue_problem(self, door: str, empty: bool, size: int | None) -> str | None:
+        """What every message sent to the session is checked for: some text, within
+        ``max_message_chars``, and a session that is not ending."""
         limit = self.spec.session.max_message_chars
-        if message.content in ("", []):
-            return "send_message: empty message"
+        if empty:
+            return f"{door}: empty message"
         if size is not None and size > limit:
-            return f"send_message: {size} characters is over the limit of {limit}"
+            return f"{door}: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
-            return "send_message: the session is ending"
+            return f"{door}: the session is ending"
         return None
 
     def inject_arrived(
@@ -104,16 +109,9 @@ class Requests:
             if isinstance(message.content, str)
             else "".join(part.text for part in message.content)
         )
-        limit = self.spec.session.max_message_chars
         if isinstance(message, AssistantMessage) and message.tool_calls:
             return "inject_message: an assistant message with tool calls would have no results"
-        if not text.strip():
-            return "inject_message: empty message"
-        if len(text) > limit:
-            return f"inject_message: {len(text)} characters is over the limit of {limit}"
-        if self.state.ending is not None:
-            return "inject_message: the session is ending"
-        return None
+        return self._queue_problem("inject_message", not text.strip(), len(text))
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:
         """A person moves a swarm session to another agent (at the next safe point)."""
