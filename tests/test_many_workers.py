@@ -31,6 +31,8 @@ CITIES = ("NYC", "Tokyo")
 
 def model(request: RecordedRequest) -> AssistantMessage:
     """Two rounds of two parallel calls, then an answer naming what the tools said."""
+    if request.body is None:  # a worker killed while sending: nobody reads the answer
+        return assistant_text("cut off")
     messages = request.body["messages"]
     rounds = sum(1 for m in messages if m["role"] == "assistant")
     if rounds < 2:
@@ -89,7 +91,8 @@ async def test_sessions_spread_over_four_workers_survive_random_kills(
                 worker.kill()
     assert killed_mid_run >= 1, "the kills landed after the sessions had ended"
     assert arrays == calm  # each session the same as its undisturbed twin
-    answered = Counter(r.body["messages"][0]["content"] for r in provider.requests[calm_requests:])
+    sent = [r for r in provider.requests[calm_requests:] if r.body is not None]  # not cut off
+    answered = Counter(r.body["messages"][0]["content"] for r in sent)
     assert set(answered) == {f"session {k}" for k in range(SESSIONS)}
     assert all(n >= 3 for n in answered.values())  # three model calls each, none skipped
 
