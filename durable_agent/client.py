@@ -7,8 +7,9 @@ can reach the server can follow any session, and none of them holds its state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -46,6 +47,7 @@ from durable_agent.client_types import (
     parse_spec,
     refusal,
 )
+from durable_agent.client_watch import SessionWatch
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
     DEFAULT_TASK_QUEUE,
@@ -64,6 +66,7 @@ from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import OFFSET_QUERY, read_live_events
 from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.payload_storage import check_fits
+from durable_agent.resumption import EndedRun, StillRunning, ended_run
 from durable_agent.spec import AgentInput, AgentSpec
 
 __all__ = [
@@ -93,7 +96,7 @@ MESSAGES_PAGE = 2000
 QUERY_ATTEMPT_SECONDS = 12.0
 
 
-class AgentClient(ApprovalDoors):
+class AgentClient(ApprovalDoors, SessionWatch):
     def __init__(
         self,
         client: Client,
@@ -129,24 +132,41 @@ class AgentClient(ApprovalDoors):
         history: Sequence[Message] = (),
         owner: str | None = None,
         restart: bool = False,
+        resume: bool = False,
     ) -> str:
         """Start a session and return its id (the workflow id); ``owner``: who it
         belongs to (memo ``owner``, which the gateway checks). ``SessionExistsError``
-        when a session with that id runs, or has run: starting over an ended one (its
-        readers would see a new conversation under the old id) takes ``restart``."""
+        when a session with that id runs, or has run: ``resume`` goes on with an ended
+        one's conversation (its array, read back by the worker, then ``message``);
+        ``restart`` starts an empty one over it (its readers see a new conversation under
+        the old id)."""
+        if resume and (restart or history):
+            raise ValueError("resume: takes neither restart nor history (it has its own)")
         request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
         check_fits(self.temporal.data_converter, request, "the session's start")
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
+        ended = await self._ended_run(session_id) if resume else None
+        if ended is not None:
+            request = request.model_copy(update={"resume": ended.resume})
+            owner = owner or ended.owner
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
                 memo={"owner": owner} if owner else None,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or ended
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )  # fmt: skip
         except WorkflowAlreadyStartedError:
             raise SessionExistsError(session_id) from None
         return session_id
+
+    async def _ended_run(self, session_id: str) -> EndedRun | None:
+        try:
+            return await ended_run(self.temporal, session_id)
+        except StillRunning:
+            raise SessionExistsError(session_id) from None
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
 
     async def owner(self, session_id: str) -> str | None:
         """Who the session belongs to (``None``: started without an owner)."""
@@ -165,22 +185,51 @@ class AgentClient(ApprovalDoors):
         owner: str | None = None,
     ) -> SendResult:
         """Send a message to the session, starting it with ``spec`` if it does not run:
-        one round trip either way (the ``send_message`` update with start). The answer
-        says the message was queued (``before``: the messages ahead of it), or
-        ``MessageRefusedError`` says why not."""
+        one round trip (the ``send_message`` update with start). A session that has
+        ended goes on with its conversation (a new run reads the ended run's array back;
+        ``owner`` defaults to the ended run's). The answer says the message was queued
+        (``before``: the messages ahead of it), or ``MessageRefusedError`` says why not."""
         check_fits(self.temporal.data_converter, message, "the message")
+        request = AgentInput(spec=parse_spec(spec))
+        try:
+            return await self._send_with_start(session_id, message, request, owner)
+        except WorkflowAlreadyStartedError:  # it ran and ended: its conversation goes on
+            pass
+        ended = await self._ended_run(session_id)
+        if ended is not None:
+            request = request.model_copy(update={"resume": ended.resume})
+            owner = owner or ended.owner
+        return await self._send_with_start(session_id, message, request, owner, again=True)
+
+    async def _send_with_start(
+        self,
+        session_id: str,
+        message: str | UserMessage,
+        request: AgentInput,
+        owner: str | None,
+        *,
+        again: bool = False,
+    ) -> SendResult:
+        """``send_message`` to the running session, or to one started with ``request``
+        (never over an ended run unless ``again``: one that resumes it)."""
         start: WithStartWorkflowOperation[Any, AgentResult] = WithStartWorkflowOperation(
             WORKFLOW_NAME,
-            AgentInput(spec=parse_spec(spec)),
+            request,
             id=session_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if again
+            else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             memo={"owner": owner} if owner else None,
-        )
+        )  # fmt: skip
         try:
             result: SendResult = await self.temporal.execute_update_with_start_workflow(
                 "send_message", message, start_workflow_operation=start, result_type=SendResult
             )
+        except WorkflowAlreadyStartedError:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await start.workflow_handle()  # the start's own copy of the error, taken
+            raise
         except WorkflowUpdateFailedError as error:
             raise refusal(session_id, error) from None
         except RPCError as error:
@@ -350,82 +399,10 @@ class AgentClient(ApprovalDoors):
         return count - 1
 
     async def _ended_if_closed(self, session_id: str) -> Ended | None:
-        if not await self._closed(session_id):
+        if not await self.has_ended(session_id):
             return None
         result = await self.result_if_closed(session_id)
         return Ended(result=result, error=None if result else "the session closed without a result")
-
-    async def watch(
-        self, session_id: str, *, after: int = 0, poll_seconds: float = 0.1
-    ) -> AsyncIterator[SessionChange]:
-        """Changes from message index ``after`` on, until the session ends, read by
-        polling its queries (``wait`` uses it): messages, status, approvals asked, a
-        reply, the end. ``follow`` is the live, finer-grained stream."""
-        cursor = replied_at = after
-        announced: set[str] = set()
-        last: SessionStatus | None = None
-        delay = poll_seconds
-        while True:
-            closed = await self._closed(session_id)
-            status = None if closed else await self.status(session_id)
-            fresh = await self.messages(session_id, cursor)
-            for message in fresh:
-                yield SessionChange("message", message=message, index=cursor)
-                cursor += 1
-            if closed or status is None:
-                yield SessionChange("ended", result=await self.result_if_closed(session_id))
-                return
-            changed = bool(fresh) or status != last
-            if status != last:
-                last = status
-                yield SessionChange("status", status=status)
-            for pending in status.pending_approvals:
-                if pending.approval_id not in announced:
-                    announced.add(pending.approval_id)
-                    yield SessionChange("approval", status=status, pending=pending)
-            idle = status.phase == "idle" and status.queued_messages == 0
-            if idle and status.message_count == cursor and cursor > replied_at:
-                replied_at = cursor
-                yield SessionChange("reply", status=status)
-            delay = poll_seconds if changed else min(delay * 1.5, 1.0)
-            await asyncio.sleep(delay)
-
-    async def wait(
-        self,
-        session_id: str,
-        *,
-        after: int = 0,
-        answered: Collection[str] = (),
-        timeout: float | None = None,
-        poll_seconds: float = 0.1,
-    ) -> WaitOutcome:
-        """Wait until the session has answered beyond message index ``after``, asks for an
-        approval (other than the ids in ``answered``, decisions already sent), or has
-        ended (``watch``, stopped at the first of those)."""
-        messages: list[Message] = []
-        try:
-            async with asyncio.timeout(timeout):
-                async for event in self.watch(session_id, after=after, poll_seconds=poll_seconds):
-                    if event.kind == "message" and event.message is not None:
-                        messages.append(event.message)
-                    elif event.kind == "approval" and event.status is not None:
-                        if event.pending and event.pending.approval_id in answered:
-                            continue
-                        pending = [
-                            p
-                            for p in event.status.pending_approvals
-                            if p.approval_id not in answered
-                        ]
-                        return WaitOutcome("approval", messages, event.status, pending)
-                    elif event.kind == "reply":
-                        return WaitOutcome("reply", messages, event.status, [])
-                    elif event.kind == "ended":
-                        return WaitOutcome("ended", messages, None, [], event.result)
-        except TimeoutError:
-            raise TimeoutError(
-                f"session {session_id!r} did not answer within {timeout} s"
-            ) from None
-        raise AssertionError("watch ends with an 'ended' event")
 
     async def result_if_closed(self, session_id: str) -> AgentResult | None:
         try:
@@ -433,7 +410,8 @@ class AgentClient(ApprovalDoors):
         except Exception:  # failed, terminated or timed out: no AgentResult to give
             return None
 
-    async def _closed(self, session_id: str) -> bool:
+    async def has_ended(self, session_id: str) -> bool:
+        """The session's newest run has ended (``SessionNotFoundError``: it never ran)."""
         try:
             description = await self._handle(session_id).describe()
         except RPCError as error:

@@ -48,8 +48,8 @@ class SessionClosedError(RuntimeError):
 class SessionExistsError(RuntimeError):
     def __init__(self, session_id: str) -> None:
         super().__init__(
-            f"a session with id {session_id!r} exists (running, or ended: starting over an "
-            "ended one is an explicit choice, restart=True)"
+            f"a session with id {session_id!r} exists (running, or ended: going on with an "
+            "ended one's conversation is resume=True, starting it over is restart=True)"
         )
         self.session_id = session_id
 

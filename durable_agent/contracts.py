@@ -323,10 +323,11 @@ class SessionStatus(Contract):
 
 class AgentResult(Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
-    ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``max_turns``, ``budget``,
-    ``error``, or for a one-shot session whose turn did not end in an answer,
-    ``guardrail``, ``cancelled``, ``unusable_reply``, ``truncated`` or
-    ``compaction_failed``."""
+    ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``budget``, ``max_turns`` and
+    ``error`` (where ``stop.end_session_on`` names them), or for a one-shot session
+    whose turn did not end in an answer, ``guardrail``, ``cancelled``,
+    ``unusable_reply``, ``truncated``, ``compaction_failed``, ``max_turns`` or
+    ``error``."""
 
     status: Literal["done", "failed"]
     stop_reason: str
@@ -336,7 +337,18 @@ class AgentResult(Contract):
     turns: int
     message_count: int
     usage: Usage
+    events_offset: int | None = None
+    """The offset after the run's last live event (a resumed run's events go on there)."""
 
+
+class ClosedRunInput(Contract):
+    """An ended run of the calling session, whose conversation a new run goes on with."""
+
+    run_id: str
+
+
+#: The error type of a resumption whose ended run cannot be read back.
+NO_CONVERSATION = "NoConversation"
 
 #: The error type of a session whose spec its worker does not admit.
 NOT_ADMITTED = "NotAdmitted"

@@ -167,7 +167,8 @@ class GuardrailBlocked(_Event):
 
 class TurnEnded(_Event):
     """A turn ended without an answer: ``reason`` is ``cancelled``, ``guardrail``,
-    ``unusable_reply``, ``truncated``, ``compaction_failed`` or ``max_turns``."""
+    ``unusable_reply``, ``truncated``, ``compaction_failed``, ``max_turns`` or
+    ``error`` (a model call that failed for good)."""
 
     type: Literal["turn_ended"] = "turn_ended"
     turn: int

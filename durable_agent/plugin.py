@@ -27,6 +27,7 @@ from durable_agent.activities.admission import AdmissionActivities
 from durable_agent.activities.approvals import ApprovalActivities
 from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.observing import ObservingInterceptor
+from durable_agent.activities.resumption import ResumptionActivities
 from durable_agent.activities.tools import ToolActivities
 from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.agent import Agent
@@ -141,6 +142,7 @@ class DurableAgentPlugin(SimplePlugin):
         tools = ToolActivities(registry, transcripts, secrets, capabilities)
         admission = AdmissionActivities(capabilities)
         approvals = ApprovalActivities(registry, approver_keys)
+        resumption = ResumptionActivities(transcripts)
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._converter,
@@ -151,6 +153,7 @@ class DurableAgentPlugin(SimplePlugin):
                 model.call_model,
                 model.store_transcript,
                 model.load_transcript,
+                resumption.closed_conversation,
                 tools.resolve_tools,
                 approvals.check_approvals,
                 approvals.describe_calls,

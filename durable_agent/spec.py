@@ -159,7 +159,12 @@ class ToolsetSpec(_Spec):
 
 class StopRules(_Spec):
     max_turns: int = Field(default=25, ge=1)
-    """Most model calls in one user turn before the session stops with an error."""
+    """Most model calls in one user turn; one more ends the turn (``max_turns``)."""
+    end_session_on: list[Literal["max_turns", "model_error"]] = Field(default_factory=list)
+    """What ends the whole session rather than the turn: a runaway turn (``max_turns``)
+    or a model call that failed for good (``model_error``: a permanent 4xx, retries
+    spent). By default each ends the turn, as a guardrail or a cancellation does, and
+    the session waits for the next message; a one-shot session ends either way."""
     on_tools: list[str] = Field(default_factory=list)
     """Stop after running any of these tools (its result is the final answer)."""
     max_tool_calls_per_turn: int = Field(default=1000, ge=1)
@@ -463,6 +468,20 @@ def transfer_tool_name(agent: str) -> str:
 SubAgentSpec.model_rebuild()
 
 
+class Resumption(_Spec):
+    """Where a new run of an ended session picks its conversation up."""
+
+    run_id: str = Field(min_length=1)
+    """The ended run of the same session (workflow id) whose array goes on here: the
+    worker reads it back from that run itself, so the input cannot name another
+    session's conversation, and it travels by reference, not in this input."""
+    message_count: int = Field(default=0, ge=0)
+    """How many messages that run ended with: the ``before`` of a message sent while
+    this run still reads them back (the array itself always comes from the run)."""
+    events_offset: int = Field(default=0, ge=0)
+    """Where that run's live events stopped: this run's go on from there."""
+
+
 class AgentInput(_Spec):
     """The workflow's input: the spec and the first user message."""
 
@@ -470,3 +489,11 @@ class AgentInput(_Spec):
     message: str | UserMessage | None = None
     history: list[Message] = Field(default_factory=list)
     """Earlier messages to continue from (after the instructions, before ``message``)."""
+    resume: Resumption | None = None
+    """Go on with an ended run's conversation (``AgentClient.converse`` sets it)."""
+
+    @model_validator(mode="after")
+    def _one_past(self) -> AgentInput:
+        if self.resume is not None and self.history:
+            raise ValueError("resume: a resumed session takes its history from its last run")
+        return self

@@ -54,6 +54,8 @@ def test_histories_are_recorded() -> None:
         "carried_refused",  # a first start carrying state, refused (its patch's marker)
         "sub_agent",  # a child session whose id is bound to the parent's run
         "tool_kind_webhook",  # a kind registered by its module (the manual's webhooks)
+        "resumed_conversation",  # a run going on with an ended run's array, by reference
+        "runaway_turn_ended",  # max_turns ends the turn, not the session (its patch)
     }
 
 

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.approval_wait import wait_for_decisions
     from durable_agent.workflows.continuation import hand_over
     from durable_agent.workflows.continued_input import ContinuedInput
+    from durable_agent.workflows.fresh_run import events_carried, open_run, reading_back
     from durable_agent.workflows.handlers import SessionHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode_start
     from durable_agent.workflows.live_feed import LiveFeed
@@ -55,18 +56,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.session.loop_rules import session_title
     from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.session_log import session_log
-    from durable_agent.workflows.tool_calls import (
-        check_guardrails,
-        list_remote_tools,
-        resolve_tools,
-        run_tool_groups,
-    )
+    from durable_agent.workflows.tool_calls import check_guardrails, run_tool_groups
     from durable_agent.workflows.transcript_sync import PayloadTooLarge, TranscriptSync
 
 #: Patch ids (workflow.patched; never reuse or rename).
-SESSION_TITLE_PATCH = "session-title-memo"
 MODEL_RESCUE_PATCH = "model-rescue"
-TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
+#: A runaway turn or a model that failed for good ends the turn (it ended the session).
+TURN_FAILURES_PATCH = "turn-failures-end-turns"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
@@ -87,8 +83,8 @@ class AgentWorkflow(SessionHandlers):
         self._session = session = Session(request.spec, state)
         # signed decisions are bound to the session's run chain (new for a new session)
         session.decisions.run_chain = workflow.info().first_execution_run_id
-        carried_events = request.events if isinstance(request, ContinuedInput) else None
-        self._feed = LiveFeed(WorkflowStream(carried_events), session)
+        self._feed = LiveFeed(WorkflowStream(events_carried(request)), session)
+        self._reading_back = reading_back(request)
         rules = request.spec.session
         self._sync = TranscriptSync(
             session.messages,
@@ -120,19 +116,9 @@ class AgentWorkflow(SessionHandlers):
         self._sync.payload_store_bytes = await admit(request.spec)
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
+        session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)
         if isinstance(request, AgentInput):
-            await self._resolve_tools()
-            session.start(request, workflow.now())
-            # Added after sessions were recorded: a command that older histories lack,
-            # so it is patched in (docs/changing-workflow-code.md).
-            if workflow.patched(SESSION_TITLE_PATCH):
-                title = session_title(session.messages)
-                # Added later still: a session started without a message (update-with-start
-                # brings it) is titled by its first message when that arrives.
-                if title or not workflow.patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
-                    workflow.upsert_memo({"title": title})
-                else:
-                    self._untitled = True
+            self._untitled = await open_run(session, request, self._sync)
         else:
             if request.carried.transcript is not None:
                 await self._sync.load(request.carried.transcript)
@@ -141,31 +127,12 @@ class AgentWorkflow(SessionHandlers):
             result = await self._carry_out_commands()
         except PayloadTooLarge as error:
             result = session.fail(str(error))
-        self._feed.ended(result)
+        offset = self._feed.ended(result)
+        result = result.model_copy(update={"events_offset": offset})
         session_log(
             session, logging.INFO, "session ended: %s (%s)", result.status, result.stop_reason
         )
         return result
-
-    async def _resolve_tools(self) -> None:
-        spec, swarm = self._session.spec, self._session.swarm
-        names, guards, hooks = [t.name for t in spec.tools], spec.guardrails, spec.approval_hooks()
-        if swarm is not None:
-            names = list(dict.fromkeys([*names, *swarm.tool_names()]))
-        if names or guards.input or guards.output or hooks:
-            guardrails = sorted({*guards.input, *guards.output})
-            found = await resolve_tools(names, guardrails, hooks, spec.session)
-            problem = self._session.toolbox.resolved(found)
-            if problem:
-                raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
-        if spec.mcp_servers or spec.openapi or spec.toolsets:
-            problem = self._session.toolbox.added(await list_remote_tools(spec))
-            if problem:
-                raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
-        if spec.agents:
-            problem = self._session.toolbox.added(self._session.toolbox.sub_agents())
-            if problem:
-                raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
 
     async def _carry_out_commands(self) -> AgentResult:
         session, feed = self._session, self._feed

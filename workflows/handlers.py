@@ -44,6 +44,13 @@ def _user_message(message: str | UserMessage) -> UserMessage:
 
 class SessionHandlers(ApprovalHandlers):
     _session: Session
+    _reading_back = 0
+    """Messages a starting run still reads back (after continue-as-new by reference, or
+    from the ended run it resumes): a message arriving meanwhile comes after them."""
+
+    def _count_before(self) -> int:
+        count = len(self._session.messages)
+        return max(count, self._reading_back) if self._session.phase == "starting" else count
 
     # --- signals: record only ------------------------------------------------------------
 
@@ -51,7 +58,7 @@ class SessionHandlers(ApprovalHandlers):
     def send_message_now(self, message: str | UserMessage) -> SendResult:
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
-        before = len(self._session.messages)
+        before = self._count_before()
         self._message_arrived(_user_message(message))
         return SendResult(before=before, queued=len(self._session.state.inbox))
 
@@ -67,7 +74,7 @@ class SessionHandlers(ApprovalHandlers):
         it and those queued, or why it would be refused (``problem``)."""
         session = self._session
         return SendResult(
-            before=len(session.messages),
+            before=self._count_before(),
             queued=len(session.state.inbox),
             problem=session.requests.message_problem(_user_message(message)),
         )

@@ -178,10 +178,13 @@ class LiveFeed:
             )
         )
 
-    def ended(self, result: AgentResult | None, error: str | None = None) -> None:
+    def ended(self, result: AgentResult | None, error: str | None = None) -> int:
+        """Announce the end; the offset after it (a resumed run's events go on there)."""
         self.observe()
         self._publish(Ended(result=result, error=error))
         self.let_go()  # long-polling readers drain the closed run by query
+        state = self._stream.get_state()
+        return state.base_offset + len(state.log)
 
     # --- the log's size, and continue-as-new ---------------------------------------------
 

@@ -106,7 +106,7 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     )
     agents = await connect(args)
     session_id = await agents.start(
-        spec, args.prompt, session_id=args.session_id, restart=args.restart
+        spec, args.prompt, session_id=args.session_id, restart=args.restart, resume=args.resume
     )
     print(f"session {session_id}", file=out, flush=True)
     await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
@@ -128,11 +128,11 @@ def _report_end(result: Any, out: TextIO) -> int:
 
 async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    if args.session_id and await _exists(agents, args.session_id):
+    if args.session_id and await _running(agents, args.session_id):
         session_id = args.session_id
     else:
         session_id = await agents.start(
-            load_spec(args), session_id=args.session_id, restart=args.restart
+            load_spec(args), session_id=args.session_id, restart=args.restart, resume=args.resume
         )
     print(f"session {session_id} (an empty line or Ctrl-D ends it)", file=out, flush=True)
     approver = _approver(args, out)
@@ -151,12 +151,11 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
             return _report_end(await agents.result(session_id), out)
 
 
-async def _exists(agents: AgentClient, session_id: str) -> bool:
+async def _running(agents: AgentClient, session_id: str) -> bool:
     try:
-        await agents.status(session_id)
+        return not await agents.has_ended(session_id)
     except SessionNotFoundError:
         return False
-    return True
 
 
 async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
@@ -372,7 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
         sub.add_argument("--instructions", help="system prompt for the default spec")
         sub.add_argument("--session-id", help="session id (default: generated)")
-        sub.add_argument(
+        again = sub.add_mutually_exclusive_group()
+        again.add_argument(
+            "--resume", action="store_true", help="go on with an ended session's conversation"
+        )
+        again.add_argument(
             "--restart", action="store_true", help="start over an ended session of that id"
         )
         sub.add_argument("--yes", action="store_true", help="approve every tool call")

@@ -17,8 +17,9 @@ No I/O, no clock (times are given), no randomness: deterministic by construction
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from durable_agent.contracts import (
     AgentResult,
@@ -132,6 +133,9 @@ class Session:
         """Messages the latest request left out to fit the context budget."""
         self.rescue_enabled = True
         self.truncation_checked = True
+        self.turn_failures_end_turns: Callable[[], bool] = lambda: True
+        """Asked when a turn fails for good (the workflow asks its patch: runs recorded
+        before ended the session there)."""
         """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
         says (patch ``truncated-answers``) whenever a cut answer arrives."""
         """Rescue unusable model turns (off only to replay histories from before it)."""
@@ -259,7 +263,10 @@ class Session:
         if state.stage == "model":
             if state.model_calls_this_reply >= self.spec.stop.max_turns:
                 text = f"Agent loop exceeded {self.spec.stop.max_turns} iterations"
-                return finish(self, "failed", "max_turns", error=text)
+                if self._ends_session("max_turns"):
+                    return finish(self, "failed", "max_turns", error=text)
+                end_turn(self, "max_turns", text)
+                return self.next_command(suggested=suggested, now=now)
             spent = self.budget.spent()
             if spent is not None:
                 return finish(self, "done", "budget", final=last_reply(self.messages), error=spent)
@@ -350,8 +357,8 @@ class Session:
         self, kind: str | None, text: str, retry_after: timedelta | None, now: datetime
     ) -> None:
         """A model call failed: another attempt after a pause while the model's own
-        failures leave attempts, else the session fails with ``text`` (a summary that
-        cannot be made fails the turn only: the session waits for the next message)."""
+        failures leave attempts, else the turn ends with ``text`` and the session waits
+        for the next message (``stop.end_session_on`` ``model_error``: the session fails)."""
         if self.step.retried(kind, retry_after, self.model_spec):
             return
         summarising = self.step.summarising is not None
@@ -369,7 +376,17 @@ class Session:
                 agent_name=self.agent_name,
             )
         )
-        self._outcome = finish(self, "failed", "error", error=text)
+        if self._ends_session("model_error"):
+            self._outcome = finish(self, "failed", "error", error=text)
+        else:
+            end_turn(self, "error", text)
+
+    def _ends_session(self, failure: Literal["max_turns", "model_error"]) -> bool:
+        """A turn that failed this way ends the session: a one-shot session's always,
+        another's when its spec says so (or when it ran before turns could end so)."""
+        if self.spec.session.end_after_reply or failure in self.spec.stop.end_session_on:
+            return True
+        return not self.turn_failures_end_turns()
 
     def model_cancelled(self) -> None:
         """The model call (or summary) was stopped by ``cancel_turn``: nothing joins."""

@@ -20,12 +20,13 @@ def open_conversation(
     agent: tuple[str | None, str | None],
     now: datetime,
 ) -> None:
-    """Fill the empty array and say where the session stands. ``agent``: the name and
+    """Fill the array (empty, or an ended run's when resuming) and say where the
+    session stands. ``agent``: the name and
     instructions of a swarm's first agent (``None, None`` for one agent)."""
     at = epoch_ms(now)
     name, agent_instructions = agent
     instructions = agent_instructions if name is not None else spec.instructions
-    if instructions:
+    if instructions and not messages:  # a resumed conversation has its own already
         messages.append(SystemMessage(content=instructions, timestamp=at, agent_name=name))
     history = list(request.history)
     first = request.message

@@ -1,0 +1,93 @@
+"""A run that opens a session (rather than one continued as new): its tools resolved,
+its conversation opened (read back from the session's ended run when it resumes one),
+and its title set. Deterministic workflow code."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.contracts import ClosedRunInput, TranscriptRef
+    from durable_agent.spec import AgentInput
+    from durable_agent.workflows.continued_input import ContinuedInput
+    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+    from durable_agent.workflows.session.core import Session
+    from durable_agent.workflows.session.loop_rules import session_title
+    from durable_agent.workflows.tool_calls import list_remote_tools, resolve_tools
+    from durable_agent.workflows.transcript_sync import TranscriptSync
+
+#: Patch ids (workflow.patched; never reuse or rename).
+SESSION_TITLE_PATCH = "session-title-memo"
+TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
+
+
+def events_carried(request: AgentInput | ContinuedInput) -> WorkflowStreamState | None:
+    """Where the run's live events go on from: the previous run's state after
+    continue-as-new, the ended run's last offset when resuming, else nothing."""
+    if isinstance(request, ContinuedInput):
+        return request.events
+    if request.resume is not None:
+        return WorkflowStreamState(base_offset=request.resume.events_offset)
+    return None
+
+
+def reading_back(request: AgentInput | ContinuedInput) -> int:
+    """How many messages the run reads back before it opens."""
+    if isinstance(request, ContinuedInput):
+        ref = request.carried.transcript
+        return ref.count if ref is not None else 0
+    return request.resume.message_count if request.resume is not None else 0
+
+
+async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) -> bool:
+    """Resolve the tools, open the conversation and title the session; ``True`` when
+    the title waits for the first message (one sent with update-with-start)."""
+    await _resolve_tools(session)
+    if request.resume is not None:
+        ref: TranscriptRef = await workflow.execute_activity(
+            "closed_conversation",
+            ClosedRunInput(run_id=request.resume.run_id),
+            result_type=TranscriptRef,
+            start_to_close_timeout=timedelta(seconds=300),
+            heartbeat_timeout=timedelta(seconds=session.spec.session.heartbeat_timeout_seconds),
+            retry_policy=LOST_WORK_RETRIES,
+            summary=f"closed_conversation of run {request.resume.run_id}",
+        )
+        await sync.load(ref)
+    session.start(request, workflow.now())
+    # Added after sessions were recorded: a command that older histories lack, so it
+    # is patched in (docs/changing-workflow-code.md).
+    if not workflow.patched(SESSION_TITLE_PATCH):
+        return False
+    title = session_title(session.messages)
+    # Added later still: a session started without a message (update-with-start brings
+    # it) is titled by its first message when that arrives.
+    if title or not workflow.patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
+        workflow.upsert_memo({"title": title})
+        return False
+    return True
+
+
+async def _resolve_tools(session: Session) -> None:
+    spec, swarm = session.spec, session.swarm
+    names, guards, hooks = [t.name for t in spec.tools], spec.guardrails, spec.approval_hooks()
+    if swarm is not None:
+        names = list(dict.fromkeys([*names, *swarm.tool_names()]))
+    if names or guards.input or guards.output or hooks:
+        guardrails = sorted({*guards.input, *guards.output})
+        found = await resolve_tools(names, guardrails, hooks, spec.session)
+        problem = session.toolbox.resolved(found)
+        if problem:
+            raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
+    if spec.mcp_servers or spec.openapi or spec.toolsets:
+        problem = session.toolbox.added(await list_remote_tools(spec))
+        if problem:
+            raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
+    if spec.agents:
+        problem = session.toolbox.added(session.toolbox.sub_agents())
+        if problem:
+            raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
