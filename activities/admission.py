@@ -13,8 +13,9 @@ log = structlog.get_logger("durable_agent.admission")
 
 
 class AdmissionActivities:
-    def __init__(self, capabilities: Capabilities) -> None:
+    def __init__(self, capabilities: Capabilities, *, message_log: bool = False) -> None:
         self._capabilities = capabilities
+        self._message_log = message_log
 
     @activity.defn(name="admit_session")
     @heartbeats
@@ -27,4 +28,6 @@ class AdmissionActivities:
             log.warning("session refused at admission", refused=refused)
         storage = activity.client().data_converter.external_storage
         threshold = storage.payload_size_threshold if storage is not None else None
-        return Admission(refused=refused, payload_store_bytes=threshold)
+        return Admission(
+            refused=refused, payload_store_bytes=threshold, message_log=self._message_log
+        )

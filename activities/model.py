@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities.heartbeat import heartbeating, heartbeats
 from durable_agent.activities.live_deltas import LiveDeltas
+from durable_agent.activities.message_feed import MessageFeed
 from durable_agent.activities.observing import count_tokens
 from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
@@ -40,7 +41,9 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
+from durable_agent.message_sinks import MessageSink
 from durable_agent.messages import AssistantMessage, Message
+from durable_agent.model_inputs import fit_request, json_object_format
 from durable_agent.observability.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.provider import (
     ProviderClient,
@@ -74,8 +77,10 @@ class ModelActivities:
         transcripts: TranscriptStore | None = None,
         cache_size: int = 256,
         capabilities: Capabilities | None = None,
+        message_log: MessageSink | None = None,
     ) -> None:
         self._client = client
+        self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
@@ -131,6 +136,8 @@ class ModelActivities:
             raise transcript_unknown(
                 f"a hash mismatch: the workflow has {head}, this worker {ours}"
             )
+        if self._feed is not None:  # the array as the workflow holds it: to the log
+            await self._feed.offer(messages)
         return ours, messages
 
     async def _conversation(self, call: ModelCallInput) -> tuple[str, tuple[Message, ...]]:
@@ -194,6 +201,9 @@ class ModelActivities:
         messages = list(conversation)
         if setup.agent is not None:  # a swarm: the conversation as this agent sees it
             messages = as_seen_by(conversation, setup.agent, setup.instructions)
+        # parts the model does not take left out (marked); a schema asked for in words
+        api = setup.target.api
+        messages, schema = fit_request(messages, setup.inputs, api, setup.output_schema)
         # shaped once, here: the codec and its builder take a prepared array as it is
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
@@ -204,10 +214,12 @@ class ModelActivities:
             model=setup.model,
             tools=setup.tools,
             options=options_for_call(setup.options, conversation),
-            output_schema=setup.output_schema,
+            output_schema=schema,
             reasoning=setup.reasoning,
             stream=setup.stream,
         )
+        if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
+            json_object_format(api, body, setup.output_schema)
         message = await self._complete(setup, body, bound, on_text, live.reasoning)
         if setup.agent is not None:
             message = message.model_copy(update={"agent_name": setup.agent})

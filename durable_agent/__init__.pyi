@@ -23,6 +23,9 @@ from durable_agent.contracts import SessionStatus as SessionStatus
 from durable_agent.endpoint import ProviderEndpoint as ProviderEndpoint
 from durable_agent.events import LiveEvent as LiveEvent
 from durable_agent.guardrails import guardrail as guardrail
+from durable_agent.message_sinks import JSONLMessageLog as JSONLMessageLog
+from durable_agent.message_sinks import MessageContext as MessageContext
+from durable_agent.message_sinks import MessageSink as MessageSink
 from durable_agent.messages import ApprovalRecord as ApprovalRecord
 from durable_agent.messages import AssistantMessage as AssistantMessage
 from durable_agent.messages import AudioPart as AudioPart

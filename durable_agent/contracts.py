@@ -14,6 +14,7 @@ from durable_agent.context import ContextRules
 from durable_agent.contract_base import Contract
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
+from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec, ToolsetSpec
 from durable_agent.tool_definition import ToolDefinition
@@ -109,6 +110,9 @@ class ModelSetup(Contract):
     """That agent's system prompt."""
     live: bool = False
     """Publish the text and reasoning deltas to the session's event log as they stream."""
+    inputs: ModelInputs | None = None
+    """What the model takes and how structured output is asked for (unset: the
+    defaults: every part the wire carries, ``json_schema``)."""
 
     @property
     def target(self) -> ProviderEndpoint:
@@ -366,3 +370,6 @@ class Admission(Contract):
     payload_store_bytes: int | None = None
     """The worker keeps payloads from this size on in its payload store (history holds
     a reference), so one message over the payload budget can still travel alone."""
+    message_log: bool = False
+    """The worker feeds a message log: the session stores its array's tail before it
+    waits or ends, so every message reaches the log."""

@@ -34,6 +34,7 @@ from durable_agent.agent import Agent
 from durable_agent.agent_modules import with_agents
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.capabilities import Capabilities
+from durable_agent.message_sinks import MessageSink
 from durable_agent.payload_storage import with_payload_storage
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
@@ -59,16 +60,19 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.events",
     "durable_agent.loop_events",
     "durable_agent.messages",
+    "durable_agent.model_inputs",
     "durable_agent.model_options",
     "durable_agent.pairing",
     "durable_agent.request_messages",
     "durable_agent.schema_values",
     "durable_agent.spec",
+    "durable_agent.spec_base",
     "durable_agent.structured_output",
     "durable_agent.swarm",
     "durable_agent.tokens",
     "durable_agent.tool_definition",
     "durable_agent.tool_kinds",
+    "durable_agent.tool_sources",
     "durable_agent.transcript",
     "durable_agent.visible_text",
 )
@@ -113,7 +117,8 @@ class DurableAgentPlugin(SimplePlugin):
     agents written in Python whose endpoints and MCP servers the worker registers;
     ``payload_storage``: where payloads over its threshold go, history keeping a
     reference (``durable_agent.payload_storage``; every client and worker of the
-    namespace needs the same)."""
+    namespace needs the same); ``message_log``: a sink given every message of the
+    sessions the worker serves, once each (``durable_agent.message_sinks``)."""
 
     def __init__(
         self,
@@ -127,6 +132,7 @@ class DurableAgentPlugin(SimplePlugin):
         capabilities: Capabilities | None = None,
         agents: Sequence[Agent[Any]] = (),
         payload_storage: ExternalStorage | None = None,
+        message_log: MessageSink | None = None,
     ) -> None:
         self._payload_storage = payload_storage
         capabilities = with_agents(capabilities or Capabilities(), agents)
@@ -138,9 +144,11 @@ class DurableAgentPlugin(SimplePlugin):
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()
         registry = default_registry if registry is None else registry
-        model = ModelActivities(provider, transcripts, capabilities=capabilities)
+        model = ModelActivities(
+            provider, transcripts, capabilities=capabilities, message_log=message_log
+        )
         tools = ToolActivities(registry, transcripts, secrets, capabilities)
-        admission = AdmissionActivities(capabilities)
+        admission = AdmissionActivities(capabilities, message_log=message_log is not None)
         approvals = ApprovalActivities(registry, approver_keys)
         resumption = ResumptionActivities(transcripts)
         super().__init__(

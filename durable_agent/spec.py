@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -17,14 +15,15 @@ from durable_agent.approval_policy import ApprovalSettings
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
+from durable_agent.model_inputs import ModelInputs, refusal
 from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
 from durable_agent.secrets import SECRET_NAME, references
+from durable_agent.spec_base import SpecModel as _Spec
 from durable_agent.structured_output import check_output_schema
+from durable_agent.tool_sources import McpServerSpec as McpServerSpec  # re-exported names
+from durable_agent.tool_sources import OpenApiSpec as OpenApiSpec
+from durable_agent.tool_sources import ToolsetSpec as ToolsetSpec
 from durable_agent.tools import ApprovalMode, ExecutionMode
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ModelPrice(_Spec):
@@ -45,6 +44,8 @@ class ModelSpec(_Spec):
     allows specs their own (``SpecPolicy.inline_endpoints``)."""
     options: ModelOptions = Field(default_factory=ModelOptions)
     reasoning: ReasoningWire = Field(default_factory=ReasoningWire)
+    inputs: ModelInputs = Field(default_factory=ModelInputs)
+    """What the model takes besides text, and how it is asked for structured output."""
     stream: bool = True
     """Stream the reply."""
     timeout_seconds: float = Field(default=600.0, gt=0)
@@ -57,6 +58,12 @@ class ModelSpec(_Spec):
     context: ContextRules = Field(default_factory=ContextRules)
     """How much of the conversation one request holds (trimming or compaction)."""
     price: ModelPrice | None = None
+
+    def refuses(self, message: UserMessage) -> str | None:
+        """Why the message is refused as it is sent (``inputs.unsupported: refuse``):
+        parts this model, or the wire the spec names, does not take."""
+        wire = self.endpoint.api if isinstance(self.endpoint, ProviderEndpoint) else None
+        return refusal(message, self.inputs, wire)
 
 
 class ToolSettings(_Spec):
@@ -73,88 +80,6 @@ class ToolSettings(_Spec):
     max_result_chars: int | None = Field(default=None, ge=100)
     approvers: list[str] | None = None
     """Who may decide this tool's calls (replaces ``approvals.approvers`` for them)."""
-
-
-class McpServerSpec(_Spec):
-    """An MCP server whose tools the session may use. In a spec, usually just the
-    ``name`` of a server the worker registered (the spec may narrow ``allowed_tools``,
-    change ``prefix`` and make ``approval`` stricter). A server given whole is started
-    over stdio (``command``) or reached over streamable HTTP (``url``): that is how a
-    worker registers one, and a spec may do it only where the worker's policy allows
-    (``SpecPolicy.inline_mcp``). Its tool list is read once, at start."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: list[str] = Field(default_factory=list)
-    """Names of the worker's environment variables the server process gets."""
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    """HTTP header -> the worker's environment variable that holds its value."""
-    allowed_tools: list[str] | None = None
-    """Only these of the server's tools (unset: all of them)."""
-    prefix: str | None = None
-    """Put before each tool name (default ``<name>_``, so two servers cannot collide)."""
-    approval: ApprovalMode = "never"
-    timeout_seconds: float = Field(default=60.0, gt=0)
-    max_attempts: int = Field(default=3, ge=1)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerSpec:
-        if self.command is not None and self.url is not None:
-            raise ValueError(f"mcp server {self.name!r}: give command or url, not both")
-        if self.command is None and self.url is None and (self.args or self.env or self.headers):
-            raise ValueError(
-                f"mcp server {self.name!r}: args, env and headers need a command or url"
-            )
-        return self
-
-    @property
-    def tool_prefix(self) -> str:
-        return f"{self.name}_" if self.prefix is None else self.prefix
-
-
-class OpenApiSpec(_Spec):
-    """An HTTP service described by an OpenAPI 3.0/3.1 document: one tool per operation
-    (named by its ``operationId``). The document is read once, when the session starts.
-    In a spec, usually just the ``name`` of a service the worker registered (the spec
-    may narrow ``operations``, change ``prefix`` and make ``approval`` stricter)."""
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    document: str | None = Field(default=None, min_length=1)
-    """Where the document is: an ``http(s)://`` URL or a file path on the workers (JSON or
-    YAML). Unset: the registered service of this name. A spec gives one only where the
-    worker's policy allows (``SpecPolicy.inline_openapi``, ``file_documents``)."""
-    base_url: str | None = None
-    """Where calls go (default: the document's first ``servers`` URL, resolved against
-    the document's own URL)."""
-    operations: list[str] | None = None
-    """Only these ``operationId``s (unset: all of them)."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """HTTP header -> the worker's environment variable that holds its value."""
-    prefix: str = ""
-    approval: ApprovalMode = "never"
-    timeout_seconds: float = Field(default=60.0, gt=0)
-    max_attempts: int = Field(default=3, ge=1)
-    max_result_chars: int = Field(default=100_000, ge=100)
-
-
-class ToolsetSpec(_Spec):
-    """Tools of a kind registered on the workers (``register_tool_kind``), from one of
-    that kind's sources, by name: the kind says which sources exist and what they hold,
-    so a spec can only pick among what the worker's owner set up. Listed once, at start."""
-
-    kind: str = Field(min_length=1)
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
-    """The source, as the kind knows it."""
-    allowed_tools: list[str] | None = None
-    """Only these of its tools, by their own names (unset: all of them)."""
-    prefix: str | None = None
-    """Put before each tool name (default ``<name>_``)."""
-
-    @property
-    def tool_prefix(self) -> str:
-        return f"{self.name}_" if self.prefix is None else self.prefix
 
 
 class StopRules(_Spec):
@@ -496,4 +421,6 @@ class AgentInput(_Spec):
     def _one_past(self) -> AgentInput:
         if self.resume is not None and self.history:
             raise ValueError("resume: a resumed session takes its history from its last run")
+        if isinstance(self.message, UserMessage) and (why := self.spec.model.refuses(self.message)):
+            raise ValueError(f"message: {why}")
         return self

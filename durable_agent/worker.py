@@ -49,6 +49,7 @@ from durable_agent.cli.args import (
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.encryption import CodecKeys, with_encryption
+from durable_agent.message_sinks import JSONLMessageLog, MessageSink
 from durable_agent.observability.logs import configure_logging
 from durable_agent.observability.telemetry import (
     WorkerMetrics,
@@ -80,6 +81,7 @@ def build_worker(
     preload_tokenizers: bool = True,
     approver_keys: ApproverKeys | None = None,
     capabilities: Capabilities | None = None,
+    message_log: MessageSink | None = None,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
@@ -87,7 +89,8 @@ def build_worker(
     resolves ``{{secret:NAME}}`` references (default: the worker's environment);
     ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``);
     ``capabilities``: what sessions may use (``Capabilities``; default: the OpenAI
-    endpoint the environment describes, nothing else).
+    endpoint the environment describes, nothing else); ``message_log``: a sink fed every
+    message of the sessions it serves, once each (``JSONLMessageLog(DIR)``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -104,6 +107,7 @@ def build_worker(
         approver_keys=approver_keys,
         preload_tokenizers=preload_tokenizers,
         capabilities=capabilities,
+        message_log=message_log,
     )
     return Worker(
         client,
@@ -182,7 +186,11 @@ async def serve(args: argparse.Namespace) -> None:
     transcripts = transcript_store(args)
     try:
         worker = build_worker(
-            client, task_queue=args.task_queue, transcripts=transcripts, capabilities=capabilities
+            client,
+            task_queue=args.task_queue,
+            transcripts=transcripts,
+            capabilities=capabilities,
+            message_log=JSONLMessageLog(args.message_log) if args.message_log else None,
         )
         async with worker:
             tools = ", ".join(default_registry.names()) or "none"

@@ -56,6 +56,7 @@ def test_histories_are_recorded() -> None:
         "tool_kind_webhook",  # a kind registered by its module (the manual's webhooks)
         "resumed_conversation",  # a run going on with an ended run's array, by reference
         "runaway_turn_ended",  # max_turns ends the turn, not the session (its patch)
+        "message_log",  # a worker with a message log: the tail offered before waits
     }
 
 

@@ -32,13 +32,13 @@ def refuse_forged_carry(carried: bool) -> None:
         )
 
 
-async def admit(spec: AgentSpec) -> int | None:
+async def admit(spec: AgentSpec) -> Admission:
     """Fail the session, naming every refused field, unless its worker admits ``spec``.
     Runs for every run, a continued one too: its input could have been written by
-    anyone who can start a workflow, not only by the run before. Returns the size from
-    which the workers keep payloads in their payload store (``None``: they have none)."""
+    anyone who can start a workflow, not only by the run before. Returns what the
+    worker says of itself (its payload store, its message log)."""
     if not workflow.patched(ADMISSION_PATCH):
-        return None
+        return Admission()
     admission: Admission = await workflow.execute_activity(
         "admit_session",
         AdmissionInput(spec=spec),
@@ -54,4 +54,4 @@ async def admit(spec: AgentSpec) -> int | None:
             type=NOT_ADMITTED,
             non_retryable=True,
         )
-    return admission.payload_store_bytes
+    return admission

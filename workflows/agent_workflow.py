@@ -113,7 +113,9 @@ class AgentWorkflow(SessionHandlers):
         request, session = self._request, self._session
         refuse_forged_carry(isinstance(request, ContinuedInput))
         # the worker's registries decide what the spec may use
-        self._sync.payload_store_bytes = await admit(request.spec)
+        admission = await admit(request.spec)
+        self._sync.payload_store_bytes = admission.payload_store_bytes
+        self._sync.logged = admission.message_log
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)
@@ -142,6 +144,7 @@ class AgentWorkflow(SessionHandlers):
             self._title_once_known()
             match command:
                 case Finish():
+                    await self._sync.store_for_log()
                     return command.result
                 case ContinueAsNew():
                     await hand_over(session, self._sync, feed)
@@ -206,6 +209,7 @@ class AgentWorkflow(SessionHandlers):
                     self._sync.stored_by_tool({first + k for k in as_returned})
                     session.tools_finished(results, workflow.now())
                 case WaitForMessage():
+                    await self._sync.store_for_log()
                     await self._wait_for_message(command)
 
                 case _:  # mypy proves every command has its case

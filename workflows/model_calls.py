@@ -167,6 +167,7 @@ class ModelCaller:
         messages = self._session.messages
         kept = reply is not None and len(messages) > before and messages[before] is reply
         self._sync.stored_through(before + 1 if kept else before)
+        self._sync.offered = max(self._sync.offered, before)  # the call fed them to a log
 
 
 def failure(error: ActivityError, recovery_limit: float | None) -> ModelCallFailed:

@@ -57,6 +57,11 @@ class TranscriptSync:
         self.payload_store_bytes: int | None = None
         """Set when the workers keep large payloads in a payload store: a message over
         the budget then goes to the store alone (history holds a reference to it)."""
+        self.logged = False
+        """Set when the workers feed a message log, which takes the messages a model
+        call or a store is sent: the rest are offered before the session waits or ends."""
+        self.offered = 0
+        """How many messages (a prefix) were sent to an activity that feeds the log."""
 
     @property
     def room(self) -> int:
@@ -131,18 +136,7 @@ class TranscriptSync:
                     "docs/operating.md)"
                 )
             try:
-                await workflow.execute_activity(
-                    "store_transcript",
-                    StoreTranscriptInput(
-                        transcript=self.reference(),
-                        messages=messages[start:end],
-                        head=messages.hash_at(end),
-                    ),
-                    start_to_close_timeout=timedelta(seconds=120),
-                    heartbeat_timeout=self._heartbeat,
-                    retry_policy=LOST_WORK_RETRIES,
-                    summary=f"store_transcript messages {start}-{end - 1}",
-                )
+                await self._store_piece(start, end)
             except ActivityError as error:
                 cause = error.cause
                 lost = isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
@@ -151,6 +145,39 @@ class TranscriptSync:
                     continue
                 raise
             self.stored = end
+            self.offered = max(self.offered, end)
+
+    async def _store_piece(self, start: int, end: int) -> None:
+        """Messages ``start`` to ``end`` after the stored prefix (none: the prefix is
+        read back, which feeds the workers' message log)."""
+        messages = self.messages
+        await workflow.execute_activity(
+            "store_transcript",
+            StoreTranscriptInput(
+                transcript=self.reference(),
+                messages=messages[start:end],
+                head=messages.hash_at(end),
+            ),
+            start_to_close_timeout=timedelta(seconds=120),
+            heartbeat_timeout=self._heartbeat,
+            retry_policy=LOST_WORK_RETRIES,
+            summary=f"store_transcript messages {start}-{end - 1}"
+            if end > start
+            else f"store_transcript (read back for the message log) {end} messages",
+        )
+
+    async def store_for_log(self) -> None:
+        """Every message to the workers' message log, when there is one: before the
+        session waits for people, or ends. What the store lacks goes there (the log is
+        fed on the way); a stored tail (a model's reply) is offered by an empty piece."""
+        count = len(self.messages)
+        if not self.logged or self.offered >= count:
+            return
+        if self.stored < count:
+            await self.store_pieces(until_inline_bytes=0)
+        else:
+            await self._store_piece(count, count)
+        self.offered = count
 
     async def load(self, ref: TranscriptRef) -> None:
         """Read back the array a previous run left in the store, a page at a time (pages

@@ -127,6 +127,12 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("DURABLE_AGENT_TRANSCRIPT_STORE"),
         help="sqlite:///path, postgresql://... or memory: (default: SQLite in --data-dir)",
     )
+    parser.add_argument(
+        "--message-log",
+        default=env("DURABLE_AGENT_MESSAGE_LOG"),
+        help="write every message of the sessions served, once each, as JSON lines under "
+        "this directory (or DURABLE_AGENT_MESSAGE_LOG)",
+    )
     parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
     parser.add_argument(
         "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"

@@ -75,7 +75,10 @@ class Requests:
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
         empty = message.content in ("", [])
-        return self._queue_problem("send_message", empty, text_size(message, self.parts_counted))
+        size = text_size(message, self.parts_counted)
+        problem = self._queue_problem("send_message", empty, size)
+        refused = self.spec.model.refuses(message)
+        return problem or (f"send_message: {refused}" if refused else None)
 
     def _queue_problem(self, door: str, empty: bool, size: int | None) -> str | None:
         """What every message sent to the session is checked for: some text, within

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from durable_agent.context import window_start
 from durable_agent.contracts import ModelSetup, SessionStatus
 from durable_agent.messages import AssistantMessage, FlushMessage, Message, SystemMessage
+from durable_agent.model_inputs import ModelInputs
 from durable_agent.request_messages import prepare_request_messages
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
             options=model.options,
             reasoning=model.reasoning,
             stream=False,
+            inputs=None if model.inputs == ModelInputs() else model.inputs,
         )
     return ModelSetup(
         endpoint=model.endpoint,
@@ -41,6 +43,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
         agent=None if swarm is None else swarm.active,
         instructions=None if swarm is None else swarm.agent.instructions,
         live=session.spec.session.live_deltas,
+        inputs=None if model.inputs == ModelInputs() else model.inputs,
     )
 
 
