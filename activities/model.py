@@ -30,6 +30,7 @@ from durable_agent.codecs import build_request
 from durable_agent.context import summary_request
 from durable_agent.contracts import (
     CONFIGURATION_ERROR,
+    HOOK_FAILED,
     MODEL_ATTEMPT_FAILED,
     MODEL_SETUP_UNKNOWN,
     TRANSCRIPT_UNKNOWN,
@@ -53,7 +54,9 @@ from durable_agent.provider import (
     shared_client,
 )
 from durable_agent.request_messages import options_for_call, prepare_request_messages
+from durable_agent.round_hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent.swarm import as_seen_by
+from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.transcript import EMPTY_HASH, payload_bytes
 
 log = structlog.get_logger("durable_agent.model")
@@ -78,8 +81,10 @@ class ModelActivities:
         cache_size: int = 256,
         capabilities: Capabilities | None = None,
         message_log: MessageSink | None = None,
+        registry: ToolRegistry | None = None,
     ) -> None:
         self._client = client
+        self._registry = default_registry if registry is None else registry
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self.transcripts = transcripts or TranscriptStore()
@@ -204,6 +209,14 @@ class ModelActivities:
         # parts the model does not take left out (marked); a schema asked for in words
         api = setup.target.api
         messages, schema = fit_request(messages, setup.inputs, api, setup.output_schema)
+        hooks, context = (
+            setup.hooks,
+            HookContext(
+                session_id=activity.info().workflow_id or "", turn=call.turn, agent=setup.agent
+            ),
+        )
+        if hooks is not None and hooks.request:
+            messages = await self._hooked(rewrite_request, hooks.request, messages, context)
         # shaped once, here: the codec and its builder take a prepared array as it is
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
@@ -221,6 +234,8 @@ class ModelActivities:
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
             json_object_format(api, body, setup.output_schema)
         message = await self._complete(setup, body, bound, on_text, live.reasoning)
+        if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
+            message = await self._hooked(rewrite_reply, hooks.reply, message, context)
         if setup.agent is not None:
             message = message.model_copy(update={"agent_name": setup.agent})
         bound.info(
@@ -234,6 +249,14 @@ class ModelActivities:
         except Exception as error:
             bound.warning("transcript store unavailable; reply not kept", error=str(error))
         return message
+
+    async def _hooked(
+        self, rewrite: Any, names: list[str], value: Any, context: HookContext
+    ) -> Any:
+        try:
+            return await rewrite(self._registry, names, value, context)
+        except HookFailed as error:  # ends the turn with its words; never retried
+            raise ApplicationError(str(error), type=HOOK_FAILED, non_retryable=True) from None
 
     @activity.defn(name="summarise_context")
     async def summarise_context(self, call: SummaryCallInput) -> AssistantMessage:

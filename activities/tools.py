@@ -148,7 +148,10 @@ class ToolActivities:
                     describes=found.describe is not None,
                 )
             )
-        hooks = [h for h in request.hooks if self._registry.hook(h) is None]
+        registry = self._registry
+        hooks = [
+            h for h in request.hooks if registry.hook(h) is None and not registry.round_hook(h)
+        ]
         return ResolveToolsResult(
             tools=resolved, missing=missing, missing_guardrails=lacking, missing_hooks=hooks
         )

@@ -58,6 +58,8 @@ from durable_agent.pairing import pair_tool_results as pair_tool_results
 from durable_agent.pairing import repair_pairing as repair_pairing
 from durable_agent.plugin import DurableAgentPlugin as DurableAgentPlugin
 from durable_agent.request_messages import prepare_request_messages as prepare_request_messages
+from durable_agent.round_hooks import HookContext as HookContext
+from durable_agent.round_hooks import round_hook as round_hook
 from durable_agent.spec import AgentInput as AgentInput
 from durable_agent.spec import AgentSpec as AgentSpec
 from durable_agent.spec import McpServerSpec as McpServerSpec

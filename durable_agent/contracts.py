@@ -16,6 +16,7 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.round_hooks import HookNames
 from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec, ToolsetSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import CallTarget
@@ -36,6 +37,9 @@ TOOL_RAISED = "ToolRaised"
 MODEL_ATTEMPT_FAILED = "ModelAttemptFailed"
 #: Error type of a failure no retry can fix (a key's variable unset, an unknown API).
 CONFIGURATION_ERROR = "ConfigurationError"
+#: Error type of a model call whose request or reply hook raised: the turn ends with
+#: its words (the call is not tried again).
+HOOK_FAILED = "HookFailed"
 #: Error type of a guardrail that raised (or is not loaded): retried by the workflow,
 #: then the turn fails with its words.
 GUARDRAIL_FAILED = "GuardrailFailed"
@@ -113,6 +117,8 @@ class ModelSetup(Contract):
     inputs: ModelInputs | None = None
     """What the model takes and how structured output is asked for (unset: the
     defaults: every part the wire carries, ``json_schema``)."""
+    hooks: HookNames | None = None
+    """The hooks each call and reply go through (unset: none)."""
 
     @property
     def target(self) -> ProviderEndpoint:

@@ -64,6 +64,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.model_options",
     "durable_agent.pairing",
     "durable_agent.request_messages",
+    "durable_agent.round_hooks",
     "durable_agent.schema_values",
     "durable_agent.spec",
     "durable_agent.spec_base",
@@ -145,7 +146,11 @@ class DurableAgentPlugin(SimplePlugin):
         transcripts = transcripts or TranscriptStore()
         registry = default_registry if registry is None else registry
         model = ModelActivities(
-            provider, transcripts, capabilities=capabilities, message_log=message_log
+            provider,
+            transcripts,
+            capabilities=capabilities,
+            message_log=message_log,
+            registry=registry,
         )
         tools = ToolActivities(registry, transcripts, secrets, capabilities)
         admission = AdmissionActivities(capabilities, message_log=message_log is not None)

@@ -17,6 +17,7 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
 from durable_agent.model_inputs import ModelInputs, refusal
 from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
+from durable_agent.round_hooks import HookNames
 from durable_agent.secrets import SECRET_NAME, references
 from durable_agent.spec_base import SpecModel as _Spec
 from durable_agent.structured_output import check_output_schema
@@ -279,6 +280,9 @@ class AgentSpec(_Spec):
     """JSON Schema of a structured final answer."""
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
+    hooks: HookNames = Field(default_factory=HookNames)
+    """Hooks on the worker that rewrite each model call's messages, or its reply before
+    it is recorded (``durable_agent.round_hooks``)."""
     rescue: RescueRules = Field(default_factory=RescueRules)
     mcp_servers: Annotated[list[McpServerSpec], BeforeValidator(_tool_shorthand)] = Field(
         default_factory=list
@@ -370,10 +374,11 @@ class AgentSpec(_Spec):
             raise ValueError(f"tools: names starting {HANDOFF_PREFIX} are the swarm's handoffs")
 
     def approval_hooks(self) -> list[str]:
-        """Named predicates and the escalation notifier the workers must have loaded."""
+        """Named predicates and the escalation notifier the workers must have loaded,
+        and the hooks over each model call."""
         escalation = self.approvals.escalation
         notifier = [escalation.notifier] if escalation and escalation.notifier else []
-        return sorted({*self.approvals.predicates(), *notifier})
+        return sorted({*self.approvals.predicates(), *notifier, *self.hooks.names()})
 
     def agent_names(self) -> list[str]:
         """The swarm's agents (empty for a single-agent session)."""

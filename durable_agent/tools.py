@@ -372,6 +372,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._guardrails: dict[str, RegisteredGuardrail] = {}
         self._hooks: dict[str, Callable[..., Any]] = {}
+        self._round_hooks: dict[str, Any] = {}
         for t in tools:
             self.add(t)
 
@@ -384,6 +385,16 @@ class ToolRegistry:
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         return self._hooks.get(name)
+
+    def add_round_hook(self, hook: Any) -> None:
+        """A hook over each model call (``durable_agent.round_hooks.RoundHook``)."""
+        existing = self._round_hooks.get(hook.name)
+        if existing is not None and existing.fn is not hook.fn:
+            raise ValueError(f"a different hook named {hook.name!r} is already registered")
+        self._round_hooks[hook.name] = hook
+
+    def round_hook(self, name: str) -> Any:
+        return self._round_hooks.get(name)
 
     def add_guardrail(self, g: RegisteredGuardrail) -> None:
         existing = self._guardrails.get(g.name)

@@ -57,6 +57,7 @@ def test_histories_are_recorded() -> None:
         "resumed_conversation",  # a run going on with an ended run's array, by reference
         "runaway_turn_ended",  # max_turns ends the turn, not the session (its patch)
         "message_log",  # a worker with a message log: the tail offered before waits
+        "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
     }
 
 

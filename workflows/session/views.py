@@ -42,8 +42,10 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
         context=model.context if model.context.budget_tokens else None,
         agent=None if swarm is None else swarm.active,
         instructions=None if swarm is None else swarm.agent.instructions,
-        live=session.spec.session.live_deltas,
+        # a reply hook rewrites the reply: its raw text must not stream to readers first
+        live=session.spec.session.live_deltas and not session.spec.hooks.reply,
         inputs=None if model.inputs == ModelInputs() else model.inputs,
+        hooks=session.spec.hooks if session.spec.hooks.names() else None,
     )
 
 
