@@ -46,6 +46,7 @@ from durable_agent.messages import audio_part as audio_part
 from durable_agent.messages import dump_messages as dump_messages
 from durable_agent.messages import file_part as file_part
 from durable_agent.messages import file_part_from_id as file_part_from_id
+from durable_agent.messages import file_part_from_url as file_part_from_url
 from durable_agent.messages import image_part as image_part
 from durable_agent.messages import image_part_from_bytes as image_part_from_bytes
 from durable_agent.messages import parse_message as parse_message

@@ -82,6 +82,9 @@ class FileData(_Frozen):
     file_data: str | None = None
     """A ``data:<media type>;base64,...`` URL."""
     file_id: str | None = None
+    file_url: str | None = None
+    """A file by URL, which the provider fetches (Responses, Anthropic; Chat Completions
+    has no such part: the request says the file was left out)."""
     filename: str | None = None
 
 
@@ -361,6 +364,11 @@ def audio_part(data: bytes, media_type: str) -> AudioPart:
 
 def file_part(data: bytes, filename: str, media_type: str = "application/pdf") -> FilePart:
     return FilePart(file=FileData(file_data=data_url(data, media_type), filename=filename))
+
+
+def file_part_from_url(url: str, filename: str | None = None) -> FilePart:
+    """A file the provider fetches by URL (the worker never does)."""
+    return FilePart(file=FileData(file_url=url, filename=filename))
 
 
 def file_part_from_id(file_id: str) -> FilePart:

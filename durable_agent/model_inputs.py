@@ -101,6 +101,25 @@ def _left_out(part: ContentPart, takes: frozenset[PartKind]) -> PartKind | None:
     return kind if kind is not None and kind not in takes else None
 
 
+#: Chat Completions carries a file inline or by id, never by URL.
+FILE_BY_URL_MARKER = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
+
+
+def _no_file_urls(messages: list[Message]) -> list[Message]:
+    fitted: list[Message] = []
+    for message in messages:
+        content = getattr(message, "content", None)
+        if isinstance(content, list) and any(_by_url(p) for p in content):
+            parts = [FILE_BY_URL_MARKER if _by_url(p) else p for p in content]
+            message = message.model_copy(update={"content": parts})
+        fitted.append(message)
+    return fitted
+
+
+def _by_url(part: ContentPart) -> bool:
+    return isinstance(part, FilePart) and bool(part.file.file_url) and not part.file.file_data
+
+
 def refusal(message: UserMessage, inputs: ModelInputs, wire: str | None) -> str | None:
     """Why a message is refused (``unsupported: refuse``): the kinds it holds that the
     model (or its wire, when the spec names it) does not take."""
@@ -132,6 +151,8 @@ def fit_request(
     inputs = inputs or ModelInputs()
     takes = inputs.kinds() & WIRE_TAKES.get(api, WIRE_TAKES["chat"])
     fitted = fit_to_model(messages, takes)
+    if api == "chat":
+        fitted = _no_file_urls(fitted)
     if output_schema is None or inputs.structured_output == "json_schema":
         return fitted, output_schema
     return [*fitted, schema_instruction(output_schema)], None

@@ -172,14 +172,27 @@ class SessionRules(_Spec):
 
 class SubAgentSpec(_Spec):
     """Another agent as a tool (the Prompty spec's ``prompty`` kind): each call runs it as a child
-    session (a child workflow) with the call's ``task`` as its message; its final answer
-    is the tool's result."""
+    session (a child workflow) with the call's ``task`` (or its ``inputs``) as its
+    message; its final answer is the tool's result."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     description: str = Field(min_length=1)
     spec: AgentSpec
     """The agent's own spec (it runs one reply: ``end_after_reply`` is set for it)."""
     approval: ApprovalMode = "never"
+    inputs: dict[str, Any] | None = None
+    """The agent's inputs as a JSON Schema object, projected as the tool's parameters
+    (the ``prompty`` kind); a call's arguments, checked against it, are the child's
+    message as JSON. Unset: one ``task`` string, which is the message."""
+
+    @field_validator("inputs")
+    @classmethod
+    def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_output_schema(value)
+            if value.get("type") != "object":
+                raise ValueError('inputs: a JSON Schema with "type": "object"')
+        return value
 
 
 def _tool_shorthand(value: Any) -> Any:

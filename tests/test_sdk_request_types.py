@@ -17,11 +17,13 @@ from durable_agent import (
     audio_part,
     file_part,
     file_part_from_id,
+    file_part_from_url,
     image_part,
     image_part_from_bytes,
     user_message,
 )
 from durable_agent.codecs import build_request
+from durable_agent.model_inputs import fit_request
 from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(
@@ -118,6 +120,28 @@ def test_file_id_validates_everywhere() -> None:
     for api in ("chat", "responses", "anthropic"):
         body = build_request(api, [user_message("read", file_part_from_id("file-1"))], model="m")  # type: ignore[arg-type]
         validate_request(api, body)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_a_file_by_url_validates_as_each_wire_carries_it(api: str) -> None:
+    """Responses and Anthropic take the URL (the provider fetches it, never the worker);
+    Chat Completions has no such part, so the request says the file was left out."""
+    url = "https://example.com/report.pdf"
+    messages = [user_message("read", file_part_from_url(url, "report.pdf"))]
+    fitted, _ = fit_request(messages, None, api, None)
+    body = build_request(api, fitted, model="m")  # type: ignore[arg-type]
+    validate_request(api, body)
+    part = body["input" if api == "responses" else "messages"][0]["content"][1]
+    if api == "responses":
+        assert part == {"type": "input_file", "file_url": url, "filename": "report.pdf"}
+    elif api == "anthropic":
+        assert part == {"type": "document", "source": {"type": "url", "url": url}}
+    else:
+        assert part == {
+            "type": "text",
+            "text": "[file omitted: Chat Completions takes no file by URL]",
+        }
+        assert url not in str(body)
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])

@@ -11,11 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.messages import ToolMessage
+from durable_agent.spec import SubAgentSpec
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -228,3 +231,62 @@ async def test_a_childs_approval_shows_in_the_parent_and_is_decided_there(
     assert published.content == "published: 42"
     assert published.approval is not None and published.approval.by == "editor"
     assert status.pending_approvals == []
+
+
+INPUTS = {
+    "type": "object",
+    "properties": {"topic": {"type": "string"}, "depth": {"type": "integer", "minimum": 1}},
+    "required": ["topic", "depth"],
+}
+
+
+async def test_a_sub_agents_inputs_are_its_parameters_and_its_message(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The ``prompty`` kind: the child's input schema is the tool's parameters; arguments
+    that do not match it are an error result the model reads (no child starts), ones
+    that do are the child's message, as JSON."""
+
+    def answer(request: RecordedRequest) -> Any:
+        messages = request.body["messages"]
+        if messages[0] == {"role": "system", "content": RESEARCHER}:
+            return assistant_text("Tides follow the moon.")
+        results = [m for m in messages if m["role"] == "tool"]
+        if not results:
+            return assistant_calls(("researcher", {"topic": "tides"}))  # depth missing
+        if len(results) == 1:
+            return assistant_calls(("researcher", {"topic": "tides", "depth": 2}))
+        return assistant_text("done")
+
+    with ScriptedProvider(responder=answer) as provider:
+        child = spec_for(provider, [], instructions=RESEARCHER).model_dump()
+        agents_section = [
+            {"name": "researcher", "description": "Researches", "spec": child, "inputs": INPUTS}
+        ]
+        spec = spec_for(provider, [], agents=agents_section)
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "research tides")
+            result = await asyncio.wait_for(agents.result(session), 60)
+            messages = await agents.messages(session)
+    first = provider.bodies()[0]
+    [tool] = first["tools"]
+    assert tool["function"]["name"] == "researcher"
+    assert tool["function"]["parameters"]["required"] == ["topic", "depth"]
+    refused, answered = [m for m in messages if isinstance(m, ToolMessage)]
+    assert "the agent's inputs" in refused.content and "depth" in refused.content
+    assert answered.content == "Tides follow the moon."
+    child_bodies = [b for b in provider.bodies() if b["messages"][0]["content"] == RESEARCHER]
+    assert len(child_bodies) == 1  # the refused call started no child
+    assert json.loads(child_bodies[0]["messages"][-1]["content"]) == {"depth": 2, "topic": "tides"}
+    assert result.final is not None and result.final.content == "done"
+
+
+def test_a_sub_agents_inputs_must_be_an_object_schema() -> None:
+    child = {"model": {"name": "m"}}
+    base = {"name": "r", "description": "d", "spec": child}
+    with pytest.raises(ValidationError, match=r"type.*object"):
+        SubAgentSpec.model_validate({**base, "inputs": {"type": "string"}})
+    with pytest.raises(ValidationError, match="not a valid JSON Schema"):
+        SubAgentSpec.model_validate({**base, "inputs": {"type": "object", "required": 3}})
+    assert SubAgentSpec.model_validate({**base, "inputs": INPUTS}).inputs == INPUTS

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
@@ -48,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
+    from durable_agent.tool_kinds.sub_agent import Refused, child_message
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
@@ -224,12 +224,9 @@ async def run_sub_agent(
     call = run.call
     assert isinstance(run.target, SubAgentCall)
     agent = run.target.spec
-    try:
-        task = json.loads(call.function.arguments or "{}").get("task")
-    except (ValueError, AttributeError):
-        task = None
-    if not isinstance(task, str) or not task.strip():
-        failed = tool_error_result(call, "give the agent a non-empty 'task' string")
+    task = child_message(call.function.arguments, run.target.inputs)
+    if task is None or isinstance(task, Refused):
+        failed = tool_error_result(call, task or "give the agent a non-empty 'task' string")
         return failed.model_copy(update={"approval": run.approval}), False
     session = agent.session.model_copy(update={"end_after_reply": True})
     info = workflow.info()

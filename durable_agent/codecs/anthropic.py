@@ -85,6 +85,8 @@ def _part(part: Any) -> dict[str, Any]:
             }
         return {"type": "image", "source": {"type": "url", "url": part.image_url.url}}
     if isinstance(part, FilePart):
+        if part.file.file_url:
+            return {"type": "document", "source": {"type": "url", "url": part.file.file_url}}
         if part.file.file_id:
             return {"type": "document", "source": {"type": "file", "file_id": part.file.file_id}}
         inline = _split_data_url(part.file.file_data or "")
@@ -94,7 +96,9 @@ def _part(part: Any) -> dict[str, Any]:
                 "type": "document",
                 "source": {"type": "base64", "media_type": media_type, "data": data},
             }
-        raise UnsupportedContentError("a file part needs file_data (a data: URL) or file_id")
+        raise UnsupportedContentError(
+            "a file part needs file_data (a data: URL), file_id or file_url"
+        )
     if isinstance(part, AudioPart):
         raise UnsupportedContentError("the Anthropic Messages API takes no audio input")
     raise UnsupportedContentError(f"unsupported content part: {part!r}")

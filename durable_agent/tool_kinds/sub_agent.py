@@ -4,9 +4,11 @@ spec, its approval settings made at least as strict as the calling session's."""
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from durable_agent.spec import AgentSpec
+from durable_agent.structured_output import parse_structured_output
 from durable_agent.tool_kinds.base import CallTarget, ToolKind, ToolTarget
 
 
@@ -20,6 +22,8 @@ class SubAgentCall(CallTarget):
     kind: Literal["agent"] = "agent"
     spec: AgentSpec
     """The child session's spec."""
+    inputs: dict[str, Any] | None = None
+    """The agent's input schema (unset: a ``task`` string)."""
 
 
 class SubAgentKind(ToolKind[SubAgentTarget, SubAgentCall]):
@@ -29,6 +33,28 @@ class SubAgentKind(ToolKind[SubAgentTarget, SubAgentCall]):
     runs_in = "child_session"
 
     def call_target(self, target: SubAgentTarget, spec: AgentSpec) -> SubAgentCall:
-        agent = next(a.spec for a in spec.agents if a.name == target.agent)
-        approvals = agent.approvals.within(spec.approvals)  # never looser than the caller
-        return SubAgentCall(spec=agent.model_copy(update={"approvals": approvals}))
+        entry = next(a for a in spec.agents if a.name == target.agent)
+        approvals = entry.spec.approvals.within(spec.approvals)  # never looser than the caller
+        child = entry.spec.model_copy(update={"approvals": approvals})
+        return SubAgentCall(spec=child, inputs=entry.inputs)
+
+
+def child_message(arguments: str, inputs: dict[str, Any] | None) -> str | Refused | None:
+    """The child session's message from a call's arguments: its ``task``, or with
+    ``inputs`` the arguments as JSON once they match the schema (``Refused``: why not,
+    for the model to read; ``None``: no usable task)."""
+    if inputs is not None:
+        parsed = parse_structured_output(arguments or "{}", inputs)
+        if not parsed.ok:
+            text = (parsed.error or "").replace("the answer", "the arguments")
+            return Refused(f"the agent's inputs: {text}")
+        return json.dumps(parsed.value, ensure_ascii=False, indent=2, sort_keys=True)
+    try:
+        task = json.loads(arguments or "{}").get("task")
+    except (ValueError, AttributeError):
+        return None
+    return task if isinstance(task, str) and task.strip() else None
+
+
+class Refused(str):
+    """A reason the call's arguments cannot start the agent."""

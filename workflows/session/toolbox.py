@@ -75,7 +75,9 @@ class Toolbox:
         return [
             ResolvedTool(
                 definition=ToolDefinition(
-                    name=agent.name, description=agent.description, parameters=SUB_AGENT_PARAMETERS
+                    name=agent.name,
+                    description=agent.description,
+                    parameters=agent.inputs or SUB_AGENT_PARAMETERS,
                 ),
                 policy=ToolPolicy(approval=agent.approval, max_attempts=1),
                 target=SubAgentTarget(agent=agent.name),
