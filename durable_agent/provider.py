@@ -30,13 +30,17 @@ from durable_agent.codecs import (
 from durable_agent.codecs.common import error_text, response_id_of
 from durable_agent.codecs.media import (
     EMBEDDINGS_PATH,
+    GeneratedImage,
     build_embeddings_request,
+    build_image_request,
     parse_embeddings_response,
+    parse_image_response,
 )
+from durable_agent.codecs.media_apis import IMAGES_PATH
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage, UserMessage
 from durable_agent.model_options import ModelOptions
-from durable_agent.observability.gen_ai_spans import embeddings_span, record_embeddings
+from durable_agent.observability.gen_ai_spans import embeddings_span, image_span, record_embeddings
 from durable_agent.redaction import redact
 
 USER_AGENT = f"durable-agent/{__version__}"
@@ -320,6 +324,23 @@ async def embed(
         whole = await client.post_json(endpoint, body, path=EMBEDDINGS_PATH)
         record_embeddings(span, whole)
     return parse_embeddings_response(whole)
+
+
+async def generate_image(
+    client: ProviderClient,
+    endpoint: ProviderEndpoint,
+    model: str,
+    prompt: str,
+    options: ModelOptions | None = None,
+) -> list[GeneratedImage]:
+    """Images for ``prompt`` (Prompty spec §7.3: OpenAI's ``/images/generations``; the
+    options carry size, quality and ``n``), in a ``generate_content`` span."""
+    body = build_image_request([UserMessage(content=prompt)], model=model, options=options)
+    with image_span(model) as span:
+        whole = await client.post_json(endpoint, body, path=IMAGES_PATH)
+        images = parse_image_response(whole)
+        span.set_attribute("gen_ai.response.image_count", len(images))
+    return images
 
 
 _shared: dict[asyncio.AbstractEventLoop, ProviderClient] = {}

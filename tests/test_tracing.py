@@ -236,6 +236,34 @@ async def test_an_embeddings_call_is_an_embeddings_span_under_its_tool(
     assert provider.requests[1].body == {"model": "text-embedding-3-small", "input": "hello"}
 
 
+async def test_an_image_generation_is_a_generate_content_span_under_its_tool(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    url = "https://images.example/cat.png"
+    with OtlpReceiver() as receiver, ScriptedProvider() as provider:
+        provider.add(
+            assistant_calls(("draw", {"prompt": "a cat", "base_url": provider.base_url})),
+            json_reply({"created": 1, "data": [{"url": url, "revised_prompt": "a cat, drawn"}]}),
+            assistant_text("drawn"),
+        )
+        with traced_worker(temporal_env, task_queue, receiver.endpoint):
+            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+            session = await agents.start(spec_for(provider, ["draw"]), "draw a cat")
+            await agents.result(session)
+            messages = await agents.messages(session)
+            await wait_for(lambda: _true(bool(receiver.named("generate_content gpt-image-1"))), 30)
+            await wait_for(lambda: _true(bool(receiver.named("execute_tool draw"))), 30)
+    [span] = receiver.named("generate_content gpt-image-1")
+    [tool] = receiver.named("execute_tool draw")
+    assert span.parent_id == tool.span_id
+    assert span.attributes["gen_ai.operation.name"] == "generate_content"
+    assert span.attributes["gen_ai.output.type"] == "image"
+    assert span.attributes["gen_ai.response.image_count"] == 1
+    assert provider.requests[1].path == "/v1/images/generations"
+    assert provider.requests[1].body == {"model": "gpt-image-1", "prompt": "a cat"}
+    assert messages[2].content == url
+
+
 async def _true(value: bool) -> bool:
     return value
 

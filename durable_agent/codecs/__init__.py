@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from durable_agent.codecs import anthropic, chat, responses
+from durable_agent.codecs import anthropic, chat, media_apis, responses
 from durable_agent.codecs.anthropic import (
     AnthropicStreamAccumulator,
     build_anthropic_request,
@@ -106,6 +106,30 @@ register_codec(
         parse_responses_response,
         ResponsesStreamAccumulator,
         provider_name="openai",
+    ),
+)
+register_codec(
+    "embeddings",
+    Codec(
+        "embeddings",
+        media_apis.EMBEDDINGS_PATH,
+        media_apis.build_embeddings_turn,
+        media_apis.parse_embeddings_turn,
+        ChatStreamAccumulator,  # never used: these requests do not stream
+        provider_name="openai",
+        operation="embeddings",
+    ),
+)
+register_codec(
+    "images",
+    Codec(
+        "images",
+        media_apis.IMAGES_PATH,
+        media_apis.build_image_turn,
+        media_apis.parse_image_turn,
+        ChatStreamAccumulator,  # never used: these requests do not stream
+        provider_name="openai",
+        operation="generate_content",
     ),
 )
 register_codec(

@@ -38,7 +38,7 @@ class Codec:
     request's fields; ``parse`` turns a whole response body into an assistant message;
     ``accumulator`` makes a fresh stream accumulator; ``provider_name`` is the
     ``gen_ai.provider.name`` of its spans; ``sends_reasoning``: the builder takes the
-    reasoning wire settings."""
+    reasoning wire settings; ``operation``: what its spans say it does."""
 
     def __init__(
         self,
@@ -51,8 +51,11 @@ class Codec:
         provider_name: str,
         auth: AuthHeaders = bearer_auth,
         sends_reasoning: bool = False,
+        operation: str = "chat",
     ) -> None:
         self.api = api
+        self.operation = operation
+        """Its ``gen_ai.operation.name`` (``chat``, ``embeddings``, ``generate_content``)."""
         self.path = path
         self.provider_name = provider_name
         self._build = build

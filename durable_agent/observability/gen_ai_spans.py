@@ -43,11 +43,14 @@ def content_on_spans() -> bool:
 
 def request_attributes(setup: ModelSetup) -> dict[str, Any]:
     """What the call asked for: the operation, provider, model and every option."""
+    codec = codec_for(setup.target.api)
     attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": codec_for(setup.target.api).provider_name,
+        "gen_ai.operation.name": codec.operation,
+        "gen_ai.provider.name": codec.provider_name,
         "gen_ai.request.model": setup.model,
     }
+    if codec.api == "images":
+        attributes["gen_ai.output.type"] = "image"
     options = setup.options
     for field, name in _OPTION_NAMES.items():
         value = getattr(options, field)
@@ -116,6 +119,21 @@ def record_embeddings(span: Span, body: dict[str, Any]) -> None:
     data = body.get("data") or []
     if data and isinstance(data[0], dict) and isinstance(data[0].get("embedding"), list):
         span.set_attribute("gen_ai.embeddings.dimension.count", len(data[0]["embedding"]))
+
+
+@contextmanager
+def image_span(model: str) -> Iterator[Span]:
+    """An image generation a tool asked for (``generate_image``)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "generate_content",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": model,
+        "gen_ai.output.type": "image",
+    }
+    with tracer.start_as_current_span(
+        f"generate_content {model}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        yield span
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.provider import embed, shared_client
+from durable_agent.provider import embed, generate_image, shared_client
 from durable_agent.tools import tool
 
 
@@ -25,3 +25,11 @@ async def embed_note(text: str, base_url: str) -> str:
     endpoint = ProviderEndpoint(base_url=base_url, api_key_env=None)
     vectors = await embed(shared_client(), endpoint, "text-embedding-3-small", [text])
     return f"{len(vectors[0])} dimensions"
+
+
+@tool
+async def draw(prompt: str, base_url: str) -> str:
+    """The address of an image an image model drew (it calls the model)."""
+    endpoint = ProviderEndpoint(base_url=base_url, api_key_env=None)
+    [image] = await generate_image(shared_client(), endpoint, "gpt-image-1", prompt)
+    return image.url or "no url"
