@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 
 class _Frozen(BaseModel):
@@ -152,6 +152,21 @@ class UserMessage(_Stored):
     timestamp: int | None = None
     blocked: str | None = None
     """An input guardrail stopped this message (the reason): kept, never sent."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _images_as_parts(cls, value: Any) -> Any:
+        """The swarm kit's ``images`` (URLs or base64, or bytes as a list of numbers)
+        become image parts after the text: one place for a message's content."""
+        if not isinstance(value, dict) or not value.get("images"):
+            return value
+        value = dict(value)
+        content, images = value.get("content") or [], value.pop("images")
+        parts = (
+            [{"type": "text", "text": content}] if isinstance(content, str) and content else content
+        )
+        value["content"] = [*parts, *(image_from_seed(i).model_dump() for i in images)]
+        return value
 
 
 class AssistantMessage(_Stored):
@@ -391,3 +406,19 @@ def text_of(content: str | Iterable[Any]) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+#: First bytes of the image formats a seed array's bare base64 may hold.
+_IMAGE_MAGIC = ((b"\x89PNG", "image/png"), (b"\xff\xd8", "image/jpeg"), (b"GIF8", "image/gif"),
+                (b"RIFF", "image/webp"))  # fmt: skip
+
+
+def image_from_seed(image: str | list[int]) -> ImagePart:
+    """One of the swarm kit's ``images``: a URL (or ``data:`` URL) as it is; bare
+    base64 or bytes as a ``data:`` URL of the type their first bytes say (PNG if
+    none does)."""
+    if isinstance(image, str) and image.startswith(("http://", "https://", "data:")):
+        return image_part(image)
+    data = bytes(image) if isinstance(image, list) else base64.b64decode(image, validate=True)
+    kind = next((t for magic, t in _IMAGE_MAGIC if data.startswith(magic)), "image/png")
+    return image_part(data_url(data, kind))

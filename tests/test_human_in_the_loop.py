@@ -122,7 +122,7 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
     assert cy.content == "sent 90 to cy" and cy.approval is not None
     assert cy.approval.original_arguments == '{"to": "cy", "amount": 900}'
     assert refund.content == "refund done by hand" and refund.approval is not None
-    assert refund.approval.decision == "responded"
+    assert refund.approval.decision == "responded" and refund.mode == "tool"
     assert dan.approval is not None and dan.approval.by in ("ann", "bob")
     assert raced[0].startswith("denied") == (dan.approval.by == "ann")  # the later one lost
     assert [name for name, _ in ran].count("refund") == 0  # a person answered instead

@@ -4,19 +4,24 @@ round-trip, cost nothing in payloads while unset, and never reach a provider."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.codecs import build_request
 from durable_agent.messages import (
     AssistantMessage,
+    ImagePart,
     ResqueMessage,
     ToolMessage,
     UserMessage,
     dump_messages,
+    parse_message,
     parse_messages,
 )
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
@@ -101,3 +106,23 @@ async def test_every_message_the_session_makes_has_its_time_and_who_wrote_it(
     over = messages[3]
     assert isinstance(over, ToolMessage) and over.is_error and "at most 1" in over.content
     assert all(m.timestamp is not None for m in messages), messages  # type: ignore[union-attr]
+
+
+def test_a_swarm_kit_messages_images_become_image_parts_after_its_text() -> None:
+    png = b"\x89PNG\r\n\x1a\n"
+    message = parse_message(
+        {
+            "role": "user",
+            "content": "what are these?",
+            "mode": "user",
+            "images": ["https://example.com/a.png", base64.b64encode(png).decode(), list(png)],
+        }
+    )
+    assert isinstance(message, UserMessage) and isinstance(message.content, list)
+    kinds = [part.type for part in message.content]
+    assert kinds == ["text", "image_url", "image_url", "image_url"]
+    urls = [p.image_url.url for p in message.content if isinstance(p, ImagePart)]
+    assert urls[0] == "https://example.com/a.png"
+    assert urls[1] == urls[2] == "data:image/png;base64," + base64.b64encode(png).decode()
+    with pytest.raises(ValidationError):
+        parse_message({"role": "user", "content": "x", "images": ["not base64!"]})
