@@ -179,6 +179,8 @@ class AssistantMessage(_Stored):
     # extensions
     reasoning: str | None = None
     """The flat, human-readable reasoning; resent only on tool-call turns."""
+    model: str | None = Field(default=None, exclude_if=_unset)
+    """The model that answered, when it was a fallback (``model.fallbacks``)."""
     reasoning_details: list[dict[str, Any]] | None = None
     """Structured reasoning blocks, verbatim: never edited, reordered or dropped in storage."""
     finish_reason: str | None = None
@@ -301,6 +303,7 @@ LOCAL_EXTENSIONS = frozenset(
         "agent_name",
         "source",
         "id",
+        "model",
         "compacts",
         "blocked",
     }

@@ -59,6 +59,18 @@ class ModelSpec(_Spec):
     context: ContextRules = Field(default_factory=ContextRules)
     """How much of the conversation one request holds (trimming or compaction)."""
     price: ModelPrice | None = None
+    fallbacks: list[ModelSpec] = Field(default_factory=list)
+    """Other models to try, in order, when this one fails in a way another may not (a
+    rate limit, an overload, a 5xx, a timeout: once its ``max_attempts`` are spent).
+    Each is its own model call, on its own endpoint and API; an authentication or a
+    request error fails as it would without them."""
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _one_level(cls, value: list[ModelSpec]) -> list[ModelSpec]:
+        if any(model.fallbacks for model in value):
+            raise ValueError("fallbacks: a fallback model has no fallbacks of its own")
+        return value
 
     def refuses(self, message: UserMessage) -> str | None:
         """Why the message is refused as it is sent (``inputs.unsupported: refuse``):

@@ -58,6 +58,7 @@ def test_histories_are_recorded() -> None:
         "runaway_turn_ended",  # max_turns ends the turn, not the session (its patch)
         "message_log",  # a worker with a message log: the tail offered before waits
         "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
+        "fallback_chain",  # three hops across Chat Completions and Anthropic
     }
 
 

@@ -32,6 +32,9 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
         if agent.model is not None:
             models.append((f"swarm.agents[{agent.name}].model.endpoint", agent.model))
         tools += [(f"swarm.agents[{agent.name}].tools[{t.name}]", t) for t in agent.tools]
+    for field, model in list(models):
+        base = field.removesuffix(".endpoint")
+        models += [(f"{base}.fallbacks[{k}].endpoint", f) for k, f in enumerate(model.fallbacks)]
     for field, model in models:
         await check(field, capabilities.endpoint(model.endpoint))
     for server in spec.mcp_servers:

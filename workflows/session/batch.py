@@ -259,7 +259,7 @@ class ToolBatch:
                     is_error=True if accepted.is_error else None,
                     approval=record,
                     timestamp=int(now.timestamp() * 1000),
-                    mode="tool",  # a tool's output, given from outside (seed 002's commitToolOutput)
+                    mode="tool",  # its output given from outside (seed 002 commitToolOutput)
                 )
             else:
                 batch.approvals[k] = record

@@ -154,7 +154,13 @@ class Session:
 
     @property
     def model_spec(self) -> ModelSpec:
-        """The model of the agent answering now."""
+        """The model the step calls now: the answering agent's, or a fallback of it."""
+        base = self.base_model
+        return base if self.step.hop == 0 else base.fallbacks[self.step.hop - 1]
+
+    @property
+    def base_model(self) -> ModelSpec:
+        """The model of the agent answering now (its fallbacks in ``fallbacks``)."""
         return self.spec.model if self.swarm is None else self.swarm.model
 
     @property
@@ -319,6 +325,8 @@ class Session:
         self.budget.count(summary.usage, self.model_spec.price)
 
     def model_replied(self, assistant: AssistantMessage) -> None:
+        if self.step.hop:  # a fallback answered: the message says which
+            assistant = assistant.model_copy(update={"model": self.model_spec.name})
         self.step.calling = False
         state = self.state
         state.turn += 1
@@ -360,6 +368,8 @@ class Session:
         failures leave attempts, else the turn ends with ``text`` and the session waits
         for the next message (``stop.end_session_on`` ``model_error``: the session fails)."""
         if self.step.retried(kind, retry_after, self.model_spec):
+            return
+        if self.step.fell_back(kind, len(self.base_model.fallbacks)):
             return
         summarising = self.step.summarising is not None
         self.step.stop()

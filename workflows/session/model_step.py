@@ -26,9 +26,11 @@ class ModelStep:
         self.pause: timedelta | None = None
         self.summarising: int | None = None
         """Compaction in progress: the summary is to stand in for this many messages."""
+        self.hop = 0
+        """Which model of the chain the step calls: 0 the model, then its fallbacks."""
 
     def begin(self) -> None:
-        self.calling, self.failures = True, 0
+        self.calling, self.failures, self.hop = True, 0, 0
 
     def stop(self) -> None:
         """The step is over (answered, failed for good, or cancelled)."""
@@ -50,6 +52,14 @@ class ModelStep:
         assert self.summarising is not None
         self.messages.append(summary_message(summary.content, self.summarising, epoch_ms(now)))
         self.summarising, self.failures = None, 0
+
+    def fell_back(self, kind: str | None, fallbacks: int) -> bool:
+        """Whether the step moves on to the next model of the chain: after a failure
+        another model may not share (the model's own, or a timeout), while one is left."""
+        if kind not in (MODEL_ATTEMPT_FAILED, None) or self.hop >= fallbacks:
+            return False
+        self.hop, self.failures, self.pause = self.hop + 1, 0, None
+        return True
 
     def retried(self, kind: str | None, retry_after: timedelta | None, model: ModelSpec) -> bool:
         """Whether a failed attempt is tried again (after a pause: ``Retry-After``, else
