@@ -20,6 +20,7 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from durable_agent.activities.billing import with_voided_usage
 from durable_agent.activities.heartbeat import heartbeating, heartbeats
 from durable_agent.activities.live_deltas import LiveDeltas
 from durable_agent.activities.message_feed import MessageFeed
@@ -234,6 +235,7 @@ class ModelActivities:
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
             json_object_format(api, body, setup.output_schema)
         message = await self._complete(setup, body, bound, on_text, live.reasoning)
+        message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
         if setup.agent is not None:

@@ -311,6 +311,18 @@ class TranscriptStore:
         found: str | None = await self.backend.load_single(_scoped(f"setup:{digest}"))
         return found
 
+    async def put_note(self, key: str, text: str) -> None:
+        """Keep a small note for the session's later activity attempts (what an attempt
+        was billed for), where a worker sharing the store finds it."""
+        if self.backend is not None:
+            await self.backend.save_single(_scoped(f"note:{key}"), text)
+
+    async def load_note(self, key: str) -> str | None:
+        if self.backend is None:
+            return None
+        found: str | None = await self.backend.load_single(_scoped(f"note:{key}"))
+        return found
+
     def forget(self) -> None:
         """Drop the in-process cache (the backend keeps its rows)."""
         self._cache.clear()

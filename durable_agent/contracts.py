@@ -299,6 +299,8 @@ class SessionStatus(Contract):
     message_count: int
     pending_approvals: list[PendingApproval]
     usage: Usage
+    spend: dict[str, ModelSpend] = Field(default_factory=dict)
+    """What each model spent (calls, tokens, cost), and each tool's sub-agents."""
     last_error: str | None = None
     rejected_signals: list[str] = Field(default_factory=list)
     """Signals that changed nothing (unknown or already-decided approval ids, empty or
@@ -331,6 +333,15 @@ class SessionStatus(Contract):
     """An agent a person moved the session to, waiting for the turn's safe point."""
 
 
+class ModelSpend(Contract):
+    """What one model (or one tool's models: a sub-agent) spent in a session."""
+
+    calls: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    """By the price the spec gives that model (unset: no price)."""
+
+
 class AgentResult(Contract):
     """How a session ended. ``stop_reason``: ``final_answer`` (one-shot sessions),
     ``stop_tool:<name>``, ``ended``, ``idle_timeout``, ``budget``, ``max_turns`` and
@@ -347,6 +358,8 @@ class AgentResult(Contract):
     turns: int
     message_count: int
     usage: Usage
+    spend: dict[str, ModelSpend] = Field(default_factory=dict)
+    """By model (a fallback's apart), and by tool for what sub-agents spent."""
     events_offset: int | None = None
     """The offset after the run's last live event (a resumed run's events go on there)."""
 

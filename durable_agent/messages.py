@@ -181,6 +181,9 @@ class AssistantMessage(_Stored):
     """The flat, human-readable reasoning; resent only on tool-call turns."""
     model: str | None = Field(default=None, exclude_if=_unset)
     """The model that answered, when it was a fallback (``model.fallbacks``)."""
+    voided_usage: Usage | None = Field(default=None, exclude_if=_unset)
+    """Tokens billed for earlier attempts of this call whose worker was lost before it
+    could report them (budgets count them; never sent)."""
     reasoning_details: list[dict[str, Any]] | None = None
     """Structured reasoning blocks, verbatim: never edited, reordered or dropped in storage."""
     finish_reason: str | None = None
@@ -304,6 +307,7 @@ LOCAL_EXTENSIONS = frozenset(
         "source",
         "id",
         "model",
+        "voided_usage",
         "compacts",
         "blocked",
     }

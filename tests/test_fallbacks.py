@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -19,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient, AgentSpec
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities.admission import admission_problems
-from durable_agent.messages import AssistantMessage
+from durable_agent.messages import AssistantMessage, Usage
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing.scripted_provider import error_reply, json_reply
 from durable_agent.tools import ToolRegistry
@@ -88,6 +90,9 @@ async def test_a_three_hop_chain_across_chat_and_anthropic_answers_from_the_hop_
         ScriptedProvider([anthropic_tool_use()]) as c,
     ):
         spec = chain(a, (b, "model-b", "chat"), (c, "model-c", "anthropic"))
+        data = spec.model_dump()
+        data["model"]["fallbacks"][1]["price"] = {"input_per_million": 3, "output_per_million": 15}
+        spec = AgentSpec.model_validate(data)
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "time in Tokyo?")
@@ -99,6 +104,15 @@ async def test_a_three_hop_chain_across_chat_and_anthropic_answers_from_the_hop_
     assert result.final.content == "It is 22:00" and result.final.model is None  # model-a
     [asked] = [m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls]
     assert asked.model == "model-c"  # the third hop answered the first call
+    # what each model spent (the 503 and the 429 billed nothing), model-c at its price
+    assert set(result.spend) == {"model-a", "model-c"}
+    spent = result.spend["model-c"]
+    assert spent.calls == 1 and (spent.usage.prompt_tokens, spent.usage.completion_tokens) == (
+        30,
+        9,
+    )
+    assert spent.cost_usd is not None and abs(spent.cost_usd - (30 * 3 + 9 * 15) / 1e6) < 1e-12
+    assert result.spend["model-a"].cost_usd is None  # no price given for it
     # each hop its own recorded activity; the next call starts from the first model again
     assert [c.split(" turn")[0] for c in calls] == [
         "call_model model-a", "call_model model-b", "call_model model-c", "call_model model-a",
@@ -177,3 +191,48 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
 
 async def _asked(provider: ScriptedProvider) -> bool:
     return len(provider.requests) >= 1
+
+
+async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The provider answered (and billed) the first attempt; its worker died before
+    reporting. The retry's reply carries the lost attempt's usage, and the budget and
+    the per-model spend count both."""
+    fifo = tmp_path / "hold"
+    os.mkfifo(fifo)
+    first_usage = Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)
+    script = [assistant_text("lost", usage=first_usage), assistant_text("kept")]
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(
+            provider,
+            hooks={"reply": ["hold_while_flagged"]},
+            session={"heartbeat_timeout_seconds": 2, "end_after_reply": True},
+        )
+        held = ("--transcript-store", store)
+        first = await asyncio.to_thread(
+            start_worker_process, temporal_env, task_queue, *held, DA_TEST_HOLD_FIFO=str(fifo)
+        )
+        second = None
+        try:
+            agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=60)
+            sid = await agents.start(spec, "hi")
+            await wait_for(lambda: _exists(Path(f"{fifo}.reached")), timeout=60)
+            first.kill()
+            await asyncio.to_thread(first.wait)
+            second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue, *held)
+            result = await asyncio.wait_for(agents.result(sid), 120)
+        finally:
+            for worker in (first, second):
+                if worker is not None:
+                    worker.kill()
+    assert result.final is not None and result.final.content == "kept"
+    assert result.final.voided_usage == first_usage
+    assert result.usage.total_tokens == 120 + 15  # the lost attempt's and the kept one's
+    assert result.spend["scripted-model"].calls == 2
+    assert len(provider.requests) == 2
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()

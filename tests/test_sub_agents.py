@@ -87,6 +87,8 @@ async def test_a_sub_agent_runs_as_a_child_session(
     # the child's tokens are the parent's too: two parent calls and one child call
     assert child_result.usage.total_tokens == 15
     assert result.usage.total_tokens == 15 * 3
+    assert result.spend["tool researcher"].usage.total_tokens == 15  # the child's, apart
+    assert result.spend["scripted-model"].calls == 2
     tools = provider.requests[0].body["tools"]
     assert tools[0]["function"]["parameters"]["required"] == ["task"]
 

@@ -156,6 +156,12 @@ def format_status(status: SessionStatus) -> str:
         f"runs:           {status.runs}",
         f"tokens:         {usage.prompt_tokens} in, {usage.completion_tokens} out",
     ]
+    for name, by in status.spend.items():  # by model, and by tool for sub-agents
+        cost = f", ${by.cost_usd:.4f}" if by.cost_usd is not None else ""
+        lines.append(
+            f"  {name}: {by.calls} calls, {by.usage.prompt_tokens} in, "
+            f"{by.usage.completion_tokens} out{cost}"
+        )
     if status.agent is not None:
         stack = " > ".join(status.agent_stack) or "empty"
         lines.append(f"agent:          {status.agent} (back: {stack})")

@@ -294,8 +294,29 @@ def check(name: str, field: str, expected: Any, actual: Any) -> None:
     assert actual == expected, f"{name}.{field}: expected {expected!r}, got {actual!r}"
 
 
-@pytest.mark.parametrize("where", ["session", "workflow"])
-@pytest.mark.parametrize("vector", VECTORS, ids=lambda v: v["name"])
+#: The one case whose timing the test cannot fix: its cancel is sent from inside the
+#: first tool, racing that tool's completion to the workflow. When the signal is taken
+#: first, the running call is cancelled (as documented) and its result is lost, so the
+#: vector's "between tools" does not hold. Seen once in six loaded runs; rerun once.
+RACES_ITS_OWN_CANCEL = {("cancellation_between_tools", "workflow")}
+
+
+def _cases() -> list[Any]:
+    return [
+        pytest.param(
+            vector,
+            where,
+            id=f"{vector['name']}-{where}",
+            marks=[pytest.mark.flaky(reruns=1)]
+            if (vector["name"], where) in RACES_ITS_OWN_CANCEL
+            else [],
+        )
+        for vector in VECTORS
+        for where in ("session", "workflow")
+    ]
+
+
+@pytest.mark.parametrize(("vector", "where"), _cases())
 async def test_turn_vector(
     vector: dict[str, Any], where: str, temporal_env: WorkflowEnvironment
 ) -> None:

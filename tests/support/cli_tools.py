@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
+
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import AssistantMessage
 from durable_agent.provider import embed, generate_image, shared_client
+from durable_agent.round_hooks import HookContext, round_hook
 from durable_agent.tools import tool
 
 
@@ -33,3 +39,14 @@ async def draw(prompt: str, base_url: str) -> str:
     endpoint = ProviderEndpoint(base_url=base_url, api_key_env=None)
     [image] = await generate_image(shared_client(), endpoint, "gpt-image-1", prompt)
     return image.url or "no url"
+
+
+@round_hook(on="reply")
+async def hold_while_flagged(reply: AssistantMessage, context: HookContext) -> None:
+    """A barrier for the billing test: with ``$DA_TEST_HOLD_FIFO`` set, the reply waits
+    here (after the provider answered) until someone writes to that named pipe, and a
+    ``.reached`` file beside it says it got here; a worker without the variable passes."""
+    fifo = os.environ.get("DA_TEST_HOLD_FIFO")
+    if fifo:
+        Path(fifo + ".reached").touch()
+        await asyncio.to_thread(Path(fifo).read_bytes)  # blocks until a writer comes

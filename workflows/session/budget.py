@@ -3,7 +3,7 @@ have spent, against the spec's limits and the limits a person set since."""
 
 from __future__ import annotations
 
-from durable_agent.contracts import BudgetSignal, BudgetStatus
+from durable_agent.contracts import BudgetSignal, BudgetStatus, ModelSpend
 from durable_agent.messages import Usage
 from durable_agent.spec import AgentSpec, ModelPrice
 from durable_agent.workflows.session.state import SessionState
@@ -59,8 +59,9 @@ class Budget:
             return f"cost budget spent: ${state.cost_usd:.4f} of ${limits.max_cost_usd:.4f}"
         return None
 
-    def count(self, usage: Usage | None, price: ModelPrice | None) -> None:
-        """Add one reply's usage (and its cost at ``price``, the answering model's)."""
+    def count(self, usage: Usage | None, price: ModelPrice | None, by: str | None = None) -> None:
+        """Add one reply's usage (and its cost at ``price``, the answering model's), to
+        the session's totals and to ``by``'s (a model's name, or a tool's)."""
         if usage is None:
             return
         if not usage.total_tokens:
@@ -68,11 +69,21 @@ class Budget:
                 update={"total_tokens": usage.prompt_tokens + usage.completion_tokens}
             )
         self.state.usage = self.state.usage + usage
+        cost = None
         if price is not None:
-            self.state.cost_usd += (
+            cost = (
                 usage.prompt_tokens * price.input_per_million
                 + usage.completion_tokens * price.output_per_million
             ) / 1_000_000
+            self.state.cost_usd += cost
+        if by is not None:
+            was = self.state.spend.get(by) or ModelSpend()
+            spent = (
+                None if cost is None and was.cost_usd is None else (was.cost_usd or 0) + (cost or 0)
+            )
+            self.state.spend[by] = ModelSpend(
+                calls=was.calls + 1, usage=was.usage + usage, cost_usd=spent
+            )
 
     def status(self) -> BudgetStatus | None:
         limits = self.limits()

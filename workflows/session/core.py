@@ -322,7 +322,7 @@ class Session:
     def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         self.step.summarised(summary, now)
-        self.budget.count(summary.usage, self.model_spec.price)
+        self.budget.count(summary.usage, self.model_spec.price, self.model_spec.name)
 
     def model_replied(self, assistant: AssistantMessage) -> None:
         if self.step.hop:  # a fallback answered: the message says which
@@ -331,7 +331,8 @@ class Session:
         state = self.state
         state.turn += 1
         state.model_calls_this_reply += 1
-        self.budget.count(assistant.usage, self.model_spec.price)
+        self.budget.count(assistant.usage, self.model_spec.price, self.model_spec.name)
+        self.budget.count(assistant.voided_usage, self.model_spec.price, self.model_spec.name)
         if assistant.is_error:
             state.last_error = assistant.error
         reason = None
@@ -425,7 +426,7 @@ class Session:
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
         for result in in_order:  # what tools spent on models (sub-agents) counts too
-            self.budget.count(result.usage, self.model_spec.price)
+            self.budget.count(result.usage, self.model_spec.price, f"tool {result.tool_name}")
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
         if reason is not None:

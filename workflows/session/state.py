@@ -19,6 +19,7 @@ from durable_agent.contracts import (
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
+    ModelSpend,
     MoveToAgentSignal,
     ResolvedTool,
     Stage,
@@ -74,6 +75,8 @@ class SessionState(BaseModel):
     """Runs of this session so far (1 + continue-as-new cycles)."""
     cost_usd: float = 0.0
     """Spent by ``model.price`` (summaries included)."""
+    spend: dict[str, ModelSpend] = Field(default_factory=dict)
+    """The same, by model (and by tool, for sub-agents)."""
     cancel: CancelTurnSignal | None = None
     """A ``cancel_turn`` waiting for the next safe point."""
     flushes: list[FlushSignal] = Field(default_factory=list)

@@ -135,5 +135,6 @@ def finish(
             turns=state.turn,
             message_count=len(session.messages),
             usage=state.usage,
+            spend=dict(state.spend),
         )
     )

@@ -57,6 +57,7 @@ def session_status(session: Session) -> SessionStatus:
         message_count=len(messages),
         pending_approvals=session.decisions.pending_approvals(),
         usage=state.usage,
+        spend=dict(state.spend),
         last_error=state.last_error,
         rejected_signals=list(state.rejected_signals),
         queued_messages=len(state.inbox),
