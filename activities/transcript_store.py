@@ -302,25 +302,27 @@ class TranscriptStore:
     async def put_setup(self, digest: str, setup_json: str) -> None:
         """Keep a session's model setup where every worker sharing the store finds it,
         so a worker that just started need not ask the workflow for it again."""
-        if self.backend is not None:
-            await self.backend.save_single(_scoped(f"setup:{digest}"), setup_json)
+        await self._put_single(f"setup:{digest}", setup_json)
 
     async def load_setup(self, digest: str) -> str | None:
-        if self.backend is None:
-            return None
-        found: str | None = await self.backend.load_single(_scoped(f"setup:{digest}"))
-        return found
+        return await self._load_single(f"setup:{digest}")
 
     async def put_note(self, key: str, text: str) -> None:
         """Keep a small note for the session's later activity attempts (what an attempt
         was billed for), where a worker sharing the store finds it."""
-        if self.backend is not None:
-            await self.backend.save_single(_scoped(f"note:{key}"), text)
+        await self._put_single(f"note:{key}", text)
 
     async def load_note(self, key: str) -> str | None:
+        return await self._load_single(f"note:{key}")
+
+    async def _put_single(self, key: str, text: str) -> None:
+        if self.backend is not None:
+            await self.backend.save_single(_scoped(key), text)
+
+    async def _load_single(self, key: str) -> str | None:
         if self.backend is None:
             return None
-        found: str | None = await self.backend.load_single(_scoped(f"note:{key}"))
+        found: str | None = await self.backend.load_single(_scoped(key))
         return found
 
     def forget(self) -> None:

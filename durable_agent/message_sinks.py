@@ -23,6 +23,7 @@ import hashlib
 import json
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,14 +71,15 @@ def session_file_stem(session: str) -> str:
 class JSONLMessageLog:
     """One JSON object a line (the context's fields and ``message``), in one file per
     session and worker start, named by the session and the UTC time it was opened:
-    ``DIR/<session>-<digest>/<YYYYmmddTHHMMSSZ>.jsonl``. A line is written once: the
-    session's files are read for their last index on first use, and every append
-    holds the session's lock file while it checks and writes."""
+    ``DIR/<session>-<digest>/<YYYYmmddTHHMMSS.nnnnnnnnnZ>-<worker>.jsonl``. A line is
+    written once: every append holds the session's lock file while it reads the
+    highest index its files hold and writes."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, Path] = {}
+        self._instance = uuid.uuid4().hex[:8]
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def logged(self, session: str) -> int:
@@ -100,8 +102,11 @@ class JSONLMessageLog:
             path = self._files.get(context.session)
             if path is None:
                 _drop_unfinished_line(folder)
-                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-                path = self._files[context.session] = folder / f"{stamp}.jsonl"
+                now = time.time_ns()
+                stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9))
+                # sorted by name is in the order opened, and two workers never share one
+                name = f"{stamp}.{now % 10**9:09d}Z-{self._instance}.jsonl"
+                path = self._files[context.session] = folder / name
             line = context.model_dump(mode="json", exclude_none=True)
             line["message"] = message.model_dump(mode="json", exclude_none=True)
             with path.open("a", encoding="utf-8") as out:
@@ -109,13 +114,11 @@ class JSONLMessageLog:
 
     @staticmethod
     def _count(folder: Path) -> int:
-        """One past the highest index in the session's files (0: none yet)."""
-        files = sorted(folder.glob("*.jsonl")) if folder.exists() else []
-        for path in reversed(files):
-            last = _last_line(path)
-            if last is not None:
-                return int(json.loads(last)["index"]) + 1
-        return 0
+        """One past the highest index in the session's files (0: none yet). Every file
+        counts: two workers' attempts may have written to their own files in turn."""
+        files = folder.glob("*.jsonl") if folder.exists() else []
+        lasts = [last for path in files if (last := _last_line(path)) is not None]
+        return max((int(json.loads(last)["index"]) + 1 for last in lasts), default=0)
 
 
 @contextmanager
@@ -147,10 +150,12 @@ def _last_line(path: Path) -> str | None:
 def _drop_unfinished_line(folder: Path) -> None:
     """A worker that died mid-write left part of a line: cut it, so every line parses
     (its message is written again, whole)."""
-    files = sorted(folder.glob("*.jsonl"))
-    if not files:
-        return
-    with files[-1].open("rb+") as data:
+    for path in folder.glob("*.jsonl"):
+        _cut_after_last_newline(path)
+
+
+def _cut_after_last_newline(path: Path) -> None:
+    with path.open("rb+") as data:
         size = data.seek(0, 2)
         position = size
         while position > 0:

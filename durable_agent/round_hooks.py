@@ -115,26 +115,35 @@ def _found(registry: ToolRegistry, name: str, kind: HookKind) -> RoundHook:
 async def rewrite_request(
     registry: ToolRegistry, names: Sequence[str], messages: list[Message], context: HookContext
 ) -> list[Message]:
-    for name in names:
-        try:
-            rewritten = await _found(registry, name, "request").run(list(messages), context)
-            messages = _MESSAGES.validate_python(rewritten)
-        except HookFailed:
-            raise
-        except Exception as error:
-            raise HookFailed(f"request hook {name!r} failed: {error}") from None
-    return messages
+    rewritten: list[Message] = await _rewrite(
+        registry, names, "request", messages, context, _MESSAGES.validate_python
+    )
+    return rewritten
 
 
 async def rewrite_reply(
     registry: ToolRegistry, names: Sequence[str], reply: AssistantMessage, context: HookContext
 ) -> AssistantMessage:
+    rewritten: AssistantMessage = await _rewrite(
+        registry, names, "reply", reply, context, AssistantMessage.model_validate
+    )
+    return rewritten
+
+
+async def _rewrite(
+    registry: ToolRegistry,
+    names: Sequence[str],
+    kind: HookKind,
+    value: Any,
+    context: HookContext,
+    validate: Callable[[Any], Any],
+) -> Any:
+    """``value`` through each named hook of ``kind`` in turn, each output checked to be
+    what that kind rewrites (``HookFailed`` otherwise, or when a hook raises)."""
     for name in names:
+        hook = _found(registry, name, kind)
         try:
-            rewritten = await _found(registry, name, "reply").run(reply, context)
-            reply = AssistantMessage.model_validate(rewritten)
-        except HookFailed:
-            raise
+            value = validate(await hook.run(value, context))
         except Exception as error:
-            raise HookFailed(f"reply hook {name!r} failed: {error}") from None
-    return reply
+            raise HookFailed(f"{kind} hook {name!r} failed: {error}") from None
+    return value

@@ -164,3 +164,25 @@ async def test_the_sink_skips_what_it_holds_and_keeps_session_ids_out_of_paths(
     assert await fresh.logged(hostile) == 3
     await fresh.append(message, MessageContext(session=hostile, index=3, turn=0, iteration=0))
     assert [line["index"] for line in lines_of(tmp_path / "log", hostile)] == [0, 1, 2, 3]
+
+
+async def test_two_workers_writing_their_own_files_in_turn_write_no_index_twice(
+    tmp_path: Path,
+) -> None:
+    """A zombie attempt on one worker and its retry on another each write to their own
+    file: every file counts when the sink decides what it holds."""
+    old, new = JSONLMessageLog(tmp_path), JSONLMessageLog(tmp_path)
+    message = SystemMessage(content="x")
+
+    def at(index: int) -> MessageContext:
+        return MessageContext(session="s", index=index, turn=0, iteration=0)
+
+    for index in (0, 1, 2):
+        await old.append(message, at(index))
+    await new.append(message, at(3))
+    await old.append(message, at(4))  # into the older file
+    await new.append(message, at(4))  # offered again by the other worker: skipped
+    await new.append(message, at(3))
+    assert sorted(line["index"] for line in lines_of(tmp_path, "s")) == [0, 1, 2, 3, 4]
+    assert len(list((tmp_path / session_file_stem("s")).glob("*.jsonl"))) == 2
+    assert await new.logged("s") == 5
