@@ -302,7 +302,7 @@ class ModelActivities:
                 record_failure(span, type(error).__name__, error.message)
                 raise self._failure(error, bound) from error
             record_reply(span, message, facts.response_id)
-            count_tokens(setup.model, message.usage)
+            count_tokens(setup.model, message.usage, setup.price)
             if message.is_error:
                 record_failure(span, MODEL_ATTEMPT_FAILED, message.error or "")
         if message.is_error and message.refusal is None:

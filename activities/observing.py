@@ -19,6 +19,7 @@ from temporalio.worker import (
 
 from durable_agent.activities.transcript_store import transcript_scope
 from durable_agent.messages import Usage
+from durable_agent.spec import ModelPrice
 
 
 class ObservingInterceptor(Interceptor):
@@ -60,15 +61,21 @@ class _ObservedActivity(ActivityInboundInterceptor):
                 )
 
 
-def count_tokens(model: str, usage: Usage | None) -> None:
-    """A model call's tokens, in and out, by model."""
+def count_tokens(model: str, usage: Usage | None, price: ModelPrice | None = None) -> None:
+    """A model call's tokens, in and out, by model, and their cost by its price."""
     if usage is None:
         return
-    counter = activity.metric_meter().create_counter(
+    meter = activity.metric_meter()
+    counter = meter.create_counter(
         "durable_agent_model_tokens", "tokens of model calls, by direction and model"
     )
     counter.add(usage.prompt_tokens, {"direction": "input", "model": model})
     counter.add(usage.completion_tokens, {"direction": "output", "model": model})
+    if price is not None:
+        cost = meter.create_counter(
+            "durable_agent_model_cost_microusd", "cost of model calls by their price (1e-6 USD)"
+        )
+        cost.add(round(price.cost_usd(usage) * 1_000_000), {"model": model})
 
 
 def count_tool_call(name: str, error: bool) -> None:

@@ -17,7 +17,7 @@ from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, To
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.round_hooks import HookNames
-from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec, ToolsetSpec
+from durable_agent.spec import AgentSpec, McpServerSpec, ModelPrice, OpenApiSpec, ToolsetSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import CallTarget
 from durable_agent.tool_kinds import ResolvedTool as ResolvedTool  # recorded tools live there
@@ -119,6 +119,8 @@ class ModelSetup(Contract):
     defaults: every part the wire carries, ``json_schema``)."""
     hooks: HookNames | None = None
     """The hooks each call and reply go through (unset: none)."""
+    price: ModelPrice | None = None
+    """What the model costs (its calls' cost in metrics and the timeline)."""
 
     @property
     def target(self) -> ProviderEndpoint:

@@ -14,7 +14,7 @@ from pydantic import (
 from durable_agent.approval_policy import ApprovalSettings
 from durable_agent.context import ContextRules
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, UserMessage
+from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, Usage, UserMessage
 from durable_agent.model_inputs import ModelInputs, refusal
 from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
 from durable_agent.round_hooks import HookNames
@@ -32,6 +32,12 @@ class ModelPrice(_Spec):
 
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
+
+    def cost_usd(self, usage: Usage) -> float:
+        return (
+            usage.prompt_tokens * self.input_per_million
+            + usage.completion_tokens * self.output_per_million
+        ) / 1_000_000
 
 
 class ModelSpec(_Spec):

@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
 from durable_agent.ports import free_port
+from durable_agent.spec import ModelPrice
 from durable_agent.testing import (
     ScriptedProvider,
     assistant_calls,
@@ -411,6 +412,8 @@ async def test_trace_prints_the_timeline_and_draws_it(
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider, ["wipe_cache", "get_time"], session={
                 "continue_as_new_after_events": 20})  # fmt: skip
+            price = ModelPrice(input_per_million=1000, output_per_million=2000)
+            spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
             sid = await agents.start(spec, "clear tiles, time in NYC")
             asked = await agents.wait(sid, timeout=30)
             await asyncio.sleep(0.6)
@@ -428,9 +431,11 @@ async def test_trace_prints_the_timeline_and_draws_it(
     lines = traced.stdout.splitlines()
     assert lines[0].startswith(f"session {sid}: 3 model calls")
     assert "3 model calls" in lines[0] and "2 tool runs" in lines[0] and "1 approvals" in lines[0]
-    assert "30 in / 15 out tokens" in lines[0]
+    assert "30 in / 15 out tokens, $0.0600" in lines[0]  # by the model's price
     body = "\n".join(lines[1:])
-    assert "turn 1   model" in body and "10 in / 5 out  2 tool calls" in body
+    assert "turn 1   model" in body
+    assert "scripted-model: 10 in / 5 out $0.0200  2 tool calls" in body
+    assert body.count("scripted-model: ") == 3  # the run after continue-as-new too
     [approval] = [line for line in lines if "approval wipe_cache" in line]
     assert approval.rstrip().endswith("approved by ana"), approval
     waited = float(approval.split(" s  ")[1].split()[-1])

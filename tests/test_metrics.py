@@ -14,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.ports import free_port
+from durable_agent.spec import ModelPrice
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import spec_for, worker_process
 
@@ -49,7 +50,10 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
     with worker_process(temporal_env, task_queue, *metrics):
         with ScriptedProvider(script) as provider:
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
-            session = await agents.start(spec_for(provider, ["wipe_cache", "get_time"]), "go")
+            spec = spec_for(provider, ["wipe_cache", "get_time"])
+            price = ModelPrice(input_per_million=1000, output_per_million=2000)
+            spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
+            session = await agents.start(spec, "go")
             asked = await agents.wait(session, timeout=30)
             await asyncio.sleep(0.3)  # a wait the histogram can see
             await agents.approve(session, asked.pending[0].approval_id, by="ana")
@@ -73,6 +77,8 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
     assert total(found, "temporal_workflow_completed_total", **queue) == 1, ours
     assert total(found, "durable_agent_model_tokens_total", direction="input", **queue) == 20
     assert total(found, "durable_agent_model_tokens_total", direction="output", **queue) == 10
+    # by the model's price: 20 in at $1000/M, 10 out at $2000/M, in millionths of a dollar
+    assert total(found, "durable_agent_model_cost_microusd_total", model="scripted-model") == 40_000
     assert total(found, "durable_agent_tool_calls_total", tool="wipe_cache", error="false") == 1
     assert total(found, "durable_agent_tool_calls_total", tool="get_time", error="false") == 1
     assert total(found, LATENCY, activity="call_model", outcome="ok", **queue) == 2

@@ -51,7 +51,9 @@ async def read_timeline(agents: AgentClient, session_id: str) -> Timeline:
 def describe(span: Span) -> str:
     if span.kind == "model":
         tokens = f"{span.input_tokens} in / {span.output_tokens} out"
-        return f"{tokens}  {span.detail}".rstrip()
+        cost = f" ${span.cost_usd:.4f}" if span.cost_usd is not None else ""
+        model = f"{span.model}: " if span.model else ""
+        return f"{model}{tokens}{cost}  {span.detail}".rstrip()
     return span.detail
 
 
@@ -63,9 +65,11 @@ def render_text(timeline: Timeline) -> list[str]:
     models, tools, approvals = (timeline.of(k) for k in ("model", "tool", "approval"))
     tokens_in = sum(s.input_tokens for s in models)
     tokens_out = sum(s.output_tokens for s in models)
+    priced = [s.cost_usd for s in models if s.cost_usd is not None]
+    cost = f", ${sum(priced):.4f}" if priced else ""
     lines = [
         f"session {timeline.session_id}: {len(models)} model calls ({_seconds(models):.2f} s, "
-        f"{tokens_in} in / {tokens_out} out tokens), {len(tools)} tool runs "
+        f"{tokens_in} in / {tokens_out} out tokens{cost}), {len(tools)} tool runs "
         f"({_seconds(tools):.2f} s), {len(approvals)} approvals ({_seconds(approvals):.2f} s "
         "waiting for people)"
     ]

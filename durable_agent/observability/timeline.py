@@ -12,7 +12,7 @@ from typing import Any
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import PayloadConverter
 
-from durable_agent.contracts import ModelCallInput, ToolCallInput
+from durable_agent.contracts import ModelCallInput, ModelSetup, ToolCallInput
 from durable_agent.messages import AssistantMessage, Message, ToolMessage
 
 
@@ -28,6 +28,9 @@ class Span:
     input_tokens: int = 0
     output_tokens: int = 0
     error: bool = False
+    model: str = ""
+    cost_usd: float | None = None
+    """By the model's price, lost attempts' tokens included (unset: no price)."""
 
     @property
     def seconds(self) -> float:
@@ -66,8 +69,9 @@ def timeline_from_history(
     decided, from the array (denied calls never ran)."""
     timeline = Timeline(session_id)
     asked: Asked = {}
+    setups: dict[str, ModelSetup] = {}  # sent inline once, then by digest (across runs)
     for events in runs:
-        _add_run(timeline, events, converter, asked)
+        _add_run(timeline, events, converter, asked, setups)
     for message in messages:
         if isinstance(message, ToolMessage):
             waiting = asked.get(message.tool_call_id) or []
@@ -78,7 +82,11 @@ def timeline_from_history(
 
 
 def _add_run(
-    timeline: Timeline, events: list[HistoryEvent], converter: PayloadConverter, asked: Asked
+    timeline: Timeline,
+    events: list[HistoryEvent],
+    converter: PayloadConverter,
+    asked: Asked,
+    setups: dict[str, ModelSetup],
 ) -> None:
     scheduled: dict[int, tuple[str, Any, datetime]] = {}
     started: dict[int, datetime] = {}
@@ -90,7 +98,10 @@ def _add_run(
             if kind in ("call_model", "run_tool"):
                 payload = attributes.input.payloads[0]
                 call_type = ModelCallInput if kind == "call_model" else ToolCallInput
-                scheduled[event.event_id] = (kind, converter.from_payload(payload, call_type), at)
+                call = converter.from_payload(payload, call_type)
+                if isinstance(call, ModelCallInput) and call.setup is not None:
+                    setups[call.setup_digest] = call.setup
+                scheduled[event.event_id] = (kind, call, at)
         elif event.HasField("activity_task_started_event_attributes"):
             attributes_started = event.activity_task_started_event_attributes
             started[attributes_started.scheduled_event_id] = at
@@ -103,7 +114,8 @@ def _add_run(
             result_type = AssistantMessage if kind == "call_model" else ToolMessage
             result = converter.from_payload(completed.result.payloads[0], result_type)
             if isinstance(result, AssistantMessage):
-                timeline.spans.append(_model_span(call, result, begin, at))
+                setup = setups.get(call.setup_digest)
+                timeline.spans.append(_model_span(call, result, begin, at, setup))
                 for tool_call in result.tool_calls or []:
                     asked.setdefault(tool_call.id, []).append((at, call.turn))
             elif isinstance(result, ToolMessage):
@@ -111,9 +123,16 @@ def _add_run(
 
 
 def _model_span(
-    call: ModelCallInput, reply: AssistantMessage, begin: datetime, end: datetime
+    call: ModelCallInput,
+    reply: AssistantMessage,
+    begin: datetime,
+    end: datetime,
+    setup: ModelSetup | None,
 ) -> Span:
     usage = reply.usage
+    billed = [u for u in (usage, reply.voided_usage) if u is not None]
+    price = setup.price if setup is not None else None
+    cost = sum(price.cost_usd(u) for u in billed) if price is not None else None
     who = f"{reply.agent_name}: " if reply.agent_name else ""
     calls = len(reply.tool_calls or [])
     detail = f"{calls} tool call{'s' * (calls != 1)}" if calls else (reply.finish_reason or "")
@@ -124,9 +143,11 @@ def _model_span(
         end=end,
         turn=call.turn,
         detail=detail,
-        input_tokens=usage.prompt_tokens if usage else 0,
-        output_tokens=usage.completion_tokens if usage else 0,
+        input_tokens=sum(u.prompt_tokens for u in billed),
+        output_tokens=sum(u.completion_tokens for u in billed),
         error=bool(reply.is_error),
+        model=setup.model if setup is not None else "",
+        cost_usd=cost,
     )
 
 

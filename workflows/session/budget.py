@@ -71,10 +71,7 @@ class Budget:
         self.state.usage = self.state.usage + usage
         cost = None
         if price is not None:
-            cost = (
-                usage.prompt_tokens * price.input_per_million
-                + usage.completion_tokens * price.output_per_million
-            ) / 1_000_000
+            cost = price.cost_usd(usage)
             self.state.cost_usd += cost
         if by is not None:
             was = self.state.spend.get(by) or ModelSpend()

@@ -17,7 +17,7 @@ from durable_agent.tools import ExecutionMode, ToolPolicy
 def setup_digest(setup: ModelSetup) -> str:
     """Content hash of a session's model setup (canonical JSON; fields added later hash
     as before when unset)."""
-    later = ("context", "agent", "instructions", "inputs", "hooks")
+    later = ("context", "agent", "instructions", "inputs", "hooks", "price")
     unset = {k for k in later if getattr(setup, k) is None}
     data = setup.model_dump(mode="json", exclude=unset)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
