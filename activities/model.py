@@ -34,6 +34,7 @@ from durable_agent.contracts import (
     HOOK_FAILED,
     MODEL_ATTEMPT_FAILED,
     MODEL_SETUP_UNKNOWN,
+    PROVIDER_ERROR,
     TRANSCRIPT_UNKNOWN,
     LoadTranscriptInput,
     ModelCallInput,
@@ -64,7 +65,6 @@ log = structlog.get_logger("durable_agent.model")
 
 #: Error type of a provider failure no later attempt can fix (a 4xx other than 408,
 #: 409 or 429): the call ends with the provider's words.
-PROVIDER_ERROR = "ProviderError"
 
 
 def transcript_unknown(what: str) -> ApplicationError:

@@ -10,6 +10,7 @@ numbers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -239,3 +240,24 @@ def summary_message(text: str, until: int, now_ms: int) -> SystemMessage:
         mode="tool",
         timestamp=now_ms,
     )
+
+
+#: What providers say when a request is over the model's context window.
+_OVERFLOW = re.compile(
+    r"context[ _-]?(length|window)|maximum context|prompt is too long|too many tokens"
+    r"|input is too long|reduce the length",
+    re.IGNORECASE,
+)
+
+
+def context_overflow(text: str) -> bool:
+    """Whether a provider's refusal says the request was longer than the model takes."""
+    return bool(_OVERFLOW.search(text))
+
+
+def squeezed(messages: Sequence[Message], rules: ContextRules, share: float) -> ContextRules:
+    """Rules that trim the next request to ``share`` of what the current one holds (by
+    the session's own way of counting), for a model that said it was too long."""
+    counting = rules.model_copy(update={"budget_tokens": 1, "when_over": "trim"})
+    now = _tokens(request_window(messages), counting)
+    return counting.model_copy(update={"budget_tokens": max(1, int(now * share))})

@@ -53,13 +53,20 @@ def pytest_configure(config: pytest.Config) -> None:
     parallel = bool(getattr(config.option, "numprocesses", None))
     if on_worker or not parallel or SHARED_SERVER in os.environ:
         return
-    port = _free_port()
-    server = subprocess.Popen(
-        [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-         "--port", str(port), "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    wait_for_port(port, server)
+    for attempt in range(3):  # a port free when asked can be taken before it is bound
+        port = _free_port()
+        server = subprocess.Popen(
+            [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+             "--port", str(port), "--log-level", "error"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_for_port(port, server)
+            break
+        except RuntimeError:
+            server.kill()
+            if attempt == 2:
+                raise
     os.environ[SHARED_SERVER] = f"127.0.0.1:{port}"
     config.stash[_server_key] = server
 

@@ -59,6 +59,7 @@ def test_histories_are_recorded() -> None:
         "message_log",  # a worker with a message log: the tail offered before waits
         "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
         "fallback_chain",  # three hops across Chat Completions and Anthropic
+        "context_overflow_trimmed",  # "context too long", then a shorter request (its patch)
     }
 
 

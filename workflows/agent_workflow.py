@@ -63,6 +63,8 @@ with workflow.unsafe.imports_passed_through():
 MODEL_RESCUE_PATCH = "model-rescue"
 #: A runaway turn or a model that failed for good ends the turn (it ended the session).
 TURN_FAILURES_PATCH = "turn-failures-end-turns"
+#: A request the model refused as too long is tried again, shorter (it failed the turn).
+CONTEXT_OVERFLOW_PATCH = "context-overflow-trims"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
@@ -119,6 +121,7 @@ class AgentWorkflow(SessionHandlers):
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)
+        session.context_overflow_trims = lambda: workflow.patched(CONTEXT_OVERFLOW_PATCH)
         if isinstance(request, AgentInput):
             self._untitled = await open_run(session, request, self._sync)
         else:

@@ -72,7 +72,8 @@ class ModelCaller:
     def _model_setup(self, purpose: Purpose = "reply") -> tuple[ModelSetup, str]:
         """The active agent's model setup (or its summariser's) and its digest, built once
         a run for each."""
-        key = f"{purpose}:{self._session.agent_name or ''}:{self._session.step.hop}"
+        step = self._session.step
+        key = f"{purpose}:{self._session.agent_name or ''}:{step.hop}:{step.squeezes}"
         if key not in self._setups:
             setup = self._session.model_setup(purpose)
             self._setups[key] = (setup, setup_digest(setup))

@@ -134,6 +134,9 @@ class Session:
         self.rescue_enabled = True
         self.truncation_checked = True
         self.turn_failures_end_turns: Callable[[], bool] = lambda: True
+        self.context_overflow_trims: Callable[[], bool] = lambda: True
+        """Asked when a model refused a request as too long (runs recorded before did
+        not try a shorter one)."""
         """Asked when a turn fails for good (the workflow asks its patch: runs recorded
         before ended the session there)."""
         """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
@@ -369,6 +372,9 @@ class Session:
         failures leave attempts, else the turn ends with ``text`` and the session waits
         for the next message (``stop.end_session_on`` ``model_error``: the session fails)."""
         if self.step.retried(kind, retry_after, self.model_spec):
+            return
+        if self.step.overflowed(kind, text) and self.context_overflow_trims():
+            self.step.squeeze_more(self.model_spec)
             return
         if self.step.fell_back(kind, len(self.base_model.fallbacks)):
             return

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from durable_agent.context import compaction_until, summary_message
-from durable_agent.contracts import MODEL_ATTEMPT_FAILED
+from durable_agent.context import (
+    ContextRules,
+    compaction_until,
+    context_overflow,
+    squeezed,
+    summary_message,
+)
+from durable_agent.contracts import MODEL_ATTEMPT_FAILED, PROVIDER_ERROR
 from durable_agent.messages import AssistantMessage
 from durable_agent.spec import ModelSpec
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.commands import CallModel, Pause, Summarise
 from durable_agent.workflows.session.loop_rules import backoff, epoch_ms
+
+#: Shorter requests one step tries after "context too long" before the turn ends.
+SQUEEZES = 3
 
 
 class ModelStep:
@@ -28,9 +37,23 @@ class ModelStep:
         """Compaction in progress: the summary is to stand in for this many messages."""
         self.hop = 0
         """Which model of the chain the step calls: 0 the model, then its fallbacks."""
+        self.squeeze: ContextRules | None = None
+        """Tighter context rules after the model said the request was too long."""
+        self.squeezes = 0
 
     def begin(self) -> None:
         self.calling, self.failures, self.hop = True, 0, 0
+        self.squeeze, self.squeezes = None, 0
+
+    def overflowed(self, kind: str | None, text: str) -> bool:
+        """The model refused the request as longer than its context, and a shorter one
+        is still to try (half of it, then a quarter, at most ``SQUEEZES`` times)."""
+        return kind == PROVIDER_ERROR and context_overflow(text) and self.squeezes < SQUEEZES
+
+    def squeeze_more(self, model: ModelSpec) -> None:
+        """The next attempt sends half of what this one did, the oldest left out."""
+        self.squeeze = squeezed(self.messages, self.squeeze or model.context, 0.5)
+        self.squeezes += 1
 
     def stop(self) -> None:
         """The step is over (answered, failed for good, or cancelled)."""

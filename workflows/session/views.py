@@ -39,7 +39,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
         stream=model.stream,
         output_schema=session.spec.output_schema,
         tools=[t.definition for t in session.active_tools.values()],
-        context=model.context if model.context.budget_tokens else None,
+        context=session.step.squeeze or (model.context if model.context.budget_tokens else None),
         agent=None if swarm is None else swarm.active,
         instructions=None if swarm is None else swarm.agent.instructions,
         # a reply hook rewrites the reply: its raw text must not stream to readers first
@@ -91,7 +91,7 @@ def latest_finish_reason(messages: Sequence[Message]) -> str | None:
 
 def trimmed_count(session: Session) -> int:
     """Messages the request about to be made leaves out to fit the context budget."""
-    rules = session.model_spec.context
+    rules = session.step.squeeze or session.model_spec.context
     if rules.budget_tokens is None:
         return 0
     return prepare_request_messages(session.messages, rules).left_out
