@@ -48,8 +48,9 @@ class SessionClosedError(RuntimeError):
 class SessionExistsError(RuntimeError):
     def __init__(self, session_id: str) -> None:
         super().__init__(
-            f"a session with id {session_id!r} exists (running, or ended: going on with an "
-            "ended one's conversation is resume=True, starting it over is restart=True)"
+            f"a session with id {session_id!r} exists (running, or ended: to go on with an "
+            "ended one's conversation use resume=True or --resume; restart=True or --restart "
+            "starts it over)"
         )
         self.session_id = session_id
 

@@ -50,7 +50,7 @@ async def test_a_token_is_bound_to_the_run_the_decision_and_its_call(
             # that session ends; a new one starts under the same id, asking the same id
             await agents.end(session, by="ops")
             await agents.result(session)
-            with pytest.raises(SessionExistsError, match="starting it over is restart=True"):
+            with pytest.raises(SessionExistsError, match="--restart starts it over"):
                 await agents.start(spec, "pay ann again", session_id=session)
             again = await agents.start(spec, "pay ann again", session_id=session, restart=True)
             [second] = await pending_count(agents, again, 1)
