@@ -6,7 +6,7 @@ import structlog
 from temporalio import activity
 
 from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.capabilities import Capabilities, admission_problems
+from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
 from durable_agent.contracts import Admission, AdmissionInput
 
 log = structlog.get_logger("durable_agent.admission")
@@ -28,6 +28,10 @@ class AdmissionActivities:
             log.warning("session refused at admission", refused=refused)
         storage = activity.client().data_converter.external_storage
         threshold = storage.payload_size_threshold if storage is not None else None
+        prices = registered_prices(request.spec, self._capabilities)
         return Admission(
-            refused=refused, payload_store_bytes=threshold, message_log=self._message_log
+            refused=refused,
+            payload_store_bytes=threshold,
+            message_log=self._message_log,
+            prices=prices,
         )

@@ -397,3 +397,5 @@ class Admission(Contract):
     message_log: bool = False
     """The worker feeds a message log: the session stores its array's tail before it
     waits or ends, so every message reaches the log."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """The worker's prices of the models the spec names without one."""

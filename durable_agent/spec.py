@@ -118,7 +118,8 @@ class StopRules(_Spec):
     """The session's token budget (all runs, summaries included): once spent, the session
     stops with ``stop_reason`` ``budget`` before its next model call."""
     max_cost_usd: float | None = Field(default=None, gt=0)
-    """The session's cost budget, by ``model.price`` (required with it)."""
+    """The session's cost budget, by each model's price (``model.price``, or the one its
+    worker registers; admission refuses a model nobody priced)."""
     on_truncated: Literal["continue", "fail", "accept"] = "continue"
     """An answer that stopped before it was complete (``finish_reason`` ``length`` or
     ``content_filter``): ``continue`` keeps it and asks the model to go on from where it
@@ -379,8 +380,6 @@ class AgentSpec(_Spec):
             raise ValueError(
                 f"model.options.tool_choice: {choice.name!r} is not among the spec's tools"
             )
-        if self.stop.max_cost_usd is not None and self.model.price is None:
-            raise ValueError("stop.max_cost_usd needs model.price to count cost by")
         if self.swarm is not None:
             self._check_swarm(self.swarm, set(names) | set(agents))
         return self
@@ -396,9 +395,6 @@ class AgentSpec(_Spec):
             twice = sorted({n for n in own if own.count(n) > 1})
             if twice:
                 raise ValueError(f"{field}.tools: {twice[0]!r} is listed more than once")
-            priced = agent.model is None or agent.model.price is not None
-            if self.stop.max_cost_usd is not None and not priced:
-                raise ValueError(f"{field}.model: stop.max_cost_usd needs its price")
             if any(n.startswith(HANDOFF_PREFIX) for n in own):
                 raise ValueError(f"{field}.tools: names starting {HANDOFF_PREFIX} are handoffs")
         if any(n.startswith(HANDOFF_PREFIX) for n in shared):

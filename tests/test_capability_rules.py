@@ -106,9 +106,11 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
         '[openapi.billing]\ndocument = "https://billing.example.com/openapi.json"\n'
         '[secrets.GITHUB_TOKEN]\ntools = ["create_issue"]\nparameters = ["token"]\n'
         "[policy]\ninline_endpoints = true\n"
+        '[prices."llama-3.3-70b"]\ninput_per_million = 0.6\noutput_per_million = 0.8\n'
     )
     loaded = load_capabilities(path)
     assert loaded.models["local"].base_url == "http://10.0.0.5:11434/v1"
+    assert loaded.prices["llama-3.3-70b"].output_per_million == 0.8
     assert loaded.secret_variable("GITHUB_TOKEN", "create_issue", "token") == "GITHUB_TOKEN"
     with pytest.raises(NotAllowed, match="may not be given to create_issue"):
         loaded.secret_variable("GITHUB_TOKEN", "create_issue", "body")

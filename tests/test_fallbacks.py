@@ -15,14 +15,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities.admission import admission_problems
 from durable_agent.messages import AssistantMessage, Usage
-from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.spec import ModelPrice
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing.scripted_provider import error_reply, json_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
@@ -236,3 +239,32 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
 
 async def _exists(path: Path) -> bool:
     return path.exists()
+
+
+async def test_a_price_the_worker_registers_counts_where_the_spec_gives_none(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The worker's price list prices the spec's model: its spend, and a cost budget the
+    spec could not have had without one (a worker without the price refuses it)."""
+    price = ModelPrice(input_per_million=10_000, output_per_million=20_000)  # 0.2 $ a call
+    script = [
+        assistant_calls(("get_time", {"city": "NYC"})),
+        assistant_calls(("get_time", {"city": "Tokyo"})),
+        assistant_text("never asked: the budget is spent before"),
+    ]
+    with ScriptedProvider(script) as provider:
+        data = spec_for(provider, ["get_time"]).model_dump()
+        data["stop"] = {"max_cost_usd": 0.3}
+        spec = AgentSpec.model_validate(data)  # no price in the spec: valid
+        priced = Capabilities.development(prices={"scripted-model": price})
+        async with running_worker(temporal_env, task_queue, registry, capabilities=priced) as c:
+            agents = AgentClient(c, task_queue=task_queue)
+            result = await agents.result(await agents.start(spec, "time?"))
+        async with running_worker(temporal_env, f"{task_queue}-bare", registry) as c:
+            bare = AgentClient(c, task_queue=f"{task_queue}-bare")
+            with pytest.raises(WorkflowFailureError) as refused:
+                await bare.result(await bare.start(spec, "time?"))
+    assert result.stop_reason == "budget"  # two calls: 0.4 $, over the 0.3 $ budget
+    assert result.spend["scripted-model"].cost_usd == pytest.approx(0.4)
+    assert "needs a price for 'scripted-model'" in str(refused.value.cause)
+    assert len(provider.requests) == 2

@@ -426,7 +426,7 @@ async def test_bad_budget_signals_are_rejected_visibly(
             handle = client.get_workflow_handle(session)
             await handle.signal("set_budget", {"max_total_tokens": -5})
             rejected = await wait_for(lambda: _rejected_count(agents, session, 2))
-    assert rejected[0] == "set_budget: max_cost_usd needs model.price in the spec"
+    assert rejected[0] == "set_budget: max_cost_usd needs a price for the model (spec or worker)"
     assert rejected[1].startswith("set_budget: unreadable signal")
 
 

@@ -118,6 +118,7 @@ class AgentWorkflow(SessionHandlers):
         admission = await admit(request.spec)
         self._sync.payload_store_bytes = admission.payload_store_bytes
         self._sync.logged = admission.message_log
+        session.budget.prices = admission.prices
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)

@@ -1,7 +1,7 @@
 """What a worker lets sessions use: its registries, its policy for what a spec may
 carry, and the checks at a session's start and at every use."""
 
-from durable_agent.capabilities.admission import admission_problems
+from durable_agent.capabilities.admission import admission_problems, registered_prices
 from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.registry import (
     Capabilities,
@@ -20,4 +20,5 @@ __all__ = [
     "UrlRefused",
     "admission_problems",
     "check_url",
+    "registered_prices",
 ]

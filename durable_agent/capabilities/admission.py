@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from durable_agent.capabilities.registry import Capabilities, NotAllowed, NotRegistered
-from durable_agent.spec import AgentSpec, ModelSpec, ToolSettings
+from durable_agent.spec import AgentSpec, ModelPrice, ModelSpec, ToolSettings
 from durable_agent.tool_kinds import registered_kinds
 
 
@@ -35,8 +35,14 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
     for field, model in list(models):
         base = field.removesuffix(".endpoint")
         models += [(f"{base}.fallbacks[{k}].endpoint", f) for k, f in enumerate(model.fallbacks)]
+    cost_budget = spec.stop.max_cost_usd is not None
     for field, model in models:
         await check(field, capabilities.endpoint(model.endpoint))
+        if cost_budget and model.price is None and model.name not in capabilities.prices:
+            problems.append(
+                f"{where}{field.removesuffix('.endpoint')}.price: stop.max_cost_usd needs a "
+                f"price for {model.name!r} (model.price, or one the worker registers)"
+            )
     for server in spec.mcp_servers:
         await check(f"mcp_servers[{server.name}]", capabilities.mcp_server(server))
     for api in spec.openapi:
@@ -65,3 +71,14 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
             sub.spec, capabilities, own_queue, f"{where}agents[{sub.name}]."
         )
     return problems
+
+
+def registered_prices(spec: AgentSpec, capabilities: Capabilities) -> dict[str, ModelPrice]:
+    """The worker's prices of the models the spec names without one."""
+    models = [spec.model, *(a.model for a in (spec.swarm.agents if spec.swarm else ()) if a.model)]
+    models += [f for m in list(models) for f in m.fallbacks]
+    return {
+        m.name: capabilities.prices[m.name]
+        for m in models
+        if m.price is None and m.name in capabilities.prices
+    }

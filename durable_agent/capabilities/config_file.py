@@ -21,6 +21,10 @@
     [policy]          # all false unless set: see SpecPolicy
     inline_endpoints = false
 
+    [prices."gpt-4o"] # US dollars per million tokens, for specs that give none
+    input_per_million = 2.5
+    output_per_million = 10
+
 The file is the worker owner's: what it names is trusted. A mistake in it stops the
 worker at start with the field named, never a session later.
 """
@@ -38,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.registry import Capabilities, SecretGrant, default_models
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
 
 
 class _Strict(BaseModel):
@@ -68,6 +72,7 @@ class _File(_Strict):
     secrets: dict[str, _Secret] = Field(default_factory=dict)
     task_queues: list[str] = Field(default_factory=list)
     policy: _Policy = Field(default_factory=_Policy)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class CapabilitiesFileError(ValueError):
@@ -98,6 +103,7 @@ def load_capabilities(path: Path) -> Capabilities:
             },
             task_queues=parsed.task_queues,
             policy=policy,
+            prices=parsed.prices,
         )
     except ValidationError as error:
         raise CapabilitiesFileError(f"{path}: {_first(error)}") from None

@@ -18,7 +18,7 @@ from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.urls import UrlRefused, check_url
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.model_from_env import model_from_environment
-from durable_agent.spec import McpServerSpec, OpenApiSpec
+from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
 from durable_agent.tools import ApprovalMode
 
 
@@ -79,6 +79,9 @@ class Capabilities:
     task_queues: Collection[str] = ()
     """Task queues tool calls may be routed to (besides the session's own)."""
     policy: SpecPolicy = field(default_factory=SpecPolicy)
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """What models cost, by model name: the price of a model a spec names without one
+    (its calls' cost in the spend, the metrics, the timeline and cost budgets)."""
 
     def __post_init__(self) -> None:
         self.mcp_servers = tuple(self.mcp_servers)  # read more than once (with_agents)

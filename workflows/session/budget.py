@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from durable_agent.contracts import BudgetSignal, BudgetStatus, ModelSpend
 from durable_agent.messages import Usage
-from durable_agent.spec import AgentSpec, ModelPrice
+from durable_agent.spec import AgentSpec, ModelPrice, ModelSpec
 from durable_agent.workflows.session.state import SessionState
 
 
@@ -15,13 +15,18 @@ class Budget:
     def __init__(self, spec: AgentSpec, state: SessionState) -> None:
         self.spec = spec
         self.state = state
+        self.prices: dict[str, ModelPrice] = {}
+        """The worker's prices of the spec's unpriced models (from admission)."""
+
+    def price_of(self, model: ModelSpec) -> ModelPrice | None:
+        return model.price or self.prices.get(model.name)
 
     def change_problem(self, request: BudgetSignal) -> str | None:
         """Why ``set_budget`` cannot take ``request``; ``None`` once it was taken."""
         if request.max_total_tokens is None and request.max_cost_usd is None:
             return "set_budget: no limit given"
-        if request.max_cost_usd is not None and self.spec.model.price is None:
-            return "set_budget: max_cost_usd needs model.price in the spec"
+        if request.max_cost_usd is not None and self.price_of(self.spec.model) is None:
+            return "set_budget: max_cost_usd needs a price for the model (spec or worker)"
         old = self.state.budget or BudgetSignal()
         self.state.budget = BudgetSignal(
             max_total_tokens=request.max_total_tokens or old.max_total_tokens,

@@ -36,7 +36,7 @@ from durable_agent.messages import (
     UserMessage,
     text_of,
 )
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.spec import AgentInput, AgentSpec, ModelPrice, ModelSpec
 from durable_agent.transcript import Transcript
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.batch import ToolBatch
@@ -160,6 +160,11 @@ class Session:
         """The model the step calls now: the answering agent's, or a fallback of it."""
         base = self.base_model
         return base if self.step.hop == 0 else base.fallbacks[self.step.hop - 1]
+
+    @property
+    def price(self) -> ModelPrice | None:
+        """What the model the step calls costs (the spec's price, else the worker's)."""
+        return self.budget.price_of(self.model_spec)
 
     @property
     def base_model(self) -> ModelSpec:
@@ -325,7 +330,7 @@ class Session:
     def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         self.step.summarised(summary, now)
-        self.budget.count(summary.usage, self.model_spec.price, self.model_spec.name)
+        self.budget.count(summary.usage, self.price, self.model_spec.name)
 
     def model_replied(self, assistant: AssistantMessage) -> None:
         if self.step.hop:  # a fallback answered: the message says which
@@ -334,8 +339,8 @@ class Session:
         state = self.state
         state.turn += 1
         state.model_calls_this_reply += 1
-        self.budget.count(assistant.usage, self.model_spec.price, self.model_spec.name)
-        self.budget.count(assistant.voided_usage, self.model_spec.price, self.model_spec.name)
+        self.budget.count(assistant.usage, self.price, self.model_spec.name)
+        self.budget.count(assistant.voided_usage, self.price, self.model_spec.name)
         if assistant.is_error:
             state.last_error = assistant.error
         reason = None
@@ -432,7 +437,7 @@ class Session:
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
         for result in in_order:  # what tools spent on models (sub-agents) counts too
-            self.budget.count(result.usage, self.model_spec.price, f"tool {result.tool_name}")
+            self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
         if reason is not None:

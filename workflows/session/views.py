@@ -46,7 +46,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
         live=session.spec.session.live_deltas and not session.spec.hooks.reply,
         inputs=None if model.inputs == ModelInputs() else model.inputs,
         hooks=session.spec.hooks if session.spec.hooks.names() else None,
-        price=model.price,
+        price=session.price,
     )
 
 
