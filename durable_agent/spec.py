@@ -453,6 +453,17 @@ class AgentInput(_Spec):
     def _one_past(self) -> AgentInput:
         if self.resume is not None and self.history:
             raise ValueError("resume: a resumed session takes its history from its last run")
-        if isinstance(self.message, UserMessage) and (why := self.spec.model.refuses(self.message)):
+        if isinstance(self.message, UserMessage) and (
+            why := self._first_model().refuses(self.message)
+        ):
             raise ValueError(f"message: {why}")
         return self
+
+    def _first_model(self) -> ModelSpec:
+        """The model that answers the first message (a swarm's default agent's)."""
+        swarm = self.spec.swarm
+        if swarm is None:
+            return self.spec.model
+        name = swarm.default_agent or swarm.agents[0].name
+        first = next(a for a in swarm.agents if a.name == name)
+        return first.model or self.spec.model

@@ -20,7 +20,10 @@ from durable_agent.spec import AgentInput
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing.scripted_provider import json_reply
 from durable_agent.tools import ToolRegistry
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import running_worker, spec_for
+from tests.support.swarm_fixtures import swarm_section
 
 registry = ToolRegistry()
 IMAGE = "https://example.com/cat.png"
@@ -159,3 +162,30 @@ def test_fitting_keeps_what_the_model_takes_and_marks_the_rest() -> None:
     assert fitted[0].content[2] == TextPart(text="[audio omitted: this model takes no audio]")  # type: ignore[index]
     assert fitted[1] == UserMessage(content="plain")
     assert fit_to_model([message], ModelInputs().kinds()) == [message]
+
+
+def test_in_a_swarm_the_answering_agents_model_decides_what_is_refused() -> None:
+    """triage answers first on a model that takes images; billing's model refuses them:
+    a picture is refused only once billing answers."""
+    blind = {"name": "blind-model", "inputs": {"images": False, "unsupported": "refuse"}}
+    spec = AgentSpec.model_validate(
+        {"model": {"name": "seeing-model"}, "swarm": swarm_section(model=blind)}
+    )
+    session = Session(spec, SessionState())
+    assert session.requests.message_problem(picture("look")) is None  # triage sees
+    assert session.swarm is not None
+    session.swarm.go_to("billing")
+    problem = session.requests.message_problem(picture("look"))
+    assert problem == "send_message: the model takes no images"
+
+
+def test_a_swarms_first_message_is_checked_against_its_first_agents_model() -> None:
+    blind = {"name": "blind-model", "inputs": {"images": False, "unsupported": "refuse"}}
+    section = swarm_section(model=blind)
+    section["default_agent"] = "billing"
+    spec = AgentSpec.model_validate({"model": {"name": "seeing-model"}, "swarm": section})
+    with pytest.raises(ValueError, match="the model takes no images"):
+        AgentInput(spec=spec, message=picture("at start"))
+    section["default_agent"] = None  # triage first: its model (the spec's) sees
+    seeing = AgentSpec.model_validate({"model": {"name": "seeing-model"}, "swarm": section})
+    assert AgentInput(spec=seeing, message=picture("at start")).message is not None

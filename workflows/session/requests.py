@@ -77,7 +77,8 @@ class Requests:
         empty = message.content in ("", [])
         size = text_size(message, self.parts_counted)
         problem = self._queue_problem("send_message", empty, size)
-        refused = self.spec.model.refuses(message)
+        model = self.spec.model if self.swarm is None else self.swarm.model  # who answers
+        refused = model.refuses(message)
         return problem or (f"send_message: {refused}" if refused else None)
 
     def _queue_problem(self, door: str, empty: bool, size: int | None) -> str | None:
