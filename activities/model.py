@@ -63,9 +63,6 @@ from durable_agent.transcript import EMPTY_HASH, payload_bytes
 
 log = structlog.get_logger("durable_agent.model")
 
-#: Error type of a provider failure no later attempt can fix (a 4xx other than 408,
-#: 409 or 429): the call ends with the provider's words.
-
 
 def transcript_unknown(what: str) -> ApplicationError:
     """The error the workflow answers by sending the whole array (once)."""
@@ -210,12 +207,9 @@ class ModelActivities:
         # parts the model does not take left out (marked); a schema asked for in words
         api = setup.target.api
         messages, schema = fit_request(messages, setup.inputs, api, setup.output_schema)
-        hooks, context = (
-            setup.hooks,
-            HookContext(
-                session_id=activity.info().workflow_id or "", turn=call.turn, agent=setup.agent
-            ),
-        )
+        hooks = setup.hooks
+        session_id = activity.info().workflow_id or ""
+        context = HookContext(session_id=session_id, turn=call.turn, agent=setup.agent)
         if hooks is not None and hooks.request:
             messages = await self._hooked(rewrite_request, hooks.request, messages, context)
         # shaped once, here: the codec and its builder take a prepared array as it is

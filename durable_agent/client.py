@@ -66,7 +66,7 @@ from durable_agent.events import Ended, LiveEvent
 from durable_agent.live_reader import OFFSET_QUERY, read_live_events
 from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.payload_storage import check_fits
-from durable_agent.resumption import EndedRun, StillRunning, ended_run
+from durable_agent.resumption import StillRunning, ended_run
 from durable_agent.spec import AgentInput, AgentSpec
 
 __all__ = [
@@ -145,28 +145,34 @@ class AgentClient(ApprovalDoors, SessionWatch):
         request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
         check_fits(self.temporal.data_converter, request, "the session's start")
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
-        ended = await self._ended_run(session_id) if resume else None
-        if ended is not None:
-            request = request.model_copy(update={"resume": ended.resume})
-            owner = owner or ended.owner
+        resumed = False
+        if resume:
+            request, owner, resumed = await self._going_on(session_id, request, owner)
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
                 memo={"owner": owner} if owner else None,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or ended
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or resumed
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )  # fmt: skip
         except WorkflowAlreadyStartedError:
             raise SessionExistsError(session_id) from None
         return session_id
 
-    async def _ended_run(self, session_id: str) -> EndedRun | None:
+    async def _going_on(
+        self, session_id: str, request: AgentInput, owner: str | None
+    ) -> tuple[AgentInput, str | None, bool]:
+        """``request`` going on with the session's ended run, if it has one, and the
+        owner (the ended run's unless given); whether it does."""
         try:
-            return await ended_run(self.temporal, session_id)
+            ended = await ended_run(self.temporal, session_id)
         except StillRunning:
             raise SessionExistsError(session_id) from None
         except RPCError as error:
             raise self._translate(session_id, error) from None
+        if ended is None:
+            return request, owner, False
+        return request.model_copy(update={"resume": ended.resume}), owner or ended.owner, True
 
     async def owner(self, session_id: str) -> str | None:
         """Who the session belongs to (``None``: started without an owner)."""
@@ -195,10 +201,7 @@ class AgentClient(ApprovalDoors, SessionWatch):
             return await self._send_with_start(session_id, message, request, owner)
         except WorkflowAlreadyStartedError:  # it ran and ended: its conversation goes on
             pass
-        ended = await self._ended_run(session_id)
-        if ended is not None:
-            request = request.model_copy(update={"resume": ended.resume})
-            owner = owner or ended.owner
+        request, owner, _ = await self._going_on(session_id, request, owner)
         return await self._send_with_start(session_id, message, request, owner, again=True)
 
     async def _send_with_start(

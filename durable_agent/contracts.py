@@ -35,8 +35,8 @@ TOOL_RAISED = "ToolRaised"
 #: Error type of a model attempt that failed in a way a later attempt may not (429, 5xx,
 #: transport, a broken stream): one of the model's ``max_attempts``.
 MODEL_ATTEMPT_FAILED = "ModelAttemptFailed"
-#: Error type of a provider's refusal another attempt would get too (a 4xx other than
-#: 429: a bad key, a bad request, a context too long).
+#: Error type of a provider failure no later attempt can fix (a 4xx other than 408, 409
+#: or 429: a bad key, a bad request, a context too long).
 PROVIDER_ERROR = "ProviderError"
 #: Error type of a failure no retry can fix (a key's variable unset, an unknown API).
 CONFIGURATION_ERROR = "ConfigurationError"

@@ -16,7 +16,7 @@ rescued as any other).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -86,12 +86,25 @@ def omitted(kind: PartKind) -> TextPart:
 
 def fit_to_model(messages: Sequence[Message], takes: frozenset[PartKind]) -> list[Message]:
     """The messages with every part the model does not take replaced by a marker."""
+    return _marked(messages, lambda part: _marker(part, takes, file_urls=True))
+
+
+def _marker(part: ContentPart, takes: frozenset[PartKind], *, file_urls: bool) -> TextPart | None:
+    """What stands in a part's place in the request (``None``: the part itself)."""
+    kind = _left_out(part, takes)
+    if kind is not None:
+        return omitted(kind)
+    return FILE_BY_URL_MARKER if not file_urls and _by_url(part) else None
+
+
+def _marked(
+    messages: Sequence[Message], marker: Callable[[ContentPart], TextPart | None]
+) -> list[Message]:
     fitted: list[Message] = []
     for message in messages:
         content = getattr(message, "content", None)
-        if isinstance(content, list) and any(_left_out(p, takes) for p in content):
-            parts = [omitted(k) if (k := _left_out(p, takes)) else p for p in content]
-            message = message.model_copy(update={"content": parts})
+        if isinstance(content, list) and any(marker(p) for p in content):
+            message = message.model_copy(update={"content": [marker(p) or p for p in content]})
         fitted.append(message)
     return fitted
 
@@ -103,17 +116,6 @@ def _left_out(part: ContentPart, takes: frozenset[PartKind]) -> PartKind | None:
 
 #: Chat Completions carries a file inline or by id, never by URL.
 FILE_BY_URL_MARKER = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
-
-
-def _no_file_urls(messages: list[Message]) -> list[Message]:
-    fitted: list[Message] = []
-    for message in messages:
-        content = getattr(message, "content", None)
-        if isinstance(content, list) and any(_by_url(p) for p in content):
-            parts = [FILE_BY_URL_MARKER if _by_url(p) else p for p in content]
-            message = message.model_copy(update={"content": parts})
-        fitted.append(message)
-    return fitted
 
 
 def _by_url(part: ContentPart) -> bool:
@@ -150,9 +152,8 @@ def fit_request(
     structured-output field (``None`` when the mode asks in words instead)."""
     inputs = inputs or ModelInputs()
     takes = inputs.kinds() & WIRE_TAKES.get(api, WIRE_TAKES["chat"])
-    fitted = fit_to_model(messages, takes)
-    if api == "chat":
-        fitted = _no_file_urls(fitted)
+    file_urls = api != "chat"  # Chat Completions has no file-by-URL part
+    fitted = _marked(messages, lambda part: _marker(part, takes, file_urls=file_urls))
     if output_schema is None or inputs.structured_output == "json_schema":
         return fitted, output_schema
     return [*fitted, schema_instruction(output_schema)], None

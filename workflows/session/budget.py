@@ -64,7 +64,7 @@ class Budget:
             return f"cost budget spent: ${state.cost_usd:.4f} of ${limits.max_cost_usd:.4f}"
         return None
 
-    def count(self, usage: Usage | None, price: ModelPrice | None, by: str | None = None) -> None:
+    def count(self, usage: Usage | None, price: ModelPrice | None, by: str) -> None:
         """Add one reply's usage (and its cost at ``price``, the answering model's), to
         the session's totals and to ``by``'s (a model's name, or a tool's)."""
         if usage is None:
@@ -78,14 +78,11 @@ class Budget:
         if price is not None:
             cost = price.cost_usd(usage)
             self.state.cost_usd += cost
-        if by is not None:
-            was = self.state.spend.get(by) or ModelSpend()
-            spent = (
-                None if cost is None and was.cost_usd is None else (was.cost_usd or 0) + (cost or 0)
-            )
-            self.state.spend[by] = ModelSpend(
-                calls=was.calls + 1, usage=was.usage + usage, cost_usd=spent
-            )
+        was = self.state.spend.get(by) or ModelSpend()
+        spent = None if cost is None and was.cost_usd is None else (was.cost_usd or 0) + (cost or 0)
+        self.state.spend[by] = ModelSpend(
+            calls=was.calls + 1, usage=was.usage + usage, cost_usd=spent
+        )
 
     def status(self) -> BudgetStatus | None:
         limits = self.limits()

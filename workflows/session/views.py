@@ -22,6 +22,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
     """What the active agent's model calls share (sent once, then by digest): its model,
     options and tools; for a swarm, also its name and prompt."""
     model, swarm = session.model_spec, session.swarm
+    inputs = None if model.inputs == ModelInputs() else model.inputs  # unset: hashes as before
     if purpose == "summary":
         return ModelSetup(
             endpoint=model.endpoint,
@@ -29,7 +30,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
             options=model.options,
             reasoning=model.reasoning,
             stream=False,
-            inputs=None if model.inputs == ModelInputs() else model.inputs,
+            inputs=inputs,
         )
     return ModelSetup(
         endpoint=model.endpoint,
@@ -44,7 +45,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
         instructions=None if swarm is None else swarm.agent.instructions,
         # a reply hook rewrites the reply: its raw text must not stream to readers first
         live=session.spec.session.live_deltas and not session.spec.hooks.reply,
-        inputs=None if model.inputs == ModelInputs() else model.inputs,
+        inputs=inputs,
         hooks=session.spec.hooks if session.spec.hooks.names() else None,
         price=session.price,
     )
