@@ -34,4 +34,5 @@ class AdmissionActivities:
             payload_store_bytes=threshold,
             message_log=self._message_log,
             prices=prices,
+            limited=bool(self._capabilities.limits),
         )

@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.activities.billing import with_voided_usage
+from durable_agent.activities.capacity import CapacityGate, Lease, Room
 from durable_agent.activities.heartbeat import heartbeating, heartbeats
 from durable_agent.activities.live_deltas import LiveDeltas
 from durable_agent.activities.message_feed import MessageFeed
@@ -45,7 +46,7 @@ from durable_agent.contracts import (
     TranscriptRef,
 )
 from durable_agent.message_sinks import MessageSink
-from durable_agent.messages import AssistantMessage, Message
+from durable_agent.messages import AssistantMessage, Message, Usage
 from durable_agent.model_inputs import fit_request, json_object_format
 from durable_agent.observability.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.provider import (
@@ -85,12 +86,14 @@ class ModelActivities:
         self._registry = default_registry if registry is None else registry
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
+        self._gate = CapacityGate(self._capabilities)
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
 
-    async def _setup(self, call: ModelCallInput) -> ModelSetup:
-        """The session's model setup: sent inline, cached here, or in the shared store."""
+    async def _setup(self, call: ModelCallInput) -> tuple[ModelSetup, Room]:
+        """The session's model setup (sent inline, cached here, or in the shared store),
+        its endpoint resolved; and what its calls ask the endpoint's limit for room as."""
         digest = call.setup_digest
         setup = call.setup or self._setups.get(digest)
         if setup is None:
@@ -114,8 +117,7 @@ class ModelActivities:
             raise ApplicationError(
                 str(error), type=CONFIGURATION_ERROR, non_retryable=True
             ) from None
-        return setup.model_copy(update={"endpoint": endpoint})
-        return setup
+        return setup.model_copy(update={"endpoint": endpoint}), Room(setup.endpoint, call)
 
     async def _resolve(self, item: Message | StoredMessageRef) -> Message:
         if not isinstance(item, StoredMessageRef):
@@ -194,7 +196,7 @@ class ModelActivities:
     async def _call_model(
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
     ) -> AssistantMessage:
-        setup = await self._setup(call)
+        setup, room = await self._setup(call)
         if setup.agent is not None:
             structlog.contextvars.bind_contextvars(agent=setup.agent)
         if setup.live and setup.stream:
@@ -228,7 +230,7 @@ class ModelActivities:
         )
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
             json_object_format(api, body, setup.output_schema)
-        message = await self._complete(setup, body, bound, on_text, live.reasoning)
+        message = await self._complete(setup, body, bound, on_text, live.reasoning, room)
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
@@ -259,7 +261,7 @@ class ModelActivities:
         """A summary of the conversation's first ``until`` messages (compaction): the
         setup's model answers the prompt over them as plain lines."""
         async with heartbeating(lambda: 0):
-            setup = await self._setup(call)
+            setup, room = await self._setup(call)
             _, conversation = await self._conversation(call)
             body = _request_body(
                 setup,
@@ -269,7 +271,7 @@ class ModelActivities:
                 reasoning=setup.reasoning,
             )
             bound = _log_for(call)
-            message = await self._complete(setup, body, bound, lambda text: None)
+            message = await self._complete(setup, body, bound, lambda text: None, None, room)
             if not message.content.strip():
                 raise ApplicationError(
                     "the summary came back empty", type=MODEL_ATTEMPT_FAILED, non_retryable=True
@@ -284,17 +286,26 @@ class ModelActivities:
         bound: Any,
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None] | None = None,
+        room: Room | None = None,
     ) -> AssistantMessage:
-        """One provider call; its failures as the workflow tells them apart."""
+        """One provider call, with room on the endpoint's shared limit when it has one;
+        its failures as the workflow tells them apart."""
         client, facts = self._client or shared_client(), ResponseFacts()
+        hold = activity.info().start_to_close_timeout or timedelta(minutes=10)
+        lease = await self._gate.acquire(room, setup, body, hold.total_seconds()) if room else None
         with model_call_span(setup, body.get("messages") or body.get("input") or []) as span:
             try:
                 message = await client.complete(
                     setup.target, body, on_text=on_text, on_reasoning=on_reasoning, facts=facts
                 )
             except ProviderError as error:
+                _give_back(lease, error)
                 record_failure(span, type(error).__name__, error.message)
                 raise self._failure(error, bound) from error
+            except BaseException:  # cancelled, or the stream broke: the room goes back
+                _give_back(lease)
+                raise
+            _give_back(lease, message.usage)
             record_reply(span, message, facts.response_id)
             count_tokens(setup.model, message.usage, setup.price)
             if message.is_error:
@@ -321,6 +332,16 @@ class ModelActivities:
                 timedelta(seconds=error.retry_after) if error.retry_after is not None else None
             ),
         )
+
+
+def _give_back(lease: Lease | None, outcome: Usage | ProviderError | None = None) -> None:
+    if lease is None:
+        return
+    if isinstance(outcome, ProviderError):
+        limited = outcome.status_code == 429
+        lease.give_back(rate_limited=limited, retry_after=outcome.retry_after)
+    else:
+        lease.give_back(outcome)
 
 
 def _log_for(call: ModelCallInput) -> Any:

@@ -43,6 +43,9 @@ CONFIGURATION_ERROR = "ConfigurationError"
 #: Error type of a model call whose request or reply hook raised: the turn ends with
 #: its words (the call is not tried again).
 HOOK_FAILED = "HookFailed"
+#: Error type of a model call that found no room on its endpoint's shared limit: the
+#: session waits for the limiter's ``capacity_ready`` and calls again (no attempt used).
+CAPACITY_WAIT = "CapacityWait"
 #: Error type of a guardrail that raised (or is not loaded): retried by the workflow,
 #: then the turn fails with its words.
 GUARDRAIL_FAILED = "GuardrailFailed"
@@ -148,6 +151,11 @@ class ModelCallInput(Contract):
     go by reference, since their activity's result already holds them."""
     head: str
     """Chain hash of the whole array, which the worker checks before calling the model."""
+    tenant: str | None = None
+    """Whose call it is (the session's owner), where the workers limit endpoints: the
+    limit's capacity is shared fairly between tenants."""
+    waited: bool = False
+    """The call waited for room on its endpoint's limit, which keeps room for it now."""
 
 
 class SummaryCallInput(ModelCallInput):
@@ -332,10 +340,13 @@ class SessionStatus(Contract):
     agents: list[str] = Field(default_factory=list)
     """The swarm's agents."""
     move_pending: str | None = None
+    """An agent a person moved the session to, waiting for the turn's safe point."""
     finish_reason: str | None = None
     """How the model's latest turn ended, as the provider said (``stop``, ``tool_calls``,
     ``length``, ``content_filter``): a cut answer shows here (``stop.on_truncated``)."""
-    """An agent a person moved the session to, waiting for the turn's safe point."""
+    waiting_for_capacity: str | None = None
+    """The limited endpoint (or ``ENDPOINT/MODEL``) whose shared limit the model call
+    waits for room on."""
 
 
 class ModelSpend(Contract):
@@ -399,3 +410,5 @@ class Admission(Contract):
     waits or ends, so every message reaches the log."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """The worker's prices of the models the spec names without one."""
+    limited: bool = False
+    """The worker limits some endpoints: model calls say whose they are (``tenant``)."""

@@ -176,6 +176,23 @@ class TurnEnded(_Event):
     error: str
 
 
+class CapacityWait(_Event):
+    """The model call found no room on its endpoint's shared limit: the session waits in
+    line (``status.waiting_for_capacity``) until the limiter keeps room for it."""
+
+    type: Literal["capacity_wait"] = "capacity_wait"
+    turn: int
+    endpoint: str
+
+
+class CapacityGranted(_Event):
+    """Room was kept for the waiting call: it is made now."""
+
+    type: Literal["capacity_granted"] = "capacity_granted"
+    turn: int
+    endpoint: str
+
+
 class AgentChanged(_Event):
     """In a swarm, another agent answers now (a handoff, or a person's move)."""
 
@@ -225,6 +242,8 @@ LiveEvent = Annotated[
     | Trimmed
     | GuardrailBlocked
     | TurnEnded
+    | CapacityWait
+    | CapacityGranted
     | AgentChanged
     | Idle
     | Ended

@@ -41,6 +41,7 @@ from durable_agent.secrets import SecretProvider
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.workflows.agent_workflow import AgentWorkflow
+from durable_agent.workflows.limiter import EndpointLimiter
 
 PLUGIN_NAME = "durable-agent"
 log = structlog.get_logger("durable_agent.worker")
@@ -51,6 +52,7 @@ log = structlog.get_logger("durable_agent.worker")
 PURE_MODULES: Sequence[str] = (
     "durable_agent.approval_contracts",
     "durable_agent.approval_policy",
+    "durable_agent.capacity_ledger",
     "durable_agent.codecs",
     "durable_agent.context",
     "durable_agent.contract_base",
@@ -63,6 +65,7 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.model_inputs",
     "durable_agent.model_options",
     "durable_agent.pairing",
+    "durable_agent.provider_limits",
     "durable_agent.request_messages",
     "durable_agent.round_hooks",
     "durable_agent.schema_values",
@@ -160,7 +163,7 @@ class DurableAgentPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._converter,
             interceptors=[ObservingInterceptor()],
-            workflows=[AgentWorkflow],
+            workflows=[AgentWorkflow, EndpointLimiter],
             activities=[
                 admission.admit_session,
                 model.call_model,

@@ -60,6 +60,8 @@ def test_histories_are_recorded() -> None:
         "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
         "fallback_chain",  # three hops across Chat Completions and Anthropic
         "context_overflow_trimmed",  # "context too long", then a shorter request (its patch)
+        "capacity_wait",  # a model call that waited for room on a limited endpoint
+        "limiter",  # an endpoint's limiter: asks, a line, a kept room, releases
     }
 
 

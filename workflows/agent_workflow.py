@@ -95,7 +95,12 @@ class AgentWorkflow(SessionHandlers):
             timedelta(seconds=rules.heartbeat_timeout_seconds),
         )
         # a fresh session's first call seeds the workers' cache with the model setup
-        self._model = ModelCaller(session, self._sync, send_setup=isinstance(request, AgentInput))
+        self._model = ModelCaller(
+            session,
+            self._sync,
+            send_setup=isinstance(request, AgentInput),
+            on_capacity=self._feed.capacity,
+        )
 
     @workflow.run
     async def run(self, raw: RawValue) -> AgentResult:
@@ -119,6 +124,8 @@ class AgentWorkflow(SessionHandlers):
         self._sync.payload_store_bytes = admission.payload_store_bytes
         self._sync.logged = admission.message_log
         session.budget.prices = admission.prices
+        if admission.limited:  # shared limits count calls by whose they are
+            self._model.tenant = workflow.memo_value("owner", "", type_hint=str)
         # Added after sessions were recorded: rescue changes what follows an unusable turn
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
     )
     from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
+    from durable_agent.provider_limits import CAPACITY_READY_SIGNAL
     from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.approval_handlers import ApprovalHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode
@@ -125,6 +126,12 @@ class SessionHandlers(ApprovalHandlers):
         request = self._optional(raw, CancelTurnSignal, "cancel_turn")
         if request is not None:
             self._rejected(self._session.cancel_requested(request))
+
+    @workflow.signal(name=CAPACITY_READY_SIGNAL)
+    def capacity_ready(self, raw: RawValue = NO_PAYLOAD) -> None:
+        """The limiter kept room for the waiting model call. Trusted for nothing: a
+        forged one only makes the call ask its limiter again sooner."""
+        self._session.capacity_ready = True
 
     @workflow.signal
     def flush(self, raw: RawValue = NO_PAYLOAD) -> None:

@@ -23,6 +23,8 @@ with workflow.unsafe.imports_passed_through():
         AgentChanged,
         ApprovalDecided,
         ApprovalRequested,
+        CapacityGranted,
+        CapacityWait,
         Ended,
         ErrorReported,
         Idle,
@@ -155,6 +157,11 @@ class LiveFeed:
 
     def model_failed(self, turn: int, kind: str | None, text: str) -> None:
         self._publish(ErrorReported(turn=turn, text=text, kind=kind))
+
+    def capacity(self, turn: int, endpoint: str, waiting: bool) -> None:
+        """A model call waits for room on a limited endpoint, or got it."""
+        kind = CapacityWait if waiting else CapacityGranted
+        self._publish(kind(turn=turn, endpoint=endpoint))
 
     def tool_started(self, turn: int, run: ToolRun) -> None:
         self._tool_started[run.slot] = epoch_ms(workflow.now())

@@ -21,6 +21,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
+        CAPACITY_WAIT,
         MODEL_SETUP_UNKNOWN,
         TRANSCRIPT_UNKNOWN,
         ModelCallInput,
@@ -58,10 +59,25 @@ class ModelCallCancelled:
 ModelOutcome = AssistantMessage | ModelCallFailed | ModelCallCancelled
 
 
+#: Told when a call starts waiting for room on a limited endpoint (``True``) and when
+#: the wait is over (``False``): turn, endpoint.
+CapacityNotice = Callable[[int, str, bool], None]
+
+
 class ModelCaller:
-    def __init__(self, session: Session, sync: TranscriptSync, *, send_setup: bool) -> None:
+    def __init__(
+        self,
+        session: Session,
+        sync: TranscriptSync,
+        *,
+        send_setup: bool,
+        on_capacity: CapacityNotice | None = None,
+    ) -> None:
         self._session = session
         self._sync = sync
+        self._on_capacity = on_capacity
+        self.tenant: str | None = None
+        """Sent with each call where the workers limit endpoints (admission says so)."""
         self._setups: dict[str, tuple[ModelSetup, str]] = {}
         self._known: set[str] = set()
         """Digests of setups the workers are taken to hold (sent, or held from a run before);
@@ -107,7 +123,7 @@ class ModelCaller:
     ) -> ModelOutcome:
         model, rules = self._session.model_spec, self._session.spec.session
         setup, digest = setup_and_digest
-        lost_store = 0
+        lost_store, waited = 0, False
         while True:
             send = digest not in self._known
             setup_bytes = len(setup.model_dump_json()) if send else 0
@@ -119,9 +135,12 @@ class ModelCaller:
                 "transcript": self._sync.reference(),
                 "messages": self._sync.new_messages(),
                 "head": self._session.messages.head,
+                **({"tenant": self.tenant} if self.tenant is not None else {}),
+                **({"waited": True} if waited else {}),
                 **extra,
             }
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
+            self._session.capacity_ready = False  # a "ready" from here on is for this call
             handle = workflow.start_activity(
                 activity,
                 call,
@@ -148,6 +167,11 @@ class ModelCaller:
                 if kind == MODEL_SETUP_UNKNOWN and not send:
                     self._known.discard(digest)  # this worker lacks it: send it
                     continue
+                if kind == CAPACITY_WAIT and isinstance(cause, ApplicationError):
+                    if not await self._wait_for_capacity(turn, cause):
+                        return ModelCallCancelled()
+                    waited = True
+                    continue  # (no attempt of the model was used)
                 if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
                     # the store lost what the call referred to: send it all again, once
                     lost_store += 1
@@ -156,6 +180,26 @@ class ModelCaller:
                 return failure(error, rules.recovery_limit_seconds)
             self._known.add(digest)
             return assistant
+
+    async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
+        """Wait durably until the endpoint's limiter keeps room for the call (or, if no
+        word comes, for its patience, then ask again); ``False``: the turn was cancelled."""
+        session = self._session
+        key, patience = str(cause.details[0]), float(cause.details[1])
+        session.waiting_for_capacity = key
+        if self._on_capacity is not None:
+            self._on_capacity(turn, key, True)
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: session.capacity_ready or session.state.cancel is not None,
+                timeout=timedelta(seconds=patience),
+            )
+        session.waiting_for_capacity = None
+        if session.state.cancel is not None:
+            return False
+        if self._on_capacity is not None:
+            self._on_capacity(turn, key, False)
+        return True
 
     def _done_or_cancelled(self, handle: asyncio.Future[AssistantMessage]) -> Callable[[], bool]:
         state = self._session.state

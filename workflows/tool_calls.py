@@ -233,6 +233,8 @@ async def run_sub_agent(
     child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
     if workflow.patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
         child_id += f"-{info.first_execution_run_id[:8]}"
+    # the child is its parent's owner's: its model calls count under the same tenant
+    owner = workflow.memo_value("owner", "", type_hint=str)
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
@@ -240,6 +242,7 @@ async def run_sub_agent(
             id=child_id,
             result_type=AgentResult,
             static_summary=f"sub-agent {call.function.name}",
+            memo={"owner": owner} if owner else None,
         )
     except WorkflowAlreadyStartedError:  # someone took the id first: the call fails, not us
         taken = tool_error_result(call, f"the agent could not start: {child_id} is taken")

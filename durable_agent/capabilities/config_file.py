@@ -25,6 +25,11 @@
     input_per_million = 2.5
     output_per_million = 10
 
+    [limits.openai]   # shared by every worker and session (or "openai/gpt-4o": one model)
+    requests_per_minute = 500
+    tokens_per_minute = 200000
+    concurrent_requests = 50
+
 The file is the worker owner's: what it names is trusted. A mistake in it stops the
 worker at start with the field named, never a session later.
 """
@@ -42,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.registry import Capabilities, SecretGrant, default_models
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.provider_limits import ProviderLimits
 from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
 
 
@@ -73,6 +79,7 @@ class _File(_Strict):
     task_queues: list[str] = Field(default_factory=list)
     policy: _Policy = Field(default_factory=_Policy)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    limits: dict[str, ProviderLimits] = Field(default_factory=dict)
 
 
 class CapabilitiesFileError(ValueError):
@@ -104,6 +111,7 @@ def load_capabilities(path: Path) -> Capabilities:
             task_queues=parsed.task_queues,
             policy=policy,
             prices=parsed.prices,
+            limits=parsed.limits,
         )
     except ValidationError as error:
         raise CapabilitiesFileError(f"{path}: {_first(error)}") from None

@@ -18,6 +18,7 @@ from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.urls import UrlRefused, check_url
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.model_from_env import model_from_environment
+from durable_agent.provider_limits import ProviderLimits
 from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
 from durable_agent.tools import ApprovalMode
 
@@ -82,6 +83,9 @@ class Capabilities:
     prices: Mapping[str, ModelPrice] = field(default_factory=dict)
     """What models cost, by model name: the price of a model a spec names without one
     (its calls' cost in the spend, the metrics, the timeline and cost budgets)."""
+    limits: Mapping[str, ProviderLimits] = field(default_factory=dict)
+    """Shared limits by registered endpoint name (every model on it), or by
+    ``NAME/MODEL`` (that model alone, which then has no share of the endpoint's)."""
 
     def __post_init__(self) -> None:
         self.mcp_servers = tuple(self.mcp_servers)  # read more than once (with_agents)
@@ -94,6 +98,12 @@ class Capabilities:
         for api in self._openapi.values():
             if api.document is None:
                 raise ValueError(f"registered OpenAPI service {api.name!r}: give its document")
+        for key in self.limits:
+            if key.split("/", 1)[0] not in self.models:
+                raise ValueError(
+                    f"limits {key!r}: no registered model endpoint {key.split('/', 1)[0]!r} "
+                    f"(registered: {_listing(self.models)})"
+                )
 
     @classmethod
     def development(cls, **registered: object) -> Capabilities:
@@ -123,6 +133,23 @@ class Capabilities:
             )
         await self.check_url(ref.base_url)
         return ref
+
+    def limits_for(
+        self, endpoint: ProviderEndpoint | str, model: str
+    ) -> tuple[str, ProviderLimits] | None:
+        """The shared limit a call to ``model`` on ``endpoint`` counts against, and its
+        key: the model's own, else its endpoint's. A registered name is its own; an
+        inline endpoint counts against the first registered one it is a copy of."""
+        if not self.limits:
+            return None
+        names = [endpoint] if isinstance(endpoint, str) else [
+            name for name, known in self.models.items() if _same_endpoint(endpoint, known)
+        ]  # fmt: skip
+        for name in names:
+            for key in (f"{name}/{model}", name):
+                if key in self.limits:
+                    return key, self.limits[key]
+        return None
 
     # -- MCP servers and OpenAPI services
 

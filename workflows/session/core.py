@@ -131,17 +131,21 @@ class Session:
         """Why the latest turn ended without an answer (guardrail, cancellation)."""
         self.trimmed = 0
         """Messages the latest request left out to fit the context budget."""
+        self.waiting_for_capacity: str | None = None
+        """The limited endpoint the model call waits for room on (``status`` shows it)."""
+        self.capacity_ready = False
+        """The endpoint's limiter said room is kept for the waiting call."""
         self.rescue_enabled = True
+        """Rescue unusable model turns (off only to replay histories from before it)."""
         self.truncation_checked = True
+        """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
+        says (patch ``truncated-answers``) whenever a cut answer arrives."""
         self.turn_failures_end_turns: Callable[[], bool] = lambda: True
+        """Asked when a turn fails for good (the workflow asks its patch: runs recorded
+        before ended the session there)."""
         self.context_overflow_trims: Callable[[], bool] = lambda: True
         """Asked when a model refused a request as too long (runs recorded before did
         not try a shorter one)."""
-        """Asked when a turn fails for good (the workflow asks its patch: runs recorded
-        before ended the session there)."""
-        """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
-        says (patch ``truncated-answers``) whenever a cut answer arrives."""
-        """Rescue unusable model turns (off only to replay histories from before it)."""
 
     # --- starting ----------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ def session_status(session: Session) -> SessionStatus:
         agents=session.spec.agent_names(),
         move_pending=state.move.agent if state.move is not None else None,
         finish_reason=latest_finish_reason(messages),
+        waiting_for_capacity=session.waiting_for_capacity,
     )
 
 

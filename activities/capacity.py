@@ -1,0 +1,98 @@
+"""The model activity's side of shared provider limits: ask the endpoint's limiter for
+room before the request leaves, give it back when the reply is in.
+
+A call with room goes on at once (one update round trip). A call without room ends
+its activity with ``CapacityWait``: the session waits durably for the limiter's
+``capacity_ready`` and calls again, and no attempt of the model is used up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import structlog
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+from durable_agent.activities.limiter_link import LimiterLink
+from durable_agent.capabilities import Capabilities
+from durable_agent.contracts import CAPACITY_WAIT, ModelCallInput, ModelSetup
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import Usage
+from durable_agent.provider_limits import CapacityRelease, CapacityRequest
+
+log = structlog.get_logger("durable_agent.capacity")
+
+#: The output a request without a cap is counted for, until its usage says otherwise.
+DEFAULT_OUTPUT_TOKENS = 1_024
+_OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def estimated_tokens(body: dict[str, Any]) -> int:
+    """A request's cost before it is sent: its text at four characters a token, plus
+    its output cap."""
+    cap = next((body[k] for k in _OUTPUT_CAPS if isinstance(body.get(k), int)), None)
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return len(text) // 4 + (cap if cap is not None else DEFAULT_OUTPUT_TOKENS)
+
+
+class Room(NamedTuple):
+    """What a call asks its endpoint's limit for room as: the endpoint as the spec names
+    it (a registered name is its own limit, whatever its URL), and the call."""
+
+    endpoint: ProviderEndpoint | str
+    call: ModelCallInput
+
+
+class Lease:
+    """Room held for one request: given back once, with what the reply cost."""
+
+    def __init__(self, gate: CapacityGate, key: str, lease: str) -> None:
+        self._gate, self.key, self.lease = gate, key, lease
+
+    def give_back(
+        self, usage: Usage | None = None, *, rate_limited: bool = False,
+        retry_after: float | None = None,
+    ) -> None:  # fmt: skip
+        tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else None
+        release = CapacityRelease(lease=self.lease, tokens=tokens, rate_limited=rate_limited,
+                                  retry_after=retry_after)  # fmt: skip
+        self._gate.release(self.key, release)
+
+
+class CapacityGate:
+    def __init__(self, capabilities: Capabilities) -> None:
+        self._capabilities = capabilities
+        self._link = LimiterLink(activity.client, lambda: activity.info().task_queue)
+
+    async def acquire(
+        self, room: Room, setup: ModelSetup, body: dict[str, Any], hold_seconds: float
+    ) -> Lease | None:
+        """Room for this request (``None``: the endpoint is not limited), or
+        ``CapacityWait`` raised for the workflow to wait on."""
+        found = self._capabilities.limits_for(room.endpoint, setup.model)
+        if found is None:
+            return None
+        key, limits = found
+        info, tenant = activity.info(), room.call.tenant
+        request = CapacityRequest(
+            limits=limits, session_id=info.workflow_id or "", run_id=info.workflow_run_id or "",
+            tenant=tenant or "", tokens=estimated_tokens(body), hold_seconds=hold_seconds,
+        )  # fmt: skip
+        # a call woken for room kept for it claims that room, never a spare
+        answer = await self._link.ask(key, request, spare=not room.call.waited)
+        if answer.lease is None:
+            log.info("waiting for capacity", endpoint=key, tenant=tenant)
+            raise ApplicationError(
+                f"no capacity on {key} now; the call waits in line",
+                key,
+                answer.wait_seconds,
+                type=CAPACITY_WAIT,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,  # expected: logged as debug
+            )
+        return Lease(self, key, answer.lease)
+
+    def release(self, key: str, release: CapacityRelease) -> None:
+        self._link.release(key, release)

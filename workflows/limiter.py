@@ -1,0 +1,102 @@
+"""One endpoint's limiter: a long-lived workflow that every worker's model calls ask for
+room (the ``acquire`` update) and give it back to (the ``release`` signal).
+
+Why a workflow: the limit must hold across every worker process and session on the
+namespace, and Temporal is the one shared, durable thing they all reach; there is no
+new server to run. The server's own task-queue rate limit was the other choice, but
+it counts activity starts per second only, not tokens or concurrency, does not share
+fairly between tenants, and a call it holds back waits without a trace in ``status``.
+
+A call under the limit pays one update round trip. A call over it is told to wait:
+its session waits durably (``status`` shows it) until this workflow signals
+``capacity_ready``, when room is kept for it. The book itself is the pure ``Ledger``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.capacity_ledger import Ledger, LedgerState, Waiter
+    from durable_agent.provider_limits import (
+        CAPACITY_READY_SIGNAL,
+        LIMITER_WORKFLOW,
+        CapacityAnswer,
+        CapacityReady,
+        CapacityRelease,
+        CapacityRequest,
+    )
+
+#: History events, and updates (the server takes 2,000 a run), a limiter's run holds
+#: before it goes on as a new run.
+EVENTS_PER_RUN = 5_000
+UPDATES_PER_RUN = 1_000
+
+
+@workflow.defn(name=LIMITER_WORKFLOW)
+class EndpointLimiter:
+    @workflow.init
+    def __init__(self, key: str, state: LedgerState) -> None:
+        self._key = key
+        self._ledger = Ledger(state)
+        self._changed = False
+        self._telling: set[asyncio.Task[None]] = set()
+        self._updates = 0
+
+    @workflow.run
+    async def run(self, key: str, state: LedgerState) -> None:
+        while True:
+            now = _now()
+            for waiter in self._ledger.serve(now):
+                task = asyncio.ensure_future(self._tell(waiter))
+                self._telling.add(task)
+                task.add_done_callback(self._telling.discard)
+            if self._history_long() and not self._telling:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(args=[self._key, self._ledger.state])
+            wake = self._ledger.next_change(now)
+            self._changed = False
+            timeout = None if wake is None else timedelta(seconds=max(wake - now, 0.001))
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self._changed, timeout=timeout)
+
+    async def _tell(self, waiter: Waiter) -> None:
+        """Signal the waiting session; one that ended gives its kept room back."""
+        handle = workflow.get_external_workflow_handle(waiter.session_id, run_id=waiter.run_id)
+        try:
+            await handle.signal(CAPACITY_READY_SIGNAL, CapacityReady(key=self._key))
+        except Exception:  # the session is gone: nobody claims the room
+            self._ledger.forget(waiter.session_id)
+        self._changed = True
+
+    @workflow.update(name="acquire")
+    def acquire(self, requests: list[CapacityRequest]) -> list[CapacityAnswer]:
+        """A worker's asks, together (one update per worker at a time: the server takes
+        only a few at once per workflow)."""
+        self._updates += 1
+        self._changed = True
+        return [self._ledger.acquire(_now(), request) for request in requests]
+
+    @workflow.signal(name="release")
+    def release(self, releases: list[CapacityRelease]) -> None:
+        self._changed = True
+        for release in releases:
+            self._ledger.release(_now(), release)
+
+    @workflow.query(name="ledger")
+    def ledger(self) -> dict[str, Any]:
+        return self._ledger.view(_now())
+
+    def _history_long(self) -> bool:
+        info = workflow.info()
+        long = info.get_current_history_length() >= EVENTS_PER_RUN
+        return long or self._updates >= UPDATES_PER_RUN or info.is_continue_as_new_suggested()
+
+
+def _now() -> float:
+    return workflow.now().timestamp()
