@@ -1,23 +1,29 @@
-"""Reading an ended run's conversation back, for a new run of the same session.
+"""Reading a conversation back from another run: an ended run of the same session, for
+its new run (``AgentInput.resume``), or the start of another session, for a branch
+(``AgentInput.fork``).
 
-The new run names the ended run (``AgentInput.resume``). This activity asks that run for
-its messages (a query: a worker replays the closed run), puts them in the transcript
+The activity asks that run for its messages (a query), puts them in the transcript
 store and returns only their reference. The new run then reads them in pages, as a run
-after continue-as-new does: the array never travels in a caller's input, and only a run
-of the calling session (the same workflow id) can be named.
+after continue-as-new does: the array never travels in a caller's input. A resumption
+names only a run of the calling session (the same workflow id); a fork may name any
+session, as whoever can start a workflow can read any (the gateway checks its callers
+own the session they fork).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.contracts import NO_CONVERSATION, ClosedRunInput, TranscriptRef
+from durable_agent.branches import fork_problem, with_instructions
+from durable_agent.contracts import NO_CONVERSATION, ClosedRunInput, ForkInput, TranscriptRef
 from durable_agent.messages import Message
 from durable_agent.transcript import EMPTY_HASH
 
@@ -51,17 +57,50 @@ class ResumptionActivities:
             raise
         if described.status in (None, WorkflowExecutionStatus.RUNNING):
             raise _refused(f"resume: run {request.run_id!r} has not ended")
-        messages: list[Message] = []
-        try:
-            while True:
-                page: list[Message] = await handle.query(
-                    "messages", args=[len(messages), PAGE_MESSAGES], result_type=list[Message]
-                )
-                if not page:
-                    break
-                messages.extend(page)
-        except WorkflowQueryFailedError as error:  # its history no longer replays here
-            raise _refused(f"resume: run {request.run_id!r} cannot be read: {error}") from None
-        head, _ = await self.transcripts.extend(EMPTY_HASH, (), messages)
+        messages = await _read(handle, None, f"resume: run {request.run_id!r}")
         log.info("ended run read back", run_id=request.run_id, messages=len(messages))
+        return await self._stored(messages)
+
+    @activity.defn(name="forked_conversation")
+    @heartbeats
+    async def forked_conversation(self, request: ForkInput) -> TranscriptRef:
+        """The first ``at`` messages of the session a branch starts from, stored, by
+        reference (under the branch's instructions)."""
+        fork = request.fork
+        if fork.session_id == activity.info().workflow_id:
+            raise _refused("fork: a session cannot branch from itself")
+        handle = activity.client().get_workflow_handle(fork.session_id, run_id=fork.run_id)
+        where = f"fork: session {fork.session_id!r}"
+        try:
+            messages = await _read(handle, fork.at, where)
+        except RPCError as error:
+            if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
+                raise _refused(f"{where} does not exist") from None
+            raise
+        problem = fork_problem(messages, fork.at)
+        if problem is not None:
+            raise _refused(problem)
+        branch = with_instructions(messages[: fork.at], request.instructions)
+        log.info("branch read", parent=fork.session_id, at=fork.at)
+        return await self._stored(branch)
+
+    async def _stored(self, messages: list[Message]) -> TranscriptRef:
+        head, _ = await self.transcripts.extend(EMPTY_HASH, (), messages)
         return TranscriptRef(count=len(messages), hash=head)
+
+
+async def _read(handle: WorkflowHandle[Any, Any], until: int | None, where: str) -> list[Message]:
+    """The run's messages (the first ``until``, or all), page by page."""
+    messages: list[Message] = []
+    try:
+        while until is None or len(messages) < until:
+            limit = PAGE_MESSAGES if until is None else min(PAGE_MESSAGES, until - len(messages))
+            page: list[Message] = await handle.query(
+                "messages", args=[len(messages), limit], result_type=list[Message]
+            )
+            if not page:
+                break
+            messages.extend(page)
+    except WorkflowQueryFailedError as error:  # its history no longer replays here
+        raise _refused(f"{where} cannot be read: {error}") from None
+    return messages

@@ -11,6 +11,7 @@ from durable_agent.approval_policy import ApprovalRule as ApprovalRule
 from durable_agent.approval_policy import ApprovalSettings as ApprovalSettings
 from durable_agent.approval_policy import ArgumentTest as ArgumentTest
 from durable_agent.approver_tokens import ApproverKey as ApproverKey
+from durable_agent.branches import BranchDiff as BranchDiff
 from durable_agent.capabilities import Capabilities as Capabilities
 from durable_agent.capabilities import SecretGrant as SecretGrant
 from durable_agent.capabilities import SpecPolicy as SpecPolicy
@@ -58,6 +59,7 @@ from durable_agent.model_options import ReasoningWire as ReasoningWire
 from durable_agent.pairing import pair_tool_results as pair_tool_results
 from durable_agent.pairing import repair_pairing as repair_pairing
 from durable_agent.plugin import DurableAgentPlugin as DurableAgentPlugin
+from durable_agent.provider_limits import ProviderLimits as ProviderLimits
 from durable_agent.request_messages import prepare_request_messages as prepare_request_messages
 from durable_agent.round_hooks import HookContext as HookContext
 from durable_agent.round_hooks import round_hook as round_hook

@@ -34,6 +34,7 @@ from durable_agent.approval_client import (
 )
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
+from durable_agent.client_branches import SessionBranches
 from durable_agent.client_types import (
     MessageRefusedError,
     NoWorkerError,
@@ -96,7 +97,7 @@ MESSAGES_PAGE = 2000
 QUERY_ATTEMPT_SECONDS = 12.0
 
 
-class AgentClient(ApprovalDoors, SessionWatch):
+class AgentClient(ApprovalDoors, SessionWatch, SessionBranches):
     def __init__(
         self,
         client: Client,
@@ -320,6 +321,8 @@ class AgentClient(ApprovalDoors, SessionWatch):
                     closed_at=execution.close_time,
                     title=await _memo(execution, "title") or "",
                     owner=await _memo(execution, "owner"),
+                    forked_from=await _memo(execution, "forked_from"),
+                    forked_at=int(await _memo(execution, "forked_at") or 0) or None,
                 )
             )
         return found

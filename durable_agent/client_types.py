@@ -86,6 +86,9 @@ class SessionSummary:
     """The session's first user words (memo ``title``)."""
     owner: str | None = None
     """Who started it (memo ``owner``), when it was started for someone."""
+    forked_from: str | None = None
+    """The session it branches from (``AgentClient.fork``), and at which message."""
+    forked_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,14 @@ from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, To
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.round_hooks import HookNames
-from durable_agent.spec import AgentSpec, McpServerSpec, ModelPrice, OpenApiSpec, ToolsetSpec
+from durable_agent.spec import (
+    AgentSpec,
+    Fork,
+    McpServerSpec,
+    ModelPrice,
+    OpenApiSpec,
+    ToolsetSpec,
+)
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import CallTarget
 from durable_agent.tool_kinds import ResolvedTool as ResolvedTool  # recorded tools live there
@@ -384,6 +391,14 @@ class ClosedRunInput(Contract):
     """An ended run of the calling session, whose conversation a new run goes on with."""
 
     run_id: str
+
+
+class ForkInput(Contract):
+    """The start of another session's conversation, for a session that branches from it;
+    ``instructions``: the branch's own (they replace its first system message)."""
+
+    fork: Fork
+    instructions: str | None = None
 
 
 #: The error type of a resumption whose ended run cannot be read back.

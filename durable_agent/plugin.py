@@ -52,6 +52,7 @@ log = structlog.get_logger("durable_agent.worker")
 PURE_MODULES: Sequence[str] = (
     "durable_agent.approval_contracts",
     "durable_agent.approval_policy",
+    "durable_agent.branches",
     "durable_agent.capacity_ledger",
     "durable_agent.codecs",
     "durable_agent.context",
@@ -170,6 +171,7 @@ class DurableAgentPlugin(SimplePlugin):
                 model.store_transcript,
                 model.load_transcript,
                 resumption.closed_conversation,
+                resumption.forked_conversation,
                 tools.resolve_tools,
                 approvals.check_approvals,
                 approvals.describe_calls,

@@ -439,6 +439,16 @@ class Resumption(_Spec):
     """Where that run's live events stopped: this run's go on from there."""
 
 
+class Fork(_Spec):
+    """Where a new session branches from: the first ``at`` messages of another
+    session's array, read by the worker from that session and stored by reference."""
+
+    session_id: str = Field(min_length=1)
+    run_id: str | None = None
+    """Its run to read (unset: the newest)."""
+    at: int = Field(ge=1)
+
+
 class AgentInput(_Spec):
     """The workflow's input: the spec and the first user message."""
 
@@ -448,11 +458,13 @@ class AgentInput(_Spec):
     """Earlier messages to continue from (after the instructions, before ``message``)."""
     resume: Resumption | None = None
     """Go on with an ended run's conversation (``AgentClient.converse`` sets it)."""
+    fork: Fork | None = None
+    """Begin with the start of another session's conversation (``AgentClient.fork``)."""
 
     @model_validator(mode="after")
     def _one_past(self) -> AgentInput:
-        if self.resume is not None and self.history:
-            raise ValueError("resume: a resumed session takes its history from its last run")
+        if sum(bool(x) for x in (self.resume, self.history, self.fork)) > 1:
+            raise ValueError("resume, history, fork: a session's past comes from one of them")
         if isinstance(self.message, UserMessage) and (
             why := self._first_model().refuses(self.message)
         ):

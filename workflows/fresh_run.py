@@ -1,6 +1,6 @@
 """A run that opens a session (rather than one continued as new): its tools resolved,
-its conversation opened (read back from the session's ended run when it resumes one),
-and its title set. Deterministic workflow code."""
+its conversation opened (read back from the session's ended run when it resumes one,
+or from the session it branches from), and its title set. Deterministic workflow code."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import ClosedRunInput, TranscriptRef
+    from durable_agent.contracts import ClosedRunInput, ForkInput, TranscriptRef
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
@@ -40,6 +40,8 @@ def reading_back(request: AgentInput | ContinuedInput) -> int:
     if isinstance(request, ContinuedInput):
         ref = request.carried.transcript
         return ref.count if ref is not None else 0
+    if request.fork is not None:
+        return request.fork.at
     return request.resume.message_count if request.resume is not None else 0
 
 
@@ -48,16 +50,14 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     the title waits for the first message (one sent with update-with-start)."""
     await _resolve_tools(session)
     if request.resume is not None:
-        ref: TranscriptRef = await workflow.execute_activity(
-            "closed_conversation",
-            ClosedRunInput(run_id=request.resume.run_id),
-            result_type=TranscriptRef,
-            start_to_close_timeout=timedelta(seconds=300),
-            heartbeat_timeout=timedelta(seconds=session.spec.session.heartbeat_timeout_seconds),
-            retry_policy=LOST_WORK_RETRIES,
-            summary=f"closed_conversation of run {request.resume.run_id}",
-        )
-        await sync.load(ref)
+        summary = f"closed_conversation of run {request.resume.run_id}"
+        closed = ClosedRunInput(run_id=request.resume.run_id)
+        await sync.load(await _read_back(session, "closed_conversation", closed, summary))
+    elif request.fork is not None:  # (new: no recorded run took this path)
+        fork = request.fork
+        summary = f"forked_conversation of {fork.session_id} at {fork.at}"
+        branch = ForkInput(fork=fork, instructions=session.spec.instructions)
+        await sync.load(await _read_back(session, "forked_conversation", branch, summary))
     session.start(request, workflow.now())
     # Added after sessions were recorded: a command that older histories lack, so it
     # is patched in (docs/changing-workflow-code.md).
@@ -70,6 +70,20 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         workflow.upsert_memo({"title": title})
         return False
     return True
+
+
+async def _read_back(session: Session, activity: str, arg: object, summary: str) -> TranscriptRef:
+    """Another run's messages, stored by the workers: their reference."""
+    ref: TranscriptRef = await workflow.execute_activity(
+        activity,
+        arg,
+        result_type=TranscriptRef,
+        start_to_close_timeout=timedelta(seconds=300),
+        heartbeat_timeout=timedelta(seconds=session.spec.session.heartbeat_timeout_seconds),
+        retry_policy=LOST_WORK_RETRIES,
+        summary=summary,
+    )
+    return ref
 
 
 async def _resolve_tools(session: Session) -> None:

@@ -35,6 +35,7 @@ from durable_agent.cli.args import (
     server_settings,
     who_am_i,
 )
+from durable_agent.cli.branches import add_branch_commands, cmd_diff, cmd_fork, session_lines
 from durable_agent.cli.follow import Approver, follow, write_message_log
 from durable_agent.cli.render import (
     format_history,
@@ -263,11 +264,8 @@ async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 async def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    found = await agents.sessions(limit=args.limit)
-    print(f"{'SESSION':<40} {'STATUS':<12} {'STARTED':<19} TITLE", file=out)
-    for s in found:
-        started = f"{s.started_at:%Y-%m-%d %H:%M:%S}" if s.started_at else "-"
-        print(f"{s.session_id:<40} {s.status:<12} {started:<19} {s.title}", file=out)
+    for line in session_lines(await agents.sessions(limit=args.limit)):
+        print(line, file=out)
     return EXIT_OK
 
 
@@ -327,6 +325,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "history": cmd_history,
     "trace": with_client(cmd_trace),
     "sessions": cmd_sessions,
+    "fork": with_client(cmd_fork),
+    "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
 }
 
@@ -426,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --jsonl: go on as messages land (implies --context)",
     )
-    sessions = command("sessions", "sessions on the server, newest first")
+    add_branch_commands(command)
+    sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)
     add_serve_arguments(
         command("serve", "the HTTP gateway (REST, SSE events, AG-UI) and the web console")

@@ -66,6 +66,12 @@ class StartBody(_Body):
     """One of the agents the gateway was served with (``--agents``), by name."""
 
 
+class ForkBody(StartBody):
+    """A branch of a session: its first ``at`` messages, then ``message`` if given."""
+
+    at: int = Field(ge=1)
+
+
 class MessageBody(_Body):
     text: str = Field(min_length=1)
 
@@ -212,6 +218,8 @@ def create_app(
                     "status": s.status,
                     "title": s.title,
                     "started_at": s.started_at.isoformat() if s.started_at else None,
+                    "forked_from": s.forked_from,
+                    "forked_at": s.forked_at,
                 }
                 for s in found
             ]
@@ -222,6 +230,19 @@ def create_app(
         chosen = needs_spec(body.agent)
         session_id = await agents.start(chosen, body.message, owner=user_of(request))
         return JSONResponse({"session_id": session_id}, status_code=201)
+
+    async def fork_session(request: Request) -> Response:
+        """A branch of a session the caller may see; it belongs to the caller."""
+        parent = await owned(request)
+        body: ForkBody = await read_body(request, ForkBody)
+        chosen = needs_spec(body.agent)
+        try:
+            branch = await agents.fork(parent, body.at, chosen, body.message,
+                                       owner=user_of(request))  # fmt: skip
+        except ValueError as error:
+            raise HttpError(422, str(error), "at") from None
+        return JSONResponse({"session_id": branch, "forked_from": parent, "at": body.at},
+                            status_code=201)  # fmt: skip
 
     async def send_to_conversation(request: Request) -> Response:
         user = user_of(request)
@@ -323,6 +344,7 @@ def create_app(
         Route("/api/sessions/{session_id}/status", _errors(status)),
         Route("/api/sessions/{session_id}/events", _errors(events)),
         Route("/api/sessions/{session_id}/end", _errors(end), methods=["POST"]),
+        Route("/api/sessions/{session_id}/fork", _errors(fork_session), methods=["POST"]),
         Route(
             "/api/sessions/{session_id}/approvals/{approval_id:path}/approve",
             _errors(decision(True)),

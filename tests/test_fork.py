@@ -1,0 +1,166 @@
+"""Forks: a session that begins with the first messages of another. The worker reads
+them from the parent and stores them (the branch's history holds a reference, not the
+messages); no model call or tool runs again for them; the parent is not touched; a
+fork point inside a tool batch, or past the array, is refused before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.cli.branches import session_lines
+from durable_agent.messages import AssistantMessage, Message
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
+from durable_agent.tools import ToolRegistry
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.approval_fixtures import batch_then_text, payments_registry
+from tests.support.gateway_harness import gateway
+from tests.test_cli import acli, address_of
+
+TOOLS = ["transfer", "lookup"]
+
+
+def said(messages: list[Message]) -> list[Any]:
+    return [m.model_dump(mode="json", exclude={"timestamp", "usage"}) for m in messages]
+
+
+async def started_with(client: Client, session: str) -> tuple[str, list[str]]:
+    """The session's start input as history holds it, and the activities it ran."""
+    start, ran = "", []
+    async for event in client.get_workflow_handle(session).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            start = payloads[0].data.decode()
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            ran.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+    return start, ran
+
+
+async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    answer = batch_then_text([("transfer", {"to": "ann", "amount": 5}),
+                              ("lookup", {"customer": "ann"})],
+                             [("lookup", {"customer": "bob"})])  # fmt: skip
+
+    def respond(request: RecordedRequest) -> AssistantMessage:
+        return answer(request.body["messages"])
+
+    ran: list[Any] = []
+    with ScriptedProvider(responder=respond) as provider:
+        spec = spec_for(provider, TOOLS, instructions="You pay.", session={})
+        async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            parent = await agents.start(spec, "pay ann", owner="alice")
+            pending = await wait_for(lambda: agents.pending_approvals(parent), timeout=60)
+            await agents.approve(parent, pending[0].approval_id, by="alice")
+            await agents.wait(parent, after=1, timeout=60)
+            await agents.send(parent, "check bob")
+            await agents.wait(parent, after=6, timeout=60)
+            before = await agents.messages(parent)
+            assert len(before) == 10 and len(provider.requests) == 4
+            assert len(ran) == 3
+
+            # refused before anything starts: inside the first batch, and past the end
+            with pytest.raises(ValueError, match="splits the tool batch of message 2"):
+                await agents.fork(parent, 4, spec)
+            with pytest.raises(ValueError, match="has 10 messages"):
+                await agents.fork(parent, 11, spec)
+
+            # after an answer, with a message: one new turn, nothing before it again
+            later = await agents.fork(parent, 6, spec, "check cy")
+            await agents.wait(later, after=6, timeout=60)
+            branch = await agents.messages(later)
+            assert said(branch[:6]) == said(before[:6])
+            assert branch[6].content == "check cy" and len(branch) == 10
+            assert len(provider.requests) == 6 and len(ran) == 4  # its own lookup only
+
+            # after the first user message, under new instructions: asked again at once,
+            # and the transfer waits for a person in the branch alone
+            careful = spec.model_copy(update={"instructions": "You pay carefully."})
+            again = await agents.fork(parent, 2, careful)
+            waiting = await wait_for(lambda: agents.pending_approvals(again), timeout=60)
+            assert waiting[0].tool_name == "transfer"
+            assert provider.requests[-1].body["messages"][0]["content"] == "You pay carefully."
+            assert (await agents.messages(again))[0].content == "You pay carefully."
+            assert await agents.pending_approvals(parent) == []
+            assert len(ran) == 4
+
+            # the parent is untouched; the branches' histories hold no parent message
+            assert said(await agents.messages(parent)) == said(before)
+            for branch_id in (later, again):
+                start, activities = await started_with(client, branch_id)
+                assert "sent 5 to ann" not in start and "good standing" not in start
+                assert activities.count("forked_conversation") == 1
+            assert (await agents.owner(later)) == "alice"
+
+            # where branches part, and the listing as a tree
+            parted = await agents.diff(parent, later)
+            assert parted.common == 6
+            assert parted.left[0].content == "check bob" and parted.right[0].content == "check cy"
+            listing = "\n".join(session_lines(await agents.sessions(limit=20)))
+            assert f"  └ {later}" in listing and f"(from {parent} at 6)" in listing
+
+            # the CLI's doors
+            address = address_of(temporal_env)
+            spec_file = tmp_path / "spec.json"
+            spec_file.write_text(spec.model_dump_json())
+            made = await acli("fork", parent, "--at", "6", "--spec", str(spec_file),
+                              "--message", "check dee", "--task-queue", task_queue,
+                              address=address)  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            third = made.stdout.strip()
+            await agents.wait(third, after=6, timeout=60)
+            shown = await acli("diff", later, third, "--task-queue", task_queue, address=address)
+            assert shown.returncode == 0, shown.stderr
+            assert shown.stdout.splitlines()[0] == "6 messages in common"
+            assert "- [6] user: check cy" in shown.stdout
+            assert "+ [6] user: check dee" in shown.stdout
+            refused = await acli("fork", parent, "--at", "3", "--spec", str(spec_file),
+                                 "--task-queue", task_queue, address=address)  # fmt: skip
+            assert refused.returncode != 0 and "splits the tool batch" in refused.stderr
+            await record_history(client.get_workflow_handle(later), "forked_session")
+    assert ran[0] == ("transfer", {"to": "ann", "amount": 5})
+
+
+async def test_a_fork_through_the_gateway(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    def respond(request: RecordedRequest) -> AssistantMessage:
+        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+        return assistant_text(f"you said {users[-1]}")
+
+    with ScriptedProvider(responder=respond) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+                    started = await http.post("/api/sessions", json={"message": "one"})
+                    parent = started.json()["session_id"]
+                    await agents.wait(parent, after=0, timeout=60)
+                    made = await http.post(f"/api/sessions/{parent}/fork",
+                                           json={"at": 1, "message": "two"})  # fmt: skip
+                    assert made.status_code == 201, made.text
+                    branch = made.json()["session_id"]
+                    await agents.wait(branch, after=1, timeout=60)
+                    read = await http.get(f"/api/sessions/{branch}/messages")
+                    assert [m["content"] for m in read.json()] == ["one", "two", "you said two"]
+                    past = await http.post(f"/api/sessions/{parent}/fork", json={"at": 9})
+                    assert past.status_code == 422 and past.json()["field"] == "at", past.text
+                    listed = (await http.get("/api/sessions")).json()
+                    assert {
+                        "session_id": branch,
+                        "forked_from": parent,
+                        "forked_at": 1,
+                    }.items() <= (next(s for s in listed if s["session_id"] == branch).items())
+                    missing = await http.post("/api/sessions/nobody/fork", json={"at": 1})
+                    assert missing.status_code == 404
