@@ -35,6 +35,7 @@ from durable_agent.approval_client import (
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.client_branches import SessionBranches
+from durable_agent.client_evals import SessionEvals
 from durable_agent.client_types import (
     MessageRefusedError,
     NoWorkerError,
@@ -97,7 +98,7 @@ MESSAGES_PAGE = 2000
 QUERY_ATTEMPT_SECONDS = 12.0
 
 
-class AgentClient(ApprovalDoors, SessionWatch, SessionBranches):
+class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals):
     def __init__(
         self,
         client: Client,

@@ -25,6 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agent.activities.admission import AdmissionActivities
 from durable_agent.activities.approvals import ApprovalActivities
+from durable_agent.activities.evals import EvalActivities
 from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.observing import ObservingInterceptor
 from durable_agent.activities.resumption import ResumptionActivities
@@ -41,6 +42,7 @@ from durable_agent.secrets import SecretProvider
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.workflows.agent_workflow import AgentWorkflow
+from durable_agent.workflows.evals import EvalWorkflow
 from durable_agent.workflows.limiter import EndpointLimiter
 
 PLUGIN_NAME = "durable-agent"
@@ -60,6 +62,8 @@ PURE_MODULES: Sequence[str] = (
     "durable_agent.contracts",
     "durable_agent.decision_digest",
     "durable_agent.endpoint",
+    "durable_agent.eval_cases",
+    "durable_agent.eval_scoring",
     "durable_agent.events",
     "durable_agent.loop_events",
     "durable_agent.messages",
@@ -164,7 +168,7 @@ class DurableAgentPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=self._converter,
             interceptors=[ObservingInterceptor()],
-            workflows=[AgentWorkflow, EndpointLimiter],
+            workflows=[AgentWorkflow, EndpointLimiter, EvalWorkflow],
             activities=[
                 admission.admit_session,
                 model.call_model,
@@ -172,6 +176,7 @@ class DurableAgentPlugin(SimplePlugin):
                 model.load_transcript,
                 resumption.closed_conversation,
                 resumption.forked_conversation,
+                EvalActivities().score_case,
                 tools.resolve_tools,
                 approvals.check_approvals,
                 approvals.describe_calls,

@@ -63,6 +63,7 @@ def test_histories_are_recorded() -> None:
         "capacity_wait",  # a model call that waited for room on a limited endpoint
         "limiter",  # an endpoint's limiter: asks, a line, a kept room, releases
         "forked_session",  # a branch of another session: its start read back by reference
+        "evaluation",  # an evaluation: case sessions as children, scored, then the budget
     }
 
 

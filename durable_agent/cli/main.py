@@ -36,6 +36,7 @@ from durable_agent.cli.args import (
     who_am_i,
 )
 from durable_agent.cli.branches import add_branch_commands, cmd_diff, cmd_fork, session_lines
+from durable_agent.cli.evals import add_eval_command, cmd_eval
 from durable_agent.cli.follow import Approver, follow, write_message_log
 from durable_agent.cli.render import (
     format_history,
@@ -326,6 +327,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "trace": with_client(cmd_trace),
     "sessions": cmd_sessions,
     "fork": with_client(cmd_fork),
+    "eval": with_client(cmd_eval),
     "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
 }
@@ -427,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --jsonl: go on as messages land (implies --context)",
     )
     add_branch_commands(command)
+    add_eval_command(command)
     sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)
     add_serve_arguments(
