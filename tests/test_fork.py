@@ -5,11 +5,13 @@ fork point inside a tool batch, or past the array, is refused before anything st
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from playwright.async_api import async_playwright
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -25,6 +27,7 @@ from tests.support.gateway_harness import gateway
 from tests.test_cli import acli, address_of
 
 TOOLS = ["transfer", "lookup"]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def said(messages: list[Message]) -> list[Any]:
@@ -164,3 +167,54 @@ async def test_a_fork_through_the_gateway(
                     }.items() <= (next(s for s in listed if s["session_id"] == branch).items())
                     missing = await http.post("/api/sessions/nobody/fork", json={"at": 1})
                     assert missing.status_code == 404
+                    parted = (await http.get(f"/api/sessions/{parent}/diff/{branch}")).json()
+                    assert parted["common"] == 1
+                    assert [m["content"] for m in parted["right"]] == ["two", "you said two"]
+                    unknown = await http.get(f"/api/sessions/{parent}/diff/nobody")
+                    assert unknown.status_code == 404
+
+
+async def test_the_console_forks_a_session_and_shows_where_branches_part(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+
+    def respond(request: RecordedRequest) -> AssistantMessage:
+        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+        return assistant_text(f"you said {users[-1]}")
+
+    with ScriptedProvider(responder=respond) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                parent = await agents.start(spec_for(provider, [], session={}), "one")
+                await agents.wait(parent, after=0, timeout=60)
+                async with async_playwright() as playwright:
+                    browser = await playwright.chromium.launch(
+                        executable_path=CHROMIUM,
+                        args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+                    )
+                    page = await browser.new_page(viewport={"width": 1100, "height": 700})
+                    await page.goto(base)
+                    await page.click(f"#sessions li[data-session='{parent}']")
+                    await page.fill("#fork-at", "1")
+                    await page.fill("#fork-message", "two")
+                    await page.click("#fork-button")
+                    answer = page.locator("#transcript .assistant", has_text="you said two")
+                    await answer.wait_for(timeout=30_000)
+                    branch = await page.locator("#session-id").inner_text()
+                    assert branch != parent
+                    listed = page.locator(f"#sessions li.branch[data-session='{branch}']")
+                    assert f"from {parent} at 1" in await listed.inner_text()
+                    await page.fill("#diff-with", parent)
+                    await page.click("#diff-button")
+                    common = page.locator("#diff-common")
+                    await common.wait_for(timeout=30_000)
+                    assert await common.inner_text() == "1 messages in common"
+                    shown = await page.locator("#diff").inner_text()
+                    assert "[1] user: two" in shown and "[1] assistant: you said one" in shown
+                    await browser.close()
+            assert [m.content for m in await agents.messages(parent)] == ["one", "you said one"]

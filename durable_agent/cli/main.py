@@ -44,6 +44,7 @@ from durable_agent.cli.render import (
     format_status,
     message_json,
 )
+from durable_agent.cli.replay import add_replay_command, cmd_replay
 from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
@@ -328,6 +329,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "sessions": cmd_sessions,
     "fork": with_client(cmd_fork),
     "eval": with_client(cmd_eval),
+    "replay": with_client(cmd_replay),
     "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
 }
@@ -430,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_branch_commands(command)
     add_eval_command(command)
+    add_replay_command(command)
     sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)
     add_serve_arguments(

@@ -41,6 +41,7 @@ from durable_agent.events import LiveEvent
 from durable_agent.gateway.agui import AguiTranslator
 from durable_agent.gateway.guard import GatewayAccess, GuardMiddleware
 from durable_agent.gateway.hub import Hubs
+from durable_agent.messages import dump_messages
 from durable_agent.spec import AgentSpec
 
 CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -174,14 +175,17 @@ def create_app(
     def user_of(request: Request) -> str | None:
         return getattr(request.state, "user", None)
 
-    async def owned(request: Request) -> str:
-        """The path's session, when the caller may see it (404 as if absent if not)."""
-        session_id: str = request.path_params["session_id"]
+    async def visible(request: Request, session_id: str) -> str:
+        """``session_id``, when the caller may see it (404 as if absent if not)."""
         user = user_of(request)
         mine = not access.authenticated or user in access.admins
         if not mine and await agents.owner(session_id) != user:
             raise SessionNotFoundError(session_id)
         return session_id
+
+    async def owned(request: Request) -> str:
+        """The path's session, when the caller may see it."""
+        return await visible(request, request.path_params["session_id"])
 
     def decided_by(request: Request, said: str | None) -> str | None:
         """Who decides: the authenticated user (a body cannot speak for another)."""
@@ -243,6 +247,17 @@ def create_app(
             raise HttpError(422, str(error), "at") from None
         return JSONResponse({"session_id": branch, "forked_from": parent, "at": body.at},
                             status_code=201)  # fmt: skip
+
+    async def diff_sessions(request: Request) -> Response:
+        """Where two sessions the caller may see part, and what each says after."""
+        left = await owned(request)
+        right = await visible(request, request.path_params["other"])
+        found = await agents.diff(left, right)
+        return JSONResponse({
+            "common": found.common,
+            "left": dump_messages(found.left),
+            "right": dump_messages(found.right),
+        })  # fmt: skip
 
     async def send_to_conversation(request: Request) -> Response:
         user = user_of(request)
@@ -345,6 +360,7 @@ def create_app(
         Route("/api/sessions/{session_id}/events", _errors(events)),
         Route("/api/sessions/{session_id}/end", _errors(end), methods=["POST"]),
         Route("/api/sessions/{session_id}/fork", _errors(fork_session), methods=["POST"]),
+        Route("/api/sessions/{session_id}/diff/{other}", _errors(diff_sessions)),
         Route(
             "/api/sessions/{session_id}/approvals/{approval_id:path}/approve",
             _errors(decision(True)),

@@ -1,0 +1,142 @@
+"""Rerunning recorded conversations against today's code: unchanged, every reply comes
+from the recording and no model is asked; with a tool that now answers otherwise, the
+run departs where its result enters, the scripted fallback model answers from there,
+and the report names the tool call whose argument changed; the CLI does the same for
+files and folders of recordings and fails the run that departs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.capabilities import Capabilities
+from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.messages import AssistantMessage, dump_messages
+from durable_agent.rerun import rerun
+from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from tests.support import cli_tools
+from tests.support.agent_harness import running_worker, spec_for
+from tests.test_cli import acli, address_of
+
+
+def clock(tokyo: str) -> ToolRegistry:
+    """``get_time`` (Tokyo is ``tokyo``) and ``set_alarm``."""
+    registry = ToolRegistry()
+
+    @tool(registry=registry)
+    def get_time(city: str) -> str:
+        """Local time in a city."""
+        return tokyo if city == "Tokyo" else "09:00"
+
+    @tool(registry=registry)
+    def set_alarm(at: str) -> str:
+        """Set an alarm."""
+        return f"alarm set for {at}"
+
+    return registry
+
+
+def alarm_model(request: RecordedRequest) -> AssistantMessage:
+    """Asks the time, sets the alarm at what the tool said, then confirms."""
+    messages = request.body["messages"]
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    if messages[-1]["role"] == "user":
+        return assistant_calls(("get_time", {"city": "Tokyo"}))
+    if len(results) % 2 == 1:
+        return assistant_calls(("set_alarm", {"at": results[-1]}))
+    return assistant_text(results[-1])
+
+
+async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider(responder=alarm_model) as provider:
+        spec = spec_for(provider, ["get_time", "set_alarm"], session={})
+        async with running_worker(temporal_env, task_queue, clock("22:00")) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "wake me at Tokyo time")
+            await agents.wait(session, after=0, timeout=60)
+            before = await agents.send(session, "and again")
+            await agents.wait(session, after=before, timeout=60)
+            recorded = await agents.messages(session)
+        assert len(recorded) == 12 and len(provider.requests) == 6
+        asked = len(provider.requests)
+
+        same = await rerun(temporal_env.client, recorded, spec, registry=clock("22:00"))
+        assert same.same, same.summary()
+        assert (same.replayed, same.fresh) == (6, 0) and len(provider.requests) == asked
+
+        fallback_asked: list[Any] = []
+
+        def fallback(request: RecordedRequest) -> AssistantMessage:
+            fallback_asked.append(request)
+            return alarm_model(request)
+
+        moved = await rerun(temporal_env.client, recorded, spec, registry=clock("23:00"),
+                            fallback=fallback)  # fmt: skip
+        # live: where it departs, the spec's own model answers (a registered endpoint)
+        with ScriptedProvider(responder=alarm_model) as live_model:
+            endpoint = ProviderEndpoint(base_url=live_model.base_url, api_key_env=None)
+            named = spec.model.model_copy(update={"endpoint": "live"})
+            went_live = await rerun(
+                temporal_env.client, recorded, spec.model_copy(update={"model": named}),
+                registry=clock("23:00"), capabilities=Capabilities(models={"live": endpoint}),
+                live=True,
+            )  # fmt: skip
+        assert len(live_model.requests) == 5 == went_live.fresh
+        assert went_live.changed_calls() == moved.changed_calls()
+        assert len(provider.requests) == asked
+    assert not moved.same
+    assert moved.departures[0].request == 1 and moved.departures[0].message == 2
+    assert moved.departures[0].recorded[1] == "22:00" and moved.departures[0].now[1] == "23:00"
+    assert moved.diff.common == 2
+    assert moved.changed_calls()[0] == (3, "set_alarm", {"at": "22:00"}, {"at": "23:00"})
+    assert moved.replayed == 1 and moved.fresh == 5 == len(fallback_asked)
+    assert "departs at message 2: recorded tool: 22:00, now tool: 23:00" in moved.summary()
+
+
+async def test_the_cli_reruns_files_and_folders_and_fails_what_departs(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    def model(request: RecordedRequest) -> AssistantMessage:
+        messages = request.body["messages"]
+        if messages[-1]["role"] == "user":
+            return assistant_calls(("get_time", {"city": "Tokyo"}))
+        return assistant_text(f"It is {messages[-1]['content']}.")
+
+    with ScriptedProvider(responder=model) as provider:
+        spec = spec_for(provider, ["get_time"], session={})
+        spec_file = tmp_path / "spec.json"
+        spec_file.write_text(spec.model_dump_json())
+        registry = ToolRegistry([cli_tools.get_time])
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = await agents.start(spec, "time in Tokyo?")
+            await agents.wait(session, after=0, timeout=60)
+            recorded = await agents.messages(session)
+            address = address_of(temporal_env)
+            shown = await acli("history", session, "--json", address=address)
+            assert shown.returncode == 0, shown.stderr
+        folder = tmp_path / "recordings"
+        folder.mkdir()
+        (folder / "tokyo.json").write_text(shown.stdout)
+        altered = dump_messages(recorded)
+        altered[2]["content"] = "21:00"  # a tool result today's code no longer gives
+        (folder / "stale.json").write_text(json.dumps(altered))
+        asked = len(provider.requests)
+        common = ("--spec", str(spec_file), "--tools", "tests.support.cli_tools")
+        one = await acli("replay", str(folder / "tokyo.json"), *common, address=address)
+        assert one.returncode == 0, one.stderr
+        assert "tokyo.json: same (2 replies from the recording)" in one.stdout
+        both = await acli("replay", str(folder), *common, address=address)
+        assert len(provider.requests) == asked  # every reply came from the recordings
+    assert both.returncode == 1, both.stderr
+    assert "stale.json: departs at message 2: recorded tool: 21:00, now tool: 22:00" in (
+        both.stdout
+    )
+    assert "1 of 2 recordings depart" in both.stdout
