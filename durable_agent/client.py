@@ -36,6 +36,7 @@ from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.client_branches import SessionBranches
 from durable_agent.client_evals import SessionEvals
+from durable_agent.client_schedules import SessionSchedules
 from durable_agent.client_types import (
     MessageRefusedError,
     NoWorkerError,
@@ -98,7 +99,7 @@ MESSAGES_PAGE = 2000
 QUERY_ATTEMPT_SECONDS = 12.0
 
 
-class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals):
+class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals, SessionSchedules):
     def __init__(
         self,
         client: Client,
@@ -308,12 +309,12 @@ class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals):
         budget = BudgetSignal(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=by)
         await self._signal(session_id, "set_budget", budget)
 
-    async def sessions(self, *, limit: int = 50) -> list[SessionSummary]:
-        """Sessions on this server, newest first (Temporal visibility)."""
+    async def sessions(self, *, limit: int = 50, where: str = "") -> list[SessionSummary]:
+        """Sessions on this server, newest first (Temporal visibility; ``where``: more
+        of its list filter, as ``TemporalScheduledById = "nightly"``)."""
         found = []
-        async for execution in self.temporal.list_workflows(
-            f'WorkflowType = "{WORKFLOW_NAME}"', limit=limit
-        ):
+        query = f'WorkflowType = "{WORKFLOW_NAME}"' + (f" AND {where}" if where else "")
+        async for execution in self.temporal.list_workflows(query, limit=limit):
             found.append(
                 SessionSummary(
                     session_id=execution.id,
@@ -324,6 +325,7 @@ class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals):
                     owner=await _memo(execution, "owner"),
                     forked_from=await _memo(execution, "forked_from"),
                     forked_at=int(await _memo(execution, "forked_at") or 0) or None,
+                    schedule=await _memo(execution, "schedule"),
                 )
             )
         return found

@@ -89,6 +89,8 @@ class SessionSummary:
     forked_from: str | None = None
     """The session it branches from (``AgentClient.fork``), and at which message."""
     forked_at: int | None = None
+    schedule: str | None = None
+    """The schedule that started it (``AgentClient.schedule``)."""
 
 
 @dataclass(frozen=True)

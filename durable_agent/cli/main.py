@@ -44,7 +44,13 @@ from durable_agent.cli.render import (
     format_status,
     message_json,
 )
-from durable_agent.cli.replay import add_replay_command, cmd_replay
+from durable_agent.cli.replay import (
+    add_check_replay_command,
+    add_replay_command,
+    cmd_check_replay,
+    cmd_replay,
+)
+from durable_agent.cli.schedules import add_schedule_command, cmd_schedule
 from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
@@ -330,6 +336,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "fork": with_client(cmd_fork),
     "eval": with_client(cmd_eval),
     "replay": with_client(cmd_replay),
+    "schedule": with_client(cmd_schedule),
+    "check-replay": cmd_check_replay,
     "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
 }
@@ -433,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_branch_commands(command)
     add_eval_command(command)
     add_replay_command(command)
+    add_schedule_command(command)
+    add_check_replay_command(command)
     sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)
     add_serve_arguments(

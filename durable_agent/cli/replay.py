@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TextIO
 
 from durable_agent.capabilities.config_file import load_capabilities
-from durable_agent.cli.args import CommandError
+from durable_agent.cli.args import CommandError, server_settings
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.client import AgentClient
 from durable_agent.messages import Message, parse_messages
+from durable_agent.replay_gate import check_histories, recorded_histories, running_histories
 from durable_agent.rerun import rerun
 from durable_agent.worker import load_tool_modules
 
@@ -71,3 +72,34 @@ async def _recordings(agents: AgentClient, sources: list[str]) -> list[tuple[str
         if not path.exists():  # a session id
             found.append((source, await agents.messages(source)))
     return found
+
+
+def add_check_replay_command(command: Callable[..., argparse.ArgumentParser]) -> None:
+    sub = command("check-replay", "replay histories against this code before a deploy")
+    sub.add_argument("paths", nargs="*", help="recorded histories: JSON files or folders")
+    sub.add_argument("--running", action="store_true", help="the sessions running on --task-queue")
+    sub.add_argument("--sample", type=int, help="with --running: only the newest N")
+    sub.add_argument(
+        "--tools", default="", help="comma-separated modules of the workers' tools and kinds"
+    )
+
+
+async def cmd_check_replay(args: argparse.Namespace, out: TextIO) -> int:
+    load_tool_modules([m for m in args.tools.split(",") if m])  # kinds register on import
+    histories = recorded_histories([Path(p) for p in args.paths])
+    if args.running:
+        agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
+        running = running_histories(agents.temporal, args.task_queue, args.sample)
+        histories += [found async for found in running]
+    if not histories:
+        raise CommandError("nothing to replay: give history files or folders, or --running")
+    verdicts = await check_histories(histories)
+    for verdict in verdicts:
+        if verdict.failure is None:
+            print(f"{verdict.source}: replays", file=out)
+        else:
+            print(f"{verdict.source}: DIVERGES\n  {verdict.failure}\n  {verdict.explanation}",
+                  file=out)  # fmt: skip
+    failed = sum(v.failure is not None for v in verdicts)
+    print(f"{len(verdicts) - failed} of {len(verdicts)} histories replay", file=out)
+    return 1 if failed else 0
