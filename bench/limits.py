@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -44,7 +43,6 @@ from temporalio.client import Client
 from bench.run import ROOT, dev_server
 from durable_agent.capacity_ledger import LedgerState
 from durable_agent.client import AgentClient
-from durable_agent.messages import AssistantMessage
 from durable_agent.provider_limits import (
     LIMITER_WORKFLOW,
     CapacityAnswer,
@@ -53,30 +51,10 @@ from durable_agent.provider_limits import (
     limiter_id,
 )
 from durable_agent.spec import AgentSpec
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.testing.scripted_provider import Reply, error_reply
+from durable_agent.testing import ScriptedProvider
+from durable_agent.testing.rate_limited import RateLimitedModel
 
 CALLS = 40
-
-
-class LimitedModel:
-    """Answers at once; refuses (429) past ``rate`` requests in any ``window`` seconds."""
-
-    def __init__(self, rate: int, window: float) -> None:
-        self.rate, self.window = rate, window
-        self.accepted: list[tuple[float, str]] = []
-        self.refused: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, request: RecordedRequest) -> AssistantMessage | Reply:
-        messages = request.body["messages"] if request.body else []
-        now = time.monotonic()
-        with self._lock:
-            if sum(1 for t, _ in self.accepted if t > now - self.window) >= self.rate:
-                self.refused.append(now)
-                return error_reply(429, "rate limit reached", retry_after=1)
-            self.accepted.append((now, messages[0]["content"].split()[0] if messages else "?"))
-        return assistant_text("ok")
 
 
 def start_workers(address: str, queue: str, caps: Path, count: int) -> list[subprocess.Popen[str]]:
@@ -102,7 +80,7 @@ def spec(endpoint: str, **session: Any) -> AgentSpec:
     })  # fmt: skip
 
 
-async def throughput(agents: AgentClient, model: LimitedModel, sessions: int) -> dict[str, Any]:
+async def throughput(agents: AgentClient, model: RateLimitedModel, sessions: int) -> dict[str, Any]:
     owners = ["bob" if k % 5 == 4 else "alice" for k in range(sessions)]
     ids = await asyncio.gather(*(
         agents.start(spec("limited", end_after_reply=True), f"{o} {k}", owner=o)
@@ -112,7 +90,7 @@ async def throughput(agents: AgentClient, model: LimitedModel, sessions: int) ->
     assert all(r.status == "done" for r in results), [r.error for r in results]
     times = [t for t, _ in model.accepted]
     first, last = times[0], times[-1]
-    allowed = model.rate * (1 + (last - first) / model.window)
+    allowed = model.requests * (1 + (last - first) / model.window)
     warm = [t for t in model.refused if t > first + model.window]
     bobs = [k for k, (_, o) in enumerate(model.accepted) if o == "bob"]
     alices = [k for k, (_, o) in enumerate(model.accepted) if o == "alice"]
@@ -158,7 +136,7 @@ async def ask_round_trip_ms(client: Client, queue: str) -> float:
 
 
 async def main(rate: int, window: float, sessions: int) -> None:
-    model = LimitedModel(rate, window)
+    model = RateLimitedModel(rate, window)
     async with dev_server() as (address, client):
         with ScriptedProvider(responder=model) as provider:
             endpoint = {"base_url": provider.base_url, "api_key_env": None}
@@ -175,7 +153,7 @@ async def main(rate: int, window: float, sessions: int) -> None:
             try:
                 agents = AgentClient(client, task_queue=queue)
                 figures = await throughput(agents, model, sessions)
-                model.rate = 10**9  # the latency runs are never limited by the model
+                model.requests = 10**9  # the latency runs are never limited by the model
                 limited, open_ = [], []
                 for _ in range(3):
                     limited.append(await per_call_ms(agents, "roomy"))

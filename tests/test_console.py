@@ -5,11 +5,9 @@ final answer. A screenshot is kept in ``.test-output/console.png``."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import pytest
-from playwright.async_api import Locator, async_playwright
+from playwright.async_api import Locator
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.testing import (
@@ -22,9 +20,9 @@ from durable_agent.testing import (
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
+from tests.support.browser import chromium_page, need_chromium
 from tests.support.gateway_harness import ROOT, gateway
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ANSWER = (
     "The tiles cache is cleared. It held 1,204 files from last week's map renders; "
     "the next request rebuilds what it needs."
@@ -35,8 +33,7 @@ registry = ToolRegistry([cli_tools.wipe_cache])
 async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    need_chromium()
     script = [
         assistant_calls(("wipe_cache", {"name": "tiles"})),
         sse_reply(chat_stream_events(assistant_text(ANSWER)), delay=0.12),
@@ -47,12 +44,7 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
         spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
         async with running_worker(temporal_env, task_queue, registry):
             with gateway(address, task_queue, spec) as base:
-                async with async_playwright() as playwright:
-                    browser = await playwright.chromium.launch(
-                        executable_path=CHROMIUM,
-                        args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-                    )
-                    page = await browser.new_page(viewport={"width": 1100, "height": 700})
+                async with chromium_page() as page:
                     await page.goto(base)
                     await page.fill("#first", "please clear the tiles cache")
                     await page.click("#start-button")
@@ -86,7 +78,6 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
                     out = ROOT / ".test-output"
                     out.mkdir(exist_ok=True)
                     await page.screenshot(path=str(out / "console.png"), full_page=True)
-                    await browser.close()
     assert decision.startswith("approved by console"), decision
     assert 0 < len(partial) < len(ANSWER) and ANSWER.startswith(partial), partial
     assert shown == ANSWER

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import threading
 from collections import Counter
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import async_playwright
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
@@ -32,9 +30,9 @@ from tests.support.agent_harness import (
     start_worker_process,
     wait_for,
 )
+from tests.support.browser import chromium_page
 from tests.test_cli import acli, address_of
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 JUDGE = "You judge."
 registry = ToolRegistry([cli_tools.get_time])
 
@@ -211,13 +209,7 @@ async def test_the_cli_runs_a_dataset_and_its_report_renders_in_a_browser(
     assert table[1].split()[:2] == ["CASE", "STATUS"] and "WAS" in table[1]
     assert [line.split()[0] for line in table[2:7]] == ["c00", "c01", "c02", "c03", "c04"]
     assert table[6].split()[2:4] == ["0.50", "0.50"]  # c04: "wrong", no tool call
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
-        )
-        page = await browser.new_page()
+    async with chromium_page() as page:
         await page.goto((tmp_path / "b.html").as_uri())
         rows = page.locator("#cases tbody tr")
         assert await rows.count() == 5
@@ -227,4 +219,3 @@ async def test_the_cli_runs_a_dataset_and_its_report_renders_in_a_browser(
         section = page.locator("#case-c03")
         assert "get_time" in await section.inner_text()
         assert "answer 3" in await section.inner_text()
-        await browser.close()

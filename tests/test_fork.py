@@ -5,13 +5,11 @@ fork point inside a tool batch, or past the array, is refused before anything st
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import async_playwright
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -23,15 +21,21 @@ from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_t
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import batch_then_text, payments_registry
+from tests.support.browser import chromium_page, need_chromium
 from tests.support.gateway_harness import gateway
 from tests.test_cli import acli, address_of
 
 TOOLS = ["transfer", "lookup"]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def said(messages: list[Message]) -> list[Any]:
     return [m.model_dump(mode="json", exclude={"timestamp", "usage"}) for m in messages]
+
+
+def echo(request: RecordedRequest) -> AssistantMessage:
+    """Says back the latest user message."""
+    users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
+    return assistant_text(f"you said {users[-1]}")
 
 
 async def started_with(client: Client, session: str) -> tuple[str, list[str]]:
@@ -136,11 +140,7 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
 async def test_a_fork_through_the_gateway(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    def respond(request: RecordedRequest) -> AssistantMessage:
-        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
-        return assistant_text(f"you said {users[-1]}")
-
-    with ScriptedProvider(responder=respond) as provider:
+    with ScriptedProvider(responder=echo) as provider:
         spec = tmp_path / "spec.json"
         spec.write_text(spec_for(provider, [], session={}).model_dump_json())
         async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
@@ -177,14 +177,9 @@ async def test_a_fork_through_the_gateway(
 async def test_the_console_forks_a_session_and_shows_where_branches_part(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    need_chromium()
 
-    def respond(request: RecordedRequest) -> AssistantMessage:
-        users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
-        return assistant_text(f"you said {users[-1]}")
-
-    with ScriptedProvider(responder=respond) as provider:
+    with ScriptedProvider(responder=echo) as provider:
         spec = tmp_path / "spec.json"
         spec.write_text(spec_for(provider, [], session={}).model_dump_json())
         async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
@@ -192,12 +187,7 @@ async def test_the_console_forks_a_session_and_shows_where_branches_part(
             with gateway(address_of(temporal_env), task_queue, spec) as base:
                 parent = await agents.start(spec_for(provider, [], session={}), "one")
                 await agents.wait(parent, after=0, timeout=60)
-                async with async_playwright() as playwright:
-                    browser = await playwright.chromium.launch(
-                        executable_path=CHROMIUM,
-                        args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-                    )
-                    page = await browser.new_page(viewport={"width": 1100, "height": 700})
+                async with chromium_page() as page:
                     await page.goto(base)
                     await page.click(f"#sessions li[data-session='{parent}']")
                     await page.fill("#fork-at", "1")
@@ -216,5 +206,4 @@ async def test_the_console_forks_a_session_and_shows_where_branches_part(
                     assert await common.inner_text() == "1 messages in common"
                     shown = await page.locator("#diff").inner_text()
                     assert "[1] user: two" in shown and "[1] assistant: you said one" in shown
-                    await browser.close()
             assert [m.content for m in await agents.messages(parent)] == ["one", "you said one"]

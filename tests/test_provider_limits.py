@@ -26,6 +26,7 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import AssistantMessage
 from durable_agent.provider_limits import ProviderLimits, limiter_id
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing.rate_limited import RateLimitedModel
 from durable_agent.testing.scripted_provider import Reply, error_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
@@ -190,29 +191,12 @@ async def _until_async(predicate: Any, timeout: float = 60) -> None:
         await asyncio.sleep(0.05)
 
 
-class LimitedProvider:
-    """A provider with its own limit (``requests`` per ``window`` seconds of arrivals):
-    over it, a 429. Each session asks two rounds of tools, then answers."""
-
-    def __init__(self, requests: int, window: float) -> None:
-        self.requests, self.window = requests, window
-        self.accepted: list[tuple[float, str]] = []
-        self.refused: list[float] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, request: RecordedRequest) -> AssistantMessage | Reply:
-        messages = request.body["messages"] if request.body else []
-        now = time.monotonic()
-        with self._lock:
-            recent = [t for t, _ in self.accepted if t > now - self.window]
-            if len(recent) >= self.requests:
-                self.refused.append(now)
-                return error_reply(429, "rate limit reached", retry_after=1)
-            tenant = messages[0]["content"].split()[0] if messages else "?"
-            self.accepted.append((now, tenant))
-        if sum(1 for m in messages if m["role"] == "assistant") < 2:
-            return assistant_calls(("get_time", {"city": "Tokyo"}))
-        return assistant_text("done")
+def two_rounds_of_tools(request: RecordedRequest) -> AssistantMessage:
+    """Each session asks two rounds of tools, then answers."""
+    messages = request.body["messages"] if request.body else []
+    if sum(1 for m in messages if m["role"] == "assistant") < 2:
+        return assistant_calls(("get_time", {"city": "Tokyo"}))
+    return assistant_text("done")
 
 
 @pytest.mark.timeout(600)
@@ -225,7 +209,7 @@ async def test_worker_processes_share_one_limit_and_tenants_share_it_fairly(
     attempt, and bob (3 sessions) gets as many calls through as alice (10 sessions)
     while both wait: in turn, not first come first served (which would give bob 3 of 13)."""
     key = f"limited-{task_queue}"
-    rule = LimitedProvider(requests=4, window=2.0)
+    rule = RateLimitedModel(requests=4, window=2.0, answer=two_rounds_of_tools)
     with ScriptedProvider(responder=rule) as provider:
         caps = tmp_path / "capabilities.json"
         caps.write_text(json.dumps({
