@@ -112,7 +112,8 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
             parted = await agents.diff(parent, later)
             assert parted.common == 6
             assert parted.left[0].content == "check bob" and parted.right[0].content == "check cy"
-            listing = "\n".join(session_lines(await agents.sessions(limit=20)))
+            ours = f'WorkflowId = "{parent}" OR WorkflowId = "{later}"'  # (a shared server)
+            listing = "\n".join(session_lines(await agents.sessions(where=f"({ours})")))
             assert f"  └ {later}" in listing and f"(from {parent} at 6)" in listing
 
             # the CLI's doors
@@ -159,7 +160,7 @@ async def test_a_fork_through_the_gateway(
                     assert [m["content"] for m in read.json()] == ["one", "two", "you said two"]
                     past = await http.post(f"/api/sessions/{parent}/fork", json={"at": 9})
                     assert past.status_code == 422 and past.json()["field"] == "at", past.text
-                    listed = (await http.get("/api/sessions")).json()
+                    listed = (await http.get("/api/sessions?limit=1000")).json()
                     assert {
                         "session_id": branch,
                         "forked_from": parent,

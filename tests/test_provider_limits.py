@@ -295,13 +295,21 @@ async def test_a_sub_agents_calls_count_under_its_parents_owner(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "ask", owner="alice")
             assert (await agents.result(session)).status == "done"
-            children = [
-                s for s in await agents.sessions() if s.session_id.startswith(session + "--")
-            ]
-            assert [await agents.owner(c.session_id) for c in children] == ["alice"]
-            tenants = await call_tenants(client, children[0].session_id)
-            assert tenants == ["alice"]
+            children = await started_children(client, session)
+            assert [await agents.owner(child) for child in children] == ["alice"]
+            assert await call_tenants(client, children[0]) == ["alice"]
+            assert await call_tenants(client, session) == ["alice", "alice"]
     assert len(provider.requests) == 3
+
+
+async def started_children(client: Client, session: str) -> list[str]:
+    """The ids of the child sessions ``session`` started (from its history)."""
+    found = []
+    async for event in client.get_workflow_handle(session).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            attributes = event.child_workflow_execution_started_event_attributes
+            found.append(attributes.workflow_execution.workflow_id)
+    return found
 
 
 async def call_tenants(client: Client, session: str) -> list[str | None]:
