@@ -1,8 +1,9 @@
 """The model activity's side of shared provider limits: ask the endpoint's limiter for
 room before the request leaves, give it back when the reply is in.
 
-A call with room goes on at once (one update round trip). A call without room ends
-its activity with ``CapacityWait``: the session waits durably for the limiter's
+A call with room goes on at once (it takes its worker's spare lease, or asks the
+limiter: one update round trip; ``limiter_link``). A call without room ends its
+activity with ``CapacityWait``: the session waits durably for the limiter's
 ``capacity_ready`` and calls again, and no attempt of the model is used up.
 """
 
