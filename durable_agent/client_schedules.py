@@ -27,6 +27,7 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleState,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.client_types import SessionSummary, parse_spec
 from durable_agent.contracts import WORKFLOW_NAME
@@ -113,7 +114,12 @@ class SessionSchedules:
         """The schedules that start sessions (others on the namespace are left out)."""
         found = []
         async for listed in await self.temporal.list_schedules():
-            described = await self._schedule(listed.id).describe()
+            try:
+                described = await self._schedule(listed.id).describe()
+            except RPCError as error:  # deleted since it was listed (the list lags)
+                if error.status == RPCStatusCode.NOT_FOUND:
+                    continue
+                raise
             action = described.schedule.action
             if not isinstance(action, ScheduleActionStartWorkflow):
                 continue
