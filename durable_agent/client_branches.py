@@ -30,9 +30,6 @@ class SessionBranches:
     ) -> list[Message]:
         raise NotImplementedError
 
-    async def owner(self, session_id: str) -> str | None:
-        raise NotImplementedError
-
     async def fork(
         self,
         session_id: str,
@@ -56,8 +53,8 @@ class SessionBranches:
         problem = fork_problem(parent, at)
         if problem is not None:
             raise ValueError(problem)
-        owner = owner or await self.owner(session_id)
         described = await self.temporal.get_workflow_handle(session_id).describe()
+        owner = owner or await described.memo_value("owner", "", type_hint=str) or None
         request = AgentInput(
             spec=parse_spec(spec),
             message=message,

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from durable_agent.capacity_ledger import RECOVERY_STEP, Ledger, LedgerState
-from durable_agent.provider_limits import CapacityRelease, CapacityRequest, ProviderLimits
+from durable_agent.capacity_ledger import RECOVERY_STEP, RESERVATION_SECONDS, Ledger, LedgerState
+from durable_agent.provider_limits import (
+    CapacityAnswer,
+    CapacityRelease,
+    CapacityRequest,
+    ProviderLimits,
+)
 
 
 def ask(
@@ -21,8 +26,9 @@ def test_requests_per_window_slide() -> None:
     ledger = Ledger(LedgerState())
     assert ledger.acquire(0, ask(limits, "a")).lease == "1"
     assert ledger.acquire(1, ask(limits, "b")).lease == "2"
+    # in line, told to ask again after the window, its margin and a kept room's life
     waiting = ledger.acquire(2, ask(limits, "c"))
-    assert waiting.lease is None and waiting.wait_seconds > 0
+    assert waiting == CapacityAnswer(lease=None, wait_seconds=10 + 1 + RESERVATION_SECONDS)
     # nobody jumps the line, even when asking again
     assert ledger.acquire(3, ask(limits, "c")).lease is None
     assert [w.session_id for w in ledger.state.waiting] == ["c"]

@@ -5,6 +5,8 @@ fork point inside a tool batch, or past the array, is refused before anything st
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,19 @@ def echo(request: RecordedRequest) -> AssistantMessage:
     """Says back the latest user message."""
     users = [m["content"] for m in request.body["messages"] if m["role"] == "user"]
     return assistant_text(f"you said {users[-1]}")
+
+
+@asynccontextmanager
+async def echo_gateway(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> AsyncIterator[tuple[AgentClient, str]]:
+    """A worker and a gateway serving the echo model's spec: the client, the base URL."""
+    with ScriptedProvider(responder=echo) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
+        async with running_worker(env, task_queue, ToolRegistry()) as client:
+            with gateway(address_of(env), task_queue, spec) as base:
+                yield AgentClient(client, task_queue=task_queue), base
 
 
 async def started_with(client: Client, session: str) -> tuple[str, list[str]]:
@@ -141,38 +156,35 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
 async def test_a_fork_through_the_gateway(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-                    started = await http.post("/api/sessions", json={"message": "one"})
-                    parent = started.json()["session_id"]
-                    await agents.wait(parent, after=0, timeout=60)
-                    made = await http.post(f"/api/sessions/{parent}/fork",
-                                           json={"at": 1, "message": "two"})  # fmt: skip
-                    assert made.status_code == 201, made.text
-                    branch = made.json()["session_id"]
-                    await agents.wait(branch, after=1, timeout=60)
-                    read = await http.get(f"/api/sessions/{branch}/messages")
-                    assert [m["content"] for m in read.json()] == ["one", "two", "you said two"]
-                    past = await http.post(f"/api/sessions/{parent}/fork", json={"at": 9})
-                    assert past.status_code == 422 and past.json()["field"] == "at", past.text
-                    listed = (await http.get("/api/sessions?limit=1000")).json()
-                    assert {
-                        "session_id": branch,
-                        "forked_from": parent,
-                        "forked_at": 1,
-                    }.items() <= (next(s for s in listed if s["session_id"] == branch).items())
-                    missing = await http.post("/api/sessions/nobody/fork", json={"at": 1})
-                    assert missing.status_code == 404
-                    parted = (await http.get(f"/api/sessions/{parent}/diff/{branch}")).json()
-                    assert parted["common"] == 1
-                    assert [m["content"] for m in parted["right"]] == ["two", "you said two"]
-                    unknown = await http.get(f"/api/sessions/{parent}/diff/nobody")
-                    assert unknown.status_code == 404
+    async with (
+        echo_gateway(temporal_env, task_queue, tmp_path) as (agents, base),
+        httpx.AsyncClient(base_url=base, timeout=60) as http,
+    ):
+        started = await http.post("/api/sessions", json={"message": "one"})
+        parent = started.json()["session_id"]
+        await agents.wait(parent, after=0, timeout=60)
+        made = await http.post(f"/api/sessions/{parent}/fork",
+                               json={"at": 1, "message": "two"})  # fmt: skip
+        assert made.status_code == 201, made.text
+        branch = made.json()["session_id"]
+        await agents.wait(branch, after=1, timeout=60)
+        read = await http.get(f"/api/sessions/{branch}/messages")
+        assert [m["content"] for m in read.json()] == ["one", "two", "you said two"]
+        past = await http.post(f"/api/sessions/{parent}/fork", json={"at": 9})
+        assert past.status_code == 422 and past.json()["field"] == "at", past.text
+        listed = (await http.get("/api/sessions?limit=1000")).json()
+        assert {
+            "session_id": branch,
+            "forked_from": parent,
+            "forked_at": 1,
+        }.items() <= (next(s for s in listed if s["session_id"] == branch).items())
+        missing = await http.post("/api/sessions/nobody/fork", json={"at": 1})
+        assert missing.status_code == 404
+        parted = (await http.get(f"/api/sessions/{parent}/diff/{branch}")).json()
+        assert parted["common"] == 1
+        assert [m["content"] for m in parted["right"]] == ["two", "you said two"]
+        unknown = await http.get(f"/api/sessions/{parent}/diff/nobody")
+        assert unknown.status_code == 404
 
 
 async def test_the_console_forks_a_session_and_shows_where_branches_part(
@@ -180,31 +192,26 @@ async def test_the_console_forks_a_session_and_shows_where_branches_part(
 ) -> None:
     need_chromium()
 
-    with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                parent = await agents.start(spec_for(provider, [], session={}), "one")
-                await agents.wait(parent, after=0, timeout=60)
-                async with chromium_page() as page:
-                    await page.goto(base)
-                    await page.click(f"#sessions li[data-session='{parent}']")
-                    await page.fill("#fork-at", "1")
-                    await page.fill("#fork-message", "two")
-                    await page.click("#fork-button")
-                    answer = page.locator("#transcript .assistant", has_text="you said two")
-                    await answer.wait_for(timeout=30_000)
-                    branch = await page.locator("#session-id").inner_text()
-                    assert branch != parent
-                    listed = page.locator(f"#sessions li.branch[data-session='{branch}']")
-                    assert f"from {parent} at 1" in await listed.inner_text()
-                    await page.fill("#diff-with", parent)
-                    await page.click("#diff-button")
-                    common = page.locator("#diff-common")
-                    await common.wait_for(timeout=30_000)
-                    assert await common.inner_text() == "1 messages in common"
-                    shown = await page.locator("#diff").inner_text()
-                    assert "[1] user: two" in shown and "[1] assistant: you said one" in shown
-            assert [m.content for m in await agents.messages(parent)] == ["one", "you said one"]
+    async with echo_gateway(temporal_env, task_queue, tmp_path) as (agents, base):
+        parent = await agents.start((tmp_path / "spec.json").read_text(), "one")
+        await agents.wait(parent, after=0, timeout=60)
+        async with chromium_page() as page:
+            await page.goto(base)
+            await page.click(f"#sessions li[data-session='{parent}']")
+            await page.fill("#fork-at", "1")
+            await page.fill("#fork-message", "two")
+            await page.click("#fork-button")
+            answer = page.locator("#transcript .assistant", has_text="you said two")
+            await answer.wait_for(timeout=30_000)
+            branch = await page.locator("#session-id").inner_text()
+            assert branch != parent
+            listed = page.locator(f"#sessions li.branch[data-session='{branch}']")
+            assert f"from {parent} at 1" in await listed.inner_text()
+            await page.fill("#diff-with", parent)
+            await page.click("#diff-button")
+            common = page.locator("#diff-common")
+            await common.wait_for(timeout=30_000)
+            assert await common.inner_text() == "1 messages in common"
+            shown = await page.locator("#diff").inner_text()
+            assert "[1] user: two" in shown and "[1] assistant: you said one" in shown
+        assert [m.content for m in await agents.messages(parent)] == ["one", "you said one"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,12 @@ from durable_agent.testing.rate_limited import RateLimitedModel
 from durable_agent.testing.scripted_provider import Reply, error_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
-from tests.support.agent_harness import record_history, running_worker, start_worker_process
+from tests.support.agent_harness import (
+    record_history,
+    running_worker,
+    start_worker_process,
+    wait_for,
+)
 
 registry = ToolRegistry([cli_tools.get_time])
 
@@ -85,11 +89,9 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             first = await agents.start(named_spec(key), "first", owner="alice")
-            await _until(lambda: len(provider.requests) == 1)
+            await wait_for(lambda: _requests(provider, 1), timeout=60)
             second = await agents.start(named_spec(key), "second", owner="bob")
-            await _until_async(
-                lambda: _waiting_on(agents, second, key),
-            )
+            await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
             assert len(provider.requests) == 1  # the waiting call sent nothing
             shown = format_status(await agents.status(second))
             assert f"waiting:        for room on {key} (shared limit)" in shown
@@ -97,10 +99,8 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             assert [w["tenant"] for w in ledger["waiting"]] == ["bob"]
             # a forged "ready" only makes the call ask again: it waits on, in its place
             await client.get_workflow_handle(second).signal("capacity_ready", {"key": key})
-            await _until_async(
-                lambda: _count_waits(client, second, 2),
-            )
-            await _until_async(lambda: _waiting_on(agents, second, key))
+            await wait_for(lambda: _count_waits(client, second, 2), timeout=60)
+            await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
             assert len(provider.requests) == 1
             held.set()
             assert (await agents.result(first)).status == "done"
@@ -114,7 +114,7 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             assert len(provider.requests) == 2
             # each call counted at its estimate (its text, and 1,024 for the output) until
             # its reply's usage (10 in, 5 out) corrected it
-            await _until_async(lambda: _tokens_counted(client, key, 2 * 15))
+            await wait_for(lambda: _tokens_counted(client, key, 2 * 15), timeout=60)
             await record_history(client.get_workflow_handle(second), "capacity_wait")
             await record_history(client.get_workflow_handle(limiter_id(key)), "limiter")
 
@@ -146,7 +146,7 @@ async def test_a_429_slows_the_endpoint_for_everyone_and_it_recovers(
                 update={"model": spec.model.model_copy(update={"max_attempts": 2})}
             )
             first = await agents.start(spec, "first")
-            await _until_async(lambda: _rate_limited(client, key))
+            await wait_for(lambda: _rate_limited(client, key), timeout=60)
             second = await agents.start(named_spec(key), "second")
             for session in (first, second):
                 result = await agents.result(session)
@@ -173,22 +173,12 @@ async def _rate_limited(client: Client, key: str) -> bool:
         return False
 
 
+async def _requests(provider: ScriptedProvider, count: int) -> bool:
+    return len(provider.requests) >= count
+
+
 async def _waiting_on(agents: AgentClient, session: str, key: str) -> bool:
     return (await agents.status(session)).waiting_for_capacity == key
-
-
-async def _until(predicate: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
-
-
-async def _until_async(predicate: Any, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 def two_rounds_of_tools(request: RecordedRequest) -> AssistantMessage:
