@@ -10,13 +10,10 @@ from __future__ import annotations
 from temporalio import activity
 
 from durable_agent.activities.heartbeat import heartbeats
+from durable_agent.activities.resumption import read_messages
 from durable_agent.contracts import AgentResult
 from durable_agent.eval_cases import CaseScored, CaseToScore
 from durable_agent.eval_scoring import case_facts, score_case
-from durable_agent.messages import Message
-
-#: Messages one query asks a case's session for.
-PAGE_MESSAGES = 1000
 
 
 class EvalActivities:
@@ -25,14 +22,7 @@ class EvalActivities:
     async def score_case(self, request: CaseToScore) -> CaseScored:
         handle = activity.client().get_workflow_handle(request.session_id, result_type=AgentResult)
         result = await handle.result()
-        messages: list[Message] = []
-        while True:
-            page: list[Message] = await handle.query(
-                "messages", args=[len(messages), PAGE_MESSAGES], result_type=list[Message]
-            )
-            if not page:
-                break
-            messages.extend(page)
+        messages = await read_messages(handle)
         final = result.final
         answer = final.content if final is not None and isinstance(final.content, str) else ""
         facts = case_facts(messages, answer, result.structured_output)

@@ -89,18 +89,25 @@ class ResumptionActivities:
         return TranscriptRef(count=len(messages), hash=head)
 
 
-async def _read(handle: WorkflowHandle[Any, Any], until: int | None, where: str) -> list[Message]:
-    """The run's messages (the first ``until``, or all), page by page."""
+async def read_messages(
+    handle: WorkflowHandle[Any, Any], until: int | None = None
+) -> list[Message]:
+    """A run's messages (the first ``until``, or all), by its ``messages`` query, page
+    by page (one answer carries at most a page)."""
     messages: list[Message] = []
+    while until is None or len(messages) < until:
+        limit = PAGE_MESSAGES if until is None else min(PAGE_MESSAGES, until - len(messages))
+        page: list[Message] = await handle.query(
+            "messages", args=[len(messages), limit], result_type=list[Message]
+        )
+        if not page:
+            break
+        messages.extend(page)
+    return messages
+
+
+async def _read(handle: WorkflowHandle[Any, Any], until: int | None, where: str) -> list[Message]:
     try:
-        while until is None or len(messages) < until:
-            limit = PAGE_MESSAGES if until is None else min(PAGE_MESSAGES, until - len(messages))
-            page: list[Message] = await handle.query(
-                "messages", args=[len(messages), limit], result_type=list[Message]
-            )
-            if not page:
-                break
-            messages.extend(page)
+        return await read_messages(handle, until)
     except WorkflowQueryFailedError as error:  # its history no longer replays here
         raise _refused(f"{where} cannot be read: {error}") from None
-    return messages

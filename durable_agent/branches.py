@@ -68,5 +68,15 @@ def diff_branches(left: Sequence[Message], right: Sequence[Message]) -> BranchDi
     return BranchDiff(common, list(left[common:]), list(right[common:]))
 
 
+def message_line(message: Message, width: int = 100) -> str:
+    """A message in one line, for reports: its role, its text (spaces folded, cut at
+    ``width``) and its tool calls."""
+    text = message.content if isinstance(message.content, str) else "[parts]"
+    said = " ".join(text.split())[:width]
+    calls = getattr(message, "tool_calls", None) or []
+    called = ", ".join(f"{c.function.name}({c.function.arguments})" for c in calls)
+    return f"{message.role}: " + " ".join(p for p in (said, called and f"-> {called}") if p)
+
+
 def _said(message: Message) -> object:
     return message.model_dump(mode="json", exclude={"timestamp", "usage", "model"})

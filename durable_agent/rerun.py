@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from durable_agent.branches import BranchDiff, diff_branches
+from durable_agent.branches import BranchDiff, diff_branches, message_line
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
@@ -128,9 +128,4 @@ async def _answered(agents: AgentClient, session_id: str, after: int, timeout: f
 
 
 def _short(message: Message | None) -> str:
-    if message is None:
-        return "nothing"
-    text = message.content if isinstance(message.content, str) else "[parts]"
-    calls = getattr(message, "tool_calls", None) or []
-    called = ", ".join(f"{c.function.name}({c.function.arguments})" for c in calls)
-    return f"{message.role}: " + (called or " ".join(text.split())[:80])
+    return "nothing" if message is None else message_line(message, 80)

@@ -6,11 +6,11 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from durable_agent.branches import message_line
 from durable_agent.cli.args import CommandError
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.client import AgentClient
 from durable_agent.client_types import SessionSummary
-from durable_agent.messages import Message
 from durable_agent.visible_text import visible
 
 
@@ -47,16 +47,8 @@ async def cmd_diff(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
     for sign, name, messages in (("-", args.left, found.left), ("+", args.right, found.right)):
         print(f"{sign * 3} {name} ({len(messages)} after them)", file=out)
         for offset, message in enumerate(messages):
-            print(f"{sign} [{found.common + offset}] {_line(message)}", file=out)
+            print(f"{sign} [{found.common + offset}] {visible(message_line(message))}", file=out)
     return 0
-
-
-def _line(message: Message) -> str:
-    text = message.content if isinstance(message.content, str) else "[parts]"
-    calls = getattr(message, "tool_calls", None) or []
-    said = " ".join(text.split())[:100]
-    called = ", ".join(f"{c.function.name}({c.function.arguments})" for c in calls)
-    return visible(f"{message.role}: {said}" + (f" -> {called}" if called else ""))
 
 
 def session_lines(found: Sequence[SessionSummary]) -> list[str]:
