@@ -6,6 +6,10 @@ over HTTP on 127.0.0.1). A request whose messages are the recorded array's up to
 assistant message is answered with that message, as recorded. Any other request is
 where the new run departs: it is noted, and answered by the ``fallback`` (a live or
 scripted model) or, without one, by an error that ends the turn.
+
+A request made again (the workflow retries a model call whose worker was lost after
+it asked) is the same request: it gets the answer it got before and is not counted
+twice, so a rerun's figures do not depend on how loaded the machine was.
 """
 
 from __future__ import annotations
@@ -57,14 +61,30 @@ class RecordedReplies:
     along the model's fallback chain (``rerun(live=True)``: to the live model)."""
     replayed: int = 0
     fresh: int = 0
+    repeated: int = 0
+    """Requests made again, answered as the first time and not counted above."""
     departures: list[Departure] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _answers: dict[str, Any] = field(default_factory=dict)
+    _asking: dict[str, threading.Lock] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._wire = _wire(self.recorded)
 
     def __call__(self, request: Any) -> Any:
         sent = [_said(m) for m in (request.body or {}).get("messages", [])]
+        key = json.dumps(sent, sort_keys=True)
+        with self._lock:
+            same = self._asking.setdefault(key, threading.Lock())
+        with same:  # the same request twice at once: the second waits for the first
+            if key in self._answers:
+                with self._lock:
+                    self.repeated += 1
+                return self._answers[key]
+            self._answers[key] = self._answer(request, sent)
+            return self._answers[key]
+
+    def _answer(self, request: Any, sent: list[Any]) -> Any:
         at = len(sent)
         with self._lock:
             number = self.replayed + self.fresh

@@ -43,6 +43,8 @@ class RerunReport:
     fresh: int
     """Model requests the recording did not hold (the fallback's, or refused)."""
     departures: list[Departure]
+    repeated: int = 0
+    """Requests made again after a lost worker: answered as before, not counted."""
 
     @property
     def same(self) -> bool:
@@ -112,7 +114,7 @@ async def rerun(
             now = await agents.messages(session_id)
             await agents.end(session_id, reason="rerun over")
     return RerunReport(session_id, diff_branches(recorded, now), replies.replayed,
-                       replies.fresh, replies.departures)  # fmt: skip
+                       replies.fresh, replies.departures, replies.repeated)  # fmt: skip
 
 
 async def _answered(agents: AgentClient, session_id: str, after: int, timeout: float) -> None:

@@ -15,7 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.capabilities import Capabilities
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage, dump_messages
+from durable_agent.messages import AssistantMessage, UserMessage, dump_messages
+from durable_agent.recorded_replies import RecordedReplies
 from durable_agent.rerun import rerun
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
@@ -88,7 +89,9 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
                 registry=clock("23:00"), capabilities=Capabilities(models={"live": endpoint}),
                 live=True,
             )  # fmt: skip
-        assert len(live_model.requests) == 5 == went_live.fresh
+        # (a model call retried after a lost worker asks again: distinct requests count)
+        assert len({json.dumps(r.body["messages"]) for r in live_model.requests}) == 5
+        assert went_live.fresh == 5
         assert went_live.changed_calls() == moved.changed_calls()
         assert len(provider.requests) == asked
     assert not moved.same
@@ -98,6 +101,32 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
     assert moved.changed_calls()[0] == (3, "set_alarm", {"at": "22:00"}, {"at": "23:00"})
     assert moved.replayed == 1 and moved.fresh == 5 == len(fallback_asked)
     assert "departs at message 2: recorded tool: 22:00, now tool: 23:00" in moved.summary()
+
+
+def test_a_request_made_again_gets_the_same_answer_and_counts_once() -> None:
+    """A model call retried after a lost worker sends its request twice: the fallback
+    is asked once, the retry gets that answer, and the figures count it once."""
+    recorded = [UserMessage(content="hi"), assistant_text("hello")]
+    asked: list[Any] = []
+
+    def fallback(request: RecordedRequest) -> AssistantMessage:
+        asked.append(request)
+        return assistant_text(f"answer {len(asked)}")
+
+    replies = RecordedReplies(recorded, fallback)
+
+    def request(*said: tuple[str, str]) -> RecordedRequest:
+        body = {"messages": [{"role": role, "content": text} for role, text in said]}
+        return RecordedRequest(method="POST", path="/v1/chat/completions", headers={}, body=body)
+
+    assert replies(request(("user", "hi"))).content == "hello"
+    first = replies(request(("user", "bye")))
+    again = replies(request(("user", "bye")))
+    other = replies(request(("user", "hi"), ("assistant", "hello"), ("user", "more")))
+    assert (first.content, again.content, other.content) == ("answer 1", "answer 1", "answer 2")
+    assert replies(request(("user", "hi"))).content == "hello"
+    assert (replies.replayed, replies.fresh, replies.repeated, len(asked)) == (1, 2, 2, 2)
+    assert [d.request for d in replies.departures] == [1, 2]
 
 
 async def test_the_cli_reruns_files_and_folders_and_fails_what_departs(
