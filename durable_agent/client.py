@@ -50,6 +50,7 @@ from durable_agent.client_types import (
     parse_spec,
     refusal,
 )
+from durable_agent.client_versions import SessionVersions, version_of
 from durable_agent.client_watch import SessionWatch
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
@@ -99,7 +100,9 @@ MESSAGES_PAGE = 2000
 QUERY_ATTEMPT_SECONDS = 12.0
 
 
-class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals, SessionSchedules):
+class AgentClient(
+    ApprovalDoors, SessionWatch, SessionBranches, SessionEvals, SessionSchedules, SessionVersions
+):
     def __init__(
         self,
         client: Client,
@@ -326,6 +329,7 @@ class AgentClient(ApprovalDoors, SessionWatch, SessionBranches, SessionEvals, Se
                     forked_from=await _memo(execution, "forked_from"),
                     forked_at=int(await _memo(execution, "forked_at") or 0) or None,
                     schedule=await _memo(execution, "schedule"),
+                    version=version_of(execution),
                 )
             )
         return found

@@ -91,6 +91,8 @@ class SessionSummary:
     forked_at: int | None = None
     schedule: str | None = None
     """The schedule that started it (``AgentClient.schedule``)."""
+    version: str | None = None
+    """The worker build running it (``DEPLOYMENT:BUILD_ID``; unset without versioning)."""
 
 
 @dataclass(frozen=True)

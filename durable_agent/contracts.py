@@ -31,6 +31,10 @@ from durable_agent.tool_kinds import ResolvedTool as ResolvedTool  # recorded to
 from durable_agent.tool_kinds.legacy import legacy_tool_call
 
 WORKFLOW_NAME = "AgentWorkflow"
+#: A person sends a pinned session to the current build (``AgentClient.move_to_current``).
+MOVE_TO_CURRENT_SIGNAL = "move_to_current_build"
+#: Wakes a session to look which build is current (an idle ``auto`` session moves).
+BUILD_CHANGED_SIGNAL = "build_changed"
 DEFAULT_TASK_QUEUE = "durable-agent"
 #: Error type of a model call whose worker lacks the session's model setup.
 MODEL_SETUP_UNKNOWN = "ModelSetupUnknown"
@@ -354,6 +358,13 @@ class SessionStatus(Contract):
     waiting_for_capacity: str | None = None
     """The limited endpoint (or ``ENDPOINT/MODEL``) whose shared limit the model call
     waits for room on."""
+    version: str | None = None
+    """The worker build running the session (``DEPLOYMENT:BUILD_ID``; unset on workers
+    without versioning)."""
+    upgrade: Literal["auto", "pinned"] = "auto"
+    """``session.upgrade``: whether the session goes to a newly current build on its own."""
+    move_requested: bool = False
+    """A person asked the session to go to the current build at its next turn boundary."""
 
 
 class ModelSpend(Contract):

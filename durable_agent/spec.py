@@ -182,6 +182,11 @@ class SessionRules(_Spec):
     """Largest activity input or continue-as-new payload the workflow will schedule
     (Temporal refuses payloads over 2 MB). Bigger transcripts go to the workers' store
     in pieces first and travel by reference."""
+    upgrade: Literal["auto", "pinned"] = "auto"
+    """When the workers' owner makes a new build current (worker deployments): ``auto``
+    moves the session to it at its next turn boundary, by continue-as-new (the new build
+    never replays the old one's history); ``pinned`` keeps it on the build that started
+    it until a person moves it (``durable-agent versions move``)."""
     live_deltas: bool = True
     """Publish the model's text and reasoning to the session's event log as they stream
     (each batch, at most one per 80 ms, is a signal kept in history). Off: readers see a

@@ -27,7 +27,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from durable_agent.activities.transcript_store import (
     TranscriptStore,
@@ -64,6 +64,7 @@ from durable_agent.secrets import SecretProvider
 from durable_agent.shutdown import exit_without_teardown
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.versions import label, versioned
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -82,6 +83,7 @@ def build_worker(
     approver_keys: ApproverKeys | None = None,
     capabilities: Capabilities | None = None,
     message_log: MessageSink | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
@@ -90,7 +92,8 @@ def build_worker(
     ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``);
     ``capabilities``: what sessions may use (``Capabilities``; default: the OpenAI
     endpoint the environment describes, nothing else); ``message_log``: a sink fed every
-    message of the sessions it serves, once each (``JSONLMessageLog(DIR)``).
+    message of the sessions it serves, once each (``JSONLMessageLog(DIR)``);
+    ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -115,6 +118,7 @@ def build_worker(
         plugins=[plugin],
         max_concurrent_activities=max_concurrent_activities,
         max_cached_workflows=max_cached_workflows,
+        deployment_config=deployment,
     )
 
 
@@ -191,12 +195,15 @@ async def serve(args: argparse.Namespace) -> None:
             transcripts=transcripts,
             capabilities=capabilities,
             message_log=JSONLMessageLog(args.message_log) if args.message_log else None,
+            deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
         )
         async with worker:
             tools = ", ".join(default_registry.names()) or "none"
             named = ", ".join(sorted(agents)) or "none"
+            build = f", build {label(args.deployment, args.build_id)}" if args.build_id else ""
             print(
-                f"worker ready: task queue {args.task_queue!r}, tools: {tools}, agents: {named}",
+                f"worker ready: task queue {args.task_queue!r}{build}, tools: {tools}, "
+                f"agents: {named}",
                 flush=True,
             )
             log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())

@@ -64,6 +64,8 @@ def test_histories_are_recorded() -> None:
         "limiter",  # an endpoint's limiter: asks, a line, a kept room, releases
         "forked_session",  # a branch of another session: its start read back by reference
         "evaluation",  # an evaluation: case sessions as children, scored, then the budget
+        "moved_to_current_build",  # a pinned run that went on on the new build (its patch)
+        "limiter_moved",  # a limiter woken on the old build, going on on the new (its patch)
     }
 
 

@@ -65,16 +65,21 @@ MODEL_RESCUE_PATCH = "model-rescue"
 TURN_FAILURES_PATCH = "turn-failures-end-turns"
 #: A request the model refused as too long is tried again, shorter (it failed the turn).
 CONTEXT_OVERFLOW_PATCH = "context-overflow-trims"
+#: A session moves to the build made current at a turn boundary (it stayed on its own).
+MOVE_TO_CURRENT_PATCH = "move-to-current-build"
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
 
+# a versioned worker pins it (``versioned``): a run never replays on another build, and
+# moves by continue-as-new (no annotation: unversioned workers may not carry one)
 @workflow.defn(name=WORKFLOW_NAME)
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         self._invalid_input: str | None = None
         self._untitled = False
+        self._moves = False
         try:
             request: AgentInput | ContinuedInput = decode_start(raw)
         except InvalidInput as error:  # run() fails the session with this text
@@ -130,6 +135,7 @@ class AgentWorkflow(SessionHandlers):
         session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
         session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)
         session.context_overflow_trims = lambda: workflow.patched(CONTEXT_OVERFLOW_PATCH)
+        self._moves = workflow.patched(MOVE_TO_CURRENT_PATCH)
         if isinstance(request, AgentInput):
             self._untitled = await open_run(session, request, self._sync)
         else:
@@ -150,7 +156,9 @@ class AgentWorkflow(SessionHandlers):
     async def _carry_out_commands(self) -> AgentResult:
         session, feed = self._session, self._feed
         while True:
-            command = session.next_command(suggested=self._history_long(), now=workflow.now())
+            command = session.next_command(
+                suggested=self._history_long(), now=workflow.now(), changed=self._build_changed()
+            )
             feed.observe()
             self._title_once_known()
             match command:
@@ -158,7 +166,7 @@ class AgentWorkflow(SessionHandlers):
                     await self._sync.store_for_log()
                     return command.result
                 case ContinueAsNew():
-                    await hand_over(session, self._sync, feed)
+                    await hand_over(session, self._sync, feed, upgrade=command.upgrade)
                 case CallModel():
                     feed.model_call(command.turn)
                     outcome, sent = await self._model.call(command.turn), len(session.messages)
@@ -264,11 +272,15 @@ class AgentWorkflow(SessionHandlers):
     async def _wait_for_message(self, command: WaitForMessage) -> None:
         try:
             await workflow.wait_condition(
-                lambda: self._session.idle_wait_over(self._history_long()),
+                lambda: self._session.idle_wait_over(self._history_long(), self._build_changed()),
                 timeout=command.timeout,
             )
         except TimeoutError:
             self._session.idle_timed_out()
+
+    def _build_changed(self) -> bool:
+        """The workers' owner made another build current since this run started."""
+        return self._moves and workflow.info().is_target_worker_deployment_version_changed()
 
     def _history_long(self) -> bool:
         """The run's history is long enough to hand over (the server's suggestion, or the

@@ -17,15 +17,23 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
 
 
+#: The next run's first task goes to the current build (then it is pinned there).
+AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 #: What Temporal accepts in one payload (a bigger continue-as-new input fails the task).
 PAYLOAD_LIMIT_BYTES = 2_000_000
 
 
-async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> None:
+async def hand_over(
+    session: Session, sync: TranscriptSync, feed: LiveFeed, *, upgrade: bool = False
+) -> None:
     """Continue as new (returns only when the state cannot be carried yet). Only between
-    activities, handlers done (the event log's long-polling readers let go first)."""
+    activities, handlers done (the event log's long-polling readers let go first).
+    ``upgrade``: the next run starts on the build the workers' owner made current."""
     feed.let_go()
     await _settled()
+    asked = session.state.move_to_current
+    if upgrade:  # the next run is on the current build: the request is carried out
+        session.state.move_to_current = False
     events = feed.state_for_next_run()
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
@@ -52,7 +60,11 @@ async def hand_over(session: Session, sync: TranscriptSync, feed: LiveFeed) -> N
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()
+        session.state.move_to_current = asked
         return
+    if upgrade:
+        session_log(session, logging.INFO, "moving to the current build (run %d)", state.runs)
+        workflow.continue_as_new(carried, initial_versioning_behavior=AUTO_UPGRADE)
     session_log(session, logging.INFO, "continuing as new (run %d follows)", state.runs)
     workflow.continue_as_new(carried)
 

@@ -12,6 +12,8 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from durable_agent.approval_contracts import ChildApprovals, PendingApproval
     from durable_agent.contracts import (
+        BUILD_CHANGED_SIGNAL,
+        MOVE_TO_CURRENT_SIGNAL,
         BudgetSignal,
         CancelTurnSignal,
         EndSessionSignal,
@@ -155,6 +157,18 @@ class SessionHandlers(ApprovalHandlers):
         if request is not None:
             self._rejected(self._session.requests.move_requested(request))
 
+    @workflow.signal(name=MOVE_TO_CURRENT_SIGNAL)
+    def move_to_current_build(self, raw: RawValue = NO_PAYLOAD) -> None:
+        """A person sends the session to the build the workers' owner made current, at
+        its next turn boundary (a ``pinned`` agent waits for this; an ``auto`` one goes
+        anyway). Trusted for nothing more: the owner chose where it goes."""
+        self._session.state.move_to_current = True
+
+    @workflow.signal(name=BUILD_CHANGED_SIGNAL)
+    def build_changed(self, raw: RawValue = NO_PAYLOAD) -> None:
+        """Records nothing: its workflow task lets the loop see that another build is
+        current (``make_current`` sends it, so idle ``auto`` sessions move at once)."""
+
     def _read(self, raw: RawValue, kind: Any, unreadable: str) -> Any:
         """A signal's argument as ``kind``; ``None`` (rejected, visibly) if unreadable."""
         try:
@@ -208,4 +222,6 @@ class SessionHandlers(ApprovalHandlers):
 
     @workflow.query
     def status(self) -> SessionStatus:
-        return self._session.status()
+        build = workflow.info().get_current_deployment_version()
+        version = f"{build.deployment_name}:{build.build_id}" if build else None
+        return self._session.status().model_copy(update={"version": version})

@@ -21,6 +21,8 @@ from typing import Any
 
 from temporalio import workflow
 
+AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+
 with workflow.unsafe.imports_passed_through():
     from durable_agent.capacity_ledger import Ledger, LedgerState, Waiter
     from durable_agent.provider_limits import (
@@ -36,6 +38,9 @@ with workflow.unsafe.imports_passed_through():
 #: before it goes on as a new run.
 EVENTS_PER_RUN = 5_000
 UPDATES_PER_RUN = 1_000
+#: Patch id (never reuse or rename): a limiter on a build no longer current goes on as a
+#: new run on the current one (``AgentClient.make_current`` wakes it).
+MOVES_PATCH = "limiter-moves-to-current-build"
 
 
 @workflow.defn(name=LIMITER_WORKFLOW)
@@ -56,9 +61,13 @@ class EndpointLimiter:
                 task = asyncio.ensure_future(self._tell(waiter))
                 self._telling.add(task)
                 task.add_done_callback(self._telling.discard)
-            if self._history_long() and not self._telling:
+            moving = self._build_changed()
+            if (moving or self._history_long()) and not self._telling:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(args=[self._key, self._ledger.state])
+                workflow.continue_as_new(
+                    args=[self._key, self._ledger.state],
+                    initial_versioning_behavior=AUTO_UPGRADE if moving else None,
+                )
             wake = self._ledger.next_change(now)
             self._changed = False
             timeout = None if wake is None else timedelta(seconds=max(wake - now, 0.001))
@@ -91,6 +100,11 @@ class EndpointLimiter:
     @workflow.query(name="ledger")
     def ledger(self) -> dict[str, Any]:
         return self._ledger.view(_now())
+
+    def _build_changed(self) -> bool:
+        """Another build was made current: every session's calls will ask there."""
+        changed = workflow.info().is_target_worker_deployment_version_changed()
+        return changed and workflow.patched(MOVES_PATCH)
 
     def _history_long(self) -> bool:
         info = workflow.info()

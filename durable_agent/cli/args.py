@@ -133,6 +133,17 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         help="write every message of the sessions served, once each, as JSON lines under "
         "this directory (or DURABLE_AGENT_MESSAGE_LOG)",
     )
+    parser.add_argument(
+        "--build-id",
+        default=env("DURABLE_AGENT_BUILD_ID"),
+        help="run as this build of a versioned deployment: sessions stay on the build that "
+        "started them and move at a turn boundary (or DURABLE_AGENT_BUILD_ID)",
+    )
+    parser.add_argument(
+        "--deployment",
+        default=env("DURABLE_AGENT_DEPLOYMENT", "durable-agent"),
+        help="the worker deployment's name, with --build-id (or DURABLE_AGENT_DEPLOYMENT)",
+    )
     parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
     parser.add_argument(
         "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"

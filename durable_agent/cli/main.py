@@ -54,6 +54,7 @@ from durable_agent.cli.schedules import add_schedule_command, cmd_schedule
 from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
 from durable_agent.cli.specs import add_agent_arguments, load_spec
 from durable_agent.cli.trace import cmd_trace
+from durable_agent.cli.versions import add_versions_command, cmd_versions
 from durable_agent.cli.visible_writer import VisibleWriter
 from durable_agent.client import (
     AgentClient,
@@ -337,6 +338,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "eval": with_client(cmd_eval),
     "replay": with_client(cmd_replay),
     "schedule": with_client(cmd_schedule),
+    "versions": with_client(cmd_versions),
     "check-replay": cmd_check_replay,
     "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
@@ -442,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_command(command)
     add_replay_command(command)
     add_schedule_command(command)
+    add_versions_command(command)
     add_check_replay_command(command)
     sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)

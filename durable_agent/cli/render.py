@@ -154,6 +154,11 @@ def format_status(status: SessionStatus) -> str:
         f"turn:           {status.turn}",
         f"messages:       {status.message_count} (+{status.queued_messages} queued)",
         f"runs:           {status.runs}",
+    ]
+    if status.version is not None:
+        move = ", moving to the current build" if status.move_requested else ""
+        lines.append(f"build:          {status.version} ({status.upgrade}{move})")
+    lines += [
         f"tokens:         {usage.prompt_tokens} in, {usage.completion_tokens} out",
     ]
     for name, by in status.spend.items():  # by model, and by tool for sub-agents

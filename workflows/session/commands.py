@@ -125,7 +125,10 @@ class WaitForMessage:
 
 @dataclass(frozen=True)
 class ContinueAsNew:
-    """Hand the session to a fresh run (the Session's state is what it carries)."""
+    """Hand the session to a fresh run (the Session's state is what it carries);
+    ``upgrade``: on the build the workers' owner made current, not this run's."""
+
+    upgrade: bool = False
 
 
 @dataclass(frozen=True)

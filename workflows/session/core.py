@@ -211,6 +211,20 @@ class Session:
             return False
         if self.batch.decided:
             return False  # its decisions live in the batch now: it runs first
+        return self._inbox_carries()
+
+    def move_due(self, changed: bool) -> bool:
+        """``changed``: the workers' owner made another build current. The session goes to
+        it now if its agent upgrades on its own or a person asked, and only at a turn
+        boundary (no tool batch open: its calls finish on the build that started them)."""
+        if not changed or self.state.stage == "tools":
+            return False
+        if self.spec.session.upgrade != "auto" and not self.state.move_to_current:
+            return False
+        return self._inbox_carries()
+
+    def _inbox_carries(self) -> bool:
+        """Queued messages are small enough to carry (else they join the array first)."""
         queued = sum(len(text_of(m.content)) for m in self.state.inbox)
         return queued <= INBOX_CARRY_CHARS
 
@@ -228,14 +242,16 @@ class Session:
             or self.continue_as_new_due(suggested)
         )
 
-    def idle_wait_over(self, suggested: bool) -> bool:
-        """Waiting for a message ends: one arrived, a flush is due, or as ``interrupted``."""
+    def idle_wait_over(self, suggested: bool, changed: bool = False) -> bool:
+        """Waiting for a message ends: one arrived, a flush is due, a move to the current
+        build is due, or as ``interrupted``."""
         state = self.state
         waiting = state.inbox or state.injected or state.flushes or state.move or state.unverified
-        return bool(waiting) or self.interrupted(suggested)
+        return bool(waiting) or self.interrupted(suggested) or self.move_due(changed)
 
-    def next_command(self, *, suggested: bool, now: datetime) -> Command:
-        """What the workflow does next. ``suggested``: see ``continue_as_new_due``."""
+    def next_command(self, *, suggested: bool, now: datetime, changed: bool = False) -> Command:
+        """What the workflow does next. ``suggested``: see ``continue_as_new_due``;
+        ``changed``: see ``move_due``."""
         state = self.state
         if self._outcome is not None:
             return self._outcome
@@ -276,15 +292,16 @@ class Session:
                 return finish(self, "failed", self.reply_reason, error=self.turn_failed)
             if self.reply is not None:
                 return finish(self, "done", self.reply_reason, final=self.reply)
-        if self.continue_as_new_due(suggested):
-            return ContinueAsNew()
+        upgrade = self.move_due(changed)
+        if upgrade or self.continue_as_new_due(suggested):
+            return ContinueAsNew(upgrade=upgrade)
         if state.stage == "model":
             if state.model_calls_this_reply >= self.spec.stop.max_turns:
                 text = f"Agent loop exceeded {self.spec.stop.max_turns} iterations"
                 if self._ends_session("max_turns"):
                     return finish(self, "failed", "max_turns", error=text)
                 end_turn(self, "max_turns", text)
-                return self.next_command(suggested=suggested, now=now)
+                return self.next_command(suggested=suggested, now=now, changed=changed)
             spent = self.budget.spent()
             if spent is not None:
                 return finish(self, "done", "budget", final=last_reply(self.messages), error=spent)

@@ -96,6 +96,9 @@ class SessionState(BaseModel):
     """Each swarm agent's own tools, as resolved at start with its overrides."""
     move: MoveToAgentSignal | None = None
     """A person's ``move_to_agent`` waiting for the next safe point."""
+    move_to_current: bool = False
+    """A person asked this (pinned) session to go to the current build at its next turn
+    boundary."""
     grants: list[Grant] = Field(default_factory=list)
     """Standing "always" approvals, in the order they were made."""
     grants_made: int = 0

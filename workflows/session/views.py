@@ -80,6 +80,8 @@ def session_status(session: Session) -> SessionStatus:
         move_pending=state.move.agent if state.move is not None else None,
         finish_reason=latest_finish_reason(messages),
         waiting_for_capacity=session.waiting_for_capacity,
+        upgrade=session.spec.session.upgrade,
+        move_requested=state.move_to_current,
     )
 
 
