@@ -26,21 +26,31 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def test_the_seven_services_with_pinned_images_and_health_checks(
+ONE_SHOT = {"temporal-schema", "temporal-namespace", "make-current"}
+
+
+def test_the_services_with_pinned_images_and_health_checks(
     compose: dict[str, Any],
 ) -> None:
     svc = services(compose)
     assert set(svc) == {
-        "postgresql", "temporal", "temporal-ui", "worker", "gateway", "otel-collector", "jaeger"
+        "postgresql", "temporal", "temporal-ui", "worker", "worker-next", "gateway",
+        "otel-collector", "jaeger", *ONE_SHOT,
     }  # fmt: skip
     for name, service in svc.items():
         image = service.get("image", "")
         assert re.fullmatch(r"[\w./-]+:[\w.-]+", image), f"{name}: unpinned image {image!r}"
         assert not image.endswith(":latest"), name
+        if name in ONE_SHOT:  # set-up steps: they run, succeed and stay stopped
+            assert service["restart"] == "no" and "healthcheck" not in service, name
+            continue
         assert service["healthcheck"]["test"], f"{name} has no health check"
         assert service.get("restart") == "unless-stopped", name
     assert svc["postgresql"]["image"].startswith("postgres:")
-    assert svc["temporal"]["image"].startswith("temporalio/auto-setup:")
+    # worker deployments with upgrade at continue-as-new need a 1.32 server
+    assert svc["temporal"]["image"] == "temporalio/server:1.32.0"
+    assert svc["temporal-schema"]["image"] == svc["temporal-namespace"]["image"]
+    assert svc["temporal-schema"]["image"] == "temporalio/admin-tools:1.32.0"
     assert svc["temporal-ui"]["image"].startswith("temporalio/ui:")
     assert svc["worker"]["build"] == "."
     assert svc["gateway"]["image"] == svc["worker"]["image"], "the gateway runs the same image"
@@ -48,13 +58,60 @@ def test_the_seven_services_with_pinned_images_and_health_checks(
 
 def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
     svc = services(compose)
-    assert svc["temporal"]["depends_on"] == {"postgresql": {"condition": "service_healthy"}}
     healthy = {"condition": "service_healthy"}
+    done = {"condition": "service_completed_successfully"}
+    assert svc["temporal-schema"]["depends_on"] == {"postgresql": healthy}
+    assert svc["temporal"]["depends_on"] == {"postgresql": healthy, "temporal-schema": done}
+    assert svc["temporal-namespace"]["depends_on"] == {"temporal": healthy}
     assert svc["temporal-ui"]["depends_on"] == {"temporal": healthy}
     assert svc["worker"]["depends_on"] == {
-        "temporal": healthy, "postgresql": healthy, "otel-collector": healthy
+        "temporal-namespace": done, "postgresql": healthy, "otel-collector": healthy
     }  # fmt: skip
+    assert svc["worker-next"]["depends_on"] == svc["worker"]["depends_on"]
+    assert svc["make-current"]["depends_on"] == {"worker": healthy}
     assert svc["otel-collector"]["depends_on"] == {"jaeger": healthy}
+
+
+def test_workers_are_builds_of_one_versioned_deployment(compose: dict[str, Any]) -> None:
+    """Each worker runs as a build of the deployment; the next build runs beside the
+    current one during a rollout; the set-up makes the workers' build current."""
+    svc = services(compose)
+    worker, following = svc["worker"], svc["worker-next"]
+    assert worker["environment"]["DURABLE_AGENT_DEPLOYMENT"] == "durable-agent"
+    assert worker["environment"]["DURABLE_AGENT_BUILD_ID"] == "${DURABLE_AGENT_BUILD_ID:-1}"
+    assert following["profiles"] == ["rollout"] and following["build"] == "."
+    assert following["image"] != worker["image"], "the next build is another image"
+    build = following["environment"].pop("DURABLE_AGENT_BUILD_ID")
+    assert build == "${DURABLE_AGENT_NEXT_BUILD_ID:-next}"
+    assert following["environment"] == {
+        k: v for k, v in worker["environment"].items() if k != "DURABLE_AGENT_BUILD_ID"
+    }
+    assert following["command"] == worker["command"]
+    parser = build_parser()
+    args = parser.parse_args(worker["command"])
+    assert args.deployment == "durable-agent"  # the flag's default; the variable names it
+    # make-current: until the workers poll, `versions current BUILD` is refused; it retries
+    script = svc["make-current"]["entrypoint"][-1]
+    call = re.search(r"durable-agent (versions current) .\$\$DURABLE_AGENT_BUILD_ID", script)
+    assert call and script.startswith("until ")
+    assert parser.parse_args([*call.group(1).split(), "1"]).action == "current"
+    assert (
+        svc["make-current"]["environment"]["DURABLE_AGENT_BUILD_ID"]
+        == (worker["environment"]["DURABLE_AGENT_BUILD_ID"])
+    )
+    # the server: versioning switched on, its database set up by the admin tools
+    temporal = svc["temporal"]
+    [mount] = temporal["volumes"]
+    source, target, _ = mount.split(":")
+    assert target.endswith(temporal["environment"]["DYNAMIC_CONFIG_FILE_PATH"])
+    settings = yaml.safe_load((ROOT / source).read_text())
+    assert settings["system.enableDeploymentVersions"] == [{"value": True}]
+    assert settings["frontend.workerVersioningWorkflowAPIs"] == [{"value": True}]
+    [script_mount] = svc["temporal-schema"]["volumes"]
+    setup = (ROOT / script_mount.split(":")[0]).read_text()
+    for db in ("temporal", "temporal_visibility"):
+        assert f"--db {db} setup-schema" in setup and f"--db {db} update-schema" in setup
+    assert "set -eu" in setup
 
 
 def test_ports_published(compose: dict[str, Any]) -> None:
@@ -75,6 +132,10 @@ def test_temporal_uses_the_postgresql_service_with_its_credentials(
     assert temporal["DB"].startswith("postgres") and temporal["POSTGRES_SEEDS"] == "postgresql"
     assert temporal["POSTGRES_USER"] == postgres["POSTGRES_USER"]
     assert temporal["POSTGRES_PWD"] == postgres["POSTGRES_PASSWORD"]
+    schema = svc["temporal-schema"]["environment"]
+    assert (schema["SQL_HOST"], schema["SQL_PLUGIN"]) == ("postgresql", temporal["DB"])
+    assert schema["SQL_USER"] == postgres["POSTGRES_USER"]
+    assert schema["SQL_PASSWORD"] == postgres["POSTGRES_PASSWORD"]
     assert "postgresql-data" in compose["volumes"]
 
 

@@ -19,6 +19,8 @@ from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_c
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.versions import versioned
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.browser import chromium_page, need_chromium
+from tests.support.gateway_harness import gateway
 from tests.test_cli import acli, address_of
 from tests.test_provider_limits import capabilities, limiter_ledger, named_spec, registry
 
@@ -135,6 +137,7 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
                 assert f"current build of {deployment}: {v2}" in listed.stdout
                 status_text = await acli("status", still, address=address)
                 assert f"build:          {v1} (pinned)" in status_text.stdout
+                await _console_shows(address, task_queue, still, f"build {v1} (pinned)")
 
                 # a person moves the pinned session: idle, it goes at once
                 moving = await acli("versions", "move", "--from", "v1",
@@ -225,3 +228,15 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
             ledger = await limiter_ledger(client, key)
     assert len(provider.requests) == 2
     assert ledger["requests_in_window"] >= 2  # the book went on with the limiter
+
+
+async def _console_shows(address: str, task_queue: str, session: str, build: str) -> None:
+    """The web console, opened on ``session``, names the build running it."""
+    need_chromium()
+    with gateway(address, task_queue, None) as base:
+        async with chromium_page() as page:
+            await page.goto(base)
+            await page.evaluate("(id) => open(id)", session)
+            shown = page.locator("#build", has_text=build)
+            await shown.wait_for(timeout=30_000)
+            assert await page.locator("#session-id").inner_text() == session

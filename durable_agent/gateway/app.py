@@ -224,6 +224,7 @@ def create_app(
                     "started_at": s.started_at.isoformat() if s.started_at else None,
                     "forked_from": s.forked_from,
                     "forked_at": s.forked_at,
+                    "version": s.version,
                 }
                 for s in found
             ]
