@@ -1,6 +1,7 @@
 // One AG-UI run with the official client (@ag-ui/client's HttpAgent), for the tests.
-// Reads {url, threadId, headers, messages} as JSON on stdin; runs the agent once; writes
-// {events, messages, state, error} as JSON on stdout (the events in the order received).
+// Reads {url, threadId, headers, messages, runId?, resume?} as JSON on stdin; runs the
+// agent once; writes each event as a line {"event": ...} as it arrives, then a last
+// line {"done": {messages, state, error}}.
 import { HttpAgent } from "@ag-ui/client";
 
 const chunks = [];
@@ -13,13 +14,12 @@ const agent = new HttpAgent({
   threadId: input.threadId,
   initialMessages: input.messages || [],
 });
-const events = [];
 let error = null;
 try {
-  await agent.runAgent({ runId: input.runId }, {
-    onEvent({ event }) { events.push(event); },
+  await agent.runAgent({ runId: input.runId, resume: input.resume }, {
+    onEvent({ event }) { process.stdout.write(JSON.stringify({ event }) + "\n"); },
   });
 } catch (failure) {
   error = String(failure && failure.message ? failure.message : failure);
 }
-process.stdout.write(JSON.stringify({ events, messages: agent.messages, state: agent.state, error }));
+process.stdout.write(JSON.stringify({ done: { messages: agent.messages, state: agent.state, error } }) + "\n");
