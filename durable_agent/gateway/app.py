@@ -43,6 +43,7 @@ from durable_agent.gateway.http_common import (
     session_for_conversation,
 )
 from durable_agent.gateway.hub import Hubs
+from durable_agent.gateway.openai_chat import chat_routes
 from durable_agent.messages import dump_messages
 from durable_agent.spec import AgentSpec
 
@@ -249,6 +250,7 @@ def create_app(
             methods=["POST"],
         ),
         *agui_routes(door),
+        *chat_routes(door, named, spec is not None),
         *(codec or []),
     ]
     return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])

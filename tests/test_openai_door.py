@@ -1,0 +1,129 @@
+"""The OpenAI-compatible front door driven by the official ``openai`` SDK over real HTTP,
+against a real worker and dev server: a streamed chat, its next turn found from the
+history, a request sent again after a disconnect (answered, nothing asked twice), a
+client's own history starting a session, a call waiting for a person (the
+``durable_agent`` field), and the refusals, in OpenAI's error shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.messages import AssistantMessage, UserMessage
+from durable_agent.testing import (
+    RecordedRequest,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+)
+from tests.support.agent_harness import running_worker, spec_for
+from tests.support.gateway_harness import gateway
+from tests.test_agui_client import registry, wiped
+from tests.test_cli import address_of
+
+
+def echo(request: RecordedRequest) -> AssistantMessage:
+    """Says what it was told last; asked to clear a cache, it calls ``wipe_cache``."""
+    messages = request.body["messages"]
+    last = messages[-1]
+    if last["role"] == "tool":
+        return assistant_text(f"done: {last['content']}")
+    if "clear" in last["content"]:
+        return assistant_calls(("wipe_cache", {"name": "tiles"}))
+    return assistant_text(f"you said {last['content']} ({len(messages)} messages)")
+
+
+def said(messages: list[Any]) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages if isinstance(m, UserMessage | AssistantMessage)
+            and m.content and not getattr(m, "tool_calls", None)]  # fmt: skip
+
+
+async def test_the_openai_sdk_chats_with_a_durable_session(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    wiped.clear()
+    with ScriptedProvider(responder=echo) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+                first = [{"role": "user", "content": f"hello {task_queue}"}]
+                # streamed: the text arrives in pieces, then the stop, then the usage
+                raw = await sdk.chat.completions.with_raw_response.create(
+                    model="durable-agent", messages=first, stream=True,  # type: ignore[arg-type]
+                    stream_options={"include_usage": True},
+                )  # fmt: skip
+                session = raw.headers["durable-session-id"]
+                chunks = [c async for c in raw.parse()]
+                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+                # the next turn: the history finds the session
+                history = [*first, {"role": "assistant", "content": text},
+                           {"role": "user", "content": "and again"}]  # fmt: skip
+                second = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
+                asked = len(provider.requests)
+                # sent again (a client back after a disconnect): the same answer, not re-asked
+                again = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
+                asked_again = len(provider.requests)
+                array = await agents.messages(session)
+                # a call waiting for a person: the reply says where to decide it
+                answer = second.choices[0].message.content
+                clear = [*history, {"role": "assistant", "content": answer},
+                         {"role": "user", "content": "clear the tiles"}]  # fmt: skip
+                waiting = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
+                extension = waiting.model_extra["durable_agent"]  # type: ignore[index]
+                tiles_before = list(wiped)
+                [pending] = extension["pending_approvals"]
+                async with httpx.AsyncClient(base_url=base) as http:
+                    decided = await http.post(pending["approve"], json={"by": "alice"})
+                done = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
+                # a client's own history: a new session starts with it
+                own = [
+                    {"role": "user", "content": f"x {task_queue}"},
+                    {"role": "assistant", "content": "y"},
+                    {"role": "user", "content": "z"},
+                ]
+                started = await sdk.chat.completions.with_raw_response.create(
+                    model="durable-agent", messages=own
+                )  # type: ignore[arg-type]
+                other = started.headers["durable-session-id"]
+                other_array = await agents.messages(other)
+                with pytest.raises(openai.BadRequestError) as refused:
+                    await sdk.chat.completions.create(
+                        model="durable-agent", messages=first,  # type: ignore[arg-type]
+                        tools=[{"type": "function", "function": {"name": "rm", "parameters": {}}}],
+                    )  # fmt: skip
+                with pytest.raises(openai.BadRequestError) as not_user:
+                    await sdk.chat.completions.create(
+                        model="durable-agent",
+                        messages=[{"role": "assistant", "content": "hi"}],  # type: ignore[list-item]
+                    )  # fmt: skip
+    roles = [c.choices[0].delta.role for c in chunks if c.choices]
+    assert roles[0] == "assistant" and chunks[-1].usage is not None and not chunks[-1].choices
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert text == f"you said hello {task_queue} (1 messages)"
+    assert second.choices[0].message.content == "you said and again (3 messages)"
+    assert again.choices[0].message.content == second.choices[0].message.content
+    assert asked_again == asked == 2  # the request sent again asked the model nothing
+    assert said(array) == [
+        ("user", first[0]["content"]),
+        ("assistant", text),
+        ("user", "and again"),
+        ("assistant", second.choices[0].message.content),
+    ]
+    assert pending["tool"] == "wipe_cache" and tiles_before == []  # it waited
+    assert decided.status_code == 202 and wiped == ["tiles"]
+    assert done.choices[0].message.content == "done: cache tiles cleared"
+    assert other != session and said(other_array) == [
+        ("user", own[0]["content"]), ("assistant", "y"), ("user", "z"),
+        ("assistant", "you said z (3 messages)"),
+    ]  # fmt: skip
+    assert refused.value.body["param"] == "tools"  # type: ignore[index]
+    assert not_user.value.body["param"] == "messages"  # type: ignore[index]
