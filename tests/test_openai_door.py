@@ -6,6 +6,8 @@ client's own history starting a session, a call waiting for a person (the
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from durable_agent.testing import (
     assistant_calls,
     assistant_text,
 )
-from tests.support.agent_harness import running_worker, spec_for
+from tests.support.agent_harness import running_worker, spec_for, start_worker_process, wait_for
 from tests.support.gateway_harness import gateway
 from tests.test_agui_client import registry, wiped
 from tests.test_cli import address_of
@@ -127,3 +129,101 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
     ]  # fmt: skip
     assert refused.value.body["param"] == "tools"  # type: ignore[index]
     assert not_user.value.body["param"] == "messages"  # type: ignore[index]
+
+
+async def test_a_responses_conversation_goes_on_after_its_worker_is_killed(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Two turns by ``previous_response_id``; the second's model call is under way on a
+    worker that is killed (SIGKILL): another worker takes the session over and the
+    request, still waiting, gets the answer, with nothing lost or repeated."""
+    lock, seen, gone = threading.Lock(), [0], threading.Event()
+
+    def model(request: RecordedRequest) -> AssistantMessage:
+        with lock:
+            seen[0] += 1
+            number = seen[0]
+        if number == 2:  # the call on the worker about to be killed never returns in time
+            gone.wait(60)
+        return echo(request)
+
+    with ScriptedProvider(responder=model) as provider:
+        spec = tmp_path / "spec.json"
+        rules = {"heartbeat_timeout_seconds": 2}
+        spec.write_text(spec_for(provider, [], session=rules).model_dump_json())
+        first_worker = start_worker_process(temporal_env, task_queue)
+        workers = [first_worker]
+        try:
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+                first = await sdk.responses.create(model="durable-agent", input="remember 7")
+                second_call = asyncio.ensure_future(sdk.responses.create(
+                    model="durable-agent", input="what was it?",
+                    previous_response_id=first.id,
+                ))  # fmt: skip
+
+                async def asked_twice() -> bool:
+                    return seen[0] >= 2
+
+                await wait_for(asked_twice, timeout=60)
+                first_worker.kill()
+                first_worker.wait()
+                workers.append(start_worker_process(temporal_env, task_queue))
+                second = await second_call
+                again = await sdk.responses.retrieve(second.id)
+                session = first.model_extra["durable_agent"]["session_id"]  # type: ignore[index]
+                agents = AgentClient(temporal_env.client, task_queue=task_queue)
+                array = await agents.messages(session)
+        finally:
+            gone.set()
+            for worker in workers:
+                worker.kill()
+                worker.wait()
+    assert first.output_text == "you said remember 7 (1 messages)"
+    assert second.output_text == "you said what was it? (3 messages)"
+    assert second.previous_response_id == first.id and again.output_text == second.output_text
+    assert said(array) == [
+        ("user", "remember 7"),
+        ("assistant", first.output_text),
+        ("user", "what was it?"),
+        ("assistant", second.output_text),
+    ]
+    assert seen[0] == 3 and len(provider.requests) == 3  # the lost call, and its retry
+
+
+async def test_responses_by_conversation_id_with_a_call_a_person_approves(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    wiped.clear()
+    with ScriptedProvider(responder=echo) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry):
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+                conversation = f"support-{task_queue}"
+                hello = await sdk.responses.create(model="durable-agent", input="hello",
+                                                   conversation=conversation)  # fmt: skip
+                asking = await sdk.responses.create(
+                    model="durable-agent", conversation=conversation,
+                    input=[{"role": "user", "content": "clear the tiles"}],
+                )  # fmt: skip
+                [request] = [item for item in asking.output if item.type == "mcp_approval_request"]
+                waited = list(wiped)
+                answer = await sdk.responses.create(
+                    model="durable-agent", previous_response_id=asking.id,
+                    input=[{"type": "mcp_approval_response", "approval_request_id": request.id,
+                            "approve": True}],
+                )  # fmt: skip
+                with pytest.raises(openai.BadRequestError) as refused:
+                    await sdk.responses.create(model="durable-agent", input="x",
+                                               instructions="be someone else")  # fmt: skip
+                with pytest.raises(openai.NotFoundError):
+                    await sdk.responses.create(model="durable-agent", input="x",
+                                               previous_response_id="resp_bm9uZQ.1")  # fmt: skip
+    assert hello.output_text == "you said hello (1 messages)"
+    assert hello.model_extra["durable_agent"]["session_id"] == f"conversation-{conversation}"  # type: ignore[index]
+    assert request.name == "wipe_cache" and waited == [] and wiped == ["tiles"]  # type: ignore[attr-defined]
+    assert answer.output_text == "done: cache tiles cleared"
+    assert refused.value.body["param"] == "instructions"  # type: ignore[index]
+    assert len(provider.requests) == 3

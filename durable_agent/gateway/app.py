@@ -44,6 +44,7 @@ from durable_agent.gateway.http_common import (
 )
 from durable_agent.gateway.hub import Hubs
 from durable_agent.gateway.openai_chat import chat_routes
+from durable_agent.gateway.openai_responses import responses_routes
 from durable_agent.messages import dump_messages
 from durable_agent.spec import AgentSpec
 
@@ -251,6 +252,7 @@ def create_app(
         ),
         *agui_routes(door),
         *chat_routes(door, named, spec is not None),
+        *responses_routes(door, named),
         *(codec or []),
     ]
     return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
