@@ -51,8 +51,14 @@ from durable_agent.cli.replay import (
     cmd_replay,
 )
 from durable_agent.cli.schedules import add_schedule_command, cmd_schedule
-from durable_agent.cli.serve import add_serve_arguments, cmd_gateway
+from durable_agent.cli.serve import (
+    add_mcp_serve_command,
+    add_serve_arguments,
+    cmd_gateway,
+    cmd_mcp_serve,
+)
 from durable_agent.cli.specs import add_agent_arguments, load_spec
+from durable_agent.cli.steering import cmd_budget, cmd_cancel, cmd_end, cmd_flush, cmd_move
 from durable_agent.cli.trace import cmd_trace
 from durable_agent.cli.versions import add_versions_command, cmd_versions
 from durable_agent.cli.visible_writer import VisibleWriter
@@ -196,54 +202,6 @@ async def cmd_key(args: argparse.Namespace, out: TextIO) -> int:
     return cmd_approver_key(args, out)
 
 
-async def cmd_end(args: argparse.Namespace, out: TextIO) -> int:
-    agents = await connect(args)
-    await agents.end(args.session_id, by=who_am_i(), reason=args.reason)
-    print(f"ending {args.session_id}", file=out)
-    return EXIT_OK
-
-
-async def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
-    agents = await connect(args)
-    await agents.cancel_turn(args.session_id, by=who_am_i(), reason=args.reason)
-    print(f"cancelling the current turn of {args.session_id}", file=out)
-    return EXIT_OK
-
-
-async def cmd_flush(args: argparse.Namespace, out: TextIO) -> int:
-    agents = await connect(args)
-    await agents.flush(args.session_id, by=who_am_i(), reason=args.reason)
-    print(f"flushing {args.session_id} once its turn is over", file=out)
-    return EXIT_OK
-
-
-async def cmd_move(args: argparse.Namespace, out: TextIO) -> int:
-    agents = await connect(args)
-    status = await agents.status(args.session_id)
-    if not status.agents:
-        raise CommandError(f"move: session {args.session_id} has one agent")
-    if args.agent not in status.agents:
-        known = ", ".join(status.agents)
-        raise CommandError(f"move: no agent {args.agent!r} in this session (agents: {known})")
-    await agents.move_to_agent(args.session_id, args.agent, by=who_am_i(), reason=args.reason)
-    print(f"moving {args.session_id} to {args.agent} at its next safe point", file=out)
-    return EXIT_OK
-
-
-async def cmd_budget(args: argparse.Namespace, out: TextIO) -> int:
-    if args.max_total_tokens is None and args.max_cost_usd is None:
-        raise CommandError("budget: give --max-total-tokens, --max-cost-usd or both")
-    agents = await connect(args)
-    await agents.set_budget(
-        args.session_id,
-        max_total_tokens=args.max_total_tokens,
-        max_cost_usd=args.max_cost_usd,
-        by=who_am_i(),
-    )
-    print(f"budget of {args.session_id} changed", file=out)
-    return EXIT_OK
-
-
 async def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     status = await agents.status(args.session_id)
@@ -312,6 +270,7 @@ async def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, int]]] = {
     "serve": cmd_gateway,
+    "mcp-serve": cmd_mcp_serve,
     "dev": cmd_serve,
     "worker": cmd_serve,
     "demo": cmd_demo,
@@ -325,11 +284,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "rules": with_client(cmd_rules),
     "revoke": with_client(cmd_revoke),
     "approver-key": cmd_key,
-    "end": cmd_end,
-    "cancel": cmd_cancel,
-    "flush": cmd_flush,
-    "move": cmd_move,
-    "budget": cmd_budget,
+    "end": with_client(cmd_end),
+    "cancel": with_client(cmd_cancel),
+    "flush": with_client(cmd_flush),
+    "move": with_client(cmd_move),
+    "budget": with_client(cmd_budget),
     "status": cmd_status,
     "history": cmd_history,
     "trace": with_client(cmd_trace),
@@ -445,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_command(command)
     add_schedule_command(command)
     add_versions_command(command)
+    add_mcp_serve_command(command)
     add_check_replay_command(command)
     sessions = command("sessions", "sessions on the server, newest first (branches indented)")
     sessions.add_argument("--limit", type=int, default=50)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TextIO
+from typing import Any, TextIO
 
 from durable_agent.agent_modules import load_agents
 from durable_agent.cli.args import CommandError, codec_keys, server_settings
@@ -67,5 +67,48 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
     app = create_app(agents, spec, named, codec, access)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
+    await uvicorn.Server(config).serve()
+    return 0
+
+
+def add_mcp_serve_command(command: Any) -> None:
+    sub = command("mcp-serve", "the agents as MCP tools (stdio, or streamable HTTP at /mcp)")
+    add_agent_arguments(sub, by_name=False)
+    sub.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    sub.add_argument("--host", default="127.0.0.1", help="http: the address to bind")
+    sub.add_argument("--port", type=int, default=8701, help="http: the port")
+    sub.add_argument(
+        "--trusted-host", action="append", default=[],
+        help="http: a host name the server is reached by (besides --host)",
+    )  # fmt: skip
+
+
+async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Each of ``--agents``' agents an MCP tool; every call a durable session."""
+    try:
+        import uvicorn
+
+        from durable_agent.gateway.guard import AccessError, GatewayAccess
+        from durable_agent.gateway.mcp_door import mcp_http_app, mcp_server
+    except ImportError as error:
+        raise CommandError(
+            f"mcp-serve needs the gateway and mcp extras: pip install "
+            f"'durable-agent[gateway,mcp]' ({error})"
+        ) from None
+    named = load_agents([m for m in args.agents.split(",") if m])
+    if not named:
+        raise CommandError("mcp-serve: name the agents it offers (--agents MODULE)")
+    agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
+    server = mcp_server(agents, named)
+    if args.transport == "stdio":  # stdout is the protocol's: nothing else is written there
+        await server.run_stdio_async()
+        return 0
+    try:
+        access = GatewayAccess.from_environment(args.host, args.trusted_host)
+    except AccessError as error:
+        raise CommandError(str(error)) from None
+    app = mcp_http_app(server, access)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    print(f"durable-agent MCP server on http://{args.host}:{args.port}/mcp", file=out, flush=True)
     await uvicorn.Server(config).serve()
     return 0

@@ -141,7 +141,11 @@ class GuardMiddleware:
             await _answer(secure, *problem)
             return
         body = b""
-        if scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+        sends_body = scope["method"] in ("POST", "PUT", "PATCH") or (
+            scope["method"] == "DELETE"
+            and (headers.get("content-length", "0") != "0" or "transfer-encoding" in headers)
+        )
+        if sends_body:
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
             if kind != "application/json":
                 await _answer(secure, 415, "send the body as application/json", "Content-Type")
