@@ -7,7 +7,9 @@ run with reasoning, a tool call that waits for a person (the run ends with the
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,11 +23,13 @@ from durable_agent.messages import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for
-from tests.support.agui_client import run_agent
+from tests.support.agui_client import CLIENT, need_agui_client, run_agent
+from tests.support.docs_page import page_block
 from tests.support.gateway_harness import gateway, read_sse
 from tests.test_cli import address_of
 from tests.test_live_events import paced
 
+FRONT_DOORS = Path(__file__).parent.parent / "docs" / "front-doors.md"
 wiped: list[str] = []
 registry = ToolRegistry()
 
@@ -176,3 +180,31 @@ async def test_another_users_thread_is_not_theirs_to_resume(
     assert stolen["error"] is not None and "404" in stolen["error"]
     assert [p.approval_id for p in still.pending_approvals] == [interrupt["id"]]
     assert wiped == [], "bob's answer decided nothing"
+
+
+async def test_the_manuals_example_runs_with_the_official_client(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """docs/front-doors.md's AG-UI example, as it stands, run by node: it asks, sees
+    the interrupt, approves it, and the answer streams."""
+    wiped.clear()
+    script = [assistant_calls(("wipe_cache", {"name": "tiles"})), assistant_text("tiles cleared")]
+    example = CLIENT / f".example-{task_queue}.mjs"  # beside the client, which it imports
+    example.write_text(page_block("## AG-UI", "js", FRONT_DOORS))
+    with ScriptedProvider(script) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry):
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                need_agui_client()
+                process = await asyncio.create_subprocess_exec(
+                    "node", str(example), cwd=CLIENT, stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env={**os.environ, "GATEWAY_URL": f"{base}/api/agui"},
+                )  # fmt: skip
+                out, err = await asyncio.wait_for(process.communicate(), 120)
+    example.unlink()
+    assert process.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[-2].startswith("approving: ") and "tiles" in lines[-2]
+    assert lines[-1] == "tiles cleared" and wiped == ["tiles"]

@@ -7,6 +7,8 @@ client's own history starting a session, a call waiting for a person (the
 from __future__ import annotations
 
 import asyncio
+import functools
+import io
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,9 @@ from durable_agent.testing import (
     assistant_text,
 )
 from tests.support.agent_harness import running_worker, spec_for, start_worker_process, wait_for
+from tests.support.docs_page import page_block
 from tests.support.gateway_harness import gateway
-from tests.test_agui_client import registry, wiped
+from tests.test_agui_client import FRONT_DOORS, registry, wiped
 from tests.test_cli import address_of
 
 
@@ -227,3 +230,28 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
     assert answer.output_text == "done: cache tiles cleared"
     assert refused.value.body["param"] == "instructions"  # type: ignore[index]
     assert len(provider.requests) == 3
+
+
+async def test_the_manuals_example_runs_against_the_gateway(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """docs/front-doors.md's OpenAI example, as it stands (the gateway's address aside):
+    a streamed chat, then two Responses turns in one conversation."""
+    block = page_block("## OpenAI-compatible endpoints", page=FRONT_DOORS)
+    with ScriptedProvider(responder=echo) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry):
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                code = block.replace("http://127.0.0.1:8700", base)
+                code = code.replace('"support-42"', f'"support-{task_queue}"')
+                printed = io.StringIO()
+
+                def run() -> None:  # (its print writes here: the worker logs to stdout)
+                    said = functools.partial(print, file=printed)
+                    exec(compile(code, str(FRONT_DOORS), "exec"), {"print": said})
+
+                await asyncio.to_thread(run)
+    lines = printed.getvalue().splitlines()
+    assert lines == ["you said What is on my calendar today? (1 messages)",
+                     "you said What was it? (3 messages)"]  # fmt: skip
