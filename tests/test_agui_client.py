@@ -22,7 +22,7 @@ from durable_agent import AgentClient
 from durable_agent.messages import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.support.agent_harness import running_worker, spec_for
+from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.agui_client import CLIENT, need_agui_client, run_agent
 from tests.support.docs_page import page_block
 from tests.support.gateway_harness import gateway, read_sse
@@ -70,6 +70,10 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
                 second = await run_agent(url, thread, first["messages"], resume=resume)
                 again = await run_agent(url, thread, second["messages"])  # back, nothing new
                 array = await agents.messages(session)
+                handle = client.get_workflow_handle(session)
+                await handle.signal("end_session")
+                await handle.result()
+                await record_history(handle, "agui_interrupt_resumed")
     assert first["error"] is None and second["error"] is None and again["error"] is None
     # the first run: reasoning, the call, then the interrupt naming the call
     got = kinds(first)
