@@ -218,6 +218,14 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
                     input=[{"type": "mcp_approval_response", "approval_request_id": request.id,
                             "approve": True}],
                 )  # fmt: skip
+                # streamed: OpenAI's event sequence, read raw and by the SDK's helper
+                events = [e async for e in await sdk.responses.create(
+                    model="durable-agent", input="stream this", conversation=conversation,
+                    stream=True,
+                )]  # fmt: skip
+                async with sdk.responses.stream(model="durable-agent", input="and this",
+                                                conversation=conversation) as helped:  # fmt: skip
+                    final = await helped.get_final_response()
                 with pytest.raises(openai.BadRequestError) as refused:
                     await sdk.responses.create(model="durable-agent", input="x",
                                                instructions="be someone else")  # fmt: skip
@@ -229,7 +237,16 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
     assert request.name == "wipe_cache" and waited == [] and wiped == ["tiles"]  # type: ignore[attr-defined]
     assert answer.output_text == "done: cache tiles cleared"
     assert refused.value.body["param"] == "instructions"  # type: ignore[index]
-    assert len(provider.requests) == 3
+    kinds = [e.type for e in events]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]  # fmt: skip
+    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done",
+                          "response.output_item.done", "response.completed"]  # fmt: skip
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert deltas == "you said stream this (7 messages)" == events[-1].response.output_text
+    assert [e.sequence_number for e in events] == list(range(1, len(events) + 1))
+    assert final.output_text == "you said and this (9 messages)"
+    assert len(provider.requests) == 5
 
 
 async def test_the_manuals_example_runs_against_the_gateway(

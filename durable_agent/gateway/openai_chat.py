@@ -88,11 +88,14 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         else:
             session_id, array = await _find(door, owner, body.model, asked)
         if array is not None and len(_said(array)) > len(asked) - 1:  # sent already
+            # where the events are, then the array: an answer landing between the two
+            # reads is in the array or after that offset, never missed
+            after = await agents.latest_offset(session_id)
+            array = await agents.messages(session_id)
             at = _index_of(array, len(asked) - 1)
             answer = _answer_after(array, at)
             if answer is not None:
                 return await _respond(body, session_id, at, _done(answer))
-            after = await agents.latest_offset(session_id)
             steps = follow_reply(door, session_id, after, at)
             return await _respond(body, session_id, at, steps)
         if array is None and not named_session:  # a new conversation: its history first

@@ -7,6 +7,7 @@ session that answered it; neither starts one. A response's id names its session 
 the message it answers, so it can be read again (``GET``) and continued from any
 gateway replica.
 
+``stream: true`` answers with OpenAI's event sequence (``openai_response_stream``).
 A call waiting for a person comes back as an ``mcp_approval_request`` item (OpenAI's
 own item for approving a tool call); the next request answers it with an
 ``mcp_approval_response`` input item (``approve``, and ``reason`` if denied),
@@ -16,12 +17,14 @@ decided as the caller.
 from __future__ import annotations
 
 import base64
+import functools
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -33,9 +36,11 @@ from durable_agent.gateway.openai_door import (
     Reply,
     agent_for,
     answered,
+    follow_reply,
     openai_errors,
     wait_reply,
 )
+from durable_agent.gateway.openai_response_stream import response_events
 from durable_agent.messages import UserMessage
 from durable_agent.spec import AgentSpec
 
@@ -62,9 +67,6 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
             if getattr(body, refused):
                 raise HttpError(400, f"{refused}: the agent's spec decides them; send none",
                                 refused)  # fmt: skip
-        if body.stream:
-            raise HttpError(400, "stream: answered whole here; stream with Chat Completions",
-                            "stream")  # fmt: skip
         spec = agent_for(door, named, body.model)
         owner = door.user_of(request)
         users, decisions = _input(body.input)
@@ -91,16 +93,28 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                 if body.previous_response_id is not None:
                     raise
                 after = -1
+            # counted before deciding: an answer quick enough to land before the count
+            # would otherwise not be more than it
+            before = (await agents.status(session_id)).message_count if after >= 0 else 0
             for approval_id, approve, reason in decisions:
                 await door.decide(request, session_id, approval_id, approve, reason=reason)
-            before = (await agents.status(session_id)).message_count if after >= 0 else 0
             for message in users:
                 before = (await agents.converse(session_id, message, spec, owner=owner)).before
+        if body.stream:
+            steps = follow_reply(door, session_id, after, before)
+            whole = functools.partial(_response, session_id, before, body.model,
+                                      body=body, conversation=conversation)  # fmt: skip
+
+            def shaped(reply: Reply, output: list[dict[str, Any]], status: str) -> dict[str, Any]:
+                return whole(reply, output=output, status=status)
+
+            events = response_events(response_id(session_id, before), steps, shaped)
+            return EventSourceResponse(events, sep="\n", ping=15)
         reply = await wait_reply(door, session_id, after, before)
         if reply.ended is not None:
             raise HttpError(502, f"the session ended: {reply.ended}")
-        found = _response(session_id, before, body.model, reply, body, conversation)
-        return JSONResponse(found)
+        return JSONResponse(_response(session_id, before, body.model, reply, body=body,
+                                      conversation=conversation))  # fmt: skip
 
     async def retrieve(request: Request) -> Response:
         session_id, before = parse_id(request.path_params["response_id"])
@@ -108,7 +122,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
         reply = await answered(agents, session_id, before)
         pending = (await agents.status(session_id)).pending_approvals
         reply.pending = pending
-        return JSONResponse(_response(session_id, before, "durable-agent", reply, None, None))
+        return JSONResponse(_response(session_id, before, "durable-agent", reply))
 
     return [
         Route("/v1/responses", openai_errors(create), methods=["POST"]),
@@ -192,11 +206,18 @@ def _response(
     before: int,
     model: str,
     reply: Reply,
-    body: ResponsesRequest | None,
-    conversation: str | None,
+    *,
+    body: ResponsesRequest | None = None,
+    conversation: str | None = None,
+    output: list[dict[str, Any]] | None = None,
+    status: str = "completed",
 ) -> dict[str, Any]:
+    """The response object: ``output`` as given (a stream's items), else the answer's
+    text and the calls waiting for a person."""
     ident = response_id(session_id, before)
-    output: list[dict[str, Any]] = []
+    if output is not None:
+        return _envelope(ident, model, reply, output, status, body, conversation, session_id)
+    output = []
     if reply.text:
         output.append({"type": "message", "id": f"msg_{ident[5:]}", "status": "completed",
                        "role": "assistant",
@@ -206,12 +227,25 @@ def _response(
         output.append({"type": "mcp_approval_request", "id": p.approval_id,
                        "name": p.tool_name, "arguments": p.arguments,
                        "server_label": "durable-agent"})  # fmt: skip
+    return _envelope(ident, model, reply, output, status, body, conversation, session_id)
+
+
+def _envelope(
+    ident: str,
+    model: str,
+    reply: Reply,
+    output: list[dict[str, Any]],
+    status: str,
+    body: ResponsesRequest | None,
+    conversation: str | None,
+    session_id: str,
+) -> dict[str, Any]:
     usage = reply.usage
     return {
         "id": ident,
         "object": "response",
         "created_at": int(time.time()),
-        "status": "completed",
+        "status": status,
         "model": model,
         "output": output,
         "usage": {"input_tokens": usage.prompt_tokens or 0,
