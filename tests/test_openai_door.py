@@ -272,3 +272,49 @@ async def test_the_manuals_example_runs_against_the_gateway(
     lines = printed.getvalue().splitlines()
     assert lines == ["you said What is on my calendar today? (1 messages)",
                      "you said What was it? (3 messages)"]  # fmt: skip
+
+
+async def test_with_tokens_each_users_conversations_are_their_own(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The API key is a gateway token: without one, 401; bob's chat that begins as
+    alice's does is another session; alice's response is not bob's to go on from."""
+    alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
+    monkeypatch.setenv("DURABLE_AGENT_GATEWAY_TOKENS", f"alice={alice},bob={bob}")
+    with ScriptedProvider(responder=echo) as provider:
+        spec = tmp_path / "spec.json"
+        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                as_alice = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=alice)
+                as_bob = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=bob)
+                nobody = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-a-token")
+                asked = [{"role": "user", "content": f"hi {task_queue}"}]
+                hers = await as_alice.chat.completions.with_raw_response.create(
+                    model="durable-agent", messages=asked
+                )  # type: ignore[arg-type]
+                his = await as_bob.chat.completions.with_raw_response.create(
+                    model="durable-agent", messages=asked
+                )  # type: ignore[arg-type]
+                first = await as_alice.responses.create(model="durable-agent", input="mine")
+                with pytest.raises(openai.NotFoundError):
+                    await as_bob.responses.create(model="durable-agent", input="steal",
+                                                  previous_response_id=first.id)  # fmt: skip
+                with pytest.raises(openai.AuthenticationError):
+                    await nobody.chat.completions.create(model="durable-agent", messages=asked)  # type: ignore[arg-type]
+            agents = AgentClient(client, task_queue=task_queue)
+            session = first.model_extra["durable_agent"]["session_id"]  # type: ignore[index]
+            owners = [
+                await agents.owner(s)
+                for s in (
+                    hers.headers["durable-session-id"],
+                    his.headers["durable-session-id"],
+                    session,
+                )
+            ]
+            array = await agents.messages(session)
+    assert hers.headers["durable-session-id"] != his.headers["durable-session-id"]
+    assert owners == ["alice", "bob", "alice"]
+    assert [m.content for m in array] == ["mine", "you said mine (1 messages)"]
+    assert len(provider.requests) == 3  # bob's "steal" reached no model

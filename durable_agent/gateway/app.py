@@ -3,8 +3,10 @@
 Stateless: every request goes to Temporal, so any number of replicas can run behind a
 load balancer. A conversation id maps to a session id by a fixed rule, so the same
 conversation reaches the same session from any replica. The event stream is SSE, in
-our event types or (``format=agui``) in the AG-UI encoding; ``POST /api/agui`` is an
-AG-UI agent endpoint. Bad requests get a 4xx with a JSON error naming the field.
+our event types or (``format=agui``) in the AG-UI encoding. The other front doors are
+modules of their own, given the same ``Door``: ``POST /api/agui`` (``agui_endpoint``)
+and the OpenAI-compatible ``/v1`` endpoints (``openai_chat``, ``openai_responses``).
+Bad requests get a 4xx with a JSON error naming the field.
 
 New sessions run the operator's spec (``--spec``) or one of the operator's agents by
 name (``--agents``): a request never sends a spec, since a spec says what the

@@ -75,10 +75,8 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
             raise HttpError(400, "tools: the agent's tools are the workers'; send none", "tools")
         spec = agent_for(door, named, body.model)
         owner = door.user_of(request)
-        history = _history(body.messages)
-        message = history[-1]
-        assert isinstance(message, UserMessage)  # (_history sees to it)
-        asked = _said(history)
+        history, message = _history(body.messages)
+        asked = _said([*history, message])
         named_session = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get(
             "session_id"
         )
@@ -99,8 +97,7 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
             steps = follow_reply(door, session_id, after, at)
             return await _respond(body, session_id, at, steps)
         if array is None and not named_session:  # a new conversation: its history first
-            prior = history[:-1]
-            await agents.start(spec, message, session_id=session_id, history=prior,
+            await agents.start(spec, message, session_id=session_id, history=history,
                                owner=owner)  # fmt: skip
             after, before = -1, 0
         else:
@@ -146,9 +143,10 @@ def _read(raw: bytes) -> ChatRequest:
         raise HttpError(400, f"{where}: {first['msg']}", where) from None
 
 
-def _history(raw: list[dict[str, Any]]) -> list[Message]:
-    """The conversation a client sent: its user messages and answers (system messages
-    are the agent's, tool calls the workers': a request brings neither)."""
+def _history(raw: list[dict[str, Any]]) -> tuple[list[Message], UserMessage]:
+    """The conversation a client sent, and its last user message: its user messages
+    and answers only (system messages are the agent's, tool calls the workers': a
+    request brings neither)."""
     found: list[Message] = []
     for k, item in enumerate(raw):
         role = item.get("role")
@@ -162,9 +160,10 @@ def _history(raw: list[dict[str, Any]]) -> list[Message]:
         except ValidationError as error:
             raise HttpError(400, f"messages.{k}: {error.errors()[0]['msg']}",
                             f"messages.{k}") from None  # fmt: skip
-    if not found or not isinstance(found[-1], UserMessage):
+    last = found.pop() if found else None
+    if not isinstance(last, UserMessage):
         raise HttpError(400, "messages: the last message must be the user's", "messages")
-    return found
+    return found, last
 
 
 def _said(messages: list[Message]) -> list[tuple[str, str]]:
