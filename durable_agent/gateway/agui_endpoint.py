@@ -28,7 +28,6 @@ from ag_ui.core import (
     RunAgentInput,
     StateSnapshotEvent,
 )
-from pydantic import ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,7 +38,12 @@ from durable_agent.contracts import SessionStatus
 from durable_agent.events import Ended, Idle, LiveEvent
 from durable_agent.gateway.agui import AguiTranslator, messages_snapshot
 from durable_agent.gateway.door import Door
-from durable_agent.gateway.http_common import HttpError, json_errors, session_for_conversation
+from durable_agent.gateway.http_common import (
+    HttpError,
+    json_errors,
+    parse_json,
+    session_for_conversation,
+)
 from durable_agent.messages import UserMessage
 
 #: Line ends of the event stream: AG-UI's encoder and client use ``\n``.
@@ -50,7 +54,7 @@ def agui_routes(door: Door) -> list[Route]:
     agents = door.agents
 
     async def run_agent(request: Request) -> Response:
-        run = _read_run(await request.body())
+        run = parse_json(await request.body(), RunAgentInput)
         user = door.user_of(request)
         session_id = session_for_conversation(run.thread_id, user)
         try:
@@ -169,15 +173,6 @@ def _state(status: SessionStatus) -> StateSnapshotEvent:
     )  # fmt: skip
     shown["pending_approvals"] = [p.approval_id for p in status.pending_approvals]
     return StateSnapshotEvent(snapshot=shown)
-
-
-def _read_run(raw: bytes) -> RunAgentInput:
-    try:
-        return RunAgentInput.model_validate_json(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise HttpError(400, f"{field}: {first['msg']}", field) from None
 
 
 def _last_user_message(run: RunAgentInput) -> tuple[str, str] | None:

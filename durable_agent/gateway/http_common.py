@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
@@ -45,9 +45,16 @@ def session_for_conversation(conversation_id: str, user: str | None = None) -> s
 
 
 async def read_body(request: Request, model: type[Body]) -> Any:
-    raw = await request.body()
+    return parse_json(await request.body() or b"{}", model)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_json(raw: bytes, model: type[ModelT]) -> ModelT:
+    """A request body as ``model``; a 400 naming the first field that is wrong."""
     try:
-        return model.model_validate_json(raw or b"{}")
+        return model.model_validate_json(raw)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None

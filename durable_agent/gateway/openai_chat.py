@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from durable_agent.client import SessionNotFoundError
 from durable_agent.gateway.door import Door
-from durable_agent.gateway.http_common import HttpError
+from durable_agent.gateway.http_common import HttpError, parse_json
 from durable_agent.gateway.openai_door import (
     Reply,
     agent_for,
@@ -70,7 +70,7 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         return JSONResponse(models_listing(named, has_default))
 
     async def completions(request: Request) -> Response:
-        body = _read(await request.body())
+        body = parse_json(await request.body(), ChatRequest)
         if body.tools:
             raise HttpError(400, "tools: the agent's tools are the workers'; send none", "tools")
         spec = agent_for(door, named, body.model)
@@ -132,15 +132,6 @@ async def _find(
         if seen == asked[:-1] or seen[: len(asked)] == asked:
             return session_id, array
     raise HttpError(409, f"{MAX_CHATS} conversations began with this message", "messages")
-
-
-def _read(raw: bytes) -> ChatRequest:
-    try:
-        return ChatRequest.model_validate_json(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise HttpError(400, f"{where}: {first['msg']}", where) from None
 
 
 def _history(raw: list[dict[str, Any]]) -> tuple[list[Message], UserMessage]:

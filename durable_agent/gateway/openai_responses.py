@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from durable_agent.client import SessionNotFoundError
 from durable_agent.gateway.door import Door
-from durable_agent.gateway.http_common import HttpError, session_for_conversation
+from durable_agent.gateway.http_common import HttpError, parse_json, session_for_conversation
 from durable_agent.gateway.openai_door import (
     Reply,
     agent_for,
@@ -62,7 +62,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
     agents = door.agents
 
     async def create(request: Request) -> Response:
-        body = _read(await request.body())
+        body = parse_json(await request.body(), ResponsesRequest)
         for refused in ("tools", "instructions"):
             if getattr(body, refused):
                 raise HttpError(400, f"{refused}: the agent's spec decides them; send none",
@@ -143,15 +143,6 @@ def parse_id(ident: str) -> tuple[str, int]:
         return session_id, int(number)
     except ValueError:
         raise HttpError(404, f"no response {ident!r} here", "previous_response_id") from None
-
-
-def _read(raw: bytes) -> ResponsesRequest:
-    try:
-        return ResponsesRequest.model_validate_json(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise HttpError(400, f"{where}: {first['msg']}", where) from None
 
 
 def _conversation_id(given: str | dict[str, Any] | None) -> str | None:
