@@ -199,6 +199,9 @@ class TranscriptSync:
                 summary=f"load_transcript from message {len(self.messages)}",
             )
             self.messages.extend(page)
+            # hashed and sized now, in this page's task: left to the end, the whole array
+            # would be in one task, past the SDK's 2 s on a busy worker
+            self.messages.hash_at(len(self.messages))
         if self.messages.head != ref.hash:
             raise ApplicationError(
                 "the stored transcript does not match the one this session carried",
