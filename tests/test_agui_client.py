@@ -65,6 +65,8 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
                 pending = (await agents.status(session)).pending_approvals
                 assert wiped == [] and len(pending) == 1  # it waits; the tool has not run
                 [interrupt] = first["events"][-1]["outcome"]["interrupts"]
+                # back before deciding: the snapshot, and the same interrupt again
+                waiting = await run_agent(url, thread, asked)
                 resume = [{"interruptId": interrupt["id"], "status": "resolved",
                            "payload": {"approved": True}}]  # fmt: skip
                 second = await run_agent(url, thread, first["messages"], resume=resume)
@@ -92,6 +94,9 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
     assert state["type"] == "STATE_SNAPSHOT"
     assert state["snapshot"]["pending_approvals"] == [interrupt["id"]]
     assert state["snapshot"]["phase"] == "awaiting_approval"
+    assert kinds(waiting) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT",
+                              "RUN_FINISHED"]  # fmt: skip
+    assert waiting["events"][-1]["outcome"]["interrupts"] == [interrupt]
     # the second run: the approval is the caller's, the tool ran, the answer streamed
     assert wiped == ["tiles"]
     got = kinds(second)

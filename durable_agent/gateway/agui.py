@@ -145,6 +145,14 @@ class AguiTranslator:
         else:  # turn_started, approvals, usage, errors, gaps
             yield _custom(event)
 
+    def knows_calls(self, messages: Sequence[Message]) -> None:
+        """Learn the latest batch's call ids from the array (a client that rejoins saw
+        no events: its interrupts still name their calls)."""
+        for message in reversed(messages):
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                self._calls = {k: c.id for k, c in enumerate(message.tool_calls)}
+                return
+
     def interrupt(self, pending: Sequence[PendingApproval]) -> Iterator[BaseEvent]:
         """End the run waiting for these approvals (the ``interrupt`` outcome)."""
         interrupts = [

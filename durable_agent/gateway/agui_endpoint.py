@@ -135,7 +135,9 @@ async def _rejoin(
     """A client back after a disconnect: the array as it is, then the run under way."""
     agents = door.agents
     status = await agents.status(session_id)
-    snapshot = messages_snapshot(translator.thread_id, await agents.messages(session_id))
+    array = await agents.messages(session_id)
+    snapshot = messages_snapshot(translator.thread_id, array)
+    translator.knows_calls(array)
     if status.phase == "awaiting_approval":
         yield _sse(translator.open_run())
         yield _sse(snapshot)
@@ -190,12 +192,17 @@ def _last_user_message(run: RunAgentInput) -> tuple[str, str] | None:
     return message.id, text
 
 
+#: How far back a message sent again is looked for: a client resends its latest.
+RESENT_WINDOW = 50
+
+
 async def _delivered(door: Door, session_id: str, message_id: str) -> bool:
-    """The session has this user message already (the client sends it again)."""
-    return any(
-        isinstance(m, UserMessage) and m.id == message_id
-        for m in await door.agents.messages(session_id)
-    )
+    """The session has this user message already, among its latest messages (the
+    client sends it again)."""
+    agents = door.agents
+    count = (await agents.status(session_id)).message_count
+    latest = await agents.messages(session_id, max(count - RESENT_WINDOW, 0))
+    return any(isinstance(m, UserMessage) and m.id == message_id for m in latest)
 
 
 def _answer(entry: ResumeEntry) -> tuple[bool, str | None]:
