@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from temporalio.api.deployment.v1 import WorkerDeploymentInfo
 from temporalio.api.enums.v1 import RoutingConfigUpdateState
@@ -36,6 +37,9 @@ from durable_agent.versions import (
 
 RUNNING = 'ExecutionStatus = "Running"'
 IN_PROGRESS = RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS
+ReplyT = TypeVar("ReplyT")
+#: Refusals that pass: the server was busy, not unwilling.
+PASSING = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
 
 
 def version_of(execution: WorkflowExecution) -> str | None:
@@ -76,8 +80,9 @@ class SessionVersions:
         request = DescribeWorkerDeploymentRequest(
             namespace=self.temporal.namespace, deployment_name=deployment
         )
+        service = self.temporal.workflow_service
         try:
-            found = await self.temporal.workflow_service.describe_worker_deployment(request)
+            found = await _again(lambda: service.describe_worker_deployment(request))
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 return None
@@ -97,8 +102,9 @@ class SessionVersions:
             build_id=build_id,
             identity=by,
         )
-        try:
-            await self.temporal.workflow_service.set_worker_deployment_current_version(request)
+        service = self.temporal.workflow_service
+        try:  # (setting it twice is setting it once)
+            await _again(lambda: service.set_worker_deployment_current_version(request))
         except RPCError as error:
             named = label(deployment, build_id)
             raise ValueError(f"cannot make {named} current: {error.message}") from None
@@ -142,3 +148,17 @@ class SessionVersions:
         moving = [s.session_id for s in await self.sessions(limit=10_000, where=where)]
         await self.move_to_current(*moving)
         return moving
+
+
+async def _again(call: Callable[[], Awaitable[ReplyT]]) -> ReplyT:
+    """``call``, asked again a few times while the server says it was busy: it serves
+    deployments from workflows of its own, and a loaded server cancels those reads and
+    writes now and then."""
+    pauses = [0.2, 0.5, 1.0]
+    while True:
+        try:
+            return await call()
+        except RPCError as error:
+            if error.status not in PASSING or not pauses:
+                raise
+            await asyncio.sleep(pauses.pop(0))
