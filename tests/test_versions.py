@@ -182,6 +182,9 @@ async def test_the_cli_refuses_a_build_without_workers_and_bad_requests(
     assert both.returncode == 2 and "not both" in both.stderr
     listed = await acli("versions", "--deployment", deployment, address=address)
     assert listed.returncode == 0 and f"current build of {deployment}: none" in listed.stdout
+    # a worker's build is named without the ':' that joins it to its deployment
+    joined = await acli("worker", "--build-id", "v1:2", address=address)
+    assert joined.returncode == 2 and "'v1:2': not empty, and without ':'" in joined.stderr
 
 
 async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one_stops(

@@ -135,12 +135,14 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--build-id",
+        type=_version_part,
         default=env("DURABLE_AGENT_BUILD_ID"),
         help="run as this build of a versioned deployment: sessions stay on the build that "
         "started them and move at a turn boundary (or DURABLE_AGENT_BUILD_ID)",
     )
     parser.add_argument(
         "--deployment",
+        type=_version_part,
         default=env("DURABLE_AGENT_DEPLOYMENT", "durable-agent"),
         help="the worker deployment's name, with --build-id (or DURABLE_AGENT_DEPLOYMENT)",
     )
@@ -165,3 +167,10 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --- the live view ------------------------------------------------------------------------
+
+
+def _version_part(text: str) -> str:
+    """A deployment name or build id: some text, without the ``:`` that joins them."""
+    if not text.strip() or ":" in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: not empty, and without ':'")
+    return text
