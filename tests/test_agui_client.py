@@ -22,11 +22,10 @@ from durable_agent import AgentClient
 from durable_agent.messages import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from tests.support.agent_harness import record_history, running_worker, spec_for
+from tests.support.agent_harness import record_history
 from tests.support.agui_client import CLIENT, need_agui_client, run_agent
 from tests.support.docs_page import page_block
-from tests.support.gateway_harness import gateway, read_sse
-from tests.test_cli import address_of
+from tests.support.gateway_harness import read_sse, served
 from tests.test_live_events import paced
 
 FRONT_DOORS = Path(__file__).parent.parent / "docs" / "front-doors.md"
@@ -53,29 +52,27 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
     thinking = calls.model_copy(update={"reasoning": "the tiles cache is stale"})
     script = [thinking, assistant_text("tiles cleared", reasoning="it worked")]
     with ScriptedProvider(script) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry) as client:
+        async with served(temporal_env, task_queue, provider, ["wipe_cache"], registry,
+                          tmp_path) as (client, base):  # fmt: skip
             agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                url, thread = f"{base}/api/agui", f"thread-{task_queue}"
-                asked = [{"id": "u1", "role": "user", "content": "clear the tiles cache"}]
-                first = await run_agent(url, thread, asked, runId="run-1")
-                session = f"conversation-{thread}"
-                pending = (await agents.status(session)).pending_approvals
-                assert wiped == [] and len(pending) == 1  # it waits; the tool has not run
-                [interrupt] = first["events"][-1]["outcome"]["interrupts"]
-                # back before deciding: the snapshot, and the same interrupt again
-                waiting = await run_agent(url, thread, asked)
-                resume = [{"interruptId": interrupt["id"], "status": "resolved",
-                           "payload": {"approved": True}}]  # fmt: skip
-                second = await run_agent(url, thread, first["messages"], resume=resume)
-                again = await run_agent(url, thread, second["messages"])  # back, nothing new
-                array = await agents.messages(session)
-                handle = client.get_workflow_handle(session)
-                await handle.signal("end_session")
-                await handle.result()
-                await record_history(handle, "agui_interrupt_resumed")
+            url, thread = f"{base}/api/agui", f"thread-{task_queue}"
+            asked = [{"id": "u1", "role": "user", "content": "clear the tiles cache"}]
+            first = await run_agent(url, thread, asked, runId="run-1")
+            session = f"conversation-{thread}"
+            pending = (await agents.status(session)).pending_approvals
+            assert wiped == [] and len(pending) == 1  # it waits; the tool has not run
+            [interrupt] = first["events"][-1]["outcome"]["interrupts"]
+            # back before deciding: the snapshot, and the same interrupt again
+            waiting = await run_agent(url, thread, asked)
+            resume = [{"interruptId": interrupt["id"], "status": "resolved",
+                       "payload": {"approved": True}}]  # fmt: skip
+            second = await run_agent(url, thread, first["messages"], resume=resume)
+            again = await run_agent(url, thread, second["messages"])  # back, nothing new
+            array = await agents.messages(session)
+            handle = client.get_workflow_handle(session)
+            await handle.signal("end_session")
+            await handle.result()
+            await record_history(handle, "agui_interrupt_resumed")
     assert first["error"] is None and second["error"] is None and again["error"] is None
     # the first run: reasoning, the call, then the interrupt naming the call
     got = kinds(first)
@@ -128,31 +125,29 @@ async def test_a_client_back_after_a_disconnect_sees_the_reply_and_sends_nothing
     answer = paced(assistant_text("a long answer"), 0.01)
     held = dataclasses.replace(answer, hold=released, hold_after=len(answer.chunks) // 2)
     with ScriptedProvider([held]) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry) as client:
+        async with served(temporal_env, task_queue, provider, [], registry,
+                          tmp_path) as (client, base):  # fmt: skip
             agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                thread = f"thread-{task_queue}"
-                asked = [{"id": "u-once", "role": "user", "content": "tell me a story"}]
-                body = {"threadId": thread, "runId": "r1", "messages": asked, "state": {},
-                        "tools": [], "context": [], "forwardedProps": {}}  # fmt: skip
-                async with (
-                    httpx.AsyncClient(base_url=base, timeout=60) as http,
-                    http.stream("POST", "/api/agui", json=body) as response,
-                ):
-                    async for event in read_sse(response):  # gone mid-answer
-                        if event.data["type"] == "TEXT_MESSAGE_CONTENT":
-                            break
-                session = f"conversation-{thread}"
+            thread = f"thread-{task_queue}"
+            asked = [{"id": "u-once", "role": "user", "content": "tell me a story"}]
+            body = {"threadId": thread, "runId": "r1", "messages": asked, "state": {},
+                    "tools": [], "context": [], "forwardedProps": {}}  # fmt: skip
+            async with (
+                httpx.AsyncClient(base_url=base, timeout=60) as http,
+                http.stream("POST", "/api/agui", json=body) as response,
+            ):
+                async for event in read_sse(response):  # gone mid-answer
+                    if event.data["type"] == "TEXT_MESSAGE_CONTENT":
+                        break
+            session = f"conversation-{thread}"
 
-                def on_event(event: dict[str, Any]) -> None:
-                    if event["type"] == "MESSAGES_SNAPSHOT":  # it follows the reply now
-                        released.set()
+            def on_event(event: dict[str, Any]) -> None:
+                if event["type"] == "MESSAGES_SNAPSHOT":  # it follows the reply now
+                    released.set()
 
-                rejoined = run_agent(f"{base}/api/agui", thread, asked, on_event)
-                back = await rejoined
-                array = await agents.messages(session)
+            rejoined = run_agent(f"{base}/api/agui", thread, asked, on_event)
+            back = await rejoined
+            array = await agents.messages(session)
     assert back["error"] is None
     assert [m["role"] for m in back["messages"]] == ["user", "assistant"]
     assert back["messages"][-1]["content"] == "a long answer"
@@ -169,23 +164,21 @@ async def test_another_users_thread_is_not_theirs_to_resume(
     alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
     monkeypatch.setenv("DURABLE_AGENT_GATEWAY_TOKENS", f"alice={alice},bob={bob}")
     with ScriptedProvider([assistant_calls(("wipe_cache", {"name": "maps"}))]) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry) as client:
+        async with served(temporal_env, task_queue, provider, ["wipe_cache"], registry,
+                          tmp_path) as (client, base):  # fmt: skip
             agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                url, thread = f"{base}/api/agui", f"thread-{task_queue}"
-                asked = [{"id": "u1", "role": "user", "content": "clear maps"}]
-                as_alice = {"Authorization": f"Bearer {alice}"}
-                first = await run_agent(url, thread, asked, headers=as_alice)
-                [interrupt] = first["events"][-1]["outcome"]["interrupts"]
-                resume = [{"interruptId": interrupt["id"], "status": "resolved",
-                           "payload": {"approved": True}}]  # fmt: skip
-                as_bob = {"Authorization": f"Bearer {bob}"}
-                stolen = await run_agent(url, thread, first["messages"], headers=as_bob,
-                                         resume=resume)  # fmt: skip
-                session = f"conversation-alice-{thread}"
-                still = await agents.status(session)
+            url, thread = f"{base}/api/agui", f"thread-{task_queue}"
+            asked = [{"id": "u1", "role": "user", "content": "clear maps"}]
+            as_alice = {"Authorization": f"Bearer {alice}"}
+            first = await run_agent(url, thread, asked, headers=as_alice)
+            [interrupt] = first["events"][-1]["outcome"]["interrupts"]
+            resume = [{"interruptId": interrupt["id"], "status": "resolved",
+                       "payload": {"approved": True}}]  # fmt: skip
+            as_bob = {"Authorization": f"Bearer {bob}"}
+            stolen = await run_agent(url, thread, first["messages"], headers=as_bob,
+                                     resume=resume)  # fmt: skip
+            session = f"conversation-alice-{thread}"
+            still = await agents.status(session)
     assert stolen["error"] is not None and "404" in stolen["error"]
     assert [p.approval_id for p in still.pending_approvals] == [interrupt["id"]]
     assert wiped == [], "bob's answer decided nothing"
@@ -201,17 +194,15 @@ async def test_the_manuals_example_runs_with_the_official_client(
     example = CLIENT / f".example-{task_queue}.mjs"  # beside the client, which it imports
     example.write_text(page_block("## AG-UI", "js", FRONT_DOORS))
     with ScriptedProvider(script) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry):
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                need_agui_client()
-                process = await asyncio.create_subprocess_exec(
-                    "node", str(example), cwd=CLIENT, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env={**os.environ, "GATEWAY_URL": f"{base}/api/agui"},
-                )  # fmt: skip
-                out, err = await asyncio.wait_for(process.communicate(), 120)
+        async with served(temporal_env, task_queue, provider, ["wipe_cache"], registry,
+                          tmp_path) as (_, base):  # fmt: skip
+            need_agui_client()
+            process = await asyncio.create_subprocess_exec(
+                "node", str(example), cwd=CLIENT, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, "GATEWAY_URL": f"{base}/api/agui"},
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(process.communicate(), 120)
     example.unlink()
     assert process.returncode == 0, err.decode()
     lines = out.decode().splitlines()

@@ -26,9 +26,9 @@ from durable_agent.testing import (
     assistant_calls,
     assistant_text,
 )
-from tests.support.agent_harness import running_worker, spec_for, start_worker_process, wait_for
+from tests.support.agent_harness import spec_for, start_worker_process, wait_for
 from tests.support.docs_page import page_block
-from tests.support.gateway_harness import gateway
+from tests.support.gateway_harness import gateway, served
 from tests.test_agui_client import FRONT_DOORS, registry, wiped
 from tests.test_cli import address_of
 
@@ -54,62 +54,60 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
 ) -> None:
     wiped.clear()
     with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry) as client:
+        async with served(temporal_env, task_queue, provider, ["wipe_cache"], registry,
+                          tmp_path) as (client, base):  # fmt: skip
             agents = AgentClient(client, task_queue=task_queue)
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
-                first = [{"role": "user", "content": f"hello {task_queue}"}]
-                # streamed: the text arrives in pieces, then the stop, then the usage
-                raw = await sdk.chat.completions.with_raw_response.create(
-                    model="durable-agent", messages=first, stream=True,  # type: ignore[arg-type]
-                    stream_options={"include_usage": True},
+            sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+            first = [{"role": "user", "content": f"hello {task_queue}"}]
+            # streamed: the text arrives in pieces, then the stop, then the usage
+            raw = await sdk.chat.completions.with_raw_response.create(
+                model="durable-agent", messages=first, stream=True,  # type: ignore[arg-type]
+                stream_options={"include_usage": True},
+            )  # fmt: skip
+            session = raw.headers["durable-session-id"]
+            chunks = [c async for c in raw.parse()]
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            # the next turn: the history finds the session
+            history = [*first, {"role": "assistant", "content": text},
+                       {"role": "user", "content": "and again"}]  # fmt: skip
+            second = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
+            asked = len(provider.requests)
+            # sent again (a client back after a disconnect): the same answer, not re-asked
+            again = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
+            asked_again = len(provider.requests)
+            array = await agents.messages(session)
+            # a call waiting for a person: the reply says where to decide it
+            answer = second.choices[0].message.content
+            clear = [*history, {"role": "assistant", "content": answer},
+                     {"role": "user", "content": "clear the tiles"}]  # fmt: skip
+            waiting = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
+            extension = waiting.model_extra["durable_agent"]  # type: ignore[index]
+            tiles_before = list(wiped)
+            [pending] = extension["pending_approvals"]
+            async with httpx.AsyncClient(base_url=base) as http:
+                decided = await http.post(pending["approve"], json={"by": "alice"})
+            done = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
+            # a client's own history: a new session starts with it
+            own = [
+                {"role": "user", "content": f"x {task_queue}"},
+                {"role": "assistant", "content": "y"},
+                {"role": "user", "content": "z"},
+            ]
+            started = await sdk.chat.completions.with_raw_response.create(
+                model="durable-agent", messages=own
+            )  # type: ignore[arg-type]
+            other = started.headers["durable-session-id"]
+            other_array = await agents.messages(other)
+            with pytest.raises(openai.BadRequestError) as refused:
+                await sdk.chat.completions.create(
+                    model="durable-agent", messages=first,  # type: ignore[arg-type]
+                    tools=[{"type": "function", "function": {"name": "rm", "parameters": {}}}],
                 )  # fmt: skip
-                session = raw.headers["durable-session-id"]
-                chunks = [c async for c in raw.parse()]
-                text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-                # the next turn: the history finds the session
-                history = [*first, {"role": "assistant", "content": text},
-                           {"role": "user", "content": "and again"}]  # fmt: skip
-                second = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
-                asked = len(provider.requests)
-                # sent again (a client back after a disconnect): the same answer, not re-asked
-                again = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
-                asked_again = len(provider.requests)
-                array = await agents.messages(session)
-                # a call waiting for a person: the reply says where to decide it
-                answer = second.choices[0].message.content
-                clear = [*history, {"role": "assistant", "content": answer},
-                         {"role": "user", "content": "clear the tiles"}]  # fmt: skip
-                waiting = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
-                extension = waiting.model_extra["durable_agent"]  # type: ignore[index]
-                tiles_before = list(wiped)
-                [pending] = extension["pending_approvals"]
-                async with httpx.AsyncClient(base_url=base) as http:
-                    decided = await http.post(pending["approve"], json={"by": "alice"})
-                done = await sdk.chat.completions.create(model="durable-agent", messages=clear)  # type: ignore[arg-type]
-                # a client's own history: a new session starts with it
-                own = [
-                    {"role": "user", "content": f"x {task_queue}"},
-                    {"role": "assistant", "content": "y"},
-                    {"role": "user", "content": "z"},
-                ]
-                started = await sdk.chat.completions.with_raw_response.create(
-                    model="durable-agent", messages=own
-                )  # type: ignore[arg-type]
-                other = started.headers["durable-session-id"]
-                other_array = await agents.messages(other)
-                with pytest.raises(openai.BadRequestError) as refused:
-                    await sdk.chat.completions.create(
-                        model="durable-agent", messages=first,  # type: ignore[arg-type]
-                        tools=[{"type": "function", "function": {"name": "rm", "parameters": {}}}],
-                    )  # fmt: skip
-                with pytest.raises(openai.BadRequestError) as not_user:
-                    await sdk.chat.completions.create(
-                        model="durable-agent",
-                        messages=[{"role": "assistant", "content": "hi"}],  # type: ignore[list-item]
-                    )  # fmt: skip
+            with pytest.raises(openai.BadRequestError) as not_user:
+                await sdk.chat.completions.create(
+                    model="durable-agent",
+                    messages=[{"role": "assistant", "content": "hi"}],  # type: ignore[list-item]
+                )  # fmt: skip
     roles = [c.choices[0].delta.role for c in chunks if c.choices]
     assert roles[0] == "assistant" and chunks[-1].usage is not None and not chunks[-1].choices
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
@@ -199,39 +197,37 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
 ) -> None:
     wiped.clear()
     with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, ["wipe_cache"], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry):
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
-                conversation = f"support-{task_queue}"
-                hello = await sdk.responses.create(model="durable-agent", input="hello",
-                                                   conversation=conversation)  # fmt: skip
-                asking = await sdk.responses.create(
-                    model="durable-agent", conversation=conversation,
-                    input=[{"role": "user", "content": "clear the tiles"}],
-                )  # fmt: skip
-                [request] = [item for item in asking.output if item.type == "mcp_approval_request"]
-                waited = list(wiped)
-                answer = await sdk.responses.create(
-                    model="durable-agent", previous_response_id=asking.id,
-                    input=[{"type": "mcp_approval_response", "approval_request_id": request.id,
-                            "approve": True}],
-                )  # fmt: skip
-                # streamed: OpenAI's event sequence, read raw and by the SDK's helper
-                events = [e async for e in await sdk.responses.create(
-                    model="durable-agent", input="stream this", conversation=conversation,
-                    stream=True,
-                )]  # fmt: skip
-                async with sdk.responses.stream(model="durable-agent", input="and this",
-                                                conversation=conversation) as helped:  # fmt: skip
-                    final = await helped.get_final_response()
-                with pytest.raises(openai.BadRequestError) as refused:
-                    await sdk.responses.create(model="durable-agent", input="x",
-                                               instructions="be someone else")  # fmt: skip
-                with pytest.raises(openai.NotFoundError):
-                    await sdk.responses.create(model="durable-agent", input="x",
-                                               previous_response_id="resp_bm9uZQ.1")  # fmt: skip
+        async with served(temporal_env, task_queue, provider, ["wipe_cache"], registry,
+                          tmp_path) as (_, base):  # fmt: skip
+            sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+            conversation = f"support-{task_queue}"
+            hello = await sdk.responses.create(model="durable-agent", input="hello",
+                                               conversation=conversation)  # fmt: skip
+            asking = await sdk.responses.create(
+                model="durable-agent", conversation=conversation,
+                input=[{"role": "user", "content": "clear the tiles"}],
+            )  # fmt: skip
+            [request] = [item for item in asking.output if item.type == "mcp_approval_request"]
+            waited = list(wiped)
+            answer = await sdk.responses.create(
+                model="durable-agent", previous_response_id=asking.id,
+                input=[{"type": "mcp_approval_response", "approval_request_id": request.id,
+                        "approve": True}],
+            )  # fmt: skip
+            # streamed: OpenAI's event sequence, read raw and by the SDK's helper
+            events = [e async for e in await sdk.responses.create(
+                model="durable-agent", input="stream this", conversation=conversation,
+                stream=True,
+            )]  # fmt: skip
+            async with sdk.responses.stream(model="durable-agent", input="and this",
+                                            conversation=conversation) as helped:  # fmt: skip
+                final = await helped.get_final_response()
+            with pytest.raises(openai.BadRequestError) as refused:
+                await sdk.responses.create(model="durable-agent", input="x",
+                                           instructions="be someone else")  # fmt: skip
+            with pytest.raises(openai.NotFoundError):
+                await sdk.responses.create(model="durable-agent", input="x",
+                                           previous_response_id="resp_bm9uZQ.1")  # fmt: skip
     assert hello.output_text == "you said hello (1 messages)"
     assert hello.model_extra["durable_agent"]["session_id"] == f"conversation-{conversation}"  # type: ignore[index]
     assert request.name == "wipe_cache" and waited == [] and wiped == ["tiles"]  # type: ignore[attr-defined]
@@ -256,19 +252,17 @@ async def test_the_manuals_example_runs_against_the_gateway(
     a streamed chat, then two Responses turns in one conversation."""
     block = page_block("## OpenAI-compatible endpoints", page=FRONT_DOORS)
     with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry):
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                code = block.replace("http://127.0.0.1:8700", base)
-                code = code.replace('"support-42"', f'"support-{task_queue}"')
-                printed = io.StringIO()
+        async with served(temporal_env, task_queue, provider, [], registry,
+                          tmp_path) as (_, base):  # fmt: skip
+            code = block.replace("http://127.0.0.1:8700", base)
+            code = code.replace('"support-42"', f'"support-{task_queue}"')
+            printed = io.StringIO()
 
-                def run() -> None:  # (its print writes here: the worker logs to stdout)
-                    said = functools.partial(print, file=printed)
-                    exec(compile(code, str(FRONT_DOORS), "exec"), {"print": said})
+            def run() -> None:  # (its print writes here: the worker logs to stdout)
+                said = functools.partial(print, file=printed)
+                exec(compile(code, str(FRONT_DOORS), "exec"), {"print": said})
 
-                await asyncio.to_thread(run)
+            await asyncio.to_thread(run)
     lines = printed.getvalue().splitlines()
     assert lines == ["you said What is on my calendar today? (1 messages)",
                      "you said What was it? (3 messages)"]  # fmt: skip
@@ -283,26 +277,24 @@ async def test_with_tokens_each_users_conversations_are_their_own(
     alice, bob = "alice-token-0123456789", "bob-token-0123456789ab"
     monkeypatch.setenv("DURABLE_AGENT_GATEWAY_TOKENS", f"alice={alice},bob={bob}")
     with ScriptedProvider(responder=echo) as provider:
-        spec = tmp_path / "spec.json"
-        spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(temporal_env, task_queue, registry) as client:
-            with gateway(address_of(temporal_env), task_queue, spec) as base:
-                as_alice = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=alice)
-                as_bob = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=bob)
-                nobody = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-a-token")
-                asked = [{"role": "user", "content": f"hi {task_queue}"}]
-                hers = await as_alice.chat.completions.with_raw_response.create(
-                    model="durable-agent", messages=asked
-                )  # type: ignore[arg-type]
-                his = await as_bob.chat.completions.with_raw_response.create(
-                    model="durable-agent", messages=asked
-                )  # type: ignore[arg-type]
-                first = await as_alice.responses.create(model="durable-agent", input="mine")
-                with pytest.raises(openai.NotFoundError):
-                    await as_bob.responses.create(model="durable-agent", input="steal",
-                                                  previous_response_id=first.id)  # fmt: skip
-                with pytest.raises(openai.AuthenticationError):
-                    await nobody.chat.completions.create(model="durable-agent", messages=asked)  # type: ignore[arg-type]
+        async with served(temporal_env, task_queue, provider, [], registry,
+                          tmp_path) as (client, base):  # fmt: skip
+            as_alice = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=alice)
+            as_bob = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=bob)
+            nobody = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-a-token")
+            asked = [{"role": "user", "content": f"hi {task_queue}"}]
+            hers = await as_alice.chat.completions.with_raw_response.create(
+                model="durable-agent", messages=asked
+            )  # type: ignore[arg-type]
+            his = await as_bob.chat.completions.with_raw_response.create(
+                model="durable-agent", messages=asked
+            )  # type: ignore[arg-type]
+            first = await as_alice.responses.create(model="durable-agent", input="mine")
+            with pytest.raises(openai.NotFoundError):
+                await as_bob.responses.create(model="durable-agent", input="steal",
+                                              previous_response_id=first.id)  # fmt: skip
+            with pytest.raises(openai.AuthenticationError):
+                await nobody.chat.completions.create(model="durable-agent", messages=asked)  # type: ignore[arg-type]
             agents = AgentClient(client, task_queue=task_queue)
             session = first.model_extra["durable_agent"]["session_id"]  # type: ignore[index]
             owners = [

@@ -40,19 +40,15 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
 
 async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the extra is there)
 
         from durable_agent.gateway.app import create_app
         from durable_agent.gateway.codec_endpoint import codec_routes
-        from durable_agent.gateway.guard import AccessError, GatewayAccess
     except ImportError as error:
         raise CommandError(
             f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
         ) from None
-    try:
-        access = GatewayAccess.from_environment(args.host, args.trusted_host, args.allow_origin)
-    except AccessError as error:
-        raise CommandError(str(error)) from None
+    access = gateway_access(args.host, args.trusted_host, args.allow_origin)
     spec = load_spec(args) if args.spec or model_from_environment() else None
     named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
     keys = codec_keys(args)
@@ -65,9 +61,7 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
               file=out, flush=True)  # fmt: skip
     agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
     app = create_app(agents, spec, named, codec, access)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-    print(f"durable-agent gateway on http://{args.host}:{args.port}/", file=out, flush=True)
-    await uvicorn.Server(config).serve()
+    await serve_http(app, args, out, f"durable-agent gateway on http://{args.host}:{args.port}/")
     return 0
 
 
@@ -86,9 +80,8 @@ def add_mcp_serve_command(command: Any) -> None:
 async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Each of ``--agents``' agents an MCP tool; every call a durable session."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the extra is there)
 
-        from durable_agent.gateway.guard import AccessError, GatewayAccess
         from durable_agent.gateway.mcp_door import mcp_http_app, mcp_server
     except ImportError as error:
         raise CommandError(
@@ -103,12 +96,27 @@ async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
     if args.transport == "stdio":  # stdout is the protocol's: nothing else is written there
         await server.run_stdio_async()
         return 0
+    app = mcp_http_app(server, gateway_access(args.host, args.trusted_host))
+    await serve_http(
+        app, args, out, f"durable-agent MCP server on http://{args.host}:{args.port}/mcp"
+    )
+    return 0
+
+
+def gateway_access(host: str, trusted: list[str], origins: list[str] | None = None) -> Any:
+    """Who may call an HTTP door, from the environment (``GatewayAccess``)."""
+    from durable_agent.gateway.guard import AccessError, GatewayAccess
+
     try:
-        access = GatewayAccess.from_environment(args.host, args.trusted_host)
+        return GatewayAccess.from_environment(host, trusted, origins or [])
     except AccessError as error:
         raise CommandError(str(error)) from None
-    app = mcp_http_app(server, access)
+
+
+async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str) -> None:
+    """``app`` on ``--host``/``--port`` until stopped, saying ``ready`` first."""
+    import uvicorn
+
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-    print(f"durable-agent MCP server on http://{args.host}:{args.port}/mcp", file=out, flush=True)
+    print(ready, file=out, flush=True)
     await uvicorn.Server(config).serve()
-    return 0

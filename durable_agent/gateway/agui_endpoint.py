@@ -33,7 +33,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from durable_agent.client import SessionNotFoundError
 from durable_agent.contracts import SessionStatus
 from durable_agent.events import Ended, Idle, LiveEvent
 from durable_agent.gateway.agui import AguiTranslator, messages_snapshot
@@ -57,10 +56,7 @@ def agui_routes(door: Door) -> list[Route]:
         run = parse_json(await request.body(), RunAgentInput)
         user = door.user_of(request)
         session_id = session_for_conversation(run.thread_id, user)
-        try:
-            after = await agents.latest_offset(session_id)
-        except SessionNotFoundError:
-            after = -1
+        after = await door.offset(session_id)
         translator = AguiTranslator(run.thread_id, run.run_id)
         if run.resume:
             if after < 0:

@@ -38,6 +38,14 @@ class Door:
             raise SessionNotFoundError(session_id)
         return session_id
 
+    async def offset(self, session_id: str) -> int:
+        """Where the session's events are now (``-1``: no such session yet): a reply is
+        followed from here, read before anything is sent so that none is missed."""
+        try:
+            return await self.agents.latest_offset(session_id)
+        except SessionNotFoundError:
+            return -1
+
     def decided_by(self, request: Request, said: str | None) -> str | None:
         """Who decides: the authenticated user (a body cannot speak for another)."""
         return self.user_of(request) if self.access.authenticated else said

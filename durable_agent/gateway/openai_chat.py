@@ -101,10 +101,7 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
                                owner=owner)  # fmt: skip
             after, before = -1, 0
         else:
-            try:
-                after = await agents.latest_offset(session_id)
-            except SessionNotFoundError:
-                after = -1
+            after = await door.offset(session_id)
             sent = await agents.converse(session_id, message, spec, owner=owner)
             before = sent.before
         steps = follow_reply(door, session_id, after, before)

@@ -87,12 +87,9 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                                owner=owner)  # fmt: skip
             after, before = -1, 0
         else:
-            try:
-                after = await agents.latest_offset(session_id)
-            except SessionNotFoundError:
-                if body.previous_response_id is not None:
-                    raise
-                after = -1
+            after = await door.offset(session_id)
+            if after < 0 and body.previous_response_id is not None:
+                raise SessionNotFoundError(session_id)
             # counted before deciding: an answer quick enough to land before the count
             # would otherwise not be more than it
             before = (await agents.status(session_id)).message_count if after >= 0 else 0

@@ -8,15 +8,20 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.ports import free_port
+from durable_agent.testing import ScriptedProvider
+from durable_agent.tools import ToolRegistry
 from tests.conftest import wait_for_port
+from tests.support.agent_harness import running_worker, spec_for
 
 ROOT = Path(__file__).parents[2]
 
@@ -61,3 +66,23 @@ async def read_sse(response: httpx.Response) -> AsyncIterator[SSE]:
             ident = line[3:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].lstrip())
+
+
+@asynccontextmanager
+async def served(
+    env: WorkflowEnvironment,
+    task_queue: str,
+    provider: ScriptedProvider,
+    tools: list[str],
+    registry: ToolRegistry,
+    folder: Path,
+    **session: Any,
+) -> AsyncIterator[tuple[Client, str]]:
+    """A worker with ``registry``'s tools, and ``durable-agent serve`` running the scripted
+    provider's spec (``tools``, ``session``): the worker's client, the gateway's URL."""
+    spec = folder / "spec.json"
+    spec.write_text(spec_for(provider, tools, session=session).model_dump_json())
+    async with running_worker(env, task_queue, registry) as client:
+        address = str(env.client.service_client.config.target_host)
+        with gateway(address, task_queue, spec) as base:
+            yield client, base
