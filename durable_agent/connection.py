@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from durable_agent.encryption import CodecKeys, with_encryption
+from durable_agent.lean_payloads import lean_data_converter
 from durable_agent.observability.telemetry import client_interceptors
 from durable_agent.payload_storage import with_payload_storage
 
@@ -60,7 +60,7 @@ async def connect_client(settings: ServerSettings, runtime: Runtime | None = Non
             api_key=settings.api_key,
             tls=tls,
             data_converter=with_payload_storage(
-                with_encryption(pydantic_data_converter, settings.codec_keys),
+                with_encryption(lean_data_converter, settings.codec_keys),
                 settings.payload_storage,
             ),
             interceptors=client_interceptors(),

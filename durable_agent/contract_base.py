@@ -3,8 +3,24 @@ unknown fields (a payload with a field nobody reads is refused, not silently dro
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, SerializationInfo
 
 
 class Contract(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def nulls_kept(
+    model: BaseModel, data: dict[str, Any], info: SerializationInfo, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """``data`` (the model as serialized) with ``names`` put back as ``null`` where nulls
+    were left out: for a field whose ``None`` means something other than its default
+    (read back without it, the default would come instead). Payloads leave nulls out
+    (``durable_agent.lean_payloads``), and this is what keeps that lossless."""
+    if info.exclude_none:
+        for name in names:
+            if getattr(model, name) is None:
+                data[name] = None
+    return data

@@ -6,9 +6,20 @@ so nothing under ``workflows/`` reaches httpx.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from durable_agent.codecs import codec_for, request_path
+from durable_agent.contract_base import nulls_kept
 
 
 class ProviderEndpoint(BaseModel):
@@ -23,10 +34,17 @@ class ProviderEndpoint(BaseModel):
     """Base URL including the version segment; the API's path is appended."""
     api_key_env: str | None = "OPENAI_API_KEY"
     """Environment variable holding the key; ``None`` sends no key (local servers)."""
+
     headers: dict[str, str] = Field(default_factory=dict)
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
     """Longest wait for the next bytes of a response (a stream may run longer in total)."""
+
+    @model_serializer(mode="wrap")
+    def _no_key_kept(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return nulls_kept(self, handler(self), info, ("api_key_env",))
 
     @field_validator("api")
     @classmethod

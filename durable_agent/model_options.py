@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+from durable_agent.contract_base import nulls_kept
 
 
 class NamedToolChoice(BaseModel):
@@ -53,8 +62,15 @@ class ReasoningWire(BaseModel):
 
     field: Literal["reasoning_content", "reasoning"] | None = "reasoning_content"
     """Name of the flat reasoning field; ``None`` never resends reasoning."""
+
     send_details: bool = True
     """Resend ``reasoning_details`` verbatim when the turn has them."""
     send_empty: bool = False
     """Send the flat field as ``""`` on tool-call turns with no reasoning (DeepSeek
     thinking mode rejects a tool-call turn without it)."""
+
+    @model_serializer(mode="wrap")
+    def _never_kept(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return nulls_kept(self, handler(self), info, ("field",))

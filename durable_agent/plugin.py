@@ -17,11 +17,8 @@ from typing import Any
 
 import structlog
 import temporalio.client
-from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agent.activities.admission import AdmissionActivities
 from durable_agent.activities.approvals import ApprovalActivities
@@ -35,9 +32,14 @@ from durable_agent.agent import Agent
 from durable_agent.agent_modules import with_agents
 from durable_agent.approver_tokens import ApproverKeys
 from durable_agent.capabilities import Capabilities
+from durable_agent.contracts import WORKFLOW_NAME
+from durable_agent.eval_cases import EVAL_WORKFLOW
+from durable_agent.lean_payloads import LeanPayloadConverter, lean_data_converter
 from durable_agent.message_sinks import MessageSink
 from durable_agent.payload_storage import with_payload_storage
 from durable_agent.provider import ProviderClient
+from durable_agent.provider_limits import LIMITER_WORKFLOW
+from durable_agent.sandbox import sandboxing_ours, with_pure_modules
 from durable_agent.secrets import SecretProvider
 from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry, default_registry
@@ -46,69 +48,20 @@ from durable_agent.workflows.evals import EvalWorkflow
 from durable_agent.workflows.limiter import EndpointLimiter
 
 PLUGIN_NAME = "durable-agent"
+#: The workflows the plugin registers, by name (``sandboxed=False``: see ``sandbox``).
+OUR_WORKFLOWS = (WORKFLOW_NAME, LIMITER_WORKFLOW, EVAL_WORKFLOW)
 log = structlog.get_logger("durable_agent.worker")
-
-#: Modules with no I/O that workflow code uses: the sandbox takes them as they are
-#: instead of importing a second copy for every run (the workflow package itself is
-#: not among them: it is what the sandbox guards).
-PURE_MODULES: Sequence[str] = (
-    "durable_agent.approval_contracts",
-    "durable_agent.approval_policy",
-    "durable_agent.branches",
-    "durable_agent.capacity_ledger",
-    "durable_agent.codecs",
-    "durable_agent.context",
-    "durable_agent.contract_base",
-    "durable_agent.contracts",
-    "durable_agent.decision_digest",
-    "durable_agent.endpoint",
-    "durable_agent.eval_cases",
-    "durable_agent.eval_scoring",
-    "durable_agent.events",
-    "durable_agent.loop_events",
-    "durable_agent.messages",
-    "durable_agent.model_inputs",
-    "durable_agent.model_options",
-    "durable_agent.pairing",
-    "durable_agent.provider_limits",
-    "durable_agent.request_messages",
-    "durable_agent.round_hooks",
-    "durable_agent.schema_values",
-    "durable_agent.spec",
-    "durable_agent.spec_base",
-    "durable_agent.structured_output",
-    "durable_agent.swarm",
-    "durable_agent.tokens",
-    "durable_agent.tool_definition",
-    "durable_agent.tool_kinds",
-    "durable_agent.tool_sources",
-    "durable_agent.transcript",
-    "durable_agent.visible_text",
-)
 
 
 def with_pydantic(existing: DataConverter | None) -> DataConverter:
-    """The pydantic payload converter, keeping whatever else ``existing`` set (a payload
-    codec, a failure converter)."""
+    """The pydantic payload converter that leaves out the nulls of durable-agent's
+    models (``lean_payloads``), keeping whatever else ``existing`` set (a payload codec,
+    a failure converter)."""
     if existing is None:
-        return pydantic_data_converter
-    if existing.payload_converter_class is PydanticPayloadConverter:
+        return lean_data_converter
+    if existing.payload_converter_class is LeanPayloadConverter:
         return existing
-    return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
-
-
-def with_pure_modules(existing: WorkflowRunner | None) -> WorkflowRunner:
-    """The sandbox with the pure modules passed through (another runner is kept)."""
-    if existing is None:
-        return SandboxedWorkflowRunner(
-            restrictions=SandboxedWorkflowRunner().restrictions.with_passthrough_modules(
-                *PURE_MODULES
-            )
-        )
-    if isinstance(existing, SandboxedWorkflowRunner):
-        restrictions = existing.restrictions.with_passthrough_modules(*PURE_MODULES)
-        return dataclasses.replace(existing, restrictions=restrictions)
-    return existing
+    return dataclasses.replace(existing, payload_converter_class=LeanPayloadConverter)
 
 
 class DurableAgentPlugin(SimplePlugin):
@@ -127,7 +80,10 @@ class DurableAgentPlugin(SimplePlugin):
     ``payload_storage``: where payloads over its threshold go, history keeping a
     reference (``durable_agent.payload_storage``; every client and worker of the
     namespace needs the same); ``message_log``: a sink given every message of the
-    sessions the worker serves, once each (``durable_agent.message_sinks``)."""
+    sessions the worker serves, once each (``durable_agent.message_sinks``);
+    ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
+    third more worker CPU; by default they run outside it, their determinism checked by
+    replaying recorded histories in the sandbox: ``durable_agent.sandbox``)."""
 
     def __init__(
         self,
@@ -142,8 +98,10 @@ class DurableAgentPlugin(SimplePlugin):
         agents: Sequence[Agent[Any]] = (),
         payload_storage: ExternalStorage | None = None,
         message_log: MessageSink | None = None,
+        sandboxed: bool = False,
     ) -> None:
         self._payload_storage = payload_storage
+        self._sandboxed = sandboxed
         capabilities = with_agents(capabilities or Capabilities(), agents)
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
@@ -199,6 +157,12 @@ class DurableAgentPlugin(SimplePlugin):
         """As ``SimplePlugin`` does, and a client with the pydantic converter when the
         worker's client was made without this plugin."""
         config = super().configure_worker(config)
+        if self._sandboxed:
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(
+                OUR_WORKFLOWS,
+                config.get("workflow_runner"),
+                config.get("unsandboxed_workflow_runner"),
+            )
         client = config["client"]
         current = client.data_converter
         wanted = self._converter(current)
@@ -206,6 +170,20 @@ class DurableAgentPlugin(SimplePlugin):
             settings = client.config()
             settings["data_converter"] = wanted
             config["client"] = temporalio.client.Client(**settings)
+        return config
+
+    def configure_replayer(
+        self, config: temporalio.worker.ReplayerConfig
+    ) -> temporalio.worker.ReplayerConfig:
+        """As ``SimplePlugin`` does, with durable-agent's workflows in the sandbox when
+        ``sandboxed``."""
+        config = super().configure_replayer(config)
+        if self._sandboxed:
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(
+                OUR_WORKFLOWS,
+                config.get("workflow_runner"),
+                config.get("unsandboxed_workflow_runner"),
+            )
         return config
 
 

@@ -76,7 +76,8 @@ def explain(failure: str, history: WorkflowHistory) -> str:
 
 
 async def check_histories(histories: Sequence[tuple[str, WorkflowHistory]]) -> list[ReplayVerdict]:
-    plugin = DurableAgentPlugin(preload_tokenizers=False)
+    # in the sandbox: a change that reads the clock or a file fails the gate too
+    plugin = DurableAgentPlugin(preload_tokenizers=False, sandboxed=True)
     # the SDK core logs every divergence as a warning: the verdicts say it once, better
     quiet = Runtime(telemetry=TelemetryConfig(
         logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))

@@ -23,7 +23,6 @@ from typing import Any
 
 import structlog
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
@@ -49,6 +48,7 @@ from durable_agent.cli.args import (
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.encryption import CodecKeys, with_encryption
+from durable_agent.lean_payloads import lean_data_converter
 from durable_agent.message_sinks import JSONLMessageLog, MessageSink
 from durable_agent.observability.logs import configure_logging
 from durable_agent.observability.telemetry import (
@@ -84,6 +84,7 @@ def build_worker(
     capabilities: Capabilities | None = None,
     message_log: MessageSink | None = None,
     deployment: WorkerDeploymentConfig | None = None,
+    sandboxed: bool = False,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
@@ -93,7 +94,8 @@ def build_worker(
     ``capabilities``: what sessions may use (``Capabilities``; default: the OpenAI
     endpoint the environment describes, nothing else); ``message_log``: a sink fed every
     message of the sessions it serves, once each (``JSONLMessageLog(DIR)``);
-    ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``).
+    ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``);
+    ``sandboxed``: run the sessions' workflows in temporalio's sandbox (see ``sandbox``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -111,6 +113,7 @@ def build_worker(
         preload_tokenizers=preload_tokenizers,
         capabilities=capabilities,
         message_log=message_log,
+        sandboxed=sandboxed,
     )
     return Worker(
         client,
@@ -140,7 +143,7 @@ async def start_dev_server(
     (its client encrypting payloads with ``codec_keys``, keeping large ones in
     ``payload_storage``)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    converter = with_encryption(pydantic_data_converter, codec_keys)
+    converter = with_encryption(lean_data_converter, codec_keys)
     return await WorkflowEnvironment.start_local(
         data_converter=with_payload_storage(converter, payload_storage),
         interceptors=client_interceptors(),
@@ -196,6 +199,7 @@ async def serve(args: argparse.Namespace) -> None:
             capabilities=capabilities,
             message_log=JSONLMessageLog(args.message_log) if args.message_log else None,
             deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
+            sandboxed=args.sandboxed,
         )
         async with worker:
             tools = ", ".join(default_registry.names()) or "none"

@@ -100,7 +100,7 @@ async def test_each_model_call_carries_only_new_messages(
     messages, handle, provider = await _session(temporal_env, task_queue, store)
     inputs = model_inputs(await handle.fetch_history())
     assert len(inputs) == 5
-    assert inputs[0]["transcript"] is None and len(inputs[0]["messages"]) == 1  # the user
+    assert inputs[0].get("transcript") is None and len(inputs[0]["messages"]) == 1  # the user
     previous = 1
     for call in inputs[1:]:
         # the reference names everything up to and including the previous reply
@@ -110,12 +110,12 @@ async def test_each_model_call_carries_only_new_messages(
         assert new and all(set(m) == {"stored"} for m in new), new
         previous = call["transcript"]["count"] + len(new)
     assert "page 1: xxx" not in json.dumps(inputs)
-    assert inputs[0]["setup"] and all(c["setup"] is None for c in inputs[1:])
+    assert inputs[0]["setup"] and all(c.get("setup") is None for c in inputs[1:])
     # and the provider still received the whole conversation every time
     transcript = Transcript(messages)
     for k, request in enumerate(provider.requests):
         sent = request.body["messages"]
-        upto = inputs[k]["transcript"]["count"] if inputs[k]["transcript"] else 0
+        upto = inputs[k]["transcript"]["count"] if inputs[k].get("transcript") else 0
         assert len(sent) == upto + len(inputs[k]["messages"])
         assert inputs[k]["head"] == transcript.hash_at(len(sent))
     assert [m["role"] for m in provider.requests[-1].body["messages"]] == [
@@ -140,7 +140,7 @@ async def test_a_wiped_store_costs_one_full_resend_and_changes_nothing(
     )
     assert without_times(messages) == without_times(undisturbed)
     inputs = model_inputs(await handle.fetch_history())
-    full = [k for k, call in enumerate(inputs) if call["transcript"] is None]
+    full = [k for k, call in enumerate(inputs) if call.get("transcript") is None]
     # call 3 (by reference) was refused by the wiped worker and sent again in full, once
     assert full == [0, 4], "exactly one full resend, right after the wipe"
     assert inputs[3]["transcript"] is not None and inputs[3]["head"] == inputs[4]["head"]
@@ -178,8 +178,8 @@ async def test_a_new_worker_process_carries_on_from_the_shared_store(
             await agents.approve(sid, waiting.pending[0].approval_id)
             await agents.result(sid)
     inputs = model_inputs(await agents._handle(sid).fetch_history())
-    assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
-    assert [c["setup"] is not None for c in inputs] == [True, False, False, False, False]
+    assert [c.get("transcript") is None for c in inputs] == [True, False, False, False, False]
+    assert [c.get("setup") is not None for c in inputs] == [True, False, False, False, False]
 
 
 async def test_store_rebuilds_prefixes_and_prunes_by_age(tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ async def test_sessions_run_on_the_postgres_store(
     messages, handle, _ = await _session(temporal_env, task_queue, store)
     assert messages[-1].content == "published page 3 after reading four pages"
     inputs = model_inputs(await handle.fetch_history())
-    assert [c["transcript"] is None for c in inputs] == [True, False, False, False, False]
+    assert [c.get("transcript") is None for c in inputs] == [True, False, False, False, False]
 
 
 async def test_prune_transcripts_command(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
 # a versioned worker pins it (``versioned``): a run never replays on another build, and
 # moves by continue-as-new (no annotation: unversioned workers may not carry one)
-@workflow.defn(name=WORKFLOW_NAME)
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.sandbox
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
 JUDGE_INSTRUCTIONS = "You judge an agent's answer against a rubric, strictly and briefly."
 
 
-@workflow.defn(name=EVAL_WORKFLOW)
+@workflow.defn(name=EVAL_WORKFLOW, sandboxed=False)  # see durable_agent.sandbox
 class EvalWorkflow:
     @workflow.init
     def __init__(self, request: EvalInput) -> None:

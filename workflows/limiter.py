@@ -43,7 +43,7 @@ UPDATES_PER_RUN = 1_000
 MOVES_PATCH = "limiter-moves-to-current-build"
 
 
-@workflow.defn(name=LIMITER_WORKFLOW)
+@workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.sandbox
 class EndpointLimiter:
     @workflow.init
     def __init__(self, key: str, state: LedgerState) -> None:

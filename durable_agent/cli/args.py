@@ -146,6 +146,13 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("DURABLE_AGENT_DEPLOYMENT", "durable-agent"),
         help="the worker deployment's name, with --build-id (or DURABLE_AGENT_DEPLOYMENT)",
     )
+    parser.add_argument(
+        "--sandboxed",
+        action="store_true",
+        default=env("DURABLE_AGENT_SANDBOXED") == "1",
+        help="run the sessions' workflows inside temporalio's sandbox too (more CPU; CI "
+        "replays them there anyway) (or DURABLE_AGENT_SANDBOXED=1)",
+    )
     parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
     parser.add_argument(
         "--log-json", action="store_true", default=env("DURABLE_AGENT_LOG_JSON") == "1"
