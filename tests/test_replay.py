@@ -67,6 +67,7 @@ def test_histories_are_recorded() -> None:
         "moved_to_current_build",  # a pinned run that went on on the new build (its patch)
         "limiter_moved",  # a limiter woken on the old build, going on on the new (its patch)
         "agui_interrupt_resumed",  # AG-UI: a call's interrupt, resumed approved, a rejoin
+        "baselined",  # a run on one patch marker, the baseline, standing for the others
     }
 
 

@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import NOT_ADMITTED, Admission, AdmissionInput
     from durable_agent.spec import AgentSpec
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 #: Patch ids (workflow.patched; never reuse or rename): runs before these checked nothing.
@@ -23,7 +24,7 @@ def refuse_forged_carry(carried: bool) -> None:
     must be a continuation of this session's previous run; a first start with one is
     someone writing that state themselves, and fails at once."""
     forged = carried and workflow.info().continued_run_id is None
-    if forged and workflow.patched(CARRIED_ONLY_WHEN_CONTINUED_PATCH):
+    if forged and patched(CARRIED_ONLY_WHEN_CONTINUED_PATCH):
         raise ApplicationError(
             "invalid session input: carried state (grants, decisions, messages) is taken "
             "only from the session's own previous run, at continue-as-new",
@@ -37,7 +38,7 @@ async def admit(spec: AgentSpec) -> Admission:
     Runs for every run, a continued one too: its input could have been written by
     anyone who can start a workflow, not only by the run before. Returns what the
     worker says of itself (its payload store, its message log)."""
-    if not workflow.patched(ADMISSION_PATCH):
+    if not patched(ADMISSION_PATCH):
         return Admission()
     admission: Admission = await workflow.execute_activity(
         "admit_session",

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.inputs import InvalidInput, decode_start
     from durable_agent.workflows.live_feed import LiveFeed
     from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
+    from durable_agent.workflows.patches import Patches
     from durable_agent.workflows.session.commands import (
         AwaitApprovals,
         CallModel,
@@ -77,6 +78,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
+        self.patches = Patches()  # before anything asks a patch
         self._invalid_input: str | None = None
         self._untitled = False
         self._moves = False
@@ -132,10 +134,10 @@ class AgentWorkflow(SessionHandlers):
         if admission.limited:  # shared limits count calls by whose they are
             self._model.tenant = workflow.memo_value("owner", "", type_hint=str)
         # Added after sessions were recorded: rescue changes what follows an unusable turn
-        session.rescue_enabled = workflow.patched(MODEL_RESCUE_PATCH)
-        session.turn_failures_end_turns = lambda: workflow.patched(TURN_FAILURES_PATCH)
-        session.context_overflow_trims = lambda: workflow.patched(CONTEXT_OVERFLOW_PATCH)
-        self._moves = workflow.patched(MOVE_TO_CURRENT_PATCH)
+        session.rescue_enabled = self.patches(MODEL_RESCUE_PATCH)
+        session.turn_failures_end_turns = lambda: self.patches(TURN_FAILURES_PATCH)
+        session.context_overflow_trims = lambda: self.patches(CONTEXT_OVERFLOW_PATCH)
+        self._moves = self.patches(MOVE_TO_CURRENT_PATCH)
         if isinstance(request, AgentInput):
             self._untitled = await open_run(session, request, self._sync)
         else:

@@ -14,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import ClosedRunInput, ForkInput, TranscriptRef
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import session_title
@@ -61,12 +62,12 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     session.start(request, workflow.now())
     # Added after sessions were recorded: a command that older histories lack, so it
     # is patched in (docs/changing-workflow-code.md).
-    if not workflow.patched(SESSION_TITLE_PATCH):
+    if not patched(SESSION_TITLE_PATCH):
         return False
     title = session_title(session.messages)
     # Added later still: a session started without a message (update-with-start brings
     # it) is titled by its first message when that arrives.
-    if title or not workflow.patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
+    if title or not patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
         workflow.upsert_memo({"title": title})
         return False
     return True

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.approval_handlers import ApprovalHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.session.core import Session
 
 #: Patch id (never reuse or rename): the text of content parts counts against
@@ -109,7 +110,7 @@ class SessionHandlers(ApprovalHandlers):
 
     def _message_arrived(self, message: UserMessage) -> str | None:
         requests = self._session.requests
-        requests.parts_counted = workflow.patched(MESSAGE_PARTS_PATCH)
+        requests.parts_counted = patched(MESSAGE_PARTS_PATCH)
         return requests.message_arrived(message, workflow.now())
 
     @workflow.signal

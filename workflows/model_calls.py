@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         SummaryCallInput,
     )
     from durable_agent.messages import AssistantMessage
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import setup_digest
@@ -104,7 +105,7 @@ class ModelCaller:
         )
         if isinstance(outcome, AssistantMessage) and truncated_reason(outcome) is not None:
             # asked only when an answer was cut: runs from before took it as complete
-            self._session.truncation_checked = workflow.patched(TRUNCATED_ANSWERS_PATCH)
+            self._session.truncation_checked = patched(TRUNCATED_ANSWERS_PATCH)
         return outcome
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:

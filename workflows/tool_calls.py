@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
@@ -188,7 +189,7 @@ async def run_tool_groups(
     for group in command.groups:
         if cancelled():
             break
-        if workflow.patched(CALLS_IN_RUNNERS_PATCH):
+        if patched(CALLS_IN_RUNNERS_PATCH):
             finished = await _in_runners(group, run_in_place, command.max_concurrent, cancelled)
             for slot, (result, unchanged) in finished.items():
                 results[slot] = result
@@ -231,7 +232,7 @@ async def run_sub_agent(
     session = agent.session.model_copy(update={"end_after_reply": True})
     info = workflow.info()
     child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
-    if workflow.patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
+    if patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
         child_id += f"-{info.first_execution_run_id[:8]}"
     # the child is its parent's owner's: its model calls count under the same tenant
     owner = workflow.memo_value("owner", "", type_hint=str)

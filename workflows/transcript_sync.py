@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import Message
     from durable_agent.transcript import Transcript
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
@@ -120,7 +121,7 @@ class TranscriptSync:
         messages, room = self.messages, self.room
         most = None
         if len(messages) - self.stored > LOAD_PAGE_MESSAGES:  # only then: older runs
-            most = LOAD_PAGE_MESSAGES if workflow.patched(STORE_PIECES_BY_COUNT_PATCH) else None
+            most = LOAD_PAGE_MESSAGES if patched(STORE_PIECES_BY_COUNT_PATCH) else None
         while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
             start = end = self.stored
             limit = len(messages) if most is None else min(len(messages), start + most)
@@ -183,7 +184,7 @@ class TranscriptSync:
         """Read back the array a previous run left in the store, a page at a time (pages
         of at most ``LOAD_PAGE_MESSAGES``: each is hashed into the array in one workflow
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
-        most = LOAD_PAGE_MESSAGES if workflow.patched(LOAD_PAGES_BY_COUNT_PATCH) else None
+        most = LOAD_PAGE_MESSAGES if patched(LOAD_PAGES_BY_COUNT_PATCH) else None
         while len(self.messages) < ref.count:
             start = len(self.messages)
             request = LoadTranscriptInput(

@@ -1,0 +1,77 @@
+"""A new run records one patch marker, the baseline, and takes every patch's new path.
+
+Older histories, without the baseline, replay as they did (``tests/test_replay.py``
+replays all of them); ``baselined`` is the history of a run on today's code."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+import durable_agent.workflows as workflow_package
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.workflows.patches import BASELINE_PATCH, BASELINED
+from tests.support.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    start_session,
+)
+from tests.test_agent_workflow import registry
+
+
+def _named_patches() -> set[str]:
+    named = set()
+    for module in pkgutil.walk_packages(workflow_package.__path__, "durable_agent.workflows."):
+        for name, value in vars(importlib.import_module(module.name)).items():
+            if name.endswith("_PATCH") and isinstance(value, str):
+                named.add(value)
+    return named
+
+
+def test_the_baseline_stands_for_patches_the_code_names() -> None:
+    named = _named_patches()
+    assert named >= BASELINED, BASELINED - named  # a typo would never be asked
+    assert BASELINE_PATCH in named and BASELINE_PATCH not in BASELINED
+    assert len(BASELINED) == 14
+
+
+async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [
+        assistant_calls(("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})),
+        assistant_text("both known"),
+    ]
+    with ScriptedProvider(script) as provider:  # type: ignore[arg-type]
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, ["get_weather"])
+            handle = await start_session(client, task_queue, spec, "weather?")
+            result = await handle.result()
+        await record_history(handle, "baselined")
+    assert result.status == "done" and result.final and result.final.content == "both known"
+
+    history = await handle.fetch_history()
+    markers = [
+        e.marker_recorded_event_attributes.details["patch-data"]
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert len(markers) == 1 and BASELINE_PATCH.encode() in markers[0].SerializeToString()
+    upserts = [
+        e for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
+    ]  # fmt: skip
+    assert len(upserts) == 1
+    # the patched paths were taken: the worker admitted the spec, the memo has a title
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert scheduled[0] == "admit_session"
+    described = await handle.describe()
+    assert await described.memo_value("title") == "weather?"
