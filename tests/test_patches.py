@@ -1,7 +1,8 @@
 """A new run records one patch marker, the baseline, and takes every patch's new path.
 
-Older histories, without the baseline, replay as they did (``tests/test_replay.py``
-replays all of them); ``baselined`` is the history of a run on today's code."""
+Older histories, without a baseline or with the first one, replay as they did
+(``tests/test_replay.py`` replays all of them: ``baselined`` was recorded with the
+first baseline, ``start_checks_local`` with today's)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from temporalio.testing import WorkflowEnvironment
 
 import durable_agent.workflows as workflow_package
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.workflows.patches import BASELINE_PATCH, BASELINED
+from durable_agent.workflows.patches import (
+    BASELINE_PATCH,
+    BASELINED,
+    FIRST_BASELINE_PATCH,
+    FIRST_BASELINED,
+)
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -35,8 +41,9 @@ def _named_patches() -> set[str]:
 def test_the_baseline_stands_for_patches_the_code_names() -> None:
     named = _named_patches()
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
-    assert BASELINE_PATCH in named and BASELINE_PATCH not in BASELINED
-    assert len(BASELINED) == 14
+    assert {BASELINE_PATCH, FIRST_BASELINE_PATCH} <= named
+    assert not {BASELINE_PATCH, FIRST_BASELINE_PATCH} & BASELINED
+    assert FIRST_BASELINED < BASELINED and len(FIRST_BASELINED) == 14
 
 
 async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
@@ -51,27 +58,31 @@ async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
             spec = spec_for(provider, ["get_weather"])
             handle = await start_session(client, task_queue, spec, "weather?")
             result = await handle.result()
-        await record_history(handle, "baselined")
+        await record_history(handle, "start_checks_local")
     assert result.status == "done" and result.final and result.final.content == "both known"
 
     history = await handle.fetch_history()
     markers = [
-        e.marker_recorded_event_attributes.details["patch-data"]
+        e.marker_recorded_event_attributes
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
     ]
-    assert len(markers) == 1 and BASELINE_PATCH.encode() in markers[0].SerializeToString()
+    patches = [m.details["patch-data"] for m in markers if m.marker_name == "core_patch"]
+    assert len(patches) == 1 and BASELINE_PATCH.encode() in patches[0].SerializeToString()
     upserts = [
         e for e in history.events
         if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
     ]  # fmt: skip
     assert len(upserts) == 1
-    # the patched paths were taken: the worker admitted the spec, the memo has a title
+    # the patched paths were taken: the worker admitted the spec and described its tools
+    # on the spot (local activities: a marker each, no task), the memo has a title
+    local = [m for m in markers if m.marker_name == "core_local_activity"]
+    assert len(local) == 2
     scheduled = [
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert scheduled[0] == "admit_session"
+    assert scheduled == ["call_model", "run_tool", "run_tool", "call_model"]
     described = await handle.describe()
     assert await described.memo_value("title") == "weather?"

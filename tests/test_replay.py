@@ -68,6 +68,7 @@ def test_histories_are_recorded() -> None:
         "limiter_moved",  # a limiter woken on the old build, going on on the new (its patch)
         "agui_interrupt_resumed",  # AG-UI: a call's interrupt, resumed approved, a rejoin
         "baselined",  # a run on one patch marker, the baseline, standing for the others
+        "start_checks_local",  # the next baseline: admission and tools by local activities
     }
 
 

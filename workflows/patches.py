@@ -5,20 +5,26 @@ upsert of ``TemporalChangeVersion`` beside it: a fresh session paid five of each
 tenth of a short session's events) for patches whose old paths only histories
 recorded before them take. A run started on today's code records one marker,
 ``BASELINE_PATCH``, which stands for every patch in ``BASELINED``. A history recorded
-before it lacks that marker, so its replay asks each patch as it always did; a patch
-added after it is asked on its own (a later baseline may take it in, under a new id;
-this one never changes).
+with an older baseline replays with what that one stood for, and one recorded before
+any lacks them all, so its replay asks each patch as it always did. A patch added
+later is asked on its own until a new baseline takes it in, under a new id, first in
+``BASELINES``; a baseline never changes once runs recorded it.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
 
-BASELINE_PATCH = "baseline-2026-11"
+#: The baseline a new run records: every patch before it, and the two checks at a run's
+#: start made on the workflow's own worker.
+BASELINE_PATCH = "baseline-2026-11-26"
+#: The first baseline (runs recorded with it replay with what it stood for).
+FIRST_BASELINE_PATCH = "baseline-2026-11"
+START_CHECKS_LOCAL_PATCH = "start-checks-local"
 
-#: The session's patches as of ``BASELINE_PATCH`` (``tests/test_replay.py`` checks each
-#: is one the workflow code names).
-BASELINED = frozenset({
+#: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
+#: each is one the workflow code names).
+FIRST_BASELINED = frozenset({
     "worker-admission",
     "carried-only-when-continued",
     "model-rescue",
@@ -34,6 +40,9 @@ BASELINED = frozenset({
     "transcript-pages-by-count",
     "transcript-pieces-by-count",
 })  # fmt: skip
+BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
+#: Newest first: a run takes the first its history has (a new run, the newest).
+BASELINES = ((BASELINE_PATCH, BASELINED), (FIRST_BASELINE_PATCH, FIRST_BASELINED))
 
 
 class Patches:
@@ -41,10 +50,14 @@ class Patches:
     ``__init__``, so the baseline is asked before any handler or step asks a patch."""
 
     def __init__(self) -> None:
-        self._all = workflow.patched(BASELINE_PATCH)
+        self._baselined: frozenset[str] = frozenset()
+        for baseline, covered in BASELINES:
+            if workflow.patched(baseline):
+                self._baselined = covered
+                break
 
     def __call__(self, patch_id: str) -> bool:
-        return (self._all and patch_id in BASELINED) or workflow.patched(patch_id)
+        return patch_id in self._baselined or workflow.patched(patch_id)
 
 
 def patched(patch_id: str) -> bool:
