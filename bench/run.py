@@ -2,7 +2,7 @@
 the whole array on every model call), same scripted provider over real HTTP with zero
 latency, same real Temporal dev server, each worker in its own process.
 
-    ./run bench [--runs 5] [--concurrent 50] [--peers]
+    ./run bench [--runs 5] [--concurrent 50] [--rounds 3] [--peers]
 
 With ``--peers``, the same workloads on the OpenAI Agents SDK with Temporal's plugin and
 on Pydantic AI's Temporal integration (bench/peer_kinds.py), in a second table.
@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,7 +154,9 @@ class Bench:
         return sizes
 
 
-async def measure(kind: str, bench: Bench, data: Path, runs: int, concurrent: int) -> Figures:
+@asynccontextmanager
+async def worker_for(kind: str, bench: Bench, data: Path) -> AsyncIterator[tuple[str, int]]:
+    """The kind's worker in a process of its own: its task queue and pid."""
     task_queue = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
     command = [sys.executable, "-m", "bench.worker_process", kind, bench.address, task_queue,
                str(data / kind)]  # fmt: skip
@@ -165,48 +167,78 @@ async def measure(kind: str, bench: Bench, data: Path, runs: int, concurrent: in
         env={**os.environ, "BENCH_PEER_BASE_URL": bench.base_url},
     )  # fmt: skip
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-    figures = Figures()
     try:
         await bench.session(kind, A, task_queue)  # warm-up
-        cpu_before = cpu_seconds(worker.pid)
-        walls, last = [], ""
-        for _ in range(runs):
-            last, wall = await bench.session(kind, A, task_queue)
-            walls.append(wall)
-        figures.worker_cpu_per_run = (cpu_seconds(worker.pid) - cpu_before) / runs
-        figures.ms_per_turn = statistics.median(walls) / A.model_calls * 1000
-        (
-            figures.history_bytes,
-            figures.history_json_bytes,
-            figures.events,
-            figures.workflow_tasks,
-        ) = await bench.history_figures(last)
-
-        b_id, _ = await bench.session(kind, B, task_queue)
-        sizes = await bench.model_call_bytes(b_id)
-        figures.b_call_bytes = {k: sizes[k - 1] for k in (1, 10, 50, 100, 200)}
-        figures.b_total_bytes, figures.b_total_json_bytes, *_ = await bench.history_figures(b_id)
-
-        server_pid = int(os.environ["BENCH_SERVER_PID"])
-        worker_cpu, server_cpu = cpu_seconds(worker.pid), cpu_seconds(server_pid)
-        start = time.perf_counter()
-        done = await asyncio.gather(
-            *(bench.session(kind, A, task_queue) for _ in range(concurrent))
-        )
-        wall = time.perf_counter() - start
-        latencies = sorted(w for _, w in done)
-        figures.c_turns_per_second = concurrent * A.model_calls / wall
-        figures.c_p50 = statistics.median(latencies)
-        figures.c_p95 = latencies[int(0.95 * (len(latencies) - 1))]
-        figures.c_worker_cpu = cpu_seconds(worker.pid) - worker_cpu
-        figures.c_server_cpu = cpu_seconds(server_pid) - server_cpu
+        yield task_queue, worker.pid
     finally:
         worker.terminate()
         worker.wait(timeout=30)
+
+
+async def measure(kind: str, bench: Bench, task_queue: str, pid: int, runs: int) -> Figures:
+    """Workloads A and B, one session at a time."""
+    figures = Figures()
+    cpu_before = cpu_seconds(pid)
+    walls, last = [], ""
+    for _ in range(runs):
+        last, wall = await bench.session(kind, A, task_queue)
+        walls.append(wall)
+    figures.worker_cpu_per_run = (cpu_seconds(pid) - cpu_before) / runs
+    figures.ms_per_turn = statistics.median(walls) / A.model_calls * 1000
+    (
+        figures.history_bytes,
+        figures.history_json_bytes,
+        figures.events,
+        figures.workflow_tasks,
+    ) = await bench.history_figures(last)
+
+    b_id, _ = await bench.session(kind, B, task_queue)
+    sizes = await bench.model_call_bytes(b_id)
+    figures.b_call_bytes = {k: sizes[k - 1] for k in (1, 10, 50, 100, 200)}
+    figures.b_total_bytes, figures.b_total_json_bytes, *_ = await bench.history_figures(b_id)
     return figures
 
 
-def table(floor: Figures, ours: Figures, runs: int, concurrent: int) -> str:
+async def measure_c(kind: str, bench: Bench, task_queue: str, pid: int, concurrent: int) -> Figures:
+    """Workload C: ``concurrent`` sessions at once on the kind's worker."""
+    figures = Figures()
+    server_pid = int(os.environ["BENCH_SERVER_PID"])
+    worker_cpu, server_cpu = cpu_seconds(pid), cpu_seconds(server_pid)
+    start = time.perf_counter()
+    done = await asyncio.gather(*(bench.session(kind, A, task_queue) for _ in range(concurrent)))
+    wall = time.perf_counter() - start
+    latencies = sorted(w for _, w in done)
+    figures.c_turns_per_second = concurrent * A.model_calls / wall
+    figures.c_p50 = statistics.median(latencies)
+    figures.c_p95 = latencies[int(0.95 * (len(latencies) - 1))]
+    figures.c_worker_cpu = cpu_seconds(pid) - worker_cpu
+    figures.c_server_cpu = cpu_seconds(server_pid) - server_cpu
+    return figures
+
+
+C_FIELDS = ("c_turns_per_second", "c_p50", "c_p95", "c_worker_cpu", "c_server_cpu")
+
+
+async def measure_all(
+    kinds: list[str], bench: Bench, data: Path, runs: int, concurrent: int, rounds: int
+) -> dict[str, Figures]:
+    """A and B for each kind in turn; then C in ``rounds`` rounds, the kinds taking turns
+    within each (a shared machine's speed drifts over minutes, and would otherwise count
+    against whichever kind ran last), each C figure the median of its rounds."""
+    async with AsyncExitStack() as stack:
+        workers = {k: await stack.enter_async_context(worker_for(k, bench, data)) for k in kinds}
+        figures = {k: await measure(k, bench, *workers[k], runs) for k in kinds}
+        c_runs: dict[str, list[Figures]] = {k: [] for k in kinds}
+        for _ in range(rounds):
+            for kind in kinds:
+                c_runs[kind].append(await measure_c(kind, bench, *workers[kind], concurrent))
+    for kind in kinds:
+        for name in C_FIELDS:
+            setattr(figures[kind], name, statistics.median(getattr(f, name) for f in c_runs[kind]))
+    return figures
+
+
+def table(floor: Figures, ours: Figures, runs: int, concurrent: int, rounds: int) -> str:
     rows: list[tuple[str, str, float, float, str]] = [
         ("A", f"ms per turn (median of {runs})", floor.ms_per_turn, ours.ms_per_turn, "<= 1.1x"),
         ("A", "workflow tasks per run", floor.workflow_tasks, ours.workflow_tasks, ""),
@@ -225,7 +257,7 @@ def table(floor: Figures, ours: Figures, runs: int, concurrent: int) -> str:
         ("B", "history bytes, 200 calls", floor.b_total_bytes, ours.b_total_bytes, "<= 0.1x"),
         ("B", "... as `temporal workflow show` JSON", floor.b_total_json_bytes,
          ours.b_total_json_bytes, ""),
-        ("C", f"turns/s, {concurrent} sessions", floor.c_turns_per_second,
+        ("C", f"turns/s, {concurrent} sessions (median of {rounds})", floor.c_turns_per_second,
          ours.c_turns_per_second, ""),
         ("C", "p50 session latency s", floor.c_p50, ours.c_p50, ""),
         ("C", "p95 session latency s", floor.c_p95, ours.c_p95, ""),
@@ -276,22 +308,21 @@ async def dev_server() -> AsyncIterator[tuple[str, Client]]:
         server.wait(timeout=30)
 
 
-async def main(runs: int, concurrent: int, peers: bool) -> None:
+async def main(runs: int, concurrent: int, rounds: int, peers: bool) -> None:
     data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
     if peers:
         peers_python()  # installed before anything is measured
+    kinds = ["floor", "ours", *(PEERS if peers else ())]
     async with dev_server() as (address, client):
         with ScriptedProvider(responder=bench_model) as provider:
             bench = Bench(address, client, provider)
-            floor = await measure("floor", bench, data, runs, concurrent)
-            ours = await measure("ours", bench, data, runs, concurrent)
-            others = (
-                {k: await measure(k, bench, data, runs, concurrent) for k in PEERS} if peers else {}
-            )
-        print(table(floor, ours, runs, concurrent), flush=True)
+            figures = await measure_all(kinds, bench, data, runs, concurrent, rounds)
+        print(table(figures["floor"], figures["ours"], runs, concurrent, rounds), flush=True)
         if peers:
+            others = {k: figures[k] for k in PEERS}
             print(
-                "\n" + peer_table({"durable-agent": ours, **others}, runs, concurrent), flush=True
+                "\n" + peer_table({"durable-agent": figures["ours"], **others}, runs, concurrent),
+                flush=True,
             )
 
 
@@ -300,10 +331,13 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of C, the kinds taking turns in each"
+    )
+    parser.add_argument(
         "--peers",
         action="store_true",
         help="also the OpenAI Agents SDK and Pydantic AI on Temporal (installed on first use)",
     )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.concurrent, args.peers))
+    asyncio.run(main(args.runs, args.concurrent, args.rounds, args.peers))
     exit_without_teardown(0)

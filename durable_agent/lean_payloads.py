@@ -40,18 +40,20 @@ class LeanJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
         return super().to_payload(value)
 
 
+#: One for the process: temporalio makes a payload converter for every workflow run and
+#: twice for every activation, and a fresh JSON converter would build its serializer and
+#: empty its cache of type adapters (a schema built again per run) each time.
+_CONVERTERS = tuple(
+    LeanJSONPayloadConverter() if isinstance(c, JSONPlainPayloadConverter) else c
+    for c in DefaultPayloadConverter.default_encoding_payload_converters
+)
+
+
 class LeanPayloadConverter(PydanticPayloadConverter):
     """``PydanticPayloadConverter`` with ``LeanJSONPayloadConverter`` for JSON."""
 
     def __init__(self) -> None:
-        lean = LeanJSONPayloadConverter()
-        CompositePayloadConverter.__init__(
-            self,
-            *(
-                lean if isinstance(c, JSONPlainPayloadConverter) else c
-                for c in DefaultPayloadConverter.default_encoding_payload_converters
-            ),
-        )
+        CompositePayloadConverter.__init__(self, *_CONVERTERS)
 
 
 lean_data_converter = DataConverter(payload_converter_class=LeanPayloadConverter)
