@@ -103,6 +103,11 @@ async def test_the_worker_command_asks_for_the_sandbox_with_a_flag(
     worker = build_worker(
         temporal_env.client, task_queue=task_queue, preload_tokenizers=False, sandboxed=True
     )
-    assert isinstance(worker.config()["unsandboxed_workflow_runner"], SandboxingOurs)
-    plain = build_worker(temporal_env.client, task_queue=task_queue, preload_tokenizers=False)
-    assert not isinstance(plain.config()["unsandboxed_workflow_runner"], SandboxingOurs)
+    assert isinstance(
+        worker.config(active_config=True)["unsandboxed_workflow_runner"], SandboxingOurs
+    )
+    other_queue = f"{task_queue}-plain"  # one worker a queue per process
+    plain = build_worker(temporal_env.client, task_queue=other_queue, preload_tokenizers=False)
+    assert not isinstance(
+        plain.config(active_config=True)["unsandboxed_workflow_runner"], SandboxingOurs
+    )
