@@ -82,7 +82,7 @@ class DurableAgentPlugin(SimplePlugin):
     namespace needs the same); ``message_log``: a sink given every message of the
     sessions the worker serves, once each (``durable_agent.message_sinks``);
     ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
-    third more worker CPU; by default they run outside it, their determinism checked by
+    quarter more worker CPU under load; by default they run outside it, their determinism checked by
     replaying recorded histories in the sandbox: ``durable_agent.sandbox``)."""
 
     def __init__(
