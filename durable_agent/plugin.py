@@ -158,11 +158,8 @@ class DurableAgentPlugin(SimplePlugin):
         worker's client was made without this plugin."""
         config = super().configure_worker(config)
         if self._sandboxed:
-            config["unsandboxed_workflow_runner"] = sandboxing_ours(
-                OUR_WORKFLOWS,
-                config.get("workflow_runner"),
-                config.get("unsandboxed_workflow_runner"),
-            )
+            runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
         client = config["client"]
         current = client.data_converter
         wanted = self._converter(current)
@@ -179,11 +176,8 @@ class DurableAgentPlugin(SimplePlugin):
         ``sandboxed``."""
         config = super().configure_replayer(config)
         if self._sandboxed:
-            config["unsandboxed_workflow_runner"] = sandboxing_ours(
-                OUR_WORKFLOWS,
-                config.get("workflow_runner"),
-                config.get("unsandboxed_workflow_runner"),
-            )
+            runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
         return config
 
 
