@@ -27,8 +27,9 @@ EMPTY_HASH = _digest(b"durable-agent transcript v1")
 
 def payload_bytes(message: Message) -> int:
     """What a message costs in a payload: the data converter's JSON (null fields too, not
-    the canonical form), and a comma."""
-    return len(message.model_dump_json().encode()) + 1
+    the canonical form), and a comma. (``model_dump_json`` in bytes, without decoding
+    and encoding it again: a message of megabytes is sized in workflow code.)"""
+    return len(message.__pydantic_serializer__.to_json(message)) + 1
 
 
 def canonical_json(message: Message) -> str:
@@ -42,7 +43,15 @@ def canonical_json(message: Message) -> str:
 
 
 def chain_hash(previous: str, message_json: str) -> str:
-    return _digest(f"{previous}\n{message_json}".encode())
+    return _chained(previous, message_json.encode())
+
+
+def _chained(previous: str, encoded: bytes) -> str:
+    """``chain_hash`` over the message's encoded JSON, fed to the digest as it is
+    (no joined copy of a message of megabytes)."""
+    digest = hashlib.sha256(f"{previous}\n".encode())
+    digest.update(encoded)
+    return digest.hexdigest()[:32]
 
 
 def content_hash(message: Message) -> str:
@@ -82,9 +91,9 @@ class Transcript(Sequence[Message]):
     def _known(self, count: int) -> None:
         """Hashes and sizes of the first ``count`` messages, from where they stopped."""
         for message in self._messages[len(self._contents) : count]:
-            encoded = canonical_json(message)
-            self._hashes.append(chain_hash(self._hashes[-1], encoded))
-            self._contents.append(_digest(encoded.encode()))
+            encoded = canonical_json(message).encode()  # once, for both digests
+            self._hashes.append(_chained(self._hashes[-1], encoded))
+            self._contents.append(_digest(encoded))
             self._sizes.append(self._sizes[-1] + payload_bytes(message))
 
     def append(self, message: Message) -> None:

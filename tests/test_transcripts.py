@@ -4,6 +4,7 @@ from their store (SQLite, PostgreSQL), and a lost store costs one full resend.""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,25 @@ from durable_agent.activities.transcript_store import (
     open_transcript_store,
     transcript_scope,
 )
-from durable_agent.messages import AssistantMessage, UserMessage
+from durable_agent.messages import (
+    AssistantMessage,
+    FunctionCall,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.transcript import EMPTY_HASH, Transcript, hash_messages
+from durable_agent.transcript import (
+    EMPTY_HASH,
+    Transcript,
+    canonical_json,
+    chain_hash,
+    content_hash,
+    hash_messages,
+    payload_bytes,
+)
 from durable_agent.worker import build_worker
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.arrays import without_times
@@ -278,3 +294,28 @@ async def test_each_session_reads_only_its_own_transcripts(tmp_path: Path) -> No
     assert await as_session("alice", lambda: store.load(head)) == (secret,)
     assert await as_session("mallory", lambda: store.load(head)) is None  # cached for alice
     assert await as_session("alice", lambda: store.load_message(key)) == secret
+
+
+def test_the_chain_and_the_sizes_are_what_they_always_were() -> None:
+    """The transcript hashes and sizes without joined or re-encoded copies; the values
+    are the ones stored forever: the defining formulas, over text of every width."""
+    messages: list[Message] = [
+        UserMessage(content="plain"),
+        UserMessage(content="é ü " * 50 + '😀 emoji, and \\ " \n escapes'),
+        AssistantMessage(
+            content="",
+            tool_calls=[ToolCall(id="c1", function=FunctionCall(name="f", arguments='{"k": 1}'))],
+        ),
+        ToolMessage(tool_call_id="c1", content="中文 result", tool_name="f"),
+    ]
+    transcript = Transcript(messages)
+    previous = EMPTY_HASH
+    for k, message in enumerate(messages):
+        encoded = canonical_json(message)
+        expected = hashlib.sha256(f"{previous}\n{encoded}".encode()).hexdigest()[:32]
+        assert transcript.hash_at(k + 1) == expected == chain_hash(previous, encoded)
+        assert transcript.content_hash_at(k) == content_hash(message)
+        size = len(message.model_dump_json().encode()) + 1
+        assert payload_bytes(message) == size
+        assert transcript.json_bytes(k, k + 1) == size
+        previous = expected
