@@ -11,8 +11,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import NOT_ADMITTED, Admission, AdmissionInput
     from durable_agent.spec import AgentSpec
-    from durable_agent.workflows.patches import START_CHECKS_LOCAL_PATCH, patched
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+    from durable_agent.workflows.patches import patched
+    from durable_agent.workflows.start_checks import start_check
 
 #: Patch ids (workflow.patched; never reuse or rename): runs before these checked nothing.
 ADMISSION_PATCH = "worker-admission"
@@ -40,26 +40,14 @@ async def admit(spec: AgentSpec) -> Admission:
     worker says of itself (its payload store, its message log)."""
     if not patched(ADMISSION_PATCH):
         return Admission()
-    admission: Admission
-    if patched(START_CHECKS_LOCAL_PATCH):  # on this worker: no task, no input in history
-        admission = await workflow.execute_local_activity(
-            "admit_session",
-            AdmissionInput(spec=spec),
-            result_type=Admission,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=LOST_WORK_RETRIES,
-            summary="admit_session",
-        )
-    else:
-        admission = await workflow.execute_activity(
-            "admit_session",
-            AdmissionInput(spec=spec),
-            result_type=Admission,
-            start_to_close_timeout=timedelta(seconds=60),
-            heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
-            retry_policy=LOST_WORK_RETRIES,
-            summary="admit_session",
-        )
+    admission = await start_check(
+        "admit_session",
+        AdmissionInput(spec=spec),
+        Admission,
+        timeout=timedelta(seconds=60),
+        heartbeat=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
+        summary="admit_session",
+    )
     if admission.refused:
         raise ApplicationError(
             "this worker does not admit the session's spec: " + "; ".join(admission.refused),

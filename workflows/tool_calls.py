@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
-    from durable_agent.workflows.patches import START_CHECKS_LOCAL_PATCH, patched
+    from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.session.commands import CheckGuardrails, RunTools, ToolRun
     from durable_agent.workflows.session.loop_rules import backoff, tool_retry_delay
     from durable_agent.workflows.session.tool_results import call_summary, tool_error_result
+    from durable_agent.workflows.start_checks import start_check
 
 #: Patch id (workflow.patched; never reuse or rename): children started before it have
 #: ids without the run.
@@ -72,28 +73,14 @@ async def resolve_tools(
 ) -> ResolveToolsResult:
     """The named tools as the workers describe them, and which guardrails they lack (once,
     at the session's start)."""
-    request = ResolveToolsInput(names=names, guardrails=guardrails, hooks=hooks)
-    summary = f"resolve_tools {', '.join(names)}"
-    if patched(START_CHECKS_LOCAL_PATCH):  # on this worker: no task, no input in history
-        local: ResolveToolsResult = await workflow.execute_local_activity(
-            "resolve_tools",
-            request,
-            result_type=ResolveToolsResult,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=LOST_WORK_RETRIES,
-            summary=summary,
-        )
-        return local
-    resolved: ResolveToolsResult = await workflow.execute_activity(
+    return await start_check(
         "resolve_tools",
-        request,
-        result_type=ResolveToolsResult,
-        start_to_close_timeout=timedelta(seconds=30),
-        heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
-        retry_policy=LOST_WORK_RETRIES,
-        summary=summary,
+        ResolveToolsInput(names=names, guardrails=guardrails, hooks=hooks),
+        ResolveToolsResult,
+        timeout=timedelta(seconds=30),
+        heartbeat=timedelta(seconds=rules.heartbeat_timeout_seconds),
+        summary=f"resolve_tools {', '.join(names)}",
     )
-    return resolved
 
 
 async def list_remote_tools(spec: AgentSpec) -> list[ResolvedTool]:
