@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
@@ -16,10 +17,16 @@ from durable_agent.activities.transcript_store import (
     TranscriptStore,
     transcript_scope,
 )
+from durable_agent.messages import Message
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, tool_messages
+from tests.support.agent_harness import (
+    LOCAL_DEVELOPMENT,
+    record_history,
+    spec_for,
+    tool_messages,
+)
 from tests.support.arrays import without_times
 
 registry = ToolRegistry()
@@ -163,3 +170,44 @@ async def test_long_tool_results_are_cut_with_a_marker_and_kept_whole_in_the_sto
     assert whole is not None and len(whole.content) == int(marker.group(1)) >= 4995
     # the model saw the cut result, not the whole
     assert provider.requests[1].body["messages"][-1]["content"] == result.content
+
+
+class LosesEverythingOnce(TranscriptStore):
+    """A store wiped, backend and cache, just as a continued run first reads its array
+    back (a ``memory:`` worker restarted between the runs; a store pruned or wiped)."""
+
+    wiped = False
+
+    async def load(self, head: str) -> tuple[Message, ...] | None:
+        if not self.wiped and activity.info().activity_type == "load_transcript":
+            self.wiped = True
+            assert self.backend is not None
+            await self.backend.wipe()
+            self.forget()
+        return await super().load(head)
+
+
+async def test_a_carried_array_the_store_lost_is_read_back_from_the_previous_run(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Any
+) -> None:
+    plain, *_ = await _run(temporal_env, task_queue, TranscriptStore(), wipe=False)
+    store = LosesEverythingOnce(SqliteBackend(tmp_path / "t.sqlite"))
+    messages, _, sid, runs = await _run(
+        temporal_env, f"{task_queue}-l", store, wipe=False, continue_as_new_after_events=30
+    )
+    assert store.wiped and runs >= 2
+    assert without_times(messages) == without_times(plain)
+    read_back, failed_loads = [], 0
+    async for run in temporal_env.client.list_workflows(f"WorkflowId = '{sid}'"):
+        handle = temporal_env.client.get_workflow_handle(sid, run_id=run.run_id)
+        for event in (await handle.fetch_history()).events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                scheduled = event.activity_task_scheduled_event_attributes
+                if scheduled.activity_type.name == "closed_conversation":
+                    read_back.append(run.run_id)
+                    await record_history(handle, "carried_read_back")
+            if event.HasField("activity_task_failed_event_attributes"):
+                failure = event.activity_task_failed_event_attributes.failure
+                failed_loads += "no transcript" in failure.message
+    assert len(read_back) == 1, "the run that found its array gone read it back, once"
+    assert failed_loads == 1

@@ -69,6 +69,7 @@ def test_histories_are_recorded() -> None:
         "agui_interrupt_resumed",  # AG-UI: a call's interrupt, resumed approved, a rejoin
         "baselined",  # a run on one patch marker, the baseline, standing for the others
         "start_checks_local",  # the next baseline: admission and tools by local activities
+        "carried_read_back",  # a continued run's array the store lost, read back
     }
 
 

@@ -142,7 +142,7 @@ class AgentWorkflow(SessionHandlers):
             self._untitled = await open_run(session, request, self._sync)
         else:
             if request.carried.transcript is not None:
-                await self._sync.load(request.carried.transcript)
+                await self._sync.load_carried(request.carried.transcript)
             self._feed.resume()
         try:
             result = await self._carry_out_commands()

@@ -4,18 +4,15 @@ or from the session it branches from), and its title set. Deterministic workflow
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import ClosedRunInput, ForkInput, TranscriptRef
+    from durable_agent.contracts import ClosedRunInput, ForkInput
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.patches import patched
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import session_title
     from durable_agent.workflows.tool_calls import list_remote_tools, resolve_tools
@@ -53,12 +50,12 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
         closed = ClosedRunInput(run_id=request.resume.run_id)
-        await sync.load(await _read_back(session, "closed_conversation", closed, summary))
+        await sync.load(await sync.read_back("closed_conversation", closed, summary))
     elif request.fork is not None:  # (new: no recorded run took this path)
         fork = request.fork
         summary = f"forked_conversation of {fork.session_id} at {fork.at}"
         branch = ForkInput(fork=fork, instructions=session.spec.instructions)
-        await sync.load(await _read_back(session, "forked_conversation", branch, summary))
+        await sync.load(await sync.read_back("forked_conversation", branch, summary))
     session.start(request, workflow.now())
     # Added after sessions were recorded: a command that older histories lack, so it
     # is patched in (docs/changing-workflow-code.md).
@@ -71,20 +68,6 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         workflow.upsert_memo({"title": title})
         return False
     return True
-
-
-async def _read_back(session: Session, activity: str, arg: object, summary: str) -> TranscriptRef:
-    """Another run's messages, stored by the workers: their reference."""
-    ref: TranscriptRef = await workflow.execute_activity(
-        activity,
-        arg,
-        result_type=TranscriptRef,
-        start_to_close_timeout=timedelta(seconds=300),
-        heartbeat_timeout=timedelta(seconds=session.spec.session.heartbeat_timeout_seconds),
-        retry_policy=LOST_WORK_RETRIES,
-        summary=summary,
-    )
-    return ref
 
 
 async def _resolve_tools(session: Session) -> None:

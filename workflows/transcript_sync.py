@@ -15,6 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import (
         TRANSCRIPT_UNKNOWN,
+        ClosedRunInput,
         LoadTranscriptInput,
         StoredMessageRef,
         StoreTranscriptInput,
@@ -39,6 +40,9 @@ LOAD_PAGE_MESSAGES = 2000
 #: and pieces too (before, a run started with 10,000 messages hashed them all at once).
 LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
 STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
+#: A continued run whose carried array the store lost reads it back from the run before
+#: (it failed the session).
+READ_BACK_LOST_CARRY_PATCH = "read-back-lost-carry"
 
 
 class PayloadTooLarge(Exception):
@@ -139,9 +143,7 @@ class TranscriptSync:
             try:
                 await self._store_piece(start, end)
             except ActivityError as error:
-                cause = error.cause
-                lost = isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
-                if lost and start:
+                if _lost(error) and start:
                     self.lost()  # the store lost the prefix too: from the top
                     continue
                 raise
@@ -180,6 +182,42 @@ class TranscriptSync:
             await self._store_piece(count, count)
         self.offered = count
 
+    async def read_back(self, activity: str, arg: object, summary: str) -> TranscriptRef:
+        """Another run's messages, put in the store by a worker: their reference."""
+        ref: TranscriptRef = await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=TranscriptRef,
+            start_to_close_timeout=timedelta(seconds=300),
+            heartbeat_timeout=self._heartbeat,
+            retry_policy=LOST_WORK_RETRIES,
+            summary=summary,
+        )
+        return ref
+
+    async def load_carried(self, ref: TranscriptRef) -> None:
+        """The array the previous run handed over by reference. If the store lost it (a
+        ``memory:`` store whose worker restarted, a pruned or wiped store), the previous
+        run, closed now, is read back (its history holds the array) and stored again."""
+        try:
+            await self.load(ref)
+        except ActivityError as error:
+            previous = workflow.info().continued_run_id
+            if not _lost(error) or previous is None or not patched(READ_BACK_LOST_CARRY_PATCH):
+                raise
+            workflow.logger.warning("the store lost the carried array: reading it back")
+            summary = f"closed_conversation of run {previous} (the store lost it)"
+            closed = ClosedRunInput(run_id=previous)
+            again = await self.read_back("closed_conversation", closed, summary)
+            if again != ref:
+                raise ApplicationError(
+                    f"the previous run holds {again.count} messages ({again.hash}), "
+                    f"not the {ref.count} ({ref.hash}) it carried",
+                    type="TranscriptMismatch",
+                    non_retryable=True,
+                ) from None
+            await self.load(ref)  # from where the first reading stopped
+
     async def load(self, ref: TranscriptRef) -> None:
         """Read back the array a previous run left in the store, a page at a time (pages
         of at most ``LOAD_PAGE_MESSAGES``: each is hashed into the array in one workflow
@@ -210,3 +248,9 @@ class TranscriptSync:
                 non_retryable=True,
             )
         self.stored = ref.count
+
+
+def _lost(error: ActivityError) -> bool:
+    """The activity found the store lacks what it was pointed at."""
+    cause = error.cause
+    return isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
