@@ -39,6 +39,7 @@ from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.heap import freeze_startup_heap
 from durable_agent.messages import AssistantMessage, Message, UserMessage
 from durable_agent.observability.logs import configure_logging
 from durable_agent.spec import AgentSpec, ModelSpec
@@ -133,12 +134,14 @@ async def main(message_sizes: list[int], call_sizes: list[int]) -> None:
         queue = f"bench-activations-{uuid.uuid4().hex[:6]}"
         store = Path(tempfile.mkdtemp(prefix="bench-activations-")) / "transcripts.sqlite"
         tools = tool_worker(address, f"{queue}-tools", f"sqlite:///{store}")
-        with ScriptedProvider(responder=replies) as provider:
-            async with build_worker(
+        with ScriptedProvider(responder=replies, keep_requests=False) as provider:
+            worker = build_worker(
                 client, task_queue=queue, preload_tokenizers=False,
                 capabilities=Capabilities.development(),
                 transcripts=open_transcript_store(f"sqlite:///{store}"),
-            ):  # fmt: skip
+            )  # fmt: skip
+            freeze_startup_heap()  # as ``durable-agent worker`` does before it polls
+            async with worker:
                 agents = AgentClient(client, task_queue=queue)
                 for size in message_sizes:
 

@@ -20,6 +20,7 @@ from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
 from durable_agent.activities.transcript_store import default_store_url, open_transcript_store
 from durable_agent.capabilities import Capabilities
+from durable_agent.heap import freeze_startup_heap
 from durable_agent.observability.logs import configure_logging
 from durable_agent.shutdown import exit_without_teardown
 from durable_agent.worker import build_worker
@@ -50,6 +51,7 @@ async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> Non
             activities=[floor.call_model, floor.run_tool],
             max_concurrent_activities=100,
         )
+    freeze_startup_heap()  # as ``durable-agent worker`` does; the floor's too, to be fair
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with worker:

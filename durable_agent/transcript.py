@@ -79,6 +79,9 @@ class Transcript(Sequence[Message]):
         self._hashes: list[str] = [EMPTY_HASH]
         self._contents: list[str] = []
         self._sizes: list[int] = [0]
+        self._ahead: dict[int, tuple[Message, bytes, int]] = {}
+        """Messages encoded before they were appended, by ``id`` (the message is kept
+        too: its id cannot be taken by another while the entry lives)."""
 
     @classmethod
     def adopt(cls, messages: list[Message]) -> Transcript:
@@ -88,13 +91,26 @@ class Transcript(Sequence[Message]):
         transcript._messages = messages
         return transcript
 
+    def encode_ahead(self, message: Message) -> None:
+        """Encode a message that is about to be appended (a tool result as it arrives):
+        a batch of thousands is then encoded over the tasks its results came in, not
+        all in the task that appends them. Values are the same either way."""
+        encoded = canonical_json(message).encode()
+        self._ahead[id(message)] = (message, encoded, payload_bytes(message))
+
     def _known(self, count: int) -> None:
         """Hashes and sizes of the first ``count`` messages, from where they stopped."""
         for message in self._messages[len(self._contents) : count]:
-            encoded = canonical_json(message).encode()  # once, for both digests
+            ahead = self._ahead.pop(id(message), None)
+            if ahead is not None and ahead[0] is message:
+                _, encoded, size = ahead
+            else:  # once, for both digests
+                encoded, size = canonical_json(message).encode(), payload_bytes(message)
             self._hashes.append(_chained(self._hashes[-1], encoded))
             self._contents.append(_digest(encoded))
-            self._sizes.append(self._sizes[-1] + payload_bytes(message))
+            self._sizes.append(self._sizes[-1] + size)
+        if len(self._contents) == len(self._messages):
+            self._ahead.clear()  # what was encoded and never appended (a copy went in)
 
     def append(self, message: Message) -> None:
         self._messages.append(message)

@@ -48,6 +48,7 @@ from durable_agent.cli.args import (
 from durable_agent.connection import connect_client
 from durable_agent.contracts import DEFAULT_TASK_QUEUE
 from durable_agent.encryption import CodecKeys, with_encryption
+from durable_agent.heap import freeze_startup_heap
 from durable_agent.lean_payloads import lean_data_converter
 from durable_agent.message_sinks import JSONLMessageLog, MessageSink
 from durable_agent.observability.logs import configure_logging
@@ -201,6 +202,7 @@ async def serve(args: argparse.Namespace) -> None:
             deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
             sandboxed=args.sandboxed,
         )
+        freeze_startup_heap()  # all loaded: later full collections skip it
         async with worker:
             tools = ", ".join(default_registry.names()) or "none"
             named = ", ".join(sorted(agents)) or "none"

@@ -20,6 +20,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.heap import freeze_startup_heap
 from durable_agent.temporal_cli import temporal_binary
 
 #: Address of the run's shared dev server, set by the controller for its workers.
@@ -127,3 +128,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered += head + rest[:take]
         rest = rest[take:]
     items[:] = ordered + long[workers:] + rest
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module imported: freeze the heap, as ``durable-agent worker`` does once
+    started. The workers these tests build run in this process, so a full garbage
+    collection walks pytest's, hypothesis's and every test module's objects too, in
+    whichever workflow task it lands; frozen, they are left out."""
+    freeze_startup_heap()

@@ -319,3 +319,20 @@ def test_the_chain_and_the_sizes_are_what_they_always_were() -> None:
         assert payload_bytes(message) == size
         assert transcript.json_bytes(k, k + 1) == size
         previous = expected
+
+
+def test_results_encoded_ahead_hash_and_size_as_any_other() -> None:
+    """Tool results encoded as they arrive, then appended (one as a copy that changed,
+    as a result the loop stamps is): the values are the defining formulas' all the same."""
+    asked = AssistantMessage(content="", tool_calls=[])
+    results = [ToolMessage(tool_call_id=f"c{k}", content=f"résultat {k}") for k in range(3)]
+    transcript = Transcript([UserMessage(content="go"), asked])
+    for result in results:
+        transcript.encode_ahead(result)
+    stamped = results[1].model_copy(update={"content": "changed after it was encoded"})
+    transcript.extend([results[0], stamped, results[2]])
+    plain = [UserMessage(content="go"), asked, results[0], stamped, results[2]]
+    assert transcript.head == hash_messages(plain)
+    assert [transcript.content_hash_at(k) for k in range(5)] == [content_hash(m) for m in plain]
+    assert transcript.json_bytes() == sum(payload_bytes(m) for m in plain)
+    assert transcript.json_bytes(3, 4) == len(stamped.model_dump_json().encode()) + 1

@@ -57,7 +57,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.session.loop_rules import session_title
     from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.session_log import session_log
-    from durable_agent.workflows.tool_calls import check_guardrails, run_tool_groups
+    from durable_agent.workflows.tool_calls import (
+        EncodedOnArrival,
+        check_guardrails,
+        run_tool_groups,
+    )
     from durable_agent.workflows.transcript_sync import PayloadTooLarge, TranscriptSync
 
 #: Patch ids (workflow.patched; never reuse or rename).
@@ -223,7 +227,7 @@ class AgentWorkflow(SessionHandlers):
                         self._cancelled,
                         lambda: session.state.ending is not None,
                         session.state.forwards,
-                        feed,
+                        EncodedOnArrival(feed, session.messages),
                         session.batch.children,
                     )
                     first = len(session.messages)  # results land in slot order from here

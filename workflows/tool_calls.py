@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
+    from durable_agent.transcript import Transcript
     from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
@@ -152,6 +153,22 @@ class ToolWatcher(Protocol):
     def tool_started(self, turn: int, run: ToolRun) -> None: ...
 
     def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None: ...
+
+
+class EncodedOnArrival:
+    """A watcher that first encodes each result for the transcript it will join
+    (``Transcript.encode_ahead``), then tells ``inner``: a batch's results are encoded
+    in the tasks they arrive in, not all at once in the task that appends them."""
+
+    def __init__(self, inner: ToolWatcher, transcript: Transcript) -> None:
+        self._inner, self._transcript = inner, transcript
+
+    def tool_started(self, turn: int, run: ToolRun) -> None:
+        self._inner.tool_started(turn, run)
+
+    def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None:
+        self._transcript.encode_ahead(result)
+        self._inner.tool_finished(turn, run, result)
 
 
 async def run_tool_groups(

@@ -201,7 +201,9 @@ class ScriptedProvider:
 
     Turns are taken in order, one per request; when the script runs out the
     ``responder`` (if any) answers, else the request gets a 500 that says so.
-    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. Every request is
+    kept in ``requests`` unless ``keep_requests`` is off (a long run whose requests
+    carry thousands of messages, where holding them all would weigh on the process).
     """
 
     def __init__(
@@ -210,8 +212,10 @@ class ScriptedProvider:
         *,
         responder: Responder | None = None,
         port: int = 0,
+        keep_requests: bool = True,
     ) -> None:
         self._script: list[AssistantMessage | Reply] = list(script)
+        self._keep = keep_requests
         self._responder = responder
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
@@ -257,7 +261,8 @@ class ScriptedProvider:
 
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            self.requests.append(request)
+            if self._keep:
+                self.requests.append(request)
             turn = self._script.pop(0) if self._script else None
         if turn is None:
             if self._responder is None:

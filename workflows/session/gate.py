@@ -8,9 +8,7 @@ decisions waiting for their token to be checked) is in ``SessionState``.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -68,10 +66,22 @@ def judged_arguments(call: ToolCall, tool: ResolvedTool) -> Any:
     return as_validated(arguments_of(call.function.arguments), tool.definition.parameters)
 
 
-def _judged_once(call: ToolCall, tool: ResolvedTool) -> Callable[[], Any]:
+class _JudgedOnce:
     """``judged_arguments``, worked out on first use (most calls meet no rule and no
-    grant: a batch of 2,500 then validates nothing twice in one workflow task)."""
-    return functools.cache(lambda: judged_arguments(call, tool))
+    grant: a batch of 2,500 then validates nothing twice in one workflow task). A plain
+    holder: a ``functools.cache`` per call cost more than the rest of the gate."""
+
+    __slots__ = ("_call", "_known", "_tool", "_value")
+
+    def __init__(self, call: ToolCall, tool: ResolvedTool) -> None:
+        self._call, self._tool = call, tool
+        self._value: Any = None
+        self._known = False
+
+    def __call__(self) -> Any:
+        if not self._known:
+            self._value, self._known = judged_arguments(self._call, self._tool), True
+        return self._value
 
 
 def rule_matches(rule: ApprovalRule, arguments: Any) -> bool:
@@ -91,7 +101,7 @@ class Gate:
     def questions(self, slot: int, call: ToolCall, tool: ResolvedTool) -> list[Question]:
         """The predicates to ask before ``decide`` can: the rules' named predicates up to
         the first rule that matches without one, and the tool's own when no rule may."""
-        arguments = _judged_once(call, tool)  # judged only if a rule is for this tool
+        arguments = _JudgedOnce(call, tool)  # judged only if a rule is for this tool
         asked: list[Question] = []
         for rule in self.settings.rules:
             if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments()):
@@ -108,7 +118,7 @@ class Gate:
     ) -> GateOutcome:
         """First matching rule wins; else the tool's policy. A call that would wait for a
         person runs when a standing grant covers it."""
-        arguments = _judged_once(call, tool)
+        arguments = _JudgedOnce(call, tool)
         outcome: GateOutcome | None = None
         for index, rule in enumerate(self.settings.rules):
             if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments()):
