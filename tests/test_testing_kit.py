@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from pydantic import BaseModel
 
 from durable_agent import Agent, ModelSpec, ProviderEndpoint, ToolRegistry, tool
 from durable_agent.client import SessionNotFoundError, WaitOutcome
-from durable_agent.testing import AgentTestEnvironment, assistant_calls, assistant_text
+from durable_agent.testing import (
+    AgentTestEnvironment,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+)
 from tests.support.agent_harness import wait_for
 
 registry = ToolRegistry()
@@ -131,3 +137,18 @@ async def test_a_registered_agent_calls_another_as_a_tool() -> None:
     assert child_request[-1]["content"] == "what is 6 x 7?"
     tool_result = env.model.requests[2].body["messages"][-1]
     assert tool_result["role"] == "tool" and tool_result["content"] == "42"
+
+
+def test_the_scripted_model_can_answer_without_keeping_requests() -> None:
+    """``keep_requests=False``: answers as scripted, over real HTTP, and holds no body."""
+    bodies = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for keep in (True, False):
+        with ScriptedProvider([assistant_text("one"), assistant_text("two")],
+                              keep_requests=keep) as provider:  # fmt: skip
+            replies = [
+                httpx.post(f"{provider.base_url}/chat/completions", json=bodies, timeout=10)
+                for _ in range(2)
+            ]
+        contents = [r.json()["choices"][0]["message"]["content"] for r in replies]
+        assert contents == ["one", "two"]
+        assert len(provider.requests) == (2 if keep else 0)
