@@ -17,6 +17,7 @@ from durable_agent.ports import free_port
 from durable_agent.spec import ModelPrice
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import spec_for, worker_process
+from tests.support.otlp_receiver import absent_collector
 
 LATENCY = "durable_agent_activity_latency_count"
 
@@ -45,9 +46,9 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
         assistant_calls(("wipe_cache", {"name": "a"}), ("get_time", {"city": "NYC"})),
         assistant_text("done"),
     ]
-    absent = f"http://127.0.0.1:{free_port()}"  # no collector listens there
-    metrics = ("--metrics-address", f"127.0.0.1:{port}", "--otlp-endpoint", absent)
-    with worker_process(temporal_env, task_queue, *metrics):
+    metrics = ("--metrics-address", f"127.0.0.1:{port}", "--otlp-endpoint")
+    # no collector listens at ``absent``
+    with absent_collector() as absent, worker_process(temporal_env, task_queue, *metrics, absent):
         with ScriptedProvider(script) as provider:
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             spec = spec_for(provider, ["wipe_cache", "get_time"])

@@ -24,14 +24,13 @@ from temporalio.worker import Replayer
 from durable_agent import AgentClient
 from durable_agent.model_options import ModelOptions
 from durable_agent.observability.telemetry import bounded_batches
-from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, json_reply
 from durable_agent.tools import ToolRegistry
 from durable_agent.worker import build_worker
 from durable_agent.workflows.agent_workflow import AgentWorkflow
 from tests.support import cli_tools
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
-from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.otlp_receiver import OtlpReceiver, absent_collector
 
 ROOT = Path(__file__).parent.parent
 OPTIONS = {"temperature": 0.2, "max_output_tokens": 100, "seed": 7, "extra": {"logprobs": True}}
@@ -136,8 +135,11 @@ async def test_a_stalled_or_absent_collector_does_not_slow_a_session(
     """The stalled collector holds every export it is sent; the sessions end all the
     same, while it still holds them: spans are dropped or queued, never waited for."""
     replies = [assistant_text(f"answer {n}") for n in range(6)]  # one for each session
-    absent = f"http://127.0.0.1:{free_port()}"
-    with OtlpReceiver(stall=60) as stalled, ScriptedProvider(replies) as provider:
+    with (
+        absent_collector() as absent,
+        OtlpReceiver(stall=60) as stalled,
+        ScriptedProvider(replies) as provider,
+    ):
         agents = AgentClient(temporal_env.client, task_queue=task_queue)
         spec = spec_for(provider)
         statuses = []
@@ -282,6 +284,9 @@ def test_a_full_queue_drops_spans_and_counts_them() -> None:
             with tracer.start_as_current_span(f"span {n}"):
                 pass
         held = stalled.answered  # read before the receiver lets anything go
+    # what the queue still holds goes nowhere now: no export thread outlives the test
+    # (a later test's server could get the port and receive its spans)
+    provider.shutdown()
     dropped = sum(
         update.value
         for update in buffer.retrieve_updates()

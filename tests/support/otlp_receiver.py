@@ -4,7 +4,10 @@ makes it hold every request that long, as a slow collector does."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -107,3 +110,14 @@ class OtlpReceiver:
         self._released.set()  # stalled requests answer now, so the server can stop
         self._server.shutdown()
         self._server.server_close()
+
+
+@contextlib.contextmanager
+def absent_collector() -> Iterator[str]:
+    """An endpoint where no collector listens, and none will while the test runs: the
+    port stays bound (not listening: connections are refused), so the OS cannot hand it
+    to another server. (A port that was merely free when asked went, in CI, to another
+    test's scripted model, which then received this test's span exports.)"""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
