@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hashlib
 import json
 import sqlite3
@@ -26,7 +27,7 @@ import structlog
 
 from durable_agent.encryption import CodecKeys
 from durable_agent.messages import Message, parse_message
-from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, content_hash
+from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, json_digest
 
 log = structlog.get_logger("durable_agent.transcripts")
 T = TypeVar("T")
@@ -230,7 +231,13 @@ def _scoped(key: str) -> str:
     scope = transcript_scope.get()
     if not scope or key == EMPTY_HASH:
         return key
-    return f"{hashlib.sha256(scope.encode()).hexdigest()[:16]}:{key}"
+    return f"{_scope_prefix(scope)}:{key}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_prefix(scope: str) -> str:
+    """A session's key prefix (asked for every key an activity touches: kept)."""
+    return hashlib.sha256(scope.encode()).hexdigest()[:16]
 
 
 def _unscoped(key: str) -> str:
@@ -242,6 +249,9 @@ class TranscriptStore:
         self.backend = backend
         self._cache: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
         self._singles: OrderedDict[str, Message] = OrderedDict()
+        # the stored JSON of the singles kept, by the message object: a tool result is
+        # encoded once, when kept, not again when the model call chains it
+        self._single_json: dict[int, tuple[Message, str]] = {}
         self._cache_size = cache_size
 
     async def load(self, head: str) -> tuple[Message, ...] | None:
@@ -271,7 +281,8 @@ class TranscriptStore:
         rows: list[Row] = []
         head = base
         for offset, message in enumerate(appended):
-            encoded = canonical_json(message)
+            known = self._single_json.get(id(message))
+            encoded = known[1] if known and known[0] is message else canonical_json(message)
             parent, head = head, chain_hash(head, encoded)
             rows.append((head, parent, len(prefix) + offset, encoded))
         messages = prefix + tuple(appended)
@@ -284,10 +295,15 @@ class TranscriptStore:
         """Keep one message by its content hash (a tool result, before the workflow has
         placed it in the chain)."""
         encoded = canonical_json(message)
-        key = content_hash(message)
+        key = json_digest(encoded)
+        replaced = self._singles.get(_scoped(key))
+        if replaced is not None:
+            self._single_json.pop(id(replaced), None)
         self._singles[_scoped(key)] = message
+        self._single_json[id(message)] = (message, encoded)
         while len(self._singles) > self._cache_size * 8:
-            self._singles.popitem(last=False)
+            _, dropped = self._singles.popitem(last=False)
+            self._single_json.pop(id(dropped), None)
         if self.backend is not None:
             await self.backend.save_single(_scoped(key), encoded)
         return key
@@ -329,6 +345,7 @@ class TranscriptStore:
         """Drop the in-process cache (the backend keeps its rows)."""
         self._cache.clear()
         self._singles.clear()
+        self._single_json.clear()
 
     def _remember(self, head: str, messages: tuple[Message, ...]) -> None:
         key = _scoped(head)

@@ -56,7 +56,12 @@ def _chained(previous: str, encoded: bytes) -> str:
 
 def content_hash(message: Message) -> str:
     """A message by its content alone (tool results stored by their activity)."""
-    return _digest(canonical_json(message).encode())
+    return json_digest(canonical_json(message))
+
+
+def json_digest(message_json: str) -> str:
+    """``content_hash`` of a message from its ``canonical_json``."""
+    return _digest(message_json.encode())
 
 
 def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:

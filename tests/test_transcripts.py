@@ -336,3 +336,28 @@ def test_results_encoded_ahead_hash_and_size_as_any_other() -> None:
     assert [transcript.content_hash_at(k) for k in range(5)] == [content_hash(m) for m in plain]
     assert transcript.json_bytes() == sum(payload_bytes(m) for m in plain)
     assert transcript.json_bytes(3, 4) == len(stamped.model_dump_json().encode()) + 1
+
+
+async def test_kept_results_chain_from_the_json_they_were_stored_as(tmp_path: Path) -> None:
+    """A tool result kept by its activity is chained by the model call from the JSON it
+    was stored as; the rows and the head are the defining formulas' all the same, also
+    for a result kept twice and once the kept ones have been let go."""
+    store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"), cache_size=2)
+    results = [ToolMessage(tool_call_id=f"c{k}", content=f"résultat {k}") for k in range(12)]
+    keys = [await store.put_message(r) for r in results]
+    assert keys == [content_hash(r) for r in results]
+    again = results[0].model_copy()  # the same content, kept a second time
+    assert await store.put_message(again) == keys[0]
+    loaded = [await store.load_message(k) for k in keys]
+    assert loaded[1] is results[1]  # as the model call finds it: the object kept
+    head, _ = await store.extend(EMPTY_HASH, (), [m for m in loaded if m is not None])
+    assert head == hash_messages(results)
+    store.forget()
+    assert list(await store.load(head) or []) == results
+    assert store.backend is not None
+    rows = await store.backend.load(head)
+    assert sorted(m for *_, m in rows) == sorted(canonical_json(r) for r in results)
+    # bounded with the kept messages (eight times the cache): none outlives its message
+    for k in range(20):
+        await store.put_message(ToolMessage(tool_call_id=f"d{k}", content=str(k)))
+    assert len(store._single_json) == len(store._singles) == 16

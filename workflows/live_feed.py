@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TurnEnded,
         TurnStarted,
         UsageReported,
+        event_payload,
     )
     from durable_agent.loop_events import result_text, step_events
     from durable_agent.messages import AssistantMessage, ToolMessage
@@ -84,7 +85,7 @@ class LiveFeed:
         self._turn = state.turn
 
     def _publish(self, event: Any) -> None:
-        self._topic.publish(event.model_dump(mode="json", exclude={"offset"}))
+        self._topic.publish(event_payload(event))
 
     # --- what the loop observes --------------------------------------------------------
 
