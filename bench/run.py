@@ -2,7 +2,7 @@
 the whole array on every model call), same scripted provider over real HTTP with zero
 latency, same real Temporal dev server, each worker in its own process.
 
-    ./run bench [--runs 5] [--concurrent 50] [--rounds 3] [--peers]
+    ./run bench [--runs 5] [--concurrent 50] [--rounds 5] [--peers]
 
 With ``--peers``, the same workloads on the OpenAI Agents SDK with Temporal's plugin and
 on Pydantic AI's Temporal integration (bench/peer_kinds.py), in a second table.
@@ -68,6 +68,8 @@ class Figures:
     c_p95: float = 0.0
     c_worker_cpu: float = 0.0
     c_server_cpu: float = 0.0
+    c_rounds: list[tuple[float, float]] = field(default_factory=list)
+    """Each round of C: (turns/s, worker CPU s)."""
 
 
 class Bench:
@@ -235,6 +237,7 @@ async def measure_all(
     for kind in kinds:
         for name in C_FIELDS:
             setattr(figures[kind], name, statistics.median(getattr(f, name) for f in c_runs[kind]))
+        figures[kind].c_rounds = [(f.c_turns_per_second, f.c_worker_cpu) for f in c_runs[kind]]
     return figures
 
 
@@ -276,6 +279,15 @@ def table(floor: Figures, ours: Figures, runs: int, concurrent: int, rounds: int
         ratio = f"{value / base:.2f}x" if base else "-"
         lines.append(f"| {workload} | {name} | {show(base)} | {show(value)} | {ratio} | {target} |")
     flat = ours.b_call_bytes[200] / ours.b_call_bytes[10]
+    paired = list(zip(floor.c_rounds, ours.c_rounds, strict=True))
+    lines.append("")
+    lines.append(  # the spread the medians hide: a shared machine's speed drifts
+        "Workload C round by round, durable-agent to the floor: throughput "
+        + " ".join(f"{o[0] / f[0]:.2f}x" for f, o in paired)
+        + "; worker CPU "
+        + " ".join(f"{o[1] / f[1]:.2f}x" for f, o in paired)
+        + "."
+    )
     lines.append("")
     lines.append(
         f"Workload B, durable-agent: call 200 is {flat:.2f}x call 10 (target <= 1.5x); "
@@ -331,7 +343,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds of C, the kinds taking turns in each"
+        "--rounds", type=int, default=5, help="rounds of C, the kinds taking turns in each"
     )
     parser.add_argument(
         "--peers",
