@@ -442,3 +442,33 @@ def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
     assert isinstance(command, RunTools), command
     assert command.groups[0][0].approval is not None
     assert command.groups[0][0].approval.by == "ops"
+
+
+def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided() -> None:
+    """A batch of 300 calls opens without making 300 runs: each is made when a runner
+    takes it (the task that opens a batch of thousands does not pay for all of them),
+    with the approval decided for its slot when the batch opened, in request order."""
+    driver, _ = drive(payments_spec(), [], lambda p: "approved")
+    session = driver.session = Session(driver.spec, SessionState())
+    driver._resolve_tools()
+    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
+    now = driver.now
+    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
+    calls = [("lookup", {"customer": f"c{k}"}) for k in range(299)]
+    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1}), *calls))
+    assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
+    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
+    assert session.decisions.decision_arrived(signal, "approved", now) is None
+    session.batch.approvals_waited(now)
+    command = session.next_command(suggested=False, now=now)
+    assert isinstance(command, RunTools), command
+    runs = command.groups[0]
+    assert len(runs) == 300 and runs._made == {}  # nothing made when the batch opens
+    taken = [runs[k] for k in range(5)]  # five runners take a call each
+    assert sorted(runs._made) == [0, 1, 2, 3, 4]
+    assert taken[0].approval is not None and taken[0].approval.by == "ops"
+    assert [r.call.function.arguments for r in taken[1:]] == [
+        json.dumps({"customer": f"c{k}"}) for k in range(4)
+    ]
+    assert runs[1] is taken[1]  # made once
+    assert [r.slot for r in runs] == list(range(300))

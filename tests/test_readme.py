@@ -5,6 +5,7 @@ where the model lives is changed."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -58,9 +59,11 @@ async def test_the_readme_example_asks_for_an_approval_and_answers_typed(
             cwd=tmp_path,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            # a crash (it segfaulted once in CI, with nothing on stderr) shows its stacks
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )
         out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()[-3000:]
+    assert process.returncode == 0, f"{out.decode()[-1500:]}\n{err.decode()[-6000:]}"
     printed = out.decode().strip().splitlines()  # the worker's log lines, then the print
     # the typed answer, printed as the Report it is
     assert printed[-1] == "city='Oslo' weather='4C, rain' mailed_to='ana@example.com'", printed[-5:]

@@ -10,7 +10,6 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
@@ -316,12 +315,14 @@ async def _in_runners(
     """The group's results by slot, at most ``most`` calls at a time: each runner takes
     the next call in request order when its own is done. Once ``cancelled()``, the
     running calls are cancelled and the rest never start."""
-    waiting = collections.deque(group)
+    taken = 0  # the calls taken so far, in request order (each made as it is taken)
     finished: dict[int, tuple[ToolMessage, bool]] = {}
 
     async def runner() -> None:
-        while waiting:
-            run = waiting.popleft()
+        nonlocal taken
+        while taken < len(group):
+            run = group[taken]
+            taken += 1
             try:
                 finished[run.slot] = await run_one(run)
             except ActivityError:
@@ -331,7 +332,7 @@ async def _in_runners(
 
     runners = [asyncio.ensure_future(runner()) for _ in range(min(most, len(group)))]
     await workflow.wait_condition(lambda: all(r.done() for r in runners) or cancelled())
-    waiting.clear()
+    taken = len(group)  # the rest never start
     for each in runners:
         each.cancel()  # no-op for the finished ones
     for outcome in await asyncio.gather(*runners, return_exceptions=True):

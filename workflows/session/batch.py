@@ -28,6 +28,7 @@ from durable_agent.workflows.session.commands import (
     DescribeCalls,
     RunTools,
     ToolRun,
+    ToolRuns,
 )
 from durable_agent.workflows.session.gate import Gate, Question, Verdicts
 from durable_agent.workflows.session.loop_rules import approval_id, epoch_ms, execution_groups
@@ -289,26 +290,34 @@ class ToolBatch:
                 batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
             approved = [k for k in approved if k not in results]
         modes = [tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
-        groups = [
-            [self._tool_run(batch, k) for k in group] for group in execution_groups(approved, modes)
-        ]
+        make = self._tool_runs(batch)
+        groups = [ToolRuns(group, make) for group in execution_groups(approved, modes)]
         return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
 
-    def _tool_run(self, batch: OpenBatch, slot: int) -> ToolRun:
-        call = batch.calls[slot]
-        resolved = self._tools()[call.function.name]
-        approval = batch.approvals.get(slot)
-        if approval is not None and approval.arguments is not None:  # a person's edit runs
-            function = call.function.model_copy(update={"arguments": approval.arguments})
-            call = call.model_copy(update={"function": function})
-        context = self.spec.context
-        bound = {param: context[key] for param, key in resolved.bind.items() if key in context}
-        uses = references(bound) or references(call.function.arguments)
-        secrets = list(self.spec.secrets) if uses else []
-        kind = tool_kind(resolved.target.kind)  # the kind says what a call carries
-        target = kind.call_target(resolved.target, self.spec)
+    def _tool_runs(self, batch: OpenBatch) -> Callable[[int], ToolRun]:
+        """How a slot's call is made into its ``ToolRun``, with everything it depends on
+        taken now: the runs are made later, as runners take them (``ToolRuns``)."""
+        tools, spec, approvals = self._tools(), self.spec, dict(batch.approvals)
+        calls = batch.calls
         active = None if self.swarm is None else self.swarm.active
-        return ToolRun(slot, call, resolved, approval, bound, secrets, target, kind.runs_in, active)
+
+        def make(slot: int) -> ToolRun:
+            call = calls[slot]
+            resolved = tools[call.function.name]
+            approval = approvals.get(slot)
+            if approval is not None and approval.arguments is not None:  # a person's edit
+                function = call.function.model_copy(update={"arguments": approval.arguments})
+                call = call.model_copy(update={"function": function})
+            context = spec.context
+            bound = {p: context[key] for p, key in resolved.bind.items() if key in context}
+            uses = references(bound) or references(call.function.arguments)
+            secrets = list(spec.secrets) if uses else []
+            kind = tool_kind(resolved.target.kind)  # the kind says what a call carries
+            target = kind.call_target(resolved.target, spec)
+            return ToolRun(slot, call, resolved, approval, bound, secrets, target, kind.runs_in,
+                           active)  # fmt: skip
+
+        return make
 
     def finished(
         self, results: dict[int, ToolMessage], cancelled: str | None, now: datetime

@@ -6,9 +6,10 @@ wait, continue-as-new, the end) and reports back with an event (a Session method
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, overload
 
 from durable_agent.approval_contracts import EscalationNotice, TokenCheck
 from durable_agent.contracts import AgentResult, GuardrailKind, ResolvedTool
@@ -106,13 +107,41 @@ class ToolRun:
     """The swarm agent that made the call (recorded on its result)."""
 
 
+class ToolRuns(Sequence[ToolRun]):
+    """A group's calls, each made into its ``ToolRun`` when first asked for: a runner
+    takes the next call when its own is done, so a batch of thousands costs each task
+    the calls it starts, not the whole batch in the task that opens it."""
+
+    def __init__(self, slots: Sequence[int], make: Callable[[int], ToolRun]) -> None:
+        self._slots = slots
+        self._make = make
+        self._made: dict[int, ToolRun] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @overload
+    def __getitem__(self, index: int) -> ToolRun: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ToolRun]: ...
+
+    def __getitem__(self, index: int | slice) -> ToolRun | list[ToolRun]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(len(self))[index]]
+        slot = self._slots[index]
+        run = self._made.get(slot)
+        if run is None:
+            run = self._made[slot] = self._make(slot)
+        return run
+
+
 @dataclass(frozen=True)
 class RunTools:
     """Run these groups one after another; the calls of a group may overlap (in waves of
     at most ``max_concurrent``)."""
 
     turn: int
-    groups: list[list[ToolRun]]
+    groups: list[ToolRuns]
     max_concurrent: int
 
 
