@@ -314,8 +314,9 @@ class ToolBatch:
             secrets = list(spec.secrets) if uses else []
             kind = tool_kind(resolved.target.kind)  # the kind says what a call carries
             target = kind.call_target(resolved.target, spec)
-            return ToolRun(slot, call, resolved, approval, bound, secrets, target, kind.runs_in,
-                           active)  # fmt: skip
+            return ToolRun(
+                slot, call, resolved, approval, bound, secrets, target, kind.runs_in, active
+            )
 
         return make
 
