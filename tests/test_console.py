@@ -5,6 +5,8 @@ final answer. A screenshot is kept in ``.test-output/console.png``."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from pathlib import Path
 
 from playwright.async_api import Locator
@@ -34,9 +36,13 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     need_chromium()
+    # the answer stops at a barrier after three chunks until the page has shown part of
+    # it (a paced stream could be whole before a loaded machine's page looked)
+    seen_partial = threading.Event()
+    answer = sse_reply(chat_stream_events(assistant_text(ANSWER)), delay=0.02)
     script = [
         assistant_calls(("wipe_cache", {"name": "tiles"})),
-        sse_reply(chat_stream_events(assistant_text(ANSWER)), delay=0.12),
+        dataclasses.replace(answer, hold=seen_partial, hold_after=4),
     ]
     address = str(temporal_env.client.service_client.config.target_host)
     with ScriptedProvider(script) as provider:
@@ -58,6 +64,7 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
                     streaming = page.locator(".msg.assistant.streaming .body")
                     await streaming.wait_for(timeout=30_000)
                     partial = await _partial_text(streaming)
+                    seen_partial.set()
                     final = page.locator('.msg.assistant[data-final="true"] .body').last
                     await page.wait_for_function(
                         "text => [...document.querySelectorAll('.msg.assistant[data-final]')]"
