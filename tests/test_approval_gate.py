@@ -427,17 +427,7 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
 def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
     """A continue-as-new that becomes due while approvals wait (the history grew) must not
     come between the decisions and the calls: the decisions live in the batch then."""
-    driver, _ = drive(payments_spec(), [], lambda p: "approved")
-    session = driver.session = Session(driver.spec, SessionState())
-    driver._resolve_tools()
-    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
-    now = driver.now
-    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
-    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1})))
-    assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
-    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
-    assert session.decisions.decision_arrived(signal, "approved", now) is None
-    session.batch.approvals_waited(now)
+    session, now = _transfer_approved_by_ops()
     command = session.next_command(suggested=True, now=now)  # the history is long now
     assert isinstance(command, RunTools), command
     assert command.groups[0][0].approval is not None
@@ -448,18 +438,8 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
     """A batch of 300 calls opens without making 300 runs: each is made when a runner
     takes it (the task that opens a batch of thousands does not pay for all of them),
     with the approval decided for its slot when the batch opened, in request order."""
-    driver, _ = drive(payments_spec(), [], lambda p: "approved")
-    session = driver.session = Session(driver.spec, SessionState())
-    driver._resolve_tools()
-    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
-    now = driver.now
-    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
     calls = [("lookup", {"customer": f"c{k}"}) for k in range(299)]
-    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1}), *calls))
-    assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
-    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
-    assert session.decisions.decision_arrived(signal, "approved", now) is None
-    session.batch.approvals_waited(now)
+    session, now = _transfer_approved_by_ops(*calls)
     command = session.next_command(suggested=False, now=now)
     assert isinstance(command, RunTools), command
     runs = command.groups[0]
@@ -472,3 +452,20 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
     ]
     assert runs[1] is taken[1]  # made once
     assert [r.slot for r in runs] == list(range(300))
+
+
+def _transfer_approved_by_ops(*more: tuple[str, dict[str, Any]]) -> tuple[Session, datetime]:
+    """A session whose model asked for a transfer (then ``more`` calls) in one batch, the
+    transfer approved by ops: its next command runs the batch."""
+    driver, _ = drive(payments_spec(), [], lambda p: "approved")
+    session = driver.session = Session(driver.spec, SessionState())
+    driver._resolve_tools()
+    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
+    now = driver.now
+    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
+    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1}), *more))
+    assert isinstance(session.next_command(suggested=False, now=now), AwaitApprovals)
+    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
+    assert session.decisions.decision_arrived(signal, "approved", now) is None
+    session.batch.approvals_waited(now)
+    return session, now
