@@ -1,6 +1,7 @@
 """Reading a conversation back from another run: an ended run of the same session, for
 its new run (``AgentInput.resume``), or the start of another session, for a branch
-(``AgentInput.fork``).
+(``AgentInput.fork``); or from the calling run's own start, a history sent apart from
+its input (``AgentInput.earlier``).
 
 The activity asks that run for its messages (a query), puts them in the transcript
 store and returns only their reference. The new run then reads them in pages, as a run
@@ -16,6 +17,7 @@ from typing import Any
 
 import structlog
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -23,7 +25,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.branches import fork_problem, with_instructions
-from durable_agent.contracts import NO_CONVERSATION, ClosedRunInput, ForkInput, TranscriptRef
+from durable_agent.contract_base import INVALID_INPUT, explain
+from durable_agent.contracts import (
+    EARLIER_HISTORY_SIGNAL,
+    NO_CONVERSATION,
+    ClosedRunInput,
+    ForkInput,
+    StartedHistoryInput,
+    TranscriptRef,
+)
 from durable_agent.messages import Message
 from durable_agent.transcript import EMPTY_HASH
 
@@ -35,6 +45,12 @@ PAGE_MESSAGES = 1000
 
 def _refused(text: str) -> ApplicationError:
     return ApplicationError(text, type=NO_CONVERSATION, non_retryable=True)
+
+
+def _invalid(text: str) -> ApplicationError:
+    return ApplicationError(
+        f"invalid session input: {text}", type=INVALID_INPUT, non_retryable=True
+    )
 
 
 class ResumptionActivities:
@@ -84,9 +100,47 @@ class ResumptionActivities:
         log.info("branch read", parent=fork.session_id, at=fork.at)
         return await self._stored(branch)
 
+    @activity.defn(name="started_conversation")
+    @heartbeats
+    async def started_conversation(self, request: StartedHistoryInput) -> TranscriptRef:
+        """The history the calling run was started with apart from its input, stored
+        after ``request.first``, by reference. Read from the run's own history (never
+        another run's: the input names none), from the signal sent with the start, and
+        checked as the input's history is."""
+        info = activity.info()
+        client = activity.client()
+        handle = client.get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        sent = await _sent_with_start(handle)
+        if sent is None:
+            raise _invalid(f"history: {request.count} messages announced, none sent with the start")
+        try:
+            [earlier] = await client.data_converter.decode(sent, [list[Message]])
+        except Exception as error:  # bad JSON, an unknown role, a bad field
+            raise _invalid(f"history: {explain(error)}") from None
+        if len(earlier) != request.count:
+            raise _invalid(f"history: {len(earlier)} messages sent, {request.count} announced")
+        log.info("started history read", messages=len(earlier))
+        return await self._stored([request.first, *earlier] if request.first else earlier)
+
     async def _stored(self, messages: list[Message]) -> TranscriptRef:
         head, _ = await self.transcripts.extend(EMPTY_HASH, (), messages)
         return TranscriptRef(count=len(messages), hash=head)
+
+
+async def _sent_with_start(handle: WorkflowHandle[Any, Any]) -> list[Payload] | None:
+    """The argument of the ``EARLIER_HISTORY_SIGNAL`` sent with the start: signal-with-start
+    writes it right after the start event, before the run's first task is even scheduled.
+    One sent by anyone once the run began comes later (even before its first task
+    starts), and is ignored."""
+    async for event in handle.fetch_history_events(page_size=2):
+        if event.event_id < 2:
+            continue
+        signaled = event.workflow_execution_signaled_event_attributes
+        sent = event.HasField("workflow_execution_signaled_event_attributes")
+        if event.event_id == 2 and sent and signaled.signal_name == EARLIER_HISTORY_SIGNAL:
+            return list(signaled.input.payloads)
+        return None
+    return None
 
 
 async def read_messages(

@@ -55,6 +55,7 @@ from durable_agent.client_watch import SessionWatch
 from durable_agent.connection import ServerSettings, connect_client
 from durable_agent.contracts import (
     DEFAULT_TASK_QUEUE,
+    EARLIER_HISTORY_SIGNAL,
     WORKFLOW_NAME,
     AgentResult,
     BudgetSignal,
@@ -71,7 +72,7 @@ from durable_agent.live_reader import OFFSET_QUERY, read_live_events
 from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.payload_storage import check_fits
 from durable_agent.resumption import StillRunning, ended_run
-from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.spec import INLINE_HISTORY_MESSAGES, AgentInput, AgentSpec
 
 __all__ = [
     "AgentClient",
@@ -148,8 +149,17 @@ class AgentClient(
         the old id)."""
         if resume and (restart or history):
             raise ValueError("resume: takes neither restart nor history (it has its own)")
-        request = AgentInput(spec=parse_spec(spec), message=message, history=list(history))
-        check_fits(self.temporal.data_converter, request, "the session's start")
+        # a long history goes apart (a signal sent with the start), but its last message
+        # (input guardrails check it first when there is no ``message``): the run reads it
+        # back a page at a time, never decoding it all in one task
+        past = list(history)
+        earlier = past[:-1] if len(past) > INLINE_HISTORY_MESSAGES else []
+        inline = past[len(earlier) :]
+        request = AgentInput(
+            spec=parse_spec(spec), message=message, history=inline, earlier=len(earlier)
+        )
+        for value, what in ((request, "the session's start"), (earlier, "its history")):
+            check_fits(self.temporal.data_converter, value, what)
         session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
         resumed = False
         if resume:
@@ -157,6 +167,8 @@ class AgentClient(
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
+                start_signal=EARLIER_HISTORY_SIGNAL if earlier else None,
+                start_signal_args=[earlier] if earlier else [],
                 memo={"owner": owner} if owner else None,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or resumed
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,

@@ -123,6 +123,42 @@ def window_start(messages: Sequence[Message]) -> tuple[int, int | None]:
     return start, summary
 
 
+class WindowMarks:
+    """``window_start``, and how many messages before a point are not system messages or
+    flush markers, kept up as an append-only array grows: each message is looked at once,
+    so a status read at 10,000 messages costs what the messages since the last read do."""
+
+    def __init__(self) -> None:
+        self._flush_end = 0
+        self._cover: int | None = None
+        self._counted = [0]
+
+    def _scan(self, messages: Sequence[Message]) -> None:
+        for index in range(len(self._counted) - 1, len(messages)):
+            message = messages[index]
+            if isinstance(message, FlushMessage):
+                self._flush_end = index + 1
+            elif _covers(message):
+                self._cover = index
+            plain = not isinstance(message, SystemMessage | FlushMessage)
+            self._counted.append(self._counted[-1] + plain)
+
+    def window(self, messages: Sequence[Message]) -> tuple[int, int | None]:
+        """``window_start(messages)``; ``messages`` is the array this was kept for."""
+        self._scan(messages)
+        start, summary = self._flush_end, self._cover
+        if summary is None or summary < start:
+            return start, None
+        covered = messages[summary]
+        assert isinstance(covered, SystemMessage)
+        return max(start, covered.compacts or 0), summary
+
+    def counted(self, messages: Sequence[Message], end: int) -> int:
+        """Messages among the first ``end`` that are neither system messages nor flushes."""
+        self._scan(messages)
+        return self._counted[end]
+
+
 def request_window(messages: Sequence[Message]) -> list[Message]:
     """The messages a request starts from: every system message before the cut, the
     latest summary, then everything after the cut (markers and older summaries left

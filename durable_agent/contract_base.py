@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo
+from pydantic import BaseModel, ConfigDict, SerializationInfo, ValidationError
+
+#: The error type of a session whose input cannot be read (it fails at once).
+INVALID_INPUT = "InvalidInput"
 
 
 class Contract(BaseModel):
@@ -24,3 +27,12 @@ def nulls_kept(
             if getattr(model, name) is None:
                 data[name] = None
     return data
+
+
+def explain(error: Exception) -> str:
+    """What was wrong with a payload, each bad field by its path (for error texts)."""
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}" for e in error.errors()
+        )
+    return str(error) or type(error).__name__

@@ -13,7 +13,14 @@ from durable_agent.approval_contracts import Grant, PendingApproval
 from durable_agent.context import ContextRules
 from durable_agent.contract_base import Contract
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import ApprovalRecord, AssistantMessage, Message, ToolMessage, Usage
+from durable_agent.messages import (
+    ApprovalRecord,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+)
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
 from durable_agent.round_hooks import HookNames
@@ -410,6 +417,21 @@ class ForkInput(Contract):
 
     fork: Fork
     instructions: str | None = None
+
+
+#: The signal sent with a session's start carrying a long history apart from the input
+#: (``AgentInput.earlier``): a worker reads it from the run's history; the workflow's
+#: handler never decodes it.
+EARLIER_HISTORY_SIGNAL = "earlier_history"
+
+
+class StartedHistoryInput(Contract):
+    """The messages a session was started with apart from its input (``AgentInput.
+    earlier``): how many, and the system message that goes first (none without
+    instructions)."""
+
+    count: int = Field(ge=1)
+    first: SystemMessage | None = None
 
 
 #: The error type of a resumption whose ended run cannot be read back.

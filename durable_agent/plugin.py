@@ -134,6 +134,7 @@ class DurableAgentPlugin(SimplePlugin):
                 model.load_transcript,
                 resumption.closed_conversation,
                 resumption.forked_conversation,
+                resumption.started_conversation,
                 EvalActivities().score_case,
                 tools.resolve_tools,
                 approvals.check_approvals,

@@ -454,6 +454,11 @@ class Fork(_Spec):
     at: int = Field(ge=1)
 
 
+#: Messages of a start's history carried in its input; ``AgentClient.start`` sends the
+#: rest apart (``AgentInput.earlier``).
+INLINE_HISTORY_MESSAGES = 500
+
+
 class AgentInput(_Spec):
     """The workflow's input: the spec and the first user message."""
 
@@ -461,6 +466,11 @@ class AgentInput(_Spec):
     message: str | UserMessage | None = None
     history: list[Message] = Field(default_factory=list)
     """Earlier messages to continue from (after the instructions, before ``message``)."""
+    earlier: int = Field(default=0, ge=0)
+    """How many messages come before ``history``, in the start's second payload
+    (``AgentClient.start`` puts a history longer than ``INLINE_HISTORY_MESSAGES`` there).
+    A worker reads them from the run's start event and stores them; the run reads them
+    back a page at a time, so no workflow task decodes them all."""
     resume: Resumption | None = None
     """Go on with an ended run's conversation (``AgentClient.converse`` sets it)."""
     fork: Fork | None = None
@@ -468,7 +478,7 @@ class AgentInput(_Spec):
 
     @model_validator(mode="after")
     def _one_past(self) -> AgentInput:
-        if sum(bool(x) for x in (self.resume, self.history, self.fork)) > 1:
+        if sum(bool(x) for x in (self.resume, self.history or self.earlier, self.fork)) > 1:
             raise ValueError("resume, history, fork: a session's past comes from one of them")
         if isinstance(self.message, UserMessage) and (
             why := self._first_model().refuses(self.message)

@@ -21,10 +21,12 @@ from durable_agent.codecs import build_request
 from durable_agent.context import (
     SUMMARY_PREFIX,
     ContextRules,
+    WindowMarks,
     estimate_tokens,
     fit_to_budget,
     request_window,
     summary_message,
+    window_start,
 )
 from durable_agent.messages import (
     AssistantMessage,
@@ -98,6 +100,33 @@ def test_flush_and_summary_windows() -> None:
     # a flush after a summary drops the summary too
     flushed = [*summarised, FlushMessage(), UserMessage(content="new")]
     assert [m.content for m in request_window(flushed)] == ["Be brief.", "new"]
+
+
+def _marked(kind: int, at: int) -> Message:
+    """A message of one of the kinds ``window_start`` looks at (by ``kind``)."""
+    if kind == 0:
+        return FlushMessage()
+    if kind == 1:
+        return summary_message(f"up to {at}", until=at, now_ms=1)
+    if kind == 2:
+        return SystemMessage(content="notice")
+    return UserMessage(content=f"m{at}") if kind == 3 else AssistantMessage(content="a")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 30)), max_size=12)))
+def test_window_marks_kept_up_as_the_array_grows_agree_with_a_fresh_look(
+    batches: list[list[tuple[int, int]]],
+) -> None:
+    """What ``status`` reads, kept up batch by batch (as a session appends and is
+    asked), equals ``window_start`` and the count worked out over the whole array."""
+    marks, messages = WindowMarks(), []
+    for batch in batches:
+        messages += [_marked(kind, min(at, len(messages))) for kind, at in batch]
+        start, summary = window_start(messages)
+        assert marks.window(messages) == (start, summary)
+        plain = [m for m in messages[:start] if not isinstance(m, SystemMessage | FlushMessage)]
+        assert marks.counted(messages, start) == len(plain)
 
 
 texts = st.text(min_size=0, max_size=40)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -99,13 +100,14 @@ def _query_unpaged(env: WorkflowEnvironment, session: str) -> str | None:
     return None
 
 
-async def test_a_long_start_goes_to_the_store_in_pieces_and_a_batch_in_runners(
+async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    """A start carrying 2,100 messages: the first model call stores them in pieces of at
-    most 2,000 (each hashed in its own workflow task) and carries only the rest; then a
-    batch of three calls runs two at a time, results in request order. The model sees
-    the whole array in order."""
+    """A start with 2,100 messages: the client sends all but the last apart (a signal with
+    the start), a worker stores them, and the run reads them back in pages of 500 (each
+    decoded and hashed in its own workflow task), so the first call carries only what is
+    new; then a batch of three calls runs two at a time, results in request order. The
+    model sees the whole array in order."""
     history: list[Message] = []
     for k in range(1_050):
         history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
@@ -121,24 +123,91 @@ async def test_a_long_start_goes_to_the_store_in_pieces_and_a_batch_in_runners(
             sid = await agents.start(spec, "go", history=history)
             result = await agents.result(sid)
             handle = agents._handle(sid)
-            await record_history(handle, "pieces_and_runners")
-            events = (await handle.fetch_history()).events
+            await record_history(handle, "started_history")
+            recorded = await handle.fetch_history()
     assert result.status == "done", result
-    pieces = [
-        len(
-            json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)[
-                "messages"
-            ]
-        )
-        for e in events
-        if e.activity_task_scheduled_event_attributes.activity_type.name == "store_transcript"
+    start = recorded.events[0].workflow_execution_started_event_attributes
+    assert json.loads(start.input.payloads[0].data)["earlier"] == 2_099
+    assert len(start.input.payloads[0].data) < 20_000
+    pages = [
+        len(json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data))
+        for e in recorded.events
+        if e.HasField("activity_task_completed_event_attributes")
+        and _scheduled_name(recorded, e) == "load_transcript"
     ]
-    assert pieces and max(pieces) <= 2_000 and sum(pieces) >= 2_000, pieces
+    assert max(pages) <= 500 and sum(pages) == 2_099, pages
+    calls = [
+        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        for e in recorded.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+    ]
+    assert calls[0]["transcript"]["count"] == 2_099 and len(calls[0]["messages"]) == 2
     first, second = provider.bodies()
-    assert [m["content"] for m in first["messages"][:3]] == ["q0", "a0", "q1"]
-    assert len(first["messages"]) == 2_101
+    assert [m["content"] for m in first["messages"]] == [
+        *(m.content for m in history),
+        "go",
+    ]
     tools = [m["content"] for m in second["messages"] if m["role"] == "tool"]
     assert tools == ["ONE", "TWO", "THREE"]
+
+
+async def test_an_array_longer_than_a_page_goes_on_by_reference(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """1,200 small messages fit one payload, but carried inline the next run would decode
+    them all in its first task: they go to the store in pieces of 500 and the next run
+    reads them back in pages of 500 (one workflow task each), and the model sees the
+    whole array in order."""
+    history: list[Message] = []
+    for k in range(600):
+        history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
+    script = [assistant_text("first"), assistant_text("second")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, session={"continue_as_new_after_events": 20})
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "go", history=history)
+            await agents.wait(sid, after=1_200, timeout=60)
+            await wait_for(lambda: _runs_past(agents, sid, 1), timeout=60)
+            second_run = (await agents._handle(sid).describe()).run_id
+            index = await agents.send(sid, "again")
+            await agents.wait(sid, after=index, timeout=60)
+            await agents.end(sid)
+            handle = client.get_workflow_handle(sid, run_id=second_run)
+            latest = await handle.fetch_history()
+            await record_history(handle, "pages_of_500")
+    started = latest.events[0].workflow_execution_started_event_attributes
+    first_run = client.get_workflow_handle(sid, run_id=started.first_execution_run_id)
+    handed = [
+        len(json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)[
+            "messages"
+        ])
+        for e in (await first_run.fetch_history()).events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == "store_transcript"
+    ]  # fmt: skip
+    carried = json.loads(started.input.payloads[0].data)["carried"]
+    assert carried["messages"] == [] and carried["transcript"]["count"] == 1_202
+    pages = [
+        len(json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data))
+        for e in latest.events
+        if e.HasField("activity_task_completed_event_attributes")
+        and _scheduled_name(latest, e) == "load_transcript"
+    ]
+    assert max(handed) <= 500 and max(pages) <= 500 and sum(pages) == 1_202, (handed, pages)
+    _, second = provider.bodies()
+    contents = [m["content"] for m in second["messages"] if m["role"] != "system"]
+    assert contents == [*(m.content for m in history), "go", "first", "again"]
+
+
+async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
+    return True if (await agents.status(sid)).runs > runs else None
+
+
+def _scheduled_name(history: Any, completed: Any) -> str:
+    """The activity type of an ``ActivityTaskCompleted`` event's activity."""
+    scheduled_id = completed.activity_task_completed_event_attributes.scheduled_event_id
+    scheduled = history.events[scheduled_id - 1].activity_task_scheduled_event_attributes
+    return str(scheduled.activity_type.name)
 
 
 shouting = ToolRegistry()

@@ -1,5 +1,6 @@
 """Continue-as-new: the session's state handed to a fresh run, with the array inline,
-or by reference to the workers' store when it does not fit one payload."""
+or by reference to the workers' store when it does not fit one payload or is longer
+than one page (``PAGE_MESSAGES``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.live_feed import LiveFeed
+    from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session_log import session_log, warn
-    from durable_agent.workflows.transcript_sync import PAYLOAD_MARGIN_BYTES, TranscriptSync
+    from durable_agent.workflows.transcript_sync import (
+        PAGE_MESSAGES,
+        PAYLOAD_MARGIN_BYTES,
+        TranscriptSync,
+    )
 
 
 #: The next run's first task goes to the current build (then it is pinned there).
@@ -40,7 +46,10 @@ async def hand_over(
     bare = state.model_copy(update={"messages": []})
     others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
     room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
-    by_reference = others + messages.json_bytes() > room
+    # a long array by reference without sizing it (sizing hashes every message not yet
+    # hashed, and the next run would decode it all in its first task)
+    long = len(messages) > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH)
+    by_reference = long or others + messages.json_bytes() > room
     if by_reference:
         # too big for one payload: refresh the whole array in the store, in pieces,
         # and let the next run read it back from there

@@ -1,6 +1,7 @@
 """A run that opens a session (rather than one continued as new): its tools resolved,
 its conversation opened (read back from the session's ended run when it resumes one,
-or from the session it branches from), and its title set. Deterministic workflow code."""
+from the session it branches from, or from its own start when a long history came
+apart from its input), and its title set. Deterministic workflow code."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import ClosedRunInput, ForkInput
+    from durable_agent.contracts import ClosedRunInput, ForkInput, StartedHistoryInput
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.patches import patched
@@ -40,6 +41,8 @@ def reading_back(request: AgentInput | ContinuedInput) -> int:
         return ref.count if ref is not None else 0
     if request.fork is not None:
         return request.fork.at
+    if request.earlier:
+        return request.earlier
     return request.resume.message_count if request.resume is not None else 0
 
 
@@ -56,6 +59,11 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         summary = f"forked_conversation of {fork.session_id} at {fork.at}"
         branch = ForkInput(fork=fork, instructions=session.spec.instructions)
         await sync.load(await sync.read_back("forked_conversation", branch, summary))
+    elif request.earlier:  # a long history sent apart (new: as the fork)
+        first = session.opening_message(workflow.now())
+        started = StartedHistoryInput(count=request.earlier, first=first)
+        summary = f"started_conversation {request.earlier} messages"
+        await sync.load(await sync.read_back("started_conversation", started, summary))
     session.start(request, workflow.now())
     # Added after sessions were recorded: a command that older histories lack, so it
     # is patched in (docs/changing-workflow-code.md).

@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.approval_contracts import ChildApprovals, PendingApproval
     from durable_agent.contracts import (
         BUILD_CHANGED_SIGNAL,
+        EARLIER_HISTORY_SIGNAL,
         MOVE_TO_CURRENT_SIGNAL,
         BudgetSignal,
         CancelTurnSignal,
@@ -169,6 +170,12 @@ class SessionHandlers(ApprovalHandlers):
     def build_changed(self, raw: RawValue = NO_PAYLOAD) -> None:
         """Records nothing: its workflow task lets the loop see that another build is
         current (``make_current`` sends it, so idle ``auto`` sessions move at once)."""
+
+    @workflow.signal(name=EARLIER_HISTORY_SIGNAL)
+    def earlier_history(self, raw: RawValue) -> None:
+        """Records nothing, and never decodes it (one task would decode every message): a
+        worker reads the history sent with the start from the run's history (only one
+        that came before the run's first task: ``started_conversation``)."""
 
     def _read(self, raw: RawValue, kind: Any, unreadable: str) -> Any:
         """A signal's argument as ``kind``; ``None`` (rejected, visibly) if unreadable."""

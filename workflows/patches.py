@@ -15,12 +15,16 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and the two checks at a run's
-#: start made on the workflow's own worker.
-BASELINE_PATCH = "baseline-2026-11-26"
-#: The first baseline (runs recorded with it replay with what it stood for).
+#: The baseline a new run records: every patch before it, and pages of the array of at
+#: most 500 messages.
+BASELINE_PATCH = "baseline-2026-11-26b"
+#: The baselines before (runs recorded with one replay with what it stood for): the
+#: second took in the two checks at a run's start made on the workflow's own worker.
+SECOND_BASELINE_PATCH = "baseline-2026-11-26"
 FIRST_BASELINE_PATCH = "baseline-2026-11"
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
+#: ``transcript_sync.SMALL_PAGES_PATCH`` (named here: the workflows import this module).
+SMALL_PAGES_PATCH = "transcript-pages-of-500"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -40,9 +44,14 @@ FIRST_BASELINED = frozenset({
     "transcript-pages-by-count",
     "transcript-pieces-by-count",
 })  # fmt: skip
-BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
+SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
+BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
-BASELINES = ((BASELINE_PATCH, BASELINED), (FIRST_BASELINE_PATCH, FIRST_BASELINED))
+BASELINES = (
+    (BASELINE_PATCH, BASELINED),
+    (SECOND_BASELINE_PATCH, SECOND_BASELINED),
+    (FIRST_BASELINE_PATCH, FIRST_BASELINED),
+)
 
 
 class Patches:

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import Message
     from durable_agent.transcript import Transcript
-    from durable_agent.workflows.patches import patched
+    from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
@@ -32,12 +32,17 @@ PAYLOAD_MARGIN_BYTES = 8_192
 REFERENCE_BYTES = 48
 
 
-#: Messages one page of ``load_transcript`` (or one piece of ``store_transcript``) holds
-#: at most: each is hashed in one workflow task, which must finish well within the SDK's
-#: 2 s on a loaded machine.
+#: Messages one page of ``load_transcript`` (or one piece of ``store_transcript``, or an
+#: array carried inline to the next run) holds at most: each is hashed, or decoded, in
+#: one workflow task, which must stay far inside the SDK's 2 s on a machine loaded many
+#: times past its cores (500 small messages: a few ms of CPU).
+PAGE_MESSAGES = 500
+#: The same before ``SMALL_PAGES_PATCH`` (2,000 took up to 50 ms, a deadlock under load).
 LOAD_PAGE_MESSAGES = 2000
 #: Patch ids (workflow.patched; never reuse or rename): pages by count as well as size,
 #: and pieces too (before, a run started with 10,000 messages hashed them all at once).
+#: ``SMALL_PAGES_PATCH`` (in ``patches``): pages, pieces and carried arrays of at most
+#: ``PAGE_MESSAGES``.
 LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
 STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
 #: A continued run whose carried array the store lost reads it back from the run before
@@ -120,12 +125,10 @@ class TranscriptSync:
 
     async def store_pieces(self, until_inline_bytes: int) -> None:
         """Send the unstored tail to the store in budget-sized pieces (of at most
-        ``LOAD_PAGE_MESSAGES``) until a model call's input would fit
+        ``PAGE_MESSAGES``) until a model call's input would fit
         ``until_inline_bytes`` and carry at most that many messages."""
         messages, room = self.messages, self.room
-        most = None
-        if len(messages) - self.stored > LOAD_PAGE_MESSAGES:  # only then: older runs
-            most = LOAD_PAGE_MESSAGES if patched(STORE_PIECES_BY_COUNT_PATCH) else None
+        most = _most_in_one(len(messages) - self.stored, STORE_PIECES_BY_COUNT_PATCH)
         while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
             start = end = self.stored
             limit = len(messages) if most is None else min(len(messages), start + most)
@@ -220,9 +223,9 @@ class TranscriptSync:
 
     async def load(self, ref: TranscriptRef) -> None:
         """Read back the array a previous run left in the store, a page at a time (pages
-        of at most ``LOAD_PAGE_MESSAGES``: each is hashed into the array in one workflow
+        of at most ``PAGE_MESSAGES``: each is hashed into the array in one workflow
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
-        most = LOAD_PAGE_MESSAGES if patched(LOAD_PAGES_BY_COUNT_PATCH) else None
+        most = _most_in_one(ref.count - len(self.messages), LOAD_PAGES_BY_COUNT_PATCH, True)
         while len(self.messages) < ref.count:
             start = len(self.messages)
             request = LoadTranscriptInput(
@@ -248,6 +251,18 @@ class TranscriptSync:
                 non_retryable=True,
             )
         self.stored = ref.count
+
+
+def _most_in_one(count: int, by_count_patch: str, always_asked: bool = False) -> int | None:
+    """Messages one page or piece of ``count`` holds at most (``None``: as many as fit
+    the budget). Patches are asked only where their answer changes the commands, as
+    older runs asked them: ``by_count_patch`` past 2,000 (``always_asked``: for every
+    load), ``SMALL_PAGES_PATCH`` past ``PAGE_MESSAGES``."""
+    if count > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH):
+        return PAGE_MESSAGES
+    if always_asked or count > LOAD_PAGE_MESSAGES:
+        return LOAD_PAGE_MESSAGES if patched(by_count_patch) else None
+    return None
 
 
 def _lost(error: ActivityError) -> bool:

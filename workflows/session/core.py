@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from durable_agent.context import WindowMarks
 from durable_agent.contracts import (
     AgentResult,
     CancelTurnSignal,
@@ -32,6 +33,7 @@ from durable_agent.contracts import (
 )
 from durable_agent.messages import (
     AssistantMessage,
+    SystemMessage,
     ToolMessage,
     UserMessage,
     text_of,
@@ -62,7 +64,7 @@ from durable_agent.workflows.session.loop_rules import (
     last_reply,
 )
 from durable_agent.workflows.session.model_step import ModelStep
-from durable_agent.workflows.session.opening import open_conversation
+from durable_agent.workflows.session.opening import instructions_message, open_conversation
 from durable_agent.workflows.session.requests import Requests
 from durable_agent.workflows.session.rescue import Rescue, truncated_reason, unusable_reason
 from durable_agent.workflows.session.state import SessionState
@@ -95,6 +97,8 @@ class Session:
         self.spec = spec
         self.state = state
         self.messages = Transcript.adopt(state.messages)
+        self.window_marks = WindowMarks()
+        """Where requests start, kept up as the array grows (``status`` reads it)."""
         self.approvals = Approvals(state, spec.approvals.escalation)
         self.swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
         self.toolbox = Toolbox(spec, state, self.swarm)
@@ -182,12 +186,16 @@ class Session:
 
     def start(self, request: AgentInput, now: datetime) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
-        agent = (
-            (None, None)
-            if self.swarm is None
-            else (self.swarm.active, self.swarm.agent.instructions)
-        )
-        open_conversation(self.spec, self.state, self.messages, request, agent, now)
+        open_conversation(self.spec, self.state, self.messages, request, self._first(), now)
+
+    def opening_message(self, now: datetime) -> SystemMessage | None:
+        """The system message ``start`` opens an empty conversation with."""
+        return instructions_message(self.spec, self._first(), now)
+
+    def _first(self) -> tuple[str | None, str | None]:
+        """The name and instructions of the agent that opens (``None, None``: one agent)."""
+        swarm = self.swarm
+        return (None, None) if swarm is None else (swarm.active, swarm.agent.instructions)
 
     # --- what people send (recorded by ``Requests``) ----------------------------------
 

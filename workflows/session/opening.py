@@ -24,10 +24,10 @@ def open_conversation(
     session stands. ``agent``: the name and
     instructions of a swarm's first agent (``None, None`` for one agent)."""
     at = epoch_ms(now)
-    name, agent_instructions = agent
-    instructions = agent_instructions if name is not None else spec.instructions
-    if instructions and not messages:  # a resumed conversation has its own already
-        messages.append(SystemMessage(content=instructions, timestamp=at, agent_name=name))
+    name = agent[0]
+    system = instructions_message(spec, agent, now)
+    if system is not None and not messages:  # a resumed conversation has its own already
+        messages.append(system)
     history = list(request.history)
     first = request.message
     if isinstance(first, str):
@@ -47,3 +47,14 @@ def open_conversation(
     elif first is not None:
         messages.append(first)
     state.stage = stage_after(messages)
+
+
+def instructions_message(
+    spec: AgentSpec, agent: tuple[str | None, str | None], now: datetime
+) -> SystemMessage | None:
+    """The system message a fresh conversation opens with (none without instructions)."""
+    name, agent_instructions = agent
+    instructions = agent_instructions if name is not None else spec.instructions
+    if not instructions:
+        return None
+    return SystemMessage(content=instructions, timestamp=epoch_ms(now), agent_name=name)

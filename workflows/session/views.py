@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from durable_agent.context import window_start
 from durable_agent.contracts import ModelSetup, SessionStatus
-from durable_agent.messages import AssistantMessage, FlushMessage, Message, SystemMessage
+from durable_agent.messages import AssistantMessage, Message
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.request_messages import prepare_request_messages
 
@@ -52,7 +51,7 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
 
 
 def session_status(session: Session) -> SessionStatus:
-    state, messages = session.state, session.messages
+    state, messages, marks = session.state, session.messages, session.window_marks
     return SessionStatus(
         phase=session.phase,
         turn=state.turn,
@@ -66,11 +65,7 @@ def session_status(session: Session) -> SessionStatus:
         runs=state.runs,
         cancel_pending=state.cancel is not None,
         flushes_pending=len(state.flushes),
-        compacted=sum(
-            1
-            for m in messages[: window_start(messages)[0]]
-            if not isinstance(m, SystemMessage | FlushMessage)
-        ),
+        compacted=marks.counted(messages, marks.window(messages)[0]),
         budget=session.budget.status(),
         trimmed=session.trimmed,
         grants=list(state.grants),

@@ -1,0 +1,138 @@
+"""A long history sent apart from a session's start (``AgentInput.earlier``): the client
+sends it as a signal with the start, a worker reads it from the run's own history and
+stores it, the run reads it back in pages. Around that door: a start that announces
+messages it did not send, a history sent later by someone else, a count that does not
+match, messages that do not read, and encryption (the signal is as encrypted as the
+input). Each refused start fails before any model call."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.contracts import EARLIER_HISTORY_SIGNAL, AgentResult
+from durable_agent.encryption import CodecKeys, with_encryption
+from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.spec import INLINE_HISTORY_MESSAGES, AgentInput
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.tools import ToolRegistry
+from durable_agent.worker import build_worker
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, running_worker, spec_for
+
+
+def conversation(pairs: int, tag: str = "") -> list[Message]:
+    past: list[Message] = []
+    for k in range(pairs):
+        past += [UserMessage(content=f"q{k}{tag}"), AssistantMessage(content=f"a{k}")]
+    return past
+
+
+async def forged_start(
+    client: Client, task_queue: str, spec: Any, announced: int, sent: Any | None
+) -> str:
+    """A start announcing ``announced`` earlier messages, with ``sent`` as the signal
+    sent with it (none: no signal), the way a client other than ours could send it."""
+    session_id = f"session-{uuid.uuid4().hex[:12]}"
+    await client.start_workflow(
+        "AgentWorkflow",
+        AgentInput(spec=spec, message="go", earlier=announced),
+        id=session_id,
+        task_queue=task_queue,
+        start_signal=EARLIER_HISTORY_SIGNAL if sent is not None else None,
+        start_signal_args=[sent] if sent is not None else [],
+    )
+    return session_id
+
+
+async def failure_text(client: Client, session_id: str) -> str:
+    handle = client.get_workflow_handle(session_id, result_type=AgentResult)
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), 60)  # one that took the history goes on
+    cause = failed.value.cause
+    return str(getattr(cause, "cause", None) or cause)
+
+
+@pytest.mark.parametrize(
+    ("announced", "sent", "why"),
+    [
+        (3, None, "3 messages announced, none sent with the start"),
+        (3, [{"role": "user", "content": "only one"}], "1 messages sent, 3 announced"),
+        (1, [{"role": "robot", "content": "beep"}], "history: 0: Input tag 'robot'"),
+        (1, "not a list", "history: "),
+    ],
+    ids=["none-sent", "count-differs", "unknown-role", "not-a-list"],
+)
+async def test_a_start_whose_history_does_not_read_fails_before_any_model_call(
+    temporal_env: WorkflowEnvironment, task_queue: str, announced: int, sent: Any, why: str
+) -> None:
+    with ScriptedProvider([assistant_text("never")]) as provider:
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            spec = spec_for(provider)
+            session_id = await forged_start(client, task_queue, spec, announced, sent)
+            text = await failure_text(client, session_id)
+    assert "invalid session input" in text and why in text, text
+    assert provider.bodies() == []  # no request was made
+
+
+async def test_a_history_signalled_after_the_start_is_nobodys(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Only the signal that came with the start counts: the same signal sent by anyone
+    once the run began neither fills an announced history nor changes a running one."""
+    planted = [{"role": "user", "content": "planted"}]
+    with ScriptedProvider([assistant_text("one"), assistant_text("two")]) as provider:
+        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+            spec = spec_for(provider, session={})
+            announced = await forged_start(client, task_queue, spec, 1, None)
+            await client.get_workflow_handle(announced).signal(EARLIER_HISTORY_SIGNAL, planted)
+            text = await failure_text(client, announced)
+            agents = AgentClient(client, task_queue=task_queue)
+            plain = await agents.start(spec, "hello")
+            await agents.wait(plain, timeout=30)
+            await client.get_workflow_handle(plain).signal(EARLIER_HISTORY_SIGNAL, planted)
+            index = await agents.send(plain, "and?")
+            await agents.wait(plain, after=index, timeout=30)
+            messages = await agents.messages(plain)
+            await agents.end(plain)
+    assert "1 messages announced, none sent with the start" in text, text
+    assert [m.content for m in messages] == ["hello", "one", "and?", "two"]
+    assert all("planted" not in str(body) for body in provider.bodies())
+
+
+async def test_a_history_sent_apart_is_as_encrypted_as_the_input(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    canary = f"apart-canary-{secrets.token_hex(8)}"
+    keys = CodecKeys.parse(CodecKeys.generate("k1"))
+    config = temporal_env.client.config()
+    config["data_converter"] = with_encryption(pydantic_data_converter, keys)
+    encrypted = Client(**config)
+    past = conversation(INLINE_HISTORY_MESSAGES, tag=canary)
+    with ScriptedProvider([assistant_text("read")]) as provider:
+        spec = spec_for(provider)
+        async with build_worker(
+            encrypted, task_queue=task_queue, capabilities=LOCAL_DEVELOPMENT,
+            preload_tokenizers=False,
+        ):  # fmt: skip
+            agents = AgentClient(encrypted, task_queue=task_queue)
+            session_id = await agents.start(spec, "go", history=past)
+            result = await agents.result(session_id)
+            raw = await temporal_env.client.get_workflow_handle(session_id).fetch_history()
+    assert result.status == "done", result
+    [body] = provider.bodies()
+    assert [m["content"] for m in body["messages"]] == [*(m.content for m in past), "go"]
+    signaled = [
+        e.workflow_execution_signaled_event_attributes
+        for e in raw.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert [s.signal_name for s in signaled].count(EARLIER_HISTORY_SIGNAL) == 1
+    assert canary.encode() not in b"".join(e.SerializeToString() for e in raw.events)
