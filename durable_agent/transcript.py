@@ -144,6 +144,16 @@ class Transcript(Sequence[Message]):
         self._known(end)
         return self._sizes[end] - self._sizes[start]
 
+    def size_of(self, index: int) -> int:
+        """``payload_bytes`` of message ``index``: the size already worked out when there
+        is one (a message of megabytes is not encoded again), else worked out alone."""
+        if index < len(self._contents):
+            return self._sizes[index + 1] - self._sizes[index]
+        ahead = self._ahead.get(id(self._messages[index]))
+        if ahead is not None and ahead[0] is self._messages[index]:
+            return ahead[2]
+        return payload_bytes(self._messages[index])
+
     def __len__(self) -> int:
         return len(self._messages)
 

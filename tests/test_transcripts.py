@@ -338,6 +338,22 @@ def test_results_encoded_ahead_hash_and_size_as_any_other() -> None:
     assert transcript.json_bytes(3, 4) == len(stamped.model_dump_json().encode()) + 1
 
 
+def test_a_messages_size_is_what_the_converter_writes_whether_known_ahead_or_not() -> None:
+    """``size_of`` (what a page of the ``messages`` query and a live event are sized by)
+    is ``payload_bytes`` before the transcript has sized a message, for a message encoded
+    ahead, and once sized, where it is not encoded again."""
+    results = [ToolMessage(tool_call_id=f"c{k}", content="é" * (k + 1) * 100) for k in range(3)]
+    transcript = Transcript([UserMessage(content="go")])
+    transcript.encode_ahead(results[0])
+    transcript.extend(results)
+    sizes = [payload_bytes(m) for m in transcript]
+    assert [transcript.size_of(k) for k in range(4)] == sizes  # none sized yet
+    transcript.json_bytes(0, 2)  # the first two sized; the result encoded ahead is taken
+    assert [transcript.size_of(k) for k in range(4)] == sizes
+    transcript.json_bytes()
+    assert [transcript.size_of(k) for k in range(4)] == sizes
+
+
 async def test_kept_results_chain_from_the_json_they_were_stored_as(tmp_path: Path) -> None:
     """A tool result kept by its activity is chained by the model call from the JSON it
     was stored as; the rows and the head are the defining formulas' all the same, also

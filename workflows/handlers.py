@@ -25,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
     from durable_agent.provider_limits import CAPACITY_READY_SIGNAL
-    from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.approval_handlers import ApprovalHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode
     from durable_agent.workflows.patches import patched
@@ -202,16 +201,16 @@ class SessionHandlers(ApprovalHandlers):
         """The array from ``from_index`` on; with a ``limit``, one page: at most that many
         messages and about ``PAGE_BYTES`` of them (at least one), so a reader of a long
         session pages through it within what one answer may carry."""
-        rest = self._session.messages[max(from_index, 0) :]
+        messages, start = self._session.messages, max(from_index, 0)
         if limit <= 0:
-            return rest
+            return messages[start:]
         page: list[Message] = []
         size = 0
-        for message in rest[:limit]:
-            size += payload_bytes(message)
+        for index in range(start, min(start + limit, len(messages))):
+            size += messages.size_of(index)
             if page and size > PAGE_BYTES:
                 break
-            page.append(message)
+            page.append(messages[index])
         return page
 
     @workflow.query

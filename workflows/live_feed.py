@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.loop_events import result_text, step_events
     from durable_agent.messages import AssistantMessage, ToolMessage
-    from durable_agent.transcript import payload_bytes
     from durable_agent.workflows.session.commands import ToolRun
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import epoch_ms
@@ -97,7 +96,8 @@ class LiveFeed:
         self._shown = max(min(self._shown, len(messages)), len(messages) - MESSAGES_PER_LOOK)
         for index in range(self._shown, len(messages)):
             message = messages[index]
-            body = message if payload_bytes(message) <= MESSAGE_EVENT_MAX_BYTES else None
+            small = messages.size_of(index) <= MESSAGE_EVENT_MAX_BYTES
+            body = message if small else None
             self._publish(MessageAppended(index=index, message=body, run=state.runs))
             for step in step_events(message):
                 self._publish(step)
