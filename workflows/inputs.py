@@ -11,19 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contract_base import explain
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
-
-
-#: The run's second argument when its start has none: a long history sent apart from
-#: the input (``AgentInput.earlier``), which a worker reads from the start event; the
-#: workflow never decodes it (a task would decode every message).
-NO_EARLIER = RawValue(Payload())
 
 
 class InvalidInput(ValueError):
