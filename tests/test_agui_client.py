@@ -171,6 +171,7 @@ async def test_another_users_thread_is_not_theirs_to_resume(
             asked = [{"id": "u1", "role": "user", "content": "clear maps"}]
             as_alice = {"Authorization": f"Bearer {alice}"}
             first = await run_agent(url, thread, asked, headers=as_alice)
+            assert first["events"], first  # (once in CI: no event at all; the client's error)
             [interrupt] = first["events"][-1]["outcome"]["interrupts"]
             resume = [{"interruptId": interrupt["id"], "status": "resolved",
                        "payload": {"approved": True}}]  # fmt: skip
