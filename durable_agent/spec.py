@@ -466,12 +466,13 @@ class AgentInput(_Spec):
     message: str | UserMessage | None = None
     history: list[Message] = Field(default_factory=list)
     """Earlier messages to continue from (after the instructions, before ``message``)."""
-    earlier: int = Field(default=0, ge=0)
+    earlier: int = Field(default=0, ge=0, exclude_if=lambda count: count == 0)
     """How many messages come before ``history``, in the ``earlier_history`` signal sent
     with the start (``AgentClient.start`` sends a history longer than
     ``INLINE_HISTORY_MESSAGES`` so). A worker reads them from the run's own history and
     stores them; the run reads them back a page at a time, so no workflow task decodes
-    them all."""
+    them all. Left out of the payload when 0: a start without one reads on older
+    workers."""
     resume: Resumption | None = None
     """Go on with an ended run's conversation (``AgentClient.converse`` sets it)."""
     fork: Fork | None = None

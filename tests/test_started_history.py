@@ -2,8 +2,10 @@
 sends it as a signal with the start, a worker reads it from the run's own history and
 stores it, the run reads it back in pages. Around that door: a start that announces
 messages it did not send, a history sent later by someone else, a count that does not
-match, messages that do not read, and encryption (the signal is as encrypted as the
-input). Each refused start fails before any model call."""
+match, messages that do not read, encryption (the signal is as encrypted as the
+input), and openings that must read as an inline history's do (a swarm's first agent,
+an input guardrail on the last message). Each refused start fails before any model
+call."""
 
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.contracts import EARLIER_HISTORY_SIGNAL, AgentResult
 from durable_agent.encryption import CodecKeys, with_encryption
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.guardrails import guardrail
+from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.spec import INLINE_HISTORY_MESSAGES, AgentInput
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry
 from durable_agent.worker import build_worker
-from tests.support.agent_harness import LOCAL_DEVELOPMENT, running_worker, spec_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, running_worker, spec_for, wait_for
 
 
 def conversation(pairs: int, tag: str = "") -> list[Message]:
@@ -136,3 +139,54 @@ async def test_a_history_sent_apart_is_as_encrypted_as_the_input(
     ]
     assert [s.signal_name for s in signaled].count(EARLIER_HISTORY_SIGNAL) == 1
     assert canary.encode() not in b"".join(e.SerializeToString() for e in raw.events)
+
+
+guarded = ToolRegistry()
+
+
+@guardrail(registry=guarded)
+def no_secret(text: str) -> str | None:
+    return "mentions the secret" if "secret" in text else None
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["inline", "apart"])
+async def test_a_long_history_opens_as_an_inline_one_does(
+    temporal_env: WorkflowEnvironment, task_queue: str, apart: bool
+) -> None:
+    """A swarm whose first agent has its own instructions, an input guardrail, and a
+    history whose last message is the user's (no ``message``): sent apart or inline, the
+    array opens the same (the agent's instructions first, under its name), the last
+    message is checked by the guardrail before the turn, and the model sees the same."""
+    past = conversation(INLINE_HISTORY_MESSAGES if apart else 5)
+    past.append(UserMessage(content="and the secret?"))
+    swarm = {
+        "default_agent": "triage",
+        "agents": [
+            {"name": "triage", "instructions": "Route the question."},
+            {"name": "billing", "instructions": "Handle payments."},
+        ],
+    }
+    with ScriptedProvider([assistant_text("never")]) as provider:
+        spec = spec_for(provider, swarm=swarm, guardrails={"input": ["no_secret"]}, session={})
+        async with running_worker(temporal_env, task_queue, guarded) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session_id = await agents.start(spec, history=past)
+            status = await wait_for(lambda: _refused(agents, session_id), timeout=60)
+            messages = await agents.messages(session_id)
+            start = (await agents._handle(session_id).fetch_history()).events[0]
+            await agents.end(session_id)
+    sent = start.workflow_execution_started_event_attributes.input.payloads[0].data
+    assert (b'"earlier"' in sent) is apart
+    assert status.last_error == "input guardrail no_secret: mentions the secret"
+    assert provider.bodies() == []  # the guardrail held the turn: no request
+    first = messages[0]
+    assert isinstance(first, SystemMessage) and first.agent_name == "triage"
+    assert first.content == "Route the question."
+    assert [m.content for m in messages[1:]] == [m.content for m in past]
+    last = messages[-1]
+    assert isinstance(last, UserMessage) and last.blocked  # checked, and kept
+
+
+async def _refused(agents: AgentClient, session_id: str) -> Any:
+    status = await agents.status(session_id)
+    return status if status.last_error else None
