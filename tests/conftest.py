@@ -7,13 +7,15 @@ Tests that stop or restart a server start their own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -35,17 +37,77 @@ def _free_port() -> int:
 
 
 def wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
-    """Until a server process listens on ``port`` (it must not exit first)."""
+    """Until a server process listens on ``port`` (it must not exit first). A port free
+    when asked can be bound by another test's process before this server binds it: then
+    this one fails to bind and exits, and a connection that succeeds is the other's.
+    So the listener must be ``server``'s own (``RuntimeError`` otherwise: callers start
+    again on another port)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise RuntimeError(f"the server exited with {server.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
         except OSError:
             time.sleep(0.1)
+            continue
+        if _listens(server.pid, port):
+            return
+        raise RuntimeError(f"port {port} is another process's")
     raise RuntimeError(f"the server did not listen on port {port} in {seconds} s")
+
+
+def started_on_free_port(
+    start: Callable[[int], subprocess.Popen[Any]], tries: int = 3
+) -> tuple[subprocess.Popen[Any], int]:
+    """A server that ``start(port)`` starts, listening on a free port: started again on
+    another when another process took the one it was given (``wait_for_port``)."""
+    for attempt in range(tries):
+        port = _free_port()
+        server = start(port)
+        try:
+            wait_for_port(port, server)
+            return server, port
+        except RuntimeError:
+            server.kill()
+            server.wait(10)
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("tries must be at least 1")
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` or one of its children holds the socket listening on
+    ``port`` (Linux's /proc: the listener's inode among the processes' open files)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for member in _family(pid):
+        with contextlib.suppress(OSError):  # gone, or a file closed meanwhile
+            fds = f"/proc/{member}/fd"
+            if any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds)):
+                return True
+    return False
+
+
+def _family(pid: int) -> set[int]:
+    """``pid`` and its descendants."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = open(f"/proc/{entry}/stat").read()  # noqa: SIM115
+                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    family, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in family}
+        grew = not more <= family
+        family |= more
+    return family
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,20 +116,24 @@ def pytest_configure(config: pytest.Config) -> None:
     parallel = bool(getattr(config.option, "numprocesses", None))
     if on_worker or not parallel or SHARED_SERVER in os.environ:
         return
-    for attempt in range(3):  # a port free when asked can be taken before it is bound
-        port = _free_port()
-        server = subprocess.Popen(
-            [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-             "--port", str(port), "--log-level", "error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_for_port(port, server)
-            break
-        except RuntimeError:
-            server.kill()
-            if attempt == 2:
-                raise
+    server, port = started_on_free_port(
+        lambda port: subprocess.Popen(
+            [
+                temporal_binary(),
+                "server",
+                "start-dev",
+                "--headless",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     os.environ[SHARED_SERVER] = f"127.0.0.1:{port}"
     config.stash[_server_key] = server
 

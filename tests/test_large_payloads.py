@@ -29,11 +29,10 @@ from durable_agent.payload_storage import (
     payload_storage,
     with_payload_storage,
 )
-from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
-from tests.conftest import wait_for_port
+from tests.conftest import started_on_free_port
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 
 registry = ToolRegistry()
@@ -249,13 +248,19 @@ def test_a_store_url_that_cannot_be_used_says_why() -> None:
 
 
 @contextmanager
-def serving(program: str, *args: str, port: int) -> Iterator[str]:
-    """A server from this environment's ``bin`` on 127.0.0.1:``port``; its address."""
+def serving(program: str, *args: str, port: str) -> Iterator[str]:
+    """A server from this environment's ``bin`` on a free port of 127.0.0.1, given as
+    ``port`` where ``args`` hold that word; its address."""
     command = [str(Path(sys.executable).parent / program), *args]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, number = started_on_free_port(
+        lambda free: subprocess.Popen(
+            [str(free) if word == port else word for word in command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    )
     try:
-        wait_for_port(port, server)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{number}"
     finally:
         server.terminate()
         server.wait()
@@ -265,8 +270,7 @@ def serving(program: str, *args: str, port: int) -> Iterator[str]:
 def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """moto's S3 server on 127.0.0.1 (the S3 protocol over real HTTP; no AWS here), and
     the standard AWS variables pointing at it."""
-    port = free_port()
-    with serving("moto_server", "-H", "127.0.0.1", "-p", str(port), port=port) as address:
+    with serving("moto_server", "-H", "127.0.0.1", "-p", "PORT", port="PORT") as address:
         monkeypatch.setenv("AWS_ENDPOINT_URL", address)
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -292,10 +296,9 @@ async def test_an_s3_bucket_holds_the_payloads(
 def gcs_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A GCS emulator speaking the JSON API on 127.0.0.1 (no Google Cloud here), and the
     standard variable pointing gcloud-aio at it."""
-    port = free_port()
-    args = ["start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
+    args = ["start", "--host", "127.0.0.1", "--port", "PORT", "--in-memory",
             "--default-bucket", "payloads"]  # fmt: skip
-    with serving("gcp-storage-emulator", *args, port=port) as address:
+    with serving("gcp-storage-emulator", *args, port="PORT") as address:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", address)
         yield address
 

@@ -23,10 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.messages import AssistantMessage
-from durable_agent.ports import free_port
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
-from tests.conftest import wait_for_port
+from tests.conftest import started_on_free_port
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker
 from tests.test_cli import address_of
@@ -58,13 +57,15 @@ def command(task_queue: str, *more: str) -> list[str]:
 @contextmanager
 def http_server(task_queue: str, env: dict[str, str]) -> Iterator[str]:
     """``mcp-serve --transport http`` on a free port: its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, *command(task_queue, "--transport", "http", "--port", str(port))],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    process, port = started_on_free_port(
+        lambda port: subprocess.Popen(
+            [sys.executable, *command(task_queue, "--transport", "http", "--port", str(port))],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+    )
     try:
-        wait_for_port(port, process)  # type: ignore[arg-type]
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

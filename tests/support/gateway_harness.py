@@ -17,10 +17,9 @@ import httpx
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider
 from durable_agent.tools import ToolRegistry
-from tests.conftest import wait_for_port
+from tests.conftest import started_on_free_port
 from tests.support.agent_harness import running_worker, spec_for
 
 ROOT = Path(__file__).parents[2]
@@ -35,15 +34,19 @@ class SSE:
 
 @contextmanager
 def gateway(address: str, task_queue: str, spec_file: Path | None, *more: str) -> Iterator[str]:
-    """``durable-agent serve`` on a free port (``more`` arguments added); its base URL."""
-    port = free_port()
-    args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
-    args += ["--port", str(port)] + (["--spec", str(spec_file)] if spec_file else []) + [*more]
+    """``durable-agent serve`` on a free port (``more`` arguments added); its base URL.
+    Started again on another port when another test's process took the one asked for
+    (``wait_for_port``: the listener must be this gateway's)."""
     env = {**os.environ, "TEMPORAL_ADDRESS": address}
     env.pop("OPENAI_API_KEY", None)
-    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
+    args += [*(["--spec", str(spec_file)] if spec_file else []), *more]
+    process, port = started_on_free_port(
+        lambda port: subprocess.Popen(
+            [*args, "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL
+        )
+    )
     try:
-        wait_for_port(port, process)  # type: ignore[arg-type]
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
