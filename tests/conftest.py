@@ -97,11 +97,10 @@ def _listens(pid: int, port: int) -> bool:
 def _family(pid: int) -> set[int]:
     """``pid`` and its descendants."""
     parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                stat = open(f"/proc/{entry}/stat").read()  # noqa: SIM115
-                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as stat:
+            # "pid (name) state ppid ...": the name may hold spaces and parentheses
+            parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
     family, grew = {pid}, True
     while grew:
         more = {child for child, parent in parents.items() if parent in family}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import pty
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -369,9 +371,13 @@ def test_demo_keep_stopped_by_a_signal_stops_the_server_it_started(
 async def test_run_prints_the_answer_as_it_streams(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """The answer's first words reach the terminal well before its last ones."""
+    """The answer's first words reach the terminal well before its last ones. The stream
+    stops at a barrier after its first pieces until the terminal shows them (paced
+    alone, a loaded machine's terminal could see the answer only once it was whole)."""
     answer = "Streaming, one piece at a time: the first words arrive long before the last."
-    script = [sse_reply(chat_stream_events(assistant_text(answer)), delay=0.2)]
+    shown = threading.Event()
+    stream = sse_reply(chat_stream_events(assistant_text(answer)), delay=0.02)
+    script = [dataclasses.replace(stream, hold=shown, hold_after=3)]
     with ScriptedProvider(script) as provider:
         spec = write_spec(tmp_path, provider, [])
         async with running_worker(temporal_env, task_queue, registry):
@@ -387,6 +393,8 @@ async def test_run_prints_the_answer_as_it_streams(
             while chunk := await process.stdout.read(64):
                 seen += chunk.decode()
                 arrivals.append((len(provider.sent), seen))
+                if "Streaming," in seen:
+                    shown.set()
             assert await process.wait() == 0
     # by order, not by clock: the first words were on the terminal while the provider
     # still had pieces of the answer to send

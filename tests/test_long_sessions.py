@@ -55,7 +55,9 @@ async def test_history_of_a_ten_thousand_message_session(
     with ScriptedProvider(responder=replies) as provider:
         spec = spec_for(provider, session={})
         async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            # queries wait behind the session's tasks: beside a second copy of the suite
+            # a `message_check` once waited past the client's default 15 s
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             session = await agents.start(spec, "go", history=history)
             await agents.wait(session, after=EARLIER, timeout=60)
             for k in range(BIG):
