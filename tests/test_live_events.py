@@ -23,7 +23,7 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import ToolRegistry, tool
 from tests.support import cli_tools
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_chaos import WorkerPool
@@ -233,6 +233,39 @@ async def test_the_log_is_bounded_and_a_reader_behind_it_is_told_what_it_missed(
     shown = [e.index for e in kept if e.type == "message_appended"]
     assert shown and shown[-1] == len(messages) - 1 == 41
     assert messages[0].content.startswith("0 x") and len(messages) == 42
+    assert kept[-1].type == "ended"
+
+
+@tool
+def page(n: int) -> str:
+    """A page of 5,000 characters."""
+    return f"{n} " + "z" * 5_000
+
+
+async def test_a_turn_of_many_calls_trims_the_log_before_the_turn_ends(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """One turn of two batches of 300 calls with 5 KB results logs over 3 MB of events
+    in about 1,600: the log is looked at every 1,000 events the loop publishes, not only
+    when a turn starts, so a reader from the start of this one-turn session is told of a
+    gap, then reads the newest events up to the end, offsets without a hole."""
+    batch = assistant_calls(*[("page", {"n": n}) for n in range(300)])
+    script = [batch, batch, assistant_text("ok")]
+    with ScriptedProvider(script) as provider:
+        async with running_worker(temporal_env, task_queue, ToolRegistry([page])) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = {"end_after_reply": True, "max_concurrent_tool_calls": 50}
+            spec = spec_for(provider, ["page"], session=session)
+            sid = await agents.start(spec, "read them all")
+            result = await agents.result(sid)
+            events = await collect(agents, sid)
+    assert result.status == "done", result
+    assert events[0].type == "gap" and events[0].missed > 0, events[0]
+    kept = events[1:]
+    assert [e.offset for e in kept] == list(range(events[0].missed, events[0].missed + len(kept)))
+    finished = [e.slot for e in kept if e.type == "tool_finished"]
+    assert 300 <= len(finished) < 600, "the first batch's oldest events went"
+    assert sorted(finished[-300:]) == list(range(300)), "the second batch's are all kept"
     assert kept[-1].type == "ended"
 
 

@@ -9,11 +9,15 @@ every message) and carried across continue-as-new, so offsets only grow.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.workflow_streams import (
+    WorkflowStream,
+    WorkflowStreamItem,
+    WorkflowStreamState,
+)
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import AgentResult
@@ -47,9 +51,12 @@ with workflow.unsafe.imports_passed_through():
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
 LOG_MAX_BYTES = 1_000_000
-#: Turns between two looks at the log's size (a look encodes the whole log), after the
-#: first turn of a run.
+#: Turns between two looks at the log's size (a look sizes events until the log is over
+#: ``LOG_MAX_BYTES``), after the first turn of a run...
 TRIM_EVERY_TURNS = 10
+#: ...and events the loop publishes between two looks within a turn (a turn of thousands
+#: of tool calls logs two events a call): what a cut frees at once stays bounded.
+TRIM_EVERY_EVENTS = 1_000
 #: What continue-as-new carries of the log (the rest of the state needs the room): at
 #: most this, and a tenth of the session's payload budget.
 CARRIED_LOG_BYTES = 200_000
@@ -73,6 +80,7 @@ class LiveFeed:
         self._turn_told: tuple[int, str] | None = None
         self._agent = session.agent_name
         self._trimmed = 0
+        self._published = 0
         self.metrics = SessionMetrics()
 
     def resume(self) -> None:
@@ -85,6 +93,9 @@ class LiveFeed:
 
     def _publish(self, event: Any) -> None:
         self._topic.publish(event_payload(event))
+        self._published += 1
+        if self._published % TRIM_EVERY_EVENTS == 0:
+            self._trim()
 
     # --- what the loop observes --------------------------------------------------------
 
@@ -191,8 +202,8 @@ class LiveFeed:
         self.observe()
         self._publish(Ended(result=result, error=error))
         self.let_go()  # long-polling readers drain the closed run by query
-        state = self._stream.get_state()
-        return state.base_offset + len(state.log)
+        base, items = logged(self._stream)
+        return base + len(items)
 
     # --- the log's size, and continue-as-new ---------------------------------------------
 
@@ -202,28 +213,53 @@ class LiveFeed:
         self._stream.detach_pollers()
 
     def state_for_next_run(self) -> WorkflowStreamState:
-        """The newest events within ``CARRIED_LOG_BYTES``; offsets go on from there."""
+        """The newest events within ``CARRIED_LOG_BYTES``; offsets go on from there. The
+        log is cut to them first, so only what is carried is encoded (a turn of thousands
+        of tool calls logs thousands of events; a hand-over that is deferred keeps only
+        these too)."""
         self.metrics.handed_over()
         room = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
-        return _keep_newest(self._stream.get_state(), room)
+        keep_newest(self._stream, room)
+        return self._stream.get_state()
 
     def _trim(self) -> None:
-        state = self._stream.get_state()
-        if _log_bytes(state) > LOG_MAX_BYTES:
-            kept = _keep_newest(state, LOG_MAX_BYTES // 2)
-            self._stream.truncate(kept.base_offset)
+        if log_over(self._stream, LOG_MAX_BYTES):
+            keep_newest(self._stream, LOG_MAX_BYTES // 2)
 
 
-def _log_bytes(state: WorkflowStreamState) -> int:
-    return sum(len(item.data) + len(item.topic) for item in state.log)
-
-
-def _keep_newest(state: WorkflowStreamState, max_bytes: int) -> WorkflowStreamState:
-    size, keep = 0, 0
-    for item in reversed(state.log):
-        size += len(item.data) + len(item.topic)
-        if size > max_bytes:
+def keep_newest(stream: WorkflowStream, max_bytes: int) -> None:
+    """Drop the oldest events of the log past ``max_bytes`` of wire size (only the
+    newest, the ones kept, are sized)."""
+    base, items = logged(stream)
+    total, keep = 0, 0
+    for item in reversed(items):
+        total += wire_size(item)
+        if total > max_bytes:
             break
         keep += 1
-    dropped = len(state.log) - keep
-    return replace(state, log=state.log[dropped:], base_offset=state.base_offset + dropped)
+    if keep < len(items):
+        stream.truncate(base + len(items) - keep)
+
+
+def log_over(stream: WorkflowStream, max_bytes: int) -> bool:
+    """The log is over ``max_bytes`` of wire size (sized until it is)."""
+    total = 0
+    for item in logged(stream)[1]:
+        total += wire_size(item)
+        if total > max_bytes:
+            return True
+    return False
+
+
+def logged(stream: WorkflowStream) -> tuple[int, list[WorkflowStreamItem[Payload]]]:
+    """The log's first offset and its events, read without encoding them:
+    ``get_state`` encodes every event, so a look at the log's size would grow with it.
+    Reads the stream's private log (temporalio's contrib has no public view of it);
+    ``tests/test_live_log_sizes.py`` checks what is read against ``get_state``."""
+    return stream._base_offset, stream._log
+
+
+def wire_size(item: WorkflowStreamItem[Payload]) -> int:
+    """An event's size as ``get_state`` writes it: its topic, and base64 of its
+    payload's bytes (whole groups of four characters)."""
+    return len(item.topic) + 4 * ((item.data.ByteSize() + 2) // 3)
