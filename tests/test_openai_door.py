@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -310,3 +311,41 @@ async def test_with_tokens_each_users_conversations_are_their_own(
     assert owners == ["alice", "bob", "alice"]
     assert [m.content for m in array] == ["mine", "you said mine (1 messages)"]
     assert len(provider.requests) == 3  # bob's "steal" reached no model
+
+
+async def test_a_session_without_deltas_still_streams_its_answer_through_each_door(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Deltas off (``live_deltas: false``): the log has no ``text_delta``, and the doors
+    that speak in deltas take the answer from the reply's own event, as one delta. The
+    OpenAI chat stream, the Responses stream and AG-UI each show the whole answer;
+    the session's own event stream stays as the log has it (no delta made up)."""
+    with ScriptedProvider(responder=echo) as provider:
+        async with served(temporal_env, task_queue, provider, [], registry, tmp_path,
+                          live_deltas=False) as (client, base):  # fmt: skip
+            sdk = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="not-needed")
+            first = [{"role": "user", "content": f"quiet {task_queue}"}]
+            raw = await sdk.chat.completions.with_raw_response.create(
+                model="durable-agent", messages=first, stream=True,  # type: ignore[arg-type]
+            )  # fmt: skip
+            session = raw.headers["durable-session-id"]
+            chunks = [c async for c in raw.parse()]
+            streamed = [e async for e in await sdk.responses.create(
+                model="durable-agent", input="and now", stream=True,
+                conversation=f"quiet-{task_queue}",
+            )]  # fmt: skip
+            agents = AgentClient(client, task_queue=task_queue)
+            await agents.end(session)  # its event streams end with it
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                response = await http.get(f"/api/sessions/{session}/events", params={
+                    "format": "agui", "after": -1})  # fmt: skip
+                agui = [json.loads(line[5:]) for line in response.text.splitlines()
+                        if line.startswith("data:")]  # fmt: skip
+            log = [e async for e in agents.follow(session)]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == f"you said quiet {task_queue} (1 messages)"
+    deltas = "".join(e.delta for e in streamed if e.type == "response.output_text.delta")
+    assert deltas == "you said and now (1 messages)" == streamed[-1].response.output_text
+    shown = "".join(e["delta"] for e in agui if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert shown == text, agui
+    assert "text_delta" not in [e.type for e in log] and log[-1].type == "ended"

@@ -43,6 +43,7 @@ from durable_agent.gateway.http_common import (
     parse_json,
     session_for_conversation,
 )
+from durable_agent.gateway.unstreamed import whole_replies
 from durable_agent.messages import UserMessage
 
 #: Line ends of the event stream: AG-UI's encoder and client use ``\n``.
@@ -104,7 +105,7 @@ async def _follow(
     if joined is not None:
         yield _sse(joined)
     yield _sse(_state(await agents.status(session_id)))
-    async for event in door.hubs.follow(session_id, after):
+    async for event in whole_replies(door.hubs.follow(session_id, after)):
         if isinstance(event, Idle) and event.message_count > before:
             if joined is not None:
                 array = await agents.messages(session_id)

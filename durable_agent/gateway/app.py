@@ -47,6 +47,7 @@ from durable_agent.gateway.http_common import (
 from durable_agent.gateway.hub import Hubs
 from durable_agent.gateway.openai_chat import chat_routes
 from durable_agent.gateway.openai_responses import responses_routes
+from durable_agent.gateway.unstreamed import whole_replies
 from durable_agent.messages import dump_messages
 from durable_agent.spec import AgentSpec
 
@@ -222,7 +223,7 @@ def create_app(
             raise HttpError(400, "format: 'events' or 'agui'", "format")
         stream = hubs.follow(session_id, after)
         if fmt == "agui":
-            return agui_sse(stream, AguiTranslator(session_id))
+            return agui_sse(whole_replies(stream), AguiTranslator(session_id))
         return EventSourceResponse(_native(stream), ping=15)
 
     routes = [

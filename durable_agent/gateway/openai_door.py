@@ -22,6 +22,7 @@ from durable_agent.client import AgentClient
 from durable_agent.events import Ended, Idle, LiveEvent, TextDelta
 from durable_agent.gateway.door import Door
 from durable_agent.gateway.http_common import HttpError, json_errors
+from durable_agent.gateway.unstreamed import whole_replies
 from durable_agent.messages import AssistantMessage, Message, Usage
 from durable_agent.spec import AgentSpec
 
@@ -92,7 +93,7 @@ async def follow_reply(
     """The session's events from ``after`` until it answers (more than ``before``
     messages), asks a person, or ends; then the ``Reply``."""
     agents = door.agents
-    async for event in door.hubs.follow(session_id, after):
+    async for event in whole_replies(door.hubs.follow(session_id, after)):
         yield event
         if isinstance(event, Idle) and event.message_count > before:
             yield await answered(agents, session_id, before)

@@ -1,0 +1,45 @@
+"""A reply's text as one delta when it was not streamed, for the doors that speak in
+deltas (OpenAI chat and Responses streams, AG-UI).
+
+The log streams a model's text as ``text_delta`` events, but not always: a reply that
+is whole before the first batch would go sends none (``activities/live_deltas.py``), a
+session may turn deltas off, and a reply hook keeps them back. Its text is then in its
+own ``message_appended`` event. A door reading the log through ``whole_replies`` gets
+that text (and reasoning) as one delta just before the message, so its client shows
+the answer either way. The session's own event stream is left as the log has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from durable_agent.events import (
+    AttemptRestarted,
+    LiveEvent,
+    MessageAppended,
+    ModelStarted,
+    ReasoningDelta,
+    TextDelta,
+)
+from durable_agent.messages import AssistantMessage
+
+
+async def whole_replies(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveEvent]:
+    """``events``, with a delta made up for each part of a reply that was not streamed
+    (at the offset before the reply's, so a reader resuming after it sees it again)."""
+    turn, text, reasoning = 0, False, False
+    async for event in events:
+        if isinstance(event, ModelStarted | AttemptRestarted):
+            turn, text, reasoning = event.turn, False, False
+        elif isinstance(event, TextDelta):
+            text = True
+        elif isinstance(event, ReasoningDelta):
+            reasoning = True
+        elif isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
+            reply, at = event.message, max(event.offset - 1, 0)
+            if reply.reasoning and not reasoning:
+                yield ReasoningDelta(offset=at, turn=turn, text=reply.reasoning)
+            if reply.content and not text:
+                yield TextDelta(offset=at, turn=turn, text=reply.content)
+            text, reasoning = False, False
+        yield event
