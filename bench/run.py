@@ -4,6 +4,10 @@ latency, same real Temporal dev server, each worker in its own process.
 
     ./run bench [--runs 5] [--concurrent 50] [--rounds 5] [--peers]
 
+Workload C runs a third time on durable-agent with live deltas off (``ours-deltas-off``):
+the floor publishes nothing while a model streams, so that row compares the same work,
+and the default's shows what streaming the text to readers costs.
+
 With ``--peers``, the same workloads on the OpenAI Agents SDK with Temporal's plugin and
 on Pydantic AI's Temporal integration (bench/peer_kinds.py), in a second table.
 
@@ -45,6 +49,8 @@ from durable_agent.testing import ScriptedProvider
 ROOT = Path(__file__).parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")
 PROMPT = "Work through the rounds."
+#: durable-agent with live deltas off: workload C only.
+QUIET = "ours-deltas-off"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -83,12 +89,12 @@ class Bench:
         """Run one session to its end; return its id and wall seconds."""
         wid = f"{kind}-{workload.model}-{uuid.uuid4().hex[:8]}"
         start = time.perf_counter()
-        if kind == "ours":
+        if kind in ("ours", QUIET):
             spec = AgentSpec(
                 model=ModelSpec(name=workload.model, endpoint=self.endpoint),
                 tools=[{"name": workload.tool}],
                 stop={"max_turns": workload.model_calls + 1},
-                session={"end_after_reply": True},
+                session={"end_after_reply": True, "live_deltas": kind == "ours"},
             )
             handle = await self.client.start_workflow(
                 "AgentWorkflow",
@@ -160,8 +166,8 @@ class Bench:
 async def worker_for(kind: str, bench: Bench, data: Path) -> AsyncIterator[tuple[str, int]]:
     """The kind's worker in a process of its own: its task queue and pid."""
     task_queue = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
-    command = [sys.executable, "-m", "bench.worker_process", kind, bench.address, task_queue,
-               str(data / kind)]  # fmt: skip
+    command = [sys.executable, "-m", "bench.worker_process", "ours" if kind == QUIET else kind,
+               bench.address, task_queue, str(data / kind)]  # fmt: skip
     if kind in PEERS:
         command = worker_command(PEERS[kind], bench.address, task_queue, bench.base_url)
     worker = subprocess.Popen(
@@ -229,7 +235,10 @@ async def measure_all(
     against whichever kind ran last), each C figure the median of its rounds."""
     async with AsyncExitStack() as stack:
         workers = {k: await stack.enter_async_context(worker_for(k, bench, data)) for k in kinds}
-        figures = {k: await measure(k, bench, *workers[k], runs) for k in kinds}
+        figures = {
+            k: await measure(k, bench, *workers[k], runs) if k != QUIET else Figures()
+            for k in kinds
+        }
         c_runs: dict[str, list[Figures]] = {k: [] for k in kinds}
         for _ in range(rounds):
             for kind in kinds:
@@ -241,7 +250,9 @@ async def measure_all(
     return figures
 
 
-def table(floor: Figures, ours: Figures, runs: int, concurrent: int, rounds: int) -> str:
+def table(
+    floor: Figures, ours: Figures, quiet: Figures, runs: int, concurrent: int, rounds: int
+) -> str:
     rows: list[tuple[str, str, float, float, str]] = [
         ("A", f"ms per turn (median of {runs})", floor.ms_per_turn, ours.ms_per_turn, "<= 1.1x"),
         ("A", "workflow tasks per run", floor.workflow_tasks, ours.workflow_tasks, ""),
@@ -261,11 +272,16 @@ def table(floor: Figures, ours: Figures, runs: int, concurrent: int, rounds: int
         ("B", "... as `temporal workflow show` JSON", floor.b_total_json_bytes,
          ours.b_total_json_bytes, ""),
         ("C", f"turns/s, {concurrent} sessions (median of {rounds})", floor.c_turns_per_second,
-         ours.c_turns_per_second, ""),
+         ours.c_turns_per_second, ">= 1.0x"),
         ("C", "p50 session latency s", floor.c_p50, ours.c_p50, ""),
         ("C", "p95 session latency s", floor.c_p95, ours.c_p95, ""),
-        ("C", "worker CPU s", floor.c_worker_cpu, ours.c_worker_cpu, ""),
+        ("C", "worker CPU s", floor.c_worker_cpu, ours.c_worker_cpu, "<= 1.0x"),
         ("C", "server CPU s", floor.c_server_cpu, ours.c_server_cpu, ""),
+        ("C", "turns/s, live deltas off", floor.c_turns_per_second, quiet.c_turns_per_second,
+         ">= 1.0x"),
+        ("C", "worker CPU s, live deltas off", floor.c_worker_cpu, quiet.c_worker_cpu,
+         "<= 1.0x"),
+        ("C", "server CPU s, live deltas off", floor.c_server_cpu, quiet.c_server_cpu, ""),
     ]  # fmt: skip
 
     def show(value: float) -> str:
@@ -279,15 +295,16 @@ def table(floor: Figures, ours: Figures, runs: int, concurrent: int, rounds: int
         ratio = f"{value / base:.2f}x" if base else "-"
         lines.append(f"| {workload} | {name} | {show(base)} | {show(value)} | {ratio} | {target} |")
     flat = ours.b_call_bytes[200] / ours.b_call_bytes[10]
-    paired = list(zip(floor.c_rounds, ours.c_rounds, strict=True))
-    lines.append("")
-    lines.append(  # the spread the medians hide: a shared machine's speed drifts
-        "Workload C round by round, durable-agent to the floor: throughput "
-        + " ".join(f"{o[0] / f[0]:.2f}x" for f, o in paired)
-        + "; worker CPU "
-        + " ".join(f"{o[1] / f[1]:.2f}x" for f, o in paired)
-        + "."
-    )
+    for label, kind in (("durable-agent", ours), ("with live deltas off", quiet)):
+        paired = list(zip(floor.c_rounds, kind.c_rounds, strict=True))
+        lines.append("")
+        lines.append(  # the spread the medians hide: a shared machine's speed drifts
+            f"Workload C round by round, {label}, to the floor: throughput "
+            + " ".join(f"{o[0] / f[0]:.2f}x" for f, o in paired)
+            + "; worker CPU "
+            + " ".join(f"{o[1] / f[1]:.2f}x" for f, o in paired)
+            + "."
+        )
     lines.append("")
     lines.append(
         f"Workload B, durable-agent: call 200 is {flat:.2f}x call 10 (target <= 1.5x); "
@@ -324,12 +341,15 @@ async def main(runs: int, concurrent: int, rounds: int, peers: bool) -> None:
     data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
     if peers:
         peers_python()  # installed before anything is measured
-    kinds = ["floor", "ours", *(PEERS if peers else ())]
+    kinds = ["floor", "ours", QUIET, *(PEERS if peers else ())]
     async with dev_server() as (address, client):
         with ScriptedProvider(responder=bench_model) as provider:
             bench = Bench(address, client, provider)
             figures = await measure_all(kinds, bench, data, runs, concurrent, rounds)
-        print(table(figures["floor"], figures["ours"], runs, concurrent, rounds), flush=True)
+        print(
+            table(figures["floor"], figures["ours"], figures[QUIET], runs, concurrent, rounds),
+            flush=True,
+        )
         if peers:
             others = {k: figures[k] for k in PEERS}
             print(
