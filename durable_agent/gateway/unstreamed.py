@@ -26,20 +26,22 @@ from durable_agent.messages import AssistantMessage
 
 async def whole_replies(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveEvent]:
     """``events``, with a delta made up for each part of a reply that was not streamed
-    (at the offset before the reply's, so a reader resuming after it sees it again)."""
-    turn, text, reasoning = 0, False, False
+    (at the offset before the reply's, so a reader resuming after it sees it again).
+    Only the reply to a model call seen starting: the messages a run announces from an
+    earlier one (a resumed or continued session) are not answers being given now."""
+    turn, calling, text, reasoning = 0, False, False, False
     async for event in events:
         if isinstance(event, ModelStarted | AttemptRestarted):
-            turn, text, reasoning = event.turn, False, False
+            turn, calling, text, reasoning = event.turn, True, False, False
         elif isinstance(event, TextDelta):
             text = True
         elif isinstance(event, ReasoningDelta):
             reasoning = True
         elif isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
             reply, at = event.message, max(event.offset - 1, 0)
-            if reply.reasoning and not reasoning:
+            if calling and reply.reasoning and not reasoning:
                 yield ReasoningDelta(offset=at, turn=turn, text=reply.reasoning)
-            if reply.content and not text:
+            if calling and reply.content and not text:
                 yield TextDelta(offset=at, turn=turn, text=reply.content)
-            text, reasoning = False, False
+            calling = False
         yield event
