@@ -10,3 +10,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class PortTaken(Exception):
+    """A port a server of ours was to listen on is already taken."""
+
+
+def claimable(port: int, what: str) -> None:
+    """Raise ``PortTaken`` when something listens on ``127.0.0.1:port`` already. A server
+    started there would fail to bind while a client, connecting to the port, reached the
+    other one: its sessions, and its end."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise PortTaken(
+                f"{what} port {port} is taken (another Temporal server?): pass another "
+                f"with --{'ui-' if what == 'UI' else ''}port, or connect to that one "
+                "with `durable-agent worker --address`"
+            ) from None

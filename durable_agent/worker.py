@@ -60,6 +60,7 @@ from durable_agent.observability.telemetry import (
 )
 from durable_agent.payload_storage import with_payload_storage
 from durable_agent.plugin import DurableAgentPlugin, has_plugin
+from durable_agent.ports import claimable
 from durable_agent.provider import ProviderClient
 from durable_agent.secrets import SecretProvider
 from durable_agent.shutdown import exit_without_teardown
@@ -179,6 +180,8 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
+        claimable(args.port, "server")
+        claimable(args.ui_port, "UI")
         keys, storage = codec_keys(args), payload_store(args)
         env = await start_dev_server(
             Path(args.data_dir), args.port, args.ui_port, runtime, keys, storage

@@ -51,7 +51,7 @@ def wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 6
         except OSError:
             time.sleep(0.1)
             continue
-        if _listens(server.pid, port):
+        if owns_listener(server.pid, port):
             return
         raise RuntimeError(f"port {port} is another process's")
     raise RuntimeError(f"the server did not listen on port {port} in {seconds} s")
@@ -76,7 +76,7 @@ def started_on_free_port(
     raise AssertionError("tries must be at least 1")
 
 
-def _listens(pid: int, port: int) -> bool:
+def owns_listener(pid: int, port: int) -> bool:
     """Whether process ``pid`` or one of its children holds the socket listening on
     ``port`` (Linux's /proc: the listener's inode among the processes' open files)."""
     inodes = set()

@@ -29,6 +29,7 @@ from durable_agent.testing import (
     sse_reply,
 )
 from durable_agent.tools import ToolRegistry
+from tests.conftest import owns_listener
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
 
@@ -196,7 +197,22 @@ async def test_errors_say_what_to_fix(
     assert "no model configured" in no_model.stderr
 
 
-def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[str]:
+def _start_dev(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
+    """``durable-agent dev`` on a free port, ready; started again on another port when
+    another test's process took the one it was given (it refuses a taken port; one
+    taken between its check and its bind is caught by whose listener it is)."""
+    for _ in range(3):
+        port = free_port()
+        process = _dev_on(data_dir, port)
+        if process is not None and owns_listener(process.pid, port):
+            return process, port
+        if process is not None:
+            process.kill()
+            process.wait(10)
+    raise AssertionError("durable-agent dev found no free port in 3 tries")
+
+
+def _dev_on(data_dir: Path, port: int) -> subprocess.Popen[str] | None:
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     process = subprocess.Popen(
         [sys.executable, "-m", "durable_agent.cli", "dev", "--data-dir", str(data_dir),
@@ -208,7 +224,10 @@ def _start_dev(data_dir: Path, port: int) -> subprocess.Popen[str]:
     said: list[str] = []
     while True:
         line = process.stdout.readline()
-        assert line, "durable-agent dev exited before its worker was ready"
+        if not line and any("is taken" in s for s in said):
+            process.wait(10)
+            return None
+        assert line, "durable-agent dev exited before its worker was ready:\n" + "".join(said)
         said.append(line)
         if line.startswith("worker ready"):
             assert "get_time" in line and "wipe_cache" in line
@@ -226,15 +245,13 @@ async def _stop(process: subprocess.Popen[str]) -> tuple[int, str]:
 async def test_dev_runs_server_and_worker_keeps_sessions_across_restarts(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    address = f"127.0.0.1:{port}"
     script = [assistant_calls(("get_time", {"city": "Tokyo"})), assistant_text("22:00")]
     with ScriptedProvider(script) as provider:
         spec = write_spec(tmp_path, provider, ["get_time"])
-        dev = await asyncio.to_thread(_start_dev, tmp_path / "data", port)
+        dev, port = await asyncio.to_thread(_start_dev, tmp_path / "data")
         try:
             run = await acli("run", "--spec", spec, "--session-id", "persisted", "time?",
-                             address=address)  # fmt: skip
+                             address=f"127.0.0.1:{port}")  # fmt: skip
         finally:
             code, out = await _stop(dev)
     assert run.returncode == 0, run.stderr
@@ -242,14 +259,32 @@ async def test_dev_runs_server_and_worker_keeps_sessions_across_restarts(
     with socket.socket() as probe:  # Ctrl-C stopped the server too
         assert probe.connect_ex(("127.0.0.1", port)) != 0
     assert (tmp_path / "data" / "temporal.sqlite").exists()
-    dev = await asyncio.to_thread(_start_dev, tmp_path / "data", port)
+    dev, port = await asyncio.to_thread(_start_dev, tmp_path / "data")
     try:
-        history = await acli("history", "persisted", "--jsonl", address=address)
+        history = await acli("history", "persisted", "--jsonl", address=f"127.0.0.1:{port}")
     finally:
         await _stop(dev)
     assert history.returncode == 0, history.stderr
     roles = [json.loads(line)["role"] for line in history.stdout.splitlines()]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_dev_refuses_a_port_another_server_listens_on(tmp_path: Path) -> None:
+    """``dev`` on a port something already listens on says so and stops: no server of
+    its own, and no connection to the one there (its server failed to bind, and its
+    worker quietly served the other's sessions until that one went away)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        other.setblocking(False)
+        port = other.getsockname()[1]
+        done = cli("dev", "--data-dir", str(tmp_path / "data"), "--port", str(port),
+                   "--ui-port", str(free_port()), "--tools", "tests.support.cli_tools")  # fmt: skip
+        with pytest.raises(BlockingIOError):
+            other.accept()  # nobody came
+    assert done.returncode == 2, done.stderr
+    assert f"server port {port} is taken" in done.stderr and "--port" in done.stderr
+    assert not (tmp_path / "data" / "temporal.sqlite").exists()
 
 
 def test_demo_runs_end_to_end_without_a_key(tmp_path: Path) -> None:

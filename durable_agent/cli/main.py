@@ -75,6 +75,7 @@ from durable_agent.connection import ServerUnreachableError
 from durable_agent.encryption import CodecKeyError
 from durable_agent.messages import AssistantMessage, SystemMessage
 from durable_agent.observability.logs import configure_logging
+from durable_agent.ports import PortTaken
 from durable_agent.shutdown import Stopped, exit_without_teardown, stoppable
 from durable_agent.visible_text import visible
 
@@ -431,6 +432,7 @@ ACTIONABLE = (
     MessageRefusedError,
     SpecError,
     NoWorkerError,
+    PortTaken,
 )
 
 
