@@ -21,6 +21,9 @@ def claimable(port: int, what: str) -> None:
     started there would fail to bind while a client, connecting to the port, reached the
     other one: its sessions, and its end."""
     with socket.socket() as s:
+        # as servers bind: a port whose last connections wait out TIME_WAIT (a dev
+        # server stopped a moment ago) is free; one a socket listens on is not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -197,18 +197,20 @@ async def test_errors_say_what_to_fix(
     assert "no model configured" in no_model.stderr
 
 
-def _start_dev(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
-    """``durable-agent dev`` on a free port, ready; started again on another port when
-    another test's process took the one it was given (it refuses a taken port; one
-    taken between its check and its bind is caught by whose listener it is)."""
+def _start_dev(data_dir: Path, port: int | None = None) -> tuple[subprocess.Popen[str], int]:
+    """``durable-agent dev`` on ``port`` (else a free one), ready; started again on a
+    free port when another test's process took the one it was given (it refuses a
+    taken port; one taken between its check and its bind is caught by whose listener
+    it is)."""
     for _ in range(3):
-        port = free_port()
+        port = port or free_port()
         process = _dev_on(data_dir, port)
         if process is not None and owns_listener(process.pid, port):
             return process, port
         if process is not None:
             process.kill()
             process.wait(10)
+        port = None
     raise AssertionError("durable-agent dev found no free port in 3 tries")
 
 
@@ -259,7 +261,9 @@ async def test_dev_runs_server_and_worker_keeps_sessions_across_restarts(
     with socket.socket() as probe:  # Ctrl-C stopped the server too
         assert probe.connect_ex(("127.0.0.1", port)) != 0
     assert (tmp_path / "data" / "temporal.sqlite").exists()
-    dev, port = await asyncio.to_thread(_start_dev, tmp_path / "data")
+    # the same port again at once (its last connections wait out TIME_WAIT), unless
+    # another test's process took it meanwhile
+    dev, port = await asyncio.to_thread(_start_dev, tmp_path / "data", port)
     try:
         history = await acli("history", "persisted", "--jsonl", address=f"127.0.0.1:{port}")
     finally:
