@@ -16,10 +16,11 @@ class PortTaken(Exception):
     """A port a server of ours was to listen on is already taken."""
 
 
-def claimable(port: int, what: str) -> None:
-    """Raise ``PortTaken`` when something listens on ``127.0.0.1:port`` already. A server
-    started there would fail to bind while a client, connecting to the port, reached the
-    other one: its sessions, and its end."""
+def claimable(port: int, what: str, flag: str) -> None:
+    """Raise ``PortTaken`` when something listens on ``127.0.0.1:port`` already (the
+    ``what`` port, chosen with ``flag``). A server started there would fail to bind
+    while a client, connecting to the port, reached the other one: its sessions, and
+    its end."""
     with socket.socket() as s:
         # as servers bind: a port whose last connections wait out TIME_WAIT (a dev
         # server stopped a moment ago) is free; one a socket listens on is not
@@ -29,6 +30,5 @@ def claimable(port: int, what: str) -> None:
         except OSError:
             raise PortTaken(
                 f"{what} port {port} is taken (another Temporal server?): pass another "
-                f"with --{'ui-' if what == 'UI' else ''}port, or connect to that one "
-                "with `durable-agent worker --address`"
+                f"with {flag}, or connect to that one with `durable-agent worker --address`"
             ) from None

@@ -180,8 +180,8 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     env: WorkflowEnvironment | None = None
     if args.dev:
-        claimable(args.port, "server")
-        claimable(args.ui_port, "UI")
+        claimable(args.port, "server", "--port")
+        claimable(args.ui_port, "UI", "--ui-port")
         keys, storage = codec_keys(args), payload_store(args)
         env = await start_dev_server(
             Path(args.data_dir), args.port, args.ui_port, runtime, keys, storage

@@ -115,22 +115,11 @@ def pytest_configure(config: pytest.Config) -> None:
     parallel = bool(getattr(config.option, "numprocesses", None))
     if on_worker or not parallel or SHARED_SERVER in os.environ:
         return
+    command = [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+               "--log-level", "error"]  # fmt: skip
     server, port = started_on_free_port(
         lambda port: subprocess.Popen(
-            [
-                temporal_binary(),
-                "server",
-                "start-dev",
-                "--headless",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "error",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
     )
     os.environ[SHARED_SERVER] = f"127.0.0.1:{port}"
