@@ -45,6 +45,7 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
+from durable_agent.digests import DIGEST_BYTES, TranscriptPage, digested
 from durable_agent.message_sinks import MessageSink
 from durable_agent.messages import AssistantMessage, Message, Usage
 from durable_agent.model_inputs import fit_request, json_object_format
@@ -60,7 +61,7 @@ from durable_agent.request_messages import options_for_call, prepare_request_mes
 from durable_agent.round_hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.transcript import EMPTY_HASH, payload_bytes
+from durable_agent.transcript import chain_of, payload_bytes, root_of
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -132,7 +133,7 @@ class ModelActivities:
     ) -> tuple[str, tuple[Message, ...]]:
         """The referenced prefix from the store with ``new`` after it, stored for the next
         call; with ``check``, it must hash to the workflow's ``head``."""
-        base = ref.hash if ref else EMPTY_HASH
+        base = ref.hash if ref else root_of(chain_of(head))  # the head names its chain
         prefix = await self.transcripts.load(base)
         if prefix is None:
             raise transcript_unknown(f"no prefix {base} ({ref.count if ref else 0} messages)")
@@ -160,20 +161,25 @@ class ModelActivities:
 
     @activity.defn(name="load_transcript")
     @heartbeats
-    async def load_transcript(self, page: LoadTranscriptInput) -> list[Message]:
+    async def load_transcript(self, page: LoadTranscriptInput) -> list[Message] | TranscriptPage:
         """A page of a stored transcript, at most ``max_bytes`` as a payload carries it
-        (at least one message)."""
+        (at least one message); with each message's digest and size when asked."""
         messages = await self.transcripts.load(page.transcript.hash)
         if messages is None or len(messages) != page.transcript.count:
             raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
-        size = 0
+        sizes: list[int] = []
+        total = 0
         for message in messages[page.start :][: page.max_messages]:
-            size += payload_bytes(message)
-            if taken and size > page.max_bytes:
+            sizes.append(payload_bytes(message))
+            total += sizes[-1] + (DIGEST_BYTES if page.digested else 0)
+            if taken and total > page.max_bytes:
                 break
             taken.append(message)
-        return taken
+        if not page.digested:
+            return taken
+        digests = [digested(message)[0] for message in taken]
+        return TranscriptPage(messages=taken, digests=digests, sizes=sizes[: len(taken)])
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage:

@@ -35,7 +35,7 @@ from durable_agent.contracts import (
     TranscriptRef,
 )
 from durable_agent.messages import Message
-from durable_agent.transcript import EMPTY_HASH
+from durable_agent.transcript import root_of
 
 log = structlog.get_logger("durable_agent.resumption")
 
@@ -75,7 +75,7 @@ class ResumptionActivities:
             raise _refused(f"resume: run {request.run_id!r} has not ended")
         messages = await _read(handle, None, f"resume: run {request.run_id!r}")
         log.info("ended run read back", run_id=request.run_id, messages=len(messages))
-        return await self._stored(messages)
+        return await self._stored(messages, request.chain)
 
     @activity.defn(name="forked_conversation")
     @heartbeats
@@ -98,7 +98,7 @@ class ResumptionActivities:
             raise _refused(problem)
         branch = with_instructions(messages[: fork.at], request.instructions)
         log.info("branch read", parent=fork.session_id, at=fork.at)
-        return await self._stored(branch)
+        return await self._stored(branch, request.chain)
 
     @activity.defn(name="started_conversation")
     @heartbeats
@@ -120,10 +120,12 @@ class ResumptionActivities:
         if len(earlier) != request.count:
             raise _invalid(f"history: {len(earlier)} messages sent, {request.count} announced")
         log.info("started history read", messages=len(earlier))
-        return await self._stored([request.first, *earlier] if request.first else earlier)
+        messages = [request.first, *earlier] if request.first else earlier
+        return await self._stored(messages, request.chain)
 
-    async def _stored(self, messages: list[Message]) -> TranscriptRef:
-        head, _ = await self.transcripts.extend(EMPTY_HASH, (), messages)
+    async def _stored(self, messages: list[Message], chain: int | None) -> TranscriptRef:
+        """The messages stored, by reference in the chain the workflow asked for."""
+        head, _ = await self.transcripts.extend(root_of(chain), (), messages)
         return TranscriptRef(count=len(messages), hash=head)
 
 

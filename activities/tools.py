@@ -43,6 +43,7 @@ from durable_agent.contracts import (
     ResolveToolsResult,
     ToolCallInput,
 )
+from durable_agent.digests import ToolReturn, digested
 from durable_agent.guardrails import run_guardrails
 from durable_agent.messages import Message, ToolMessage
 from durable_agent.observability.gen_ai_spans import record_failure, record_tool_result, tool_span
@@ -93,10 +94,16 @@ class ResultKeeper(Protocol):
 
     async def put_message(self, message: Message) -> str: ...
 
+    def kept_json(self, message: Message) -> str | None:
+        """The canonical JSON ``message`` was kept as (``None``: not kept here)."""
+
 
 class _KeepNothing:
     async def put_message(self, message: Message) -> str:
         raise RuntimeError("no store: the next model call carries this result itself")
+
+    def kept_json(self, message: Message) -> str | None:
+        return None
 
 
 async def _listed(
@@ -192,8 +199,9 @@ class ToolActivities:
 
     @activity.defn(name="run_tool")
     @heartbeats
-    async def run_tool(self, call: ToolCallInput) -> ToolMessage:
-        """Run one call, in its ``execute_tool`` span."""
+    async def run_tool(self, call: ToolCallInput) -> ToolMessage | ToolReturn:
+        """Run one call, in its ``execute_tool`` span (with its digest and size when the
+        call asks: the workflow then need not encode it)."""
         with tool_span(call.tool_name, call.tool_call_id, call.arguments) as span:
             try:
                 result = await self._run_tool(call)
@@ -203,7 +211,10 @@ class ToolActivities:
                 raise
             record_tool_result(span, result)
             count_tool_call(call.tool_name, error=bool(result.is_error))
-            return result
+            if not call.digested:
+                return result
+            digest, size = digested(result, self._results.kept_json(result))
+            return ToolReturn(message=result, digest=digest, size=size)
 
     async def _run_tool(self, call: ToolCallInput) -> ToolMessage:
         """Run one call. Bad arguments and unknown tools come back as error results for the

@@ -27,7 +27,7 @@ import structlog
 
 from durable_agent.encryption import CodecKeys
 from durable_agent.messages import Message, parse_message
-from durable_agent.transcript import EMPTY_HASH, canonical_json, chain_hash, json_digest
+from durable_agent.transcript import ROOTS, canonical_json, chain_hash, json_digest
 
 log = structlog.get_logger("durable_agent.transcripts")
 T = TypeVar("T")
@@ -47,9 +47,9 @@ class TranscriptBackend(Protocol):
 def _complete_chain(rows: list[Row], head: str) -> list[str] | None:
     """The messages of ``head``'s prefix, or ``None`` if any ancestor is missing."""
     if not rows:
-        return [] if head == EMPTY_HASH else None
+        return [] if head in ROOTS else None
     ordered = sorted(rows, key=lambda r: r[2])
-    if ordered[0][1] != EMPTY_HASH or ordered[-1][0] != head or ordered[-1][2] != len(rows) - 1:
+    if ordered[0][1] not in ROOTS or ordered[-1][0] != head or ordered[-1][2] != len(rows) - 1:
         return None
     return [r[3] for r in ordered]
 
@@ -229,7 +229,7 @@ transcript_scope: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 def _scoped(key: str) -> str:
     scope = transcript_scope.get()
-    if not scope or key == EMPTY_HASH:
+    if not scope or key in ROOTS:
         return key
     return f"{_scope_prefix(scope)}:{key}"
 
@@ -261,7 +261,7 @@ class TranscriptStore:
         if cached is not None:
             self._cache.move_to_end(_scoped(head))
             return cached
-        if head == EMPTY_HASH:
+        if head in ROOTS:
             return ()
         if self.backend is None:
             return None
@@ -307,6 +307,11 @@ class TranscriptStore:
         if self.backend is not None:
             await self.backend.save_single(_scoped(key), encoded)
         return key
+
+    def kept_json(self, message: Message) -> str | None:
+        """The canonical JSON ``message`` was kept as by ``put_message`` (still cached)."""
+        known = self._single_json.get(id(message))
+        return known[1] if known and known[0] is message else None
 
     async def load_message(self, key: str) -> Message | None:
         found = self._singles.get(_scoped(key))

@@ -200,6 +200,8 @@ class LoadTranscriptInput(Contract):
     start: int = Field(ge=0)
     max_bytes: int = Field(gt=0)
     max_messages: int | None = Field(default=None, gt=0)
+    digested: bool | None = None
+    """Answer with a ``digests.TranscriptPage`` (each message's digest and size too)."""
 
 
 class ToolCallInput(Contract):
@@ -224,6 +226,8 @@ class ToolCallInput(Contract):
     function the worker loaded)."""
     agent_name: str | None = None
     """The swarm agent whose call this is, recorded on the result."""
+    digested: bool | None = None
+    """Answer with a ``digests.ToolReturn`` (the result with its digest and size)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -409,6 +413,8 @@ class ClosedRunInput(Contract):
     """An ended run of the calling session, whose conversation a new run goes on with."""
 
     run_id: str
+    chain: Literal[2] | None = None
+    """The chain the reference is made in (``transcript.chain_of``; ``None``: the first)."""
 
 
 class ForkInput(Contract):
@@ -417,6 +423,8 @@ class ForkInput(Contract):
 
     fork: Fork
     instructions: str | None = None
+    chain: Literal[2] | None = None
+    """As ``ClosedRunInput.chain``."""
 
 
 #: The signal sent with a session's start carrying a long history apart from the input
@@ -432,6 +440,8 @@ class StartedHistoryInput(Contract):
 
     count: int = Field(ge=1)
     first: SystemMessage | None = None
+    chain: Literal[2] | None = None
+    """As ``ClosedRunInput.chain``."""
 
 
 #: The error type of a resumption whose ended run cannot be read back.

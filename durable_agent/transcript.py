@@ -1,10 +1,19 @@
 """The message array with a content-hash chain over it.
 
-``hash[i]`` names the first ``i`` messages exactly: ``hash[0]`` is fixed and
-``hash[i] = sha256(hash[i-1] + canonical_json(message[i-1]))``. The workflow
-computes it (pure, deterministic); workers keep transcripts by it, so a model
-call can say "the prefix you hold as H, plus these new messages" instead of
-carrying the whole array into history again.
+``hash[i]`` names the first ``i`` messages exactly: ``hash[0]`` is fixed (the chain's
+root) and each link hashes the one before with the next message. The workflow computes
+it (pure, deterministic); workers keep transcripts by it, so a model call can say "the
+prefix you hold as H, plus these new messages" instead of carrying the whole array into
+history again.
+
+Two chains, told apart by their root (a hash names its chain: see ``chain_of``):
+
+- the first, ``hash[i] = sha256(hash[i-1] + canonical_json(message[i-1]))``, which
+  sessions opened before the second came keep for good;
+- the second, ``hash[i] = "v" + sha256(hash[i-1] + content_hash(message[i-1]))``: a
+  link needs only the message's content hash, which the worker that made or read the
+  message works out. A 20 MB tool result then joins the chain in the workflow without
+  being encoded or hashed there at all.
 """
 
 from __future__ import annotations
@@ -23,6 +32,19 @@ def _digest(data: bytes) -> str:
 
 
 EMPTY_HASH = _digest(b"durable-agent transcript v1")
+#: The second chain's root; its hashes start with a letter no hex digest has.
+ROOT_V2 = "v" + hashlib.sha256(b"durable-agent transcript v2").hexdigest()[:31]
+ROOTS = frozenset({EMPTY_HASH, ROOT_V2})
+
+
+def chain_of(head: str) -> int:
+    """Which chain a hash is a link of (1 or 2)."""
+    return 2 if head.startswith("v") else 1
+
+
+def root_of(chain: int | None) -> str:
+    """The root of chain ``chain`` (``None``: the first)."""
+    return ROOT_V2 if chain == 2 else EMPTY_HASH
 
 
 def payload_bytes(message: Message) -> int:
@@ -43,7 +65,17 @@ def canonical_json(message: Message) -> str:
 
 
 def chain_hash(previous: str, message_json: str) -> str:
-    return _chained(previous, message_json.encode())
+    """The link after ``previous`` for the message encoded as ``message_json``, in
+    ``previous``'s chain."""
+    encoded = message_json.encode()
+    if chain_of(previous) == 2:
+        return _linked(previous, _digest(encoded))
+    return _chained(previous, encoded)
+
+
+def _linked(previous: str, content: str) -> str:
+    """A link of the second chain: the previous link and the message's content hash."""
+    return "v" + hashlib.sha256(f"{previous}\n{content}".encode()).hexdigest()[:31]
 
 
 def _chained(previous: str, encoded: bytes) -> str:
@@ -71,6 +103,11 @@ def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
     return current
 
 
+#: A message encoded before it was appended: itself, its canonical JSON (``None`` in the
+#: second chain when its digest came with it), its ``payload_bytes``, its content hash.
+_Ahead = tuple[Message, bytes | None, int, str | None]
+
+
 class Transcript(Sequence[Message]):
     """An append-only message list that knows the chain hash and JSON size of every prefix.
 
@@ -79,40 +116,65 @@ class Transcript(Sequence[Message]):
     that wants the prefix of 2,000 pays for 2,000 (the workflow spreads the rest over
     the tasks that store the array in pieces). The values are the same either way."""
 
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
+    def __init__(self, messages: Iterable[Message] = (), root: str = EMPTY_HASH) -> None:
         self._messages: list[Message] = list(messages)
-        self._hashes: list[str] = [EMPTY_HASH]
+        self._hashes: list[str] = [root]
         self._contents: list[str] = []
         self._sizes: list[int] = [0]
-        self._ahead: dict[int, tuple[Message, bytes, int]] = {}
-        """Messages encoded before they were appended, by ``id`` (the message is kept
-        too: its id cannot be taken by another while the entry lives)."""
+        self._ahead: dict[int, _Ahead] = {}
+        """Messages encoded (or told of) before they were appended, by ``id`` (the
+        message is kept too: its id cannot be taken by another while the entry lives)."""
 
     @classmethod
-    def adopt(cls, messages: list[Message]) -> Transcript:
+    def adopt(cls, messages: list[Message], root: str = EMPTY_HASH) -> Transcript:
         """A transcript over ``messages`` itself: what is appended lands in that very list
         (the session state's, so it is carried without a copy)."""
-        transcript = cls()
+        transcript = cls(root=root)
         transcript._messages = messages
         return transcript
 
-    def encode_ahead(self, message: Message) -> None:
+    @property
+    def root(self) -> str:
+        return self._hashes[0]
+
+    def encode_ahead(
+        self, message: Message, digest: str | None = None, size: int | None = None
+    ) -> None:
         """Encode a message that is about to be appended (a tool result as it arrives):
         a batch of thousands is then encoded over the tasks its results came in, not
-        all in the task that appends them. Values are the same either way."""
-        encoded = canonical_json(message).encode()
-        self._ahead[id(message)] = (message, encoded, payload_bytes(message))
+        all in the task that appends them. ``digest`` and ``size``: its content hash and
+        ``payload_bytes``, when the worker that made it worked them out; in the second
+        chain the message is then not encoded at all. Values are the same either way."""
+        known = self._ahead.get(id(message))
+        if known is not None and known[0] is message:
+            return  # told of already
+        if digest is not None and size is not None:
+            encoded = None if chain_of(self.root) == 2 else canonical_json(message).encode()
+            self._ahead[id(message)] = (message, encoded, size, digest)
+        else:
+            encoded = canonical_json(message).encode()
+            self._ahead[id(message)] = (message, encoded, payload_bytes(message), None)
 
     def _known(self, count: int) -> None:
         """Hashes and sizes of the first ``count`` messages, from where they stopped."""
+        second = chain_of(self.root) == 2
         for message in self._messages[len(self._contents) : count]:
             ahead = self._ahead.pop(id(message), None)
             if ahead is not None and ahead[0] is message:
-                _, encoded, size = ahead
-            else:  # once, for both digests
-                encoded, size = canonical_json(message).encode(), payload_bytes(message)
-            self._hashes.append(_chained(self._hashes[-1], encoded))
-            self._contents.append(_digest(encoded))
+                _, encoded, size, digest = ahead
+            else:
+                encoded, size, digest = None, payload_bytes(message), None
+            if encoded is None and (digest is None or not second):  # once, for both
+                encoded = canonical_json(message).encode()
+            if digest is None:
+                assert encoded is not None
+                digest = _digest(encoded)
+            if second:
+                self._hashes.append(_linked(self._hashes[-1], digest))
+            else:
+                assert encoded is not None
+                self._hashes.append(_chained(self._hashes[-1], encoded))
+            self._contents.append(digest)
             self._sizes.append(self._sizes[-1] + size)
         if len(self._contents) == len(self._messages):
             self._ahead.clear()  # what was encoded and never appended (a copy went in)

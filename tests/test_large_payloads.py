@@ -8,7 +8,8 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,10 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AgentClient
+from durable_agent import AgentClient, transcript
 from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
 from durable_agent.client_types import SessionNotFoundError
-from durable_agent.messages import UserMessage, image_part, text_part
+from durable_agent.messages import Message, UserMessage, image_part, text_part
 from durable_agent.payload_storage import (
     PayloadStorageError,
     PayloadTooLargeError,
@@ -132,9 +133,33 @@ def tool_contents(body: Any) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
 
+def workflow_encodings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the messages of a megabyte or more that workflow code encodes or sizes
+    (in temporalio's workflow threads), from now on."""
+    seen: list[int] = []
+
+    def watched(function: Callable[[Message], Any]) -> Callable[[Message], Any]:
+        def call(message: Message) -> Any:
+            content = getattr(message, "content", None)
+            big = isinstance(content, str) and len(content) >= 1_000_000
+            if big and threading.current_thread().name.startswith("temporal_workflow_"):
+                seen.append(len(content))
+            return function(message)
+
+        return call
+
+    for name in ("canonical_json", "payload_bytes"):
+        monkeypatch.setattr(transcript, name, watched(getattr(transcript, name)))
+    return seen
+
+
 async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
-    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    encoded = workflow_encodings(monkeypatch)
     script = [
         assistant_calls(("fetch_report", {"seed": "north"})),
         assistant_calls(("fetch_log", {"seed": "south"})),
@@ -172,6 +197,9 @@ async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
     assert END.encode() not in recorded and url[-200:].encode() not in recorded
     stored = [p for p in (tmp_path / "payloads").rglob("*") if p.is_file()]
     assert stored and max(p.stat().st_size for p in stored) > REPORT_BYTES
+    # the workflow joined the report to its chain by the digest its activity worked out:
+    # its thread never encoded or sized it (only decoded it)
+    assert encoded == [], encoded
 
 
 async def test_big_messages_go_on_across_continue_as_new(

@@ -11,7 +11,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,
@@ -19,6 +19,7 @@ from durable_agent.testing import (
     assistant_text,
 )
 from durable_agent.tools import ToolRegistry, tool
+from durable_agent.transcript import content_hash, payload_bytes
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -126,17 +127,13 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
             result = await agents.result(sid)
             handle = agents._handle(sid)
             await record_history(handle, "started_history")
+            await record_history(handle, "second_chain")
             recorded = await handle.fetch_history()
     assert result.status == "done", result
     start = recorded.events[0].workflow_execution_started_event_attributes
     assert json.loads(start.input.payloads[0].data)["earlier"] == 2_099
     assert len(start.input.payloads[0].data) < 20_000
-    pages = [
-        len(json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data))
-        for e in recorded.events
-        if e.HasField("activity_task_completed_event_attributes")
-        and _scheduled_name(recorded, e) == "load_transcript"
-    ]
+    pages = _loaded_pages(recorded)
     assert max(pages) <= 500 and sum(pages) == 2_099, pages
     calls = [
         json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
@@ -144,6 +141,19 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
         if e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
     ]
     assert calls[0]["transcript"]["count"] == 2_099 and len(calls[0]["messages"]) == 2
+    # the second chain (a new session's): each result came with its digest and size,
+    # which the workflow chained by (the worker checked each call's head against its own)
+    assert all(call["head"].startswith("v") for call in calls)
+    returned = [
+        json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+        for e in recorded.events
+        if e.HasField("activity_task_completed_event_attributes")
+        and _scheduled_name(recorded, e) == "run_tool"
+    ]
+    assert sorted(r["message"]["content"] for r in returned) == ["ONE", "THREE", "TWO"]
+    for each in returned:
+        message = ToolMessage.model_validate(each["message"])
+        assert (each["digest"], each["size"]) == (content_hash(message), payload_bytes(message))
     first, second = provider.bodies()
     assert [m["content"] for m in first["messages"]] == [
         *(m.content for m in history),
@@ -178,6 +188,7 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
             handle = client.get_workflow_handle(sid, run_id=second_run)
             latest = await handle.fetch_history()
             await record_history(handle, "pages_of_500")
+            await record_history(handle, "second_chain_continued")
     started = latest.events[0].workflow_execution_started_event_attributes
     first_run = client.get_workflow_handle(sid, run_id=started.first_execution_run_id)
     handed = [
@@ -189,12 +200,7 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
     ]  # fmt: skip
     carried = json.loads(started.input.payloads[0].data)["carried"]
     assert carried["messages"] == [] and carried["transcript"]["count"] == 1_202
-    pages = [
-        len(json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data))
-        for e in latest.events
-        if e.HasField("activity_task_completed_event_attributes")
-        and _scheduled_name(latest, e) == "load_transcript"
-    ]
+    pages = _loaded_pages(latest)
     assert max(handed) <= 500 and max(pages) <= 500 and sum(pages) == 1_202, (handed, pages)
     _, second = provider.bodies()
     contents = [m["content"] for m in second["messages"] if m["role"] != "system"]
@@ -203,6 +209,22 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
 
 async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
     return True if (await agents.status(sid)).runs > runs else None
+
+
+def _loaded_pages(history: Any) -> list[int]:
+    """How many messages each ``load_transcript`` page brought: a new session's pages
+    carry each message's digest and size (its workflow encodes none of them)."""
+    pages = []
+    for event in history.events:
+        if not event.HasField("activity_task_completed_event_attributes"):
+            continue
+        if _scheduled_name(history, event) != "load_transcript":
+            continue
+        page = json.loads(event.activity_task_completed_event_attributes.result.payloads[0].data)
+        count = len(page["messages"])
+        assert len(page["digests"]) == len(page["sizes"]) == count, page.keys()
+        pages.append(count)
+    return pages
 
 
 def _scheduled_name(history: Any, completed: Any) -> str:

@@ -2,7 +2,8 @@
 
 Older histories, without a baseline or with the first one, replay as they did
 (``tests/test_replay.py`` replays all of them: ``baselined`` was recorded with the
-first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with today's)."""
+first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with the third,
+``second_chain`` with today's)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from durable_agent.workflows.patches import (
     FIRST_BASELINED,
     SECOND_BASELINE_PATCH,
     SECOND_BASELINED,
+    THIRD_BASELINE_PATCH,
+    THIRD_BASELINED,
 )
 from tests.support.agent_harness import (
     record_history,
@@ -43,10 +46,11 @@ def _named_patches() -> set[str]:
 def test_the_baseline_stands_for_patches_the_code_names() -> None:
     named = _named_patches()
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
-    baselines = {BASELINE_PATCH, SECOND_BASELINE_PATCH, FIRST_BASELINE_PATCH}
-    assert baselines <= named and len(baselines) == 3
+    baselines = {BASELINE_PATCH, THIRD_BASELINE_PATCH, SECOND_BASELINE_PATCH, FIRST_BASELINE_PATCH}
+    assert baselines <= named and len(baselines) == 4
     assert not baselines & BASELINED
-    assert FIRST_BASELINED < SECOND_BASELINED < BASELINED and len(FIRST_BASELINED) == 14
+    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < BASELINED
+    assert len(FIRST_BASELINED) == 14
 
 
 async def test_a_new_run_records_one_marker_and_takes_the_new_paths(

@@ -70,8 +70,10 @@ def test_histories_are_recorded() -> None:
         "baselined",  # a run on one patch marker, the baseline, standing for the others
         "start_checks_local",  # the next baseline: admission and tools by local activities
         "carried_read_back",  # a continued run's array the store lost, read back
-        "pages_of_500",  # today's baseline: 1,200 messages in pieces and pages of 500
+        "pages_of_500",  # the third baseline: 1,200 messages in pieces and pages of 500
         "started_history",  # a long start's history sent apart, read back in pages
+        "second_chain",  # today's: that start in the second chain, results by digest
+        "second_chain_continued",  # a continued run's pages read back with digests
     }
 
 

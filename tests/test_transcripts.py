@@ -15,6 +15,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, user_message
+from durable_agent import transcript as transcript_module
 from durable_agent.activities.transcript_store import (
     PostgresBackend,
     SqliteBackend,
@@ -34,9 +35,11 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import (
     EMPTY_HASH,
+    ROOT_V2,
     Transcript,
     canonical_json,
     chain_hash,
+    chain_of,
     content_hash,
     hash_messages,
     payload_bytes,
@@ -128,7 +131,7 @@ async def test_each_model_call_carries_only_new_messages(
     assert "page 1: xxx" not in json.dumps(inputs)
     assert inputs[0]["setup"] and all(c.get("setup") is None for c in inputs[1:])
     # and the provider still received the whole conversation every time
-    transcript = Transcript(messages)
+    transcript = Transcript(messages, root=ROOT_V2)  # a new session's chain
     for k, request in enumerate(provider.requests):
         sent = request.body["messages"]
         upto = inputs[k]["transcript"]["count"] if inputs[k].get("transcript") else 0
@@ -377,3 +380,81 @@ async def test_kept_results_chain_from_the_json_they_were_stored_as(tmp_path: Pa
     for k in range(20):
         await store.put_message(ToolMessage(tool_call_id=f"d{k}", content=str(k)))
     assert len(store._single_json) == len(store._singles) == 16
+
+
+def test_the_second_chain_links_content_hashes_and_names_itself() -> None:
+    """A new session's chain: each link hashes the one before with the message's content
+    hash; its hashes say which chain they are of, and the store's, the workflow's and
+    the formula's agree."""
+    messages: list[Message] = [
+        UserMessage(content="plain"),
+        ToolMessage(tool_call_id="c1", content='中文 result \n \\ "', tool_name="f"),
+    ]
+    transcript = Transcript(messages, root=ROOT_V2)
+    previous = ROOT_V2
+    for k, message in enumerate(messages):
+        digest = content_hash(message)
+        expected = "v" + hashlib.sha256(f"{previous}\n{digest}".encode()).hexdigest()[:31]
+        assert (
+            transcript.hash_at(k + 1) == expected == chain_hash(previous, canonical_json(message))
+        )
+        assert transcript.content_hash_at(k) == digest
+        assert transcript.json_bytes(k, k + 1) == payload_bytes(message)
+        previous = expected
+    assert [chain_of(h) for h in (ROOT_V2, transcript.head)] == [2, 2]
+    assert chain_of(EMPTY_HASH) == chain_of(hash_messages(messages)) == 1
+    assert transcript.head == hash_messages(messages, ROOT_V2) != hash_messages(messages)
+    assert len(transcript.head) == len(hash_messages(messages)) == 32
+
+
+def test_a_result_told_of_with_its_digest_is_never_encoded_in_the_second_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a worker worked out of a result (its digest and size) is all the second chain
+    needs: the transcript never encodes it, and its values are the encoded ones. The
+    first chain still encodes it (its links hash the JSON), but hashes it once."""
+    big = ToolMessage(tool_call_id="c1", content="row\n" * 100_000, tool_name="report")
+    before = UserMessage(content="read it")
+    digest, size = content_hash(big), payload_bytes(big)
+    expected = Transcript([before, big], root=ROOT_V2)
+    values = (expected.head, expected.content_hash_at(1), expected.json_bytes())
+    encoded: list[int] = []
+
+    def counted(message: Message) -> str:
+        encoded.append(len(getattr(message, "content", "") or ""))
+        return canonical_json(message)
+
+    def sized(message: Message) -> int:
+        encoded.append(len(getattr(message, "content", "") or ""))
+        return payload_bytes(message)
+
+    monkeypatch.setattr(transcript_module, "canonical_json", counted)
+    monkeypatch.setattr(transcript_module, "payload_bytes", sized)
+    told = Transcript([before], root=ROOT_V2)
+    told.encode_ahead(big, digest, size)
+    told.encode_ahead(big)  # as the watcher does after: told of already, nothing more
+    told.append(big)
+    assert (told.head, told.content_hash_at(1), told.json_bytes()) == values
+    assert big.content and len(big.content) not in encoded, encoded
+    assert encoded, "the message not told of was encoded"
+    encoded.clear()
+    first = Transcript([before], root=EMPTY_HASH)
+    first.encode_ahead(big, digest, size)
+    first.append(big)
+    head = first.head
+    assert encoded.count(len(big.content)) == 1  # the chain's JSON, not the size or digest
+    assert head == hash_messages([before, big])
+
+
+async def test_the_store_keeps_and_reads_back_a_second_chain(tmp_path: Path) -> None:
+    """A chain from the second root is stored as the first is, read back whole from the
+    backend by a store that never saw it, and told apart from the first."""
+    messages = [user_message("a"), AssistantMessage(content="b"), user_message("c")]
+    writer = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    head, _ = await writer.extend(ROOT_V2, (), messages[:2])
+    head, _ = await writer.extend(head, tuple(messages[:2]), messages[2:])
+    assert head == Transcript(messages, root=ROOT_V2).head
+    reader = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
+    assert list(await reader.load(head) or []) == messages
+    assert await reader.load(ROOT_V2) == ()
+    assert await reader.load(hash_messages(messages)) is None  # the first chain's: not kept

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.approval_wait import wait_for_decisions
     from durable_agent.workflows.continuation import hand_over
     from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.fresh_run import events_carried, open_run, reading_back
+    from durable_agent.workflows.fresh_run import events_carried, open_run, reading_back, run_state
     from durable_agent.workflows.handlers import SessionHandlers
     from durable_agent.workflows.inputs import InvalidInput, decode_start
     from durable_agent.workflows.live_feed import LiveFeed
@@ -55,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import session_title
-    from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.session_log import session_log
     from durable_agent.workflows.tool_calls import (
         EncodedOnArrival,
@@ -92,7 +91,7 @@ class AgentWorkflow(SessionHandlers):
             self._invalid_input = str(error)
             request = AgentInput.model_construct(spec=PLACEHOLDER_SPEC)
         self._request = request
-        state = request.carried if isinstance(request, ContinuedInput) else SessionState()
+        state = run_state(request, self.patches)
         self._session = session = Session(request.spec, state)
         # signed decisions are bound to the session's run chain (new for a new session)
         session.decisions.run_chain = workflow.info().first_execution_run_id
@@ -229,6 +228,7 @@ class AgentWorkflow(SessionHandlers):
                         session.state.forwards,
                         EncodedOnArrival(feed, session.messages),
                         session.batch.children,
+                        session.messages,
                     )
                     first = len(session.messages)  # results land in slot order from here
                     self._sync.stored_by_tool({first + k for k in as_returned})

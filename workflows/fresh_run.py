@@ -13,15 +13,25 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import ClosedRunInput, ForkInput, StartedHistoryInput
     from durable_agent.spec import AgentInput
     from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.patches import patched
+    from durable_agent.workflows.patches import CHAIN_V2_PATCH, Patches, patched
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import session_title
+    from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.tool_calls import list_remote_tools, resolve_tools
     from durable_agent.workflows.transcript_sync import TranscriptSync
 
 #: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"
 TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
+
+
+def run_state(request: AgentInput | ContinuedInput, patches: Patches) -> SessionState:
+    """The state a run starts from: the one carried, or a new session's (whose transcript
+    is in the second chain since ``CHAIN_V2_PATCH``; a session keeps its chain). Asked
+    of the run's ``patches`` (the workflow is not yet the instance ``patched`` asks)."""
+    if isinstance(request, ContinuedInput):
+        return request.carried
+    return SessionState(chain=2 if patches(CHAIN_V2_PATCH) else None)
 
 
 def events_carried(request: AgentInput | ContinuedInput) -> WorkflowStreamState | None:
@@ -50,18 +60,19 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     """Resolve the tools, open the conversation and title the session; ``True`` when
     the title waits for the first message (one sent with update-with-start)."""
     await _resolve_tools(session)
+    chain = session.state.chain  # what is read back is stored in the session's chain
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
-        closed = ClosedRunInput(run_id=request.resume.run_id)
+        closed = ClosedRunInput(run_id=request.resume.run_id, chain=chain)
         await sync.load(await sync.read_back("closed_conversation", closed, summary))
     elif request.fork is not None:  # (new: no recorded run took this path)
         fork = request.fork
         summary = f"forked_conversation of {fork.session_id} at {fork.at}"
-        branch = ForkInput(fork=fork, instructions=session.spec.instructions)
+        branch = ForkInput(fork=fork, instructions=session.spec.instructions, chain=chain)
         await sync.load(await sync.read_back("forked_conversation", branch, summary))
     elif request.earlier:  # a long history sent apart (new: as the fork)
         first = session.opening_message(workflow.now())
-        started = StartedHistoryInput(count=request.earlier, first=first)
+        started = StartedHistoryInput(count=request.earlier, first=first, chain=chain)
         summary = f"started_conversation {request.earlier} messages"
         await sync.load(await sync.read_back("started_conversation", started, summary))
     session.start(request, workflow.now())

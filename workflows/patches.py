@@ -15,16 +15,21 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and pages of the array of at
-#: most 500 messages.
-BASELINE_PATCH = "baseline-2026-11-26b"
+#: The baseline a new run records: every patch before it, and the transcript's second
+#: chain for a new session.
+BASELINE_PATCH = "baseline-2026-11-26c"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: second took in the two checks at a run's start made on the workflow's own worker.
+#: third took in pages of the array of at most 500 messages, the second the two checks
+#: at a run's start made on the workflow's own worker.
+THIRD_BASELINE_PATCH = "baseline-2026-11-26b"
 SECOND_BASELINE_PATCH = "baseline-2026-11-26"
 FIRST_BASELINE_PATCH = "baseline-2026-11"
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
 #: ``transcript_sync.SMALL_PAGES_PATCH`` (named here: the workflows import this module).
 SMALL_PAGES_PATCH = "transcript-pages-of-500"
+#: A new session's transcript in the second chain (``durable_agent.transcript``): tool
+#: results and pages read back join it with the digests their workers worked out.
+CHAIN_V2_PATCH = "transcript-chain-2"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -45,10 +50,12 @@ FIRST_BASELINED = frozenset({
     "transcript-pieces-by-count",
 })  # fmt: skip
 SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
-BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
+THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
+BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (THIRD_BASELINE_PATCH, THIRD_BASELINED),
     (SECOND_BASELINE_PATCH, SECOND_BASELINED),
     (FIRST_BASELINE_PATCH, FIRST_BASELINED),
 )

@@ -43,11 +43,12 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsResult,
         ToolCallInput,
     )
+    from durable_agent.digests import ToolReturn
     from durable_agent.messages import ToolMessage
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
-    from durable_agent.transcript import Transcript
+    from durable_agent.transcript import Transcript, chain_of
     from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
@@ -166,7 +167,7 @@ class EncodedOnArrival:
         self._inner.tool_started(turn, run)
 
     def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None:
-        self._transcript.encode_ahead(result)
+        self._transcript.encode_ahead(result)  # (nothing, if its digest came with it)
         self._inner.tool_finished(turn, run, result)
 
 
@@ -178,11 +179,15 @@ async def run_tool_groups(
     forwards: list[tuple[str, str, ApprovalSignal]] | None = None,
     watcher: ToolWatcher | None = None,
     children: set[str] | None = None,
+    joining: Transcript | None = None,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
     Once ``cancelled()``, running calls are cancelled through Temporal and later groups
-    do not start: those slots are left for the Session to fill."""
+    do not start: those slots are left for the Session to fill. ``joining``: the
+    transcript the results join; in its second chain each activity works out its
+    result's digest and size, which it is told of, so no result is encoded here."""
+    digests = joining if joining is not None and chain_of(joining.root) == 2 else None
     places = asyncio.Semaphore(command.max_concurrent)
     results: dict[int, ToolMessage] = {}
     as_returned: set[int] = set()
@@ -196,7 +201,7 @@ async def run_tool_groups(
                 started = children if children is not None else set()
                 outcome = await run_sub_agent(command.turn, run, ending, shared, started)
             else:
-                outcome = await run_tool(command.turn, run, rules)
+                outcome = await run_tool(command.turn, run, rules, digests)
             if watcher is not None:
                 watcher.tool_finished(command.turn, run, outcome[0])
             return outcome
@@ -347,14 +352,19 @@ def _all_done_or(
     return lambda: all(t.done() for t in tasks) or cancelled()
 
 
-async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMessage, bool]:
-    """The slot's result, and whether it is exactly what the activity returned."""
+async def run_tool(
+    turn: int, run: ToolRun, rules: SessionRules, digests: Transcript | None = None
+) -> tuple[ToolMessage, bool]:
+    """The slot's result, and whether it is exactly what the activity returned (then
+    ``digests``, when given, is told the digest and size the activity worked out)."""
     call, policy = run.call, run.tool.policy
+    if policy.task_queue is not None:
+        digests = None  # its workers may be of another build, which would not know to
     limit = policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS
     attempt = 1
     while True:
         try:
-            result: ToolMessage = await workflow.execute_activity(
+            returned: ToolMessage | ToolReturn = await workflow.execute_activity(
                 "run_tool",
                 ToolCallInput(
                     turn=turn,
@@ -369,8 +379,9 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                     secrets=run.secrets,
                     target=run.target,
                     agent_name=run.agent_name,
+                    digested=digests is not None or None,
                 ),
-                result_type=ToolMessage,
+                result_type=ToolMessage if digests is None else ToolReturn,
                 task_queue=policy.task_queue,
                 # the activity enforces the tool's own limit; past this, the worker is stuck
                 start_to_close_timeout=timedelta(seconds=limit),
@@ -400,7 +411,10 @@ async def run_tool(turn: int, run: ToolRun, rules: SessionRules) -> tuple[ToolMe
                 detail = str(cause or error)
             failed = tool_error_result(call, detail)
             return failed.model_copy(update={"approval": run.approval}), False
+    result = returned.message if isinstance(returned, ToolReturn) else returned
     if result.tool_call_id == call.id and result.approval == run.approval:
+        if digests is not None and isinstance(returned, ToolReturn):
+            digests.encode_ahead(result, returned.digest, returned.size)
         return result, True
     # pair by position: the slot's id is the call's, whatever the activity echoed
     fixed = {"tool_call_id": call.id, "approval": run.approval, "agent_name": run.agent_name}

@@ -21,8 +21,9 @@ with workflow.unsafe.imports_passed_through():
         StoreTranscriptInput,
         TranscriptRef,
     )
+    from durable_agent.digests import TranscriptPage
     from durable_agent.messages import Message
-    from durable_agent.transcript import Transcript
+    from durable_agent.transcript import Transcript, chain_of
     from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
@@ -93,6 +94,8 @@ class TranscriptSync:
         self._by_reference.clear()
 
     def reference(self) -> TranscriptRef | None:
+        """The prefix the store holds (``None``: none; the head sent with it names the
+        chain the worker is to store in)."""
         if not self.stored:
             return None
         return TranscriptRef(count=self.stored, hash=self.messages.hash_at(self.stored))
@@ -210,7 +213,7 @@ class TranscriptSync:
                 raise
             workflow.logger.warning("the store lost the carried array: reading it back")
             summary = f"closed_conversation of run {previous} (the store lost it)"
-            closed = ClosedRunInput(run_id=previous)
+            closed = ClosedRunInput(run_id=previous, chain=2 if chain_of(ref.hash) == 2 else None)
             again = await self.read_back("closed_conversation", closed, summary)
             if again != ref:
                 raise ApplicationError(
@@ -226,20 +229,31 @@ class TranscriptSync:
         of at most ``PAGE_MESSAGES``: each is hashed into the array in one workflow
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
         most = _most_in_one(ref.count - len(self.messages), LOAD_PAGES_BY_COUNT_PATCH, True)
+        digested = chain_of(self.messages.root) == 2 or None
         while len(self.messages) < ref.count:
             start = len(self.messages)
             request = LoadTranscriptInput(
-                transcript=ref, start=start, max_bytes=self.room, max_messages=most
+                transcript=ref,
+                start=start,
+                max_bytes=self.room,
+                max_messages=most,
+                digested=digested,
             )
-            page: list[Message] = await workflow.execute_activity(
+            page: list[Message] | TranscriptPage = await workflow.execute_activity(
                 "load_transcript",
                 request,
-                result_type=list[Message],
+                result_type=TranscriptPage if digested else list[Message],
                 start_to_close_timeout=timedelta(seconds=120),
                 heartbeat_timeout=self._heartbeat,
                 retry_policy=LOST_WORK_RETRIES,
                 summary=f"load_transcript from message {len(self.messages)}",
             )
+            if isinstance(page, TranscriptPage):  # the second chain: nothing encoded here
+                for message, digest, size in zip(
+                    page.messages, page.digests, page.sizes, strict=True
+                ):
+                    self.messages.encode_ahead(message, digest, size)
+                page = page.messages
             self.messages.extend(page)
             # hashed and sized now, in this page's task: left to the end, the whole array
             # would be in one task, past the SDK's 2 s on a busy worker

@@ -13,6 +13,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import PayloadConverter
 
 from durable_agent.contracts import ModelCallInput, ModelSetup, ToolCallInput
+from durable_agent.digests import ToolReturn
 from durable_agent.messages import AssistantMessage, Message, ToolMessage
 
 
@@ -111,8 +112,12 @@ def _add_run(
                 continue
             kind, call, _ = scheduled[completed.scheduled_event_id]
             begin = started.get(completed.scheduled_event_id, at)
-            result_type = AssistantMessage if kind == "call_model" else ToolMessage
+            result_type: type[Any] = AssistantMessage if kind == "call_model" else ToolMessage
+            if kind == "run_tool" and call.digested:
+                result_type = ToolReturn  # the result with its digest and size
             result = converter.from_payload(completed.result.payloads[0], result_type)
+            if isinstance(result, ToolReturn):
+                result = result.message
             if isinstance(result, AssistantMessage):
                 setup = setups.get(call.setup_digest)
                 timeline.spans.append(_model_span(call, result, begin, at, setup))

@@ -39,7 +39,7 @@ from durable_agent.messages import (
     text_of,
 )
 from durable_agent.spec import AgentInput, AgentSpec, ModelPrice, ModelSpec
-from durable_agent.transcript import Transcript
+from durable_agent.transcript import Transcript, root_of
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.batch import ToolBatch
 from durable_agent.workflows.session.budget import Budget
@@ -96,7 +96,7 @@ class Session:
     def __init__(self, spec: AgentSpec, state: SessionState) -> None:
         self.spec = spec
         self.state = state
-        self.messages = Transcript.adopt(state.messages)
+        self.messages = Transcript.adopt(state.messages, root_of(state.chain))
         self.window_marks = WindowMarks()
         """Where requests start, kept up as the array grows (``status`` reads it)."""
         self.approvals = Approvals(state, spec.approvals.escalation)

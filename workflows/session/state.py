@@ -57,6 +57,9 @@ class SessionState(BaseModel):
     transcript: TranscriptRef | None = None
     stored_count: int = 0
     """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
+    chain: Literal[2] | None = None
+    """The transcript's chain (``transcript.chain_of``): 2 for sessions opened since
+    ``CHAIN_V2_PATCH``, ``None`` (the first) before; kept for the session's life."""
     stage: Stage = "idle"
     turn: int = 0
     model_calls_this_reply: int = 0

@@ -1,0 +1,47 @@
+"""What a worker tells the workflow of the messages it hands over: each one's content
+hash and size in a payload. In the transcript's second chain (``transcript``) the
+workflow then joins them to the array without encoding or hashing them itself, so a
+20 MB tool result costs its task the decoding and nothing more."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from durable_agent.contract_base import Contract
+from durable_agent.messages import Message, ToolMessage
+from durable_agent.transcript import canonical_json, json_digest, payload_bytes
+
+#: What one message's digest and size add to a page in a payload (a 32-character hash,
+#: a number, their quotes and commas), counted against the page's budget.
+DIGEST_BYTES = 48
+
+
+class ToolReturn(Contract):
+    """``run_tool``'s result when the call asks for it (``ToolCallInput.digested``)."""
+
+    message: ToolMessage
+    digest: str
+    """``transcript.content_hash`` of ``message`` (the key its activity stored it by)."""
+    size: int = Field(ge=0)
+    """``transcript.payload_bytes`` of ``message``."""
+
+
+class TranscriptPage(Contract):
+    """``load_transcript``'s result when the page asks for it
+    (``LoadTranscriptInput.digested``): the messages and, for each, as ``ToolReturn``."""
+
+    messages: list[Message]
+    digests: list[str]
+    sizes: list[int]
+
+    @model_validator(mode="after")
+    def _one_each(self) -> TranscriptPage:
+        if not len(self.messages) == len(self.digests) == len(self.sizes):
+            raise ValueError("a page needs one digest and one size per message")
+        return self
+
+
+def digested(message: Message, encoded: str | None = None) -> tuple[str, int]:
+    """A message's content hash and payload size (``encoded``: its canonical JSON, when
+    the caller has it)."""
+    return json_digest(encoded or canonical_json(message)), payload_bytes(message)
