@@ -73,6 +73,7 @@ from durable_agent.messages import AssistantMessage, Message, SystemMessage, Use
 from durable_agent.payload_storage import check_fits
 from durable_agent.resumption import StillRunning, ended_run
 from durable_agent.spec import INLINE_HISTORY_MESSAGES, AgentInput, AgentSpec
+from durable_agent.titles import start_title
 
 __all__ = [
     "AgentClient",
@@ -164,12 +165,13 @@ class AgentClient(
         resumed = False
         if resume:
             request, owner, resumed = await self._going_on(session_id, request, owner)
+        memo = {"owner": owner, "title": "" if resume else start_title(past, message)}
         try:
             await self.temporal.start_workflow(
                 WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
                 start_signal=EARLIER_HISTORY_SIGNAL if earlier else None,
                 start_signal_args=[earlier] if earlier else [],
-                memo={"owner": owner} if owner else None,
+                memo={key: value for key, value in memo.items() if value} or None,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or resumed
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )  # fmt: skip

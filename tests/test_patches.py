@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import uuid
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 import durable_agent.workflows as workflow_package
+from durable_agent import AgentClient
+from durable_agent.contracts import AgentResult
+from durable_agent.spec import AgentInput
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.workflows.patches import (
     BASELINE_PATCH,
@@ -93,3 +97,42 @@ async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
     assert scheduled == ["call_model", "run_tool", "run_tool", "call_model"]
     described = await handle.describe()
     assert await described.memo_value("title") == "weather?"
+
+
+async def test_a_title_the_start_holds_is_not_upserted_again(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """``AgentClient.start`` puts the session's title in the start's memo, and the run
+    upserts no memo of its own (an event and a visibility write fewer). A start by
+    other means with a wrong title, or one that is not text, is titled over."""
+    script = [assistant_text("sunny"), assistant_text("rain"), assistant_text("snow")]
+    with ScriptedProvider(script) as provider:  # type: ignore[arg-type]
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider)
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "  weather\n in Oslo?")
+            by_client = client.get_workflow_handle(sid, result_type=AgentResult)
+            others = []
+            for wrong in ("a wrong title", 42):
+                others.append(
+                    await client.start_workflow(
+                        "AgentWorkflow",
+                        AgentInput(spec=spec, message="real words"),
+                        id=f"session-{uuid.uuid4().hex[:12]}",
+                        task_queue=task_queue,
+                        memo={"title": wrong},
+                        result_type=AgentResult,
+                    )
+                )
+            handles = [by_client, *others]
+            results = [await handle.result() for handle in handles]
+        await record_history(by_client, "titled_at_start")
+    assert [r.status for r in results] == ["done"] * 3
+    titles, upserts = [], []
+    for handle in handles:
+        titles.append(await (await handle.describe()).memo_value("title"))
+        history = await handle.fetch_history()
+        modified = EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+        upserts.append(sum(e.event_type == modified for e in history.events))
+    assert titles == ["weather in Oslo?", "real words", "real words"], titles
+    assert upserts == [0, 1, 1], upserts

@@ -74,6 +74,7 @@ def test_histories_are_recorded() -> None:
         "started_history",  # a long start's history sent apart, read back in pages
         "second_chain",  # today's: that start in the second chain, results by digest
         "second_chain_continued",  # a continued run's pages read back with digests
+        "titled_at_start",  # titled by the start's memo: no upsert of its own
     }
 
 

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+    from durable_agent.titles import session_title
     from durable_agent.workflows.admission import admit, refuse_forged_carry
     from durable_agent.workflows.approval_steps import (
         check_approvals,
@@ -54,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         WaitForMessage,
     )
     from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.loop_rules import session_title
     from durable_agent.workflows.session_log import session_log
     from durable_agent.workflows.tool_calls import (
         EncodedOnArrival,

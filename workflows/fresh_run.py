@@ -12,10 +12,15 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import ClosedRunInput, ForkInput, StartedHistoryInput
     from durable_agent.spec import AgentInput
+    from durable_agent.titles import session_title
     from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.patches import CHAIN_V2_PATCH, Patches, patched
+    from durable_agent.workflows.patches import (
+        CHAIN_V2_PATCH,
+        TITLE_AT_START_PATCH,
+        Patches,
+        patched,
+    )
     from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.loop_rules import session_title
     from durable_agent.workflows.session.state import SessionState
     from durable_agent.workflows.tool_calls import list_remote_tools, resolve_tools
     from durable_agent.workflows.transcript_sync import TranscriptSync
@@ -84,9 +89,22 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     # Added later still: a session started without a message (update-with-start brings
     # it) is titled by its first message when that arrives.
     if title or not patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
-        workflow.upsert_memo({"title": title})
+        if not _titled_at_start(title):
+            workflow.upsert_memo({"title": title})
         return False
     return True
+
+
+def _titled_at_start(title: str) -> bool:
+    """The start's memo holds this very title (``AgentClient.start`` puts it there): the
+    run need not upsert it. Any other memo title (a start by other means, a prediction
+    the run's own opening proved wrong, a value that is not text) is upserted over."""
+    if not title or not patched(TITLE_AT_START_PATCH):
+        return False
+    try:
+        return bool(workflow.memo_value("title", "", type_hint=str) == title)
+    except Exception:  # not text: the run's own title goes over it
+        return False
 
 
 async def _resolve_tools(session: Session) -> None:

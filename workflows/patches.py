@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and the transcript's second
-#: chain for a new session.
+#: The baseline a new run records: every patch before it, the transcript's second chain
+#: for a new session, and a title the start's memo holds not upserted again.
 BASELINE_PATCH = "baseline-2026-11-26c"
 #: The baselines before (runs recorded with one replay with what it stood for): the
 #: third took in pages of the array of at most 500 messages, the second the two checks
@@ -30,6 +30,8 @@ SMALL_PAGES_PATCH = "transcript-pages-of-500"
 #: A new session's transcript in the second chain (``durable_agent.transcript``): tool
 #: results and pages read back join it with the digests their workers worked out.
 CHAIN_V2_PATCH = "transcript-chain-2"
+#: A title the start's memo already holds is not upserted again (``fresh_run``).
+TITLE_AT_START_PATCH = "title-in-start-memo"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -51,7 +53,7 @@ FIRST_BASELINED = frozenset({
 })  # fmt: skip
 SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
 THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
-BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH}
+BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),

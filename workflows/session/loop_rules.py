@@ -53,21 +53,6 @@ def stage_after(messages: Sequence[Message]) -> Stage:
     return "idle"
 
 
-def session_title(messages: Sequence[Message], limit: int = 80) -> str:
-    """The session's first user words, for listings (Temporal memo ``title``)."""
-    for message in messages:
-        if isinstance(message, UserMessage):
-            content = message.content
-            text = (
-                content
-                if isinstance(content, str)
-                else " ".join(getattr(part, "text", "") for part in content)
-            )
-            text = " ".join(text.split())
-            return text if len(text) <= limit else text[: limit - 3] + "..."
-    return ""
-
-
 def approval_id(turn: int, slot: int) -> str:
     """Unique per pending call within a session, and stable across replays."""
     return f"turn{turn}-call{slot}"
