@@ -38,11 +38,12 @@ from bench.floor import FloorInput
 from bench.peer_kinds import PEERS, peers_python, worker_command
 from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
+from durable_agent.client import AgentClient
 from durable_agent.contracts import AgentResult
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.ports import free_port
 from durable_agent.shutdown import exit_without_teardown
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing import ScriptedProvider
 
@@ -96,13 +97,10 @@ class Bench:
                 stop={"max_turns": workload.model_calls + 1},
                 session={"end_after_reply": True, "live_deltas": kind == "ours"},
             )
-            handle = await self.client.start_workflow(
-                "AgentWorkflow",
-                AgentInput(spec=spec, message=PROMPT),
-                id=wid,
-                task_queue=task_queue,
-                result_type=AgentResult,
-            )
+            # as users start sessions (the client titles it in the start's memo)
+            agents = AgentClient(self.client, task_queue=task_queue)
+            await agents.start(spec, PROMPT, session_id=wid)
+            handle = self.client.get_workflow_handle(wid, result_type=AgentResult)
             result = await handle.result()
             assert result.status == "done" and result.turns == workload.model_calls, result
         elif kind in PEERS:
