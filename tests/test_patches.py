@@ -3,7 +3,7 @@
 Older histories, without a baseline or with the first one, replay as they did
 (``tests/test_replay.py`` replays all of them: ``baselined`` was recorded with the
 first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with the third,
-``second_chain`` with today's)."""
+``second_chain`` with the fourth, ``stored_prefix_kept`` with today's)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from durable_agent.workflows.patches import (
     BASELINED,
     FIRST_BASELINE_PATCH,
     FIRST_BASELINED,
+    FOURTH_BASELINE_PATCH,
+    FOURTH_BASELINED,
     SECOND_BASELINE_PATCH,
     SECOND_BASELINED,
     THIRD_BASELINE_PATCH,
@@ -50,10 +52,16 @@ def _named_patches() -> set[str]:
 def test_the_baseline_stands_for_patches_the_code_names() -> None:
     named = _named_patches()
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
-    baselines = {BASELINE_PATCH, THIRD_BASELINE_PATCH, SECOND_BASELINE_PATCH, FIRST_BASELINE_PATCH}
-    assert baselines <= named and len(baselines) == 4
+    baselines = {
+        BASELINE_PATCH,
+        FOURTH_BASELINE_PATCH,
+        THIRD_BASELINE_PATCH,
+        SECOND_BASELINE_PATCH,
+        FIRST_BASELINE_PATCH,
+    }
+    assert baselines <= named and len(baselines) == 5
     assert not baselines & BASELINED
-    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < BASELINED
+    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED < BASELINED
     assert len(FIRST_BASELINED) == 14
 
 

@@ -72,9 +72,10 @@ def test_histories_are_recorded() -> None:
         "carried_read_back",  # a continued run's array the store lost, read back
         "pages_of_500",  # the third baseline: 1,200 messages in pieces and pages of 500
         "started_history",  # a long start's history sent apart, read back in pages
-        "second_chain",  # today's: that start in the second chain, results by digest
+        "second_chain",  # the fourth: that start in the second chain, results by digest
         "second_chain_continued",  # a continued run's pages read back with digests
         "titled_at_start",  # titled by the start's memo: no upsert of its own
+        "stored_prefix_kept",  # today's: carried by reference, nothing stored again
     }
 
 

@@ -13,7 +13,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.contracts import TranscriptRef
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
+    from durable_agent.workflows.patches import (
+        SMALL_PAGES_PATCH,
+        STORED_PREFIX_KEPT_PATCH,
+        patched,
+    )
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session_log import session_log, warn
     from durable_agent.workflows.transcript_sync import (
@@ -51,9 +55,12 @@ async def hand_over(
     long = len(messages) > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH)
     by_reference = long or others + messages.json_bytes() > room
     if by_reference:
-        # too big for one payload: refresh the whole array in the store, in pieces,
-        # and let the next run read it back from there
-        sync.lost()
+        # too big for one payload (or too long): the store gets what it lacks, in pieces,
+        # and the next run reads the array back from there. What the model calls stored
+        # is not sent again (before, the whole array went into this run's history a
+        # second time); a store that lost it says so, and then it is sent from the top.
+        if not patched(STORED_PREFIX_KEPT_PATCH):
+            sync.lost()
         await sync.store_pieces(until_inline_bytes=0)
         await _settled()
         ref = TranscriptRef(count=len(messages), hash=messages.head)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, the transcript's second chain
-#: for a new session, and a title the start's memo holds not upserted again.
-BASELINE_PATCH = "baseline-2026-11-26c"
+#: The baseline a new run records: every patch before it, and an array carried by
+#: reference without its stored prefix sent again.
+BASELINE_PATCH = "baseline-2026-11-26d"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: third took in pages of the array of at most 500 messages, the second the two checks
-#: at a run's start made on the workflow's own worker.
+#: fourth took in the transcript's second chain and a title the start's memo holds not
+#: upserted again, the third pages of the array of at most 500 messages, the second the
+#: two checks at a run's start made on the workflow's own worker.
+FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
 THIRD_BASELINE_PATCH = "baseline-2026-11-26b"
 SECOND_BASELINE_PATCH = "baseline-2026-11-26"
 FIRST_BASELINE_PATCH = "baseline-2026-11"
@@ -32,6 +34,8 @@ SMALL_PAGES_PATCH = "transcript-pages-of-500"
 CHAIN_V2_PATCH = "transcript-chain-2"
 #: A title the start's memo already holds is not upserted again (``fresh_run``).
 TITLE_AT_START_PATCH = "title-in-start-memo"
+#: An array carried by reference sends the store only what it lacks (``continuation``).
+STORED_PREFIX_KEPT_PATCH = "hand-over-keeps-stored-prefix"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -53,10 +57,12 @@ FIRST_BASELINED = frozenset({
 })  # fmt: skip
 SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
 THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
-BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
+FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
+BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (FOURTH_BASELINE_PATCH, FOURTH_BASELINED),
     (THIRD_BASELINE_PATCH, THIRD_BASELINED),
     (SECOND_BASELINE_PATCH, SECOND_BASELINED),
     (FIRST_BASELINE_PATCH, FIRST_BASELINED),
