@@ -45,7 +45,7 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
-from durable_agent.digests import DIGEST_BYTES, TranscriptPage, digested
+from durable_agent.digests import DIGEST_BYTES, TranscriptPage
 from durable_agent.message_sinks import MessageSink
 from durable_agent.messages import AssistantMessage, Message, Usage
 from durable_agent.model_inputs import fit_request, json_object_format
@@ -61,7 +61,7 @@ from durable_agent.request_messages import options_for_call, prepare_request_mes
 from durable_agent.round_hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.transcript import chain_of, payload_bytes, root_of
+from durable_agent.transcript import chain_of, content_hash, payload_bytes, root_of
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -178,7 +178,7 @@ class ModelActivities:
             taken.append(message)
         if not page.digested:
             return taken
-        digests = [digested(message)[0] for message in taken]
+        digests = [content_hash(message) for message in taken]  # sizes are known
         return TranscriptPage(messages=taken, digests=digests, sizes=sizes[: len(taken)])
 
     @activity.defn(name="call_model")

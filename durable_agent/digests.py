@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from durable_agent.contract_base import Contract
 from durable_agent.messages import Message, ToolMessage
-from durable_agent.transcript import canonical_json, json_digest, payload_bytes
+from durable_agent.transcript import content_hash, json_digest, payload_bytes
 
 #: What one message's digest and size add to a page in a payload (a 32-character hash,
 #: a number, their quotes and commas), counted against the page's budget.
@@ -43,5 +43,6 @@ class TranscriptPage(Contract):
 
 def digested(message: Message, encoded: str | None = None) -> tuple[str, int]:
     """A message's content hash and payload size (``encoded``: its canonical JSON, when
-    the caller has it)."""
-    return json_digest(encoded or canonical_json(message)), payload_bytes(message)
+    the caller has it, so it is not encoded again)."""
+    digest = json_digest(encoded) if encoded is not None else content_hash(message)
+    return digest, payload_bytes(message)
