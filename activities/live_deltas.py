@@ -1,8 +1,11 @@
 """The model call's text and reasoning as they stream, into the session's event log.
 
-Deltas are coalesced: the first goes at once (time to first token), later ones in one
-event per ``interval``, each batch one signal (``WorkflowStreamClient``, deduplicated
-by publisher and sequence). A later attempt of the same activity first says the attempt
+Deltas are coalesced: the first batch goes ``first_after`` the first text, later ones
+in one event per ``interval``, each batch one signal (``WorkflowStreamClient``,
+deduplicated by publisher and sequence). A reply streamed whole before its first batch
+was due sends none: its text reaches readers with the reply's own event (the doors make
+a delta of it, ``gateway/unstreamed.py``), which spares a short call its signal and the
+workflow task the signal wakes. A later attempt of the same activity first says the attempt
 restarted, so a reader drops what the lost one showed. Publishing never fails the
 model call: a log that cannot be reached is given up on, with a warning.
 """
@@ -24,14 +27,26 @@ log = structlog.get_logger("durable_agent.live")
 #: Longest a delta waits for the next batch (the first goes at once): 80 ms keeps a
 #: reader under 150 ms (p50) and a streamed answer under a quarter more history.
 DELTA_INTERVAL_SECONDS = 0.08
+#: How long the first text waits for more before it is sent: a reply streamed whole in
+#: that time (a short answer, a cached one) sends no signal at all. Well under what a
+#: person notices, and under what a real provider takes between its first tokens.
+FIRST_DELTA_AFTER_SECONDS = 0.05
 #: Longest the end of a call waits for its last batch to be taken.
 FINAL_FLUSH_SECONDS = 5.0
 
 
 class LiveDeltas:
-    def __init__(self, turn: int, interval: float = DELTA_INTERVAL_SECONDS) -> None:
+    def __init__(
+        self,
+        turn: int,
+        interval: float = DELTA_INTERVAL_SECONDS,
+        first_after: float | None = None,
+    ) -> None:
         self._turn = turn
         self._interval = interval
+        self._first_after = FIRST_DELTA_AFTER_SECONDS if first_after is None else first_after
+        self._sent = False
+        """Whether a batch of deltas went out (else the end of the call sends none)."""
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._wake = asyncio.Event()
@@ -59,22 +74,28 @@ class LiveDeltas:
             self._wake.set()
 
     async def close(self) -> None:
-        """Send what is left (the reply's completion comes after it), then stop."""
+        """Send what is left (the reply's completion comes after it), then stop; nothing
+        when no batch went out yet: the reply carries its whole text."""
         if self._sender is None:
             return
         self._sender.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._sender
         self._sender = None
+        if not self._sent:
+            return
         self._take()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(FINAL_FLUSH_SECONDS):
                 await self._flush()
 
     async def _send_batches(self) -> None:
+        await self._wake.wait()
+        await asyncio.sleep(self._first_after)  # a short reply ends before this
         while self._client is not None:
             await self._wake.wait()
             self._wake.clear()
+            self._sent = True
             self._take()
             await self._flush()
             await asyncio.sleep(self._interval)

@@ -11,9 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent.activities import live_deltas
 from durable_agent.events import LiveEvent
 from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
 from durable_agent.testing import (
@@ -45,13 +48,17 @@ def kinds(events: list[LiveEvent]) -> list[str]:
 
 
 def text_of(events: list[LiveEvent]) -> str:
-    """What a reader shows: deltas since the last model start or attempt restart."""
+    """What a reader shows: deltas since the last model start or attempt restart, or the
+    reply's own text when it came with none (a reply streamed whole before its first
+    delta was due sends none)."""
     shown: list[str] = []
     for event in events:
         if event.type in ("model_started", "attempt_restarted"):
             shown = []
         elif event.type == "text_delta":
             shown.append(event.text)
+        elif event.type == "message_appended" and isinstance(event.message, AssistantMessage):
+            shown = shown or [event.message.content]
     return "".join(shown)
 
 
@@ -105,6 +112,34 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
     assert appended[3].message is not None and appended[3].message.content == ANSWER
     ended = events[-1]
     assert ended.type == "ended" and ended.result is not None and ended.result.status == "done"
+
+
+async def test_a_reply_streamed_whole_before_its_first_delta_was_due_sends_no_signal(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first delta waits a moment for more; a reply that ended by then publishes no
+    delta, so the call sends the session no signal (no event, no workflow task): its text
+    is in the reply's own event. The wait is made long here, so a loaded machine cannot
+    stretch the stream past it; the streamed test above keeps the default."""
+    monkeypatch.setattr(live_deltas, "FIRST_DELTA_AFTER_SECONDS", 5.0)
+    with ScriptedProvider([sse_reply(chat_stream_events(assistant_text(ANSWER)))]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            spec = spec_for(provider, session={"end_after_reply": True})
+            session = await agents.start(spec, "hi")
+            events = await collect(agents, session)
+            history = await client.get_workflow_handle(session).fetch_history()
+    assert len(provider.requests) == 1 and provider.requests[0].body["stream"] is True
+    assert kinds(events) == [
+        "message_appended", "turn_started", "model_started", "message_appended", "usage", "ended"
+    ]  # fmt: skip
+    assert text_of(events) == ANSWER, "the reply's own event carries the text"
+    signals = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    ]
+    assert signals == [], signals
 
 
 async def test_deltas_off_publish_every_other_event_and_no_text(

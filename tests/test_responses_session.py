@@ -4,12 +4,15 @@ carries the call and its output paired by ``call_id``, as OpenAI's API reads the
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.events import LiveEvent
 from durable_agent.spec import AgentSpec, ModelSpec
 from durable_agent.testing import ScriptedProvider, sse_reply
 from durable_agent.tools import ToolRegistry, tool
@@ -43,7 +46,10 @@ ANSWER = {"type": "message", "role": "assistant",
 async def test_a_streamed_responses_session_runs_a_tool_and_pairs_its_output(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    script = [streamed("", [CALL]), streamed("It is 09:30 in Oslo.", [ANSWER])]
+    # the answer's stream stops after two pieces until a reader has shown one of them
+    shown = threading.Event()
+    answer = streamed("It is 09:30 in Oslo.", [ANSWER])
+    script = [streamed("", [CALL]), dataclasses.replace(answer, hold=shown, hold_after=2)]
     with ScriptedProvider(script) as provider:
         endpoint = ProviderEndpoint(base_url=provider.base_url, api="responses", api_key_env=None)
         spec = AgentSpec(
@@ -54,7 +60,11 @@ async def test_a_streamed_responses_session_runs_a_tool_and_pairs_its_output(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "What time is it in Oslo?")
-            events = [e async for e in agents.follow(sid)]
+            events: list[LiveEvent] = []
+            async for event in agents.follow(sid):
+                events.append(event)
+                if event.type == "text_delta":
+                    shown.set()
             result = await agents.result(sid)
             messages = await agents.messages(sid)
     assert result.status == "done" and result.final is not None

@@ -16,7 +16,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, HookContext, round_hook
 from durable_agent.messages import AssistantMessage, Message, UserMessage
-from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.testing import (
+    Reply,
+    ScriptedProvider,
+    assistant_text,
+    chat_stream_events,
+    sse_reply,
+)
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 
@@ -50,7 +56,8 @@ async def test_hooks_rewrite_the_request_and_the_reply_and_replay_reads_the_rewr
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     SEEN.clear()
-    script = [assistant_text("Noted your address"), assistant_text("Bye")]
+    # streamed well past the first delta's wait: without the hook, readers would see it
+    script = [slow(assistant_text("Noted your address")), slow(assistant_text("Bye"))]
     with ScriptedProvider(script) as provider:
         async with running_worker(
             temporal_env, task_queue, registry, max_cached_workflows=0
@@ -74,6 +81,10 @@ async def test_hooks_rewrite_the_request_and_the_reply_and_replay_reads_the_rewr
     assert '"Noted your address (checked)"' in sent[1]  # the next call sends the record
     assert [(c.session_id, c.turn) for c in SEEN] == [(sid, 1), (sid, 2)]
     assert "text_delta" not in events  # a reply hook's input is not streamed to readers
+
+
+def slow(message: AssistantMessage) -> Reply:
+    return sse_reply(chat_stream_events(message), delay=0.04)
 
 
 async def _until_idle(agents: AgentClient, sid: str):  # type: ignore[no-untyped-def]
