@@ -5,10 +5,16 @@ Last-Event-ID), conversations by update-with-start, and 4xx answers naming the f
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from ag_ui.core import EventType
 from ag_ui.core.events import Event as AguiEvent
 from pydantic import TypeAdapter
@@ -16,9 +22,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
+from tests.conftest import started_on_free_port
 from tests.support import cli_tools
 from tests.support.agent_harness import record_history, running_worker, spec_for
-from tests.support.gateway_harness import SSE, gateway, read_sse
+from tests.support.gateway_harness import ROOT, SSE, gateway, read_sse
 
 registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
 agui_event: TypeAdapter[Any] = TypeAdapter(AguiEvent)
@@ -212,3 +219,52 @@ async def test_a_hundred_readers_each_get_every_event(
     first = [(e.id, e.event) for e in everyone[0]]
     assert first[-1][1] == "ended" and ("message_appended" in {k for _, k in first})
     assert all([(e.id, e.event) for e in other] == first for other in everyone)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_stopped_gateway_ends_its_streams_and_exits_without_a_traceback(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A stop (a service manager's SIGTERM, a terminal's SIGINT) while a reader follows a
+    session: the reader's stream ends, and the process exits with 128 + the signal after
+    an orderly shutdown, with nothing on stderr (it used to tear the app down in the
+    middle of its shutdown, with a traceback)."""
+    with ScriptedProvider([assistant_text("hi")]) as provider:
+        spec = spec_file(tmp_path, provider)
+        env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}
+        env.pop("OPENAI_API_KEY", None)
+        args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
+        errors = tmp_path / "stderr.txt"
+        async with running_worker(temporal_env, task_queue, registry):
+            with errors.open("w") as stderr:
+                process, port = started_on_free_port(
+                    lambda port: subprocess.Popen(
+                        [*args, "--spec", str(spec), "--port", str(port)],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=stderr,
+                    )
+                )
+            try:
+                async with httpx.AsyncClient(
+                    base_url=f"http://127.0.0.1:{port}", timeout=60
+                ) as http:
+                    started = await http.post("/api/sessions", json={"message": "hi"})
+                    sid = started.json()["session_id"]
+                    seen: list[SSE] = []
+                    async with http.stream("GET", f"/api/sessions/{sid}/events") as response:
+                        assert response.status_code == 200
+                        with contextlib.suppress(httpx.RemoteProtocolError, httpx.ReadError):
+                            async for event in read_sse(response):
+                                seen.append(event)
+                                if event.event == "idle":  # the reply is in; the stream waits
+                                    process.send_signal(signum)
+                code = await asyncio.to_thread(process.wait, 30)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+    assert [e.event for e in seen].count("idle") == 1, seen
+    assert code == 128 + signum
+    assert errors.read_text() == ""

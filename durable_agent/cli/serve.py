@@ -4,6 +4,8 @@ the Temporal UI decodes through."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
 from typing import Any, TextIO
 
@@ -113,10 +115,41 @@ def gateway_access(host: str, trusted: list[str], origins: list[str] | None = No
         raise CommandError(str(error)) from None
 
 
+#: How long a stopped gateway lets its open requests finish (an event stream never
+#: does: its readers are cut and resume from their last offset elsewhere).
+GRACEFUL_STOP_SECONDS = 3
+
+
 async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str) -> None:
-    """``app`` on ``--host``/``--port`` until stopped, saying ``ready`` first."""
+    """``app`` on ``--host``/``--port`` until stopped, saying ``ready`` first.
+
+    A stop (SIGTERM, SIGINT) cancels this task (``shutdown.stoppable``) while uvicorn,
+    which hears the same signal, begins its own shutdown. Cancelled in the middle, the
+    app's lifespan would be torn down with a traceback; so the app's event streams are
+    ended (``app.state.stopping``, when it has one), the server is told to exit and is
+    waited for (``GRACEFUL_STOP_SECONDS`` at most for requests still open), and only
+    then does the stop go on."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
+    )
+    server = uvicorn.Server(config)
     print(ready, file=out, flush=True)
-    await uvicorn.Server(config).serve()
+    serving = asyncio.ensure_future(server.serve())
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        stopping = getattr(getattr(app, "state", None), "stopping", None)
+        if stopping is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(stopping())
+        server.should_exit = True
+        while not serving.done():  # the signal uvicorn raises again when done comes here
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(serving)
+        raise

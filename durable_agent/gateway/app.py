@@ -258,7 +258,9 @@ def create_app(
         *responses_routes(door, named),
         *(codec or []),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
+    app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
+    app.state.stopping = hubs.stop  # ``serve_http`` ends the event streams first
+    return app
 
 
 async def _native(stream: AsyncIterator[LiveEvent]) -> AsyncIterator[ServerSentEvent]:

@@ -66,6 +66,7 @@ class SessionHub:
         return lambda: self._done or bool(self._offsets and self._offsets[-1] > seen)
 
     async def close(self) -> None:
+        """Stop reading the log; readers get what they have not yet, then their end."""
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
@@ -77,8 +78,21 @@ class Hubs:
     def __init__(self, agents: AgentClient) -> None:
         self._agents = agents
         self._hubs: dict[str, SessionHub] = {}
+        self._stopped = False
+
+    async def stop(self) -> None:
+        """End every reader's stream (the gateway is stopping): each response then
+        completes, so the server can close its connections at once instead of cutting
+        them; a reader resumes from its last offset, on this gateway or another."""
+        self._stopped = True
+        hubs = list(self._hubs.values())
+        self._hubs.clear()
+        for hub in hubs:
+            await hub.close()
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[LiveEvent]:
+        if self._stopped:
+            return
         shared = self._hubs.get(session_id)
         if shared is not None and shared.covers(after):
             hub = shared
