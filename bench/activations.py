@@ -1,8 +1,10 @@
 """How long the slowest workflow task takes as a session grows: a run that starts
-carrying 100, 1,000 and 10,000 messages (and answers one more message), and one turn
-of 100, 1,000 and 2,500 tool calls.
+carrying 100, 1,000 and 10,000 messages (and answers one more message), one turn of
+100, 1,000 and 2,500 tool calls, and one turn of as many calls that all wait for a
+person, who approves them with one decision ("always" for the tool).
 
     ./run bench-activations [--sizes-messages 100,1000,10000] [--sizes-calls 100,1000,2500]
+                            [--sizes-gated 100,1000,2500]
 
 The figure is the SDK's own ``temporal_workflow_task_execution_latency`` (from the
 task's start on the worker to its completion), read from an in-process metric buffer:
@@ -69,12 +71,15 @@ def replies(request: RecordedRequest) -> AssistantMessage:
     return assistant_text(f"read {len(body['messages'])} messages")
 
 
-def spec(provider: ScriptedProvider, model: str, calls: int = 0, queue: str = "") -> AgentSpec:
+def spec(
+    provider: ScriptedProvider, model: str, calls: int = 0, queue: str = "", gated: bool = False
+) -> AgentSpec:
     endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
     session = {"max_concurrent_tool_calls": 50, "end_after_reply": bool(calls)}
+    echo = {"name": "echo", "task_queue": f"{queue}-tools"}
     return AgentSpec(
         model=ModelSpec(name=model, endpoint=endpoint, stream=False),
-        tools=[{"name": "echo", "task_queue": f"{queue}-tools"}] if calls else [],
+        tools=[{**echo, "approval": "always"} if gated else echo] if calls else [],
         stop={"max_tool_calls_per_turn": max(calls, 1)},
         session=session,
     )
@@ -142,7 +147,17 @@ async def measured(
     return (label, *task_figures(buffer))
 
 
-async def main(message_sizes: list[int], call_sizes: list[int]) -> None:
+async def approved_at_once(agents: AgentClient, session: str, calls: int) -> None:
+    """Once every call waits, one person approves the first "always": the grant
+    approves the rest of the batch that waits."""
+    pending = await agents.pending_approvals(session)
+    while len(pending) < calls:
+        await asyncio.sleep(0.2)
+        pending = await agents.pending_approvals(session)
+    await agents.approve(session, pending[0].approval_id, by="bench", always="tool")
+
+
+async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: list[int]) -> None:
     watch_activations()
     buffer = MetricBuffer(1_000_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
@@ -185,6 +200,18 @@ async def main(message_sizes: list[int], call_sizes: list[int]) -> None:
                         assert result.status == "done", result.error
 
                     rows.append(await measured(buffer, f"{calls:,} calls in a turn", wide_turn))
+                for calls in gated_sizes:
+
+                    async def gated_turn(calls: int = calls) -> None:
+                        model = f"calls-{calls}"
+                        gated = spec(provider, model, calls, queue, gated=True)
+                        session = await agents.start(gated, "echo them")
+                        await approved_at_once(agents, session, calls)
+                        result = await agents.result(session)
+                        assert result.status == "done", result.error
+
+                    label = f"{calls:,} calls approved"
+                    rows.append(await measured(buffer, label, gated_turn))
     tools.terminate()
     tools.wait(30)
     print(f"Slowest workflow task, {date.today()}, {platform.machine()}, {os.cpu_count()} cores")
@@ -216,6 +243,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-messages", type=sizes, default=[100, 1000, 10000])
     parser.add_argument("--sizes-calls", type=sizes, default=[100, 1000, 2500])
+    parser.add_argument("--sizes-gated", type=sizes, default=[100, 1000, 2500])
     args = parser.parse_args()
     configure_logging("warning")  # a log line per call would be the figure
-    asyncio.run(main(args.sizes_messages, args.sizes_calls))
+    asyncio.run(main(args.sizes_messages, args.sizes_calls, args.sizes_gated))

@@ -43,7 +43,11 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
 ) -> None:
     port = free_port()
     script = [
-        assistant_calls(("wipe_cache", {"name": "a"}), ("get_time", {"city": "NYC"})),
+        assistant_calls(
+            ("wipe_cache", {"name": "a"}),
+            ("wipe_cache", {"name": "b"}),
+            ("get_time", {"city": "NYC"}),
+        ),
         assistant_text("done"),
     ]
     metrics = ("--metrics-address", f"127.0.0.1:{port}", "--otlp-endpoint")
@@ -57,7 +61,8 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
             session = await agents.start(spec, "go")
             asked = await agents.wait(session, timeout=30)
             await asyncio.sleep(0.3)  # a wait the histogram can see
-            await agents.approve(session, asked.pending[0].approval_id, by="ana")
+            # "always" for the tool: the grant decides the batch's other waiting call too
+            await agents.approve(session, asked.pending[0].approval_id, by="ana", always="tool")
             assert (await agents.result(session)).status == "done"
         found: list[tuple[str, dict[str, str], float]] = []
         async with httpx.AsyncClient() as http:
@@ -67,7 +72,7 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
                     (
                         total(found, "durable_agent_session_phase_entered_total", phase="done"),
                         total(found, "durable_agent_spans_dropped_total"),
-                        total(found, LATENCY, activity="run_tool") >= 2,
+                        total(found, LATENCY, activity="run_tool") >= 3,
                         total(found, LATENCY, activity="call_model") >= 2,
                     )
                 ):
@@ -80,12 +85,13 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
     assert total(found, "durable_agent_model_tokens_total", direction="output", **queue) == 10
     # by the model's price: 20 in at $1000/M, 10 out at $2000/M, in millionths of a dollar
     assert total(found, "durable_agent_model_cost_microusd_total", model="scripted-model") == 40_000
-    assert total(found, "durable_agent_tool_calls_total", tool="wipe_cache", error="false") == 1
+    assert total(found, "durable_agent_tool_calls_total", tool="wipe_cache", error="false") == 2
     assert total(found, "durable_agent_tool_calls_total", tool="get_time", error="false") == 1
     assert total(found, LATENCY, activity="call_model", outcome="ok", **queue) == 2
-    assert total(found, LATENCY, activity="run_tool", outcome="ok", **queue) == 2
-    assert total(found, "durable_agent_approvals_requested_total", tool="wipe_cache") == 1
-    assert total(found, "durable_agent_approvals_decided_total", decision="approved") == 1
+    assert total(found, LATENCY, activity="run_tool", outcome="ok", **queue) == 3
+    assert total(found, "durable_agent_approvals_requested_total", tool="wipe_cache") == 2
+    assert total(found, "durable_agent_approvals_decided_total", decision="approved") == 2
+    assert total(found, "durable_agent_approval_wait_count", **queue) == 2
     wait = total(found, "durable_agent_approval_wait_sum", **queue)
     assert wait >= 300, wait
     entered = "durable_agent_session_phase_entered_total"

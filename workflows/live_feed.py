@@ -20,6 +20,7 @@ from temporalio.contrib.workflow_streams import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from durable_agent.approval_contracts import PendingApproval
     from durable_agent.contracts import AgentResult
     from durable_agent.events import (
         EVENTS_TOPIC,
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         event_payload,
     )
     from durable_agent.loop_events import result_text, step_events
-    from durable_agent.messages import AssistantMessage, ToolMessage
+    from durable_agent.messages import ApprovalRecord, AssistantMessage, ToolMessage
     from durable_agent.workflows.session.commands import ToolRun
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import epoch_ms
@@ -114,17 +115,24 @@ class LiveFeed:
                 self._publish(step)
         self._shown = len(messages)
         self._loop_state()
+        asked: list[PendingApproval] = []
         for pending in state.pending:
             if pending.approval_id not in self._asked:
                 self._asked.add(pending.approval_id)
                 self._publish(ApprovalRequested(approval=pending))
-                self.metrics.approval_requested(pending)
+                asked.append(pending)
+        self.metrics.approvals_requested(asked)
+        decided: list[tuple[str, ApprovalRecord]] = []
         for aid, record in state.decisions.items():
             if aid in self._asked and aid not in self._told:
                 self._told.add(aid)
                 self._publish(ApprovalDecided(approval_id=aid, record=record))
-                asked = next((p for p in state.pending if p.approval_id == aid), None)
-                self.metrics.approval_decided(asked, record)
+                decided.append((aid, record))
+        if decided:
+            by_id: dict[str, PendingApproval] = {}
+            for pending in state.pending:
+                by_id.setdefault(pending.approval_id, pending)
+            self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
         self.metrics.phase(session.phase)
         idle = session.phase == "idle"
         if idle and not self._idle:

@@ -8,9 +8,11 @@ decided."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import MetricHistogramTimedelta
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.approval_contracts import PendingApproval
@@ -43,18 +45,39 @@ class SessionMetrics:
             "durable_agent_session_phase_left", "session runs leaving a phase"
         ).add(1, {"phase": phase})
 
-    def approval_requested(self, pending: PendingApproval) -> None:
-        workflow.metric_meter().create_counter(
+    def approvals_requested(self, asked: list[PendingApproval]) -> None:
+        """Approvals asked in one look, counted once per tool (a batch asks thousands)."""
+        tools = Counter(pending.tool_name for pending in asked)
+        if not tools:
+            return
+        counter = workflow.metric_meter().create_counter(
             "durable_agent_approvals_requested", "tool calls a person was asked to decide"
-        ).add(1, {"tool": pending.tool_name})
+        )
+        for tool, count in tools.items():
+            counter.add(count, {"tool": tool})
 
-    def approval_decided(self, pending: PendingApproval | None, record: ApprovalRecord) -> None:
+    def approvals_decided(
+        self, decided: list[tuple[PendingApproval | None, ApprovalRecord]]
+    ) -> None:
+        """Decisions seen in one look: counted once per kind, each one's wait recorded."""
+        if not decided:
+            return
         meter = workflow.metric_meter()
-        labels = {"decision": record.decision, "timed_out": str(bool(record.timed_out)).lower()}
-        meter.create_counter(
+        counter = meter.create_counter(
             "durable_agent_approvals_decided", "approvals decided, by decision"
-        ).add(1, labels)
-        if pending is not None and record.at is not None:
-            meter.create_histogram_timedelta(
-                "durable_agent_approval_wait", "from asking a person to their decision", "ms"
-            ).record(max(record.at - pending.requested_at, timedelta(0)), labels)
+        )
+        waits = meter.create_histogram_timedelta(
+            "durable_agent_approval_wait", "from asking a person to their decision", "ms"
+        )
+        kinds: Counter[tuple[str, str]] = Counter()
+        waits_of: dict[tuple[str, str], MetricHistogramTimedelta] = {}  # labelled once
+        for pending, record in decided:
+            kind = (record.decision, str(bool(record.timed_out)).lower())
+            kinds[kind] += 1
+            if pending is not None and record.at is not None:
+                if kind not in waits_of:
+                    labels = {"decision": kind[0], "timed_out": kind[1]}
+                    waits_of[kind] = waits.with_additional_attributes(labels)
+                waits_of[kind].record(max(record.at - pending.requested_at, timedelta(0)))
+        for (decision, timed_out), count in kinds.items():
+            counter.add(count, {"decision": decision, "timed_out": timed_out})

@@ -1,6 +1,9 @@
 """Approvals as data: the pending calls and the decisions recorded for them, kept in the
 session state itself (so they cross continue-as-new as they are). Pure: the time is
-given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``)."""
+given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``).
+
+A batch may ask thousands at once: what goes over many approvals goes over the list
+once (``find_all``, ``open_all``, ``take_all``), never once per approval."""
 
 from __future__ import annotations
 
@@ -21,10 +24,20 @@ class Approvals:
     def find(self, aid: str) -> PendingApproval | None:
         return next((p for p in self._state.pending if p.approval_id == aid), None)
 
-    def open(self, approval: PendingApproval) -> None:
-        """Ask for a decision; an approval carried over continue-as-new keeps its deadline."""
-        if self.find(approval.approval_id) is None:
-            self._state.pending.append(approval)
+    def find_all(self) -> dict[str, PendingApproval]:
+        """Every pending approval by id (the first, were an id there twice, as ``find``)."""
+        found: dict[str, PendingApproval] = {}
+        for pending in self._state.pending:
+            found.setdefault(pending.approval_id, pending)
+        return found
+
+    def open_all(self, approvals: list[PendingApproval]) -> None:
+        """Ask for decisions; an approval carried over continue-as-new keeps its deadline."""
+        known = {p.approval_id for p in self._state.pending}
+        for approval in approvals:
+            if approval.approval_id not in known:
+                known.add(approval.approval_id)
+                self._state.pending.append(approval)
 
     def undecided(self) -> list[PendingApproval]:
         decided = self._state.decisions
@@ -38,10 +51,11 @@ class Approvals:
         self._state.decisions[aid] = record
 
     def next_deadline(self, ids: list[str]) -> datetime | None:
+        wanted = set(ids)
         deadlines = [
             p.deadline
             for p in self._state.pending
-            if p.approval_id in ids
+            if p.approval_id in wanted
             and p.approval_id not in self._state.decisions
             and p.deadline is not None
         ]
@@ -55,7 +69,8 @@ class Approvals:
     ) -> None:
         """Decide every call whose deadline has passed with its policy's default; with an
         escalation, a call's first deadline is extended instead and a second group asked."""
-        for pending in [p for p in self._state.pending if p.approval_id in ids]:
+        wanted = set(ids)
+        for pending in [p for p in self._state.pending if p.approval_id in wanted]:
             aid = pending.approval_id
             if aid in self._state.decisions or pending.deadline is None or pending.deadline > now:
                 continue
@@ -92,8 +107,11 @@ class Approvals:
                 aid, ApprovalRecord(decision="denied", by=by, at=now, reason=reason)
             )
 
-    def take(self, aid: str) -> ApprovalRecord:
-        """A decided call leaves the books (with what its decision carried)."""
-        self._state.pending = [p for p in self._state.pending if p.approval_id != aid]
-        self._state.accepted.pop(aid, None)
-        return self._state.decisions.pop(aid)
+    def take_all(self, aids: list[str]) -> list[ApprovalRecord]:
+        """Decided calls leave the books (with what their decisions carried): their
+        records, in the order asked."""
+        leaving = set(aids)
+        self._state.pending = [p for p in self._state.pending if p.approval_id not in leaving]
+        for aid in aids:
+            self._state.accepted.pop(aid, None)
+        return [self._state.decisions.pop(aid) for aid in aids]

@@ -147,10 +147,11 @@ class ToolBatch:
         """Each call the gate decides: run (by policy, a rule or a standing grant), refused
         (the result says why), or waiting for a person."""
         tools = self._tools()
+        pending = self.approvals.find_all() if self.state.pending else {}
         for k, call in enumerate(batch.calls):
             if batch.slots[k] is not None:
                 continue
-            asked = self.approvals.find(approval_id(self.state.turn, k))
+            asked = pending.get(approval_id(self.state.turn, k)) if pending else None
             if asked is not None:  # asked in an earlier run: its decision stands
                 batch.needs_person.append(k)
                 if asked.rule is not None:
@@ -201,6 +202,7 @@ class ToolBatch:
         asked: dict[str, int] = {}
         descriptions = batch.descriptions or {}
         tools = self._tools()
+        opening: list[PendingApproval] = []
         for k in batch.needs_person:
             call = batch.calls[k]
             tool = tools[call.function.name]
@@ -208,7 +210,7 @@ class ToolBatch:
             aid = approval_id(self.state.turn, k)
             asked[aid] = k
             name, arguments = call.function.name, call.function.arguments
-            self.approvals.open(
+            opening.append(
                 PendingApproval(
                     approval_id=aid,
                     turn=self.state.turn,
@@ -222,6 +224,7 @@ class ToolBatch:
                     rule=batch.rules.get(k),
                 )
             )
+        self.approvals.open_all(opening)
         return asked
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
@@ -246,9 +249,10 @@ class ToolBatch:
             if not (state.unverified or state.to_notify):
                 self.open = None  # decided again by the next run
             return
-        for aid, k in batch.asked.items():
-            accepted = state.accepted.get(aid)
-            record = self.approvals.take(aid)
+        accepted_by_id = {aid: state.accepted.get(aid) for aid in ids}
+        records = self.approvals.take_all(ids)
+        for (aid, k), record in zip(batch.asked.items(), records, strict=True):
+            accepted = accepted_by_id[aid]
             call = batch.calls[k]
             if record.decision == "denied":
                 batch.slots[k] = denial_result(call, record)
@@ -273,8 +277,7 @@ class ToolBatch:
             self.open = self._open(last)
         open_ids = [p.approval_id for p in self.state.pending if p.turn == self.state.turn]
         self.approvals.close_all(open_ids, None, why, now)
-        for aid in open_ids:
-            self.approvals.take(aid)
+        self.approvals.take_all(open_ids)
 
     # --- running and joining -------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from durable_agent.approval_contracts import (
 from durable_agent.approval_policy import tests_hold
 from durable_agent.contracts import ResolvedTool
 from durable_agent.decision_digest import decision_digest
-from durable_agent.messages import RecordedDecision
+from durable_agent.messages import ApprovalRecord, RecordedDecision
 from durable_agent.schema_values import as_validated
 from durable_agent.spec import AgentSpec
 from durable_agent.workflows.session.approvals import Approvals
@@ -177,16 +177,21 @@ class Decisions:
         self._settle(key, result)
 
     def _granted_while_waiting(self, grant: Grant, now: datetime) -> None:
-        """A new grant also approves the calls of this batch it covers that still wait."""
+        """A new grant also approves the calls of this batch it covers that still wait
+        (their arguments judged only for a grant with tests; one record per rule)."""
+        records: dict[str | None, ApprovalRecord] = {}
         for pending in self.approvals.undecided():
             if pending.tool_name != grant.tool:
                 continue
-            tool = self.active_tools.get(pending.tool_name)
-            schema = tool.definition.parameters if tool is not None else None
-            arguments = as_validated(arguments_of(pending.arguments), schema)
-            if not tests_hold(grant.matching, arguments):
-                continue
-            record = self.gate.granted(grant, now, pending.rule)
+            if grant.matching:
+                tool = self.active_tools.get(pending.tool_name)
+                schema = tool.definition.parameters if tool is not None else None
+                arguments = as_validated(arguments_of(pending.arguments), schema)
+                if not tests_hold(grant.matching, arguments):
+                    continue
+            record = records.get(pending.rule)
+            if record is None:
+                record = records[pending.rule] = self.gate.granted(grant, now, pending.rule)
             self.approvals.decide(pending.approval_id, record)
 
     def _settle(self, key: str | None, outcome: DecisionResult | str) -> None:
@@ -224,10 +229,11 @@ class Decisions:
         """Each signed decision, with the digest its token must sign: the decision as it
         arrived, the call as it waits, and this session's run chain."""
         checks = []
+        pending = self.approvals.find_all() if self.state.unverified else {}
         for item in self.state.unverified:
             if item.decision is not None:
                 subject, token = item.decision.approval_id, item.decision.token
-                call = self.approvals.find(subject)
+                call = pending.get(subject)
             else:
                 assert item.revoke is not None
                 subject, token, call = item.revoke.grant_id, item.revoke.token, None
@@ -287,7 +293,8 @@ class Decisions:
         escalation = self.spec.approvals.escalation
         if not self.state.to_notify or escalation is None:
             return None
-        waiting = [self.approvals.find(aid) for aid in self.state.to_notify]
+        pending = self.approvals.find_all()
+        waiting = [pending.get(aid) for aid in self.state.to_notify]
         return EscalationNotice(
             notifier=escalation.notifier,
             notify=escalation.notify,

@@ -9,6 +9,7 @@ decisions waiting for their token to be checked) is in ``SessionState``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -140,8 +141,8 @@ class Gate:
                 outcome = GateOutcome("ask")
             else:
                 outcome = GateOutcome("run")
-        if outcome.action == "ask":
-            grant = self.grant_for(call.function.name, arguments())
+        if outcome.action == "ask" and self.state.grants:
+            grant = self.grant_for(call.function.name, arguments)
             if grant is not None:
                 return GateOutcome("run", outcome.rule, grant=grant)
         return outcome
@@ -159,9 +160,15 @@ class Gate:
             verified=grant.verified or None,
         )
 
-    def grant_for(self, tool: str, arguments: Any) -> Grant | None:
+    def grant_for(self, tool: str, arguments: Callable[[], Any]) -> Grant | None:
+        """The first grant covering a call of ``tool`` (its arguments judged only for a
+        grant with tests)."""
         return next(
-            (g for g in self.state.grants if g.tool == tool and tests_hold(g.matching, arguments)),
+            (
+                g
+                for g in self.state.grants
+                if g.tool == tool and (not g.matching or tests_hold(g.matching, arguments()))
+            ),
             None,
         )
 
