@@ -4,9 +4,9 @@ Deltas are coalesced: the first batch goes ``first_after`` the first text, later
 in one event per ``interval``, each batch one signal (``WorkflowStreamClient``,
 deduplicated by publisher and sequence). A reply streamed whole before its first batch
 was due sends none: its text reaches readers with the reply's own event (the doors make
-a delta of it, ``gateway/unstreamed.py``), which spares a short call its signal and the
-workflow task the signal wakes. A later attempt of the same activity first says the attempt
-restarted, so a reader drops what the lost one showed. Publishing never fails the
+a delta of it, ``gateway/unstreamed.py``), which spares a short call its signal and
+the workflow task the signal wakes. A later attempt of the same activity first says the
+attempt restarted, so a reader drops what the lost one showed. Publishing never fails the
 model call: a log that cannot be reached is given up on, with a warning.
 """
 
@@ -24,8 +24,9 @@ from durable_agent.events import EVENTS_TOPIC, AttemptRestarted, ReasoningDelta,
 
 log = structlog.get_logger("durable_agent.live")
 
-#: Longest a delta waits for the next batch (the first goes at once): 80 ms keeps a
-#: reader under 150 ms (p50) and a streamed answer under a quarter more history.
+#: Longest a delta waits for the next batch (the first waits ``FIRST_DELTA_AFTER_SECONDS``):
+#: 80 ms keeps a reader under 150 ms (p50) and a streamed answer under a quarter more
+#: history.
 DELTA_INTERVAL_SECONDS = 0.08
 #: How long the first text waits for more before it is sent: a reply streamed whole in
 #: that time (a short answer, a cached one) sends no signal at all. Well under what a
