@@ -45,7 +45,7 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
-from durable_agent.digests import DIGEST_BYTES, TranscriptPage
+from durable_agent.digests import DIGEST_BYTES, ModelReturn, TranscriptPage, digested
 from durable_agent.message_sinks import MessageSink
 from durable_agent.messages import AssistantMessage, Message, Usage
 from durable_agent.model_inputs import fit_request, json_object_format
@@ -182,7 +182,16 @@ class ModelActivities:
         return TranscriptPage(messages=taken, digests=digests, sizes=sizes[: len(taken)])
 
     @activity.defn(name="call_model")
-    async def call_model(self, call: ModelCallInput) -> AssistantMessage:
+    async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
+        """The model's reply (with its digest and size when the call asks: the workflow
+        then joins it to the array without encoding it, whatever its size)."""
+        message = await self._reply(call)
+        if not call.digested:
+            return message
+        digest, size = digested(message)
+        return ModelReturn(message=message, digest=digest, size=size)
+
+    async def _reply(self, call: ModelCallInput) -> AssistantMessage:
         streamed = 0
         live = LiveDeltas(call.turn)
 

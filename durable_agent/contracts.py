@@ -174,6 +174,8 @@ class ModelCallInput(Contract):
     limit's capacity is shared fairly between tenants."""
     waited: bool = False
     """The call waited for room on its endpoint's limit, which keeps room for it now."""
+    digested: bool | None = None
+    """Answer with a ``digests.ModelReturn`` (the reply with its digest and size)."""
 
 
 class SummaryCallInput(ModelCallInput):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from durable_agent.contract_base import Contract
-from durable_agent.messages import Message, ToolMessage
+from durable_agent.messages import AssistantMessage, Message, ToolMessage
 from durable_agent.transcript import content_hash, json_digest, payload_bytes
 
 #: What one message's digest and size add to a page in a payload (a 32-character hash,
@@ -22,6 +22,18 @@ class ToolReturn(Contract):
     message: ToolMessage
     digest: str
     """``transcript.content_hash`` of ``message`` (the key its activity stored it by)."""
+    size: int = Field(ge=0)
+    """``transcript.payload_bytes`` of ``message``."""
+
+
+class ModelReturn(Contract):
+    """``call_model``'s result when the call asks for it (``ModelCallInput.digested``):
+    a reply of thousands of calls or a long answer joins the array without the
+    workflow encoding it."""
+
+    message: AssistantMessage
+    digest: str
+    """``transcript.content_hash`` of ``message``."""
     size: int = Field(ge=0)
     """``transcript.payload_bytes`` of ``message``."""
 

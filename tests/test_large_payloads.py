@@ -202,6 +202,34 @@ async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
     assert encoded == [], encoded
 
 
+async def test_a_long_answer_joins_the_array_by_the_digest_its_worker_worked_out(
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model's answer of over a megabyte (or a reply of thousands of calls) comes with
+    its digest and size, as a tool's result does: the workflow's thread decodes it and
+    never encodes or sizes it, and the next call's worker finds the array it chained."""
+    encoded = workflow_encodings(monkeypatch)
+    answer = "".join(f"line {n}: all that was asked for.\n" for n in range(32_000))
+    script = [assistant_text(answer), assistant_text("and a short one")]
+    with ScriptedProvider(script) as provider:
+        async with stored_worker(temporal_env, task_queue, tmp_path) as agents:
+            spec = spec_for(provider, session={})
+            whole = spec.model.model_copy(update={"stream": False})  # a stream's chunks: 5x
+            sid = await agents.start(spec.model_copy(update={"model": whole}), "tell me all")
+            await agents.wait(sid, after=1, timeout=60)
+            index = await agents.send(sid, "and in short?")
+            await agents.wait(sid, after=index, timeout=60)
+            messages = await agents.messages(sid)
+            await agents.end(sid)
+    assert len(answer) > 1_000_000
+    assert [m.content for m in messages[1:]] == [answer, "and in short?", "and a short one"]
+    assert provider.bodies()[1]["messages"][1]["content"] == answer
+    assert encoded == [], encoded
+
+
 async def test_big_messages_go_on_across_continue_as_new(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:

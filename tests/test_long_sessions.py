@@ -128,6 +128,7 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
             handle = agents._handle(sid)
             await record_history(handle, "started_history")
             await record_history(handle, "second_chain")
+            await record_history(handle, "model_reply_digested")
             recorded = await handle.fetch_history()
     assert result.status == "done", result
     start = recorded.events[0].workflow_execution_started_event_attributes
@@ -154,6 +155,17 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
     for each in returned:
         message = ToolMessage.model_validate(each["message"])
         assert (each["digest"], each["size"]) == (content_hash(message), payload_bytes(message))
+    # and so did each model reply
+    replies = [
+        json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)
+        for e in recorded.events
+        if e.HasField("activity_task_completed_event_attributes")
+        and _scheduled_name(recorded, e) == "call_model"
+    ]
+    assert len(replies) == 2
+    for each in replies:
+        reply = AssistantMessage.model_validate(each["message"])
+        assert (each["digest"], each["size"]) == (content_hash(reply), payload_bytes(reply))
     first, second = provider.bodies()
     assert [m["content"] for m in first["messages"]] == [
         *(m.content for m in history),

@@ -3,7 +3,8 @@
 Older histories, without a baseline or with the first one, replay as they did
 (``tests/test_replay.py`` replays all of them: ``baselined`` was recorded with the
 first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with the third,
-``second_chain`` with the fourth, ``stored_prefix_kept`` with today's)."""
+``second_chain`` with the fourth, ``stored_prefix_kept`` with the fifth,
+``model_reply_digested`` with today's)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.workflows.patches import (
     BASELINE_PATCH,
     BASELINED,
+    FIFTH_BASELINE_PATCH,
+    FIFTH_BASELINED,
     FIRST_BASELINE_PATCH,
     FIRST_BASELINED,
     FOURTH_BASELINE_PATCH,
@@ -54,14 +57,16 @@ def test_the_baseline_stands_for_patches_the_code_names() -> None:
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
     baselines = {
         BASELINE_PATCH,
+        FIFTH_BASELINE_PATCH,
         FOURTH_BASELINE_PATCH,
         THIRD_BASELINE_PATCH,
         SECOND_BASELINE_PATCH,
         FIRST_BASELINE_PATCH,
     }
-    assert baselines <= named and len(baselines) == 5
+    assert baselines <= named and len(baselines) == 6
     assert not baselines & BASELINED
-    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED < BASELINED
+    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED
+    assert FOURTH_BASELINED < FIFTH_BASELINED < BASELINED
     assert len(FIRST_BASELINED) == 14
 
 

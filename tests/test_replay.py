@@ -75,7 +75,8 @@ def test_histories_are_recorded() -> None:
         "second_chain",  # the fourth: that start in the second chain, results by digest
         "second_chain_continued",  # a continued run's pages read back with digests
         "titled_at_start",  # titled by the start's memo: no upsert of its own
-        "stored_prefix_kept",  # today's: carried by reference, nothing stored again
+        "stored_prefix_kept",  # the fifth: carried by reference, nothing stored again
+        "model_reply_digested",  # today's: each model reply joined by its digest
     }
 
 

@@ -28,8 +28,10 @@ with workflow.unsafe.imports_passed_through():
         ModelSetup,
         SummaryCallInput,
     )
+    from durable_agent.digests import ModelReturn
     from durable_agent.messages import AssistantMessage
-    from durable_agent.workflows.patches import patched
+    from durable_agent.transcript import chain_of
+    from durable_agent.workflows.patches import MODEL_REPLY_DIGEST_PATCH, patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import setup_digest
@@ -140,12 +142,16 @@ class ModelCaller:
                 **({"waited": True} if waited else {}),
                 **extra,
             }
+            # a reply comes with its digest and size (chain 2): the array joins it as is
+            digests = not extra and self._reply_digested()
+            if digests:
+                fields["digested"] = True
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.capacity_ready = False  # a "ready" from here on is for this call
             handle = workflow.start_activity(
                 activity,
                 call,
-                result_type=AssistantMessage,
+                result_type=ModelReturn if digests else AssistantMessage,
                 start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
                 schedule_to_close_timeout=give_up_after(
@@ -161,7 +167,7 @@ class ModelCaller:
                     await handle
                 return ModelCallCancelled()
             try:
-                assistant: AssistantMessage = await handle
+                returned: AssistantMessage | ModelReturn = await handle
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
@@ -180,7 +186,17 @@ class ModelCaller:
                     continue
                 return failure(error, rules.recovery_limit_seconds)
             self._known.add(digest)
-            return assistant
+            if isinstance(returned, ModelReturn):
+                self._session.messages.encode_ahead(
+                    returned.message, returned.digest, returned.size
+                )
+                return returned.message
+            return returned
+
+    def _reply_digested(self) -> bool:
+        """Whether the model call returns its reply's digest and size (a session in the
+        transcript's second chain, on today's code)."""
+        return chain_of(self._session.messages.root) == 2 and patched(MODEL_REPLY_DIGEST_PATCH)
 
     async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
         """Wait durably until the endpoint's limiter keeps room for the call (or, if no
@@ -202,7 +218,7 @@ class ModelCaller:
             self._on_capacity(turn, key, False)
         return True
 
-    def _done_or_cancelled(self, handle: asyncio.Future[AssistantMessage]) -> Callable[[], bool]:
+    def _done_or_cancelled(self, handle: asyncio.Future[Any]) -> Callable[[], bool]:
         state = self._session.state
         return lambda: handle.done() or state.cancel is not None
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and an array carried by
-#: reference without its stored prefix sent again.
-BASELINE_PATCH = "baseline-2026-11-26d"
+#: The baseline a new run records: every patch before it, and a model's reply joined to
+#: the array by the digest and size its worker worked out.
+BASELINE_PATCH = "baseline-2026-11-26e"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: fourth took in the transcript's second chain and a title the start's memo holds not
+#: fifth took in an array carried by reference without its stored prefix sent again, the
+#: fourth in the transcript's second chain and a title the start's memo holds not
 #: upserted again, the third pages of the array of at most 500 messages, the second the
 #: two checks at a run's start made on the workflow's own worker.
+FIFTH_BASELINE_PATCH = "baseline-2026-11-26d"
 FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
 THIRD_BASELINE_PATCH = "baseline-2026-11-26b"
 SECOND_BASELINE_PATCH = "baseline-2026-11-26"
@@ -36,6 +38,8 @@ CHAIN_V2_PATCH = "transcript-chain-2"
 TITLE_AT_START_PATCH = "title-in-start-memo"
 #: An array carried by reference sends the store only what it lacks (``continuation``).
 STORED_PREFIX_KEPT_PATCH = "hand-over-keeps-stored-prefix"
+#: A model's reply comes with its digest and size (``model_calls``).
+MODEL_REPLY_DIGEST_PATCH = "model-reply-digested"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -58,10 +62,12 @@ FIRST_BASELINED = frozenset({
 SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
 THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
 FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
-BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
+FIFTH_BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
+BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (FIFTH_BASELINE_PATCH, FIFTH_BASELINED),
     (FOURTH_BASELINE_PATCH, FOURTH_BASELINED),
     (THIRD_BASELINE_PATCH, THIRD_BASELINED),
     (SECOND_BASELINE_PATCH, SECOND_BASELINED),

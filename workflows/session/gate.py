@@ -51,6 +51,9 @@ class GateOutcome:
     """The standing grant that approved it (a ``run`` instead of an ``ask``)."""
 
 
+#: The tool's policy alone decided (most calls): one outcome each, shared (frozen).
+_RUN, _ASK = GateOutcome("run"), GateOutcome("ask")
+
 DECISION_KINDS: dict[RecordedDecision, DecisionKind] = {v: k for k, v in RECORDED_DECISIONS.items()}
 
 
@@ -102,6 +105,8 @@ class Gate:
     def questions(self, slot: int, call: ToolCall, tool: ResolvedTool) -> list[Question]:
         """The predicates to ask before ``decide`` can: the rules' named predicates up to
         the first rule that matches without one, and the tool's own when no rule may."""
+        if not self.settings.rules:
+            return [(slot, None)] if tool.policy.approval == "predicate" else []
         arguments = _JudgedOnce(call, tool)  # judged only if a rule is for this tool
         asked: list[Question] = []
         for rule in self.settings.rules:
@@ -138,9 +143,9 @@ class Gate:
             elif approval == "always" or (
                 approval == "predicate" and verdicts.get((slot, None), True)
             ):
-                outcome = GateOutcome("ask")
+                outcome = _ASK
             else:
-                outcome = GateOutcome("run")
+                outcome = _RUN
         if outcome.action == "ask" and self.state.grants:
             grant = self.grant_for(call.function.name, arguments)
             if grant is not None:
