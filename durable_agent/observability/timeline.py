@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.converter import PayloadConverter
 
 from durable_agent.contracts import ModelCallInput, ModelSetup, ToolCallInput
-from durable_agent.digests import ToolReturn
+from durable_agent.digests import ModelReturn, ToolReturn
 from durable_agent.messages import AssistantMessage, Message, ToolMessage
 
 
@@ -113,10 +113,10 @@ def _add_run(
             kind, call, _ = scheduled[completed.scheduled_event_id]
             begin = started.get(completed.scheduled_event_id, at)
             result_type: type[Any] = AssistantMessage if kind == "call_model" else ToolMessage
-            if kind == "run_tool" and call.digested:
-                result_type = ToolReturn  # the result with its digest and size
+            if call.digested:  # the result with its digest and size
+                result_type = ModelReturn if kind == "call_model" else ToolReturn
             result = converter.from_payload(completed.result.payloads[0], result_type)
-            if isinstance(result, ToolReturn):
+            if isinstance(result, ToolReturn | ModelReturn):
                 result = result.message
             if isinstance(result, AssistantMessage):
                 setup = setups.get(call.setup_digest)
