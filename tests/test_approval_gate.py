@@ -288,6 +288,33 @@ async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
     assert driver.session.status().grants == []
 
 
+async def test_one_always_decision_approves_a_whole_waiting_batch_in_request_order() -> None:
+    """Sixty calls that all wait: the first one's approval, "always" for the tool, approves
+    the other 59 at once (nobody is asked again), every call runs, and the results come
+    back in request order, each with the grant that approved it."""
+    batch: list[Call] = [("transfer", {"to": f"acct{k}", "amount": k}) for k in range(60)]
+    asked: list[int] = []
+
+    def approver(pending: PendingApproval) -> Any:
+        asked.append(pending.slot)
+        aid = pending.approval_id
+        return "approved", ApprovalSignal(approval_id=aid, by="ops", always="tool", reason="ok")
+
+    driver, ran = drive(payments_spec(), batch, approver)
+    await driver.run(AgentInput(spec=driver.spec, message="pay them all"))
+    assert asked == [0]
+    assert sorted(ran, key=lambda c: c[1]["amount"]) == batch
+    [reply] = [m for m in driver.session.messages if m.role == "assistant" and m.tool_calls]
+    assert reply.tool_calls is not None
+    done = results(driver)
+    assert [r.tool_call_id for r in done] == [c.id for c in reply.tool_calls]
+    records = [r.approval for r in done]
+    assert all(r is not None and r.grant == "grant-1" and r.by == "ops" for r in records)
+    # the person's own decision on the first call, the grant's on the others
+    assert [r.reason for r in records if r is not None] == ["ok"] + [None] * 59
+    assert driver.session.state.pending == [] and driver.session.state.decisions == {}
+
+
 async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signature() -> None:
     alice, mallory = ApproverKey.generate("alice"), ApproverKey.generate("mallory")
     keys = ApproverKeys.from_json(json.dumps({k.name: k.public_pem() for k in (alice, mallory)}))
