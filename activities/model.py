@@ -61,7 +61,13 @@ from durable_agent.request_messages import options_for_call, prepare_request_mes
 from durable_agent.round_hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent.swarm import as_seen_by
 from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.transcript import chain_of, content_hash, payload_bytes, root_of
+from durable_agent.transcript import (
+    canonical_json,
+    chain_of,
+    content_hash,
+    payload_bytes,
+    root_of,
+)
 
 log = structlog.get_logger("durable_agent.model")
 
@@ -185,13 +191,14 @@ class ModelActivities:
     async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
         """The model's reply (with its digest and size when the call asks: the workflow
         then joins it to the array without encoding it, whatever its size)."""
-        message = await self._reply(call)
+        message, encoded = await self._reply(call)
         if not call.digested:
             return message
-        digest, size = digested(message)
+        digest, size = digested(message, encoded)
         return ModelReturn(message=message, digest=digest, size=size)
 
-    async def _reply(self, call: ModelCallInput) -> AssistantMessage:
+    async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str]:
+        """The reply and its canonical JSON (encoded once: the store's link, the digest)."""
         streamed = 0
         live = LiveDeltas(call.turn)
 
@@ -210,7 +217,7 @@ class ModelActivities:
 
     async def _call_model(
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
-    ) -> AssistantMessage:
+    ) -> tuple[AssistantMessage, str]:
         setup, room = await self._setup(call)
         if setup.agent is not None:
             structlog.contextvars.bind_contextvars(agent=setup.agent)
@@ -257,11 +264,12 @@ class ModelActivities:
         # the reply enters history once, in this result; the store keeps it for the next
         # call, if it can: the model is not asked again because the store is away (the
         # next call then finds the prefix missing and the workflow sends it whole)
+        encoded = canonical_json(message)
         try:
-            await self.transcripts.extend(head, conversation, [message])
+            await self.transcripts.extend(head, conversation, [message], [encoded])
         except Exception as error:
             bound.warning("transcript store unavailable; reply not kept", error=str(error))
-        return message
+        return message, encoded
 
     async def _hooked(
         self, rewrite: Any, names: list[str], value: Any, context: HookContext

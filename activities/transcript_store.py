@@ -275,14 +275,18 @@ class TranscriptStore:
         return messages
 
     async def extend(
-        self, base: str, prefix: tuple[Message, ...], appended: Sequence[Message]
+        self,
+        base: str,
+        prefix: tuple[Message, ...],
+        appended: Sequence[Message],
+        encodings: Sequence[str] | None = None,
     ) -> tuple[str, tuple[Message, ...]]:
-        """Store ``appended`` after the prefix named ``base``; return the new head."""
+        """Store ``appended`` after the prefix named ``base``; return the new head.
+        ``encodings``: their canonical JSON, when the caller has it already."""
         rows: list[Row] = []
         head = base
         for offset, message in enumerate(appended):
-            known = self._single_json.get(id(message))
-            encoded = known[1] if known and known[0] is message else canonical_json(message)
+            encoded = encodings[offset] if encodings is not None else self._json_of(message)
             parent, head = head, chain_hash(head, encoded)
             rows.append((head, parent, len(prefix) + offset, encoded))
         messages = prefix + tuple(appended)
@@ -312,6 +316,11 @@ class TranscriptStore:
         """The canonical JSON ``message`` was kept as by ``put_message`` (still cached)."""
         known = self._single_json.get(id(message))
         return known[1] if known and known[0] is message else None
+
+    def _json_of(self, message: Message) -> str:
+        """``message``'s canonical JSON: as kept by ``put_message``, else encoded now."""
+        kept = self.kept_json(message)
+        return kept if kept is not None else canonical_json(message)
 
     async def load_message(self, key: str) -> Message | None:
         found = self._singles.get(_scoped(key))

@@ -16,31 +16,33 @@ from durable_agent.transcript import content_hash, json_digest, payload_bytes
 DIGEST_BYTES = 48
 
 
-class ToolReturn(Contract):
-    """``run_tool``'s result when the call asks for it (``ToolCallInput.digested``)."""
+class _Digested(Contract):
+    """A message with what its worker worked out of it."""
 
-    message: ToolMessage
     digest: str
-    """``transcript.content_hash`` of ``message`` (the key its activity stored it by)."""
+    """``transcript.content_hash`` of ``message`` (a tool result's: the key its activity
+    stored it by)."""
     size: int = Field(ge=0)
     """``transcript.payload_bytes`` of ``message``."""
 
 
-class ModelReturn(Contract):
+class ToolReturn(_Digested):
+    """``run_tool``'s result when the call asks for it (``ToolCallInput.digested``)."""
+
+    message: ToolMessage
+
+
+class ModelReturn(_Digested):
     """``call_model``'s result when the call asks for it (``ModelCallInput.digested``):
     a reply of thousands of calls or a long answer joins the array without the
     workflow encoding it."""
 
     message: AssistantMessage
-    digest: str
-    """``transcript.content_hash`` of ``message``."""
-    size: int = Field(ge=0)
-    """``transcript.payload_bytes`` of ``message``."""
 
 
 class TranscriptPage(Contract):
     """``load_transcript``'s result when the page asks for it
-    (``LoadTranscriptInput.digested``): the messages and, for each, as ``ToolReturn``."""
+    (``LoadTranscriptInput.digested``): the messages, and each one's digest and size."""
 
     messages: list[Message]
     digests: list[str]

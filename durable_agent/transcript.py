@@ -137,6 +137,12 @@ class Transcript(Sequence[Message]):
     def root(self) -> str:
         return self._hashes[0]
 
+    @property
+    def takes_digests(self) -> bool:
+        """Its links take a message's content hash alone (the second chain): a digest
+        and size a worker works out spare the workflow encoding the message."""
+        return chain_of(self.root) == 2
+
     def encode_ahead(
         self, message: Message, digest: str | None = None, size: int | None = None
     ) -> None:
@@ -149,7 +155,7 @@ class Transcript(Sequence[Message]):
         if known is not None and known[0] is message:
             return  # told of already
         if digest is not None and size is not None:
-            encoded = None if chain_of(self.root) == 2 else canonical_json(message).encode()
+            encoded = None if self.takes_digests else canonical_json(message).encode()
             self._ahead[id(message)] = (message, encoded, size, digest)
         else:
             encoded = canonical_json(message).encode()
@@ -157,7 +163,7 @@ class Transcript(Sequence[Message]):
 
     def _known(self, count: int) -> None:
         """Hashes and sizes of the first ``count`` messages, from where they stopped."""
-        second = chain_of(self.root) == 2
+        second = self.takes_digests
         for message in self._messages[len(self._contents) : count]:
             ahead = self._ahead.pop(id(message), None)
             if ahead is not None and ahead[0] is message:

@@ -129,9 +129,7 @@ class LiveFeed:
                 self._publish(ApprovalDecided(approval_id=aid, record=record))
                 decided.append((aid, record))
         if decided:
-            by_id: dict[str, PendingApproval] = {}
-            for pending in state.pending:
-                by_id.setdefault(pending.approval_id, pending)
+            by_id = session.approvals.find_all()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
         self.metrics.phase(session.phase)
         idle = session.phase == "idle"

@@ -30,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.digests import ModelReturn
     from durable_agent.messages import AssistantMessage
-    from durable_agent.transcript import chain_of
     from durable_agent.workflows.patches import MODEL_REPLY_DIGEST_PATCH, patched
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from durable_agent.workflows.session.core import Session
@@ -196,7 +195,7 @@ class ModelCaller:
     def _reply_digested(self) -> bool:
         """Whether the model call returns its reply's digest and size (a session in the
         transcript's second chain, on today's code)."""
-        return chain_of(self._session.messages.root) == 2 and patched(MODEL_REPLY_DIGEST_PATCH)
+        return self._session.messages.takes_digests and patched(MODEL_REPLY_DIGEST_PATCH)
 
     async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
         """Wait durably until the endpoint's limiter keeps room for the call (or, if no

@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.spec import AgentInput, AgentSpec, SessionRules
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
-    from durable_agent.transcript import Transcript, chain_of
+    from durable_agent.transcript import Transcript
     from durable_agent.workflows.patches import patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
@@ -187,7 +187,7 @@ async def run_tool_groups(
     do not start: those slots are left for the Session to fill. ``joining``: the
     transcript the results join; in its second chain each activity works out its
     result's digest and size, which it is told of, so no result is encoded here."""
-    digests = joining if joining is not None and chain_of(joining.root) == 2 else None
+    digests = joining if joining is not None and joining.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
     results: dict[int, ToolMessage] = {}
     as_returned: set[int] = set()

@@ -229,7 +229,7 @@ class TranscriptSync:
         of at most ``PAGE_MESSAGES``: each is hashed into the array in one workflow
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
         most = _most_in_one(ref.count - len(self.messages), LOAD_PAGES_BY_COUNT_PATCH, True)
-        digested = chain_of(self.messages.root) == 2 or None
+        digested = self.messages.takes_digests or None
         while len(self.messages) < ref.count:
             start = len(self.messages)
             request = LoadTranscriptInput(
