@@ -45,9 +45,16 @@ from durable_agent.contracts import (
     SummaryCallInput,
     TranscriptRef,
 )
-from durable_agent.digests import DIGEST_BYTES, ModelReturn, TranscriptPage, digested
+from durable_agent.digests import (
+    DIGEST_BYTES,
+    ModelReturn,
+    ReplyCallsInput,
+    TranscriptPage,
+    digested,
+    first_calls,
+)
 from durable_agent.message_sinks import MessageSink
-from durable_agent.messages import AssistantMessage, Message, Usage
+from durable_agent.messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent.model_inputs import fit_request, json_object_format
 from durable_agent.observability.gen_ai_spans import model_call_span, record_failure, record_reply
 from durable_agent.provider import (
@@ -174,18 +181,40 @@ class ModelActivities:
         if messages is None or len(messages) != page.transcript.count:
             raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
+        wholes: list[Message] = []
         sizes: list[int] = []
-        total = 0
-        for message in messages[page.start :][: page.max_messages]:
-            sizes.append(payload_bytes(message))
-            total += sizes[-1] + (DIGEST_BYTES if page.digested else 0)
+        total, cut = 0, None
+        most_calls = page.calls_per_page if page.digested else None  # a cut needs its count
+        for whole in messages[page.start :][: page.max_messages]:
+            message, cut = first_calls(whole, most_calls)
+            size = payload_bytes(whole)
+            total += (payload_bytes(message) if cut else size) + (
+                DIGEST_BYTES if page.digested else 0
+            )
             if taken and total > page.max_bytes:
+                cut = None
                 break
             taken.append(message)
+            wholes.append(whole)
+            sizes.append(size)
+            if cut is not None:  # the page ends here; the workflow reads the rest of it
+                await self.transcripts.put_message(whole)
+                break
         if not page.digested:
             return taken
-        digests = [content_hash(message) for message in taken]  # sizes are known
-        return TranscriptPage(messages=taken, digests=digests, sizes=sizes[: len(taken)])
+        # a cut message's digest and size are the whole one's
+        digests = [content_hash(message) for message in wholes]
+        return TranscriptPage(messages=taken, digests=digests, sizes=sizes, calls=cut)
+
+    @activity.defn(name="reply_calls")
+    @heartbeats
+    async def reply_calls(self, page: ReplyCallsInput) -> list[ToolCall]:
+        """Tool calls of a message the store keeps whole (a reply or a page read back was
+        cut to its first ones): a page of them per workflow task, however many it has."""
+        message = await self.transcripts.load_message(page.key)
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            raise transcript_unknown(f"no message {page.key} with tool calls")
+        return message.tool_calls[page.start : page.stop]
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
@@ -195,7 +224,11 @@ class ModelActivities:
         if not call.digested:
             return message
         digest, size = digested(message, encoded)
-        return ModelReturn(message=message, digest=digest, size=size)
+        first, calls = first_calls(message, call.calls_per_page)
+        if calls is not None:  # kept whole, where ``reply_calls`` reads the rest
+            await self.transcripts.put_message(message, encoded)
+        assert isinstance(first, AssistantMessage)
+        return ModelReturn(message=first, digest=digest, size=size, calls=calls)
 
     async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str]:
         """The reply and its canonical JSON (encoded once: the store's link, the digest)."""

@@ -295,10 +295,11 @@ class TranscriptStore:
         self._remember(head, messages)
         return head, messages
 
-    async def put_message(self, message: Message) -> str:
+    async def put_message(self, message: Message, encoded: str | None = None) -> str:
         """Keep one message by its content hash (a tool result, before the workflow has
-        placed it in the chain)."""
-        encoded = canonical_json(message)
+        placed it in the chain; a reply the workflow reads in pages). ``encoded``: its
+        canonical JSON, when the caller has it."""
+        encoded = canonical_json(message) if encoded is None else encoded
         key = json_digest(encoded)
         replaced = self._singles.get(_scoped(key))
         if replaced is not None:

@@ -176,6 +176,8 @@ class ModelCallInput(Contract):
     """The call waited for room on its endpoint's limit, which keeps room for it now."""
     digested: bool | None = None
     """Answer with a ``digests.ModelReturn`` (the reply with its digest and size)."""
+    calls_per_page: int | None = Field(default=None, gt=0)
+    """A reply of more tool calls comes with only this many, and the store keeps it whole."""
 
 
 class SummaryCallInput(ModelCallInput):
@@ -204,6 +206,8 @@ class LoadTranscriptInput(Contract):
     max_messages: int | None = Field(default=None, gt=0)
     digested: bool | None = None
     """Answer with a ``digests.TranscriptPage`` (each message's digest and size too)."""
+    calls_per_page: int | None = Field(default=None, gt=0)
+    """A message of more tool calls ends the page, with only this many of them."""
 
 
 class ToolCallInput(Contract):

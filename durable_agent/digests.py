@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from durable_agent.contract_base import Contract
-from durable_agent.messages import AssistantMessage, Message, ToolMessage
+from durable_agent.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from durable_agent.transcript import content_hash, json_digest, payload_bytes
 
 #: What one message's digest and size add to a page in a payload (a 32-character hash,
@@ -38,6 +38,9 @@ class ModelReturn(_Digested):
     workflow encoding it."""
 
     message: AssistantMessage
+    calls: int | None = None
+    """The reply's number of tool calls, when ``message`` holds only the first of them
+    (``ModelCallInput.calls_per_page``): the rest are read with ``reply_calls``."""
 
 
 class TranscriptPage(Contract):
@@ -47,12 +50,38 @@ class TranscriptPage(Contract):
     messages: list[Message]
     digests: list[str]
     sizes: list[int]
+    calls: int | None = None
+    """The last message's number of tool calls, when it holds only the first of them
+    (``LoadTranscriptInput.calls_per_page``): the rest are read with ``reply_calls``."""
 
     @model_validator(mode="after")
     def _one_each(self) -> TranscriptPage:
         if not len(self.messages) == len(self.digests) == len(self.sizes):
             raise ValueError("a page needs one digest and one size per message")
         return self
+
+
+class ReplyCallsInput(Contract):
+    """Read tool calls ``start`` to ``stop`` of a message the workers' store keeps by its
+    content hash (a model's reply or a page read back, cut to its first calls)."""
+
+    key: str
+    start: int = Field(ge=0)
+    stop: int = Field(gt=0)
+
+
+def first_calls(message: Message, most: int | None) -> tuple[Message, int | None]:
+    """``message`` with at most ``most`` of its tool calls, and how many it has when it
+    was cut (``None``: it is whole)."""
+    calls = message.tool_calls if isinstance(message, AssistantMessage) else None
+    if most is None or calls is None or len(calls) <= most:
+        return message, None
+    return message.model_copy(update={"tool_calls": calls[:most]}), len(calls)
+
+
+def with_calls(message: AssistantMessage, calls: list[ToolCall]) -> AssistantMessage:
+    """``message`` with ``calls`` for its tool calls (nothing validated or encoded)."""
+    return message.model_copy(update={"tool_calls": calls})
 
 
 def digested(message: Message, encoded: str | None = None) -> tuple[str, int]:

@@ -132,6 +132,7 @@ class DurableAgentPlugin(SimplePlugin):
                 model.call_model,
                 model.store_transcript,
                 model.load_transcript,
+                model.reply_calls,
                 resumption.closed_conversation,
                 resumption.forked_conversation,
                 resumption.started_conversation,

@@ -4,7 +4,7 @@ Older histories, without a baseline or with the first one, replay as they did
 (``tests/test_replay.py`` replays all of them: ``baselined`` was recorded with the
 first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with the third,
 ``second_chain`` with the fourth, ``stored_prefix_kept`` with the fifth,
-``model_reply_digested`` with today's)."""
+``model_reply_digested`` with the sixth, ``tool_calls_in_pages`` with today's)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ from durable_agent.workflows.patches import (
     FOURTH_BASELINED,
     SECOND_BASELINE_PATCH,
     SECOND_BASELINED,
+    SIXTH_BASELINE_PATCH,
+    SIXTH_BASELINED,
     THIRD_BASELINE_PATCH,
     THIRD_BASELINED,
 )
@@ -57,16 +59,17 @@ def test_the_baseline_stands_for_patches_the_code_names() -> None:
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
     baselines = {
         BASELINE_PATCH,
+        SIXTH_BASELINE_PATCH,
         FIFTH_BASELINE_PATCH,
         FOURTH_BASELINE_PATCH,
         THIRD_BASELINE_PATCH,
         SECOND_BASELINE_PATCH,
         FIRST_BASELINE_PATCH,
     }
-    assert baselines <= named and len(baselines) == 6
+    assert baselines <= named and len(baselines) == 7
     assert not baselines & BASELINED
     assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED
-    assert FOURTH_BASELINED < FIFTH_BASELINED < BASELINED
+    assert FOURTH_BASELINED < FIFTH_BASELINED < SIXTH_BASELINED < BASELINED
     assert len(FIRST_BASELINED) == 14
 
 

@@ -76,7 +76,9 @@ def test_histories_are_recorded() -> None:
         "second_chain_continued",  # a continued run's pages read back with digests
         "titled_at_start",  # titled by the start's memo: no upsert of its own
         "stored_prefix_kept",  # the fifth: carried by reference, nothing stored again
-        "model_reply_digested",  # today's: each model reply joined by its digest
+        "model_reply_digested",  # the sixth: each model reply joined by its digest
+        "tool_calls_in_pages",  # today's: a reply of 7 calls read in pages of 3
+        "tool_calls_in_pages_continued",  # and the page read back that holds it
     }
 
 

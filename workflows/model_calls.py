@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.digests import ModelReturn
     from durable_agent.messages import AssistantMessage
     from durable_agent.workflows.patches import MODEL_REPLY_DIGEST_PATCH, patched
+    from durable_agent.workflows.reply_pages import calls_per_page, whole_message
     from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import setup_digest
@@ -145,6 +146,7 @@ class ModelCaller:
             digests = not extra and self._reply_digested()
             if digests:
                 fields["digested"] = True
+                fields["calls_per_page"] = calls_per_page()
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.capacity_ready = False  # a "ready" from here on is for this call
             handle = workflow.start_activity(
@@ -186,10 +188,15 @@ class ModelCaller:
                 return failure(error, rules.recovery_limit_seconds)
             self._known.add(digest)
             if isinstance(returned, ModelReturn):
-                self._session.messages.encode_ahead(
-                    returned.message, returned.digest, returned.size
-                )
-                return returned.message
+                reply = returned.message
+                if returned.calls is not None:  # the rest of its calls, a page a task
+                    beat = timedelta(seconds=rules.heartbeat_timeout_seconds)
+                    try:
+                        reply = await whole_message(reply, returned.digest, returned.calls, beat)
+                    except ActivityError as error:
+                        return failure(error, rules.recovery_limit_seconds)
+                self._session.messages.encode_ahead(reply, returned.digest, returned.size)
+                return reply
             return returned
 
     def _reply_digested(self) -> bool:

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and a model's reply joined to
-#: the array by the digest and size its worker worked out.
-BASELINE_PATCH = "baseline-2026-11-26e"
+#: The baseline a new run records: every patch before it, and a message of more tool
+#: calls than one page read a page per workflow task.
+BASELINE_PATCH = "baseline-2026-11-27"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: fifth took in an array carried by reference without its stored prefix sent again, the
+#: sixth took in a model's reply joined to the array by the digest and size its worker
+#: worked out, the fifth in an array carried by reference without its stored prefix sent again, the
 #: fourth in the transcript's second chain and a title the start's memo holds not
 #: upserted again, the third pages of the array of at most 500 messages, the second the
 #: two checks at a run's start made on the workflow's own worker.
+SIXTH_BASELINE_PATCH = "baseline-2026-11-26e"
 FIFTH_BASELINE_PATCH = "baseline-2026-11-26d"
 FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
 THIRD_BASELINE_PATCH = "baseline-2026-11-26b"
@@ -40,6 +42,9 @@ TITLE_AT_START_PATCH = "title-in-start-memo"
 STORED_PREFIX_KEPT_PATCH = "hand-over-keeps-stored-prefix"
 #: A model's reply comes with its digest and size (``model_calls``).
 MODEL_REPLY_DIGEST_PATCH = "model-reply-digested"
+#: A message of more tool calls than one page comes with the first page of them, and the
+#: rest are read a page per workflow task (``reply_pages``).
+CALLS_IN_PAGES_PATCH = "tool-calls-in-pages"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -63,10 +68,12 @@ SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
 THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
 FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
 FIFTH_BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
-BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
+SIXTH_BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
+BASELINED = SIXTH_BASELINED | {CALLS_IN_PAGES_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (SIXTH_BASELINE_PATCH, SIXTH_BASELINED),
     (FIFTH_BASELINE_PATCH, FIFTH_BASELINED),
     (FOURTH_BASELINE_PATCH, FOURTH_BASELINED),
     (THIRD_BASELINE_PATCH, THIRD_BASELINED),

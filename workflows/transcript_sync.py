@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.messages import Message
     from durable_agent.transcript import Transcript, chain_of
     from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
+    from durable_agent.workflows.reply_pages import calls_per_page, whole_message
     from durable_agent.workflows.retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
@@ -230,6 +231,7 @@ class TranscriptSync:
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
         most = _most_in_one(ref.count - len(self.messages), LOAD_PAGES_BY_COUNT_PATCH, True)
         digested = self.messages.takes_digests or None
+        most_calls = calls_per_page() if digested else None
         while len(self.messages) < ref.count:
             start = len(self.messages)
             request = LoadTranscriptInput(
@@ -238,6 +240,7 @@ class TranscriptSync:
                 max_bytes=self.room,
                 max_messages=most,
                 digested=digested,
+                calls_per_page=most_calls,
             )
             page: list[Message] | TranscriptPage = await workflow.execute_activity(
                 "load_transcript",
@@ -249,6 +252,10 @@ class TranscriptSync:
                 summary=f"load_transcript from message {len(self.messages)}",
             )
             if isinstance(page, TranscriptPage):  # the second chain: nothing encoded here
+                if page.calls is not None:  # its last message's calls, a page a task
+                    last = page.messages[-1]
+                    whole = await whole_message(last, page.digests[-1], page.calls, self._heartbeat)
+                    page.messages[-1] = whole
                 for message, digest, size in zip(
                     page.messages, page.digests, page.sizes, strict=True
                 ):

@@ -14,7 +14,7 @@ from temporalio.converter import PayloadConverter
 
 from durable_agent.contracts import ModelCallInput, ModelSetup, ToolCallInput
 from durable_agent.digests import ModelReturn, ToolReturn
-from durable_agent.messages import AssistantMessage, Message, ToolMessage
+from durable_agent.messages import AssistantMessage, Message, ToolCall, ToolMessage
 
 
 @dataclass
@@ -91,12 +91,15 @@ def _add_run(
 ) -> None:
     scheduled: dict[int, tuple[str, Any, datetime]] = {}
     started: dict[int, datetime] = {}
+    replied: tuple[datetime, int] | None = None  # the last reply: its further calls' pages
     for event in events:
         at = event.event_time.ToDatetime()
         if event.HasField("activity_task_scheduled_event_attributes"):
             attributes = event.activity_task_scheduled_event_attributes
             kind = attributes.activity_type.name
-            if kind in ("call_model", "run_tool"):
+            if kind == "reply_calls":
+                scheduled[event.event_id] = (kind, None, at)
+            elif kind in ("call_model", "run_tool"):
                 payload = attributes.input.payloads[0]
                 call_type = ModelCallInput if kind == "call_model" else ToolCallInput
                 call = converter.from_payload(payload, call_type)
@@ -111,18 +114,26 @@ def _add_run(
             if completed.scheduled_event_id not in scheduled:
                 continue
             kind, call, _ = scheduled[completed.scheduled_event_id]
+            if kind == "reply_calls":  # more of the last reply's calls
+                page = converter.from_payload(completed.result.payloads[0], list[ToolCall])
+                if replied is not None:
+                    for tool_call in page:
+                        asked.setdefault(tool_call.id, []).append(replied)
+                continue
             begin = started.get(completed.scheduled_event_id, at)
             result_type: type[Any] = AssistantMessage if kind == "call_model" else ToolMessage
             if call.digested:  # the result with its digest and size
                 result_type = ModelReturn if kind == "call_model" else ToolReturn
             result = converter.from_payload(completed.result.payloads[0], result_type)
+            calls = result.calls if isinstance(result, ModelReturn) else None
             if isinstance(result, ToolReturn | ModelReturn):
                 result = result.message
             if isinstance(result, AssistantMessage):
                 setup = setups.get(call.setup_digest)
-                timeline.spans.append(_model_span(call, result, begin, at, setup))
+                timeline.spans.append(_model_span(call, result, begin, at, setup, calls))
+                replied = (at, call.turn)
                 for tool_call in result.tool_calls or []:
-                    asked.setdefault(tool_call.id, []).append((at, call.turn))
+                    asked.setdefault(tool_call.id, []).append(replied)
             elif isinstance(result, ToolMessage):
                 timeline.spans.append(_tool_span(call, result, begin, at))
 
@@ -133,13 +144,14 @@ def _model_span(
     begin: datetime,
     end: datetime,
     setup: ModelSetup | None,
+    calls: int | None = None,
 ) -> Span:
     usage = reply.usage
     billed = [u for u in (usage, reply.voided_usage) if u is not None]
     price = setup.price if setup is not None else None
     cost = sum(price.cost_usd(u) for u in billed) if price is not None else None
     who = f"{reply.agent_name}: " if reply.agent_name else ""
-    calls = len(reply.tool_calls or [])
+    calls = calls if calls is not None else len(reply.tool_calls or [])  # all, if in pages
     detail = f"{calls} tool call{'s' * (calls != 1)}" if calls else (reply.finish_reason or "")
     return Span(
         kind="model",

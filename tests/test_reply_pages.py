@@ -1,0 +1,160 @@
+"""A message of more tool calls than one page reaches the workflow a page per workflow
+task: the model's reply, and the page read back after continue-as-new that holds it.
+The calls run, wait for people and pair with their results as if it came whole."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.activities.model import ModelActivities
+from durable_agent.cli.trace import read_timeline
+from durable_agent.contracts import TRANSCRIPT_UNKNOWN
+from durable_agent.digests import ReplyCallsInput
+from durable_agent.messages import ToolMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
+from durable_agent.workflows import reply_pages
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+
+WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
+#: Results this long put the array over the smallest payload budget: it is carried to
+#: the next run by reference and read back in pages.
+LOUDER = 400
+
+paged = ToolRegistry()
+
+
+@tool(registry=paged, approval="always")
+def shout(word: str) -> str:
+    """Say it louder, at length (once a person agrees)."""
+    return word.upper() * LOUDER
+
+
+async def test_a_reply_of_more_calls_than_a_page_is_read_a_page_per_task(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven calls in pages of three: the reply brings three and the count, two more
+    activities bring the rest; all seven wait for a person, run, and pair in request
+    order. After continue-as-new the page read back that holds the reply is cut the same
+    way, and the model sees the whole array again."""
+    monkeypatch.setattr(reply_pages, "CALLS_PER_PAGE", 3)
+    script = [
+        assistant_calls(*[("shout", {"word": w}) for w in WORDS]),
+        assistant_text("first"),
+        assistant_text("second"),
+    ]
+    with ScriptedProvider(script) as provider:
+        session = {"continue_as_new_after_events": 20, "payload_budget_bytes": 10_000}
+        spec = spec_for(provider, ["shout"], session=session)
+        async with running_worker(temporal_env, task_queue, paged) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "go")
+            first_run = (await agents._handle(sid).describe()).run_id
+            pending = await wait_for(lambda: _all_waiting(agents, sid), timeout=60)
+            for each in pending:  # one person's decision each: every one has a span
+                await agents.approve(sid, each.approval_id, by="ana")
+            answered = [each.approval_id for each in pending]
+            assert (await agents.wait(sid, answered=answered, timeout=60)).kind == "reply"
+            await wait_for(lambda: _runs_past(agents, sid, 1), timeout=60)
+            second_run = (await agents._handle(sid).describe()).run_id
+            index = await agents.send(sid, "again")
+            await agents.wait(sid, after=index, timeout=60)
+            timeline = await read_timeline(agents, sid)
+            await agents.end(sid)
+            first = client.get_workflow_handle(sid, run_id=first_run)
+            second = client.get_workflow_handle(sid, run_id=second_run)
+            await record_history(first, "tool_calls_in_pages")
+            await record_history(second, "tool_calls_in_pages_continued")
+            histories = [await first.fetch_history(), await second.fetch_history()]
+    assert [p.slot for p in pending] == list(range(7))
+    assert [json.loads(p.arguments)["word"] for p in pending] == WORDS
+
+    # the reply came with three of its calls and their count; the rest in two pages
+    [returned] = _results(histories[0], "call_model")[:1]
+    assert len(returned["message"]["tool_calls"]) == 3 and returned["calls"] == 7
+    pages = [(p["start"], p["stop"]) for p in _inputs(histories[0], "reply_calls")]
+    assert pages == [(3, 6), (6, 7)]
+    # after continue-as-new, the page that holds the reply ends at it, cut the same way
+    loaded = _results(histories[1], "load_transcript")
+    [cut] = [page for page in loaded if page.get("calls") is not None]
+    assert cut["calls"] == 7 and len(cut["messages"][-1]["tool_calls"]) == 3
+    assert sum(len(page["messages"]) for page in loaded) == 10 and len(loaded) > 2
+    assert [(p["start"], p["stop"]) for p in _inputs(histories[1], "reply_calls")] == pages
+
+    # the model saw every call, and every result in request order, in both runs
+    bodies = provider.bodies()
+    assert len(bodies) == 3
+    for body in bodies[1:]:
+        [reply] = [m for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls")]
+        words = [json.loads(c["function"]["arguments"])["word"] for c in reply["tool_calls"]]
+        ids = [c["id"] for c in reply["tool_calls"]]
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        assert words == WORDS
+        assert [m["tool_call_id"] for m in results] == ids
+        assert [m["content"] for m in results] == [w.upper() * LOUDER for w in WORDS]
+    # the trace counts all seven calls, and a person's wait for each
+    [paged_call] = [s for s in timeline.of("model") if s.detail.endswith("tool calls")]
+    assert paged_call.detail == "7 tool calls"
+    approvals = timeline.of("approval")
+    assert sorted(s.label for s in approvals) == ["shout"] * 7
+    assert all("approved by ana" in s.detail for s in approvals)
+
+
+async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_knows() -> None:
+    """A store that lost the message (a ``memory:`` store whose worker restarted) says so
+    with the error the workflow answers, not with a short page."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    activities = ModelActivities()
+    message = assistant_calls(("shout", {"word": "a"}), ("shout", {"word": "b"}))
+    key = await activities.transcripts.put_message(message)
+    kept = await ActivityEnvironment().run(
+        activities.reply_calls, ReplyCallsInput(key=key, start=1, stop=2)
+    )
+    assert message.tool_calls is not None and kept == message.tool_calls[1:]
+    with pytest.raises(ApplicationError) as lost:
+        await ActivityEnvironment().run(
+            activities.reply_calls, ReplyCallsInput(key="v" + "0" * 31, start=0, stop=1)
+        )
+    assert lost.value.type == TRANSCRIPT_UNKNOWN and lost.value.non_retryable
+    answer = ToolMessage(tool_call_id="c", content="x")
+    with pytest.raises(ApplicationError):  # a message without calls has no pages
+        await ActivityEnvironment().run(
+            activities.reply_calls,
+            ReplyCallsInput(key=await activities.transcripts.put_message(answer), start=0, stop=1),
+        )
+
+
+async def _all_waiting(agents: AgentClient, sid: str) -> Any:
+    pending = await agents.pending_approvals(sid)
+    return pending if len(pending) == len(WORDS) else None
+
+
+async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
+    return True if (await agents.status(sid)).runs > runs else None
+
+
+def _inputs(history: Any, name: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        for e in history.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == name
+    ]
+
+
+def _results(history: Any, name: str) -> list[dict[str, Any]]:
+    found = []
+    for event in history.events:
+        if not event.HasField("activity_task_completed_event_attributes"):
+            continue
+        completed = event.activity_task_completed_event_attributes
+        scheduled = history.events[completed.scheduled_event_id - 1]
+        if scheduled.activity_task_scheduled_event_attributes.activity_type.name == name:
+            found.append(json.loads(completed.result.payloads[0].data))
+    return found

@@ -1,0 +1,61 @@
+"""A message of thousands of tool calls read a page per workflow task.
+
+Decoding a reply of 2,500 calls takes its task longer than a reply of a hundred takes
+all of its work, and so does a page read back that holds it after continue-as-new. The
+worker sends such a message with its first ``CALLS_PER_PAGE`` calls (and keeps it whole
+in the store); the rest come from ``reply_calls``, one page per activity, so each task
+decodes one page. Pages are read one after the other: results of activities running
+at once would arrive in one task together.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.digests import ReplyCallsInput, with_calls
+    from durable_agent.messages import AssistantMessage, Message, ToolCall
+    from durable_agent.workflows.patches import CALLS_IN_PAGES_PATCH, patched
+    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+
+#: Tool calls one payload brings at most (a task decodes a page in about a millisecond).
+CALLS_PER_PAGE = 250
+
+
+def calls_per_page() -> int | None:
+    """What a model call or a page read back asks for (``None`` on runs from before)."""
+    return CALLS_PER_PAGE if patched(CALLS_IN_PAGES_PATCH) else None
+
+
+async def whole_message(
+    message: Message, key: str, calls: int, heartbeat: timedelta | None
+) -> AssistantMessage:
+    """``message`` (cut to its first tool calls) with all ``calls`` of them, read from the
+    store where the worker kept it under ``key``, a page at a time, each page as long as
+    the first (the page the worker chose; a replay reads the same pages)."""
+    if not isinstance(message, AssistantMessage) or not message.tool_calls:
+        raise ApplicationError("only a message with tool calls is sent in pages")
+    read: list[ToolCall] = list(message.tool_calls)
+    per_page = len(read)
+    while len(read) < calls:
+        start, stop = len(read), min(len(read) + per_page, calls)
+        page: list[ToolCall] = await workflow.execute_activity(
+            "reply_calls",
+            ReplyCallsInput(key=key, start=start, stop=stop),
+            result_type=list[ToolCall],
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=heartbeat,
+            retry_policy=LOST_WORK_RETRIES,
+            summary=f"reply_calls {start}-{stop} of {calls}",
+        )
+        if len(page) != stop - start:
+            raise ApplicationError(
+                f"the store holds {start + len(page)} of the message's {calls} tool calls",
+                type="TranscriptMismatch",
+                non_retryable=True,
+            )
+        read.extend(page)
+    return with_calls(message, read)
