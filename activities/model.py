@@ -50,6 +50,7 @@ from durable_agent.digests import (
     ModelReturn,
     ReplyCallsInput,
     TranscriptPage,
+    arguments_checked,
     digested,
     first_calls,
 )
@@ -228,7 +229,10 @@ class ModelActivities:
         if calls is not None:  # kept whole, where ``reply_calls`` reads the rest
             await self.transcripts.put_message(message, encoded)
         assert isinstance(first, AssistantMessage)
-        return ModelReturn(message=first, digest=digest, size=size, calls=calls)
+        checked = arguments_checked(message)
+        return ModelReturn(
+            message=first, digest=digest, size=size, calls=calls, arguments_checked=checked
+        )
 
     async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str]:
         """The reply and its canonical JSON (encoded once: the store's link, the digest)."""

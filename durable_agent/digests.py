@@ -5,6 +5,8 @@ workflow then joins them to the array without encoding or hashing them itself, s
 
 from __future__ import annotations
 
+import json
+
 from pydantic import Field, model_validator
 
 from durable_agent.contract_base import Contract
@@ -41,6 +43,9 @@ class ModelReturn(_Digested):
     calls: int | None = None
     """The reply's number of tool calls, when ``message`` holds only the first of them
     (``ModelCallInput.calls_per_page``): the rest are read with ``reply_calls``."""
+    arguments_checked: bool | None = None
+    """Every tool call's arguments are a JSON object (``arguments_problem`` found none):
+    the workflow does not parse them again."""
 
 
 class TranscriptPage(Contract):
@@ -68,6 +73,25 @@ class ReplyCallsInput(Contract):
     key: str
     start: int = Field(ge=0)
     stop: int = Field(gt=0)
+
+
+def arguments_problem(arguments: str) -> str | None:
+    """What keeps a call's raw arguments from being a tool's input (empty ones are read
+    as ``{}``), said as the end of a sentence; ``None``: nothing."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return "are not valid JSON"
+    return None if isinstance(parsed, dict) else "are not a JSON object"
+
+
+def arguments_checked(message: AssistantMessage) -> bool | None:
+    """``True`` when the message has tool calls and ``arguments_problem`` finds nothing
+    in any of them (``None`` otherwise: the workflow looks for itself)."""
+    calls = message.tool_calls
+    if not calls or any(arguments_problem(c.function.arguments) for c in calls):
+        return None
+    return True
 
 
 def first_calls(message: Message, most: int | None) -> tuple[Message, int | None]:

@@ -20,6 +20,7 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.workflows import reply_pages
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.histories import activity_inputs, activity_results
 
 WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
 #: Results this long put the array over the smallest payload budget: it is carried to
@@ -75,16 +76,17 @@ async def test_a_reply_of_more_calls_than_a_page_is_read_a_page_per_task(
     assert [json.loads(p.arguments)["word"] for p in pending] == WORDS
 
     # the reply came with three of its calls and their count; the rest in two pages
-    [returned] = _results(histories[0], "call_model")[:1]
+    [returned] = activity_results(histories[0], "call_model")[:1]
     assert len(returned["message"]["tool_calls"]) == 3 and returned["calls"] == 7
-    pages = [(p["start"], p["stop"]) for p in _inputs(histories[0], "reply_calls")]
+    assert returned["arguments_checked"] is True  # the workflow parses none of them
+    pages = [(p["start"], p["stop"]) for p in activity_inputs(histories[0], "reply_calls")]
     assert pages == [(3, 6), (6, 7)]
     # after continue-as-new, the page that holds the reply ends at it, cut the same way
-    loaded = _results(histories[1], "load_transcript")
+    loaded = activity_results(histories[1], "load_transcript")
     [cut] = [page for page in loaded if page.get("calls") is not None]
     assert cut["calls"] == 7 and len(cut["messages"][-1]["tool_calls"]) == 3
     assert sum(len(page["messages"]) for page in loaded) == 10 and len(loaded) > 2
-    assert [(p["start"], p["stop"]) for p in _inputs(histories[1], "reply_calls")] == pages
+    assert [(p["start"], p["stop"]) for p in activity_inputs(histories[1], "reply_calls")] == pages
 
     # the model saw every call, and every result in request order, in both runs
     bodies = provider.bodies()
@@ -138,23 +140,3 @@ async def _all_waiting(agents: AgentClient, sid: str) -> Any:
 
 async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
     return True if (await agents.status(sid)).runs > runs else None
-
-
-def _inputs(history: Any, name: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
-        for e in history.events
-        if e.activity_task_scheduled_event_attributes.activity_type.name == name
-    ]
-
-
-def _results(history: Any, name: str) -> list[dict[str, Any]]:
-    found = []
-    for event in history.events:
-        if not event.HasField("activity_task_completed_event_attributes"):
-            continue
-        completed = event.activity_task_completed_event_attributes
-        scheduled = history.events[completed.scheduled_event_id - 1]
-        if scheduled.activity_task_scheduled_event_attributes.activity_type.name == name:
-            found.append(json.loads(completed.result.payloads[0].data))
-    return found

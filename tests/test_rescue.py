@@ -30,6 +30,7 @@ from tests.support.agent_harness import (
     spec_for,
     start_session,
 )
+from tests.support.histories import activity_results
 from tests.support.session_driver import SessionDriver
 
 registry = ToolRegistry()
@@ -168,12 +169,17 @@ async def test_every_strategy_on_the_real_server(
             results = {s: await asyncio.wait_for(h.result(), 30) for s, h in handles.items()}
             arrays = {s: await query_messages(h) for s, h in handles.items()}
             await record_history(handles["correct"], "rescue")
+            corrected = await handles["correct"].fetch_history()
     assert results["correct"].final.content == "Oslo: 55F rainy"
     assert [m.role for m in arrays["correct"]] == [
         "user", "assistant", "tool", "resque", "assistant", "tool", "assistant",
     ]  # fmt: skip
     broken = arrays["correct"][2]
     assert isinstance(broken, ToolMessage) and "not valid JSON" in broken.content
+    # the worker vouched for the good calls' arguments only: the broken ones the workflow
+    # parsed and rescued
+    replies = activity_results(corrected, "call_model")
+    assert [r.get("arguments_checked") for r in replies] == [None, True, None]
     assert results["flush"].final.content == "Oslo: 55F rainy"
     assert isinstance(arrays["flush"][4], FlushMessage)
     assert results["fail"].status == "failed" and results["fail"].stop_reason == "unusable_reply"

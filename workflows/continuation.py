@@ -44,16 +44,18 @@ async def hand_over(
     asked = session.state.move_to_current
     if upgrade:  # the next run is on the current build: the request is carried out
         session.state.move_to_current = False
-    events = feed.state_for_next_run()
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
-    bare = state.model_copy(update={"messages": []})
-    others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
-    room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
     # a long array by reference without sizing it (sizing hashes every message not yet
-    # hashed, and the next run would decode it all in its first task)
-    long = len(messages) > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH)
-    by_reference = long or others + messages.json_bytes() > room
+    # hashed, and the next run would decode it all in its first task), nor the rest
+    # (the event log is cut and encoded once, when the array is stored)
+    by_reference = len(messages) > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH)
+    if not by_reference:
+        events = feed.state_for_next_run()
+        bare = state.model_copy(update={"messages": []})
+        others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
+        room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
+        by_reference = others + messages.json_bytes() > room
     if by_reference:
         # too big for one payload (or too long): the store gets what it lacks, in pieces,
         # and the next run reads the array back from there. What the model calls stored

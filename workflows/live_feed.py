@@ -82,6 +82,7 @@ class LiveFeed:
         self._agent = session.agent_name
         self._trimmed = 0
         self._published = 0
+        self._sizes = EventSizes()
         self.metrics = SessionMetrics()
 
     def resume(self) -> None:
@@ -94,6 +95,7 @@ class LiveFeed:
 
     def _publish(self, event: Any) -> None:
         self._topic.publish(event_payload(event))
+        self._sizes.published(self._stream)
         self._published += 1
         if self._published % TRIM_EVERY_EVENTS == 0:
             self._trim()
@@ -225,21 +227,60 @@ class LiveFeed:
         these too)."""
         self.metrics.handed_over()
         room = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
-        keep_newest(self._stream, room)
+        keep_newest(self._stream, room, self._sizes)
         return self._stream.get_state()
 
     def _trim(self) -> None:
-        if log_over(self._stream, LOG_MAX_BYTES):
-            keep_newest(self._stream, LOG_MAX_BYTES // 2)
+        if log_over(self._stream, LOG_MAX_BYTES, self._sizes):
+            keep_newest(self._stream, LOG_MAX_BYTES // 2, self._sizes)
 
 
-def keep_newest(stream: WorkflowStream, max_bytes: int) -> None:
+class EventSizes:
+    """Each logged event's wire size, worked out in the task that published it: a look
+    at the log's size then adds numbers instead of sizing a thousand events in one task
+    (events the stream took by signal, the model's text deltas, are sized when first
+    looked at). Kept by offset from the log's first; offsets only grow."""
+
+    def __init__(self) -> None:
+        self._first = 0
+        self._sizes: list[int | None] = []
+
+    def published(self, stream: WorkflowStream) -> None:
+        """The newest event was just published."""
+        base, items = logged(stream)
+        if base == self._first and len(items) == len(self._sizes) + 1:
+            self._sizes.append(wire_size(items[-1]))
+        else:  # the log was cut, or took events by signal, since
+            self.aligned(stream)
+            self._sizes[-1] = wire_size(items[-1])
+
+    def aligned(self, stream: WorkflowStream) -> tuple[int, list[WorkflowStreamItem[Payload]]]:
+        """``logged(stream)``, with a slot for each of its events (what was cut, gone)."""
+        base, items = logged(stream)
+        if not self._first <= base <= self._first + len(self._sizes):
+            self._first, self._sizes = base, []
+        del self._sizes[: base - self._first]
+        self._first = base
+        del self._sizes[len(items) :]
+        self._sizes.extend([None] * (len(items) - len(self._sizes)))
+        return base, items
+
+    def at(self, index: int, item: WorkflowStreamItem[Payload]) -> int:
+        """The size of the log's ``index``-th event (call ``aligned`` first)."""
+        size = self._sizes[index]
+        if size is None:
+            size = self._sizes[index] = wire_size(item)
+        return size
+
+
+def keep_newest(stream: WorkflowStream, max_bytes: int, sizes: EventSizes | None = None) -> None:
     """Drop the oldest events of the log past ``max_bytes`` of wire size (only the
-    newest, the ones kept, are sized)."""
-    base, items = logged(stream)
+    newest, the ones kept, are sized; ``sizes``: those known already)."""
+    base, items = logged(stream) if sizes is None else sizes.aligned(stream)
     total, keep = 0, 0
-    for item in reversed(items):
-        total += wire_size(item)
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        total += wire_size(item) if sizes is None else sizes.at(index, item)
         if total > max_bytes:
             break
         keep += 1
@@ -247,11 +288,12 @@ def keep_newest(stream: WorkflowStream, max_bytes: int) -> None:
         stream.truncate(base + len(items) - keep)
 
 
-def log_over(stream: WorkflowStream, max_bytes: int) -> bool:
+def log_over(stream: WorkflowStream, max_bytes: int, sizes: EventSizes | None = None) -> bool:
     """The log is over ``max_bytes`` of wire size (sized until it is)."""
+    items = logged(stream)[1] if sizes is None else sizes.aligned(stream)[1]
     total = 0
-    for item in logged(stream)[1]:
-        total += wire_size(item)
+    for index, item in enumerate(items):
+        total += wire_size(item) if sizes is None else sizes.at(index, item)
         if total > max_bytes:
             return True
     return False

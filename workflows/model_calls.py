@@ -196,6 +196,8 @@ class ModelCaller:
                     except ActivityError as error:
                         return failure(error, rules.recovery_limit_seconds)
                 self._session.messages.encode_ahead(reply, returned.digest, returned.size)
+                if returned.arguments_checked:
+                    self._session.checked_reply = reply
                 return reply
             return returned
 

@@ -141,6 +141,8 @@ class Session:
         """The endpoint's limiter said room is kept for the waiting call."""
         self.rescue_enabled = True
         """Rescue unusable model turns (off only to replay histories from before it)."""
+        self.checked_reply: AssistantMessage | None = None
+        """A reply whose calls' arguments its worker found to be JSON objects."""
         self.truncation_checked = True
         """A cut answer is not taken as complete (``stop.on_truncated``); the workflow
         says (patch ``truncated-answers``) whenever a cut answer arrives."""
@@ -362,6 +364,7 @@ class Session:
         self.budget.count(summary.usage, self.price, self.model_spec.name)
 
     def model_replied(self, assistant: AssistantMessage) -> None:
+        checked, self.checked_reply = assistant is self.checked_reply, None
         if self.step.hop:  # a fallback answered: the message says which
             assistant = assistant.model_copy(update={"model": self.model_spec.name})
         self.step.calling = False
@@ -374,7 +377,9 @@ class Session:
             state.last_error = assistant.error
         reason = None
         if self.rescue_enabled and not assistant.is_error:
-            reason = unusable_reason(assistant, self.active_tools, self.spec.output_schema)
+            reason = unusable_reason(
+                assistant, self.active_tools, self.spec.output_schema, checked=checked
+            )
         cut = truncated_reason(assistant) if self.truncation_checked else None
         rule = self.spec.stop.on_truncated
         if reason is not None:
@@ -465,7 +470,8 @@ class Session:
             self.swarm.hand_over(handoff)
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
-        for result in in_order:  # what tools spent on models (sub-agents) counts too
+        spent = [result for result in in_order if result.usage is not None]
+        for result in spent:  # what tools spent on models (sub-agents) counts too
             self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None

@@ -4,10 +4,10 @@ an unusable turn apart, what the loop tells the model, and the spec's strategy a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from typing import Any
 
+from durable_agent.digests import arguments_problem
 from durable_agent.messages import (
     AssistantMessage,
     FlushMessage,
@@ -24,25 +24,28 @@ from durable_agent.workflows.session.tool_results import error_result
 
 
 def unusable_reason(
-    reply: AssistantMessage, tools: Collection[str], schema: dict[str, Any] | None
+    reply: AssistantMessage,
+    tools: Collection[str],
+    schema: dict[str, Any] | None,
+    *,
+    checked: bool = False,
 ) -> str | None:
     """Why the loop cannot use this (non-error) turn, or ``None``: tool-call blocks that
     are not calls, a tool that does not exist, arguments that are not a JSON object, an
-    empty answer, or an answer that does not match the output schema."""
+    empty answer, or an answer that does not match the output schema. ``checked``: its
+    worker found every call's arguments a JSON object (a reply of thousands of calls is
+    not parsed again in one workflow task)."""
     if reply.malformed_tool_calls:
         raw = reply.malformed_tool_calls[0][:200]
         return f"tool-call blocks that could not be read as calls: {raw}"
     for call in reply.tool_calls or ():
-        name, arguments = call.function.name, call.function.arguments
+        name = call.function.name
         if name not in tools:
             available = ", ".join(sorted(tools)) or "none"
             return f"it called a tool that does not exist: {name} (available: {available})"
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            return f"the arguments of its {name} call are not valid JSON"
-        if not isinstance(parsed, dict):
-            return f"the arguments of its {name} call are not a JSON object"
+        problem = None if checked else arguments_problem(call.function.arguments)
+        if problem is not None:
+            return f"the arguments of its {name} call {problem}"
     if reply.tool_calls:
         return None
     if not reply.content.strip() and reply.refusal is None:
