@@ -82,6 +82,7 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
                 ),
                 task_queue=task_queue,
             )
+            await other.pending_approvals(session)  # connected: both checks go at once
             race = await asyncio.gather(  # both may pass the check; one decision counts
                 agents.approve(session, ids[4], by="ann"),
                 other.deny(session, ids[4], by="bob", reason="no"),
@@ -111,9 +112,13 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
     ]
     assert pending[3].described_arguments == "Refund invoice 7 to the customer's card"
     assert "the edited arguments do not fit transfer: amount: 'lots'" in str(refused_edit.value)
-    assert all(not isinstance(r, BaseException) for r in race), race
-    # one of the two counted; the other was rejected, visibly, and changed nothing
-    assert len(raced) == 1 and f"{ids[4]!r}: already" in raced[0], raced
+    # one of the two counted; the other changed nothing, and said so: the session refused
+    # it at its check (the first was in by then) or, both past the check, rejected it
+    refused = [r for r in race if isinstance(r, BaseException)]
+    assert all(isinstance(r, DecisionRefusedError) for r in refused), race
+    assert all("already" in r.reason for r in refused if isinstance(r, DecisionRefusedError))
+    assert len(refused) + len(raced) == 1, (race, raced)
+    assert all(f"{ids[4]!r}: already" in text for text in raced), raced
     assert "already" in again.value.reason
     assert first.by == "ops" and not first.verified and edited.decision == "approve"
     ann, bob, cy, refund, dan = results(messages)
@@ -124,7 +129,8 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
     assert refund.content == "refund done by hand" and refund.approval is not None
     assert refund.approval.decision == "responded" and refund.mode == "tool"
     assert dan.approval is not None and dan.approval.by in ("ann", "bob")
-    assert raced[0].startswith("denied") == (dan.approval.by == "ann")  # the later one lost
+    lost = raced[0] if raced else str(refused[0])  # the later one lost
+    assert ("denied" in lost.split("already")[0]) == (dan.approval.by == "ann"), lost
     assert [name for name, _ in ran].count("refund") == 0  # a person answered instead
     assert ("transfer", {"to": "cy", "amount": 90}) in ran
     # the model read the denial's reason and the person's answer
