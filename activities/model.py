@@ -221,21 +221,25 @@ class ModelActivities:
     async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
         """The model's reply (with its digest and size when the call asks: the workflow
         then joins it to the array without encoding it, whatever its size)."""
-        message, encoded = await self._reply(call)
+        message, encoded, per_page = await self._reply(call)
         if not call.digested:
             return message
         digest, size = digested(message, encoded)
-        first, calls = first_calls(message, call.calls_per_page)
-        if calls is not None:  # kept whole, where ``reply_calls`` reads the rest
-            await self.transcripts.put_message(message, encoded)
+        first, calls = first_calls(message, per_page)
+        if calls is None:
+            assert first is message
+            return ModelReturn(message=message, digest=digest, size=size)
+        # kept whole, where ``reply_calls`` reads the rest; checked here, not in the workflow
+        await self.transcripts.put_message(message, encoded)
         assert isinstance(first, AssistantMessage)
         checked = arguments_checked(message)
         return ModelReturn(
             message=first, digest=digest, size=size, calls=calls, arguments_checked=checked
         )
 
-    async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str]:
-        """The reply and its canonical JSON (encoded once: the store's link, the digest)."""
+    async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str, int | None]:
+        """The reply, its canonical JSON (encoded once: the store's link, the digest) and
+        the most calls it may bring at once (``ModelSetup.calls_per_page``)."""
         streamed = 0
         live = LiveDeltas(call.turn)
 
@@ -254,7 +258,7 @@ class ModelActivities:
 
     async def _call_model(
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
-    ) -> tuple[AssistantMessage, str]:
+    ) -> tuple[AssistantMessage, str, int | None]:
         setup, room = await self._setup(call)
         if setup.agent is not None:
             structlog.contextvars.bind_contextvars(agent=setup.agent)
@@ -306,7 +310,7 @@ class ModelActivities:
             await self.transcripts.extend(head, conversation, [message], [encoded])
         except Exception as error:
             bound.warning("transcript store unavailable; reply not kept", error=str(error))
-        return message, encoded
+        return message, encoded, setup.calls_per_page
 
     async def _hooked(
         self, rewrite: Any, names: list[str], value: Any, context: HookContext

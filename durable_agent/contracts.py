@@ -145,6 +145,9 @@ class ModelSetup(Contract):
     """The hooks each call and reply go through (unset: none)."""
     price: ModelPrice | None = None
     """What the model costs (its calls' cost in metrics and the timeline)."""
+    calls_per_page: int | None = Field(default=None, gt=0)
+    """A reply (``digested``) of more tool calls comes with only this many, the store
+    keeping it whole (``digests.ModelReturn.calls``)."""
 
     @property
     def target(self) -> ProviderEndpoint:
@@ -176,8 +179,6 @@ class ModelCallInput(Contract):
     """The call waited for room on its endpoint's limit, which keeps room for it now."""
     digested: bool | None = None
     """Answer with a ``digests.ModelReturn`` (the reply with its digest and size)."""
-    calls_per_page: int | None = Field(default=None, gt=0)
-    """A reply of more tool calls comes with only this many, and the store keeps it whole."""
 
 
 class SummaryCallInput(ModelCallInput):

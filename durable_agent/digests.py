@@ -42,10 +42,10 @@ class ModelReturn(_Digested):
     message: AssistantMessage
     calls: int | None = None
     """The reply's number of tool calls, when ``message`` holds only the first of them
-    (``ModelCallInput.calls_per_page``): the rest are read with ``reply_calls``."""
+    (``ModelSetup.calls_per_page``): the rest are read with ``reply_calls``."""
     arguments_checked: bool | None = None
-    """Every tool call's arguments are a JSON object (``arguments_problem`` found none):
-    the workflow does not parse them again."""
+    """With ``calls``: every tool call's arguments are a JSON object (``arguments_problem``
+    found none), so the workflow does not parse thousands of them again."""
 
 
 class TranscriptPage(Contract):

@@ -15,7 +15,7 @@ from durable_agent.activities.model import ModelActivities
 from durable_agent.cli.trace import read_timeline
 from durable_agent.contracts import TRANSCRIPT_UNKNOWN
 from durable_agent.digests import ReplyCallsInput
-from durable_agent.messages import ToolMessage
+from durable_agent.messages import FunctionCall, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.workflows import reply_pages
@@ -28,6 +28,15 @@ WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
 LOUDER = 400
 
 paged = ToolRegistry()
+
+
+plain = ToolRegistry()
+
+
+@tool(registry=plain)
+def echo(word: str) -> str:
+    """Say it back."""
+    return word
 
 
 @tool(registry=paged, approval="always")
@@ -105,6 +114,34 @@ async def test_a_reply_of_more_calls_than_a_page_is_read_a_page_per_task(
     approvals = timeline.of("approval")
     assert sorted(s.label for s in approvals) == ["shout"] * 7
     assert all("approved by ana" in s.detail for s in approvals)
+
+
+async def test_a_broken_call_in_a_later_page_is_still_found_and_rescued(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker vouches for a paged reply's arguments only when every call's are a JSON
+    object; the fourth call's are not, in the second page: the workflow parses them
+    itself, runs the others, and asks the model again (rescue ``correct``)."""
+    monkeypatch.setattr(reply_pages, "CALLS_PER_PAGE", 3)
+    broken = ToolCall(id="call_9", function=FunctionCall(name="echo", arguments='{"word": '))
+    good: list[tuple[str, dict[str, Any]] | ToolCall] = [("echo", {"word": w}) for w in WORDS[:3]]
+    script = [assistant_calls(*good, broken), assistant_text("fixed")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, plain) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "go")
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+            history = await agents._handle(sid).fetch_history()
+    [paged_reply, _] = activity_results(history, "call_model")
+    assert paged_reply["calls"] == 4 and "arguments_checked" not in paged_reply
+    assert result.status == "done" and result.final and result.final.content == "fixed"
+    echoed = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in echoed[:3]] == WORDS[:3]
+    assert "not valid JSON" in echoed[3].content and echoed[3].is_error
+    assert [m.role for m in messages].count("resque") == 1
+    assert "call are not valid JSON" in json.dumps(provider.bodies()[1]["messages"])
 
 
 async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_knows() -> None:

@@ -176,10 +176,9 @@ async def test_every_strategy_on_the_real_server(
     ]  # fmt: skip
     broken = arrays["correct"][2]
     assert isinstance(broken, ToolMessage) and "not valid JSON" in broken.content
-    # the worker vouched for the good calls' arguments only: the broken ones the workflow
-    # parsed and rescued
+    # a reply of a few calls comes whole, unvouched for: the workflow parsed and rescued it
     replies = activity_results(corrected, "call_model")
-    assert [r.get("arguments_checked") for r in replies] == [None, True, None]
+    assert [("calls" in r, "arguments_checked" in r) for r in replies] == [(False, False)] * 3
     assert results["flush"].final.content == "Oslo: 55F rainy"
     assert isinstance(arrays["flush"][4], FlushMessage)
     assert results["fail"].status == "failed" and results["fail"].stop_reason == "unusable_reply"

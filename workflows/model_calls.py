@@ -95,6 +95,9 @@ class ModelCaller:
         key = f"{purpose}:{self._session.agent_name or ''}:{step.hop}:{step.squeezes}"
         if key not in self._setups:
             setup = self._session.model_setup(purpose)
+            most = calls_per_page() if purpose == "reply" else None
+            if most is not None:  # a reply of thousands of calls comes in pages
+                setup = setup.model_copy(update={"calls_per_page": most})
             self._setups[key] = (setup, setup_digest(setup))
         return self._setups[key]
 
@@ -146,7 +149,6 @@ class ModelCaller:
             digests = not extra and self._reply_digested()
             if digests:
                 fields["digested"] = True
-                fields["calls_per_page"] = calls_per_page()
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.capacity_ready = False  # a "ready" from here on is for this call
             handle = workflow.start_activity(
