@@ -12,14 +12,22 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.activities.model import ModelActivities
+from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.cli.trace import read_timeline
 from durable_agent.contracts import TRANSCRIPT_UNKNOWN
 from durable_agent.digests import ReplyCallsInput
-from durable_agent.messages import FunctionCall, ToolCall, ToolMessage
+from durable_agent.messages import FunctionCall, Message, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
+from durable_agent.worker import build_worker
 from durable_agent.workflows import reply_pages
-from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.agent_harness import (
+    LOCAL_DEVELOPMENT,
+    record_history,
+    running_worker,
+    spec_for,
+    wait_for,
+)
 from tests.support.histories import activity_inputs, activity_results
 
 WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
@@ -142,6 +150,54 @@ async def test_a_broken_call_in_a_later_page_is_still_found_and_rescued(
     assert "not valid JSON" in echoed[3].content and echoed[3].is_error
     assert [m.role for m in messages].count("resque") == 1
     assert "call are not valid JSON" in json.dumps(provider.bodies()[1]["messages"])
+
+
+class LosesTheFirstReply(TranscriptStore):
+    """A workers' store that loses everything just as the first reply in pages is read
+    (a ``memory:`` store whose worker restarted, a store pruned or wiped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: list[str] = []
+
+    async def load_message(self, key: str) -> Message | None:
+        if not self.lost:
+            self.lost.append(key)
+            self.forget()
+        return await super().load_message(key)
+
+
+async def test_a_reply_the_store_lost_before_its_pages_were_read_is_asked_again(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing of it joins the array (history holds only its first page); its tokens
+    count, and the model, asked again, answers a batch that runs once."""
+    monkeypatch.setattr(reply_pages, "CALLS_PER_PAGE", 3)
+    batch = assistant_calls(*[("echo", {"word": w}) for w in WORDS])
+    script = [batch, batch, assistant_text("done")]
+    store = LosesTheFirstReply()
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
+        async with build_worker(
+            temporal_env.client,
+            capabilities=LOCAL_DEVELOPMENT,
+            task_queue=task_queue,
+            registry=plain,
+            transcripts=store,
+        ):
+            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+            sid = await agents.start(spec, "go")
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+    assert len(store.lost) == 1
+    assert result.status == "done" and result.final and result.final.content == "done"
+    first, again, _ = provider.bodies()
+    assert first["messages"] == again["messages"]  # the same question, asked again
+    echoed = [m.content for m in messages if isinstance(m, ToolMessage)]
+    assert echoed == WORDS  # one batch ran, once
+    assert [m.role for m in messages].count("assistant") == 2
+    # three replies billed, the lost one too (the scripted model bills 15 tokens a reply)
+    assert result.usage.total_tokens == 3 * 15
 
 
 async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_knows() -> None:

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.session.loop_rules import setup_digest
     from durable_agent.workflows.session.rescue import truncated_reason
     from durable_agent.workflows.session.views import Purpose
-    from durable_agent.workflows.transcript_sync import TranscriptSync
+    from durable_agent.workflows.transcript_sync import TranscriptSync, store_lost
 
 #: Patch id (never reuse or rename): a cut answer is not taken as complete.
 TRUNCATED_ANSWERS_PATCH = "truncated-answers"
@@ -196,7 +196,15 @@ class ModelCaller:
                     try:
                         reply = await whole_message(reply, returned.digest, returned.calls, beat)
                     except ActivityError as error:
-                        return failure(error, rules.recovery_limit_seconds)
+                        if not store_lost(error) or lost_store >= MAX_STORE_REFILLS:
+                            return failure(error, rules.recovery_limit_seconds)
+                        # the store lost the reply before its pages were read (a pruned
+                        # store, a ``memory:`` one whose worker restarted): it was billed,
+                        # and the model is asked again
+                        lost_store += 1
+                        session = self._session
+                        session.budget.count(reply.usage, session.price, model.name)
+                        continue
                 self._session.messages.encode_ahead(reply, returned.digest, returned.size)
                 if returned.arguments_checked:
                     self._session.checked_reply = reply

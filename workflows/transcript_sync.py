@@ -150,7 +150,7 @@ class TranscriptSync:
             try:
                 await self._store_piece(start, end)
             except ActivityError as error:
-                if _lost(error) and start:
+                if store_lost(error) and start:
                     self.lost()  # the store lost the prefix too: from the top
                     continue
                 raise
@@ -210,7 +210,7 @@ class TranscriptSync:
             await self.load(ref)
         except ActivityError as error:
             previous = workflow.info().continued_run_id
-            if not _lost(error) or previous is None or not patched(READ_BACK_LOST_CARRY_PATCH):
+            if not store_lost(error) or previous is None or not patched(READ_BACK_LOST_CARRY_PATCH):
                 raise
             workflow.logger.warning("the store lost the carried array: reading it back")
             summary = f"closed_conversation of run {previous} (the store lost it)"
@@ -286,7 +286,7 @@ def _most_in_one(count: int, by_count_patch: str, always_asked: bool = False) ->
     return None
 
 
-def _lost(error: ActivityError) -> bool:
+def store_lost(error: ActivityError) -> bool:
     """The activity found the store lacks what it was pointed at."""
     cause = error.cause
     return isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
