@@ -5,7 +5,9 @@ all of its work, and so does a page read back that holds it after continue-as-ne
 worker sends such a message with its first ``CALLS_PER_PAGE`` calls (and keeps it whole
 in the store); the rest come from ``reply_calls``, one page per activity, so each task
 decodes one page. Pages are read one after the other: results of activities running
-at once would arrive in one task together.
+at once would arrive in one task together. Until they are read, the store holds the
+only whole copy: a store that lost it is answered by asking the model again
+(``model_calls``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ CALLS_PER_PAGE = 250
 
 
 def calls_per_page() -> int | None:
-    """What a model call or a page read back asks for (``None`` on runs from before)."""
+    """What a session's model setup and a page read back ask for (``None`` on runs from
+    before)."""
     return CALLS_PER_PAGE if patched(CALLS_IN_PAGES_PATCH) else None
 
 
