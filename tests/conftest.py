@@ -18,12 +18,21 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.heap import freeze_startup_heap
 from durable_agent.temporal_cli import temporal_binary
+
+#: No test asserts a duration, Hypothesis's included: its deadline for each example and
+#: its check that inputs are generated fast are wall-clock limits a loaded machine fails
+#: (a run beside a second copy of the suite once generated three inputs in a second).
+settings.register_profile(
+    "durable-agent", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("durable-agent")
 
 #: Address of the run's shared dev server, set by the controller for its workers.
 SHARED_SERVER = "DURABLE_AGENT_TEST_TEMPORAL"
