@@ -27,7 +27,7 @@ from durable_agent.worker import build_worker
 
 
 async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> None:
-    configure_logging("warning")
+    configure_logging("warning", once=True)  # as ``durable-agent worker`` does
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     if kind == "ours":
         # BENCH_STORE_URL: a store the workers share (PostgreSQL), else one of their own

@@ -163,7 +163,7 @@ async def start_dev_server(
 
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
-    configure_logging(args.log_level, json_lines=args.log_json)
+    configure_logging(args.log_level, json_lines=args.log_json, once=True)
     metrics = WorkerMetrics.serve(args.metrics_address) if args.metrics_address else None
     configure_tracing(
         args.otlp_endpoint,
