@@ -20,10 +20,10 @@ from temporalio import workflow
 BASELINE_PATCH = "baseline-2026-11-27"
 #: The baselines before (runs recorded with one replay with what it stood for): the
 #: sixth took in a model's reply joined to the array by the digest and size its worker
-#: worked out, the fifth in an array carried by reference without its stored prefix sent again, the
-#: fourth in the transcript's second chain and a title the start's memo holds not
-#: upserted again, the third pages of the array of at most 500 messages, the second the
-#: two checks at a run's start made on the workflow's own worker.
+#: worked out, the fifth an array carried by reference without its stored prefix sent
+#: again, the fourth the transcript's second chain and a title the start's memo holds
+#: not upserted again, the third pages of the array of at most 500 messages, the second
+#: the two checks at a run's start made on the workflow's own worker.
 SIXTH_BASELINE_PATCH = "baseline-2026-11-26e"
 FIFTH_BASELINE_PATCH = "baseline-2026-11-26d"
 FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
