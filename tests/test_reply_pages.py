@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.activities.model import ModelActivities
@@ -36,8 +37,6 @@ WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
 LOUDER = 400
 
 paged = ToolRegistry()
-
-
 plain = ToolRegistry()
 
 
@@ -203,9 +202,6 @@ async def test_a_reply_the_store_lost_before_its_pages_were_read_is_asked_again(
 async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_knows() -> None:
     """A store that lost the message (a ``memory:`` store whose worker restarted) says so
     with the error the workflow answers, not with a short page."""
-    from temporalio.exceptions import ApplicationError
-    from temporalio.testing import ActivityEnvironment
-
     activities = ModelActivities()
     message = assistant_calls(("shout", {"word": "a"}), ("shout", {"word": "b"}))
     key = await activities.transcripts.put_message(message)
