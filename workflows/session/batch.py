@@ -282,17 +282,20 @@ class ToolBatch:
     # --- running and joining -------------------------------------------------------------
 
     def _run(self, batch: OpenBatch) -> RunTools:
-        tools = self._tools()
-        approved = [k for k in range(len(batch.calls)) if batch.slots[k] is None]
-        kinds = [tool_kind(tools[batch.calls[k].function.name].target.kind) for k in approved]
-        # the session's own kind (a swarm's handoffs): carried out here, not run
-        handoffs = [k for k, kind in zip(approved, kinds, strict=True) if kind.runs_in == "session"]
+        tools, calls = self._tools(), batch.calls
+        approved = [k for k, slot in enumerate(batch.slots) if slot is None]
+        # the session's own kind (a swarm's handoffs): carried out here, not run; each
+        # tool's kind is looked up once, not once a call
+        named = {calls[k].function.name for k in approved}
+        ours = {n for n in named if tool_kind(tools[n].target.kind).runs_in == "session"}
+        handoffs = [k for k in approved if calls[k].function.name in ours] if ours else []
         if handoffs and self.swarm is not None:  # the session runs these itself
-            results, batch.handoff = self.swarm.handoff_results(batch.calls, handoffs, tools)
+            results, batch.handoff = self.swarm.handoff_results(calls, handoffs, tools)
             for k, result in results.items():
                 batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
             approved = [k for k in approved if k not in results]
-        modes = [tools[batch.calls[k].function.name].policy.execution_mode for k in approved]
+        mode_of = {name: tools[name].policy.execution_mode for name in named}
+        modes = [mode_of[calls[k].function.name] for k in approved]
         make = self._tool_runs(batch)
         groups = [ToolRuns(group, make) for group in execution_groups(approved, modes)]
         return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)

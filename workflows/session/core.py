@@ -470,17 +470,19 @@ class Session:
             self.swarm.hand_over(handoff)
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
-        spent = [result for result in in_order if result.usage is not None]
-        for result in spent:  # what tools spent on models (sub-agents) counts too
-            self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
+        on_tools, stop = self.spec.stop.on_tools, None
+        for result in in_order:  # what tools spent on models (sub-agents) counts too
+            if result.usage is not None:
+                self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
+            if stop is None and on_tools and result.tool_name in on_tools and not result.is_error:
+                stop = result
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
         if reason is not None:
             self._rescued(self.rescue.rescue(reason, in_order[-1].timestamp))
             return
-        stops = [r for r in in_order if r.tool_name in self.spec.stop.on_tools and not r.is_error]
-        if stops:
-            replied(self, stops[0], f"stop_tool:{stops[0].tool_name}")
+        if stop is not None:
+            replied(self, stop, f"stop_tool:{stop.tool_name}")
 
     # --- continue-as-new and the end -----------------------------------------------------
 

@@ -124,6 +124,8 @@ class Gate:
     ) -> GateOutcome:
         """First matching rule wins; else the tool's policy. A call that would wait for a
         person runs when a standing grant covers it."""
+        if not self.settings.rules and tool.policy.approval == "never":
+            return _RUN  # (most calls: nothing to judge, in a batch of thousands)
         arguments = _JudgedOnce(call, tool)
         outcome: GateOutcome | None = None
         for index, rule in enumerate(self.settings.rules):
