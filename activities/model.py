@@ -182,7 +182,6 @@ class ModelActivities:
         if messages is None or len(messages) != page.transcript.count:
             raise transcript_unknown(f"no transcript {page.transcript.hash}")
         taken: list[Message] = []
-        wholes: list[Message] = []
         sizes: list[int] = []
         total, cut = 0, None
         most_calls = page.calls_per_page if page.digested else None  # a cut needs its count
@@ -196,7 +195,6 @@ class ModelActivities:
                 cut = None
                 break
             taken.append(message)
-            wholes.append(whole)
             sizes.append(size)
             if cut is not None:  # the page ends here; the workflow reads the rest of it
                 await self.transcripts.put_message(whole)
@@ -204,6 +202,7 @@ class ModelActivities:
         if not page.digested:
             return taken
         # a cut message's digest and size are the whole one's
+        wholes = messages[page.start : page.start + len(taken)]
         digests = [content_hash(message) for message in wholes]
         return TranscriptPage(messages=taken, digests=digests, sizes=sizes, calls=cut)
 
@@ -227,11 +226,9 @@ class ModelActivities:
         digest, size = digested(message, encoded)
         first, calls = first_calls(message, per_page)
         if calls is None:
-            assert first is message
             return ModelReturn(message=message, digest=digest, size=size)
         # kept whole, where ``reply_calls`` reads the rest; checked here, not in the workflow
         await self.transcripts.put_message(message, encoded)
-        assert isinstance(first, AssistantMessage)
         checked = arguments_checked(message)
         return ModelReturn(
             message=first, digest=digest, size=size, calls=calls, arguments_checked=checked

@@ -6,12 +6,15 @@ workflow then joins them to the array without encoding or hashing them itself, s
 from __future__ import annotations
 
 import json
+from typing import TypeVar, cast
 
 from pydantic import Field, model_validator
 
 from durable_agent.contract_base import Contract
 from durable_agent.messages import AssistantMessage, Message, ToolCall, ToolMessage
 from durable_agent.transcript import content_hash, json_digest, payload_bytes
+
+AnyMessage = TypeVar("AnyMessage", bound=Message)
 
 #: What one message's digest and size add to a page in a payload (a 32-character hash,
 #: a number, their quotes and commas), counted against the page's budget.
@@ -94,13 +97,14 @@ def arguments_checked(message: AssistantMessage) -> bool | None:
     return True
 
 
-def first_calls(message: Message, most: int | None) -> tuple[Message, int | None]:
+def first_calls(message: AnyMessage, most: int | None) -> tuple[AnyMessage, int | None]:
     """``message`` with at most ``most`` of its tool calls, and how many it has when it
     was cut (``None``: it is whole)."""
     calls = message.tool_calls if isinstance(message, AssistantMessage) else None
     if most is None or calls is None or len(calls) <= most:
         return message, None
-    return message.model_copy(update={"tool_calls": calls[:most]}), len(calls)
+    cut = message.model_copy(update={"tool_calls": calls[:most]})
+    return cast(AnyMessage, cut), len(calls)  # (a copy is of its original's type)
 
 
 def with_calls(message: AssistantMessage, calls: list[ToolCall]) -> AssistantMessage:

@@ -20,15 +20,8 @@ from durable_agent.digests import ReplyCallsInput
 from durable_agent.messages import FunctionCall, Message, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker
 from durable_agent.workflows import reply_pages
-from tests.support.agent_harness import (
-    LOCAL_DEVELOPMENT,
-    record_history,
-    running_worker,
-    spec_for,
-    wait_for,
-)
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.histories import activity_inputs, activity_results
 
 WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
@@ -177,14 +170,8 @@ async def test_a_reply_the_store_lost_before_its_pages_were_read_is_asked_again(
     store = LosesTheFirstReply()
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
-        async with build_worker(
-            temporal_env.client,
-            capabilities=LOCAL_DEVELOPMENT,
-            task_queue=task_queue,
-            registry=plain,
-            transcripts=store,
-        ):
-            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+        async with running_worker(temporal_env, task_queue, plain, transcripts=store) as client:
+            agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go")
             result = await agents.result(sid)
             messages = await agents.messages(sid)
