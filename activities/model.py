@@ -171,7 +171,8 @@ class ModelActivities:
     async def store_transcript(self, piece: StoreTranscriptInput) -> None:
         """Put a piece of a transcript in the store (after a store lost it, when the whole
         no longer fits one payload)."""
-        await self._extend(piece.transcript, piece.messages, piece.head, check=True)
+        new = [await self._resolve(item) for item in piece.messages]
+        await self._extend(piece.transcript, new, piece.head, check=True)
 
     @activity.defn(name="load_transcript")
     @heartbeats

@@ -5,9 +5,9 @@ Kept lean: every activity input and result is stored in history forever.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializeAsAny, model_validator
+from pydantic import Discriminator, Field, SerializeAsAny, Tag, model_validator
 
 from durable_agent.approval_contracts import Grant, PendingApproval
 from durable_agent.context import ContextRules
@@ -119,6 +119,24 @@ class StoredMessageRef(Contract):
     stored: str
 
 
+def _message_or_reference(value: Any) -> str:
+    """Which of ``MessageOrRef`` a value is: a reference has ``stored`` and no ``role``."""
+    if isinstance(value, StoredMessageRef):
+        return "reference"
+    if isinstance(value, dict) and "stored" in value and "role" not in value:
+        return "reference"
+    return "message"
+
+
+MessageOrRef = Annotated[
+    Annotated[Message, Tag("message")] | Annotated[StoredMessageRef, Tag("reference")],
+    Discriminator(_message_or_reference),
+]
+"""A message, or a tool result by reference. Told apart at once, not by trying each
+kind of message first: a piece of 500 references was encoded four times slower than
+500 whole messages, and validated seven times slower. The JSON is the same."""
+
+
 class ModelSetup(Contract):
     """What stays the same across a session's model calls: sent once, cached by digest."""
 
@@ -167,7 +185,7 @@ class ModelCallInput(Contract):
     """Sent on a session's first call, or when a worker reported the digest unknown."""
     transcript: TranscriptRef | None = None
     """The prefix workers already hold; ``None`` when ``messages`` is the whole array."""
-    messages: list[Message | StoredMessageRef]
+    messages: list[MessageOrRef]
     """The messages after ``transcript``'s prefix (all of them without one); tool results
     go by reference, since their activity's result already holds them."""
     head: str
@@ -194,7 +212,9 @@ class StoreTranscriptInput(Contract):
     store lost a transcript that no longer fits one payload)."""
 
     transcript: TranscriptRef | None = None
-    messages: list[Message]
+    messages: list[MessageOrRef]
+    """Tool results their activity stored go by reference, as in a model call's input
+    (``ModelCallInput.messages``): history holds them once."""
     head: str
 
 

@@ -9,22 +9,31 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import pkgutil
 import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel
+import pytest
+from pydantic import BaseModel, ValidationError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 import activities
 import durable_agent
 import workflows
-from durable_agent.contracts import ModelCallInput, ModelSetup, ToolCallInput
+from durable_agent.contracts import (
+    ModelCallInput,
+    ModelSetup,
+    StoredMessageRef,
+    StoreTranscriptInput,
+    ToolCallInput,
+)
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.lean_payloads import OWN_MODULES, lean_data_converter
 from durable_agent.messages import ToolMessage, UserMessage
 from durable_agent.model_options import ModelOptions, ReasoningWire
+from durable_agent.transcript import content_hash
 
 #: The fields whose ``None`` is not their default; each keeps it with ``nulls_kept``.
 NULLS_KEPT = {("ProviderEndpoint", "api_key_env"), ("ReasoningWire", "field")}
@@ -115,3 +124,22 @@ class Owned(BaseModel):
 def test_the_owners_models_keep_their_nulls() -> None:
     back, _ = _trip(Owned(limit=None))
     assert back.limit is None
+
+
+def test_messages_and_references_read_back_as_what_they_are() -> None:
+    """A piece of the array mixes messages and tool results by reference: each reads
+    back as its own kind, written as before (a reference is ``{"stored": ...}``)."""
+    result = ToolMessage(tool_call_id="call_1", content="value 3", tool_name="lookup")
+    reference = StoredMessageRef(stored=content_hash(result))
+    piece = StoreTranscriptInput(messages=[UserMessage(content="hi"), reference, result], head="v1")
+    back, _ = _trip(piece)
+    assert back == piece
+    assert [type(m) for m in back.messages] == [UserMessage, StoredMessageRef, ToolMessage]
+    (data,) = lean_data_converter.payload_converter.to_payloads([piece])
+    assert json.loads(data.data)["messages"][1] == {"stored": content_hash(result)}
+    raw = {"messages": [{"stored": "abc"}, {"role": "user", "content": "x"}], "head": "v1"}
+    read = StoreTranscriptInput.model_validate(raw)
+    assert isinstance(read.messages[0], StoredMessageRef) and read.messages[0].stored == "abc"
+    assert isinstance(read.messages[1], UserMessage)
+    with pytest.raises(ValidationError, match="role"):
+        StoreTranscriptInput.model_validate({"messages": [{"content": "x"}], "head": "v1"})

@@ -27,6 +27,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.tools import ToolContext, ToolRegistry, tool
+from durable_agent.transcript import content_hash
 from tests.support.agent_harness import (
     query_messages,
     record_history,
@@ -36,6 +37,7 @@ from tests.support.agent_harness import (
     timer_durations,
     tool_messages,
 )
+from tests.support.histories import activity_inputs
 
 registry = ToolRegistry()
 attempts_seen: dict[str, list[int]] = {}
@@ -245,7 +247,8 @@ async def test_2500_calls_in_one_turn_run_in_waves_and_all_pair(
             handle = await start_session(client, task_queue, spec, "echo 2500 numbers")
             result = await asyncio.wait_for(handle.result(), 170)
             array = await query_messages(handle)
-            history = await handle.fetch_history()
+            first = client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+            history = await first.fetch_history()  # (the batch's run: it may have continued)
     assert result.status == "done" and result.final and result.final.content == "all echoed"
     calls = array[1]
     assert isinstance(calls, AssistantMessage) and len(calls.tool_calls or []) == count
@@ -257,6 +260,14 @@ async def test_2500_calls_in_one_turn_run_in_waves_and_all_pair(
     assert running["most"] <= 50, f"{running['most']} calls ran at once"
     biggest = max(len(e.SerializeToString()) for e in history.events)
     assert biggest < spec.session.payload_budget_bytes, f"an event of {biggest} bytes"
+    # the results are in history once, as their activities returned them: the pieces that
+    # bring the store up to date before the next call refer to them by content hash
+    pieces = [piece["messages"] for piece in activity_inputs(history, "store_transcript")]
+    pieces += [call["messages"] for call in activity_inputs(history, "call_model")[1:]]
+    assert pieces and max(len(piece) for piece in pieces) <= 500, [len(p) for p in pieces]
+    referred = [item["stored"] for piece in pieces for item in piece if set(item) == {"stored"}]
+    assert len(referred) == sum(len(piece) for piece in pieces) >= 2_000, len(referred)
+    assert referred == [content_hash(r) for r in results[: len(referred)]]
 
 
 async def test_calls_over_the_per_turn_limit_get_error_results(

@@ -83,6 +83,7 @@ class LiveFeed:
         self._trimmed = 0
         self._published = 0
         self._sizes = EventSizes()
+        self._handed_over: list[WorkflowStreamItem[Payload]] = []
         self.metrics = SessionMetrics()
 
     def resume(self) -> None:
@@ -227,7 +228,13 @@ class LiveFeed:
         these too)."""
         self.metrics.handed_over()
         room = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
+        whole = logged(self._stream)[1]
         keep_newest(self._stream, room, self._sizes)
+        if logged(self._stream)[1] is not whole:
+            # the events cut are freed with this run, not in the task that continues as
+            # new (freeing thousands took milliseconds there); a deferred hand-over's
+            # next cut lets this one go
+            self._handed_over = whole
         return self._stream.get_state()
 
     def _trim(self) -> None:

@@ -101,12 +101,15 @@ class TranscriptSync:
             return None
         return TranscriptRef(count=self.stored, hash=self.messages.hash_at(self.stored))
 
-    def new_messages(self) -> list[Message | StoredMessageRef]:
-        """What the store lacks: messages after its prefix, tool results by reference
-        (whole while the store is being re-seeded)."""
+    def new_messages(self, end: int | None = None) -> list[Message | StoredMessageRef]:
+        """What the store lacks (up to ``end``): messages after its prefix, tool results
+        by reference (whole while the store is being re-seeded)."""
+        end = len(self.messages) if end is None else end
+        if not self.stored or not self._by_reference:
+            return list[Message | StoredMessageRef](self.messages[self.stored : end])
         new: list[Message | StoredMessageRef] = []
-        for index in range(self.stored, len(self.messages)):
-            if self.stored and index in self._by_reference:
+        for index in range(self.stored, end):
+            if index in self._by_reference:
                 new.append(StoredMessageRef(stored=self.messages.content_hash_at(index)))
             else:
                 new.append(self.messages[index])
@@ -165,7 +168,7 @@ class TranscriptSync:
             "store_transcript",
             StoreTranscriptInput(
                 transcript=self.reference(),
-                messages=messages[start:end],
+                messages=self.new_messages(end),
                 head=messages.hash_at(end),
             ),
             start_to_close_timeout=timedelta(seconds=120),

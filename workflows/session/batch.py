@@ -130,6 +130,9 @@ class ToolBatch:
         questions: list[Question] = []
         limit = self.spec.stop.max_tool_calls_per_turn
         tools = self._tools()
+        if len(calls) <= limit and not self.state.pending and self._all_unjudged(calls, tools):
+            # (a batch of thousands: judged by its tools, not call by call)
+            return OpenBatch(calls, slots, questions, [], checked=True)
         for k, call in enumerate(calls):
             resolved = tools.get(call.function.name)
             if k >= limit:
@@ -173,6 +176,15 @@ class ToolBatch:
             elif outcome.rule is not None:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
         batch.checked = True
+
+    def _all_unjudged(self, calls: list[ToolCall], tools: dict[str, ResolvedTool]) -> bool:
+        """Every call is of a registered tool the gate lets run unjudged: nothing to ask
+        and nothing to decide, whatever the arguments (``Gate.runs_unjudged``)."""
+        for name in {call.function.name for call in calls}:
+            tool = tools.get(name)
+            if tool is None or not self.gate.runs_unjudged(tool):
+                return False
+        return True
 
     def _not_registered(self, name: str) -> str:
         handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
@@ -295,9 +307,13 @@ class ToolBatch:
                 batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
             approved = [k for k in approved if k not in results]
         mode_of = {name: tools[name].policy.execution_mode for name in named}
-        modes = [mode_of[calls[k].function.name] for k in approved]
+        if all(mode == "parallel" for mode in mode_of.values()):
+            in_groups = [approved] if approved else []  # one group (``execution_groups``)
+        else:
+            modes = [mode_of[calls[k].function.name] for k in approved]
+            in_groups = execution_groups(approved, modes)
         make = self._tool_runs(batch)
-        groups = [ToolRuns(group, make) for group in execution_groups(approved, modes)]
+        groups = [ToolRuns(group, make) for group in in_groups]
         return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
 
     def _tool_runs(self, batch: OpenBatch) -> Callable[[int], ToolRun]:

@@ -102,6 +102,12 @@ class Gate:
 
     # --- a batch ---------------------------------------------------------------------------
 
+    def runs_unjudged(self, tool: ResolvedTool) -> bool:
+        """Every call of ``tool`` runs, whatever its arguments: no rule to test, no
+        predicate to ask, no person to wait for (its calls need no question and no
+        decision)."""
+        return not self.settings.rules and tool.policy.approval == "never"
+
     def questions(self, slot: int, call: ToolCall, tool: ResolvedTool) -> list[Question]:
         """The predicates to ask before ``decide`` can: the rules' named predicates up to
         the first rule that matches without one, and the tool's own when no rule may."""
@@ -124,7 +130,7 @@ class Gate:
     ) -> GateOutcome:
         """First matching rule wins; else the tool's policy. A call that would wait for a
         person runs when a standing grant covers it."""
-        if not self.settings.rules and tool.policy.approval == "never":
+        if self.runs_unjudged(tool):
             return _RUN  # (most calls: nothing to judge, in a batch of thousands)
         arguments = _JudgedOnce(call, tool)
         outcome: GateOutcome | None = None
