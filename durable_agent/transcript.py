@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
@@ -211,6 +212,13 @@ class Transcript(Sequence[Message]):
         end = len(self._messages) if end is None else end
         self._known(end)
         return self._sizes[end] - self._sizes[start]
+
+    def end_within(self, start: int, limit: int, most_bytes: int) -> int:
+        """The furthest ``end`` (``start`` to ``limit``) with messages ``[start:end]``
+        within ``most_bytes`` (``json_bytes``): found in the sizes at once, not by asking
+        for one more message at a time."""
+        self._known(limit)
+        return bisect_right(self._sizes, self._sizes[start] + most_bytes, start, limit + 1) - 1
 
     def size_of(self, index: int) -> int:
         """``payload_bytes`` of message ``index``: the size already worked out when there

@@ -4,7 +4,10 @@ grants, who may decide (signed tokens), escalation at a deadline, readable reque
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +21,7 @@ from durable_agent.decision_digest import decision_digest
 from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import assistant_calls
-from durable_agent.workflows.session.commands import AwaitApprovals, CallModel, RunTools
+from durable_agent.workflows.session.commands import AwaitApprovals, CallModel, RunTools, ToolRun
 from durable_agent.workflows.session.core import Session
 from durable_agent.workflows.session.state import SessionState
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
@@ -464,20 +467,33 @@ def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
 def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided() -> None:
     """A batch of 300 calls opens without making 300 runs: each is made when a runner
     takes it (the task that opens a batch of thousands does not pay for all of them),
-    with the approval decided for its slot when the batch opened, in request order."""
+    with the approval decided for its slot when the batch opened, in request order.
+    The batch does not keep them: a run is let go with its call, not with all 300 when
+    the batch is over."""
     calls = [("lookup", {"customer": f"c{k}"}) for k in range(299)]
     session, now = _transfer_approved_by_ops(*calls)
+    made: list[int] = []
+    maker = session.batch._tool_runs
+
+    def counted(batch: Any) -> Callable[[int], ToolRun]:
+        make = maker(batch)
+        return lambda slot: (made.append(slot), make(slot))[1]
+
+    session.batch._tool_runs = counted  # type: ignore[method-assign]
     command = session.next_command(suggested=False, now=now)
     assert isinstance(command, RunTools), command
     runs = command.groups[0]
-    assert len(runs) == 300 and runs._made == {}  # nothing made when the batch opens
+    assert len(runs) == 300 and made == []  # nothing made when the batch opens
     taken = [runs[k] for k in range(5)]  # five runners take a call each
-    assert sorted(runs._made) == [0, 1, 2, 3, 4]
+    assert made == [0, 1, 2, 3, 4]
     assert taken[0].approval is not None and taken[0].approval.by == "ops"
     assert [r.call.function.arguments for r in taken[1:]] == [
         json.dumps({"customer": f"c{k}"}) for k in range(4)
     ]
-    assert runs[1] is taken[1]  # made once
+    gone = weakref.ref(taken.pop())
+    gc.collect()
+    assert gone() is None  # not kept by the batch
+    assert runs[1] == taken[1] and runs[1] is not taken[1]  # made again, the same
     assert [r.slot for r in runs] == list(range(300))
 
 

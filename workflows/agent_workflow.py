@@ -220,19 +220,18 @@ class AgentWorkflow(SessionHandlers):
                     await self._report_to_parent()
                 case RunTools():
                     rules = session.spec.session
-                    results, as_returned = await run_tool_groups(
+                    await run_tool_groups(
                         command,
                         rules,
                         self._cancelled,
                         lambda: session.state.ending is not None,
                         session.state.forwards,
-                        EncodedOnArrival(feed, session.messages),
+                        EncodedOnArrival(feed, session.messages, session.batch.arrived),
                         session.batch.children,
                         session.messages,
+                        self._sync.stored_by_tool(first=len(session.messages)),
                     )
-                    first = len(session.messages)  # results land in slot order from here
-                    self._sync.stored_by_tool({first + k for k in as_returned})
-                    session.tools_finished(results, workflow.now())
+                    session.tools_finished({}, workflow.now())  # each placed as it arrived
                 case WaitForMessage():
                     await self._sync.store_for_log()
                     await self._wait_for_message(command)

@@ -157,17 +157,24 @@ class ToolWatcher(Protocol):
 
 class EncodedOnArrival:
     """A watcher that first encodes each result for the transcript it will join
-    (``Transcript.encode_ahead``), then tells ``inner``: a batch's results are encoded
-    in the tasks they arrive in, not all at once in the task that appends them."""
+    (``Transcript.encode_ahead``) and places it in its slot (``placed``: the session's
+    batch), then tells ``inner``: a batch's results are encoded and placed in the tasks
+    they arrive in, not all at once in the task that appends them."""
 
-    def __init__(self, inner: ToolWatcher, transcript: Transcript) -> None:
-        self._inner, self._transcript = inner, transcript
+    def __init__(
+        self,
+        inner: ToolWatcher,
+        transcript: Transcript,
+        placed: Callable[[int, ToolMessage], None] = lambda slot, result: None,
+    ) -> None:
+        self._inner, self._transcript, self._placed = inner, transcript, placed
 
     def tool_started(self, turn: int, run: ToolRun) -> None:
         self._inner.tool_started(turn, run)
 
     def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None:
         self._transcript.encode_ahead(result)  # (nothing, if its digest came with it)
+        self._placed(run.slot, result)
         self._inner.tool_finished(turn, run, result)
 
 
@@ -180,13 +187,16 @@ async def run_tool_groups(
     watcher: ToolWatcher | None = None,
     children: set[str] | None = None,
     joining: Transcript | None = None,
+    returned: Callable[[int], None] = lambda slot: None,
 ) -> tuple[dict[int, ToolMessage], set[int]]:
     """The result by slot of every call that ran, and the slots whose result is exactly
     what its activity returned (and stored), so the next model call can refer to it.
     Once ``cancelled()``, running calls are cancelled through Temporal and later groups
     do not start: those slots are left for the Session to fill. ``joining``: the
     transcript the results join; in its second chain each activity works out its
-    result's digest and size, which it is told of, so no result is encoded here."""
+    result's digest and size, which it is told of, so no result is encoded here.
+    ``returned``: told each slot whose result is exactly what its activity returned, as
+    it arrives (nothing is gone over again when the batch is done)."""
     digests = joining if joining is not None and joining.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
     results: dict[int, ToolMessage] = {}
@@ -206,15 +216,17 @@ async def run_tool_groups(
                 watcher.tool_finished(command.turn, run, outcome[0])
             return outcome
 
+    def took(slot: int, outcome: tuple[ToolMessage, bool]) -> None:
+        results[slot] = outcome[0]
+        if outcome[1]:
+            as_returned.add(slot)
+            returned(slot)
+
     for group in command.groups:
         if cancelled():
             break
         if patched(CALLS_IN_RUNNERS_PATCH):
-            finished = await _in_runners(group, run_in_place, command.max_concurrent, cancelled)
-            for slot, (result, unchanged) in finished.items():
-                results[slot] = result
-                if unchanged:
-                    as_returned.add(slot)
+            await _in_runners(group, run_in_place, command.max_concurrent, cancelled, took)
             continue
         tasks = [asyncio.ensure_future(run_in_place(run)) for run in group]
         await workflow.wait_condition(_all_done_or(tasks, cancelled))
@@ -222,12 +234,10 @@ async def run_tool_groups(
             task.cancel()  # no-op for the finished ones
         for run, task in zip(group, tasks, strict=True):
             try:
-                result, unchanged = await task
+                outcome = await task
             except (ActivityError, asyncio.CancelledError):
                 continue  # cancelled mid-call
-            results[run.slot] = result
-            if unchanged:
-                as_returned.add(run.slot)
+            took(run.slot, outcome)
     return results, as_returned
 
 
@@ -316,12 +326,12 @@ async def _in_runners(
     run_one: Callable[[ToolRun], Awaitable[tuple[ToolMessage, bool]]],
     most: int,
     cancelled: Callable[[], bool],
-) -> dict[int, tuple[ToolMessage, bool]]:
-    """The group's results by slot, at most ``most`` calls at a time: each runner takes
-    the next call in request order when its own is done. Once ``cancelled()``, the
-    running calls are cancelled and the rest never start."""
+    took: Callable[[int, tuple[ToolMessage, bool]], None],
+) -> None:
+    """The group's calls, at most ``most`` at a time: each runner takes the next call in
+    request order when its own is done, and hands ``took`` its result by slot. Once
+    ``cancelled()``, the running calls are cancelled and the rest never start."""
     taken = 0  # the calls taken so far, in request order (each made as it is taken)
-    finished: dict[int, tuple[ToolMessage, bool]] = {}
 
     async def runner() -> None:
         nonlocal taken
@@ -329,7 +339,7 @@ async def _in_runners(
             run = group[taken]
             taken += 1
             try:
-                finished[run.slot] = await run_one(run)
+                took(run.slot, await run_one(run))
             except ActivityError:
                 continue  # cancelled mid-call: the slot is the Session's to fill
             except asyncio.CancelledError:
@@ -343,7 +353,6 @@ async def _in_runners(
     for outcome in await asyncio.gather(*runners, return_exceptions=True):
         if isinstance(outcome, Exception):  # not a cancellation: the session's to see
             raise outcome
-    return finished
 
 
 def _all_done_or(

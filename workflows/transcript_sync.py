@@ -7,6 +7,7 @@ would not fit one payload goes to the store first, in budget-sized pieces.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -80,9 +81,11 @@ class TranscriptSync:
         """Bytes of messages one payload may carry, leaving room for everything else."""
         return self.budget_bytes - min(PAYLOAD_MARGIN_BYTES, self.budget_bytes // 8)
 
-    def stored_by_tool(self, indices: set[int]) -> None:
-        """These messages are tool results their activity put in the store as they are."""
-        self._by_reference.update(indices)
+    def stored_by_tool(self, first: int) -> Callable[[int], None]:
+        """What to tell of each slot of a batch whose result its activity put in the
+        store as it is, as it arrives: the batch's results land in slot order from
+        ``first`` on (nothing is appended while a batch runs)."""
+        return lambda slot: self._by_reference.add(first + slot)
 
     def stored_through(self, count: int) -> None:
         """A model call succeeded: the worker stored the array it was sent (and the reply,
@@ -137,10 +140,9 @@ class TranscriptSync:
         messages, room = self.messages, self.room
         most = _most_in_one(len(messages) - self.stored, STORE_PIECES_BY_COUNT_PATCH)
         while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
-            start = end = self.stored
+            start = self.stored
             limit = len(messages) if most is None else min(len(messages), start + most)
-            while end < limit and messages.json_bytes(start, end + 1) <= room:
-                end += 1
+            end = messages.end_within(start, limit, room)
             if end == start and self.payload_store_bytes is not None:
                 end = start + 1
             elif end == start:

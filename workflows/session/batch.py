@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import cast
 
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approval_policy import describe_arguments
@@ -67,6 +68,38 @@ class OpenBatch:
     decided: bool = False
     handoff: Handoff | None = None
     """Where the batch hands the conversation (a swarm), once its results are in."""
+    unjudged: set[str] | None = None
+    """The tools called, when the gate let every call run unjudged (all slots wait for
+    their run: nothing was decided call by call)."""
+    noted: Noted | None = None
+    """What the results placed so far ask of the join, noted as each was placed (from the
+    batch's run on; a batch that never ran is noted when it finishes)."""
+
+
+@dataclass
+class Noted:
+    """The results placed in a batch's slots, as the join needs them: how many, and the
+    few it must look at again. A batch of thousands is then joined without a pass over
+    its results in the task the last one arrives in."""
+
+    filled: int = 0
+    unstamped: list[int] = field(default_factory=list)
+    """Slots the loop wrote (refused, denied, failed, cancelled): given the time then."""
+    spent: list[int] = field(default_factory=list)
+    """Slots whose result spent tokens on models (a sub-agent's)."""
+    stops: list[int] = field(default_factory=list)
+    """Slots whose result is a stop tool's (``stop.on_tools``), not an error."""
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A finished batch: its results in request order, where it hands the conversation,
+    the results that spent tokens and the first stop tool's result."""
+
+    results: list[ToolMessage]
+    handoff: Handoff | None
+    spent: list[ToolMessage]
+    stop: ToolMessage | None
 
 
 class ToolBatch:
@@ -130,9 +163,10 @@ class ToolBatch:
         questions: list[Question] = []
         limit = self.spec.stop.max_tool_calls_per_turn
         tools = self._tools()
-        if len(calls) <= limit and not self.state.pending and self._all_unjudged(calls, tools):
+        names = {call.function.name for call in calls}
+        if len(calls) <= limit and not self.state.pending and self._all_unjudged(names, tools):
             # (a batch of thousands: judged by its tools, not call by call)
-            return OpenBatch(calls, slots, questions, [], checked=True)
+            return OpenBatch(calls, slots, questions, [], checked=True, unjudged=names)
         for k, call in enumerate(calls):
             resolved = tools.get(call.function.name)
             if k >= limit:
@@ -177,10 +211,10 @@ class ToolBatch:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
         batch.checked = True
 
-    def _all_unjudged(self, calls: list[ToolCall], tools: dict[str, ResolvedTool]) -> bool:
+    def _all_unjudged(self, names: set[str], tools: dict[str, ResolvedTool]) -> bool:
         """Every call is of a registered tool the gate lets run unjudged: nothing to ask
         and nothing to decide, whatever the arguments (``Gate.runs_unjudged``)."""
-        for name in {call.function.name for call in calls}:
+        for name in names:
             tool = tools.get(name)
             if tool is None or not self.gate.runs_unjudged(tool):
                 return False
@@ -295,10 +329,15 @@ class ToolBatch:
 
     def _run(self, batch: OpenBatch) -> RunTools:
         tools, calls = self._tools(), batch.calls
-        approved = [k for k, slot in enumerate(batch.slots) if slot is None]
+        batch.noted = Noted()
+        if batch.unjudged is not None:  # every call approved, with nothing to look at
+            approved, named = list(range(len(calls))), batch.unjudged
+            batch.unjudged = None  # (run once: what arrives from now on fills slots)
+        else:
+            approved = [k for k, slot in enumerate(batch.slots) if slot is None]
+            named = {calls[k].function.name for k in approved}
         # the session's own kind (a swarm's handoffs): carried out here, not run; each
         # tool's kind is looked up once, not once a call
-        named = {calls[k].function.name for k in approved}
         ours = {n for n in named if tool_kind(tools[n].target.kind).runs_in == "session"}
         handoffs = [k for k in approved if calls[k].function.name in ours] if ours else []
         if handoffs and self.swarm is not None:  # the session runs these itself
@@ -306,6 +345,8 @@ class ToolBatch:
             for k, result in results.items():
                 batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
             approved = [k for k in approved if k not in results]
+        if len(approved) < len(batch.slots):  # decided without running (a batch of
+            self._note_placed(batch)  # thousands that all run has none to note)
         mode_of = {name: tools[name].policy.execution_mode for name in named}
         if all(mode == "parallel" for mode in mode_of.values()):
             in_groups = [approved] if approved else []  # one group (``execution_groups``)
@@ -342,33 +383,62 @@ class ToolBatch:
 
         return make
 
+    def arrived(self, slot: int, result: ToolMessage) -> None:
+        """A call's result, as it arrives: placed in its slot and noted there."""
+        batch = self._current()
+        batch.slots[slot] = result
+        self._note(batch, slot, result)
+
+    def _note(self, batch: OpenBatch, slot: int, result: ToolMessage) -> None:
+        noted = batch.noted
+        assert noted is not None, "the batch's results are noted from its run on"
+        noted.filled += 1
+        if result.timestamp is None:
+            noted.unstamped.append(slot)
+        if result.usage is not None:
+            noted.spent.append(slot)
+        if not result.is_error and result.tool_name in self.spec.stop.on_tools:
+            noted.stops.append(slot)
+
+    def _note_placed(self, batch: OpenBatch) -> None:
+        for k, slot in enumerate(batch.slots):
+            if slot is not None:
+                self._note(batch, k, slot)
+
     def finished(
         self, results: dict[int, ToolMessage], cancelled: str | None, now: datetime
-    ) -> tuple[list[ToolMessage], Handoff | None]:
-        """Every approved call's result, by slot, and the batch closed: the results in
-        request order (calls a cancellation stopped get a result saying so) and where the
-        batch hands the conversation, if it does. Results the loop wrote itself (refused,
-        denied, cancelled, handed off) get the time and ``mode`` ``tool`` here."""
+    ) -> Joined:
+        """The batch closed, with ``results`` (by slot) besides those that ``arrived``:
+        its results in request order (calls a cancellation stopped get a result saying
+        so) and where it hands the conversation, if it does. Results the loop wrote
+        itself (refused, denied, failed, cancelled, handed off) get the time and
+        ``mode`` ``tool`` here."""
         batch = self._current()
+        if batch.noted is None:  # it never ran (cancelled while people were asked)
+            batch.noted = Noted()
+            self._note_placed(batch)
         for k, result in results.items():
-            batch.slots[k] = result
-        if cancelled is not None:
-            for k, slot in enumerate(batch.slots):
+            self.arrived(k, result)
+        slots, noted = batch.slots, batch.noted
+        if cancelled is not None and noted.filled < len(slots):
+            for k, slot in enumerate(slots):
                 if slot is None:
-                    batch.slots[k] = cancelled_result(batch.calls[k], cancelled)
+                    self.arrived(k, cancelled_result(batch.calls[k], cancelled))
+        assert noted.filled == len(batch.calls), "one result per call"
         at = epoch_ms(now)
-        in_order = [
-            s if s.timestamp is not None else s.model_copy(update={"timestamp": at, "mode": "tool"})
-            for s in batch.slots
-            if s is not None
-        ]
-        assert len(in_order) == len(batch.calls), "one result per call"
+        for k in noted.unstamped:
+            stamped = slots[k]
+            assert stamped is not None
+            slots[k] = stamped.model_copy(update={"timestamp": at, "mode": "tool"})
+        in_order = cast(list[ToolMessage], list(slots))
         if self.swarm is not None:  # the activities' results carry it already
             agent = {"agent_name": self.swarm.active}
             in_order = [r if r.agent_name else r.model_copy(update=agent) for r in in_order]
+        stop = in_order[min(noted.stops)] if noted.stops else None
+        spent = [in_order[k] for k in sorted(noted.spent)]
         self.open = None
         self.children.clear()
-        return in_order, batch.handoff
+        return Joined(in_order, batch.handoff, spent, stop)
 
     def _current(self) -> OpenBatch:
         assert self.open is not None, "no tool batch is open"

@@ -108,14 +108,15 @@ class ToolRun:
 
 
 class ToolRuns(Sequence[ToolRun]):
-    """A group's calls, each made into its ``ToolRun`` when first asked for: a runner
-    takes the next call when its own is done, so a batch of thousands costs each task
-    the calls it starts, not the whole batch in the task that opens it."""
+    """A group's calls, each made into its ``ToolRun`` when asked for: a runner takes
+    the next call when its own is done, so a batch of thousands costs each task the
+    calls it starts, not the whole batch in the task that opens it. Not kept (each is
+    made again if asked for again, equal): a run is let go with the call it made, not
+    with its batch's thousands in the task after the last result."""
 
     def __init__(self, slots: Sequence[int], make: Callable[[int], ToolRun]) -> None:
         self._slots = slots
         self._make = make
-        self._made: dict[int, ToolRun] = {}
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -128,11 +129,7 @@ class ToolRuns(Sequence[ToolRun]):
     def __getitem__(self, index: int | slice) -> ToolRun | list[ToolRun]:
         if isinstance(index, slice):
             return [self[k] for k in range(len(self))[index]]
-        slot = self._slots[index]
-        run = self._made.get(slot)
-        if run is None:
-            run = self._made[slot] = self._make(slot)
-        return run
+        return self._make(self._slots[index])
 
 
 @dataclass(frozen=True)

@@ -462,27 +462,25 @@ class Session:
         return command
 
     def tools_finished(self, results: dict[int, ToolMessage], now: datetime) -> None:
-        """Every approved call's result, by slot: the batch's results are appended in
-        request order, whatever order they finished in."""
-        in_order, handoff = self.batch.finished(results, not_completed(self.state), now)
-        self.messages.extend(in_order)
-        if handoff is not None and self.swarm is not None:
-            self.swarm.hand_over(handoff)
+        """The batch's calls are done (``results``: by slot, those not told as they
+        arrived, ``batch.arrived``): its results are appended in request order, whatever
+        order they finished in."""
+        joined = self.batch.finished(results, not_completed(self.state), now)
+        self.messages.extend(joined.results)
+        if joined.handoff is not None and self.swarm is not None:
+            self.swarm.hand_over(joined.handoff)
         self.state.child_pending.clear()  # the batch's sub-agents are all over
         self.state.forwards.clear()
-        on_tools, stop = self.spec.stop.on_tools, None
-        for result in in_order:  # what tools spent on models (sub-agents) counts too
-            if result.usage is not None:
-                self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
-            if stop is None and on_tools and result.tool_name in on_tools and not result.is_error:
-                stop = result
+        for result in joined.spent:  # what tools spent on models (sub-agents) counts too
+            assert result.usage is not None
+            self.budget.count(result.usage, self.price, f"tool {result.tool_name}")
         self.state.stage = "model"
         reason, self.state.rescue_after_tools = self.state.rescue_after_tools, None
         if reason is not None:
-            self._rescued(self.rescue.rescue(reason, in_order[-1].timestamp))
+            self._rescued(self.rescue.rescue(reason, joined.results[-1].timestamp))
             return
-        if stop is not None:
-            replied(self, stop, f"stop_tool:{stop.tool_name}")
+        if joined.stop is not None:
+            replied(self, joined.stop, f"stop_tool:{joined.stop.tool_name}")
 
     # --- continue-as-new and the end -----------------------------------------------------
 
