@@ -144,6 +144,34 @@ async def test_a_broken_call_in_a_later_page_is_still_found_and_rescued(
     assert "call are not valid JSON" in json.dumps(provider.bodies()[1]["messages"])
 
 
+async def test_a_tool_that_does_not_exist_in_a_later_page_is_still_found_and_rescued(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker vouches for every call's arguments, and the workflow learns the tools
+    called a page a task; the fifth call, in the second page, names a tool the session
+    does not have: the reply is found unusable as it would be whole, and nothing runs
+    under that name."""
+    monkeypatch.setattr(reply_pages, "CALLS_PER_PAGE", 3)
+    calls: list[tuple[str, dict[str, Any]] | ToolCall] = [("echo", {"word": w}) for w in WORDS[:4]]
+    calls.append(("erase", {"word": "all"}))
+    script = [assistant_calls(*calls), assistant_text("fixed")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, plain) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "go")
+            result = await agents.result(sid)
+            messages = await agents.messages(sid)
+            history = await agents._handle(sid).fetch_history()
+    [paged_reply, _] = activity_results(history, "call_model")
+    assert paged_reply["calls"] == 5 and paged_reply["arguments_checked"] is True
+    assert result.status == "done" and result.final and result.final.content == "fixed"
+    assert [m.role for m in messages].count("resque") == 1
+    assert "a tool that does not exist: erase" in json.dumps(provider.bodies()[1]["messages"])
+    ran = [json.loads(i["arguments"]) for i in activity_inputs(history, "run_tool")]
+    assert {"word": "all"} not in ran, ran
+
+
 class LosesTheFirstReply(TranscriptStore):
     """A workers' store that loses everything just as the first reply in pages is read
     (a ``memory:`` store whose worker restarted, a store pruned or wiped)."""

@@ -194,7 +194,10 @@ class ModelCaller:
                 if returned.calls is not None:  # the rest of its calls, a page a task
                     beat = timedelta(seconds=rules.heartbeat_timeout_seconds)
                     try:
-                        reply = await whole_message(reply, returned.digest, returned.calls, beat)
+                        reply, called = await whole_message(
+                            reply, returned.digest, returned.calls, beat
+                        )
+                        self._session.batch.tools_called(reply, called)
                     except ActivityError as error:
                         if not store_lost(error) or lost_store >= MAX_STORE_REFILLS:
                             return failure(error, rules.recovery_limit_seconds)

@@ -35,13 +35,15 @@ def calls_per_page() -> int | None:
 
 async def whole_message(
     message: Message, key: str, calls: int, heartbeat: timedelta | None
-) -> AssistantMessage:
+) -> tuple[AssistantMessage, frozenset[str]]:
     """``message`` (cut to its first tool calls) with all ``calls`` of them, read from the
     store where the worker kept it under ``key``, a page at a time, each page as long as
-    the first (the page the worker chose; a replay reads the same pages)."""
+    the first (the page the worker chose; a replay reads the same pages); and the names
+    of the tools it calls, gathered a page a task."""
     if not isinstance(message, AssistantMessage) or not message.tool_calls:
         raise ApplicationError("only a message with tool calls is sent in pages")
     read: list[ToolCall] = list(message.tool_calls)
+    called = {call.function.name for call in read}
     per_page = len(read)
     while len(read) < calls:
         start, stop = len(read), min(len(read) + per_page, calls)
@@ -61,4 +63,5 @@ async def whole_message(
                 non_retryable=True,
             )
         read.extend(page)
-    return with_calls(message, read)
+        called.update(call.function.name for call in page)
+    return with_calls(message, read), frozenset(called)

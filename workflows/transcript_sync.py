@@ -260,7 +260,7 @@ class TranscriptSync:
                 if page.calls is not None:  # its last message's calls, a page a task
                     last = page.messages[-1]
                     whole = await whole_message(last, page.digests[-1], page.calls, self._heartbeat)
-                    page.messages[-1] = whole
+                    page.messages[-1] = whole[0]
                 for message, digest, size in zip(
                     page.messages, page.digests, page.sizes, strict=True
                 ):

@@ -68,7 +68,7 @@ class OpenBatch:
     decided: bool = False
     handoff: Handoff | None = None
     """Where the batch hands the conversation (a swarm), once its results are in."""
-    unjudged: set[str] | None = None
+    unjudged: frozenset[str] | None = None
     """The tools called, when the gate let every call run unjudged (all slots wait for
     their run: nothing was decided call by call)."""
     noted: Noted | None = None
@@ -124,6 +124,20 @@ class ToolBatch:
         self.children: set[str] = set()
         """The child sessions the open batch's sub-agent calls started (not carried:
         continue-as-new never comes inside a batch)."""
+        self._called: tuple[AssistantMessage, frozenset[str]] | None = None
+
+    def tools_called(
+        self, message: AssistantMessage, known: frozenset[str] | None = None
+    ) -> frozenset[str]:
+        """The names of the tools ``message`` calls, worked out once a reply (``known``:
+        gathered as its pages were read, a page a task): the rescue's check and the
+        batch's opening both ask, and a reply of thousands is not gone over twice."""
+        if known is not None:
+            self._called = (message, known)
+        elif self._called is None or self._called[0] is not message:
+            names = frozenset(call.function.name for call in message.tool_calls or ())
+            self._called = (message, names)
+        return self._called[1]
 
     def running_children(self) -> set[str]:
         """The child sessions this batch's sub-agent calls run as (the workflow adds each
@@ -163,7 +177,7 @@ class ToolBatch:
         questions: list[Question] = []
         limit = self.spec.stop.max_tool_calls_per_turn
         tools = self._tools()
-        names = {call.function.name for call in calls}
+        names = self.tools_called(last)
         if len(calls) <= limit and not self.state.pending and self._all_unjudged(names, tools):
             # (a batch of thousands: judged by its tools, not call by call)
             return OpenBatch(calls, slots, questions, [], checked=True, unjudged=names)
@@ -211,7 +225,7 @@ class ToolBatch:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
         batch.checked = True
 
-    def _all_unjudged(self, names: set[str], tools: dict[str, ResolvedTool]) -> bool:
+    def _all_unjudged(self, names: frozenset[str], tools: dict[str, ResolvedTool]) -> bool:
         """Every call is of a registered tool the gate lets run unjudged: nothing to ask
         and nothing to decide, whatever the arguments (``Gate.runs_unjudged``)."""
         for name in names:
@@ -335,7 +349,7 @@ class ToolBatch:
             batch.unjudged = None  # (run once: what arrives from now on fills slots)
         else:
             approved = [k for k, slot in enumerate(batch.slots) if slot is None]
-            named = {calls[k].function.name for k in approved}
+            named = frozenset(calls[k].function.name for k in approved)
         # the session's own kind (a swarm's handoffs): carried out here, not run; each
         # tool's kind is looked up once, not once a call
         ours = {n for n in named if tool_kind(tools[n].target.kind).runs_in == "session"}

@@ -377,8 +377,13 @@ class Session:
             state.last_error = assistant.error
         reason = None
         if self.rescue_enabled and not assistant.is_error:
+            called = self.batch.tools_called(assistant) if checked else ()
             reason = unusable_reason(
-                assistant, self.active_tools, self.spec.output_schema, checked=checked
+                assistant,
+                self.active_tools,
+                self.spec.output_schema,
+                checked=checked,
+                called=called,
             )
         cut = truncated_reason(assistant) if self.truncation_checked else None
         rule = self.spec.stop.on_truncated

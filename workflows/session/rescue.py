@@ -29,17 +29,18 @@ def unusable_reason(
     schema: dict[str, Any] | None,
     *,
     checked: bool = False,
+    called: Collection[str] = (),
 ) -> str | None:
     """Why the loop cannot use this (non-error) turn, or ``None``: tool-call blocks that
     are not calls, a tool that does not exist, arguments that are not a JSON object, an
     empty answer, or an answer that does not match the output schema. ``checked``: its
     worker found every call's arguments a JSON object (a reply of thousands of calls is
-    not parsed again in one workflow task)."""
+    not parsed again in one workflow task); ``called``: the tools it calls, when known."""
     if reply.malformed_tool_calls:
         raw = reply.malformed_tool_calls[0][:200]
         return f"tool-call blocks that could not be read as calls: {raw}"
     calls = reply.tool_calls or []
-    if checked and {call.function.name for call in calls} <= set(tools):
+    if checked and called and all(name in tools for name in called):
         calls = []  # (thousands: every tool known, every call's arguments checked)
     for call in calls:
         name = call.function.name
