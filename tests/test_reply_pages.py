@@ -15,7 +15,7 @@ from durable_agent import AgentClient
 from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.cli.trace import read_timeline
-from durable_agent.contracts import TRANSCRIPT_UNKNOWN
+from durable_agent.contracts import TRANSCRIPT_UNKNOWN, AgentResult
 from durable_agent.digests import ReplyCallsInput
 from durable_agent.messages import FunctionCall, Message, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
@@ -126,14 +126,7 @@ async def test_a_broken_call_in_a_later_page_is_still_found_and_rescued(
     broken = ToolCall(id="call_9", function=FunctionCall(name="echo", arguments='{"word": '))
     good: list[tuple[str, dict[str, Any]] | ToolCall] = [("echo", {"word": w}) for w in WORDS[:3]]
     script = [assistant_calls(*good, broken), assistant_text("fixed")]
-    with ScriptedProvider(script) as provider:
-        spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
-        async with running_worker(temporal_env, task_queue, plain) as client:
-            agents = AgentClient(client, task_queue=task_queue)
-            sid = await agents.start(spec, "go")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
-            history = await agents._handle(sid).fetch_history()
+    provider, result, messages, history = await _echo_session(temporal_env, task_queue, script)
     [paged_reply, _] = activity_results(history, "call_model")
     assert paged_reply["calls"] == 4 and "arguments_checked" not in paged_reply
     assert result.status == "done" and result.final and result.final.content == "fixed"
@@ -155,6 +148,21 @@ async def test_a_tool_that_does_not_exist_in_a_later_page_is_still_found_and_res
     calls: list[tuple[str, dict[str, Any]] | ToolCall] = [("echo", {"word": w}) for w in WORDS[:4]]
     calls.append(("erase", {"word": "all"}))
     script = [assistant_calls(*calls), assistant_text("fixed")]
+    provider, result, messages, history = await _echo_session(temporal_env, task_queue, script)
+    [paged_reply, _] = activity_results(history, "call_model")
+    assert paged_reply["calls"] == 5 and paged_reply["arguments_checked"] is True
+    assert result.status == "done" and result.final and result.final.content == "fixed"
+    assert [m.role for m in messages].count("resque") == 1
+    assert "a tool that does not exist: erase" in json.dumps(provider.bodies()[1]["messages"])
+    ran = [json.loads(i["arguments"]) for i in activity_inputs(history, "run_tool")]
+    assert {"word": "all"} not in ran, ran
+
+
+async def _echo_session(
+    temporal_env: WorkflowEnvironment, task_queue: str, script: list[Any]
+) -> tuple[ScriptedProvider, AgentResult, list[Message], Any]:
+    """A one-reply session of ``echo`` answered by ``script``: its provider, result,
+    messages and history."""
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, ["echo"], session={"end_after_reply": True})
         async with running_worker(temporal_env, task_queue, plain) as client:
@@ -163,13 +171,7 @@ async def test_a_tool_that_does_not_exist_in_a_later_page_is_still_found_and_res
             result = await agents.result(sid)
             messages = await agents.messages(sid)
             history = await agents._handle(sid).fetch_history()
-    [paged_reply, _] = activity_results(history, "call_model")
-    assert paged_reply["calls"] == 5 and paged_reply["arguments_checked"] is True
-    assert result.status == "done" and result.final and result.final.content == "fixed"
-    assert [m.role for m in messages].count("resque") == 1
-    assert "a tool that does not exist: erase" in json.dumps(provider.bodies()[1]["messages"])
-    ran = [json.loads(i["arguments"]) for i in activity_inputs(history, "run_tool")]
-    assert {"word": "all"} not in ran, ran
+    return provider, result, messages, history
 
 
 class LosesTheFirstReply(TranscriptStore):

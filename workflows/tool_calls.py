@@ -10,6 +10,7 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Protocol
@@ -188,57 +189,47 @@ async def run_tool_groups(
     children: set[str] | None = None,
     joining: Transcript | None = None,
     returned: Callable[[int], None] = lambda slot: None,
-) -> tuple[dict[int, ToolMessage], set[int]]:
-    """The result by slot of every call that ran, and the slots whose result is exactly
-    what its activity returned (and stored), so the next model call can refer to it.
-    Once ``cancelled()``, running calls are cancelled through Temporal and later groups
-    do not start: those slots are left for the Session to fill. ``joining``: the
-    transcript the results join; in its second chain each activity works out its
-    result's digest and size, which it is told of, so no result is encoded here.
-    ``returned``: told each slot whose result is exactly what its activity returned, as
-    it arrives (nothing is gone over again when the batch is done)."""
+) -> None:
+    """Run the command's groups, one after another. Each call's result goes to
+    ``watcher`` as it arrives (the workflow's places it in the Session's batch), and
+    ``returned`` is told each slot whose result is exactly what its activity returned
+    (and stored), so the next model call can refer to it: nothing is gone over again
+    when the batch is done. Once ``cancelled()``, running calls are cancelled through
+    Temporal and later groups do not start: those slots are left for the Session to
+    fill. ``joining``: the transcript the results join; in its second chain each
+    activity works out its result's digest and size, which it is told of, so no result
+    is encoded here."""
     digests = joining if joining is not None and joining.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
-    results: dict[int, ToolMessage] = {}
-    as_returned: set[int] = set()
 
-    async def run_in_place(run: ToolRun) -> tuple[ToolMessage, bool]:
+    async def run_in_place(run: ToolRun) -> None:
         async with places:  # a batch of any size runs in bounded waves
             if watcher is not None:
                 watcher.tool_started(command.turn, run)
             if run.runs_in == "child_session":
                 shared = forwards if forwards is not None else []  # the very list, even empty
                 started = children if children is not None else set()
-                outcome = await run_sub_agent(command.turn, run, ending, shared, started)
+                result, unchanged = await run_sub_agent(command.turn, run, ending, shared, started)
             else:
-                outcome = await run_tool(command.turn, run, rules, digests)
+                result, unchanged = await run_tool(command.turn, run, rules, digests)
             if watcher is not None:
-                watcher.tool_finished(command.turn, run, outcome[0])
-            return outcome
-
-    def took(slot: int, outcome: tuple[ToolMessage, bool]) -> None:
-        results[slot] = outcome[0]
-        if outcome[1]:
-            as_returned.add(slot)
-            returned(slot)
+                watcher.tool_finished(command.turn, run, result)
+            if unchanged:
+                returned(run.slot)
 
     for group in command.groups:
         if cancelled():
             break
         if patched(CALLS_IN_RUNNERS_PATCH):
-            await _in_runners(group, run_in_place, command.max_concurrent, cancelled, took)
+            await _in_runners(group, run_in_place, command.max_concurrent, cancelled)
             continue
         tasks = [asyncio.ensure_future(run_in_place(run)) for run in group]
         await workflow.wait_condition(_all_done_or(tasks, cancelled))
         for task in tasks:
             task.cancel()  # no-op for the finished ones
-        for run, task in zip(group, tasks, strict=True):
-            try:
-                outcome = await task
-            except (ActivityError, asyncio.CancelledError):
-                continue  # cancelled mid-call
-            took(run.slot, outcome)
-    return results, as_returned
+        for task in tasks:
+            with contextlib.suppress(ActivityError, asyncio.CancelledError):
+                await task  # (cancelled mid-call: the slot is the Session's to fill)
 
 
 async def run_sub_agent(
@@ -323,14 +314,13 @@ async def run_sub_agent(
 
 async def _in_runners(
     group: Sequence[ToolRun],
-    run_one: Callable[[ToolRun], Awaitable[tuple[ToolMessage, bool]]],
+    run_one: Callable[[ToolRun], Awaitable[None]],
     most: int,
     cancelled: Callable[[], bool],
-    took: Callable[[int, tuple[ToolMessage, bool]], None],
 ) -> None:
     """The group's calls, at most ``most`` at a time: each runner takes the next call in
-    request order when its own is done, and hands ``took`` its result by slot. Once
-    ``cancelled()``, the running calls are cancelled and the rest never start."""
+    request order when its own is done. Once ``cancelled()``, the running calls are
+    cancelled and the rest never start."""
     taken = 0  # the calls taken so far, in request order (each made as it is taken)
 
     async def runner() -> None:
@@ -339,7 +329,7 @@ async def _in_runners(
             run = group[taken]
             taken += 1
             try:
-                took(run.slot, await run_one(run))
+                await run_one(run)
             except ActivityError:
                 continue  # cancelled mid-call: the slot is the Session's to fill
             except asyncio.CancelledError:
@@ -356,7 +346,7 @@ async def _in_runners(
 
 
 def _all_done_or(
-    tasks: Sequence[asyncio.Future[tuple[ToolMessage, bool]]], cancelled: Callable[[], bool]
+    tasks: Sequence[asyncio.Future[None]], cancelled: Callable[[], bool]
 ) -> Callable[[], bool]:
     return lambda: all(t.done() for t in tasks) or cancelled()
 
