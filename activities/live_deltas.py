@@ -5,9 +5,11 @@ in one event per ``interval``, each batch one signal (``WorkflowStreamClient``,
 deduplicated by publisher and sequence). A reply streamed whole before its first batch
 was due sends none: its text reaches readers with the reply's own event (the doors make
 a delta of it, ``gateway/unstreamed.py``), which spares a short call its signal and
-the workflow task the signal wakes. A later attempt of the same activity first says the
-attempt restarted, so a reader drops what the lost one showed. Publishing never fails the
-model call: a log that cannot be reached is given up on, with a warning.
+the workflow task the signal wakes. Nothing is made before the first text: a reply of
+tool calls alone (most of an agent's calls) costs no publisher, no task and no timer.
+A later attempt of the same activity first says the attempt restarted, so a reader drops
+what the lost one showed. Publishing never fails the model call: a log that cannot be
+reached is given up on, with a warning.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class LiveDeltas:
         self._first_after = FIRST_DELTA_AFTER_SECONDS if first_after is None else first_after
         self._sent = False
         """Whether a batch of deltas went out (else the end of the call sends none)."""
+        self._live = False
+        """Whether the call publishes (opened, and its log not given up on)."""
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._wake = asyncio.Event()
@@ -55,24 +59,31 @@ class LiveDeltas:
         self._sender: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
-        """Start publishing (the call's setup asks for live deltas)."""
-        self._client = WorkflowStreamClient.from_within_activity()
+        """Start publishing (the call's setup asks for live deltas); the publisher is
+        made when the first batch is due, or now to say a lost attempt restarted."""
+        self._live = True
         attempt = activity.info().attempt
         if attempt > 1:
             reason = "the call started over on another attempt (its worker was lost)"
             self._publish(AttemptRestarted(turn=self._turn, attempt=attempt, reason=reason))
             await self._flush()
-        self._sender = asyncio.create_task(self._send_batches())
 
     def text(self, text: str) -> None:
-        if self._client is not None:
+        if self._live:
             self._text.append(text)
-            self._wake.set()
+            self._woken()
 
     def reasoning(self, text: str) -> None:
-        if self._client is not None:
+        if self._live:
             self._reasoning.append(text)
-            self._wake.set()
+            self._woken()
+
+    def _woken(self) -> None:
+        """The first text starts the sender (in the activity's context, which the
+        publisher is made from); later ones wake it."""
+        self._wake.set()
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send_batches())
 
     async def close(self) -> None:
         """Send what is left (the reply's completion comes after it), then stop; nothing
@@ -91,9 +102,8 @@ class LiveDeltas:
                 await self._flush()
 
     async def _send_batches(self) -> None:
-        await self._wake.wait()
         await asyncio.sleep(self._first_after)  # a short reply ends before this
-        while self._client is not None:
+        while self._live:
             await self._wake.wait()
             self._wake.clear()
             self._sent = True
@@ -110,7 +120,9 @@ class LiveDeltas:
             self._text.clear()
 
     def _publish(self, event: Any) -> None:
-        if self._client is not None:
+        if self._live:
+            if self._client is None:
+                self._client = WorkflowStreamClient.from_within_activity()
             data = event.model_dump(mode="json", exclude={"offset"})
             self._client.topic(EVENTS_TOPIC).publish(data)
 
@@ -123,4 +135,5 @@ class LiveDeltas:
             raise
         except Exception as error:  # the session's log is away: the call goes on
             log.warning("live deltas given up", error=str(error), turn=self._turn)
+            self._live = False
             self._client = None

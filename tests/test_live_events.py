@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
@@ -63,8 +65,18 @@ def text_of(events: list[LiveEvent]) -> str:
 
 
 async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_the_reply(
-    temporal_env: WorkflowEnvironment, task_queue: str
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also: a call whose reply has no text (tool calls alone) makes no publisher; the
+    answer's call makes one, and its deltas reach the reader through it."""
+    made: list[str] = []  # the activity type of each call that made a publisher
+    make = WorkflowStreamClient.from_within_activity
+
+    def counted(cls: type[WorkflowStreamClient], /, **options: Any) -> WorkflowStreamClient:
+        made.append(activity.info().activity_type)
+        return make(**options)
+
+    monkeypatch.setattr(WorkflowStreamClient, "from_within_activity", classmethod(counted))
     # the answer's stream stops half way until the reader has shown some of its text
     shown = threading.Event()
     answer = paced(assistant_text(ANSWER, reasoning="first the time, then the cache"), 0.01)
@@ -85,6 +97,7 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
             assert await agents.latest_offset(session) == events[-1].offset
     assert [e.offset for e in events] == list(range(len(events))), "offsets 0, 1, 2, ..."
     assert resumed == events[6:], "a reader resumes right after the offset it saw"
+    assert made == ["call_model"], "one publisher: the answer's call, not the tool call's"
     order = kinds(events)
     assert order[:5] == [
         "message_appended",  # the user's message
