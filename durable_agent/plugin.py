@@ -48,6 +48,16 @@ from durable_agent.workflows.evals import EvalWorkflow
 from durable_agent.workflows.limiter import EndpointLimiter
 
 PLUGIN_NAME = "durable-agent"
+#: Activity slots the completion of a workflow task may reserve for the activities it
+#: schedules, which then start on this worker with the server's answer (eager) rather
+#: than through the task queue. A batch of up to this many tool calls (most a model asks
+#: for at once) starts together and ends close together: its results reach the
+#: workflow in fewer tasks, and the server matches none of them. temporalio's own
+#: default is 3: a batch of four had its fourth call polled for, and its result
+#: mostly came back in a workflow task of its own.
+EAGER_ACTIVITIES = 10
+#: temporalio's default, which a worker given no other value has.
+SDK_EAGER_ACTIVITIES = 3
 #: The workflows the plugin registers, by name (``sandboxed=False``: see ``sandbox``).
 OUR_WORKFLOWS = (WORKFLOW_NAME, LIMITER_WORKFLOW, EVAL_WORKFLOW)
 log = structlog.get_logger("durable_agent.worker")
@@ -83,7 +93,10 @@ class DurableAgentPlugin(SimplePlugin):
     sessions the worker serves, once each (``durable_agent.message_sinks``);
     ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
     quarter more worker CPU under load; by default they run outside it, their determinism checked by
-    replaying recorded histories in the sandbox: ``durable_agent.sandbox``)."""
+    replaying recorded histories in the sandbox: ``durable_agent.sandbox``).
+    ``eager_activities``: activity slots a workflow task may reserve for what it
+    schedules (``EAGER_ACTIVITIES``), for a worker given no value of its own for
+    ``max_eager_activity_reservations_per_workflow_task``."""
 
     def __init__(
         self,
@@ -99,9 +112,16 @@ class DurableAgentPlugin(SimplePlugin):
         payload_storage: ExternalStorage | None = None,
         message_log: MessageSink | None = None,
         sandboxed: bool = False,
+        eager_activities: int = EAGER_ACTIVITIES,
     ) -> None:
+        if eager_activities < 1:
+            raise ValueError(
+                f"eager_activities must be at least 1, not {eager_activities} "
+                "(a worker turns eager activities off with disable_eager_activity_execution)"
+            )
         self._payload_storage = payload_storage
         self._sandboxed = sandboxed
+        self._eager_activities = eager_activities
         capabilities = with_agents(capabilities or Capabilities(), agents)
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
@@ -157,8 +177,12 @@ class DurableAgentPlugin(SimplePlugin):
         self, config: temporalio.worker.WorkerConfig
     ) -> temporalio.worker.WorkerConfig:
         """As ``SimplePlugin`` does, and a client with the pydantic converter when the
-        worker's client was made without this plugin."""
+        worker's client was made without this plugin; ``eager_activities`` slots a
+        workflow task may reserve, unless the worker was given its own number."""
         config = super().configure_worker(config)
+        eager = config.get("max_eager_activity_reservations_per_workflow_task")
+        if eager in (None, SDK_EAGER_ACTIVITIES):
+            config["max_eager_activity_reservations_per_workflow_task"] = self._eager_activities
         if self._sandboxed:
             runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
             config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
