@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from temporalio import activity
@@ -29,7 +31,8 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
     """Heartbeat every fraction of the activity's heartbeat timeout until the block
     ends (no-op for an activity scheduled without one). ``progress`` gives the details
     each beat carries, for people reading the pending activity in the UI."""
-    timeout = activity.info().heartbeat_timeout
+    info = activity.info()
+    timeout = info.heartbeat_timeout
     if not timeout:
         yield
         return
@@ -43,15 +46,16 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
                 activity.heartbeat(progress())
             await asyncio.sleep(every)
 
-    # The first beat half a timeout in: a call shorter than that (most of them) sends
-    # none, which keeps heartbeats off a busy server, and costs one timer handle, not a
-    # task (later beats are throttled by temporalio to 0.8 of the timeout, so the margin
-    # before a timeout stays the same). The timer's callback runs in this activity's
-    # context, so the task it starts heartbeats for this activity.
+    # The first beat half a timeout after the recorded start: a call shorter than that
+    # (most of them) sends none, which keeps heartbeats off a busy server, and costs one
+    # timer handle, not a task (later beats are throttled by temporalio to 0.8 of the
+    # timeout, so the margin before a timeout stays the same). The timer's callback
+    # runs in this activity's context, so the task it starts heartbeats for this one.
     beating: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     timer = loop.call_later(
-        timeout.total_seconds() / 2, lambda: beating.append(loop.create_task(beat()))
+        first_beat_after(info.started_time, timeout.total_seconds()),
+        lambda: beating.append(loop.create_task(beat())),
     )
     try:
         yield
@@ -61,6 +65,18 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+
+
+def first_beat_after(started: datetime, timeout_seconds: float) -> float:
+    """Seconds until the first beat: half a timeout after the start the server recorded.
+    The server counts from that start, which comes before this code runs by however
+    long the task took to get here: an activity started eagerly (with the answer to
+    the workflow task that scheduled it) on a busy worker can lose a second or more.
+    Never later than half a timeout from now, so a worker whose clock runs behind the
+    server's beats no later than it would without the start."""
+    half = timeout_seconds / 2
+    waited = time.time() - started.timestamp()
+    return min(half, max(0.0, half - waited))
 
 
 def heartbeats(activity_fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
