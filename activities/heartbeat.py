@@ -54,7 +54,7 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
     beating: list[asyncio.Task[None]] = []
     loop = asyncio.get_running_loop()
     timer = loop.call_later(
-        first_beat_after(info.started_time, timeout.total_seconds()),
+        first_beat_after(info.started_time, timeout.total_seconds(), time.time()),
         lambda: beating.append(loop.create_task(beat())),
     )
     try:
@@ -67,15 +67,16 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
                 await task
 
 
-def first_beat_after(started: datetime, timeout_seconds: float) -> float:
-    """Seconds until the first beat: half a timeout after the start the server recorded.
+def first_beat_after(started: datetime, timeout_seconds: float, now: float) -> float:
+    """Seconds from ``now`` (a Unix time) until the first beat: half a timeout after the
+    start the server recorded.
     The server counts from that start, which comes before this code runs by however
     long the task took to get here: an activity started eagerly (with the answer to
     the workflow task that scheduled it) on a busy worker can lose a second or more.
     Never later than half a timeout from now, so a worker whose clock runs behind the
     server's beats no later than it would without the start."""
     half = timeout_seconds / 2
-    waited = time.time() - started.timestamp()
+    waited = now - started.timestamp()
     return min(half, max(0.0, half - waited))
 
 
