@@ -2,14 +2,61 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+#: Where Linux keeps the range it takes ports from for outgoing connections and for
+#: ``bind`` to port 0.
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+#: Below this, ports are services' (PostgreSQL 5432, Temporal 7233 and 8233, 8080).
+LOWEST = 10000
+
+#: Not ``random``'s shared generator: a test seeding it (hypothesis does) would make
+#: every process of a parallel run choose the same ports.
+_choose = random.SystemRandom()
 
 
 def free_port() -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
+    """A port nothing holds on 127.0.0.1 right now, outside the range the OS takes
+    ports from for connections and ``bind(0)``.
+
+    A port the OS hands out is one it hands out again: between the moment it is
+    asked and the moment a server binds it (a second or two for a dev server on a
+    busy machine), any process's outgoing connection can take it as its own address,
+    and the server exits with "address already in use" (a dev server's UI port, once
+    in CI). Outside that range only another server chosen the same way can take it."""
+    low, high = _ephemeral_range()
+    pool = [*range(LOWEST, max(LOWEST, low)), *range(max(LOWEST, high + 1), 65536)]
+    for _ in range(100):
+        if not pool:
+            break
+        port: int = _choose.choice(pool)
+        if _unheld(port):
+            return port
+    with socket.socket() as s:  # no range outside the OS's: let it choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The OS's range for outgoing connections (Linux's default where unknown)."""
+    try:
+        low, high = EPHEMERAL_RANGE.read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _unheld(port: int) -> bool:
+    """Whether ``127.0.0.1:port`` can be bound (no listener, no connection holds it)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class PortTaken(Exception):

@@ -24,6 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.heap import freeze_startup_heap
+from durable_agent.ports import free_port as _free_port
 from durable_agent.temporal_cli import temporal_binary
 
 #: No test asserts a duration, Hypothesis's included: its deadline for each example and
@@ -37,12 +38,6 @@ settings.load_profile("durable-agent")
 #: Address of the run's shared dev server, set by the controller for its workers.
 SHARED_SERVER = "DURABLE_AGENT_TEST_TEMPORAL"
 _server_key = pytest.StashKey[subprocess.Popen[bytes]]()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for_port(port: int, server: subprocess.Popen[bytes], seconds: float = 60) -> None:
@@ -153,6 +148,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
         dev_server_existing_path=temporal_binary(),
+        port=_free_port(),
         dev_server_log_level="error",
         dev_server_startup_timeout=timedelta(seconds=60),  # a busy 2-core machine
     )

@@ -5,6 +5,8 @@ that the server it started holds, and ``started_on_free_port`` starts again else
 
 from __future__ import annotations
 
+import random
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from durable_agent import ports
 from durable_agent.ports import free_port
 from tests import conftest
 from tests.conftest import started_on_free_port, wait_for_port
@@ -71,3 +74,53 @@ def test_a_server_whose_port_was_taken_starts_again_on_another(
             assert asked[0] == taken and port == asked[-1] != taken, asked
             wait_for_port(port, server)  # type: ignore[arg-type]
             assert server.poll() is None and squatter.poll() is None
+
+
+def test_a_free_port_is_outside_the_range_connections_take_their_ports_from() -> None:
+    """An outgoing connection takes its local port from the OS's range, and so does a
+    ``bind`` to port 0: a port handed out there can be another process's address by
+    the time a server binds it (a dev server's UI port, once in CI). ``free_port``
+    chooses outside it, where neither reaches."""
+    low, high = ports._ephemeral_range()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        connections = [socket.create_connection(server.getsockname()[:2]) for _ in range(50)]
+        try:
+            taken = {c.getsockname()[1] for c in connections}
+        finally:
+            for c in connections:
+                c.close()
+    assert all(low <= port <= high for port in taken), sorted(taken)
+    chosen = {free_port() for _ in range(50)}
+    assert not any(low <= port <= high for port in chosen), sorted(chosen)
+    assert all(port >= ports.LOWEST for port in chosen), sorted(chosen)
+
+
+def test_a_port_a_listener_or_a_connection_holds_is_never_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ports it would choose first are held (one by a listener of another
+    process, one as a connection's own address): it passes both."""
+    squatter, listened = started_on_free_port(listener)
+    with (
+        stopped_at_the_end(squatter),
+        socket.create_server(("127.0.0.1", 0)) as server,
+        socket.socket() as connection,
+    ):
+        connection.bind(("127.0.0.1", free_port()))
+        connection.connect(server.getsockname()[:2])
+        connected = connection.getsockname()[1]
+        offered: list[int] = []
+
+        class Choices:
+            def __init__(self) -> None:
+                self.first = iter([listened, connected])
+
+            def choice(self, pool: list[int]) -> int:
+                port = next(self.first, None) or random.Random().choice(pool)
+                offered.append(port)
+                return port
+
+        monkeypatch.setattr(ports, "_choose", Choices())
+        port = free_port()
+        assert offered[:2] == [listened, connected] and port == offered[-1], offered
+        assert port not in (listened, connected)

@@ -32,6 +32,7 @@ from durable_agent.client import AgentClient
 from durable_agent.codecs import registered_apis
 from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.plugin import DurableAgentPlugin
+from durable_agent.ports import free_port
 from durable_agent.temporal_cli import temporal_binary
 from durable_agent.testing.scripted_provider import ScriptedProvider
 from durable_agent.tools import ToolRegistry
@@ -92,6 +93,7 @@ class AgentTestEnvironment:
         self.model.start()
         self._server = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(),
+            port=free_port(),  # not one from the OS's range, which a connection can take
             dev_server_log_level="error",
             dev_server_startup_timeout=timedelta(seconds=60),
         )
