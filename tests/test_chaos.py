@@ -122,9 +122,11 @@ class WorkerPool:
             self.process.wait()
 
 
-async def _retrying(action: Callable[[], Any], seconds: float = 120) -> Any:
+async def _retrying(action: Callable[[], Any], seconds: float = 600) -> Any:
     """Reads and signals may meet a dead worker, a restarting server or a session whose
-    start is still on its way: try again, for a bounded time."""
+    start is still on its way: try again, for a bounded time. As long as the sessions
+    are given: beside a second copy of the suite a worker took half a minute to start,
+    and six kills in a row left none answering for over two minutes."""
     deadline = time.monotonic() + seconds
     while True:
         try:

@@ -167,8 +167,10 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
         ScriptedProvider([assistant_text("never asked")]) as c,
     ):
         spec = chain(a, (b, "model-b", "chat"), (c, "model-c", "chat"))
+        # not 2 s: beside a second copy of the suite the retry missed its heartbeats too,
+        # and b, out of replies, moved the chain on
         spec = spec.model_copy(
-            update={"session": spec.session.model_copy(update={"heartbeat_timeout_seconds": 2})}
+            update={"session": spec.session.model_copy(update={"heartbeat_timeout_seconds": 5})}
         )
         first = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
         second = None
@@ -211,7 +213,9 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
         spec = spec_for(
             provider,
             hooks={"reply": ["hold_while_flagged"]},
-            session={"heartbeat_timeout_seconds": 2, "end_after_reply": True},
+            # not 2 s: beside a second copy of the suite the retry missed its heartbeats
+            # too, and asked for a third reply
+            session={"heartbeat_timeout_seconds": 5, "end_after_reply": True},
         )
         held = ("--transcript-store", store)
         first = await asyncio.to_thread(

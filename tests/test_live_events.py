@@ -206,8 +206,9 @@ async def test_a_lost_attempt_is_voided_so_a_reader_never_shows_text_twice(
     pool = WorkerPool(address, agents.task_queue, tmp_path / "ledger", "memory:")
     killed = threading.Event()
     halfway = dataclasses.replace(paced(assistant_text(ANSWER), 0.0), hold=killed, hold_after=3)
-    with ScriptedProvider([halfway, paced(assistant_text(ANSWER), 0.0)]) as provider:
-        spec = spec_for(provider, session={"end_after_reply": True, "heartbeat_timeout_seconds": 2})
+    answer = paced(assistant_text(ANSWER), 0.0)
+    with ScriptedProvider([halfway, answer, answer]) as provider:  # a spare: see below
+        spec = spec_for(provider, session={"end_after_reply": True, "heartbeat_timeout_seconds": 4})
         await asyncio.to_thread(pool.start)
         try:
             session = await agents.start(spec, "time?")
@@ -220,10 +221,12 @@ async def test_a_lost_attempt_is_voided_so_a_reader_never_shows_text_twice(
         finally:
             killed.set()
             pool.stop()
-    order = kinds(events)
-    assert order.count("attempt_restarted") == 1, order
-    restart = next(e for e in events if e.type == "attempt_restarted")
-    assert restart.attempt == 2
+    # one restart for the kill; on a machine loaded past its cores (two copies of the
+    # suite on two cores) a second attempt has missed its heartbeats too, and each
+    # restart must say so, in order
+    restarts = [e for e in events if e.type == "attempt_restarted"]
+    assert [e.attempt for e in restarts] == list(range(2, 2 + len(restarts))) != [], kinds(events)
+    restart = restarts[0]
     before = [e for e in events if e.type == "text_delta" and e.offset < restart.offset]
     assert before, "text was shown before the kill"
     assert text_of(events) == ANSWER, "shown once, from the attempt that finished"

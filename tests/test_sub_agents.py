@@ -145,10 +145,12 @@ async def test_a_worker_killed_while_the_child_runs(
     address = temporal_env.client.service_client.config.target_host
     pool = WorkerPool(address, "sub-kill", tmp_path / "ledger.txt", "memory:")
     with ScriptedProvider(responder=model(slow_child=True)) as provider:
-        spec = parent_spec(provider, end_after_reply=True, heartbeat_timeout_seconds=2)
+        # 5 s, not 2: beside a second copy of the suite the retry on the fresh worker
+        # missed its heartbeats too, and the child's call was made a third time
+        spec = parent_spec(provider, end_after_reply=True, heartbeat_timeout_seconds=5)
         child = spec.agents[0].spec
         faster = child.model_copy(
-            update={"session": child.session.model_copy(update={"heartbeat_timeout_seconds": 2})}
+            update={"session": child.session.model_copy(update={"heartbeat_timeout_seconds": 5})}
         )
         spec = spec.model_copy(
             update={"agents": [spec.agents[0].model_copy(update={"spec": faster})]}
