@@ -155,9 +155,10 @@ async def test_a_worker_killed_during_an_mcp_call(
     )
     script = [assistant_calls(("notes_slow_note", {"text": "survive"})), assistant_text("ok")]
     with ScriptedProvider(script) as provider:
+        # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
         spec = spec_for(
             provider, [], mcp_servers=[NOTES_STDIO], session={
-                "end_after_reply": True, "heartbeat_timeout_seconds": 2,
+                "end_after_reply": True, "heartbeat_timeout_seconds": 5,
             },
         )  # fmt: skip
         await asyncio.to_thread(pool.start)

@@ -151,7 +151,8 @@ async def test_a_responses_conversation_goes_on_after_its_worker_is_killed(
 
     with ScriptedProvider(responder=model) as provider:
         spec = tmp_path / "spec.json"
-        rules = {"heartbeat_timeout_seconds": 2}
+        # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
+        rules = {"heartbeat_timeout_seconds": 5}
         spec.write_text(spec_for(provider, [], session=rules).model_dump_json())
         first_worker = start_worker_process(temporal_env, task_queue)
         workers = [first_worker]

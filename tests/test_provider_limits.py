@@ -131,7 +131,9 @@ async def test_a_429_slows_the_endpoint_for_everyone_and_it_recovers(
     def answer(request: RecordedRequest) -> AssistantMessage | Reply:
         if not refused.is_set():
             refused.set()
-            return error_reply(429, "slow down", retry_after=4)
+            # 12 s: beside a second copy of the suite, 4 s had passed before the second
+            # session's call reached the limiter
+            return error_reply(429, "slow down", retry_after=12)
         return assistant_text("done")
 
     limits = ProviderLimits(requests_per_minute=100)
