@@ -20,6 +20,7 @@ from ag_ui.core.events import Event as AguiEvent
 from pydantic import TypeAdapter
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent.client import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.conftest import started_on_free_port
@@ -219,6 +220,28 @@ async def test_a_hundred_readers_each_get_every_event(
     first = [(e.id, e.event) for e in everyone[0]]
     assert first[-1][1] == "ended" and ("message_appended" in {k for _, k in first})
     assert all([(e.id, e.event) for e in other] == first for other in everyone)
+
+
+async def test_a_reader_opens_its_stream_without_asking_the_worker(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """A reader's stream opens on the server's word that the session exists, not on a
+    query: with no worker on the session's queue, the stream still opens (a query
+    would wait out the client's 15 s and answer 503), and a session that does not
+    exist is a 404. A hundred readers of one session used to make a hundred queries,
+    queued behind its tasks; beside a second copy of the suite some waited past 15 s."""
+    with ScriptedProvider([assistant_text("never asked")]) as provider:
+        spec = spec_file(tmp_path, provider)
+        agents = AgentClient(temporal_env.client, task_queue=task_queue)  # no worker
+        sid = await agents.start(spec_for(provider, [], session={}), "anyone there?")
+        with gateway(address_of(temporal_env), task_queue, spec) as base:
+            async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+                async with http.stream("GET", f"/api/sessions/{sid}/events?after=0") as opened:
+                    status, kind = opened.status_code, opened.headers["content-type"]
+                missing = await http.get("/api/sessions/no-such-session/events")
+    assert status == 200 and kind.startswith("text/event-stream")
+    assert missing.status_code == 404 and "no session" in missing.json()["error"]
+    assert provider.requests == []
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

@@ -210,7 +210,10 @@ def create_app(
 
     async def events(request: Request) -> Response:
         session_id = await owned(request)
-        await agents.status(session_id)  # 404 before the stream opens
+        # 404 before the stream opens, from the server: a status query would ask the
+        # worker once per reader (a hundred readers of one session, a hundred queries
+        # queued behind its tasks), where the hub reads the log once for all of them
+        await agents.has_ended(session_id)
         last_id = request.headers.get("last-event-id")
         after = int_param(request, "after", -1, -1)
         if last_id is not None:
