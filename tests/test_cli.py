@@ -462,12 +462,14 @@ async def test_trace_prints_the_timeline_and_draws_it(
             price = ModelPrice(input_per_million=1000, output_per_million=2000)
             spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
             sid = await agents.start(spec, "clear tiles, time in NYC")
-            asked = await agents.wait(sid, timeout=30)
+            # waits as guards against a hang: beside a second copy of the suite, a
+            # session continuing as new every 20 events took longer than 30 s
+            asked = await agents.wait(sid, timeout=120)
             await asyncio.sleep(0.6)
             await agents.approve(sid, asked.pending[0].approval_id, by="ana")
-            await agents.wait(sid, after=4, timeout=30)
+            await agents.wait(sid, after=4, timeout=120)
             await agents.send(sid, "thanks")
-            await agents.wait(sid, after=5, timeout=30)
+            await agents.wait(sid, after=5, timeout=120)
             runs = (await agents.status(sid)).runs
             picture = tmp_path / "trace.html"
             traced = await acli("trace", sid, "--out", str(picture), *queue, address=address)

@@ -3,7 +3,9 @@ timeout, a failure), ``converse`` and ``start(resume=True)`` go on with its arra
 new run under the same id. The worker reads the array back from the ended run itself,
 and the new run gets it by reference (its start input stays small). ``start`` without
 ``resume`` refuses clearly. A runaway turn and a model that fails for good end the
-turn, not the session, unless the spec says so."""
+turn, not the session, unless the spec says so. The clients give a read 60 s, not
+15: beside a second copy of the suite a new run reading an ended run's array back
+answered a query later than 15 s."""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ async def test_an_ended_conversation_goes_on_by_converse_with_its_array_by_refer
     ]
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, ["look_up"], instructions="Be brief.", session={})
             sid = "resume-by-converse"
             sent = await agents.converse(sid, "where is oslo?", spec, owner="ana")
@@ -124,7 +126,7 @@ async def test_start_refuses_an_ended_session_unless_asked_to_resume_it(
     script = [assistant_text("first"), assistant_text("second")]
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, session={"idle_timeout_seconds": 1})
             sid = await agents.start(spec, "one")
             first = await agents.result(sid)  # the idle timeout ends it
@@ -150,7 +152,7 @@ async def test_a_failed_run_goes_on_too_and_a_running_one_is_not_resumed(
     script = [bad, assistant_text("recovered")]
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, session={}, stop={"end_session_on": ["model_error"]})
             sid = await agents.start(spec, "hello")
             failed = await agents.result(sid)
@@ -178,7 +180,7 @@ async def test_a_runaway_turn_ends_the_turn_and_the_session_answers_the_next_mes
     ]
     with ScriptedProvider(script) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, ["look_up"], session={}, stop={"max_turns": 2})
             sid = await agents.start(spec, "loop")
             outcome = await agents.wait(sid, timeout=60)
@@ -214,7 +216,7 @@ async def test_a_permanent_provider_error_ends_the_turn_unless_the_spec_ends_the
     bad = error_reply(400, "context too long")
     with ScriptedProvider([bad, assistant_text("shorter now")]) as provider:
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             stop = {"end_session_on": ["model_error"]} if ends else {}
             sid = await agents.start(spec_for(provider, session={}, stop=stop), "long text")
             first = await agents.wait(sid, timeout=60)
@@ -244,7 +246,7 @@ async def test_the_gateway_goes_on_with_a_conversation_whose_session_ended(
         path = tmp_path / "spec.json"
         path.write_text(spec_for(provider, session={}).model_dump_json())
         async with running_worker(temporal_env, task_queue, registry) as client:
-            agents = AgentClient(client, task_queue=task_queue)
+            agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             address = str(temporal_env.client.service_client.config.target_host)
             with gateway(address, task_queue, path) as base:
                 async with httpx.AsyncClient(base_url=base, timeout=60) as http:
@@ -295,7 +297,9 @@ async def test_the_cli_refuses_an_ended_session_id_then_resumes_it(
             refused = await acli("run", *common, "how many people?", address=address)
             resumed = await acli("run", *common, "--resume", "how many people?", address=address)
             both = await acli("run", *common, "--resume", "--restart", "x", address=address)
-            messages = await AgentClient(client, task_queue=task_queue).messages("cli-resume")
+            messages = await AgentClient(client, task_queue=task_queue, query_timeout=60).messages(
+                "cli-resume"
+            )
     assert first.returncode == 0 and resumed.returncode == 0, resumed.stderr
     assert refused.returncode == 2 and "--resume" in refused.stderr
     assert both.returncode == 2 and "not allowed with" in both.stderr
