@@ -49,9 +49,12 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _unheld(port: int) -> bool:
-    """Whether ``127.0.0.1:port`` can be bound (no listener, no connection holds it)."""
+def _unheld(port: int, *, reuse: bool = False) -> bool:
+    """Whether ``127.0.0.1:port`` can be bound: no listener holds it, nor (without
+    ``reuse``) a connection, or one waiting out TIME_WAIT."""
     with socket.socket() as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -68,14 +71,10 @@ def claimable(port: int, what: str, flag: str) -> None:
     ``what`` port, chosen with ``flag``). A server started there would fail to bind
     while a client, connecting to the port, reached the other one: its sessions, and
     its end."""
-    with socket.socket() as s:
-        # as servers bind: a port whose last connections wait out TIME_WAIT (a dev
-        # server stopped a moment ago) is free; one a socket listens on is not
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            raise PortTaken(
-                f"{what} port {port} is taken (another Temporal server?): pass another "
-                f"with {flag}, or connect to that one with `durable-agent worker --address`"
-            ) from None
+    # as servers bind: a port whose last connections wait out TIME_WAIT (a dev server
+    # stopped a moment ago) is free; one a socket listens on is not
+    if not _unheld(port, reuse=True):
+        raise PortTaken(
+            f"{what} port {port} is taken (another Temporal server?): pass another "
+            f"with {flag}, or connect to that one with `durable-agent worker --address`"
+        )

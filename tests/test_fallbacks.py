@@ -30,6 +30,7 @@ from durable_agent.testing.scripted_provider import error_reply, json_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
     record_history,
     running_worker,
     spec_for,
@@ -167,10 +168,12 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
         ScriptedProvider([assistant_text("never asked")]) as c,
     ):
         spec = chain(a, (b, "model-b", "chat"), (c, "model-c", "chat"))
-        # not 2 s: beside a second copy of the suite the retry missed its heartbeats too,
-        # and b, out of replies, moved the chain on
         spec = spec.model_copy(
-            update={"session": spec.session.model_copy(update={"heartbeat_timeout_seconds": 5})}
+            update={
+                "session": spec.session.model_copy(
+                    update={"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS}
+                )
+            }
         )
         first = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
         second = None
@@ -213,9 +216,7 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
         spec = spec_for(
             provider,
             hooks={"reply": ["hold_while_flagged"]},
-            # not 2 s: beside a second copy of the suite the retry missed its heartbeats
-            # too, and asked for a third reply
-            session={"heartbeat_timeout_seconds": 5, "end_after_reply": True},
+            session={"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS, "end_after_reply": True},
         )
         held = ("--transcript-store", store)
         first = await asyncio.to_thread(

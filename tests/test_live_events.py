@@ -30,7 +30,13 @@ from durable_agent.testing import (
 )
 from durable_agent.tools import ToolRegistry, tool
 from tests.support import cli_tools
-from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
+    record_history,
+    running_worker,
+    spec_for,
+    wait_for,
+)
 from tests.test_chaos import WorkerPool
 
 registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
@@ -208,7 +214,10 @@ async def test_a_lost_attempt_is_voided_so_a_reader_never_shows_text_twice(
     halfway = dataclasses.replace(paced(assistant_text(ANSWER), 0.0), hold=killed, hold_after=3)
     answer = paced(assistant_text(ANSWER), 0.0)
     with ScriptedProvider([halfway, answer, answer]) as provider:  # a spare: see below
-        spec = spec_for(provider, session={"end_after_reply": True, "heartbeat_timeout_seconds": 4})
+        spec = spec_for(
+            provider,
+            session={"end_after_reply": True, "heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS},
+        )
         await asyncio.to_thread(pool.start)
         try:
             session = await agents.start(spec, "time?")

@@ -22,7 +22,7 @@ from durable_agent.ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.conftest import wait_for_port
-from tests.support.agent_harness import cli_json, running_worker, spec_for
+from tests.support.agent_harness import KILL_HEARTBEAT_SECONDS, cli_json, running_worker, spec_for
 
 ROOT = Path(__file__).parent.parent
 NOTES_STDIO = {
@@ -155,10 +155,9 @@ async def test_a_worker_killed_during_an_mcp_call(
     )
     script = [assistant_calls(("notes_slow_note", {"text": "survive"})), assistant_text("ok")]
     with ScriptedProvider(script) as provider:
-        # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
         spec = spec_for(
             provider, [], mcp_servers=[NOTES_STDIO], session={
-                "end_after_reply": True, "heartbeat_timeout_seconds": 5,
+                "end_after_reply": True, "heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS,
             },
         )  # fmt: skip
         await asyncio.to_thread(pool.start)

@@ -24,6 +24,7 @@ from durable_agent.testing.scripted_provider import chat_stream_events, sse_repl
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
     record_history,
     running_worker,
     spec_for,
@@ -113,11 +114,13 @@ async def test_a_worker_killed_mid_call_writes_no_line_twice(
         second = None
         try:
             agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=60)
-            # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
             spec = spec_for(
                 provider,
                 ["get_time"],
-                session={"heartbeat_timeout_seconds": 5, "end_after_reply": True},
+                session={
+                    "heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS,
+                    "end_after_reply": True,
+                },
             )
             sid = await agents.start(spec, "time in Tokyo?")
             await wait_for(lambda: _requests_are(provider, 2), timeout=60)

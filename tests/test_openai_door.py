@@ -27,7 +27,12 @@ from durable_agent.testing import (
     assistant_calls,
     assistant_text,
 )
-from tests.support.agent_harness import spec_for, start_worker_process, wait_for
+from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
+    spec_for,
+    start_worker_process,
+    wait_for,
+)
 from tests.support.docs_page import page_block
 from tests.support.gateway_harness import gateway, served
 from tests.test_agui_client import FRONT_DOORS, registry, wiped
@@ -151,8 +156,7 @@ async def test_a_responses_conversation_goes_on_after_its_worker_is_killed(
 
     with ScriptedProvider(responder=model) as provider:
         spec = tmp_path / "spec.json"
-        # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
-        rules = {"heartbeat_timeout_seconds": 5}
+        rules = {"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS}
         spec.write_text(spec_for(provider, [], session=rules).model_dump_json())
         first_worker = start_worker_process(temporal_env, task_queue)
         workers = [first_worker]

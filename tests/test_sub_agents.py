@@ -28,7 +28,13 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.tools import ToolRegistry, tool
-from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
+    record_history,
+    running_worker,
+    spec_for,
+    wait_for,
+)
 
 RESEARCHER = "You research one question and answer in one sentence."
 
@@ -145,12 +151,16 @@ async def test_a_worker_killed_while_the_child_runs(
     address = temporal_env.client.service_client.config.target_host
     pool = WorkerPool(address, "sub-kill", tmp_path / "ledger.txt", "memory:")
     with ScriptedProvider(responder=model(slow_child=True)) as provider:
-        # 5 s, not 2: beside a second copy of the suite the retry on the fresh worker
-        # missed its heartbeats too, and the child's call was made a third time
-        spec = parent_spec(provider, end_after_reply=True, heartbeat_timeout_seconds=5)
+        spec = parent_spec(
+            provider, end_after_reply=True, heartbeat_timeout_seconds=KILL_HEARTBEAT_SECONDS
+        )
         child = spec.agents[0].spec
         faster = child.model_copy(
-            update={"session": child.session.model_copy(update={"heartbeat_timeout_seconds": 5})}
+            update={
+                "session": child.session.model_copy(
+                    update={"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS}
+                )
+            }
         )
         spec = spec.model_copy(
             update={"agents": [spec.agents[0].model_copy(update={"spec": faster})]}

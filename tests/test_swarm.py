@@ -25,6 +25,7 @@ from durable_agent.testing import (
     json_reply,
 )
 from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
     record_history,
     running_worker,
     spec_for,
@@ -276,8 +277,7 @@ async def test_a_worker_killed_right_after_a_handoff(
         ],
     }
     with ScriptedProvider(responder=_paying_billing) as provider:
-        # 5 s, not 2: beside a second copy of the suite the retry missed its heartbeats too
-        rules = {"end_after_reply": True, "heartbeat_timeout_seconds": 5}
+        rules = {"end_after_reply": True, "heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS}
         spec = spec_for(provider, swarm=swarm, session=rules)
         await asyncio.to_thread(pool.start)
         try:

@@ -32,6 +32,12 @@ from durable_agent.worker import build_worker
 #: The trust tests (test_capabilities) run strict workers instead.
 LOCAL_DEVELOPMENT = Capabilities.development()
 
+#: The heartbeat timeout of tests that SIGKILL a worker: short, so the lost call is
+#: retried in seconds, but not 2 s: beside a second copy of the suite the retry on the
+#: fresh worker missed its heartbeats too, and asked the model for a reply a script
+#: did not have.
+KILL_HEARTBEAT_SECONDS = 5
+
 
 def spec_for(
     provider: ScriptedProvider, tools: Sequence[str | dict[str, Any]] = (), **kw: Any
