@@ -6,11 +6,9 @@ can reach the server can follow any session, and none of them holds its state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -36,6 +34,7 @@ from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approver_tokens import ApproverKey
 from durable_agent.client_branches import SessionBranches
 from durable_agent.client_evals import SessionEvals
+from durable_agent.client_queries import Unanswered, no_worker_error, patient_query
 from durable_agent.client_schedules import SessionSchedules
 from durable_agent.client_types import (
     MessageRefusedError,
@@ -95,11 +94,6 @@ log = structlog.get_logger("durable_agent.client")
 
 MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
-
-
-#: Longest one query attempt waits: past the server's 10 s window for a worker that
-#: stopped asking for work, so the next attempt reaches the others.
-QUERY_ATTEMPT_SECONDS = 12.0
 
 
 class AgentClient(
@@ -457,26 +451,15 @@ class AgentClient(
             raise self._translate(session_id, error) from None
 
     async def _query(self, session_id: str, name: str, result_type: Any, *args: Any) -> Any:
-        """Ask in attempts of at most ``QUERY_ATTEMPT_SECONDS`` until ``query_timeout``.
-        A query goes first to the worker that holds the session; one that hangs or died
-        while answering never does, and the server sends the next attempt to the other
-        workers once the silent one has not asked for work for about 10 s."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.query_timeout
-        while True:
-            left = deadline - loop.time()
-            try:
-                return await self._handle(session_id).query(
-                    name,
-                    args=list(args),
-                    result_type=result_type,
-                    rpc_timeout=timedelta(seconds=min(left, QUERY_ATTEMPT_SECONDS)),
-                )
-            except RPCError as error:
-                if error.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                    raise self._translate(session_id, error) from None
-                if deadline - loop.time() < 1.0:
-                    raise NoWorkerError(session_id, self.task_queue, self.query_timeout) from None
+        """A query that waits out a busy worker for up to ``query_timeout``."""
+        handle = self._handle(session_id)
+        try:
+            return await patient_query(handle, name, list(args), result_type, self.query_timeout)
+        except RPCError as error:
+            raise self._translate(session_id, error) from None
+        except Unanswered:
+            queue, seconds = self.task_queue, self.query_timeout
+            raise await no_worker_error(self.temporal, handle, queue, seconds) from None
 
     @staticmethod
     def _translate(session_id: str, error: RPCError) -> Exception:

@@ -55,11 +55,47 @@ class SessionExistsError(RuntimeError):
         self.session_id = session_id
 
 
+#: A worker that waits for work asks its queue again at least this often (a long poll
+#: lasts about a minute): one the server last saw longer ago than this has stopped.
+LIVE_POLL_SECONDS = 75.0
+
+
 class NoWorkerError(RuntimeError):
-    def __init__(self, session_id: str, task_queue: str, seconds: float) -> None:
+    """No worker answered for the session in time. ``polled_seconds_ago``: how long ago
+    each worker the server saw in the last few minutes asked the session's task queue
+    for work (``None``: the server could not say), which tells a worker that never came
+    or stopped from one alive and busy."""
+
+    def __init__(
+        self,
+        session_id: str,
+        task_queue: str,
+        seconds: float,
+        polled_seconds_ago: list[float] | None = None,
+    ) -> None:
+        self.session_id, self.task_queue = session_id, task_queue
+        self.polled_seconds_ago = polled_seconds_ago
+        start = "(start one with `durable-agent worker`)"
+        queue = f"task queue {task_queue!r}"
+        live = [s for s in polled_seconds_ago or [] if s <= LIVE_POLL_SECONDS]
+        if polled_seconds_ago is None:
+            why = f"is a worker running on {queue}? {start}"
+        elif not polled_seconds_ago:
+            why = f"no worker has asked {queue} for work in the last minutes {start}"
+        elif not live:
+            last = min(polled_seconds_ago)
+            why = f"the last worker to ask {queue} for work did so {last:.0f} s ago: it stopped"
+            why += f" {start}"
+        else:
+            workers = "1 worker asks" if len(live) == 1 else f"{len(live)} workers ask"
+            why = (
+                f"{workers} {queue} for work (the last {min(live):.0f} s ago), so the one "
+                "holding the session is busy, its tasks queued behind others' (wait, add "
+                "workers, or give queries longer: query_timeout), or it stopped within the "
+                "last minute"
+            )
         super().__init__(
-            f"no worker answered for session {session_id!r} within {seconds:g} s: is a worker "
-            f"running on task queue {task_queue!r}? (start one with `durable-agent worker`)"
+            f"no worker answered for session {session_id!r} within {seconds:g} s: {why}"
         )
 
 
