@@ -35,6 +35,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.floor import FloorInput
+from bench.paired import describe, turn_order
 from bench.peer_kinds import PEERS, peers_python, worker_command
 from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
@@ -229,8 +230,9 @@ async def measure_all(
     kinds: list[str], bench: Bench, data: Path, runs: int, concurrent: int, rounds: int
 ) -> dict[str, Figures]:
     """A and B for each kind in turn; then C in ``rounds`` rounds, the kinds taking turns
-    within each (a shared machine's speed drifts over minutes, and would otherwise count
-    against whichever kind ran last), each C figure the median of its rounds."""
+    within each, in reverse order every other round (a shared machine's speed drifts
+    over minutes, and would otherwise count against whichever kind ran last), each C
+    figure the median of its rounds."""
     async with AsyncExitStack() as stack:
         workers = {k: await stack.enter_async_context(worker_for(k, bench, data)) for k in kinds}
         figures = {
@@ -238,8 +240,8 @@ async def measure_all(
             for k in kinds
         }
         c_runs: dict[str, list[Figures]] = {k: [] for k in kinds}
-        for _ in range(rounds):
-            for kind in kinds:
+        for r in range(rounds):
+            for kind in turn_order(kinds, r):
                 c_runs[kind].append(await measure_c(kind, bench, *workers[kind], concurrent))
     for kind in kinds:
         for name in C_FIELDS:
@@ -295,12 +297,18 @@ def table(
     flat = ours.b_call_bytes[200] / ours.b_call_bytes[10]
     for label, kind in (("durable-agent", ours), ("with live deltas off", quiet)):
         paired = list(zip(floor.c_rounds, kind.c_rounds, strict=True))
+        throughput = [o[0] / f[0] for f, o in paired]
+        cpu = [o[1] / f[1] for f, o in paired]
         lines.append("")
         lines.append(  # the spread the medians hide: a shared machine's speed drifts
             f"Workload C round by round, {label}, to the floor: throughput "
-            + " ".join(f"{o[0] / f[0]:.2f}x" for f, o in paired)
+            + " ".join(f"{r:.2f}x" for r in throughput)
             + "; worker CPU "
-            + " ".join(f"{o[1] / f[1]:.2f}x" for f, o in paired)
+            + " ".join(f"{r:.2f}x" for r in cpu)
+            + ". Medians of the rounds' ratios: "
+            + describe("throughput", throughput, "higher")
+            + "; "
+            + describe("worker CPU", cpu, "lower")
             + "."
         )
     lines.append("")
