@@ -27,8 +27,9 @@ from durable_agent.client_types import NoWorkerError
 #: Longest one query attempt waits: past the server's 10 s window for a worker that
 #: stopped asking for work, so the next attempt reaches the others.
 QUERY_ATTEMPT_SECONDS = 12.0
-#: How long finding out who serves the queue may add to the error.
-DIAGNOSIS_SECONDS = 5.0
+#: How long finding out who serves the queue may add to the error (a busy server answers
+#: describe calls late too, and without its answer the error can only ask).
+DIAGNOSIS_SECONDS = 10.0
 
 
 class Unanswered(Exception):
