@@ -130,7 +130,12 @@ async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str
     waited for (``GRACEFUL_STOP_SECONDS`` at most for requests still open), and only
     then does the stop go on."""
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
+    # sse-starlette cancels every event stream, its closing message unsent, once uvicorn
+    # is told to exit: a race with the orderly end below, which uvicorn then reports as a
+    # response left incomplete. The streams are ended here first; the rest are its own.
+    AppStatus.enable_automatic_graceful_drain = False
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -148,6 +153,7 @@ async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str
         if stopping is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(stopping())
+        AppStatus.should_exit = True  # any stream still open is ended by sse-starlette
         server.should_exit = True
         while not serving.done():  # the signal uvicorn raises again when done comes here
             with contextlib.suppress(asyncio.CancelledError):
