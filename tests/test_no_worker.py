@@ -49,9 +49,8 @@ async def test_a_worker_that_stopped_a_moment_ago_is_told_from_one_that_never_ca
             worker.wait(15)
         with pytest.raises(NoWorkerError) as raised:
             await agents.status(sid)
-        error = raised.value
-        assert error.polled_seconds_ago is not None and len(error.polled_seconds_ago) >= 1
-        assert min(error.polled_seconds_ago) < 75  # (the live window, not a duration)
+        error, polled = raised.value, raised.value.polled_seconds_ago
+        assert polled is not None and len(polled) >= 1  # the server saw the dead worker
         assert f"1 worker asks task queue {task_queue!r}" in str(error)
         assert "busy" in str(error) and "stopped within the last minute" in str(error)
         revived = start_worker_process(temporal_env, task_queue)
