@@ -151,7 +151,11 @@ class PendingApproval(Contract):
 
 
 class ChildApprovals(Contract):
-    """A sub-agent's undecided approvals, as it reports them to its parent session."""
+    """A sub-agent's undecided approvals, as it reports them to its parent session (a
+    report of more than a page comes in pages, one signal each)."""
 
     child_id: str
     pending: list[PendingApproval]
+    continued: bool = False
+    """This page adds to the report before it (a report's first page replaces the last
+    report)."""

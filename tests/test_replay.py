@@ -79,6 +79,7 @@ def test_histories_are_recorded() -> None:
         "model_reply_digested",  # the sixth: each model reply joined by its digest
         "tool_calls_in_pages",  # today's: a reply of 7 calls read in pages of 3
         "tool_calls_in_pages_continued",  # and the page read back that holds it
+        "approvals_in_pages",  # 260 calls that wait, asked and approved in pages (its patch)
     }
 
 

@@ -18,7 +18,6 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import ChildApprovals
     from durable_agent.contracts import WORKFLOW_NAME, AgentResult
     from durable_agent.messages import AssistantMessage
     from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         verify_tokens,
     )
     from durable_agent.workflows.approval_wait import wait_for_decisions
+    from durable_agent.workflows.child_reports import report_to_parent
     from durable_agent.workflows.continuation import hand_over
     from durable_agent.workflows.continued_input import ContinuedInput
     from durable_agent.workflows.fresh_run import events_carried, open_run, reading_back, run_state
@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.workflows.inputs import InvalidInput, decode_start
     from durable_agent.workflows.live_feed import LiveFeed
     from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
-    from durable_agent.workflows.patches import Patches
+    from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, Patches
     from durable_agent.workflows.session.commands import (
         AwaitApprovals,
         CallModel,
@@ -93,6 +93,7 @@ class AgentWorkflow(SessionHandlers):
         self._request = request
         state = run_state(request, self.patches)
         self._session = session = Session(request.spec, state)
+        session.approvals.paged = lambda: self.patches(APPROVALS_IN_PAGES_PATCH)
         # signed decisions are bound to the session's run chain (new for a new session)
         session.decisions.run_chain = workflow.info().first_execution_run_id
         self._feed = LiveFeed(WorkflowStream(events_carried(request)), session)
@@ -164,7 +165,7 @@ class AgentWorkflow(SessionHandlers):
             command = session.next_command(
                 suggested=self._history_long(), now=workflow.now(), changed=self._build_changed()
             )
-            feed.observe()
+            await feed.caught_up()
             self._title_once_known()
             match command:
                 case Finish():
@@ -208,16 +209,16 @@ class AgentWorkflow(SessionHandlers):
                     await notify_escalation(command, session.spec.session)
                     session.decisions.escalation_sent()
                 case AwaitApprovals():
-                    await self._report_to_parent()  # a sub-agent's approvals show in its parent
+                    await report_to_parent(session.approvals)  # a sub-agent's show in its parent
                     await wait_for_decisions(
                         session.approvals,
                         command.ids,
                         session.batch.timeout_decision,
                         lambda: session.decisions.approval_wait_over(self._history_long()),
                     )
-                    feed.observe()  # decisions (and deadlines' defaults) before they are applied
+                    await feed.caught_up()  # decisions (deadlines' defaults) before they apply
                     session.batch.approvals_waited(workflow.now())
-                    await self._report_to_parent()
+                    await report_to_parent(session.approvals)
                 case RunTools():
                     rules = session.spec.session
                     await run_tool_groups(
@@ -254,17 +255,6 @@ class AgentWorkflow(SessionHandlers):
                 outcome.kind, outcome.text, outcome.retry_after, workflow.now()
             )
             self._feed.model_failed(turn, outcome.kind, outcome.text)
-
-    async def _report_to_parent(self) -> None:
-        """A sub-agent session tells its parent which of its approvals wait."""
-        parent = workflow.info().parent
-        if parent is None:
-            return
-        report = ChildApprovals(
-            child_id=workflow.info().workflow_id, pending=self._session.approvals.undecided()
-        )
-        handle = workflow.get_external_workflow_handle(parent.workflow_id)
-        await handle.signal("child_approvals", report)
 
     def _cancelled(self) -> bool:
         return self._session.state.cancel is not None

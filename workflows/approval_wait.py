@@ -1,5 +1,5 @@
 """Waiting for people's decisions: durable, until all are in, their deadlines pass (the
-tool's default decision applies), or the loop must act first."""
+tool's default decision applies, a page a task), or the loop must act first."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.approval_contracts import PendingApproval
     from durable_agent.messages import ApprovalDecision
     from durable_agent.workflows.session.approvals import Approvals
+    from durable_agent.workflows.session.batch import PAGE_BREAK
 
 
 async def wait_for_decisions(
@@ -28,11 +29,20 @@ async def wait_for_decisions(
         if deadline is not None:
             timeout = deadline - workflow.now()
             if timeout <= timedelta(0):
-                approvals.apply_defaults(ids, default_for, workflow.now())
+                await _defaults_applied(approvals, ids, default_for)
                 continue
         try:
             await workflow.wait_condition(
                 lambda: approvals.all_decided(ids) or interrupted(), timeout=timeout
             )
         except TimeoutError:
-            approvals.apply_defaults(ids, default_for, workflow.now())
+            await _defaults_applied(approvals, ids, default_for)
+
+
+async def _defaults_applied(
+    approvals: Approvals, ids: list[str], default_for: Callable[[PendingApproval], ApprovalDecision]
+) -> None:
+    """A page of the calls past their deadline decided; the next (thousands may pass at
+    once) in a task of its own."""
+    if approvals.apply_defaults(ids, default_for, workflow.now()):
+        await workflow.sleep(PAGE_BREAK)

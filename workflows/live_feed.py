@@ -20,7 +20,6 @@ from temporalio.contrib.workflow_streams import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import PendingApproval
     from durable_agent.contracts import AgentResult
     from durable_agent.events import (
         EVENTS_TOPIC,
@@ -44,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
         event_payload,
     )
     from durable_agent.loop_events import result_text, step_events
-    from durable_agent.messages import ApprovalRecord, AssistantMessage, ToolMessage
+    from durable_agent.messages import AssistantMessage, ToolMessage
+    from durable_agent.workflows.session.batch import PAGE_BREAK
     from durable_agent.workflows.session.commands import ToolRun
     from durable_agent.workflows.session.core import Session
     from durable_agent.workflows.session.loop_rules import epoch_ms
@@ -103,9 +103,11 @@ class LiveFeed:
 
     # --- what the loop observes --------------------------------------------------------
 
-    def observe(self) -> None:
+    def observe(self, everything: bool = False) -> bool:
         """Announce what changed in the session since the last look: new messages,
-        approvals asked and decided, the session going idle."""
+        approvals asked and decided, the session going idle. Approvals are announced at
+        most a page of each a look (``everything``: all, at the end); whether every
+        one was (``caught_up`` looks again a task later until then)."""
         session, state = self._session, self._session.state
         messages = session.messages
         self._shown = max(min(self._shown, len(messages)), len(messages) - MESSAGES_PER_LOOK)
@@ -118,27 +120,51 @@ class LiveFeed:
                 self._publish(step)
         self._shown = len(messages)
         self._loop_state()
-        asked: list[PendingApproval] = []
-        for pending in state.pending:
-            if pending.approval_id not in self._asked:
-                self._asked.add(pending.approval_id)
-                self._publish(ApprovalRequested(approval=pending))
-                asked.append(pending)
-        self.metrics.approvals_requested(asked)
-        decided: list[tuple[str, ApprovalRecord]] = []
-        for aid, record in state.decisions.items():
-            if aid in self._asked and aid not in self._told:
-                self._told.add(aid)
-                self._publish(ApprovalDecided(approval_id=aid, record=record))
-                decided.append((aid, record))
-        if decided:
-            by_id = session.approvals.find_all()
-            self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
+        told = self._asked_now(everything) & self._decided_now(everything)
         self.metrics.phase(session.phase)
         idle = session.phase == "idle"
         if idle and not self._idle:
             self._publish(Idle(message_count=len(messages)))
         self._idle = idle
+        return told
+
+    async def caught_up(self) -> None:
+        """``observe``, and again a task later while approvals are left to announce (a
+        batch of thousands: each task announces a page of them)."""
+        while not self.observe():
+            await workflow.sleep(PAGE_BREAK)
+
+    def _asked_now(self, everything: bool) -> bool:
+        """Announce the approvals asked since the last look (a page of them); whether
+        all were."""
+        state = self._session.state
+        new = [p for p in state.pending if p.approval_id not in self._asked]
+        room = len(new) if everything else self._session.approvals.page_for(len(new))
+        asked = new[:room]
+        for pending in asked:
+            self._asked.add(pending.approval_id)
+            self._publish(ApprovalRequested(approval=pending))
+        self.metrics.approvals_requested(asked)
+        return room == len(new)
+
+    def _decided_now(self, everything: bool) -> bool:
+        """Announce the decisions on announced approvals since the last look (a page of
+        them); whether all were."""
+        session, state = self._session, self._session.state
+        new = [
+            (aid, record)
+            for aid, record in state.decisions.items()
+            if aid in self._asked and aid not in self._told
+        ]
+        room = len(new) if everything else session.approvals.page_for(len(new))
+        decided = new[:room]
+        for aid, record in decided:
+            self._told.add(aid)
+            self._publish(ApprovalDecided(approval_id=aid, record=record))
+        if decided:
+            by_id = session.approvals.find_all()
+            self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
+        return room == len(new)
 
     def _loop_state(self) -> None:
         """A turn that ended without an answer, another agent answering, a request
@@ -208,7 +234,7 @@ class LiveFeed:
 
     def ended(self, result: AgentResult | None, error: str | None = None) -> int:
         """Announce the end; the offset after it (a resumed run's events go on there)."""
-        self.observe()
+        self.observe(everything=True)
         self._publish(Ended(result=result, error=error))
         self.let_go()  # long-polling readers drain the closed run by query
         base, items = logged(self._stream)

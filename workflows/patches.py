@@ -45,6 +45,10 @@ MODEL_REPLY_DIGEST_PATCH = "model-reply-digested"
 #: A message of more tool calls than one page comes with the first page of them, and the
 #: rest are read a page per workflow task (``reply_pages``).
 CALLS_IN_PAGES_PATCH = "tool-calls-in-pages"
+#: A batch of more calls than a page is judged, asked, approved by a grant and announced
+#: a page per workflow task (``session.approvals.APPROVALS_PER_PAGE``). Asked only once a
+#: batch has more than a page of approval work: a run never asked records no marker.
+APPROVALS_IN_PAGES_PATCH = "approvals-in-pages"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).

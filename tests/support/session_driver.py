@@ -249,7 +249,8 @@ class SessionDriver:
         deadline = session.approvals.next_deadline(ids)
         if not session.approvals.all_decided(ids) and deadline is not None:
             self.now = max(self.now, deadline)  # nobody decided: the deadline passes
-            session.approvals.apply_defaults(ids, session.batch.timeout_decision, self.now)
+            while session.approvals.apply_defaults(ids, session.batch.timeout_decision, self.now):
+                pass  # (a page a task in the workflow)
 
     async def _run_tool(self, turn: int, run: ToolRun) -> ToolMessage:
         call = run.call

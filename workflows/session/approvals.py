@@ -3,7 +3,9 @@ session state itself (so they cross continue-as-new as they are). Pure: the time
 given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``).
 
 A batch may ask thousands at once: what goes over many approvals goes over the list
-once (``find_all``, ``open_all``, ``take_all``), never once per approval."""
+once (``find_all``, ``open_all``, ``take_all``), never once per approval; and what
+makes, decides or announces approvals one by one does at most a page of them a
+workflow task (``page_for``)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,24 @@ from durable_agent.approval_policy import Escalation
 from durable_agent.messages import ApprovalDecision, ApprovalRecord
 from durable_agent.workflows.session.state import SessionState
 
+#: Approvals one workflow task asks, decides by a grant or announces at most: a batch of
+#: thousands that wait for people is asked in pages, a durable timer apart.
+APPROVALS_PER_PAGE = 250
+
 
 class Approvals:
     def __init__(self, state: SessionState, escalation: Escalation | None = None) -> None:
         self._state = state
         self._escalation = escalation
+        self.paged: Callable[[], bool] = lambda: True
+        """Whether this run does approvals in pages (the workflow asks its patch, and only
+        once there is more than a page to do: a run recorded before pages does it all)."""
+
+    def page_for(self, count: int) -> int:
+        """How many of ``count`` approvals' worth of work one task does."""
+        if count <= APPROVALS_PER_PAGE or not self.paged():
+            return max(count, 0)
+        return APPROVALS_PER_PAGE
 
     def find(self, aid: str) -> PendingApproval | None:
         return next((p for p in self._state.pending if p.approval_id == aid), None)
@@ -66,46 +81,47 @@ class Approvals:
         ids: list[str],
         default_for: Callable[[PendingApproval], ApprovalDecision],
         now: datetime,
-    ) -> None:
-        """Decide every call whose deadline has passed with its policy's default; with an
-        escalation, a call's first deadline is extended instead and a second group asked."""
-        wanted = set(ids)
-        for pending in [p for p in self._state.pending if p.approval_id in wanted]:
-            aid = pending.approval_id
-            if aid in self._state.decisions or pending.deadline is None or pending.deadline > now:
-                continue
-            escalation = self._escalation
+    ) -> bool:
+        """Decide the calls whose deadline has passed with their policy's default; with an
+        escalation, a call's first deadline is extended instead and a second group asked.
+        A page of them (one record for each default, one new list); whether more passed."""
+        wanted, state, escalation = set(ids), self._state, self._escalation
+        passed = [
+            p
+            for p in state.pending
+            if p.approval_id in wanted
+            and p.approval_id not in state.decisions
+            and p.deadline is not None
+            and p.deadline <= now
+        ]
+        page = passed[: self.page_for(len(passed))]
+        records: dict[tuple[ApprovalDecision, bool], ApprovalRecord] = {}
+        escalated: dict[str, PendingApproval] = {}
+        for pending in page:
             if escalation is not None and pending.escalated_to is None:
-                self._escalate(pending, escalation)
+                escalated[pending.approval_id] = _escalated(pending, escalation)
                 continue
-            self._state.decisions[aid] = ApprovalRecord(
-                decision=default_for(pending),
-                at=now,
-                timed_out=True,
-                reason="no decision before the approval deadline",
-                escalated=True if pending.escalated_to else None,
-            )
-
-    def _escalate(self, pending: PendingApproval, escalation: Escalation) -> None:
-        assert pending.deadline is not None
-        approvers = pending.approvers
-        escalated = pending.model_copy(
-            update={
-                "deadline": pending.deadline + timedelta(seconds=escalation.extend_seconds),
-                "escalated_to": list(escalation.notify),
-                "approvers": None if approvers is None else [*approvers, *escalation.notify],
-            }
-        )
-        state = self._state
-        state.pending = [escalated if p is pending else p for p in state.pending]
-        state.to_notify = [*state.to_notify, pending.approval_id]
+            key = (default_for(pending), bool(pending.escalated_to))
+            record = records.get(key)
+            if record is None:
+                record = records[key] = ApprovalRecord(
+                    decision=key[0],
+                    at=now,
+                    timed_out=True,
+                    reason="no decision before the approval deadline",
+                    escalated=True if key[1] else None,
+                )
+            state.decisions[pending.approval_id] = record
+        if escalated:
+            state.pending = [escalated.get(p.approval_id, p) for p in state.pending]
+            state.to_notify = [*state.to_notify, *escalated]
+        return len(page) < len(passed)
 
     def close_all(self, ids: list[str], by: str | None, reason: str, now: datetime) -> None:
         """Deny whatever is still undecided (the session is ending)."""
+        denied = ApprovalRecord(decision="denied", by=by, at=now, reason=reason)
         for aid in ids:
-            self._state.decisions.setdefault(
-                aid, ApprovalRecord(decision="denied", by=by, at=now, reason=reason)
-            )
+            self._state.decisions.setdefault(aid, denied)
 
     def take_all(self, aids: list[str]) -> list[ApprovalRecord]:
         """Decided calls leave the books (with what their decisions carried): their
@@ -115,3 +131,17 @@ class Approvals:
         for aid in aids:
             self._state.accepted.pop(aid, None)
         return [self._state.decisions.pop(aid) for aid in aids]
+
+
+def _escalated(pending: PendingApproval, escalation: Escalation) -> PendingApproval:
+    """A call past its first deadline: a later one, and the second group among those who
+    may decide."""
+    assert pending.deadline is not None
+    approvers = pending.approvers
+    return pending.model_copy(
+        update={
+            "deadline": pending.deadline + timedelta(seconds=escalation.extend_seconds),
+            "escalated_to": list(escalation.notify),
+            "approvers": None if approvers is None else [*approvers, *escalation.notify],
+        }
+    )

@@ -1,22 +1,24 @@
 """The turn's tool batch: one result slot per call, allocated up front; the gate's verdict
 on each call; the approvals people must give; the groups of calls to run; and the results
-in request order, whatever order they finished in."""
+in request order, whatever order they finished in.
+
+A batch of thousands is judged and asked a page a task (``APPROVALS_PER_PAGE`` calls, a
+short durable timer apart, ``PAGE_BREAK``): no task makes, describes or announces
+thousands of approvals at once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import cast
 
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.approval_policy import describe_arguments
-from durable_agent.contracts import Handoff, ResolvedTool
+from durable_agent.contracts import ResolvedTool
 from durable_agent.messages import (
     ApprovalDecision,
     ApprovalRecord,
     AssistantMessage,
-    ToolCall,
     ToolMessage,
 )
 from durable_agent.secrets import references
@@ -27,14 +29,17 @@ from durable_agent.workflows.session.commands import (
     AwaitApprovals,
     CheckApprovals,
     DescribeCalls,
+    Pause,
     RunTools,
     ToolRun,
     ToolRuns,
 )
-from durable_agent.workflows.session.gate import Gate, Question, Verdicts
+from durable_agent.workflows.session.gate import Gate, Verdicts
 from durable_agent.workflows.session.loop_rules import approval_id, epoch_ms, execution_groups
+from durable_agent.workflows.session.open_batch import Joined, JudgedPage, Noted, OpenBatch
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
+from durable_agent.workflows.session.sweeps import GrantSweeps
 from durable_agent.workflows.session.tool_results import (
     cancelled_result,
     denial_result,
@@ -43,63 +48,10 @@ from durable_agent.workflows.session.tool_results import (
     over_call_limit,
 )
 
-BatchCommand = CheckApprovals | DescribeCalls | AwaitApprovals | RunTools
-
-
-@dataclass
-class OpenBatch:
-    """The open batch (the last assistant message's calls), as this run decides it.
-    Not carried: a new run decides it again (approvals already asked keep their ids,
-    deadlines and decisions, which the state carries)."""
-
-    calls: list[ToolCall]
-    slots: list[ToolMessage | None]
-    questions: list[Question]
-    """What predicates must answer before the gate can decide (asked once)."""
-    needs_person: list[int]
-    checked: bool
-    approvals: dict[int, ApprovalRecord] = field(default_factory=dict)
-    rules: dict[int, str] = field(default_factory=dict)
-    """The rule that asked for a person, by slot."""
-    descriptions: dict[int, str] | None = None
-    """Readable forms of the calls that wait, once described."""
-    asked: dict[str, int] | None = None
-    """Approval id -> slot, once the approvals were opened."""
-    decided: bool = False
-    handoff: Handoff | None = None
-    """Where the batch hands the conversation (a swarm), once its results are in."""
-    unjudged: frozenset[str] | None = None
-    """The tools called, when the gate let every call run unjudged (all slots wait for
-    their run: nothing was decided call by call)."""
-    noted: Noted | None = None
-    """What the results placed so far ask of the join, noted as each was placed (from the
-    batch's run on; a batch that never ran is noted when it finishes)."""
-
-
-@dataclass
-class Noted:
-    """The results placed in a batch's slots, as the join needs them: how many, and the
-    few it must look at again. A batch of thousands is then joined without a pass over
-    its results in the task the last one arrives in."""
-
-    filled: int = 0
-    unstamped: list[int] = field(default_factory=list)
-    """Slots the loop wrote (refused, denied, failed, cancelled): given the time then."""
-    spent: list[int] = field(default_factory=list)
-    """Slots whose result spent tokens on models (a sub-agent's)."""
-    stops: list[int] = field(default_factory=list)
-    """Slots whose result is a stop tool's (``stop.on_tools``), not an error."""
-
-
-@dataclass(frozen=True)
-class Joined:
-    """A finished batch: its results in request order, where it hands the conversation,
-    the results that spent tokens and the first stop tool's result."""
-
-    results: list[ToolMessage]
-    handoff: Handoff | None
-    spent: list[ToolMessage]
-    stop: ToolMessage | None
+BatchCommand = CheckApprovals | DescribeCalls | Pause | AwaitApprovals | RunTools
+#: The durable wait between two pages of a batch's judging or of a grant's approvals: it
+#: ends the workflow task, so the next page is done in a task of its own.
+PAGE_BREAK = timedelta(milliseconds=1)
 
 
 class ToolBatch:
@@ -120,6 +72,7 @@ class ToolBatch:
         self.approvals = approvals
         self._tools = tools
         self.swarm = swarm
+        self.sweeps = GrantSweeps(state, approvals, gate, tools)
         self.open: OpenBatch | None = None
         self.children: set[str] = set()
         """The child sessions the open batch's sub-agent calls started (not carried:
@@ -146,65 +99,100 @@ class ToolBatch:
 
     @property
     def decided(self) -> bool:
-        """People's decisions live in the open batch now: it runs before anything else."""
-        return self.open is not None and self.open.decided
+        """People's decisions live in the open batch now (all, or the pages taken so far):
+        it runs before anything else."""
+        return self.open is not None and (self.open.decided or self.open.taken > 0)
 
     def next_command(self, last: AssistantMessage, now: datetime) -> BatchCommand:
-        """What the batch needs next: predicates, descriptions, people, or its run."""
+        """What the batch needs next: its next page judged (predicates, descriptions, the
+        gate, people asked), a grant's next page of approvals, people, or its run."""
         if self.open is None:
             self.open = self._open(last)
         batch = self.open
-        if not batch.checked:
-            named = [p for _, p in batch.questions]
-            predicates = named if any(p is not None for p in named) else None
-            return CheckApprovals([batch.calls[k] for k, _ in batch.questions], predicates)
+        while batch.judged < len(batch.calls):
+            command = self._judge(batch, now)
+            if command is not None:
+                return command
         if batch.needs_person and not batch.decided:
-            describing = self._describing(batch)
-            if describing and batch.descriptions is None:
-                return DescribeCalls([batch.calls[k] for k in describing])
-            if batch.asked is None:
-                batch.asked = self._ask(batch, now)
-            return AwaitApprovals(list(batch.asked))
+            if self.state.sweeps:  # a grant approves a page a task (the first as it came)
+                self.sweeps.go_on()
+                return Pause(PAGE_BREAK)
+            if not batch.taken:
+                return AwaitApprovals(list(batch.asked))
+            if self._take(batch, now):  # the decisions, taken a page a task
+                return Pause(PAGE_BREAK)
         return self._run(batch)
 
     # --- the gate ------------------------------------------------------------------------
 
     def _open(self, last: AssistantMessage) -> OpenBatch:
-        """Decide what needs nobody (over the limit, unknown); the gate decides the rest,
-        once the predicates it needs have answered."""
+        """A batch that needs nobody's judgment is judged whole by its tools; the gate
+        judges any other a page at a time (``_judge``)."""
         calls = last.tool_calls or []
         slots: list[ToolMessage | None] = [None] * len(calls)
-        questions: list[Question] = []
         limit = self.spec.stop.max_tool_calls_per_turn
-        tools = self._tools()
-        names = self.tools_called(last)
+        names, tools = self.tools_called(last), self._tools()
         if len(calls) <= limit and not self.state.pending and self._all_unjudged(names, tools):
             # (a batch of thousands: judged by its tools, not call by call)
-            return OpenBatch(calls, slots, questions, [], checked=True, unjudged=names)
-        for k, call in enumerate(calls):
+            return OpenBatch(calls, slots, judged=len(calls), unjudged=names)
+        return OpenBatch(calls, slots)
+
+    def _judge(self, batch: OpenBatch, now: datetime) -> BatchCommand | None:
+        """The next step of the page being judged (a new page if none is): its
+        predicates, the gate, its descriptions, then its people asked. ``None``: the page
+        is done and the next may follow in this task (an activity ended the last)."""
+        page = batch.page
+        if page is None:
+            start = batch.judged
+            page = batch.page = self._page(
+                batch, start, self.approvals.page_for(len(batch.calls) - start)
+            )
+            if page.questions:
+                page.ended_a_task = True
+                named = [p for _, p in page.questions]
+                predicates = named if any(p is not None for p in named) else None
+                return CheckApprovals([batch.calls[k] for k, _ in page.questions], predicates)
+        if page.verdicts is None:
+            self._gate(batch, page, {})
+        describing = self._describing(batch, page.waiting)
+        if describing and page.descriptions is None:
+            page.ended_a_task = True
+            return DescribeCalls([batch.calls[k] for k in describing])
+        self._ask(batch, page, now)
+        batch.judged, batch.page = page.stop, None
+        if batch.judged < len(batch.calls) and not page.ended_a_task:
+            return Pause(PAGE_BREAK)
+        return None
+
+    def _page(self, batch: OpenBatch, start: int, size: int) -> JudgedPage:
+        """Calls ``start`` to ``start + size``: what needs nobody decided (over the limit,
+        unknown); the predicates the gate needs for the rest."""
+        page = JudgedPage(start, start + size, [])
+        limit, tools, calls = self.spec.stop.max_tool_calls_per_turn, self._tools(), batch.calls
+        for k in range(page.start, page.stop):
+            call = calls[k]
             resolved = tools.get(call.function.name)
             if k >= limit:
-                slots[k] = error_result(call, over_call_limit(len(calls), limit))
+                batch.slots[k] = error_result(call, over_call_limit(len(calls), limit))
             elif resolved is None:
-                slots[k] = error_result(call, self._not_registered(call.function.name))
+                batch.slots[k] = error_result(call, self._not_registered(call.function.name))
             else:
-                questions.extend(self.gate.questions(k, call, resolved))
-        batch = OpenBatch(calls, slots, questions, [], checked=False)
-        if not questions:
-            self._gate(batch, {})
-        return batch
+                page.questions.extend(self.gate.questions(k, call, resolved))
+        return page
 
-    def _gate(self, batch: OpenBatch, verdicts: Verdicts) -> None:
-        """Each call the gate decides: run (by policy, a rule or a standing grant), refused
-        (the result says why), or waiting for a person."""
+    def _gate(self, batch: OpenBatch, page: JudgedPage, verdicts: Verdicts) -> None:
+        """Each call of the page the gate decides: run (by policy, a rule or a standing
+        grant), refused (the result says why), or waiting for a person."""
+        page.verdicts = verdicts
         tools = self._tools()
         pending = self.approvals.find_all() if self.state.pending else {}
-        for k, call in enumerate(batch.calls):
+        for k in range(page.start, page.stop):
+            call = batch.calls[k]
             if batch.slots[k] is not None:
                 continue
             asked = pending.get(approval_id(self.state.turn, k)) if pending else None
             if asked is not None:  # asked in an earlier run: its decision stands
-                batch.needs_person.append(k)
+                page.waiting.append(k)
                 if asked.rule is not None:
                     batch.rules[k] = asked.rule
                 continue
@@ -215,7 +203,7 @@ class ToolBatch:
                 record = ApprovalRecord(decision="denied", rule=outcome.rule, reason=outcome.reason)
                 batch.slots[k] = denial_result(call, record)
             elif outcome.action == "ask":
-                batch.needs_person.append(k)
+                page.waiting.append(k)
                 if outcome.rule is not None:
                     batch.rules[k] = outcome.rule
             elif outcome.grant is not None:
@@ -223,7 +211,7 @@ class ToolBatch:
                 batch.approvals[k] = self.gate.granted(grant, grant.at, outcome.rule)
             elif outcome.rule is not None:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
-        batch.checked = True
+        batch.needs_person.extend(page.waiting)
 
     def _all_unjudged(self, names: frozenset[str], tools: dict[str, ResolvedTool]) -> bool:
         """Every call is of a registered tool the gate lets run unjudged: nothing to ask
@@ -242,33 +230,33 @@ class ToolBatch:
         return f"Tool not registered: {name} (available: {available})"
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
-        """The predicates' answers to the batch's questions, in order."""
-        batch = self._current()
-        self._gate(batch, dict(zip(batch.questions, verdicts, strict=True)))
+        """The predicates' answers to the page's questions, in order."""
+        page = self._page_now()
+        self._gate(self._current(), page, dict(zip(page.questions, verdicts, strict=True)))
 
     # --- people --------------------------------------------------------------------------
 
     def calls_described(self, descriptions: list[str]) -> None:
-        """The tools' own readable forms of the calls that wait (``DescribeCalls``)."""
-        batch = self._current()
-        batch.descriptions = dict(zip(self._describing(batch), descriptions, strict=True))
+        """The tools' own readable forms of the page's calls that wait (``DescribeCalls``)."""
+        page = self._page_now()
+        describing = self._describing(self._current(), page.waiting)
+        page.descriptions = dict(zip(describing, descriptions, strict=True))
 
-    def _describing(self, batch: OpenBatch) -> list[int]:
+    def _describing(self, batch: OpenBatch, waiting: list[int]) -> list[int]:
         """The waiting calls whose tools describe them."""
         tools = self._tools()
-        return [k for k in batch.needs_person if tools[batch.calls[k].function.name].describes]
+        return [k for k in waiting if tools[batch.calls[k].function.name].describes]
 
-    def _ask(self, batch: OpenBatch, now: datetime) -> dict[str, int]:
-        asked: dict[str, int] = {}
-        descriptions = batch.descriptions or {}
+    def _ask(self, batch: OpenBatch, page: JudgedPage, now: datetime) -> None:
+        descriptions = page.descriptions or {}
         tools = self._tools()
         opening: list[PendingApproval] = []
-        for k in batch.needs_person:
+        for k in page.waiting:
             call = batch.calls[k]
             tool = tools[call.function.name]
             timeout = tool.policy.approval_timeout_seconds
             aid = approval_id(self.state.turn, k)
-            asked[aid] = k
+            batch.asked[aid] = k
             name, arguments = call.function.name, call.function.arguments
             opening.append(
                 PendingApproval(
@@ -285,7 +273,6 @@ class ToolBatch:
                 )
             )
         self.approvals.open_all(opening)
-        return asked
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
         """What a deadline decides for a call: its tool's default."""
@@ -297,22 +284,30 @@ class ToolBatch:
     def approvals_waited(self, now: datetime) -> None:
         """The wait for the batch's approvals ended: all decided (deadlines included), the
         session is ending (the rest are denied), or a continue-as-new is due (the batch
-        stays open, its approvals carried)."""
+        stays open, its approvals carried). Decided, the decisions are taken into the
+        batch, a page a task (``next_command`` takes the rest)."""
         batch = self._current()
-        assert batch.asked is not None
         ids = list(batch.asked)
         state = self.state
         if state.ending is not None:
             reason = state.ending.reason or "the session ended before a decision"
             self.approvals.close_all(ids, state.ending.by, reason, now)
         if not self.approvals.all_decided(ids):
-            if not (state.unverified or state.to_notify):
+            if not (state.unverified or state.to_notify or state.sweeps):
                 self.open = None  # decided again by the next run
             return
-        accepted_by_id = {aid: state.accepted.get(aid) for aid in ids}
-        records = self.approvals.take_all(ids)
-        for (aid, k), record in zip(batch.asked.items(), records, strict=True):
-            accepted = accepted_by_id[aid]
+        self._take(batch, now)
+
+    def _take(self, batch: OpenBatch, now: datetime) -> bool:
+        """Take the next page of the batch's decisions off the books into its slots (or
+        its runs' approvals); whether a page is left (once none is, it is decided)."""
+        ids = list(batch.asked)
+        start = batch.taken
+        taking = ids[start : start + self.approvals.page_for(len(ids) - start)]
+        accepted_by_id = {aid: self.state.accepted.get(aid) for aid in taking}
+        records = self.approvals.take_all(taking)
+        for aid, record in zip(taking, records, strict=True):
+            accepted, k = accepted_by_id[aid], batch.asked[aid]
             call = batch.calls[k]
             if record.decision == "denied":
                 batch.slots[k] = denial_result(call, record)
@@ -328,7 +323,9 @@ class ToolBatch:
                 )
             else:
                 batch.approvals[k] = record
-        batch.decided = True
+        batch.taken = start + len(taking)
+        batch.decided = batch.taken == len(ids)
+        return not batch.decided
 
     def cancel(self, last: AssistantMessage, why: str, now: datetime) -> None:
         """Approvals this turn still has open are closed as denied; the calls without a
@@ -452,8 +449,14 @@ class ToolBatch:
         spent = [in_order[k] for k in sorted(noted.spent)]
         self.open = None
         self.children.clear()
+        self.state.sweeps.clear()  # (a grant made while the batch was judged, then cancelled)
         return Joined(in_order, batch.handoff, spent, stop)
 
     def _current(self) -> OpenBatch:
         assert self.open is not None, "no tool batch is open"
         return self.open
+
+    def _page_now(self) -> JudgedPage:
+        page = self._current().page
+        assert page is not None, "no page of the batch is being judged"
+        return page

@@ -44,7 +44,9 @@ class CheckGuardrails:
 
 @dataclass(frozen=True)
 class Pause:
-    """Wait on a durable timer before trying the model again (one of its attempts failed)."""
+    """Wait on a durable timer: before trying the model again (one of its attempts
+    failed), or between two pages of a large batch's judging or of a grant's approvals
+    (each page is then a workflow task of its own)."""
 
     delay: timedelta
 

@@ -459,7 +459,7 @@ class Session:
         last = self.messages[-1]
         assert isinstance(last, AssistantMessage) and last.tool_calls
         command = self.batch.next_command(last, now)
-        if isinstance(command, DescribeCalls | AwaitApprovals):
+        if isinstance(command, DescribeCalls | AwaitApprovals | Pause):  # (pages apart)
             self.phase = "awaiting_approval"
         elif isinstance(command, RunTools):
             self.progressed = True

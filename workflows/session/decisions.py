@@ -14,26 +14,23 @@ from durable_agent.approval_contracts import (
     DecisionKind,
     DecisionResult,
     EscalationNotice,
-    Grant,
     PendingApproval,
     RevokeGrantSignal,
     TokenCheck,
     TokenVerdict,
 )
-from durable_agent.approval_policy import tests_hold
 from durable_agent.contracts import ResolvedTool
 from durable_agent.decision_digest import decision_digest
-from durable_agent.messages import ApprovalRecord, RecordedDecision
-from durable_agent.schema_values import as_validated
+from durable_agent.messages import RecordedDecision
 from durable_agent.spec import AgentSpec
 from durable_agent.workflows.session.approvals import Approvals
 from durable_agent.workflows.session.gate import (
     DECISION_KINDS,
     RECORDED_DECISIONS,
     Gate,
-    arguments_of,
 )
 from durable_agent.workflows.session.state import SessionState, Unverified
+from durable_agent.workflows.session.sweeps import GrantSweeps
 
 
 def child_approval_id(child_id: str, approval_id: str) -> str:
@@ -71,6 +68,7 @@ class Decisions:
         """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.run_chain = ""
         """The session's first run id (the workflow sets it): what tokens are bound to."""
+        self.sweeps = GrantSweeps(state, approvals, gate, tools)
 
     @property
     def active_tools(self) -> dict[str, ResolvedTool]:
@@ -165,8 +163,8 @@ class Decisions:
         self.approvals.decide(pending.approval_id, record)
         if signal.arguments is not None or kind == "respond":
             self.state.accepted[pending.approval_id] = signal
-        if grant is not None:
-            self._granted_while_waiting(grant, now)
+        if grant is not None:  # it also approves the calls of the batch it covers
+            self.sweeps.start(grant)
         result = DecisionResult(
             approval_id=pending.approval_id,
             decision=kind,
@@ -175,24 +173,6 @@ class Decisions:
             grant_id=None if grant is None else grant.grant_id,
         )
         self._settle(key, result)
-
-    def _granted_while_waiting(self, grant: Grant, now: datetime) -> None:
-        """A new grant also approves the calls of this batch it covers that still wait
-        (their arguments judged only for a grant with tests; one record per rule)."""
-        records: dict[str | None, ApprovalRecord] = {}
-        for pending in self.approvals.undecided():
-            if pending.tool_name != grant.tool:
-                continue
-            if grant.matching:
-                tool = self.active_tools.get(pending.tool_name)
-                schema = tool.definition.parameters if tool is not None else None
-                arguments = as_validated(arguments_of(pending.arguments), schema)
-                if not tests_hold(grant.matching, arguments):
-                    continue
-            record = records.get(pending.rule)
-            if record is None:
-                record = records[pending.rule] = self.gate.granted(grant, now, pending.rule)
-            self.approvals.decide(pending.approval_id, record)
 
     def _settle(self, key: str | None, outcome: DecisionResult | str) -> None:
         if key is not None:
@@ -305,19 +285,23 @@ class Decisions:
         self.state.to_notify = []
 
     def approval_wait_over(self, suggested: bool) -> bool:
-        """Waiting for decisions ends early (besides ``interrupted``) to check a token or
-        tell a second group."""
+        """Waiting for decisions ends early (besides ``interrupted``) to check a token,
+        tell a second group or let a grant approve its next page."""
         state = self.state
-        return bool(state.unverified or state.to_notify) or self.interrupted(suggested)
+        return bool(state.unverified or state.to_notify or state.sweeps) or self.interrupted(
+            suggested
+        )
 
     def child_approvals(self, report: ChildApprovals) -> None:
-        """A sub-agent session's undecided approvals (it reports each change). Only a
-        child this session runs now may add to the view (anyone can send a signal); an
-        empty report only takes a child's entries away."""
+        """A sub-agent session's undecided approvals (it reports each change, a page a
+        signal). Only a child this session runs now may add to the view (anyone can send
+        a signal); an empty report only takes a child's entries away."""
         if not report.pending:
             self.state.child_pending.pop(report.child_id, None)
         elif report.child_id in self._children():
-            self.state.child_pending[report.child_id] = report.pending
+            earlier = self.state.child_pending.get(report.child_id, [])
+            pages = [*earlier, *report.pending] if report.continued else report.pending
+            self.state.child_pending[report.child_id] = pages
         else:
             self.reject(f"child_approvals: {report.child_id!r} is no sub-agent of this session")
 

@@ -105,6 +105,9 @@ class SessionState(BaseModel):
     grants: list[Grant] = Field(default_factory=list)
     """Standing "always" approvals, in the order they were made."""
     grants_made: int = 0
+    sweeps: dict[str, int] = Field(default_factory=dict)
+    """Grants still approving the calls that wait, a page a task: by grant id, how far
+    into ``pending`` each has come (``workflows/session/sweeps.py``)."""
     accepted: dict[str, ApprovalSignal] = Field(default_factory=dict)
     """The decisions behind ``decisions`` that carry more than a verdict (edited arguments,
     a person's response), by approval id."""

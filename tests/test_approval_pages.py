@@ -1,0 +1,410 @@
+"""A batch of more calls than a page that wait for people is judged, asked, approved by
+a grant and taken a page a workflow task, a short durable timer apart; a batch of a page
+is done as it always was. Pure tests of the Session (pages of four), then one session on
+the real dev server at the real page size, whose history the replay suite keeps."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.activities.approvals import describe_calls
+from durable_agent.approval_contracts import ApprovalSignal, DescribeCallsInput
+from durable_agent.events import ApprovalDecided, ApprovalRequested, ToolStarted
+from durable_agent.messages import ToolMessage
+from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.testing import (
+    RecordedRequest,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+)
+from durable_agent.tools import ToolRegistry, tool
+from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
+from durable_agent.workflows.session import approvals as approval_books
+from durable_agent.workflows.session.batch import PAGE_BREAK
+from durable_agent.workflows.session.commands import (
+    AwaitApprovals,
+    CallModel,
+    Command,
+    DescribeCalls,
+    Pause,
+    RunTools,
+)
+from durable_agent.workflows.session.core import Session
+from durable_agent.workflows.session.state import SessionState
+from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
+from tests.support.approval_fixtures import Call, payments_registry
+from tests.support.session_driver import SessionDriver
+
+PAGE = 4
+
+
+@pytest.fixture
+def pages_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(approval_books, "APPROVALS_PER_PAGE", PAGE)
+
+
+def opened(calls: list[Call], **settings: Any) -> tuple[Session, SessionDriver]:
+    """A session whose model just asked for ``calls`` in one batch (``settings``: the
+    spec's beside its tools)."""
+    transfer = {"name": "transfer", "approval_timeout_seconds": 60}
+    spec = AgentSpec.model_validate(
+        {"model": {"name": "m"}, "tools": [transfer, "refund", "lookup"],
+         "session": {"end_after_reply": True}, **settings}
+    )  # fmt: skip
+    driver = SessionDriver(spec, payments_registry([], []), lambda body: assistant_text("ok"))
+    session = driver.session = Session(spec, SessionState())
+    driver._resolve_tools()
+    session.start(AgentInput(spec=spec, message="pay"), driver.now)
+    assert isinstance(session.next_command(suggested=False, now=driver.now), CallModel)
+    session.model_replied(assistant_calls(*calls))
+    return session, driver
+
+
+def until_waiting(session: Session, driver: SessionDriver) -> list[Command]:
+    """The batch's commands until it waits for people or runs (describing as the
+    worker does)."""
+    seen: list[Command] = []
+    while True:
+        command = session.next_command(suggested=False, now=driver.now)
+        seen.append(command)
+        if isinstance(command, AwaitApprovals | RunTools):
+            return seen
+        assert isinstance(command, Pause | DescribeCalls), command
+        if isinstance(command, DescribeCalls):
+            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+            described = describe_calls(driver.registry, DescribeCallsInput(calls=pairs))
+            session.batch.calls_described(described)
+
+
+def transfers(count: int) -> list[Call]:
+    return [("transfer", {"to": f"acct-{k}", "amount": k}) for k in range(count)]
+
+
+@pytest.mark.usefixtures("pages_of_four")
+def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
+    """Ten calls in pages of four: a timer after a page that ended no task of its own,
+    none after one an activity ended (its descriptions); each page opens only its own
+    approvals; the wait is for all ten, in request order."""
+    calls = transfers(5) + [("refund", {"invoice": k}) for k in range(5)]
+    session, driver = opened(calls)
+    opened_at: list[int] = []
+    commands: list[Command] = []
+    while not commands or not isinstance(commands[-1], AwaitApprovals):
+        command = session.next_command(suggested=False, now=driver.now)
+        opened_at.append(len(session.state.pending))
+        commands.append(command)
+        if isinstance(command, DescribeCalls):
+            session.batch.calls_described([f"refund {c.function.arguments}" for c in command.calls])
+    kinds = [type(c).__name__ for c in commands]
+    assert kinds == ["Pause", "DescribeCalls", "DescribeCalls", "AwaitApprovals"]
+    assert commands[0] == Pause(PAGE_BREAK)
+    # the first page asked four; the second described its refunds (5..7) before asking
+    assert opened_at == [4, 4, 8, 10]
+    described = [c for c in commands if isinstance(c, DescribeCalls)]
+    assert [[json.loads(c.function.arguments)["invoice"] for c in d.calls] for d in described] == [
+        [0, 1, 2], [3, 4]
+    ]  # fmt: skip
+    last = commands[-1]
+    assert isinstance(last, AwaitApprovals)
+    assert last.ids == [f"turn1-call{k}" for k in range(10)]
+    assert [p.slot for p in session.state.pending] == list(range(10))
+    refund = session.approvals.find("turn1-call6")
+    assert refund is not None and refund.described_arguments == 'refund {"invoice": 1}'
+
+
+@pytest.mark.usefixtures("pages_of_four")
+def test_one_always_approves_the_rest_a_page_a_task_and_they_run_once() -> None:
+    """One "always" over ten waiting calls: its own page decided with it, the rest a page
+    each after a timer, the decisions taken into the batch a page a task; then all ten
+    run, each approved by the grant."""
+    session, driver = opened(transfers(10))
+    assert isinstance(until_waiting(session, driver)[-1], AwaitApprovals)
+    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
+    assert session.decisions.decision_arrived(always, "approved", driver.now) is None
+    state = session.state
+    assert len(state.decisions) == PAGE and state.sweeps == {"grant-1": PAGE}
+    assert session.decisions.approval_wait_over(False)  # the wait ends for the next page
+    now = driver.now
+    session.batch.approvals_waited(now)  # not all decided: the batch stays open
+    decided = []
+    while not isinstance(command := session.next_command(suggested=False, now=now), AwaitApprovals):
+        assert command == Pause(PAGE_BREAK)
+        decided.append(len(state.decisions))
+    assert decided == [8, 10] and not state.sweeps
+    session.batch.approvals_waited(driver.now)  # the first page taken into the batch
+    assert len(state.pending) == 10 - PAGE
+    taken = []
+    while isinstance(command := session.next_command(suggested=False, now=now), Pause):
+        taken.append(len(state.pending))
+    assert taken == [2]  # the second page; the third taken as the batch runs
+    assert isinstance(command, RunTools) and not state.pending and not state.decisions
+    runs = [run for group in command.groups for run in group]
+    assert [r.slot for r in runs] == list(range(10))
+    assert all(r.approval is not None and r.approval.grant == "grant-1" for r in runs)
+
+
+@pytest.mark.usefixtures("pages_of_four")
+def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None:
+    """The grant arrives after the first page was asked: the later pages' calls are
+    approved by it as the gate judges them, never asked."""
+    session, driver = opened(transfers(10))
+    assert session.next_command(suggested=False, now=driver.now) == Pause(PAGE_BREAK)
+    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
+    assert session.decisions.decision_arrived(always, "approved", driver.now) is None
+    assert len(session.state.decisions) == PAGE and not session.state.sweeps
+    command = until_waiting(session, driver)[-1]
+    assert isinstance(command, AwaitApprovals) and len(session.state.pending) == PAGE
+    session.batch.approvals_waited(driver.now)
+    command = session.next_command(suggested=False, now=driver.now)
+    assert isinstance(command, RunTools)
+    runs = [run for group in command.groups for run in group]
+    assert [r.slot for r in runs] == list(range(10))
+    assert all(r.approval is not None and r.approval.grant == "grant-1" for r in runs)
+
+
+@pytest.mark.usefixtures("pages_of_four")
+def test_a_grants_sweep_goes_on_after_continue_as_new() -> None:
+    """The run hands over with the grant's sweep one page in: the next run asks nobody
+    again, and the sweep approves the rest."""
+    session, driver = opened(transfers(10))
+    until_waiting(session, driver)
+    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
+    session.decisions.decision_arrived(always, "approved", driver.now)
+    carried = ContinuedInput(spec=session.spec, carried=session.for_next_run())
+    again = ContinuedInput.model_validate_json(carried.model_dump_json())
+    assert again.carried.sweeps == {"grant-1": PAGE}
+    next_run = Session(again.spec, again.carried)
+    asked_before = [p.requested_at for p in next_run.state.pending]
+    commands = until_waiting(next_run, driver)
+    assert [type(c).__name__ for c in commands].count("AwaitApprovals") == 1
+    assert [p.requested_at for p in next_run.state.pending] == asked_before  # none anew
+    while not next_run.approvals.all_decided([f"turn1-call{k}" for k in range(10)]):
+        assert next_run.next_command(suggested=False, now=driver.now) == Pause(PAGE_BREAK)
+    assert all(r.grant == "grant-1" for r in next_run.state.decisions.values())
+
+
+@pytest.mark.usefixtures("pages_of_four")
+def test_deadlines_that_pass_together_are_decided_a_page_a_task() -> None:
+    """Ten deadlines pass at once: a page of defaults at a time (the workflow waits a
+    timer between); with an escalation, a page of first deadlines extended at a time,
+    each page's second group told before the next."""
+    session, driver = opened(transfers(10))
+    until_waiting(session, driver)
+    ids, later = [f"turn1-call{k}" for k in range(10)], driver.now + timedelta(seconds=61)
+    default = session.batch.timeout_decision
+    pages = [session.approvals.apply_defaults(ids, default, later) for _ in range(3)]
+    assert pages == [True, True, False] and session.approvals.all_decided(ids)
+    assert {r.decision for r in session.state.decisions.values()} == {"denied"}
+    assert all(r.timed_out for r in session.state.decisions.values())
+
+    escalation = {"extend_seconds": 600, "notify": ["oncall"], "notifier": "page_oncall"}
+    session, driver = opened(transfers(10), approvals={"escalation": escalation})
+    until_waiting(session, driver)
+    assert session.approvals.apply_defaults(ids, default, later)
+    assert len(session.state.to_notify) == PAGE and not session.state.decisions
+    notice = session.decisions.escalations()
+    assert notice is not None and [p.slot for p in notice.approvals] == [0, 1, 2, 3]
+    assert session.decisions.approval_wait_over(False)  # told before the next page
+    session.decisions.escalation_sent()
+    assert session.approvals.apply_defaults(ids, default, later)
+    assert not session.approvals.apply_defaults(ids, default, later)
+    assert [p.escalated_to for p in session.state.pending] == [["oncall"]] * 10
+
+
+def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
+    """At most a page (the real one): no timer, and one "always" decides the rest in
+    the task its decision arrives in, as before pages."""
+    session, driver = opened(transfers(approval_books.APPROVALS_PER_PAGE))
+    assert isinstance(session.next_command(suggested=False, now=driver.now), AwaitApprovals)
+    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
+    session.decisions.decision_arrived(always, "approved", driver.now)
+    assert len(session.state.decisions) == approval_books.APPROVALS_PER_PAGE
+    assert not session.state.sweeps
+    session.batch.approvals_waited(driver.now)
+    assert isinstance(session.next_command(suggested=False, now=driver.now), RunTools)
+
+
+def test_a_run_recorded_before_pages_does_a_large_batch_at_once(pages_of_four: None) -> None:
+    """The workflow's patch says no (a history from before pages): ten calls are asked
+    in one go and one grant decides them all, no timer between."""
+    session, driver = opened(transfers(10))
+    asked: list[int] = []
+
+    def before_pages() -> bool:
+        asked.append(1)
+        return False
+
+    session.approvals.paged = before_pages
+    assert isinstance(session.next_command(suggested=False, now=driver.now), AwaitApprovals)
+    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
+    session.decisions.decision_arrived(always, "approved", driver.now)
+    assert len(session.state.decisions) == 10 and not session.state.sweeps and asked
+
+
+noted: list[int] = []
+notes = ToolRegistry()
+CALLS = 260
+"""A page and ten: two pages of everything, at the real page size."""
+
+
+@tool(registry=notes, approval="always")
+def note(n: int) -> str:
+    """Note a number down (once a person agrees)."""
+    noted.append(n)
+    return f"noted {n}"
+
+
+async def test_a_batch_over_a_page_on_the_real_server(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """260 calls that wait: asked in two pages, one "always" approves them all, each runs
+    once and pairs in request order. Every call's approval is announced asked, then
+    decided, then its tool started; the history holds the patch's marker and the timers
+    between pages (each of ``PAGE_BREAK``)."""
+    noted.clear()
+    script = [assistant_calls(*[("note", {"n": n}) for n in range(CALLS)]), assistant_text("ok")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["note"], stop={"max_tool_calls_per_turn": CALLS})
+        async with running_worker(temporal_env, task_queue, notes) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "note them")
+            pending = await wait_for(lambda: _waiting(agents, sid), timeout=120)
+            await agents.approve(sid, pending[0].approval_id, by="ops", always="tool")
+            result = await agents.result(sid)
+            events = [e async for e in agents.follow(sid)]
+            messages = await agents.messages(sid)
+            handle = agents._handle(sid)
+            await record_history(handle, "approvals_in_pages")
+            history = await handle.fetch_history()
+    assert result.status == "done", result.error
+    assert sorted(noted) == list(range(CALLS))  # each ran once
+    results = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in results] == [f"noted {n}" for n in range(CALLS)]
+    assert all(m.approval is not None and m.approval.grant == "grant-1" for m in results)
+    assert [p.slot for p in pending] == list(range(CALLS))
+
+    at: dict[tuple[str, int], list[int]] = {}
+    for offset, event in enumerate(events):
+        if isinstance(event, ApprovalRequested):
+            at.setdefault(("asked", event.approval.slot), []).append(offset)
+        elif isinstance(event, ApprovalDecided):
+            slot = int(event.approval_id.rsplit("call", 1)[1])
+            at.setdefault(("decided", slot), []).append(offset)
+        elif isinstance(event, ToolStarted):
+            at.setdefault(("started", event.slot), []).append(offset)
+    for slot in range(CALLS):
+        [asked], [decided], [started] = (
+            at[(kind, slot)] for kind in ("asked", "decided", "started")
+        )
+        assert asked < decided < started, slot
+
+    assert APPROVALS_IN_PAGES_PATCH in patches_of(history)
+    timers = [
+        e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    # one between the two pages asked, one between the grant's two pages (its first
+    # decided with it); the two pages taken in one task, the second as the batch runs
+    assert timers == [PAGE_BREAK, PAGE_BREAK], timers
+
+
+def patches_of(history: WorkflowHistory) -> list[str]:
+    """The patch ids the run's markers record."""
+    markers = [
+        e.marker_recorded_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    data = [m.details["patch-data"] for m in markers if m.marker_name == "core_patch"]
+    return [json.loads(d.payloads[0].data)["id"] for d in data]
+
+
+async def _waiting(agents: AgentClient, sid: str) -> Any:
+    return await _waiting_for(agents, sid, CALLS)
+
+
+async def test_a_batch_of_a_few_records_no_marker_and_no_timer(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Three calls that wait, one "always": the history is as before pages."""
+    noted.clear()
+    script = [assistant_calls(*[("note", {"n": n}) for n in range(3)]), assistant_text("ok")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["note"])
+        async with running_worker(temporal_env, task_queue, notes) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "note them")
+            pending = await wait_for(lambda: agents.pending_approvals(sid), timeout=60)
+            await agents.approve(sid, pending[0].approval_id, by="ops", always="tool")
+            assert (await agents.result(sid)).status == "done"
+            history = await agents._handle(sid).fetch_history()
+    assert sorted(noted) == [0, 1, 2]
+    kinds = {e.event_type for e in history.events}
+    assert EventType.EVENT_TYPE_TIMER_STARTED not in kinds
+    assert patches_of(history) == [BASELINE_PATCH]
+
+
+async def test_a_sub_agents_batch_over_a_page_shows_in_its_parent_a_page_a_signal(
+    temporal_env: WorkflowEnvironment, task_queue: str, pages_of_four: None
+) -> None:
+    """A child session's ten waiting calls reach its parent in three signals (pages of
+    four, the later ones adding to the first); decided there one by one, each runs once
+    in the child, and the parent's list empties."""
+    noted.clear()
+    child_instructions = "You note numbers down."
+
+    def answer(request: RecordedRequest) -> Any:
+        messages = request.body["messages"]
+        answered = any(m["role"] == "tool" for m in messages)
+        if messages[0] == {"role": "system", "content": child_instructions}:
+            if answered:
+                return assistant_text("Noted.")
+            return assistant_calls(*[("note", {"n": n}) for n in range(10)])
+        if answered:
+            return assistant_text("The clerk noted them.")
+        return assistant_calls(("clerk", {"task": "note ten numbers"}))
+
+    with ScriptedProvider(responder=answer) as provider:
+        child = spec_for(provider, ["note"], instructions=child_instructions).model_dump()
+        clerk = [{"name": "clerk", "description": "Notes numbers", "spec": child}]
+        spec = spec_for(provider, [], agents=clerk, session={"end_after_reply": True})
+        async with running_worker(temporal_env, task_queue, notes) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            sid = await agents.start(spec, "note ten numbers")
+            pending = await wait_for(lambda: _waiting_for(agents, sid, 10), timeout=60)
+            for each in pending:
+                await agents.approve(sid, each.approval_id, by="ops")
+            result = await agents.result(sid)
+            status = await agents.status(sid)
+            run = (await agents.run_chain(sid))[:8]
+            child_history = await agents._handle(f"{sid}--clerk-t1c0-{run}").fetch_history()
+    assert result.final is not None and result.final.content == "The clerk noted them."
+    assert sorted(noted) == list(range(10)) and status.pending_approvals == []
+    assert [p.approval_id.rsplit("/", 1)[1] for p in pending] == [
+        f"turn1-call{k}" for k in range(10)
+    ]
+    signals = [
+        e.signal_external_workflow_execution_initiated_event_attributes
+        for e in child_history.events
+        if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    ]
+    reports = [json.loads(s.input.payloads[0].data) for s in signals]
+    sizes = [(len(r["pending"]), r.get("continued", False)) for r in reports]
+    # the ten asked (4, 4, 2), then none left once all were decided
+    assert sizes == [(4, False), (4, True), (2, True), (0, False)], sizes
+
+
+async def _waiting_for(agents: AgentClient, sid: str, count: int) -> Any:
+    pending = await agents.pending_approvals(sid)
+    return pending if len(pending) == count else None

@@ -1,0 +1,31 @@
+"""A sub-agent session tells its parent which of its approvals wait, so the parent's
+people can decide them. A child whose batch of thousands waits reports a page a signal:
+each signal is awaited, so no task encodes more than a page of them."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agent.approval_contracts import ChildApprovals
+    from durable_agent.workflows.session.approvals import Approvals
+
+
+async def report_to_parent(approvals: Approvals) -> None:
+    """The undecided approvals, a page a signal (none: an empty report, which takes the
+    child's entries away)."""
+    parent = workflow.info().parent
+    if parent is None:
+        return
+    child_id = workflow.info().workflow_id
+    handle = workflow.get_external_workflow_handle(parent.workflow_id)
+    undecided = approvals.undecided()
+    size = approvals.page_for(len(undecided))
+    start = 0
+    while True:
+        page = undecided[start : start + size]
+        report = ChildApprovals(child_id=child_id, pending=page, continued=start > 0)
+        await handle.signal("child_approvals", report)
+        start += size
+        if start >= len(undecided):
+            return
