@@ -94,6 +94,8 @@ log = structlog.get_logger("durable_agent.client")
 
 MESSAGES_PAGE = 2000
 """Messages one ``messages`` query asks for (the workflow also caps a page by size)."""
+PENDING_PAGE = 1000
+"""Waiting calls one ``pending_approvals`` query asks for (some 250 KB)."""
 
 
 class AgentClient(
@@ -366,10 +368,15 @@ class AgentClient(
         return found
 
     async def pending_approvals(self, session_id: str) -> list[PendingApproval]:
-        found: list[PendingApproval] = await self._query(
-            session_id, "pending_approvals", list[PendingApproval]
-        )
-        return found
+        """Every call that waits, read ``PENDING_PAGE`` a query (a batch of thousands)."""
+        found: list[PendingApproval] = []
+        while True:
+            page: list[PendingApproval] = await self._query(
+                session_id, "pending_approvals", list[PendingApproval], len(found), PENDING_PAGE
+            )
+            found += page
+            if len(page) < PENDING_PAGE:
+                return found
 
     async def run(
         self,

@@ -360,6 +360,8 @@ class SessionStatus(Contract):
     turn: int
     message_count: int
     pending_approvals: list[PendingApproval]
+    """The calls that wait: the first 1,000 of ``pending_count`` (an answer fits 2 MB)."""
+    pending_count: int = 0
     usage: Usage
     spend: dict[str, ModelSpend] = Field(default_factory=dict)
     """What each model spent (calls, tokens, cost), and each tool's sub-agents."""
@@ -397,8 +399,7 @@ class SessionStatus(Contract):
     """The limited endpoint (or ``ENDPOINT/MODEL``) whose shared limit the model call
     waits for room on."""
     version: str | None = None
-    """The worker build running the session (``DEPLOYMENT:BUILD_ID``; unset on workers
-    without versioning)."""
+    """The worker build running the session (``DEPLOYMENT:BUILD_ID``; unset: unversioned)."""
     upgrade: Literal["auto", "pinned"] = "auto"
     """``session.upgrade``: whether the session goes to a newly current build on its own."""
     move_requested: bool = False

@@ -15,6 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent import client as client_module
 from durable_agent.activities.approvals import describe_calls
 from durable_agent.approval_contracts import ApprovalSignal, DescribeCallsInput
 from durable_agent.events import ApprovalDecided, ApprovalRequested, ToolStarted
@@ -30,6 +31,7 @@ from durable_agent.tools import ToolRegistry, tool
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
 from durable_agent.workflows.session import approvals as approval_books
+from durable_agent.workflows.session import views
 from durable_agent.workflows.session.batch import PAGE_BREAK
 from durable_agent.workflows.session.commands import (
     AwaitApprovals,
@@ -265,12 +267,15 @@ def note(n: int) -> str:
 
 
 async def test_a_batch_over_a_page_on_the_real_server(
-    temporal_env: WorkflowEnvironment, task_queue: str
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """260 calls that wait: asked in two pages, one "always" approves them all, each runs
     once and pairs in request order. Every call's approval is announced asked, then
     decided, then its tool started; the history holds the patch's marker and the timers
-    between pages (each of ``PAGE_BREAK``)."""
+    between pages (each of ``PAGE_BREAK``). The client reads the waiting calls a page a
+    query; ``status`` lists the first of them and counts all."""
+    monkeypatch.setattr(client_module, "PENDING_PAGE", 100)
+    monkeypatch.setattr(views, "STATUS_PENDING_SHOWN", 100)
     noted.clear()
     script = [assistant_calls(*[("note", {"n": n}) for n in range(CALLS)]), assistant_text("ok")]
     with ScriptedProvider(script) as provider:
@@ -279,6 +284,10 @@ async def test_a_batch_over_a_page_on_the_real_server(
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "note them")
             pending = await wait_for(lambda: _waiting(agents, sid), timeout=120)
+            asked = _pages_asked(monkeypatch)
+            assert [p.slot for p in await agents.pending_approvals(sid)] == list(range(CALLS))
+            assert asked == [(0, 100), (100, 100), (200, 100)]
+            status = await agents.status(sid)
             await agents.approve(sid, pending[0].approval_id, by="ops", always="tool")
             result = await agents.result(sid)
             events = [e async for e in agents.follow(sid)]
@@ -292,6 +301,8 @@ async def test_a_batch_over_a_page_on_the_real_server(
     assert [m.content for m in results] == [f"noted {n}" for n in range(CALLS)]
     assert all(m.approval is not None and m.approval.grant == "grant-1" for m in results)
     assert [p.slot for p in pending] == list(range(CALLS))
+    assert status.pending_count == CALLS and len(status.pending_approvals) == 100
+    assert [p.slot for p in status.pending_approvals] == list(range(100))
 
     at: dict[tuple[str, int], list[int]] = {}
     for offset, event in enumerate(events):
@@ -317,6 +328,20 @@ async def test_a_batch_over_a_page_on_the_real_server(
     # one between the two pages asked, one between the grant's two pages (its first
     # decided with it); the two pages taken in one task, the second as the batch runs
     assert timers == [PAGE_BREAK, PAGE_BREAK], timers
+
+
+def _pages_asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The pages the client asks ``pending_approvals`` for from now on."""
+    asked: list[tuple[int, int]] = []
+    query = client_module.AgentClient._query
+
+    async def spied(self: AgentClient, session_id: str, name: str, kind: Any, *args: Any) -> Any:
+        if name == "pending_approvals":
+            asked.append(args)
+        return await query(self, session_id, name, kind, *args)
+
+    monkeypatch.setattr(client_module.AgentClient, "_query", spied)
+    return asked
 
 
 def patches_of(history: WorkflowHistory) -> list[str]:

@@ -214,8 +214,11 @@ class SessionHandlers(ApprovalHandlers):
         return page
 
     @workflow.query
-    def pending_approvals(self) -> list[PendingApproval]:
-        return self._session.decisions.pending_approvals()
+    def pending_approvals(self, from_index: int = 0, limit: int = 0) -> list[PendingApproval]:
+        """The calls that wait, from ``from_index`` on (``limit``: at most that many, a page
+        a reader of thousands asks for: one answer carries at most 2 MB)."""
+        pending = self._session.decisions.pending_approvals()[max(from_index, 0) :]
+        return pending[:limit] if limit > 0 else pending
 
     @workflow.signal
     def child_approvals(self, raw: RawValue) -> None:

@@ -142,7 +142,7 @@ def status_line(status: SessionStatus) -> str:
     """The live status: what the session is doing right now."""
     phase = _PHASES.get(status.phase, status.phase)
     if status.phase == "awaiting_approval":
-        phase += f" ({len(status.pending_approvals)})"
+        phase += f" ({max(status.pending_count, len(status.pending_approvals))})"
     agent = f" {status.agent}:" if status.agent else ""
     return f"[turn {status.turn}]{agent} {phase}"
 
@@ -196,6 +196,9 @@ def format_status(status: SessionStatus) -> str:
         lines.append(f"last error:     {status.last_error}")
     for pending in status.pending_approvals:
         lines.append(f"pending:        {format_pending(pending)}")
+    unlisted = status.pending_count - len(status.pending_approvals)
+    if unlisted > 0:
+        lines.append(f"pending:        {unlisted} more (AgentClient.pending_approvals reads all)")
     for grant in status.grants:
         lines.append(f"grant:          {format_grant(grant)}")
     for rejected in status.rejected_signals:

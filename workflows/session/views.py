@@ -50,13 +50,20 @@ def model_setup(session: Session, purpose: Purpose = "reply") -> ModelSetup:
     )
 
 
+#: Waiting calls ``status`` lists at most: a batch of thousands would pass the 2 MB a
+#: query's answer may carry (``AgentClient.pending_approvals`` reads all, in pages).
+STATUS_PENDING_SHOWN = 1000
+
+
 def session_status(session: Session) -> SessionStatus:
     state, messages, marks = session.state, session.messages, session.window_marks
+    pending = session.decisions.pending_approvals()
     return SessionStatus(
         phase=session.phase,
         turn=state.turn,
         message_count=len(messages),
-        pending_approvals=session.decisions.pending_approvals(),
+        pending_approvals=pending[:STATUS_PENDING_SHOWN],
+        pending_count=len(pending),
         usage=state.usage,
         spend=dict(state.spend),
         last_error=state.last_error,
