@@ -136,35 +136,37 @@ class LiveFeed:
 
     def _asked_now(self, everything: bool) -> bool:
         """Announce the approvals asked since the last look (a page of them); whether
-        all were."""
-        state = self._session.state
-        new = [p for p in state.pending if p.approval_id not in self._asked]
+        all were. They are the end of the list: approvals are only ever added there."""
+        pending = self._session.state.pending
+        first = len(pending)
+        while first > 0 and pending[first - 1].approval_id not in self._asked:
+            first -= 1
+        new = pending[first:]
         room = len(new) if everything else self._session.approvals.page_for(len(new))
         asked = new[:room]
-        for pending in asked:
-            self._asked.add(pending.approval_id)
-            self._publish(ApprovalRequested(approval=pending))
+        for approval in asked:
+            self._asked.add(approval.approval_id)
+            self._publish(ApprovalRequested(approval=approval))
         self.metrics.approvals_requested(asked)
         return room == len(new)
 
     def _decided_now(self, everything: bool) -> bool:
         """Announce the decisions on announced approvals since the last look (a page of
-        them); whether all were."""
-        session, state = self._session, self._session.state
-        new = [
-            (aid, record)
-            for aid, record in state.decisions.items()
-            if aid in self._asked and aid not in self._told
-        ]
-        room = len(new) if everything else session.approvals.page_for(len(new))
-        decided = new[:room]
+        them); whether all were. A decision on an approval not announced yet waits."""
+        session, decisions = self._session, self._session.state.decisions
+        queue = session.approvals.newly_decided
+        known = [aid for aid in dict.fromkeys(queue) if aid in decisions and aid not in self._told]
+        ready = [aid for aid in known if aid in self._asked]
+        room = len(ready) if everything else session.approvals.page_for(len(ready))
+        decided = [(aid, decisions[aid]) for aid in ready[:room]]
         for aid, record in decided:
             self._told.add(aid)
             self._publish(ApprovalDecided(approval_id=aid, record=record))
+        queue[:] = [aid for aid in known if aid not in self._told]
         if decided:
             by_id = session.approvals.find_all()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
-        return room == len(new)
+        return room == len(ready)
 
     def _loop_state(self) -> None:
         """A turn that ended without an answer, another agent answering, a request

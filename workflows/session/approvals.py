@@ -9,7 +9,7 @@ workflow task (``page_for``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from durable_agent.approval_contracts import PendingApproval
@@ -29,6 +29,13 @@ class Approvals:
         self.paged: Callable[[], bool] = lambda: True
         """Whether this run does approvals in pages (the workflow asks its patch, and only
         once there is more than a page to do: a run recorded before pages does it all)."""
+        self.newly_decided: list[str] = []
+        """Ids decided since the live feed last took them, in order (not carried: a new
+        run's feed counts the decisions it carries as told)."""
+        self._index: dict[str, PendingApproval] = {}
+        self._indexed: tuple[int, int] | None = None
+        """The list (its ``id``) and length ``_index`` was made for: kept up as pages are
+        opened and taken, made again when the list was replaced."""
 
     def page_for(self, count: int) -> int:
         """How many of ``count`` approvals' worth of work one task does."""
@@ -37,33 +44,39 @@ class Approvals:
         return APPROVALS_PER_PAGE
 
     def find(self, aid: str) -> PendingApproval | None:
-        return next((p for p in self._state.pending if p.approval_id == aid), None)
+        return self.find_all().get(aid)
 
-    def find_all(self) -> dict[str, PendingApproval]:
-        """Every pending approval by id (the first, were an id there twice, as ``find``)."""
-        found: dict[str, PendingApproval] = {}
-        for pending in self._state.pending:
-            found.setdefault(pending.approval_id, pending)
-        return found
+    def find_all(self) -> Mapping[str, PendingApproval]:
+        """Every pending approval by id (the first, were an id there twice): an index
+        kept with the list, so a page of a batch of thousands looks up only its own."""
+        pending = self._state.pending
+        if self._indexed != (id(pending), len(pending)):
+            self._index = {}
+            for approval in pending:
+                self._index.setdefault(approval.approval_id, approval)
+            self._indexed = (id(pending), len(pending))
+        return self._index
 
     def open_all(self, approvals: list[PendingApproval]) -> None:
         """Ask for decisions; an approval carried over continue-as-new keeps its deadline."""
-        known = {p.approval_id for p in self._state.pending}
+        pending, known = self._state.pending, self.find_all()
         for approval in approvals:
             if approval.approval_id not in known:
-                known.add(approval.approval_id)
-                self._state.pending.append(approval)
+                self._index[approval.approval_id] = approval
+                pending.append(approval)
+        self._indexed = (id(pending), len(pending))
 
     def undecided(self) -> list[PendingApproval]:
         decided = self._state.decisions
         return [p for p in self._state.pending if p.approval_id not in decided]
 
     def all_decided(self, ids: list[str]) -> bool:
-        return all(aid in self._state.decisions for aid in ids)
+        return all(map(self._state.decisions.__contains__, ids))
 
     def decide(self, aid: str, record: ApprovalRecord) -> None:
         """Record a decision (the Session has checked that it may change something)."""
         self._state.decisions[aid] = record
+        self.newly_decided.append(aid)
 
     def next_deadline(self, ids: list[str]) -> datetime | None:
         wanted = set(ids)
@@ -111,7 +124,7 @@ class Approvals:
                     reason="no decision before the approval deadline",
                     escalated=True if key[1] else None,
                 )
-            state.decisions[pending.approval_id] = record
+            self.decide(pending.approval_id, record)
         if escalated:
             state.pending = [escalated.get(p.approval_id, p) for p in state.pending]
             state.to_notify = [*state.to_notify, *escalated]
@@ -121,13 +134,22 @@ class Approvals:
         """Deny whatever is still undecided (the session is ending)."""
         denied = ApprovalRecord(decision="denied", by=by, at=now, reason=reason)
         for aid in ids:
-            self._state.decisions.setdefault(aid, denied)
+            if aid not in self._state.decisions:
+                self.decide(aid, denied)
 
     def take_all(self, aids: list[str]) -> list[ApprovalRecord]:
         """Decided calls leave the books (with what their decisions carried): their
-        records, in the order asked."""
-        leaving = set(aids)
-        self._state.pending = [p for p in self._state.pending if p.approval_id not in leaving]
+        records, in the order asked. A batch's pages leave from the front of the list."""
+        pending = self._state.pending
+        if [p.approval_id for p in pending[: len(aids)]] == aids:
+            self.find_all()  # (the index, up to date)
+            del pending[: len(aids)]
+            for aid in aids:
+                self._index.pop(aid, None)
+            self._indexed = (id(pending), len(pending))
+        else:
+            leaving = set(aids)
+            self._state.pending = [p for p in pending if p.approval_id not in leaving]
         for aid in aids:
             self._state.accepted.pop(aid, None)
         return [self._state.decisions.pop(aid) for aid in aids]
