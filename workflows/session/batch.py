@@ -113,7 +113,7 @@ class ToolBatch:
             command = self._judge(batch, now)
             if command is not None:
                 return command
-        if batch.needs_person and not batch.decided:
+        if batch.asked and not batch.decided:
             if self.state.sweeps:  # a grant approves a page a task (the first as it came)
                 self.sweeps.go_on()
                 return Pause(PAGE_BREAK)
@@ -211,7 +211,6 @@ class ToolBatch:
                 batch.approvals[k] = self.gate.granted(grant, grant.at, outcome.rule)
             elif outcome.rule is not None:
                 batch.approvals[k] = ApprovalRecord(decision="approved", rule=outcome.rule)
-        batch.needs_person.extend(page.waiting)
 
     def _all_unjudged(self, names: frozenset[str], tools: dict[str, ResolvedTool]) -> bool:
         """Every call is of a registered tool the gate lets run unjudged: nothing to ask

@@ -44,7 +44,6 @@ class OpenBatch:
     unjudged)."""
     page: JudgedPage | None = None
     """The page being judged."""
-    needs_person: list[int] = field(default_factory=list)
     approvals: dict[int, ApprovalRecord] = field(default_factory=dict)
     rules: dict[int, str] = field(default_factory=dict)
     """The rule that asked for a person, by slot."""

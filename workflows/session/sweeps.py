@@ -36,13 +36,13 @@ class GrantSweeps:
         self.state.sweeps[grant.grant_id] = 0
         self.go_on()
 
-    def go_on(self) -> bool:
-        """Decide the next page of a grant's sweep; whether any page is left after it.
+    def go_on(self) -> None:
+        """Decide the next page of a grant's sweep (the state's ``sweeps`` say what is left).
         A sweep goes on to calls asked after its grant (a batch asked in pages): the
         gate, deciding them then, would have let the grant approve them too."""
         sweeps, pending = self.state.sweeps, self.state.pending
         if not sweeps:
-            return False
+            return
         grant_id, start = next(iter(sweeps.items()))
         grant = self.gate.grant_named(grant_id)  # (revoked since: it approves no more)
         stop = start + self.approvals.page_for(len(pending) - start)
@@ -52,7 +52,6 @@ class GrantSweeps:
             del sweeps[grant_id]
         else:
             sweeps[grant_id] = stop
-        return bool(sweeps)
 
     def _cover(self, grant: Grant, waiting: list[PendingApproval]) -> None:
         """The calls among ``waiting`` that still wait and the grant covers, approved
