@@ -1,9 +1,11 @@
-"""The admission activity: a session's spec checked against this worker's registries."""
+"""The admission activity: a session's spec checked against this worker's registries,
+and carried state checked against the server's record of how the run began."""
 
 from __future__ import annotations
 
 import structlog
 from temporalio import activity
+from temporalio.api.enums.v1 import ContinueAsNewInitiator
 
 from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
@@ -24,6 +26,8 @@ class AdmissionActivities:
         this activity runs on: a workflow's activities default to its queue)."""
         own_queue = activity.info().task_queue
         refused = await admission_problems(request.spec, self._capabilities, own_queue)
+        if request.carried:
+            refused += await _carry_problems()
         if refused:
             log.warning("session refused at admission", refused=refused)
         storage = activity.client().data_converter.external_storage
@@ -35,4 +39,31 @@ class AdmissionActivities:
             message_log=self._message_log,
             prices=prices,
             limited=bool(self._capabilities.limits),
+            tool_queues=None
+            if self._capabilities.policy.any_task_queue
+            else sorted({own_queue, *self._capabilities.task_queues}),
         )
+
+
+async def _carry_problems() -> list[str]:
+    """Why this run may not take the state its input carries: only a run the session's
+    own workflow started by continuing as new may (the server records who began each
+    run, and a reset keeps the record). A cron run or a retry gets the first run's input
+    again, which anyone who can start a workflow wrote."""
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(
+        info.workflow_id or "", run_id=info.workflow_run_id
+    )
+    async for event in handle.fetch_history_events(page_size=1):
+        began = event.workflow_execution_started_event_attributes
+        if began.initiator == ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_WORKFLOW:
+            return []
+        how = ContinueAsNewInitiator.Name(began.initiator).removeprefix(
+            "CONTINUE_AS_NEW_INITIATOR_"
+        )
+        return [
+            f"carried: this run began by {how.lower().replace('_', ' ')}, not by the session "
+            "continuing as new; carried state (grants, decisions, tools, messages) is taken "
+            "only from the session's own previous run"
+        ]
+    return ["carried: the server has no record of how this run began"]

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from durable_agent.capabilities import NotAllowed
 from durable_agent.contracts import ResolvedTool
 from durable_agent.spec import McpServerSpec
 from durable_agent.tool_definition import ToolDefinition
@@ -108,9 +109,20 @@ class McpRunner(McpKind):
     async def run(
         self, call: McpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
     ) -> tuple[str, bool]:
-        # the server the worker registered under that name, never the input's own
+        # the server the worker registered under that name, never the input's own, and
+        # only a tool the registration (and the session's narrowing of it) allows
         server = await worker.capabilities.mcp_server(call.server)
+        if server.allowed_tools is not None and call.tool not in server.allowed_tools:
+            raise NotAllowed(
+                f"MCP server {server.name!r}: tool {call.tool!r} is not among its allowed "
+                f"tools ({', '.join(server.allowed_tools) or 'none'})"
+            )
         return await call_server_tool(server, call.tool, arguments, context.idempotency_key)
+
+    async def identity(self, call: McpCall, worker: WorkerSide) -> str | None:
+        if call.server.command is not None or call.server.url is not None:
+            return None  # a server the spec carried: the owner granted it nothing
+        return f"mcp:{call.server.name}/{call.tool}"
 
 
 async def call_server_tool(

@@ -3,27 +3,26 @@ HTTP request per tool call (through httpx). Non-2xx answers are error results th
 can read.
 
 Where a call may go is decided here at every call. The call's input says which spec
-entry it belongs to; what that entry stands for (the base URL, the header variables) is
-looked up in the worker's registries again, never taken from the input, since an input
-can be written by anyone who can start a workflow. A registered service's calls must go
-to the service's own origin (its base URL, or the one its document names)."""
+entry and which operation it is; what they stand for (the URL, where each argument
+goes, the header variables) is looked up in the worker's registries again, never taken
+from the input, since an input can be written by anyone who can start a workflow."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from durable_agent.capabilities import NotAllowed
-from durable_agent.capabilities.urls import origin
 from durable_agent.contracts import ResolvedTool
-from durable_agent.openapi import OpenApiError, base_url_of, operation_tools
+from durable_agent.openapi import OpenApiError, operation_tools
 from durable_agent.spec import OpenApiSpec
-from durable_agent.tool_kinds import HttpCall, WorkerSide
+from durable_agent.tool_kinds import HttpCall, HttpOperation, WorkerSide
 from durable_agent.tool_kinds.openapi import OpenApiKind
 from durable_agent.tools import ToolContext
 
@@ -67,26 +66,39 @@ def _headers(names: dict[str, str]) -> dict[str, str]:
 
 
 async def call_operation(
-    call: HttpCall, header_variables: dict[str, str], arguments: dict[str, Any]
+    operation: HttpOperation,
+    header_variables: dict[str, str],
+    arguments: dict[str, Any],
+    timeout_seconds: float = 60.0,
 ) -> tuple[str, bool]:
     """The answer's body, and whether it was an error (non-2xx, with the status).
     ``header_variables``: the service's headers as the worker registered them (a
-    redirect is answered as it is, never followed)."""
-    operation = call.operation
+    redirect is answered as it is, never followed). A path value that would change
+    which operation is called (``.``, ``..``, empty) is refused, and so is a URL whose
+    path does not have the operation's shape once the HTTP client has built it."""
     url = operation.url
     for name in operation.path:
         if name not in arguments:
             return f"missing path parameter {name!r}", True
-        url = url.replace(f"{{{name}}}", quote(str(arguments[name]), safe=""))
+        value = str(arguments[name])
+        if value in ("", ".", ".."):
+            return f"path parameter {name!r}: {value!r} is not a value a path segment takes", True
+        url = url.replace(f"{{{name}}}", quote(value, safe=""))
     query = {n: arguments[n] for n in operation.query if arguments.get(n) is not None}
     headers = _headers(header_variables)
     headers.update({n: str(arguments[n]) for n in operation.header if n in arguments})
     body = arguments.get("body") if operation.body else None
-    async with httpx.AsyncClient(timeout=call.timeout_seconds, follow_redirects=False) as client:
-        response = await client.request(
+    async with httpx.AsyncClient(timeout=timeout_seconds, follow_redirects=False) as client:
+        request = client.build_request(
             operation.method, url, params=query, headers=headers,
             json=body if operation.body and body is not None else None,
         )  # fmt: skip
+        if not _fits_template(request.url, operation):
+            raise NotAllowed(
+                f"{operation.method} {request.url.path} is not the operation "
+                f"{operation.method} {urlsplit(operation.url).path}"
+            )
+        response = await client.send(request)
     kind = response.headers.get("content-type", "").split(";")[0].strip()
     textual = not kind or kind.startswith("text/") or "json" in kind or "xml" in kind
     body_text = response.text if textual else f"[{kind}, {len(response.content)} bytes, not shown]"
@@ -95,39 +107,78 @@ async def call_operation(
     return f"HTTP {response.status_code} {response.reason_phrase}: {body_text}", True
 
 
+def _fits_template(url: httpx.URL, operation: HttpOperation) -> bool:
+    """Whether the URL's path is the operation's template with one segment per path
+    parameter, as sent (percent-encoded: no separator or dot segment of a value's own)."""
+    template = urlsplit(operation.url).path.split("/")
+    sent = url.raw_path.decode("ascii").split("?", 1)[0].split("/")
+    if len(sent) != len(template):
+        return False
+    for want, got in zip(template, sent, strict=True):
+        parameter = want.startswith("{") and want.endswith("}") and want[1:-1] in operation.path
+        if parameter:
+            if got in ("", ".", "..") or "/" in got:
+                return False
+        elif quote(want, safe="/:@!$&'()*+,;=-._~%") != got:
+            return False
+    return True
+
+
 class OpenApiRunner(OpenApiKind):
     """The OpenAPI kind, with what only a worker does."""
 
     async def run(
         self, call: HttpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
     ) -> tuple[str, bool]:
-        return await call_operation(call, await self.headers(call, worker), arguments)
+        operation, headers = await self.checked(call, worker)
+        return await call_operation(operation, headers, arguments, call.timeout_seconds)
 
-    async def headers(self, call: HttpCall, worker: WorkerSide) -> dict[str, str]:
-        """The header variables the call may carry; ``NotAllowed`` or ``NotRegistered``
-        when the worker does not let it go."""
+    async def identity(self, call: HttpCall, worker: WorkerSide) -> str | None:
+        if worker.capabilities.registered_service(call.operation.api) is None:
+            return None  # a service the spec carried: the owner granted it nothing
+        operation, _ = await self.checked(call, worker)
+        return f"openapi:{operation.api}/{operation.operation_id}"
+
+    async def checked(
+        self, call: HttpCall, worker: WorkerSide
+    ) -> tuple[HttpOperation, dict[str, str]]:
+        """The operation as the worker's registry has it now (found again in the
+        registered service's document, among the operations the session may call), and
+        the header variables the call may carry; ``NotAllowed`` or ``NotRegistered`` when
+        the worker does not let it go. The call's recorded operation only picks which
+        one: where its parameters go and the URL come from the registry."""
         capabilities = worker.capabilities
-        url, name = call.operation.url, call.operation.api
+        name = call.operation.api
         registered = capabilities.registered_service(name)
         if registered is None:
             if not capabilities.policy.inline_openapi:
                 raise NotAllowed(f"OpenAPI service {name!r} is not registered on this worker")
-            await capabilities.check_url(url)
-            return call.headers
-        expected = await _origin(registered, worker)
-        if origin(url) != expected:
-            raise NotAllowed(
-                f"{url} is not at {expected}, where the registered service {name!r} lives"
-            )
-        return dict(registered.headers)
+            await capabilities.check_url(call.operation.url)
+            return call.operation, call.headers
+        service = await capabilities.openapi_service(
+            OpenApiSpec(name=name, operations=call.operations)
+        )
+        wanted = (call.operation.method, call.operation.url)
+        for tool in operation_tools(await _document(service, worker), service):
+            found = tool.target
+            if isinstance(found, HttpOperation) and (found.method, found.url) == wanted:
+                return found, dict(registered.headers)
+        raise NotAllowed(
+            f"{call.operation.method} {call.operation.url} is not an operation of the "
+            f"registered service {name!r} that this session may call"
+        )
 
 
-async def _origin(service: OpenApiSpec, worker: WorkerSide) -> str:
-    """The registered service's origin (its document read once per worker when it gives
-    no base URL)."""
-    key = f"openapi-origin:{service.name}"
+#: How long a worker keeps a registered service's document before reading it again.
+DOCUMENT_SECONDS = 60.0
+
+
+async def _document(service: OpenApiSpec, worker: WorkerSide) -> Any:
+    """The registered service's document, read at most once a minute per worker."""
+    key = f"openapi-document:{service.name}"
     known = worker.memo.get(key)
-    if known is None:
-        base = service.base_url or base_url_of(await read_document(service), service)
-        known = worker.memo[key] = origin(base)
-    return str(known)
+    if known is not None and time.monotonic() - known[0] < DOCUMENT_SECONDS:
+        return known[1]
+    document = await read_document(service)
+    worker.memo[key] = (time.monotonic(), document)
+    return document

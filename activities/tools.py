@@ -56,7 +56,14 @@ from durable_agent.secrets import (
 )
 from durable_agent.spec import McpServerSpec, OpenApiSpec
 from durable_agent.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
-from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry, default_registry
+from durable_agent.tools import (
+    OwnerFloor,
+    ToolArgumentsError,
+    ToolContext,
+    ToolPolicy,
+    ToolRegistry,
+    default_registry,
+)
 
 log = structlog.get_logger("durable_agent.tools")
 
@@ -123,6 +130,15 @@ async def _registered(
     return await listing(await entry)
 
 
+def _floored(tools: list[ResolvedTool], registered: _Source | None) -> list[ResolvedTool]:
+    """A source's tools with the approval its owner registered kept as their floor (a
+    source the spec carried itself, where the policy allows that, has none)."""
+    if registered is None:
+        return tools
+    floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
+    return [t.model_copy(update={"floor": floor}) for t in tools]
+
+
 class ToolActivities:
     def __init__(
         self,
@@ -153,6 +169,7 @@ class ToolActivities:
                     policy=found.policy,
                     bind=found.bind,
                     describes=found.describe is not None,
+                    floor=OwnerFloor.of(found.policy),
                 )
             )
         registry = self._registry
@@ -174,14 +191,21 @@ class ToolActivities:
         for server in request.servers:
             where = f"MCP server {server.name!r}"
             listing = _registered(capabilities.mcp_server(server), list_server_tools)
-            tools += await _listed(where, MCP_SERVER_UNAVAILABLE, listing)
+            listed = await _listed(where, MCP_SERVER_UNAVAILABLE, listing)
+            inline = server.command is not None or server.url is not None
+            tools += _floored(
+                listed, None if inline else capabilities.registered_server(server.name)
+            )
         for api in request.apis:
             where = f"OpenAPI {api.name!r}"
             listing = _registered(capabilities.openapi_service(api), list_api_tools)
-            tools += await _listed(where, OPENAPI_UNUSABLE, listing)
+            listed = await _listed(where, OPENAPI_UNUSABLE, listing)
+            inline = api.document is not None
+            tools += _floored(listed, None if inline else capabilities.registered_service(api.name))
         for toolset in request.toolsets:
             where = f"toolset {toolset.name!r} ({toolset.kind})"
-            tools += await _listed(where, TOOLSET_UNAVAILABLE, toolset_tools(toolset, self._worker))
+            listed = await _listed(where, TOOLSET_UNAVAILABLE, toolset_tools(toolset, self._worker))
+            tools += [t.model_copy(update={"floor": OwnerFloor.of(t.policy)}) for t in listed]
         return tools
 
     @activity.defn(name="check_guardrails")
@@ -223,10 +247,11 @@ class ToolActivities:
         info = activity.info()
         session_id = info.workflow_id or ""  # the session is the workflow
         capabilities = self._capabilities
+        identity = await self._identity(call)
         secrets = SecretResolver(
             call.secrets,
             self._secrets,
-            lambda name, parameter: capabilities.secret_variable(name, call.tool_name, parameter),
+            lambda name, parameter: capabilities.secret_variable(name, identity, parameter),
         )
         unresolved: str | None = None
         try:
@@ -310,6 +335,17 @@ class ToolActivities:
             raise ApplicationError(text, type=TOOL_RAISED, non_retryable=True) from None
         text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
         return await result(await self._fit(text, call, context.idempotency_key))
+
+    async def _identity(self, call: ToolCallInput) -> str | None:
+        """What the call is, for the worker's secret grants: a function tool by its
+        registered name; a kind's call as the kind names it from the registries (a call
+        the worker refuses gets no secret, and its refusal comes with the run)."""
+        if call.target is None:
+            return call.tool_name
+        try:
+            return await _runner(call.target).identity(call.target, self._worker)
+        except (NotRegistered, NotAllowed):
+            return None
 
     async def _call_kind(
         self,

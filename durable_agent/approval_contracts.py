@@ -148,6 +148,9 @@ class PendingApproval(Contract):
     """The spec's rule that asked for a person (unset: the tool's own policy)."""
     escalated_to: list[str] | None = None
     """Its deadline passed once: extended, and these names were asked too."""
+    signed_only: bool | None = None
+    """The worker's owner names who decides the tool's calls: only their signed
+    decisions count, and an escalation asks no one else to decide."""
 
 
 class ChildApprovals(Contract):

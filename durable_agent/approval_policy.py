@@ -258,23 +258,18 @@ class ApprovalSettings(_Policy):
         )
 
 
-def describe_arguments(tool: str, arguments: str, limit: int = 80) -> str:
+def describe_arguments(tool: str, arguments: str) -> str:
     """The default readable form of a call: ``refund(invoice=7, reason="twice")``. Every
-    argument is named, whatever its length or place, and each value is cut at ``limit``
-    characters (a long first argument cannot push ``amount`` out of sight); control and
+    argument is named and shown whole, whatever its length or place: a value cut short
+    would let padding push what matters out of the approver's sight. Control and
     bidirectional characters are shown as escapes."""
     try:
         parsed = json.loads(arguments or "{}")
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):
-        parts = [f"{key}={_cut(json.dumps(value, ensure_ascii=False), limit)}"
-                 for key, value in parsed.items()]  # fmt: skip
+        parts = [f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items()]
         text = f"{tool}({', '.join(parts)})"
     else:
-        text = f"{tool}({_cut(arguments, limit * 4)})"
+        text = f"{tool}({arguments})"
     return visible(text)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

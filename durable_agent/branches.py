@@ -59,7 +59,8 @@ class BranchDiff:
 
 def diff_branches(left: Sequence[Message], right: Sequence[Message]) -> BranchDiff:
     """Where two arrays part. Messages compare by what they say (role, text, calls),
-    not by when they were written."""
+    not by when they were written or who approved a call (its result says what it
+    did)."""
     common = 0
     for a, b in zip(left, right, strict=False):
         if _said(a) != _said(b):
@@ -79,4 +80,4 @@ def message_line(message: Message, width: int = 100) -> str:
 
 
 def _said(message: Message) -> object:
-    return message.model_dump(mode="json", exclude={"timestamp", "usage", "model"})
+    return message.model_dump(mode="json", exclude={"timestamp", "usage", "model", "approval"})

@@ -141,7 +141,8 @@ class AgentClient(
         """Start a session and return its id (the workflow id); ``owner``: who it
         belongs to (memo ``owner``, which the gateway checks). ``SessionExistsError``
         when a session with that id runs, or has run: ``resume`` goes on with an ended
-        one's conversation (its array, read back by the worker, then ``message``);
+        one's conversation (its array, read back by the worker, then ``message``; it
+        keeps the ended run's owner);
         ``restart`` starts an empty one over it (its readers see a new conversation under
         the old id)."""
         if resume and (restart or history):
@@ -179,7 +180,8 @@ class AgentClient(
         self, session_id: str, request: AgentInput, owner: str | None
     ) -> tuple[AgentInput, str | None, bool]:
         """``request`` going on with the session's ended run, if it has one, and the
-        owner (the ended run's unless given); whether it does."""
+        owner: the ended run's (a conversation keeps its owner whoever resumes it;
+        ``owner`` only for one that had none); whether it does."""
         try:
             ended = await ended_run(self.temporal, session_id)
         except StillRunning:
@@ -188,7 +190,7 @@ class AgentClient(
             raise self._translate(session_id, error) from None
         if ended is None:
             return request, owner, False
-        return request.model_copy(update={"resume": ended.resume}), owner or ended.owner, True
+        return request.model_copy(update={"resume": ended.resume}), ended.owner or owner, True
 
     async def owner(self, session_id: str) -> str | None:
         """Who the session belongs to (``None``: started without an owner)."""
@@ -208,8 +210,8 @@ class AgentClient(
     ) -> SendResult:
         """Send a message to the session, starting it with ``spec`` if it does not run:
         one round trip (the ``send_message`` update with start). A session that has
-        ended goes on with its conversation (a new run reads the ended run's array back;
-        ``owner`` defaults to the ended run's). The answer says the message was queued
+        ended goes on with its conversation (a new run reads the ended run's array back,
+        and keeps the ended run's owner). The answer says the message was queued
         (``before``: the messages ahead of it), or ``MessageRefusedError`` says why not."""
         check_fits(self.temporal.data_converter, message, "the message")
         request = AgentInput(spec=parse_spec(spec))

@@ -483,6 +483,9 @@ class AdmissionInput(Contract):
     """A session's spec, checked against the worker's registries when a run starts."""
 
     spec: AgentSpec
+    carried: bool = False
+    """The run's input carries state from a previous run: the worker checks with the
+    server that this run is a continue-as-new of the session's own workflow."""
 
 
 class Admission(Contract):
@@ -498,3 +501,6 @@ class Admission(Contract):
     """The worker's prices of the models the spec names without one."""
     limited: bool = False
     """The worker limits some endpoints: model calls say whose they are (``tenant``)."""
+    tool_queues: list[str] | None = None
+    """The task queues this worker routes tool calls to (the session's own among them),
+    checked again at every call; ``None``: any (its policy allows every queue)."""

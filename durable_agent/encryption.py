@@ -9,6 +9,13 @@ gateway's codec endpoint. Keys carry ids, so a new key can take over while old
 payloads stay readable: the first key encrypts, every key decrypts.
 
     DURABLE_AGENT_CODEC_KEYS="k2:<base64 of 32 bytes>,k1:<base64 of 32 bytes>"
+
+Each payload says which session it belongs to (the workflow it is an input, result or
+state of), in its metadata and in the data the cipher authenticates, so the codec
+endpoint decodes a payload only for someone who may see that session, and the name
+cannot be changed without the payload failing to decrypt. Failure messages and stack
+traces are encoded too (``encode_common_attributes``): a tool's exception text or a
+refusal that quotes its input would otherwise sit beside the ciphertext in plaintext.
 """
 
 from __future__ import annotations
@@ -18,15 +25,26 @@ import binascii
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import Self
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import (
+    ActivitySerializationContext,
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+    SerializationContext,
+    WithSerializationContext,
+    WorkflowSerializationContext,
+)
 
 #: The metadata encoding of an encrypted payload.
 ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
+#: The session (workflow id) an encrypted payload belongs to, authenticated by the cipher.
+SESSION = "encryption-session"
 NONCE_BYTES = 12
 #: A stored text encrypted with these keys: ``enc1:<key id>:<base64 nonce+ciphertext>``.
 STORED_PREFIX = "enc1:"
@@ -109,20 +127,30 @@ class CodecKeys:
         return self.open(key_id, base64.b64decode(encoded), associated.encode()).decode()
 
 
-class EncryptionCodec(PayloadCodec):
-    """Temporal payloads encrypted with ``keys`` (AES-256-GCM). Payloads that are not
-    encrypted decode as they are, so histories from before encryption still replay."""
+class EncryptionCodec(PayloadCodec, WithSerializationContext):
+    """Temporal payloads encrypted with ``keys`` (AES-256-GCM), each bound to its
+    ``session`` (temporalio hands the codec the workflow a payload belongs to). Payloads
+    that are not encrypted decode as they are, so histories from before encryption still
+    replay; ones encrypted before sessions were stamped decode without one."""
 
-    def __init__(self, keys: CodecKeys) -> None:
+    def __init__(self, keys: CodecKeys, session: str | None = None) -> None:
         self.keys = keys
+        self.session = session
+
+    def with_context(self, context: SerializationContext) -> Self:
+        if isinstance(context, WorkflowSerializationContext | ActivitySerializationContext):
+            return type(self)(self.keys, context.workflow_id or None)
+        return self
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
+        associated = self.session.encode() if self.session else b""
         for payload in payloads:
-            key_id, sealed = self.keys.seal(payload.SerializeToString())
-            out.append(
-                Payload(metadata={"encoding": ENCRYPTED, KEY_ID: key_id.encode()}, data=sealed)
-            )
+            key_id, sealed = self.keys.seal(payload.SerializeToString(), associated)
+            metadata = {"encoding": ENCRYPTED, KEY_ID: key_id.encode()}
+            if self.session:
+                metadata[SESSION] = associated
+            out.append(Payload(metadata=metadata, data=sealed))
         return out
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
@@ -132,14 +160,29 @@ class EncryptionCodec(PayloadCodec):
                 out.append(payload)
                 continue
             key_id = payload.metadata.get(KEY_ID, b"").decode()
+            associated = payload.metadata.get(SESSION, b"")
             plain = Payload()
-            plain.ParseFromString(self.keys.open(key_id, payload.data))
+            plain.ParseFromString(self.keys.open(key_id, payload.data, associated))
             out.append(plain)
         return out
 
 
+def payload_session(payload: Payload) -> str | None:
+    """The session an encrypted payload is bound to (``None``: not encrypted, or
+    encrypted before payloads were bound to sessions)."""
+    if payload.metadata.get("encoding") != ENCRYPTED:
+        return None
+    found = payload.metadata.get(SESSION, b"").decode()
+    return found or None
+
+
 def with_encryption(converter: DataConverter, keys: CodecKeys | None) -> DataConverter:
-    """``converter`` with the encryption codec (unchanged without keys)."""
+    """``converter`` with the encryption codec and failures' messages and stack traces
+    encoded (unchanged without keys)."""
     if keys is None:
         return converter
-    return dataclasses.replace(converter, payload_codec=EncryptionCodec(keys))
+    return dataclasses.replace(
+        converter,
+        payload_codec=EncryptionCodec(keys),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )

@@ -147,5 +147,6 @@ def _tool(
             query=where["query"],
             header=where["header"],
             body=bool(body),
+            operation_id=op["operationId"],
         ),
     )

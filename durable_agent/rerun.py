@@ -3,6 +3,12 @@ sent in turn to a new session of ``spec`` whose model gives the recorded replies
 wherever the request is unchanged (``RecordedReplies``), on a worker of its own with
 the tools of today's ``registry``. The report says where the new run departs.
 
+A rerun acts on nothing. Every tool call waits at the gate (a first rule asks for a
+person, whatever the spec's own rules say), and the rerun answers it from the
+recording: the recorded result in the tool's place, or the recorded refusal for a
+call a person denied. A call the recording has no answer for is refused. Only with
+``run_tools`` do today's tools run, and then never a call a person denied.
+
 This is how an agent change is tested in CI: record sessions once, rerun them on
 every change, and fail where they depart (``durable-agent replay``).
 """
@@ -18,19 +24,26 @@ from typing import Any
 
 from temporalio.client import Client
 
+from durable_agent.approval_contracts import PendingApproval
+from durable_agent.approval_policy import ApprovalRule
+from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.branches import BranchDiff, diff_branches, message_line
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
 from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.recorded_replies import Departure, Fallback, RecordedReplies
-from durable_agent.spec import AgentSpec
+from durable_agent.spec import HANDOFF_PREFIX, AgentSpec
 from durable_agent.testing.scripted_provider import ScriptedProvider
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.worker import build_worker
 
 #: The endpoint name the rerun's worker registers for the recorded replies.
 RECORDED = "recorded"
+#: Who decides a rerun's calls (signed with a key only the rerun's own worker knows).
+RERUN = "rerun"
+#: The rule a rerun puts first: every call waits for the rerun to answer it.
+EVERY_CALL_WAITS = ApprovalRule(name="rerun: answered from the recording", action="ask")
 
 
 @dataclass
@@ -81,12 +94,15 @@ async def rerun(
     capabilities: Capabilities | None = None,
     fallback: Fallback | None = None,
     live: bool = False,
+    run_tools: bool = False,
     timeout: float = 120,
 ) -> RerunReport:
     """Send the recording's user messages, in turn, to a new session of ``spec`` (its
-    model answered from the recording), approving what it asks, and compare. Where
-    the run departs, ``fallback`` answers (a scripted model); with ``live``, the
-    spec's own model does (its endpoint must be one ``capabilities`` registers)."""
+    model answered from the recording), answer its tool calls from the recording, and
+    compare. Where the run departs, ``fallback`` answers (a scripted model); with
+    ``live``, the spec's own model does (its endpoint must be one ``capabilities``
+    registers). ``run_tools``: today's tools run instead (never a call a person denied
+    in the recording)."""
     if live and fallback is not None:
         raise ValueError("rerun: give a fallback or live, not both")
     replies = RecordedReplies(recorded, fallback, departed_status=503 if live else 400)
@@ -102,31 +118,129 @@ async def rerun(
         model = spec.model.model_copy(update={"endpoint": RECORDED, "fallbacks": ahead,
                                               "max_attempts": 1})  # fmt: skip
         session = spec.session.model_copy(update={"end_after_reply": False})
-        ours = spec.model_copy(update={"model": model, "session": session})
+        rules = [EVERY_CALL_WAITS, *spec.approvals.rules]
+        approvals = spec.approvals.model_copy(update={"rules": rules})
+        ours = spec.model_copy(update={"model": model, "session": session, "approvals": approvals})
+        answers = RecordedAnswers(recorded, run_tools)
+        keys = _deciders(spec, registry or default_registry)
+        verifying = ApproverKeys({n: k.private_key.public_key() for n, k in keys.items()})
         async with build_worker(client, task_queue=queue, registry=registry,
-                                capabilities=owned, preload_tokenizers=False):  # fmt: skip
+                                capabilities=owned, approver_keys=verifying,
+                                preload_tokenizers=False):  # fmt: skip
             agents = AgentClient(client, task_queue=queue)
             session_id = await agents.start(ours, users[0])
-            await _answered(agents, session_id, 0, timeout)
+            await _answered(agents, session_id, 0, timeout, answers, keys)
             for user in users[1:]:
                 before = await agents.send(session_id, user)
-                await _answered(agents, session_id, before, timeout)
+                await _answered(agents, session_id, before, timeout, answers, keys)
             now = await agents.messages(session_id)
             await agents.end(session_id, reason="rerun over")
     return RerunReport(session_id, diff_branches(recorded, now), replies.replayed,
                        replies.fresh, replies.departures, replies.repeated)  # fmt: skip
 
 
-async def _answered(agents: AgentClient, session_id: str, after: int, timeout: float) -> None:
-    """Wait for the reply, approving whatever the session asks on the way."""
+class RecordedAnswers:
+    """The recording's tool calls and what became of them, taken in order: a call of the
+    new run gets the first unused recorded call of the same tool and arguments."""
+
+    def __init__(self, recorded: Sequence[Message], run_tools: bool) -> None:
+        self.run_tools = run_tools
+        self._unused: list[tuple[tuple[str, Any], ToolMessage]] = []
+        for index, message in enumerate(recorded):
+            if not isinstance(message, AssistantMessage) or not message.tool_calls:
+                continue
+            results = recorded[index + 1 : index + 1 + len(message.tool_calls)]
+            for call, result in zip(message.tool_calls, results, strict=False):
+                if isinstance(result, ToolMessage):  # result k answers call k
+                    self._unused.append((_key(call.function.name, call.function.arguments), result))
+        self._denied = {key for key, result in self._unused if _denied(result)}
+
+    def take(self, pending: PendingApproval) -> ToolMessage | None:
+        key = _key(pending.tool_name, pending.arguments)
+        for index, (recorded, result) in enumerate(self._unused):
+            if recorded == key:
+                del self._unused[index]
+                return result
+        return None
+
+    def denied_before(self, pending: PendingApproval) -> bool:
+        return _key(pending.tool_name, pending.arguments) in self._denied
+
+
+def _key(tool: str, arguments: str) -> tuple[str, Any]:
+    try:
+        return tool, json.dumps(json.loads(arguments or "{}"), sort_keys=True)
+    except ValueError:
+        return tool, arguments
+
+
+def _denied(result: ToolMessage) -> bool:
+    return result.approval is not None and result.approval.decision == "denied"
+
+
+def _deciders(spec: AgentSpec, registry: ToolRegistry) -> dict[str, ApproverKey]:
+    """A key for every name that may decide a call of this session (the rerun's worker
+    trusts them, and no other worker knows them): the rerun signs as one of them."""
+    names = {RERUN, *(spec.approvals.approvers or ())}
+    names.update(n for t in spec.tools for n in t.approvers or ())
+    for name in registry.names():
+        found = registry.get(name)
+        names.update(found.policy.approvers or () if found is not None else ())
+    return {name: ApproverKey.generate(name) for name in sorted(names)}
+
+
+async def _answered(
+    agents: AgentClient,
+    session_id: str,
+    after: int,
+    timeout: float,
+    answers: RecordedAnswers,
+    keys: dict[str, ApproverKey],
+) -> None:
+    """Wait for the reply, answering every call the session asks about on the way."""
     answered: set[str] = set()
     while True:
         outcome = await agents.wait(session_id, after=after, answered=answered, timeout=timeout)
         if outcome.kind != "approval":
             return
         for pending in outcome.pending:
-            await agents.approve(session_id, pending.approval_id, by="rerun")
+            await _answer(agents, session_id, pending, answers, keys)
             answered.add(pending.approval_id)
+
+
+async def _answer(
+    agents: AgentClient,
+    session_id: str,
+    pending: PendingApproval,
+    answers: RecordedAnswers,
+    keys: dict[str, ApproverKey],
+) -> None:
+    """One call: a handoff goes ahead (it only changes who answers, in the session);
+    a call a person denied in the recording is denied; otherwise the recorded result,
+    or, with ``run_tools``, today's tool; a call the recording never made is refused."""
+    by = (pending.approvers or [RERUN])[0]
+    key = keys.get(by)
+    aid = pending.approval_id
+    if pending.tool_name.startswith(HANDOFF_PREFIX):
+        await agents.approve(session_id, aid, by=by, key=key)
+        return
+    recorded = answers.take(pending)
+    denied = recorded is not None and _denied(recorded)
+    if denied or (recorded is None and answers.denied_before(pending)):
+        reason = recorded.approval.reason if recorded and recorded.approval else None
+        await agents.deny(session_id, aid, by=by, key=key,
+                          reason=reason or "denied in the recording")  # fmt: skip
+    elif answers.run_tools:
+        await agents.approve(session_id, aid, by=by, key=key)
+    elif recorded is not None:
+        await agents.respond(session_id, aid, recorded.content, is_error=bool(recorded.is_error),
+                             by=by, key=key)  # fmt: skip
+    else:
+        await agents.deny(
+            session_id, aid, by=by, key=key,
+            reason="the recording has no result for this call (a rerun runs no tool; "
+            "durable-agent replay --run-tools runs today's tools)",
+        )  # fmt: skip
 
 
 def _short(message: Message | None) -> str:

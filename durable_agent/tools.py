@@ -29,6 +29,9 @@ from durable_agent.messages import ApprovalDecision, Usage
 from durable_agent.tool_definition import ToolDefinition
 
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
+#: How much an approval mode holds a call back: a session may move a tool its owner
+#: gates only up this scale, never down.
+APPROVAL_STRICTNESS: dict[ApprovalMode, int] = {"never": 0, "predicate": 1, "always": 2, "deny": 3}
 ExecutionMode = Literal["parallel", "sequential"]
 ApprovalPredicate = Callable[[dict[str, Any]], bool]
 CallDescriber = Callable[[dict[str, Any]], str]
@@ -104,6 +107,48 @@ class ToolPolicy(BaseModel):
     """Who may decide this tool's calls (unset: the session's ``approvals.approvers``)."""
     """Longer results are cut to this many characters with a marker saying so (the
     whole result is kept in the transcript store and named in the marker and the log)."""
+
+
+class OwnerFloor(BaseModel):
+    """What the worker's owner set on a tool that gates its calls, kept with the tool:
+    a session's settings and rules may make it stricter, never looser."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approval: ApprovalMode = "never"
+    approvers: list[str] | None = None
+    """Only these may decide its calls, and only with a signed decision."""
+
+    @classmethod
+    def of(cls, policy: ToolPolicy) -> OwnerFloor | None:
+        """The floor a registered policy sets (``None``: the owner gates nothing)."""
+        if policy.approval == "never" and policy.approvers is None:
+            return None
+        return cls(approval=policy.approval, approvers=policy.approvers)
+
+
+def tightened(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:
+    """The per-session settings ``asked`` over a tool whose owner gates it, keeping only
+    what makes it stricter: a stricter approval mode, approvers among the owner's, a
+    deadline that denies (one that approves only if the owner's does, never sooner)."""
+    kept = dict(asked)
+    mode = kept.get("approval")
+    if mode is not None and APPROVAL_STRICTNESS[mode] < APPROVAL_STRICTNESS[owner.approval]:
+        del kept["approval"]
+    if owner.approvers is not None:
+        wanted = kept.get("approvers")
+        kept["approvers"] = (
+            owner.approvers if wanted is None else [n for n in wanted if n in owner.approvers]
+        )
+    if owner.approval_timeout_decision == "denied" and "approval_timeout_decision" in kept:
+        kept["approval_timeout_decision"] = "denied"
+    approves = kept.get("approval_timeout_decision", owner.approval_timeout_decision)
+    sooner = kept.get("approval_timeout_seconds")
+    if approves == "approved" and sooner is not None:
+        floor = owner.approval_timeout_seconds
+        if floor is None or sooner < floor:
+            del kept["approval_timeout_seconds"]
+    return kept
 
 
 class ToolArgumentsError(ValueError):

@@ -178,7 +178,7 @@ async def test_another_users_thread_is_not_theirs_to_resume(
             as_bob = {"Authorization": f"Bearer {bob}"}
             stolen = await run_agent(url, thread, first["messages"], headers=as_bob,
                                      resume=resume)  # fmt: skip
-            session = f"conversation-alice-{thread}"
+            session = f"conversation-token~alice~{thread}"
             still = await agents.status(session)
     assert stolen["error"] is not None and "404" in stolen["error"]
     assert [p.approval_id for p in still.pending_approvals] == [interrupt["id"]]

@@ -103,7 +103,9 @@ def test_the_default_readable_form() -> None:
         'transfer(to="bob", amount=5)'
     )
     assert describe_arguments("x", "not json") == "x(not json)"
-    assert describe_arguments("x", '{"a": "' + "y" * 300 + '"}').endswith("…)")
+    # whole, however long: padding cannot push the rest out of the approver's sight
+    padded = "y" * 300 + " and wire it all to mallory"
+    assert describe_arguments("x", json.dumps({"a": padded})) == f'x(a="{padded}")'
 
 
 SMALL = {"path": "$.amount", "op": "<=", "value": 10}

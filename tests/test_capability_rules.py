@@ -42,6 +42,17 @@ from tests.support.recording_server import RecordingServer
         ("http://172.16.0.1/x", "private"),
         ("http://0.0.0.0/x", "unspecified"),
         ("http://224.0.0.1/x", "multicast"),
+        # shared address space (carrier NAT; Alibaba Cloud's metadata service is here)
+        ("http://100.64.0.1/x", "non-public"),
+        ("http://100.100.100.200/latest/meta-data", "non-public"),
+        ("http://198.18.0.1/x", "private"),
+        ("http://192.0.0.8/x", "non-public"),
+        # IPv6 addresses that carry an IPv4 one: 6to4, NAT64, Teredo
+        ("http://[2002:a9fe:a9fe::1]/latest/meta-data", "link-local"),
+        ("http://[64:ff9b::a9fe:a9fe]/x", "link-local"),
+        ("http://[64:ff9b::a00:7]/x", "private"),
+        ("http://[2001::1]/x", "unspecified"),
+        ("http://[fd00:ec2::254]/x", "private"),
     ],
 )
 async def test_urls_to_the_workers_own_networks_are_refused(url: str, kind: str) -> None:
@@ -52,9 +63,19 @@ async def test_urls_to_the_workers_own_networks_are_refused(url: str, kind: str)
 
 async def test_public_addresses_pass_and_other_schemes_do_not() -> None:
     await check_url("https://93.184.216.34/v1", private_allowed=False)
+    await check_url("https://[2606:4700::1111]/v1", private_allowed=False)
+    await check_url("https://[2002:5db8:d822::1]/v1", private_allowed=False)  # 6to4 of a public one
     for url in ("file:///etc/passwd", "gopher://93.184.216.34/", "http:///nohost"):
         with pytest.raises(UrlRefused):
             await check_url(url, private_allowed=True)
+
+
+@pytest.mark.parametrize(
+    "host", ["metadata.google.internal", "METADATA.google.internal.", "instance-data", "metadata"]
+)
+async def test_cloud_metadata_names_are_refused_whatever_they_resolve_to(host: str) -> None:
+    with pytest.raises(UrlRefused, match="names a cloud metadata service"):
+        await check_url(f"http://{host}/computeMetadata/v1/", private_allowed=False)
 
 
 async def test_a_reference_narrows_a_registered_server_and_never_widens_it() -> None:
@@ -150,33 +171,62 @@ def test_an_agent_names_its_servers_and_its_worker_registers_them() -> None:
         with_agents(registered, [twin])
 
 
-def _call(url: str, api: str = "orders") -> HttpCall:
-    operation = HttpOperation(api=api, method="GET", url=url)
+def _call(url: str, api: str = "orders", method: str = "GET") -> HttpCall:
+    operation = HttpOperation(api=api, method=method, url=url)
     return HttpCall(operation=operation, headers={"X-Key": "SOME_WORKER_VARIABLE"})
 
 
+ORDERS_DOCUMENT = {
+    "openapi": "3.1.0",
+    "paths": {
+        "/orders/{order_id}": {
+            "get": {
+                "operationId": "getOrder",
+                "parameters": [{"name": "order_id", "in": "path", "required": True}],
+            }
+        },
+        "/admin/wipe-all": {"post": {"operationId": "wipeAll"}},
+    },
+}
+
+
 async def test_a_remote_call_goes_only_to_its_registered_service() -> None:
-    """A call input pointing a registered service's tool at another host (a forged
-    continue-as-new input could) is refused, and that host hears nothing."""
-    with RecordingServer() as service, RecordingServer() as elsewhere:
+    """A call input pointing a registered service's tool at another host, or at an
+    operation its document does not have, or one the session's entry leaves out (a
+    forged continue-as-new input could) is refused, and nothing is sent: the only
+    request any server hears is the worker reading the registered document."""
+    routes = {"/openapi.json": (200, {}, ORDERS_DOCUMENT)}
+    with RecordingServer(routes) as service, RecordingServer() as elsewhere:
         registered = OpenApiSpec(
             name="orders", document=f"{service.url}/openapi.json", base_url=f"{service.url}/api",
             headers={"X-Api-Key": "ORDERS_KEY"},
         )  # fmt: skip
         worker, runner = WorkerSide(Capabilities(openapi=[registered])), OpenApiRunner()
-        headers = await runner.headers(_call(f"{service.url}/api/orders/1"), worker)
+        good = _call(f"{service.url}/api/orders/{{order_id}}")
+        forged = good.operation.model_copy(update={"header": ["Authorization"]})
+        operation, headers = await runner.checked(
+            good.model_copy(update={"operation": forged}), worker
+        )
         assert headers == {"X-Api-Key": "ORDERS_KEY"}  # the worker's, not the input's
-        with pytest.raises(NotAllowed, match=r"is not at http://127\.0\.0\.1"):
-            await runner.headers(_call(f"{elsewhere.url}/steal"), worker)
+        assert operation.path == ["order_id"] and operation.header == []  # the registry's
+        with pytest.raises(NotAllowed, match="is not an operation of the registered service"):
+            await runner.checked(_call(f"{elsewhere.url}/steal"), worker)
+        with pytest.raises(NotAllowed, match="is not an operation of the registered service"):
+            await runner.checked(_call(f"{service.url}/api/orders/all", method="DELETE"), worker)
+        narrowed = _call(f"{service.url}/api/admin/wipe-all", method="POST")
+        await runner.checked(narrowed, worker)  # the service's: the session did not narrow it
+        with pytest.raises(NotAllowed, match="is not an operation of the registered service"):
+            await runner.checked(narrowed.model_copy(update={"operations": ["getOrder"]}), worker)
         with pytest.raises(NotAllowed, match="'unlisted' is not registered"):
-            await runner.headers(_call(f"{elsewhere.url}/x", api="unlisted"), worker)
-    assert elsewhere.seen == [] and service.seen == []
+            await runner.checked(_call(f"{elsewhere.url}/x", api="unlisted"), worker)
+    assert elsewhere.seen == []
+    assert [s.path for s in service.seen] == ["/openapi.json"]  # read once, then kept
 
 
 async def test_a_redirect_is_answered_as_it_is_never_followed() -> None:
     with RecordingServer() as target:
         routes = {"/go": (302, {"Location": f"{target.url}/stolen"}, {})}
         with RecordingServer(routes) as service:
-            text, is_error = await call_operation(_call(f"{service.url}/go"), {}, {})
+            text, is_error = await call_operation(_call(f"{service.url}/go").operation, {}, {})
     assert is_error and text.startswith("HTTP 302")
     assert [s.path for s in service.seen] == ["/go"] and target.seen == []

@@ -168,13 +168,18 @@ async def test_histories_replay_with_the_codec_on_and_off(
         assert result.replay_failure is None, f"{path.stem}: {result.replay_failure}"
 
 
+UI_TOKEN = "ui-token-of-16-chars"
+
+
 async def test_the_temporal_ui_decodes_through_the_gateways_codec_endpoint(
     temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Temporal's remote codec contract: POST JSON payloads (base64 metadata and data)
-    with X-Namespace, from the UI's origin (CORS preflight first), with the token."""
+    with X-Namespace, from the UI's origin (CORS preflight first), with the token of a
+    gateway user (an admin here: the payload belongs to no session)."""
     monkeypatch.setenv("DURABLE_AGENT_CODEC_KEYS", NEW)
-    monkeypatch.setenv("DURABLE_AGENT_CODEC_TOKEN", "ui-token")
+    monkeypatch.setenv("DURABLE_AGENT_GATEWAY_TOKENS", f"temporal-ui={UI_TOKEN}")
+    monkeypatch.setenv("DURABLE_AGENT_GATEWAY_ADMINS", "token:temporal-ui")
     ui = "http://localhost:8233"
     codec = EncryptionCodec(CodecKeys.parse(NEW))
     plain = pydantic_data_converter.payload_converter.to_payloads([{"said": CANARY}])
@@ -193,17 +198,19 @@ async def test_the_temporal_ui_decodes_through_the_gateways_codec_endpoint(
                          "Access-Control-Request-Headers": "content-type,x-namespace"},
             )  # fmt: skip
             decoded = await http.post(
-                "/codec/decode", json=body, headers={**headers, "Authorization": "Bearer ui-token"}
+                "/codec/decode",
+                json=body,
+                headers={**headers, "Authorization": f"Bearer {UI_TOKEN}"},
             )
             no_token = await http.post("/codec/decode", json=body, headers=headers)
             elsewhere = await http.post(
                 "/codec/decode", json=body,
-                headers={"Origin": "https://evil.example", "Authorization": "Bearer ui-token"},
+                headers={"Origin": "https://evil.example", "Authorization": f"Bearer {UI_TOKEN}"},
             )  # fmt: skip
             encoded = await http.post(
                 "/codec/encode",
                 json={"payloads": MessageToDict(Payloads(payloads=plain))["payloads"]},
-                headers={**headers, "Authorization": "Bearer ui-token"},
+                headers={**headers, "Authorization": f"Bearer {UI_TOKEN}"},
             )
     assert preflight.status_code == 204
     assert preflight.headers["access-control-allow-origin"] == ui

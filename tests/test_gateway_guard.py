@@ -225,7 +225,7 @@ async def test_an_identity_providers_token_names_the_user_whose_key_signs_the_de
     alice = ApproverKey.generate("alice")
     keys_dir = tmp_path / "approver-keys"
     keys_dir.mkdir()
-    (keys_dir / "alice.key").write_bytes(b"alice\n" + alice.private_pem())
+    (keys_dir / "jwt:alice.key").write_bytes(b"alice\n" + alice.private_pem())
     workers = ApproverKeys.from_json(json.dumps({"alice": alice.public_pem()}))
     script = [assistant_calls(("wipe", {"name": "cache"})), assistant_text("wiped")]
     with RecordingServer({"/jwks.json": (200, {}, jwks)}) as idp_server:
@@ -299,7 +299,7 @@ async def test_a_trusted_proxy_names_the_user_and_no_one_else_can(
                         else None
                     )
     if trusted:
-        assert started.status_code == 201 and owner == "alice"
+        assert started.status_code == 201 and owner == "proxy:alice"
     else:
         assert started.status_code == 401, "the header proves nothing from elsewhere"
 

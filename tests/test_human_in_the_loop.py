@@ -340,7 +340,8 @@ async def test_rules_decide_on_the_real_server_and_a_tools_own_approvers(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     """Rules ask a named predicate through the workers once per batch; the first match
-    decides and is recorded; a tool's own approvers replace the session's."""
+    decides and is recorded; a tool's own approvers replace the session's. (The spec
+    gates ``transfer`` itself here: over a tool its owner gates, a rule may not allow.)"""
     batch: list[Call] = [
         ("transfer", {"to": "XX-1", "amount": 500}),  # sanctioned: denied by rule
         ("transfer", {"to": "bob", "amount": 5}),  # small: allowed by rule
@@ -357,10 +358,14 @@ async def test_rules_decide_on_the_real_server_and_a_tools_own_approvers(
     ]  # fmt: skip
     ran: list[Any] = []
     with scripted(batch) as provider:
-        tools = ["transfer", "refund", {"name": "lookup", "approvers": ["ops"]}]
+        tools = [
+            {"name": "transfer", "approval": "always"}, "refund",
+            {"name": "lookup", "approvers": ["ops"]},
+        ]  # fmt: skip
         approvals = {"rules": rules, "approvers": ["alice"], "accept_unsigned": True}
         spec = spec_for(provider, tools, approvals=approvals)
-        async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
+        registry = payments_registry(ran, [], transfer_approval="never")
+        async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay")
             [lookup] = await pending_count(agents, session, 1)

@@ -135,4 +135,4 @@ async def test_over_http_the_gateway_tokens_name_the_caller(
             owner = await AgentClient(client, task_queue=task_queue).owner(session_id)
     assert anonymous.status_code == 401
     assert clock.structured_content == {"city": "Tokyo", "local_time": "22:00"}
-    assert owner == "alice"
+    assert owner == "token:alice"

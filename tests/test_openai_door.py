@@ -313,7 +313,7 @@ async def test_with_tokens_each_users_conversations_are_their_own(
             ]
             array = await agents.messages(session)
     assert hers.headers["durable-session-id"] != his.headers["durable-session-id"]
-    assert owners == ["alice", "bob", "alice"]
+    assert owners == ["token:alice", "token:bob", "token:alice"]
     assert [m.content for m in array] == ["mine", "you said mine (1 messages)"]
     assert len(provider.requests) == 3  # bob's "steal" reached no model
 

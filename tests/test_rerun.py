@@ -1,8 +1,9 @@
 """Rerunning recorded conversations against today's code: unchanged, every reply comes
-from the recording and no model is asked; with a tool that now answers otherwise, the
-run departs where its result enters, the scripted fallback model answers from there,
-and the report names the tool call whose argument changed; the CLI does the same for
-files and folders of recordings and fails the run that departs."""
+from the recording and no model is asked, and no tool runs (each call is answered with
+its recorded result); with ``run_tools`` and a tool that now answers otherwise, the run
+departs where its result enters, the scripted fallback model answers from there, and
+the report names the tool call whose argument changed; the CLI does the same for files
+and folders of recordings and fails the run that departs."""
 
 from __future__ import annotations
 
@@ -25,18 +26,21 @@ from tests.support.agent_harness import running_worker, spec_for
 from tests.test_cli import acli, address_of
 
 
-def clock(tokyo: str) -> ToolRegistry:
-    """``get_time`` (Tokyo is ``tokyo``) and ``set_alarm``."""
+def clock(tokyo: str, ran: list[str] | None = None) -> ToolRegistry:
+    """``get_time`` (Tokyo is ``tokyo``) and ``set_alarm``; each call is noted in ``ran``."""
     registry = ToolRegistry()
+    ran = [] if ran is None else ran
 
     @tool(registry=registry)
     def get_time(city: str) -> str:
         """Local time in a city."""
+        ran.append("get_time")
         return tokyo if city == "Tokyo" else "09:00"
 
     @tool(registry=registry)
     def set_alarm(at: str) -> str:
         """Set an alarm."""
+        ran.append("set_alarm")
         return f"alarm set for {at}"
 
     return registry
@@ -68,9 +72,14 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
         assert len(recorded) == 12 and len(provider.requests) == 6
         asked = len(provider.requests)
 
-        same = await rerun(temporal_env.client, recorded, spec, registry=clock("22:00"))
+        ran: list[str] = []
+        same = await rerun(temporal_env.client, recorded, spec, registry=clock("22:00", ran))
         assert same.same, same.summary()
         assert (same.replayed, same.fresh) == (6, 0) and len(provider.requests) == asked
+        # today's tool answers otherwise, but a rerun runs no tool: the recorded results
+        unrun = await rerun(temporal_env.client, recorded, spec, registry=clock("23:00", ran))
+        assert unrun.same, unrun.summary()
+        assert ran == [], "no tool ran"
 
         fallback_asked: list[Any] = []
 
@@ -79,7 +88,7 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
             return alarm_model(request)
 
         moved = await rerun(temporal_env.client, recorded, spec, registry=clock("23:00"),
-                            fallback=fallback)  # fmt: skip
+                            fallback=fallback, run_tools=True)  # fmt: skip
         # live: where it departs, the spec's own model answers (a registered endpoint)
         with ScriptedProvider(responder=alarm_model) as live_model:
             endpoint = ProviderEndpoint(base_url=live_model.base_url, api_key_env=None)
@@ -87,7 +96,7 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
             went_live = await rerun(
                 temporal_env.client, recorded, spec.model_copy(update={"model": named}),
                 registry=clock("23:00"), capabilities=Capabilities(models={"live": endpoint}),
-                live=True,
+                live=True, run_tools=True,
             )  # fmt: skip
         # (a model call retried after a lost worker asks again: distinct requests count)
         assert len({json.dumps(r.body["messages"]) for r in live_model.requests}) == 5
@@ -162,7 +171,11 @@ async def test_the_cli_reruns_files_and_folders_and_fails_what_departs(
         one = await acli("replay", str(folder / "tokyo.json"), *common, address=address)
         assert one.returncode == 0, one.stderr
         assert "tokyo.json: same (2 replies from the recording)" in one.stdout
-        both = await acli("replay", str(folder), *common, address=address)
+        # answered from the recordings, both agree with what they hold
+        kept = await acli("replay", str(folder), *common, address=address)
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        # today's tool, run, no longer gives the stale recording's result
+        both = await acli("replay", str(folder), *common, "--run-tools", address=address)
         assert len(provider.requests) == asked  # every reply came from the recordings
     assert both.returncode == 1, both.stderr
     assert "stale.json: departs at message 2: recorded tool: 21:00, now tool: 22:00" in (

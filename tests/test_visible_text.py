@@ -1,5 +1,5 @@
 """What people read cannot be steered by what a model, a tool or a sender wrote: an
-approval's description names every argument whatever comes first, control and
+approval's description names every argument, whole, whatever comes first, control and
 bidirectional characters show as escapes (in the approval view and on the terminal),
 and ``trace`` writes its picture where it was asked, whatever the session id says."""
 
@@ -23,8 +23,7 @@ ESC, RLO = "\x1b", "\u202e"
 def test_every_argument_is_named_and_hidden_characters_show() -> None:
     arguments = json.dumps({"note": "x" * 5000, "to": f"ann{RLO}evil", "amount": 5000})
     described = describe_arguments("transfer", arguments)
-    assert "amount=5000" in described and 'note="xxx' in described
-    assert len(described) < 300
+    assert "amount=5000" in described and 'note="' + "x" * 5000 + '"' in described  # whole
     assert RLO not in described and "\\u202e" in described
     assert visible(f"{ESC}[31mred\n", keep="\n") == "\\u001b[31mred\n"
     assert visible("\U000e0041") == "\\U000e0041"

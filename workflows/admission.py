@@ -33,8 +33,9 @@ def refuse_forged_carry(carried: bool) -> None:
         )
 
 
-async def admit(spec: AgentSpec) -> Admission:
-    """Fail the session, naming every refused field, unless its worker admits ``spec``.
+async def admit(spec: AgentSpec, carried: bool) -> Admission:
+    """Fail the session, naming every refused field, unless its worker admits ``spec``
+    (and, when the input ``carried`` state, this run is the session continuing as new).
     Runs for every run, a continued one too: its input could have been written by
     anyone who can start a workflow, not only by the run before. Returns what the
     worker says of itself (its payload store, its message log)."""
@@ -42,7 +43,7 @@ async def admit(spec: AgentSpec) -> Admission:
         return Admission()
     admission = await start_check(
         "admit_session",
-        AdmissionInput(spec=spec),
+        AdmissionInput(spec=spec, carried=carried),
         Admission,
         timeout=timedelta(seconds=60),
         heartbeat=timedelta(seconds=spec.session.heartbeat_timeout_seconds),

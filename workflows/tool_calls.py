@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -189,6 +189,7 @@ async def run_tool_groups(
     children: set[str] | None = None,
     joining: Transcript | None = None,
     returned: Callable[[int], None] = lambda slot: None,
+    queues: Collection[str] | None = None,
 ) -> None:
     """Run the command's groups, one after another. Each call's result goes to
     ``watcher`` as it arrives (the workflow's places it in the Session's batch), and
@@ -198,7 +199,8 @@ async def run_tool_groups(
     Temporal and later groups do not start: those slots are left for the Session to
     fill. ``joining``: the transcript the results join; in its second chain each
     activity works out its result's digest and size, which it is told of, so no result
-    is encoded here."""
+    is encoded here. ``queues``: the task queues the worker's owner lets calls go to
+    (``None``: any), checked at each call whatever the recorded tool says."""
     digests = joining if joining is not None and joining.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
 
@@ -211,7 +213,7 @@ async def run_tool_groups(
                 started = children if children is not None else set()
                 result, unchanged = await run_sub_agent(command.turn, run, ending, shared, started)
             else:
-                result, unchanged = await run_tool(command.turn, run, rules, digests)
+                result, unchanged = await run_tool(command.turn, run, rules, digests, queues)
             if watcher is not None:
                 watcher.tool_finished(command.turn, run, result)
             if unchanged:
@@ -352,11 +354,24 @@ def _all_done_or(
 
 
 async def run_tool(
-    turn: int, run: ToolRun, rules: SessionRules, digests: Transcript | None = None
+    turn: int,
+    run: ToolRun,
+    rules: SessionRules,
+    digests: Transcript | None = None,
+    queues: Collection[str] | None = None,
 ) -> tuple[ToolMessage, bool]:
     """The slot's result, and whether it is exactly what the activity returned (then
-    ``digests``, when given, is told the digest and size the activity worked out)."""
+    ``digests``, when given, is told the digest and size the activity worked out). A
+    call recorded for a task queue the worker's owner does not route to is not sent:
+    its result says so."""
     call, policy = run.call, run.tool.policy
+    if policy.task_queue is not None and queues is not None and policy.task_queue not in queues:
+        refused = tool_error_result(
+            call,
+            f"Not allowed on this worker: task queue {policy.task_queue!r} is not one this "
+            f"worker routes tool calls to (registered: {', '.join(queues)})",
+        )
+        return refused.model_copy(update={"approval": run.approval}), False
     if policy.task_queue is not None:
         digests = None  # its workers may be of another build, which would not know to
     limit = policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS

@@ -20,7 +20,7 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.provider_limits import ProviderLimits
 from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
-from durable_agent.tools import ApprovalMode
+from durable_agent.tools import APPROVAL_STRICTNESS
 
 
 class NotRegistered(LookupError):
@@ -33,10 +33,13 @@ class NotAllowed(PermissionError):
 
 @dataclass(frozen=True)
 class SecretGrant:
-    """A secret the worker holds, and who may receive it: the tools (by name) and,
-    when given, only these parameters of theirs. ``variable``: the environment
-    variable (or the ``secrets`` provider's name) holding it; the secret's own name
-    by default."""
+    """A secret the worker holds, and who may receive it: the tools and, when given,
+    only these parameters of theirs. A tool is named by what it is, not by the name a
+    session shows the model: a function tool by its registered name (``lookup``), an
+    OpenAPI operation as ``openapi:SERVICE/OPERATION_ID``, an MCP tool as
+    ``mcp:SERVER/TOOL`` (a prefix a spec puts on tool names changes none of these).
+    ``variable``: the environment variable (or the ``secrets`` provider's name) holding
+    it; the secret's own name by default."""
 
     tools: Collection[str]
     parameters: Collection[str] | None = None
@@ -58,9 +61,6 @@ def default_models() -> dict[str, ProviderEndpoint]:
 
 def _listing(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
-
-
-_STRICTNESS: dict[ApprovalMode, int] = {"never": 0, "predicate": 1, "always": 2, "deny": 3}
 
 
 def _same_endpoint(a: ProviderEndpoint, b: ProviderEndpoint) -> bool:
@@ -193,6 +193,9 @@ class Capabilities:
     def registered_service(self, name: str) -> OpenApiSpec | None:
         return self._openapi.get(name)
 
+    def registered_server(self, name: str) -> McpServerSpec | None:
+        return self._mcp.get(name)
+
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and
         the policy does not allow that. Resolved at every use, not remembered: a name
@@ -205,8 +208,10 @@ class Capabilities:
 
     # -- secrets and task queues
 
-    def secret_variable(self, name: str, tool: str, parameter: str | None) -> str:
-        """Where the secret ``name`` is read from, for ``tool``'s ``parameter``."""
+    def secret_variable(self, name: str, tool: str | None, parameter: str | None) -> str:
+        """Where the secret ``name`` is read from, for ``parameter`` of the tool whose
+        identity is ``tool`` (``SecretGrant``; ``None``: a call whose kind names no
+        identity, which receives no registered secret)."""
         grant = self.secrets.get(name)
         if grant is None:
             if self.policy.any_secret:
@@ -215,8 +220,8 @@ class Capabilities:
                 f"secret {name!r} is not registered on this worker "
                 f"(registered: {_listing(self.secrets)})"
             )
-        if not grant.admits(tool, parameter):
-            where = f"{tool}({parameter})" if parameter else tool
+        if tool is None or not grant.admits(tool, parameter):
+            where = f"{tool or 'this tool'}({parameter})" if parameter else tool or "this tool"
             raise NotAllowed(f"secret {name!r} may not be given to {where} on this worker")
         return grant.variable or name
 
@@ -247,7 +252,9 @@ def _narrowed(registered: _Entry, spec: _Entry) -> _Entry:
     chosen = spec.model_fields_set
     if "prefix" in chosen:
         update["prefix"] = spec.prefix
-    if "approval" in chosen and _STRICTNESS[spec.approval] > _STRICTNESS[registered.approval]:
+    if "approval" in chosen and (
+        APPROVAL_STRICTNESS[spec.approval] > APPROVAL_STRICTNESS[registered.approval]
+    ):
         update["approval"] = spec.approval
     narrowing = "allowed_tools" if isinstance(spec, McpServerSpec) else "operations"
     wanted, own = getattr(spec, narrowing), getattr(registered, narrowing)

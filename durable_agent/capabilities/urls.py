@@ -2,10 +2,13 @@
 
 A spec that may carry URLs at all (a worker policy for local development) still must
 not turn the worker into a proxy for what only the worker can reach: its own loopback,
-the cloud's metadata address (link-local), the private network behind it. Every address
-a name resolves to is checked, so a public name pointing at ``127.0.0.1`` is refused
-too. Redirects are never followed by the HTTP clients that use these URLs, so a
-checked host cannot hand the request on to an unchecked one.
+the cloud's metadata services, the private and shared networks behind it. An address is
+reachable only when it is globally routable (``ipaddress``'s ``is_global``), and so is
+any IPv4 address an IPv6 one carries inside it (6to4, Teredo, NAT64, mapped); the
+metadata services' names are refused whatever they resolve to. Every address a name
+resolves to is checked, so a public name pointing at ``127.0.0.1`` is refused too.
+Redirects are never followed by the HTTP clients that use these URLs, so a checked host
+cannot hand the request on to an unchecked one.
 """
 
 from __future__ import annotations
@@ -20,15 +23,46 @@ class UrlRefused(ValueError):
     """A URL the worker's policy does not let a spec reach."""
 
 
-def _blocked(address: str) -> str | None:
-    """Why an address is off limits, or ``None`` for a public one."""
+#: Cloud metadata services by name (their addresses are link-local or shared, which
+#: the address check refuses too).
+METADATA_NAMES = frozenset({
+    "metadata", "metadata.google.internal", "metadata.goog", "instance-data",
+    "instance-data.ec2.internal", "metadata.azure.internal", "metadata.tencentyun.com",
+    "metadata.oraclecloud.com",
+})  # fmt: skip
+#: Ranges ``is_global`` counts as global that are not hosts on the internet: IETF
+#: protocol assignments, and local-use NAT64.
+NOT_HOSTS = (ipaddress.ip_network("192.0.0.0/24"), ipaddress.ip_network("64:ff9b:1::/48"))
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _inside(ip: Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (mapped, 6to4, Teredo, NAT64)."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    found = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
+    if ip.teredo is not None:
+        found += list(ip.teredo)
+    if ip in NAT64:
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
+def _blocked(address: str) -> tuple[str, str] | None:
+    """What kind of address is off limits, and which (an IPv4 one an IPv6 address
+    carries, when that is the one); ``None`` for a public address."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    for carried in _inside(ip):
+        inner = _blocked(str(carried))
+        if inner is not None:
+            return inner[0], f"{carried} inside {ip}"
     for kind in ("unspecified", "loopback", "link_local", "multicast", "private", "reserved"):
         if getattr(ip, f"is_{kind}"):
-            return kind.replace("_", "-")
-    return None
+            return kind.replace("_", "-"), str(ip)
+    if ip.is_global and not any(ip in network for network in NOT_HOSTS):
+        return None
+    return "non-public", str(ip)
 
 
 def url_host(url: str) -> str:
@@ -48,16 +82,19 @@ async def check_url(url: str, *, private_allowed: bool) -> None:
     host = url_host(url)
     if private_allowed:
         return
+    if host.lower().rstrip(".") in METADATA_NAMES:
+        raise UrlRefused(f"{url!r} names a cloud metadata service, which specs may not reach")
     try:
         found = await asyncio.get_running_loop().getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError as error:
         raise UrlRefused(f"{url!r}: its host does not resolve ({error})") from None
     for *_, sockaddr in found:
-        why = _blocked(str(sockaddr[0]))
-        if why is not None:
+        blocked = _blocked(str(sockaddr[0]))
+        if blocked is not None:
+            kind, which = blocked
             raise UrlRefused(
-                f"{url!r} reaches a {why} address ({sockaddr[0]}), which this worker's "
-                "policy keeps from specs"
+                f"{url!r} reaches a {kind} address ({which}), which this worker's policy "
+                "keeps from specs"
             )
 
 

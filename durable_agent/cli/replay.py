@@ -1,8 +1,9 @@
 """``durable-agent replay SOURCE... --spec FILE``: rerun recorded conversations against
 today's agent code, with the model's recorded replies wherever the request is
-unchanged; exit 1 when any run departs from its recording (a CI gate for agent
-changes). A source is a session id, a JSON file of messages (``history --json``), or
-a folder of them."""
+unchanged and the recorded tool results (no tool runs, and a call a person denied
+stays denied; ``--run-tools`` runs today's tools, never a denied call); exit 1 when any
+run departs from its recording (a CI gate for agent changes). A source is a session
+id, a JSON file of messages (``history --json``), or a folder of them."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def add_replay_command(command: Callable[..., argparse.ArgumentParser]) -> None:
         action="store_true",
         help="where a run departs, ask the spec's own model (else the turn ends there)",
     )
+    sub.add_argument(
+        "--run-tools",
+        action="store_true",
+        help="run today's tools instead of answering calls from the recording (a call a "
+        "person denied in the recording is still denied)",
+    )
 
 
 async def cmd_replay(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
@@ -49,7 +56,7 @@ async def cmd_replay(args: argparse.Namespace, out: TextIO, agents: AgentClient)
     for name, recorded in recordings:
         try:
             report = await rerun(agents.temporal, recorded, spec, capabilities=capabilities,
-                                 live=args.live)  # fmt: skip
+                                 live=args.live, run_tools=args.run_tools)  # fmt: skip
         except ValueError as error:
             raise CommandError(f"{name}: {error}") from None
         departed += not report.same

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 from typing import Any, TextIO
 
 from durable_agent.agent_modules import load_agents
@@ -35,8 +34,8 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--codec-origin", action="append", default=[],
         help="a browser origin that may decode through /codec (the Temporal UI's, e.g. "
-        "http://localhost:8233); with codec keys set. DURABLE_AGENT_CODEC_TOKEN: a bearer "
-        "token every codec call must carry",
+        "http://localhost:8233); with codec keys set. The endpoint takes the gateway's own "
+        "users: each payload is decoded for its session's owner or an admin",
     )  # fmt: skip
 
 
@@ -45,19 +44,15 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
         import uvicorn  # noqa: F401  (the extra is there)
 
         from durable_agent.gateway.app import create_app
-        from durable_agent.gateway.codec_endpoint import codec_routes
     except ImportError as error:
         raise CommandError(
             f"the gateway needs its extra: pip install 'durable-agent[gateway]' ({error})"
         ) from None
-    access = gateway_access(args.host, args.trusted_host, args.allow_origin)
+    access = gateway_access(args.host, args.trusted_host, args.allow_origin, args.codec_origin)
     spec = load_spec(args) if args.spec or model_from_environment() else None
     named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
     keys = codec_keys(args)
-    codec = None
-    if keys is not None:  # the Temporal UI decodes through it
-        token = os.environ.get("DURABLE_AGENT_CODEC_TOKEN") or None
-        codec = codec_routes(EncryptionCodec(keys), origins=args.codec_origin, token=token)
+    codec = EncryptionCodec(keys) if keys is not None else None  # the Temporal UI's
     if not access.authenticated:
         print("no authentication (DURABLE_AGENT_GATEWAY_TOKENS unset): loopback only",
               file=out, flush=True)  # fmt: skip
@@ -105,12 +100,14 @@ async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def gateway_access(host: str, trusted: list[str], origins: list[str] | None = None) -> Any:
+def gateway_access(
+    host: str, trusted: list[str], origins: list[str] | None = None, codec: list[str] | None = None
+) -> Any:
     """Who may call an HTTP door, from the environment (``GatewayAccess``)."""
     from durable_agent.gateway.guard import AccessError, GatewayAccess
 
     try:
-        return GatewayAccess.from_environment(host, trusted, origins or [])
+        return GatewayAccess.from_environment(host, trusted, origins or [], codec or [])
     except AccessError as error:
         raise CommandError(str(error)) from None
 

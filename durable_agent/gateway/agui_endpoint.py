@@ -41,7 +41,6 @@ from durable_agent.gateway.http_common import (
     HttpError,
     json_errors,
     parse_json,
-    session_for_conversation,
 )
 from durable_agent.gateway.unstreamed import whole_replies
 from durable_agent.messages import UserMessage
@@ -55,8 +54,7 @@ def agui_routes(door: Door) -> list[Route]:
 
     async def run_agent(request: Request) -> Response:
         run = parse_json(await request.body(), RunAgentInput)
-        user = door.user_of(request)
-        session_id = session_for_conversation(run.thread_id, user)
+        session_id = await door.conversation(request, run.thread_id)
         after = await door.offset(session_id)
         translator = AguiTranslator(run.thread_id, run.run_id)
         if run.resume:
@@ -72,7 +70,8 @@ def agui_routes(door: Door) -> list[Route]:
         if said is None:
             raise HttpError(400, "messages: the last message is not the user's", "messages")
         message = UserMessage(id=said[0], content=said[1])
-        sent = await agents.converse(session_id, message, door.needs_spec(None), owner=user)
+        owner = door.owner_of(request)
+        sent = await agents.converse(session_id, message, door.needs_spec(None), owner=owner)
         return _stream(_follow(door, session_id, after, sent.before, translator))
 
     return [Route("/api/agui", json_errors(run_agent), methods=["POST"])]

@@ -29,9 +29,11 @@ from starlette.routing import Route
 from durable_agent.client import (
     AgentClient,
 )
+from durable_agent.encryption import EncryptionCodec
 from durable_agent.events import LiveEvent
 from durable_agent.gateway.agui import AguiTranslator
 from durable_agent.gateway.agui_endpoint import agui_routes, agui_sse
+from durable_agent.gateway.codec_endpoint import codec_routes
 from durable_agent.gateway.door import Door
 from durable_agent.gateway.guard import GatewayAccess, GuardMiddleware
 from durable_agent.gateway.http_common import (
@@ -42,7 +44,6 @@ from durable_agent.gateway.http_common import (
     int_param,
     json_errors,
     read_body,
-    session_for_conversation,
 )
 from durable_agent.gateway.hub import Hubs
 from durable_agent.gateway.openai_chat import chat_routes
@@ -79,22 +80,22 @@ def create_app(
     agents: AgentClient,
     spec: AgentSpec | None,
     named: Mapping[str, AgentSpec] | None = None,
-    codec: list[Route] | None = None,
+    codec: EncryptionCodec | None = None,
     access: GatewayAccess | None = None,
 ) -> Starlette:
     """The gateway: new sessions run ``spec``, or one of the ``named`` agents' specs
     when a start names it (a request never brings a spec of its own); ``codec``: the
-    Temporal UI's codec endpoint (``codec_routes``), served beside the API; ``access``:
+    codec the Temporal UI decodes through (``/codec``, served beside the API); ``access``:
     who may call it, from where (``GatewayAccess``; every session then belongs to the
-    user who started it, and only they, or an admin, see and act on it)."""
+    principal who started it, and only they, or an admin, see and act on it)."""
     hubs = Hubs(agents)
     named = named or {}
     access = access or GatewayAccess()
-    user_of = Door.user_of
+    owner_of = Door.owner_of
 
     async def owned(request: Request) -> str:
         """The path's session, when the caller may see it."""
-        return await door.visible(request, request.path_params["session_id"])
+        return await door.session(request, request.path_params["session_id"])
 
     def needs_spec(agent: str | None = None) -> AgentSpec:
         if agent is not None:
@@ -119,9 +120,8 @@ def create_app(
     async def list_sessions(request: Request) -> Response:
         limit = int_param(request, "limit", 50, 1, MAX_LIMIT)
         found = await agents.sessions(limit=limit)
-        user = user_of(request)
-        if access.authenticated and user not in access.admins:
-            found = [s for s in found if s.owner == user]
+        principal = Door.principal_of(request)
+        found = [s for s in found if door.may_see(principal, s.owner)]
         return JSONResponse(
             [
                 {
@@ -140,7 +140,7 @@ def create_app(
     async def start_session(request: Request) -> Response:
         body: StartBody = await read_body(request, StartBody)
         chosen = needs_spec(body.agent)
-        session_id = await agents.start(chosen, body.message, owner=user_of(request))
+        session_id = await agents.start(chosen, body.message, owner=owner_of(request))
         return JSONResponse({"session_id": session_id}, status_code=201)
 
     async def fork_session(request: Request) -> Response:
@@ -150,7 +150,7 @@ def create_app(
         chosen = needs_spec(body.agent)
         try:
             branch = await agents.fork(parent, body.at, chosen, body.message,
-                                       owner=user_of(request))  # fmt: skip
+                                       owner=owner_of(request))  # fmt: skip
         except ValueError as error:
             raise HttpError(422, str(error), "at") from None
         return JSONResponse({"session_id": branch, "forked_from": parent, "at": body.at},
@@ -159,7 +159,7 @@ def create_app(
     async def diff_sessions(request: Request) -> Response:
         """Where two sessions the caller may see part, and what each says after."""
         left = await owned(request)
-        right = await door.visible(request, request.path_params["other"])
+        right = await door.session(request, request.path_params["other"])
         found = await agents.diff(left, right)
         return JSONResponse({
             "common": found.common,
@@ -168,10 +168,9 @@ def create_app(
         })  # fmt: skip
 
     async def send_to_conversation(request: Request) -> Response:
-        user = user_of(request)
-        session_id = session_for_conversation(request.path_params["conversation_id"], user)
+        session_id = await door.conversation(request, request.path_params["conversation_id"])
         body: MessageBody = await read_body(request, MessageBody)
-        sent = await agents.converse(session_id, body.text, needs_spec(), owner=user)
+        sent = await agents.converse(session_id, body.text, needs_spec(), owner=owner_of(request))
         return JSONResponse(
             {"session_id": session_id, "before": sent.before, "queued": sent.queued},
             status_code=202,
@@ -259,7 +258,7 @@ def create_app(
         *agui_routes(door),
         *chat_routes(door, named, spec is not None),
         *responses_routes(door, named),
-        *(codec or []),
+        *(codec_routes(codec, door) if codec is not None else []),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
     app.state.stopping = hubs.stop  # ``serve_http`` ends the event streams first

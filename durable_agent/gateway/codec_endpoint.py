@@ -2,14 +2,20 @@
 
 The UI never holds the keys: it posts the payloads it shows to ``/codec/decode`` (and
 ``/codec/encode`` for what it sends) in Temporal's JSON form, with ``X-Namespace``,
-and gets them back decoded. Only the origins given may call it from a browser (CORS),
-and with a token configured every call must carry it as a bearer token (the UI's
-"pass the user access token" setting, or a proxy in front).
+and gets them back decoded. The gateway's guard stands in front, as for every other
+door: the hosts it serves, the browser origins allowed to call it (the UI's,
+``--codec-origin``), a body limit counted while reading, and the gateway's users (the
+UI's "pass the user access token" setting, or a user of the gateway's token list).
+
+An encrypted payload names the session it belongs to (``encryption.payload_session``),
+and is decoded only for a caller who may see that session, by the same check as every
+other door: its owner, or an admin. One the caller may not see comes back as it was
+sent, still encrypted; one that names no session (encrypted before payloads were
+bound to sessions) is decoded for admins only.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -18,14 +24,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
-from temporalio.converter import PayloadCodec
 
-#: Largest request body the endpoint reads.
-MAX_BODY_BYTES = 4 * 1024 * 1024
+from durable_agent.client import SessionNotFoundError
+from durable_agent.encryption import ENCRYPTED, EncryptionCodec, payload_session
+from durable_agent.gateway.door import Door
 
 
-def codec_routes(codec: PayloadCodec, *, origins: Sequence[str], token: str | None) -> list[Route]:
+def codec_routes(codec: EncryptionCodec, door: Door) -> list[Route]:
     """``POST /codec/encode`` and ``/codec/decode``, with their CORS preflights."""
+    origins = door.access.codec_origins
 
     def cors(request: Request, response: Response) -> Response:
         origin = request.headers.get("origin")
@@ -39,35 +46,38 @@ def codec_routes(codec: PayloadCodec, *, origins: Sequence[str], token: str | No
             response.headers["Vary"] = "Origin"
         return response
 
-    def refused(request: Request) -> Response | None:
-        origin = request.headers.get("origin")
-        if origin is not None and origin not in origins:
-            return JSONResponse({"error": f"origin {origin} may not use this codec"}, 403)
-        if token is not None:
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                return cors(request, JSONResponse({"error": "a bearer token is required"}, 401))
-        return None
+    async def visible(request: Request, payloads: Sequence[Payload]) -> list[Payload]:
+        """The payloads as the caller may have them decoded: those of sessions they may
+        not see left as they are."""
+        principal = door.principal_of(request)
+        if door.sees_everything(principal):
+            return await codec.decode(payloads)
+        seen: dict[str, bool] = {}
+        out = []
+        for payload in payloads:
+            session = payload_session(payload)
+            if session is not None and session not in seen:
+                try:
+                    await door.session(request, session)
+                    seen[session] = True
+                except SessionNotFoundError:
+                    seen[session] = False
+            mine = session is not None and seen[session]
+            plain = payload.metadata.get("encoding") != ENCRYPTED
+            out.append((await codec.decode([payload]))[0] if mine or plain else payload)
+        return out
 
     def endpoint(
-        work: Callable[[Sequence[Payload]], Awaitable[list[Payload]]],
+        work: Callable[[Request, Sequence[Payload]], Awaitable[list[Payload]]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
             if request.method == "OPTIONS":
                 if request.headers.get("origin") not in origins:
                     return JSONResponse({"error": "origin not allowed"}, 403)
                 return cors(request, Response(status_code=204))
-            problem = refused(request)
-            if problem is not None:
-                return problem
-            if request.headers.get("content-type", "").split(";")[0] != "application/json":
-                return cors(request, JSONResponse({"error": "send application/json"}, 415))
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
-                return cors(request, JSONResponse({"error": "body too large"}, 413))
             try:
-                payloads = ParseDict(json.loads(body or b"{}"), Payloads())
-                done = await work(list(payloads.payloads))
+                payloads = ParseDict(json.loads(await request.body() or b"{}"), Payloads())
+                done = await work(request, list(payloads.payloads))
             except Exception as error:  # a body or payload it cannot read: the caller's
                 return cors(request, JSONResponse({"error": str(error)}, 400))
             answer = MessageToDict(Payloads(payloads=done))
@@ -75,7 +85,10 @@ def codec_routes(codec: PayloadCodec, *, origins: Sequence[str], token: str | No
 
         return handle
 
+    async def encode(request: Request, payloads: Sequence[Payload]) -> list[Payload]:
+        return await codec.encode(payloads)
+
     return [
-        Route("/codec/encode", endpoint(codec.encode), methods=["POST", "OPTIONS"]),
-        Route("/codec/decode", endpoint(codec.decode), methods=["POST", "OPTIONS"]),
+        Route("/codec/encode", endpoint(encode), methods=["POST", "OPTIONS"]),
+        Route("/codec/decode", endpoint(visible), methods=["POST", "OPTIONS"]),
     ]

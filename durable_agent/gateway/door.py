@@ -1,7 +1,13 @@
 """What a front door of the gateway needs from it: the client, the sessions' live
-events, who is calling, which spec new sessions run, and decisions signed as the
-caller. The REST API, the AG-UI endpoint and the OpenAI-compatible endpoints each
-take one ``Door``."""
+events, who is calling, which spec new sessions run, decisions signed as the caller,
+and the one check of who may see and act on a session.
+
+Every door (the REST API, conversations, the event stream, AG-UI, the OpenAI-compatible
+endpoints, the codec endpoint) asks ``session`` or ``conversation`` before it reads or
+changes anything: a session is the caller's when its memo names the caller as its
+owner, or when the caller is an admin. A session the caller may not see answers as if
+it did not exist (404), so its id proves nothing either.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ from starlette.requests import Request
 
 from durable_agent.client import AgentClient, SessionNotFoundError
 from durable_agent.gateway.guard import GatewayAccess
+from durable_agent.gateway.http_common import conversation_session, legacy_conversation_session
 from durable_agent.gateway.hub import Hubs
+from durable_agent.gateway.identity import Principal
 from durable_agent.spec import AgentSpec
 
 
@@ -26,17 +34,65 @@ class Door:
     ``HttpError`` when there is none)."""
 
     @staticmethod
-    def user_of(request: Request) -> str | None:
+    def principal_of(request: Request) -> Principal | None:
         """The authenticated caller (``None`` on a gateway without users)."""
-        return getattr(request.state, "user", None)
+        found = getattr(request.state, "principal", None)
+        return found if isinstance(found, Principal) else None
 
-    async def visible(self, request: Request, session_id: str) -> str:
-        """``session_id``, when the caller may see it (404 as if absent if not)."""
-        user = self.user_of(request)
-        mine = not self.access.authenticated or user in self.access.admins
-        if not mine and await self.agents.owner(session_id) != user:
+    @staticmethod
+    def owner_of(request: Request) -> str | None:
+        """What a session the caller starts records as its owner (memo ``owner``)."""
+        principal = Door.principal_of(request)
+        return None if principal is None else str(principal)
+
+    def sees_everything(self, principal: Principal | None) -> bool:
+        """A gateway without users (loopback only) shows every session to its callers;
+        an admin sees every session of a gateway with users."""
+        return not self.access.authenticated or self.access.is_admin(principal)
+
+    def may_see(self, principal: Principal | None, owner: str | None) -> bool:
+        """The rule itself: may ``principal`` see and act on a session owned by ``owner``."""
+        if self.sees_everything(principal):
+            return True
+        return principal is not None and principal.owns(owner)
+
+    async def session(self, request: Request, session_id: str) -> str:
+        """``session_id``, when the caller may see it (``SessionNotFoundError``, a 404,
+        as if absent, if not)."""
+        principal = self.principal_of(request)
+        if self.sees_everything(principal):
+            return session_id
+        if not self.may_see(principal, await self.agents.owner(session_id)):
             raise SessionNotFoundError(session_id)
         return session_id
+
+    async def conversation(self, request: Request, conversation_id: str) -> str:
+        """The session of the caller's conversation ``conversation_id``: its own id (no one
+        else's conversation has it), checked as any session when it exists, running or
+        ended. A conversation begun before principals keeps its old id while its owner
+        goes on with it."""
+        principal = self.principal_of(request)
+        session_id = conversation_session(conversation_id, principal)
+        try:
+            owner = await self.agents.owner(session_id)
+        except SessionNotFoundError:
+            return await self._earlier(principal, conversation_id) or session_id
+        if not self.may_see(principal, owner):
+            raise SessionNotFoundError(session_id)
+        return session_id
+
+    async def _earlier(self, principal: Principal | None, conversation_id: str) -> str | None:
+        """The caller's conversation under the id it had before principals, when it
+        exists and its memo names the caller (never another user's whose name the
+        old id ran into)."""
+        if principal is None:
+            return None
+        earlier = legacy_conversation_session(conversation_id, principal)
+        try:
+            owner = await self.agents.owner(earlier)
+        except SessionNotFoundError:
+            return None
+        return earlier if owner == principal.name else None
 
     async def offset(self, session_id: str) -> int:
         """Where the session's events are now (``-1``: no such session yet): a reply is
@@ -47,8 +103,10 @@ class Door:
             return -1
 
     def decided_by(self, request: Request, said: str | None) -> str | None:
-        """Who decides: the authenticated user (a body cannot speak for another)."""
-        return self.user_of(request) if self.access.authenticated else said
+        """Who decides: the authenticated principal's name (a body cannot speak for
+        another)."""
+        principal = self.principal_of(request)
+        return principal.name if self.access.authenticated and principal else said
 
     async def decide(
         self,
@@ -62,8 +120,9 @@ class Door:
     ) -> None:
         """Approve or deny, as the caller: signed with their key when the gateway has
         users (a name in a body never picks a key)."""
+        principal = self.principal_of(request)
         decider = self.decided_by(request, by)
         access = self.access
-        key = access.signing_keys.get(decider) if access.authenticated and decider else None
+        key = access.signing_keys.get(principal) if access.authenticated and principal else None
         door = self.agents.approve if approve else self.agents.deny
         await door(session_id, approval_id, by=decider, reason=reason, key=key)

@@ -21,6 +21,7 @@ from durable_agent.client import (
     SessionExistsError,
     SessionNotFoundError,
 )
+from durable_agent.gateway.identity import Principal
 
 CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 #: Most sessions or messages one page may ask for.
@@ -37,11 +38,25 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def session_for_conversation(conversation_id: str, user: str | None = None) -> str:
-    """The session a conversation id maps to (each user's conversations apart)."""
+#: Separates the parts of a conversation's session id: in no source, user name or
+#: conversation id, so two principals' conversations never share one.
+PART = "~"
+
+
+def conversation_session(conversation_id: str, principal: Principal | None = None) -> str:
+    """The session a principal's conversation id maps to:
+    ``conversation-SOURCE~NAME~ID`` (``conversation-ID`` on a gateway without users)."""
     if not CONVERSATION_ID.match(conversation_id):
         raise HttpError(400, "a conversation id is 1-128 of A-Z a-z 0-9 _ . : -", "conversation_id")
-    return f"conversation-{user}-{conversation_id}" if user else f"conversation-{conversation_id}"
+    if principal is None:
+        return f"conversation-{conversation_id}"
+    return f"conversation-{principal.source}{PART}{principal.name}{PART}{conversation_id}"
+
+
+def legacy_conversation_session(conversation_id: str, principal: Principal) -> str:
+    """The id the conversation's session had before principals (``conversation-NAME-ID``,
+    which two users could share: only its memo says whose it is)."""
+    return f"conversation-{principal.name}-{conversation_id}"
 
 
 async def read_body(request: Request, model: type[Body]) -> Any:

@@ -30,6 +30,7 @@ from durable_agent.events import (
     ToolStarted,
 )
 from durable_agent.gateway.guard import GatewayAccess, GuardMiddleware
+from durable_agent.gateway.identity import Principal
 
 
 def mcp_server(agents: AgentClient, named: Mapping[str, Agent[Any]]) -> MCPServer:
@@ -96,9 +97,10 @@ def _progress(event: LiveEvent) -> str | None:
 
 
 def _caller(ctx: Context) -> str | None:
-    """The authenticated user of an HTTP call (the guard put it in the request's
-    state); ``None`` over stdio, where whoever runs the process is the caller."""
+    """The owner the session records: the authenticated principal of an HTTP call (the
+    guard put it in the request's state); ``None`` over stdio, where whoever runs the
+    process is the caller."""
     request = getattr(ctx.request_context, "request", None)
     state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
-    user = state.get("user") if isinstance(state, dict) else None
-    return user if isinstance(user, str) else None
+    principal = state.get("principal") if isinstance(state, dict) else None
+    return str(principal) if isinstance(principal, Principal) else None

@@ -74,17 +74,17 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         if body.tools:
             raise HttpError(400, "tools: the agent's tools are the workers'; send none", "tools")
         spec = agent_for(door, named, body.model)
-        owner = door.user_of(request)
+        owner = door.owner_of(request)
         history, message = _history(body.messages)
         asked = _said([*history, message])
         named_session = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get(
             "session_id"
         )
         if named_session:
-            session_id = await door.visible(request, named_session)
+            session_id = await door.session(request, named_session)
             array: list[Message] | None = None
         else:
-            session_id, array = await _find(door, owner, body.model, asked)
+            session_id, array = await _find(door, request, body.model, asked)
         if array is not None and len(_said(array)) > len(asked) - 1:  # sent already
             # where the events are, then the array: an answer landing between the two
             # reads is in the array or after that offset, never missed
@@ -114,15 +114,15 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
 
 
 async def _find(
-    door: Door, owner: str | None, model: str, asked: list[tuple[str, str]]
+    door: Door, request: Request, model: str, asked: list[tuple[str, str]]
 ) -> tuple[str, list[Message] | None]:
     """The session this history belongs to, and its array (``None``: a new one)."""
     first = next(text for role, text in asked if role == "user")
-    key = conversation_key(owner, model, first)
+    key = conversation_key(door.owner_of(request), model, first)
     for n in range(1, MAX_CHATS + 1):
         session_id = f"chat-{key}-{n}"
         try:
-            array = await door.agents.messages(session_id)
+            array = await door.agents.messages(await door.session(request, session_id))
         except SessionNotFoundError:
             return session_id, None
         seen = _said(array)

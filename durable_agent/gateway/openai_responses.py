@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from durable_agent.client import SessionNotFoundError
 from durable_agent.gateway.door import Door
-from durable_agent.gateway.http_common import HttpError, parse_json, session_for_conversation
+from durable_agent.gateway.http_common import HttpError, parse_json
 from durable_agent.gateway.openai_door import (
     Reply,
     agent_for,
@@ -68,14 +68,14 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                 raise HttpError(400, f"{refused}: the agent's spec decides them; send none",
                                 refused)  # fmt: skip
         spec = agent_for(door, named, body.model)
-        owner = door.user_of(request)
+        owner = door.owner_of(request)
         users, decisions = _input(body.input)
         conversation = _conversation_id(body.conversation)
         if conversation is not None:
-            session_id: str | None = session_for_conversation(conversation, owner)
+            session_id: str | None = await door.conversation(request, conversation)
         elif body.previous_response_id is not None:
             session_id, _ = parse_id(body.previous_response_id)
-            await door.visible(request, session_id)
+            await door.session(request, session_id)
         else:
             session_id = None
         if session_id is None:
@@ -115,7 +115,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
 
     async def retrieve(request: Request) -> Response:
         session_id, before = parse_id(request.path_params["response_id"])
-        await door.visible(request, session_id)
+        await door.session(request, session_id)
         reply = await answered(agents, session_id, before)
         pending = (await agents.status(session_id)).pending_approvals
         reply.pending = pending

@@ -22,7 +22,7 @@ from pydantic import Field, ModelWrapValidatorHandler, SerializeAsAny, model_val
 from durable_agent.contract_base import Contract
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds.legacy import legacy_resolved_tool
-from durable_agent.tools import ToolPolicy
+from durable_agent.tools import OwnerFloor, ToolPolicy
 
 if TYPE_CHECKING:
     from durable_agent.capabilities.registry import Capabilities
@@ -96,6 +96,9 @@ class ResolvedTool(Contract):
     """What the tool stands for, by its kind (``durable_agent.tool_kinds``)."""
     describes: bool = False
     """The tool describes its calls for the people who approve them (``describe``)."""
+    floor: OwnerFloor | None = None
+    """How the worker's owner gates the tool, when it does: no session setting or rule
+    makes it looser."""
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +132,13 @@ class ToolKind(Generic[TargetT, CallT]):
     def where(self, call: CallT) -> str:
         """How errors name the place a call went ("MCP server 'files'")."""
         return f"the {self.name} tool"
+
+    async def identity(self, call: CallT, worker: WorkerSide) -> str | None:
+        """What the call is, as the worker's owner names it when granting a secret
+        (``SecretGrant.tools``): ``kind:source/tool``, from the worker's registries, never
+        from a name a spec chose. ``None`` (the default): this kind's calls receive no
+        secrets."""
+        return None
 
     async def list_tools(self, source: ToolsetSpec, worker: WorkerSide) -> list[ResolvedTool]:
         """The tools of one of this kind's sources, as they are now (on a worker, when a

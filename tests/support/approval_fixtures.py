@@ -8,17 +8,28 @@ from typing import Any
 
 from durable_agent.messages import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, approval_predicate, escalation_notifier, tool
+from durable_agent.tools import (
+    ApprovalMode,
+    ToolRegistry,
+    approval_predicate,
+    escalation_notifier,
+    tool,
+)
 
 Call = tuple[str, dict[str, Any]]
 
 
-def payments_registry(ran: list[tuple[str, dict[str, Any]]], notices: list[Any]) -> ToolRegistry:
-    """``transfer`` and ``refund`` wait for a person; ``lookup`` does not. What ran is
-    appended to ``ran``; escalation notices to ``notices``."""
+def payments_registry(
+    ran: list[tuple[str, dict[str, Any]]],
+    notices: list[Any],
+    transfer_approval: ApprovalMode = "always",
+) -> ToolRegistry:
+    """``transfer`` and ``refund`` wait for a person (``transfer_approval="never"``: the
+    worker's owner leaves ``transfer`` to the session's spec); ``lookup`` does not. What
+    ran is appended to ``ran``; escalation notices to ``notices``."""
     registry = ToolRegistry()
 
-    @tool(registry=registry, approval="always")
+    @tool(registry=registry, approval=transfer_approval)
     def transfer(to: str, amount: int) -> str:
         """Send money."""
         ran.append(("transfer", {"to": to, "amount": amount}))

@@ -157,13 +157,15 @@ class Approvals:
 
 def _escalated(pending: PendingApproval, escalation: Escalation) -> PendingApproval:
     """A call past its first deadline: a later one, and the second group among those who
-    may decide."""
+    may decide (told, but not made deciders, of a tool whose owner named its approvers)."""
     assert pending.deadline is not None
     approvers = pending.approvers
+    if approvers is not None and not pending.signed_only:
+        approvers = [*approvers, *escalation.notify]
     return pending.model_copy(
         update={
             "deadline": pending.deadline + timedelta(seconds=escalation.extend_seconds),
             "escalated_to": list(escalation.notify),
-            "approvers": None if approvers is None else [*approvers, *escalation.notify],
+            "approvers": approvers,
         }
     )

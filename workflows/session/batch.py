@@ -257,6 +257,7 @@ class ToolBatch:
             aid = approval_id(self.state.turn, k)
             batch.asked[aid] = k
             name, arguments = call.function.name, call.function.arguments
+            owned = tool.floor is not None and tool.floor.approvers is not None
             opening.append(
                 PendingApproval(
                     approval_id=aid,
@@ -269,6 +270,7 @@ class ToolBatch:
                     described_arguments=descriptions.get(k) or describe_arguments(name, arguments),
                     approvers=self.gate.approvers(tool),
                     rule=batch.rules.get(k),
+                    signed_only=owned or None,
                 )
             )
         self.approvals.open_all(opening)

@@ -141,7 +141,9 @@ class Decisions:
         tool = self.active_tools.get(pending.tool_name)
         problem = self.gate.request_problem(signal, DECISION_KINDS[decision], tool)
         if problem is None and signal.token is None:
-            problem = self.gate.identity_problem(signal.by, pending.approvers, False, what)
+            problem = self.gate.identity_problem(
+                signal.by, pending.approvers, False, what, bool(pending.signed_only)
+            )
         return problem
 
     def _apply_decision(

@@ -88,6 +88,12 @@ class _JudgedOnce:
         return self._value
 
 
+def rule_applies(rule: ApprovalRule, tool: ResolvedTool) -> bool:
+    """Over a tool the worker's owner gates, a spec's rule may deny or ask, never let a
+    call run: the owner's floor is below the session's rules."""
+    return tool.floor is None or rule.action != "allow"
+
+
 def rule_matches(rule: ApprovalRule, arguments: Any) -> bool:
     """A rule's tests against the arguments; one that cannot be judged (a type the
     test cannot compare) matches a rule that refuses or asks, never one that allows."""
@@ -116,7 +122,9 @@ class Gate:
         arguments = _JudgedOnce(call, tool)  # judged only if a rule is for this tool
         asked: list[Question] = []
         for rule in self.settings.rules:
-            if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments()):
+            if not rule.for_tool(call.function.name) or not rule_applies(rule, tool):
+                continue
+            if not rule_matches(rule, arguments()):
                 continue
             if rule.predicate is None:
                 return asked
@@ -132,10 +140,14 @@ class Gate:
         person runs when a standing grant covers it."""
         if self.runs_unjudged(tool):
             return _RUN  # (most calls: nothing to judge, in a batch of thousands)
+        if tool.floor is not None and tool.policy.approval == "deny":
+            return GateOutcome("deny", reason=tool.policy.deny_reason)  # the owner's word
         arguments = _JudgedOnce(call, tool)
         outcome: GateOutcome | None = None
         for index, rule in enumerate(self.settings.rules):
-            if not rule.for_tool(call.function.name) or not rule_matches(rule, arguments()):
+            if not rule.for_tool(call.function.name) or not rule_applies(rule, tool):
+                continue
+            if not rule_matches(rule, arguments()):
                 continue
             if rule.predicate is not None and not verdicts.get((slot, rule.predicate), False):
                 continue
@@ -192,15 +204,25 @@ class Gate:
 
     # --- a person's decision ---------------------------------------------------------------
 
-    def accepts_unsigned(self, approvers: list[str] | None) -> bool:
+    def accepts_unsigned(self, approvers: list[str] | None, signed_only: bool = False) -> bool:
+        if signed_only:  # the worker's owner named the approvers: only a signature proves one
+            return False
         if self.settings.accept_unsigned is not None:
             return self.settings.accept_unsigned
         return approvers is None
 
     def identity_problem(
-        self, who: str | None, approvers: list[str] | None, verified: bool, what: str
+        self,
+        who: str | None,
+        approvers: list[str] | None,
+        verified: bool,
+        what: str,
+        signed_only: bool = False,
     ) -> str | None:
-        """Why ``who`` may not decide (fail closed), or ``None``."""
+        """Why ``who`` may not decide (fail closed), or ``None``. ``signed_only``: the
+        call's tool has approvers its owner named, whose decisions count signed only."""
+        if not verified and signed_only:
+            return f"{what}: a signed token is required (the tool's owner names its approvers)"
         if not verified and not self.accepts_unsigned(approvers):
             return f"{what}: a signed token is required (approvals.accept_unsigned is off)"
         if approvers is not None and who not in approvers:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import ToolSettings
-from durable_agent.tools import ExecutionMode, ToolPolicy
+from durable_agent.tools import ExecutionMode, ToolPolicy, tightened
 
 
 def setup_digest(setup: ModelSetup) -> str:
@@ -27,7 +27,8 @@ def setup_digest(setup: ModelSetup) -> str:
 def apply_overrides(
     listed: Sequence[ToolSettings], execution: ExecutionMode, resolved: Sequence[ResolvedTool]
 ) -> dict[str, ResolvedTool]:
-    """The listed tools with their per-session policy overrides applied."""
+    """The listed tools with their per-session policy overrides applied: over a tool
+    the worker's owner gates, only those that make it stricter."""
     by_name = {t.definition.name: t for t in resolved}
     tools: dict[str, ResolvedTool] = {}
     for settings in listed:
@@ -37,6 +38,8 @@ def apply_overrides(
             for key, value in settings.model_dump(exclude={"name"}).items()
             if value is not None
         }
+        if base.floor is not None:
+            update = tightened(base.policy, update)
         if execution == "sequential":
             update["execution_mode"] = "sequential"
         policy = base.policy.model_copy(update=update) if update else base.policy
