@@ -9,7 +9,7 @@ from temporalio.api.enums.v1 import ContinueAsNewInitiator
 
 from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
-from durable_agent.contracts import Admission, AdmissionInput
+from durable_agent.contracts import Admission, AdmissionInput, ToolRoutes, ToolRoutesInput
 
 log = structlog.get_logger("durable_agent.admission")
 
@@ -39,9 +39,22 @@ class AdmissionActivities:
             message_log=self._message_log,
             prices=prices,
             limited=bool(self._capabilities.limits),
-            tool_queues=None
-            if self._capabilities.policy.any_task_queue
-            else sorted({own_queue, *self._capabilities.task_queues}),
+        )
+
+    @activity.defn(name="check_tool_routes")
+    async def check_tool_routes(self, request: ToolRoutesInput) -> ToolRoutes:
+        """The task queues this worker's owner does not route tool calls to (asked on
+        the session's own worker, the one that would send them, before each batch)."""
+        own_queue = activity.info().task_queue
+        capabilities = self._capabilities
+        listed = ", ".join(sorted(capabilities.task_queues)) or "none"
+        return ToolRoutes(
+            refused={
+                queue: f"task queue {queue!r} is not one this worker routes tool calls to "
+                f"(registered: {listed})"
+                for queue in request.queues
+                if not capabilities.task_queue_allowed(queue, own_queue)
+            }
         )
 
 

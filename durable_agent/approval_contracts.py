@@ -30,7 +30,8 @@ class DescribeCallsInput(Contract):
 class EscalationNotice(Contract):
     """Tell a second group that calls wait for them (``approvals.escalation``)."""
 
-    notifier: str | None
+    notifier: str | None = None
+    """The ``@escalation_notifier`` to call (``None``: the escalation is only logged)."""
     notify: list[str]
     approvals: list[PendingApproval]
     session_id: str = ""

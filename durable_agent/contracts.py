@@ -88,7 +88,7 @@ class ResolveToolsInput(Contract):
 
 
 class Handoff(Contract):
-    to: str | None
+    to: str | None = None
     """The agent the conversation goes to; ``None``: back to the previous one."""
 
 
@@ -488,6 +488,20 @@ class AdmissionInput(Contract):
     server that this run is a continue-as-new of the session's own workflow."""
 
 
+class ToolRoutesInput(Contract):
+    """Task queues a batch's calls are recorded to go to, asked of the session's worker
+    before any of them is sent."""
+
+    queues: list[str]
+
+
+class ToolRoutes(Contract):
+    """The queues of ``ToolRoutesInput`` the worker's owner does not route tool calls
+    to, and why."""
+
+    refused: dict[str, str] = Field(default_factory=dict)
+
+
 class Admission(Contract):
     refused: list[str] = Field(default_factory=list)
     """What the spec names or carries that the worker does not let it use."""
@@ -501,6 +515,3 @@ class Admission(Contract):
     """The worker's prices of the models the spec names without one."""
     limited: bool = False
     """The worker limits some endpoints: model calls say whose they are (``tenant``)."""
-    tool_queues: list[str] | None = None
-    """The task queues this worker routes tool calls to (the session's own among them),
-    checked again at every call; ``None``: any (its policy allows every queue)."""

@@ -105,7 +105,7 @@ class ApprovalDecided(_Event):
 class MessageAppended(_Event):
     type: Literal["message_appended"] = "message_appended"
     index: int
-    message: Message | None
+    message: Message | None = None
     """``None`` when it is over ``MESSAGE_EVENT_MAX_BYTES`` (read it by ``index``)."""
     run: int | None = None
     """The session's run (1, then one more per continue-as-new) it landed in."""
@@ -132,9 +132,9 @@ class Rescued(_Event):
     did what ``rescue`` or ``stop.on_truncated`` says (the ``resque`` message)."""
 
     type: Literal["rescued"] = "rescued"
-    strategy: str | None
+    strategy: str | None = None
     attempt: int
-    reason: str | None
+    reason: str | None = None
 
 
 class Flushed(_Event):
@@ -149,7 +149,7 @@ class Compacted(_Event):
     """A summary now stands in, in requests, for the array's first ``compacts`` messages."""
 
     type: Literal["compacted"] = "compacted"
-    compacts: int | None
+    compacts: int | None = None
 
 
 class Trimmed(_Event):
@@ -199,8 +199,8 @@ class AgentChanged(_Event):
     """In a swarm, another agent answers now (a handoff, or a person's move)."""
 
     type: Literal["agent_changed"] = "agent_changed"
-    agent: str | None
-    previous: str | None
+    agent: str | None = None
+    previous: str | None = None
 
 
 class Idle(_Event):

@@ -149,6 +149,7 @@ class DurableAgentPlugin(SimplePlugin):
             workflows=[AgentWorkflow, EndpointLimiter, EvalWorkflow],
             activities=[
                 admission.admit_session,
+                admission.check_tool_routes,
                 model.call_model,
                 model.store_transcript,
                 model.load_transcript,

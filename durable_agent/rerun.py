@@ -122,7 +122,7 @@ async def rerun(
         approvals = spec.approvals.model_copy(update={"rules": rules})
         ours = spec.model_copy(update={"model": model, "session": session, "approvals": approvals})
         answers = RecordedAnswers(recorded, run_tools)
-        keys = _deciders(spec, registry or default_registry)
+        keys = _deciders(spec, registry or default_registry, recorded)
         verifying = ApproverKeys({n: k.private_key.public_key() for n, k in keys.items()})
         async with build_worker(client, task_queue=queue, registry=registry,
                                 capabilities=owned, approver_keys=verifying,
@@ -178,10 +178,18 @@ def _denied(result: ToolMessage) -> bool:
     return result.approval is not None and result.approval.decision == "denied"
 
 
-def _deciders(spec: AgentSpec, registry: ToolRegistry) -> dict[str, ApproverKey]:
-    """A key for every name that may decide a call of this session (the rerun's worker
-    trusts them, and no other worker knows them): the rerun signs as one of them."""
+def _deciders(
+    spec: AgentSpec, registry: ToolRegistry, recorded: Sequence[Message]
+) -> dict[str, ApproverKey]:
+    """A key for every name that may decide a call of this session, and every name that
+    decided one in the recording (the rerun's worker trusts them, and no other worker
+    knows them): the rerun signs as one of them."""
     names = {RERUN, *(spec.approvals.approvers or ())}
+    names.update(
+        m.approval.by
+        for m in recorded
+        if isinstance(m, ToolMessage) and m.approval and m.approval.by
+    )
     names.update(n for t in spec.tools for n in t.approvers or ())
     for name in registry.names():
         found = registry.get(name)
@@ -217,14 +225,17 @@ async def _answer(
 ) -> None:
     """One call: a handoff goes ahead (it only changes who answers, in the session);
     a call a person denied in the recording is denied; otherwise the recorded result,
-    or, with ``run_tools``, today's tool; a call the recording never made is refused."""
-    by = (pending.approvers or [RERUN])[0]
-    key = keys.get(by)
+    or, with ``run_tools``, today's tool; a call the recording never made is refused.
+    The rerun decides as the person the recording names, where they may decide."""
     aid = pending.approval_id
+    recorded = None if pending.tool_name.startswith(HANDOFF_PREFIX) else answers.take(pending)
+    named = recorded.approval.by if recorded is not None and recorded.approval else None
+    allowed = pending.approvers
+    by = named if named and (allowed is None or named in allowed) else (allowed or [RERUN])[0]
+    key = keys.get(by)
     if pending.tool_name.startswith(HANDOFF_PREFIX):
         await agents.approve(session_id, aid, by=by, key=key)
         return
-    recorded = answers.take(pending)
     denied = recorded is not None and _denied(recorded)
     if denied or (recorded is None and answers.denied_before(pending)):
         reason = recorded.approval.reason if recorded and recorded.approval else None

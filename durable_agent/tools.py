@@ -129,17 +129,16 @@ class OwnerFloor(BaseModel):
 
 def tightened(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:
     """The per-session settings ``asked`` over a tool whose owner gates it, keeping only
-    what makes it stricter: a stricter approval mode, approvers among the owner's, a
-    deadline that denies (one that approves only if the owner's does, never sooner)."""
+    what makes it stricter: a stricter approval mode, approvers among the owner's (names
+    outside the owner's list count for nothing), a deadline that denies (one that
+    approves only if the owner's does, never sooner)."""
     kept = dict(asked)
     mode = kept.get("approval")
     if mode is not None and APPROVAL_STRICTNESS[mode] < APPROVAL_STRICTNESS[owner.approval]:
         del kept["approval"]
-    if owner.approvers is not None:
-        wanted = kept.get("approvers")
-        kept["approvers"] = (
-            owner.approvers if wanted is None else [n for n in wanted if n in owner.approvers]
-        )
+    if owner.approvers is not None:  # a session may choose among the owner's approvers
+        chosen = [n for n in kept.get("approvers") or () if n in owner.approvers]
+        kept["approvers"] = chosen or owner.approvers
     if owner.approval_timeout_decision == "denied" and "approval_timeout_decision" in kept:
         kept["approval_timeout_decision"] = "denied"
     approves = kept.get("approval_timeout_decision", owner.approval_timeout_decision)

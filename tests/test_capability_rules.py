@@ -230,3 +230,31 @@ async def test_a_redirect_is_answered_as_it_is_never_followed() -> None:
             text, is_error = await call_operation(_call(f"{service.url}/go").operation, {}, {})
     assert is_error and text.startswith("HTTP 302")
     assert [s.path for s in service.seen] == ["/go"] and target.seen == []
+
+
+async def test_a_path_value_stays_one_segment_of_its_operation() -> None:
+    """Path values are encoded whole (a ``/`` stays inside its segment, a ``%`` is sent
+    as itself), and values that are dot segments are refused before anything is sent,
+    so no value turns ``DELETE /orders/7/items/{item_id}`` into ``DELETE /orders/7``."""
+    with RecordingServer() as service:
+        operation = HttpOperation(
+            api="shop",
+            method="DELETE",
+            url=f"{service.url}/orders/{{order_id}}/items/{{item_id}}",
+            path=["order_id", "item_id"],
+        )
+        for value in ("..", ".", ""):
+            text, is_error = await call_operation(
+                operation, {}, {"order_id": "7", "item_id": value}
+            )
+            assert is_error and "is not a value a path segment takes" in text
+        assert service.seen == []
+        for value in ("a/b", "%2e%2e", "../../admin"):
+            _, is_error = await call_operation(operation, {}, {"order_id": "7", "item_id": value})
+            assert not is_error
+    sent = [s.path for s in service.seen]
+    assert sent == [
+        "/orders/7/items/a%2Fb",
+        "/orders/7/items/%252e%252e",
+        "/orders/7/items/..%2F..%2Fadmin",
+    ]

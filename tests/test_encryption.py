@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -26,7 +26,7 @@ from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.encryption import CodecKeyError, CodecKeys, EncryptionCodec, with_encryption
 from durable_agent.plugin import DurableAgentPlugin
 from durable_agent.ports import free_port
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker, start_dev_server
 from durable_agent.workflows.agent_workflow import AgentWorkflow
@@ -224,3 +224,73 @@ async def test_the_temporal_ui_decodes_through_the_gateways_codec_endpoint(
     assert base64.b64decode(sealed_again["metadata"]["encoding"]) == b"binary/encrypted"
     assert CANARY not in json.dumps(encoded.json())
     await asyncio.sleep(0)
+
+
+FAILURE_CANARY = f"failure-canary-{random_secrets.token_hex(10)}"
+failing = ToolRegistry()
+
+
+@tool(registry=failing, max_attempts=1)
+def explode(name: str) -> str:
+    """A tool that fails, naming what it was given."""
+    raise RuntimeError(f"cannot explode {name}")
+
+
+def encodings(canary: str) -> dict[str, bytes]:
+    """``canary`` in each encoding a byte of storage could hold it in: as it is, in
+    base64 at each of the three alignments, in hex, in UTF-16."""
+    found = {"plain": canary.encode(), "hex": canary.encode().hex().encode()}
+    for shift in range(3):
+        coded = base64.b64encode(b"\0" * shift + canary.encode())
+        found[f"base64+{shift}"] = coded[4 : len(coded) - 4]  # the part no neighbour changes
+    found["utf-16-le"], found["utf-16-be"] = canary.encode("utf-16-le"), canary.encode("utf-16-be")
+    return found
+
+
+async def test_failures_are_encrypted_too(tmp_path: Path) -> None:
+    """With the codec on, what failures say is encrypted as well: a tool's exception
+    text (the name the user gave it), the provider's error words, and a refused start's
+    explanation that quotes the input. The canary is in no byte of Temporal's database or
+    the transcript store, in any encoding, and readers with the keys still see each."""
+    keys = CodecKeys.parse(NEW)
+    server = tmp_path / "server"
+    env = await start_dev_server(server, free_port(), free_port(), codec_keys=keys)
+    store_path = tmp_path / "store.sqlite"
+    script = [
+        assistant_calls(("explode", {"name": FAILURE_CANARY})),
+        error_reply(400, f"the provider cannot take {FAILURE_CANARY}"),
+    ]
+    try:
+        with ScriptedProvider(script) as provider:
+            spec = spec_for(provider, ["explode"], session={}, max_attempts=1)
+            store = open_transcript_store(f"sqlite:///{store_path}", keys)
+            async with build_worker(
+                env.client, task_queue="enc", registry=failing, transcripts=store,
+                capabilities=LOCAL_DEVELOPMENT, preload_tokenizers=False,
+            ):  # fmt: skip
+                agents = AgentClient(env.client, task_queue="enc")
+                session = await agents.start(spec, "explode it")
+                outcome = await agents.wait(session, after=0, timeout=60)
+                messages = await agents.messages(session)
+                status = await agents.status(session)
+                bad = spec.model_dump(mode="json")
+                bad["tools"] = [{"name": "explode", FAILURE_CANARY: True}]
+                refused = await env.client.start_workflow(
+                    "AgentWorkflow", {"spec": bad, "message": "hi"},
+                    id=f"refused-{random_secrets.token_hex(4)}", task_queue="enc",
+                )  # fmt: skip
+                with pytest.raises(WorkflowFailureError) as failed:
+                    await asyncio.wait_for(refused.result(), 60)
+    finally:
+        await env.shutdown()
+    # readers with the keys see what happened
+    [result] = [m for m in messages if m.role == "tool"]
+    assert result.is_error and FAILURE_CANARY in result.content
+    assert outcome is not None and FAILURE_CANARY in (status.last_error or "")
+    assert FAILURE_CANARY in str(failed.value.cause)
+    # and nothing is readable at rest
+    files = [p for p in server.rglob("*") if p.is_file()] + [store_path]
+    for path in files:
+        data = path.read_bytes()
+        for name, coded in encodings(FAILURE_CANARY).items():
+            assert coded not in data, f"the canary is in {path}, {name}"

@@ -143,3 +143,16 @@ def test_messages_and_references_read_back_as_what_they_are() -> None:
     assert isinstance(read.messages[1], UserMessage)
     with pytest.raises(ValidationError, match="role"):
         StoreTranscriptInput.model_validate({"messages": [{"content": "x"}], "head": "v1"})
+
+
+def test_no_model_requires_a_field_that_may_be_null() -> None:
+    """A required field that may be ``None`` does not read back once payloads leave its
+    null out (an escalation without a notifier did not reach its activity): it needs a
+    ``None`` default, or to keep its null with ``nulls_kept``."""
+    required = {
+        (model.__name__, name)
+        for model in _models()
+        for name, field in model.model_fields.items()
+        if _nullable(field.annotation) and field.is_required()
+    }
+    assert required <= NULLS_KEPT, sorted(required - NULLS_KEPT)

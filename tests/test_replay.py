@@ -58,6 +58,7 @@ def test_histories_are_recorded() -> None:
         "runaway_turn_ended",  # max_turns ends the turn, not the session (its patch)
         "message_log",  # a worker with a message log: the tail offered before waits
         "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
+        "tool_routes_refused",  # a batch's task queues asked of the worker, one refused
         "fallback_chain",  # three hops across Chat Completions and Anthropic
         "context_overflow_trimmed",  # "context too long", then a shorter request (its patch)
         "capacity_wait",  # a model call that waited for room on a limited endpoint

@@ -85,7 +85,6 @@ class AgentWorkflow(SessionHandlers):
         self._invalid_input: str | None = None
         self._untitled = False
         self._moves = False
-        self._tool_queues: list[str] | None = None
         try:
             request: AgentInput | ContinuedInput = decode_start(raw)
         except InvalidInput as error:  # run() fails the session with this text
@@ -138,7 +137,6 @@ class AgentWorkflow(SessionHandlers):
         self._sync.payload_store_bytes = admission.payload_store_bytes
         self._sync.logged = admission.message_log
         session.budget.prices = admission.prices
-        self._tool_queues = admission.tool_queues
         if admission.limited:  # shared limits count calls by whose they are
             self._model.tenant = workflow.memo_value("owner", "", type_hint=str)
         # Added after sessions were recorded: rescue changes what follows an unusable turn
@@ -235,7 +233,6 @@ class AgentWorkflow(SessionHandlers):
                         session.batch.children,
                         session.messages,
                         self._sync.stored_by_tool(first=len(session.messages)),
-                        self._tool_queues,
                     )
                     session.tools_finished({}, workflow.now())  # each placed as it arrived
                 case WaitForMessage():

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and a message of more tool
-#: calls than one page read a page per workflow task.
-BASELINE_PATCH = "baseline-2026-11-27"
+#: The baseline a new run records: every patch before it, and the task queues of a
+#: batch's calls checked with the session's worker before any is sent.
+BASELINE_PATCH = "baseline-2026-11-28"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: sixth took in a model's reply joined to the array by the digest and size its worker
+#: seventh took in a message of more tool calls than one page read a page per workflow
+#: task, the sixth took in a model's reply joined to the array by the digest and size its worker
 #: worked out, the fifth an array carried by reference without its stored prefix sent
 #: again, the fourth the transcript's second chain and a title the start's memo holds
 #: not upserted again, the third pages of the array of at most 500 messages, the second
 #: the two checks at a run's start made on the workflow's own worker.
+SEVENTH_BASELINE_PATCH = "baseline-2026-11-27"
 SIXTH_BASELINE_PATCH = "baseline-2026-11-26e"
 FIFTH_BASELINE_PATCH = "baseline-2026-11-26d"
 FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
@@ -49,6 +51,9 @@ CALLS_IN_PAGES_PATCH = "tool-calls-in-pages"
 #: a page per workflow task (``session.approvals.APPROVALS_PER_PAGE``). Asked only once a
 #: batch has more than a page of approval work: a run never asked records no marker.
 APPROVALS_IN_PAGES_PATCH = "approvals-in-pages"
+#: The task queues a batch's calls are recorded to go to are checked with the session's
+#: worker (``check_tool_routes``) before any is sent (``tool_calls``).
+ROUTES_CHECKED_PATCH = "tool-routes-checked"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -73,10 +78,12 @@ THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
 FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
 FIFTH_BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
 SIXTH_BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
-BASELINED = SIXTH_BASELINED | {CALLS_IN_PAGES_PATCH}
+SEVENTH_BASELINED = SIXTH_BASELINED | {CALLS_IN_PAGES_PATCH}
+BASELINED = SEVENTH_BASELINED | {ROUTES_CHECKED_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (SEVENTH_BASELINE_PATCH, SEVENTH_BASELINED),
     (SIXTH_BASELINE_PATCH, SIXTH_BASELINED),
     (FIFTH_BASELINE_PATCH, FIFTH_BASELINED),
     (FOURTH_BASELINE_PATCH, FOURTH_BASELINED),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -43,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsInput,
         ResolveToolsResult,
         ToolCallInput,
+        ToolRoutes,
+        ToolRoutesInput,
     )
     from durable_agent.digests import ToolReturn
     from durable_agent.messages import ToolMessage
@@ -50,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.tool_kinds import SubAgentCall
     from durable_agent.tool_kinds.sub_agent import Refused, child_message
     from durable_agent.transcript import Transcript
-    from durable_agent.workflows.patches import patched
+    from durable_agent.workflows.patches import ROUTES_CHECKED_PATCH, patched
     from durable_agent.workflows.retries import (
         LOST_WORK_RETRIES,
         gave_up_text,
@@ -189,7 +191,6 @@ async def run_tool_groups(
     children: set[str] | None = None,
     joining: Transcript | None = None,
     returned: Callable[[int], None] = lambda slot: None,
-    queues: Collection[str] | None = None,
 ) -> None:
     """Run the command's groups, one after another. Each call's result goes to
     ``watcher`` as it arrives (the workflow's places it in the Session's batch), and
@@ -199,8 +200,10 @@ async def run_tool_groups(
     Temporal and later groups do not start: those slots are left for the Session to
     fill. ``joining``: the transcript the results join; in its second chain each
     activity works out its result's digest and size, which it is told of, so no result
-    is encoded here. ``queues``: the task queues the worker's owner lets calls go to
-    (``None``: any), checked at each call whatever the recorded tool says."""
+    is encoded here. Calls recorded to go to another task queue are sent only where the
+    session's worker routes tool calls now (asked once per batch), whatever the record
+    says: the others' results say why not."""
+    refused = await _refused_routes(command)
     digests = joining if joining is not None and joining.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
 
@@ -213,7 +216,7 @@ async def run_tool_groups(
                 started = children if children is not None else set()
                 result, unchanged = await run_sub_agent(command.turn, run, ending, shared, started)
             else:
-                result, unchanged = await run_tool(command.turn, run, rules, digests, queues)
+                result, unchanged = await run_tool(command.turn, run, rules, digests, refused)
             if watcher is not None:
                 watcher.tool_finished(command.turn, run, result)
             if unchanged:
@@ -353,25 +356,39 @@ def _all_done_or(
     return lambda: all(t.done() for t in tasks) or cancelled()
 
 
+async def _refused_routes(command: RunTools) -> Mapping[str, str]:
+    """The task queues among the batch's calls that the session's worker does not route
+    to now, and why (a local activity: the worker's registries, recorded)."""
+    routed = {run.tool.policy.task_queue for group in command.groups for run in group}
+    queues = sorted(q for q in routed if q is not None)
+    if not queues or not patched(ROUTES_CHECKED_PATCH):
+        return {}
+    routes: ToolRoutes = await workflow.execute_local_activity(
+        "check_tool_routes",
+        ToolRoutesInput(queues=queues),
+        result_type=ToolRoutes,
+        start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=LOST_WORK_RETRIES,
+        summary="check_tool_routes",
+    )
+    return routes.refused
+
+
 async def run_tool(
     turn: int,
     run: ToolRun,
     rules: SessionRules,
     digests: Transcript | None = None,
-    queues: Collection[str] | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> tuple[ToolMessage, bool]:
     """The slot's result, and whether it is exactly what the activity returned (then
     ``digests``, when given, is told the digest and size the activity worked out). A
-    call recorded for a task queue the worker's owner does not route to is not sent:
-    its result says so."""
+    call recorded for a task queue in ``refused`` is not sent: its result says why."""
     call, policy = run.call, run.tool.policy
-    if policy.task_queue is not None and queues is not None and policy.task_queue not in queues:
-        refused = tool_error_result(
-            call,
-            f"Not allowed on this worker: task queue {policy.task_queue!r} is not one this "
-            f"worker routes tool calls to (registered: {', '.join(queues)})",
-        )
-        return refused.model_copy(update={"approval": run.approval}), False
+    why = (refused or {}).get(policy.task_queue or "")
+    if why is not None:
+        failed = tool_error_result(call, f"Not allowed on this worker: {why}")
+        return failed.model_copy(update={"approval": run.approval}), False
     if policy.task_queue is not None:
         digests = None  # its workers may be of another build, which would not know to
     limit = policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS

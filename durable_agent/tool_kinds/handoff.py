@@ -11,7 +11,7 @@ from durable_agent.tool_kinds.base import CallTarget, ToolKind, ToolTarget
 
 class HandoffTarget(ToolTarget):
     kind: Literal["handoff"] = "handoff"
-    to: str | None
+    to: str | None = None
     """The agent the conversation goes to; ``None``: back to the previous one."""
 
 

@@ -63,14 +63,21 @@ def default_spec(
 
 @asynccontextmanager
 async def running_worker(
-    env: WorkflowEnvironment, task_queue: str, registry: ToolRegistry, **options: Any
+    env: WorkflowEnvironment,
+    task_queue: str,
+    registry: ToolRegistry,
+    client: Client | None = None,
+    **options: Any,
 ) -> AsyncIterator[Client]:
+    """A worker of ``registry``'s tools on the test server (through ``client``: one that
+    encrypts, say; the environment's own by default)."""
     # tests that count with a tokenizer load it themselves (load_tokenizers)
     options.setdefault("capabilities", LOCAL_DEVELOPMENT)
+    client = client or env.client
     async with build_worker(
-        env.client, task_queue=task_queue, registry=registry, preload_tokenizers=False, **options
+        client, task_queue=task_queue, registry=registry, preload_tokenizers=False, **options
     ):
-        yield env.client
+        yield client
 
 
 def start_worker_process(

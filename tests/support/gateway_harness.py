@@ -33,11 +33,14 @@ class SSE:
 
 
 @contextmanager
-def gateway(address: str, task_queue: str, spec_file: Path | None, *more: str) -> Iterator[str]:
-    """``durable-agent serve`` on a free port (``more`` arguments added); its base URL.
-    Started again on another port when another test's process took the one asked for
-    (``wait_for_port``: the listener must be this gateway's)."""
-    env = {**os.environ, "TEMPORAL_ADDRESS": address}
+def gateway(
+    address: str, task_queue: str, spec_file: Path | None, *more: str, **variables: str
+) -> Iterator[str]:
+    """``durable-agent serve`` on a free port (``more`` arguments added, ``variables`` set
+    in its environment); its base URL. Started again on another port when another
+    test's process took the one asked for (``wait_for_port``: the listener must be this
+    gateway's)."""
+    env = {**os.environ, "TEMPORAL_ADDRESS": address, **variables}
     env.pop("OPENAI_API_KEY", None)
     args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
     args += [*(["--spec", str(spec_file)] if spec_file else []), *more]

@@ -49,6 +49,6 @@ class RecordingServer(LocalHttpServer):
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = _answer
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
 
         return Handler
