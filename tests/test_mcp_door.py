@@ -125,6 +125,15 @@ async def test_over_http_the_gateway_tokens_name_the_caller(
             with http_server(task_queue, env) as url:
                 anonymous = httpx2.post(url, json={}, headers={"Accept": "application/json"})
                 headers = {"Authorization": f"Bearer {alice}"}
+                cross_site = httpx2.post(
+                    url,
+                    json={},
+                    headers={
+                        **headers,
+                        "Accept": "application/json",
+                        "Origin": "https://evil.example",
+                    },
+                )
                 async with (
                     httpx2.AsyncClient(headers=headers, timeout=60) as http,
                     streamable_http_client(url, http_client=http) as (read, write),
@@ -134,5 +143,6 @@ async def test_over_http_the_gateway_tokens_name_the_caller(
             session_id = progress[0][1].split(":")[0]
             owner = await AgentClient(client, task_queue=task_queue).owner(session_id)
     assert anonymous.status_code == 401
+    assert cross_site.status_code == 403  # a page on another site, with alice's token
     assert clock.structured_content == {"city": "Tokyo", "local_time": "22:00"}
     assert owner == "token:alice"
