@@ -18,7 +18,8 @@ from durable_agent.approval_contracts import (
     TokenVerdict,
 )
 from durable_agent.approver_tokens import ApproverKeys
-from durable_agent.tools import ToolArgumentsError, ToolRegistry, default_registry
+from durable_agent.tool_policy import ToolArgumentsError
+from durable_agent.tools import ToolRegistry, default_registry
 from durable_agent.visible_text import visible
 
 log = structlog.get_logger("durable_agent.approvals")

@@ -23,7 +23,7 @@ from durable_agent.spec import McpServerSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import McpCall, McpTarget, WorkerSide
 from durable_agent.tool_kinds.mcp import McpKind
-from durable_agent.tools import ToolContext, ToolPolicy
+from durable_agent.tool_policy import ToolContext, ToolPolicy
 
 #: Where a call's idempotency key travels, in the MCP request's ``_meta``.
 IDEMPOTENCY_META = "durable_agent/idempotency_key"

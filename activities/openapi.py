@@ -24,7 +24,7 @@ from durable_agent.openapi import OpenApiError, operation_tools
 from durable_agent.spec import OpenApiSpec
 from durable_agent.tool_kinds import HttpCall, HttpOperation, WorkerSide
 from durable_agent.tool_kinds.openapi import OpenApiKind
-from durable_agent.tools import ToolContext
+from durable_agent.tool_policy import ToolContext
 
 
 async def read_document(api: OpenApiSpec) -> Any:

@@ -56,14 +56,8 @@ from durable_agent.secrets import (
 )
 from durable_agent.spec import McpServerSpec, OpenApiSpec
 from durable_agent.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
-from durable_agent.tools import (
-    OwnerFloor,
-    ToolArgumentsError,
-    ToolContext,
-    ToolPolicy,
-    ToolRegistry,
-    default_registry,
-)
+from durable_agent.tool_policy import OwnerFloor, ToolArgumentsError, ToolContext, ToolPolicy
+from durable_agent.tools import ToolRegistry, default_registry
 
 log = structlog.get_logger("durable_agent.tools")
 

@@ -47,7 +47,8 @@ from durable_agent.testing import (
     sse_reply,
 )
 from durable_agent.testing.scripted_provider import chat_stream_events
-from durable_agent.tools import ToolContext, ToolRegistry, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).parent.parent
 TOOL_SECONDS = 8.0

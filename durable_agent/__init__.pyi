@@ -74,8 +74,8 @@ from durable_agent.tool_definition import ToolDefinition as ToolDefinition
 from durable_agent.tool_kinds import ToolKind as ToolKind
 from durable_agent.tool_kinds import ToolTarget as ToolTarget
 from durable_agent.tool_kinds import register_tool_kind as register_tool_kind
-from durable_agent.tools import ToolContext as ToolContext
-from durable_agent.tools import ToolPolicy as ToolPolicy
+from durable_agent.tool_policy import ToolContext as ToolContext
+from durable_agent.tool_policy import ToolPolicy as ToolPolicy
 from durable_agent.tools import ToolRegistry as ToolRegistry
 from durable_agent.tools import approval_predicate as approval_predicate
 from durable_agent.tools import escalation_notifier as escalation_notifier

@@ -23,10 +23,10 @@ from durable_agent.messages import (
 )
 from durable_agent.model_inputs import ModelInputs
 from durable_agent.model_options import ModelOptions, ReasoningWire
-from durable_agent.round_hooks import HookNames
 from durable_agent.spec import (
     AgentSpec,
     Fork,
+    HookNames,
     McpServerSpec,
     ModelPrice,
     OpenApiSpec,

@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import to_json
-from temporalio.api.common.v1 import Payload
 
 from durable_agent.approval_contracts import PendingApproval
 from durable_agent.contracts import AgentResult
@@ -253,12 +251,6 @@ LiveEvent = Annotated[
     Field(discriminator="type"),
 ]
 live_event_adapter: TypeAdapter[LiveEvent] = TypeAdapter(LiveEvent)
-
-
-def event_payload(event: BaseModel) -> Payload:
-    """An event as the log holds it: the JSON its readers decode (``read_event``), made
-    in one step where the stream's converter would take a dict of it, in two."""
-    return Payload(metadata={"encoding": b"json/plain"}, data=to_json(event, exclude={"offset"}))
 
 
 def read_event(data: Any, offset: int) -> LiveEvent:

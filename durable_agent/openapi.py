@@ -14,7 +14,7 @@ from durable_agent.contracts import ResolvedTool
 from durable_agent.spec import OpenApiSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import HttpOperation
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_policy import ToolPolicy
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 MAX_REF_DEPTH = 32

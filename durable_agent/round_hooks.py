@@ -20,28 +20,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from durable_agent.messages import AssistantMessage, Message
 from durable_agent.tools import ToolRegistry, default_registry
 
 HookKind = Literal["request", "reply"]
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-
-
-class HookNames(BaseModel):
-    """The hooks a session's model calls go through (``AgentSpec.hooks``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    request: list[str] = Field(default_factory=list)
-    """Rewrite the messages each model call sends (in this order)."""
-    reply: list[str] = Field(default_factory=list)
-    """Rewrite each reply before it is recorded (in this order). The reply's text is
-    then not streamed to live readers, who would see it before the rewrite."""
-
-    def names(self) -> list[str]:
-        return [*self.request, *self.reply]
 
 
 class HookContext(BaseModel):

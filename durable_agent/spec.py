@@ -17,14 +17,13 @@ from durable_agent.endpoint import ProviderEndpoint
 from durable_agent.messages import ApprovalDecision, Message, RescueStrategy, Usage, UserMessage
 from durable_agent.model_inputs import ModelInputs, refusal
 from durable_agent.model_options import ModelOptions, NamedToolChoice, ReasoningWire
-from durable_agent.round_hooks import HookNames
 from durable_agent.secrets import SECRET_NAME, references
 from durable_agent.spec_base import SpecModel as _Spec
 from durable_agent.structured_output import check_output_schema
+from durable_agent.tool_policy import ApprovalMode, ExecutionMode
 from durable_agent.tool_sources import McpServerSpec as McpServerSpec  # re-exported names
 from durable_agent.tool_sources import OpenApiSpec as OpenApiSpec
 from durable_agent.tool_sources import ToolsetSpec as ToolsetSpec
-from durable_agent.tools import ApprovalMode, ExecutionMode
 
 
 class ModelPrice(_Spec):
@@ -83,6 +82,19 @@ class ModelSpec(_Spec):
         parts this model, or the wire the spec names, does not take."""
         wire = self.endpoint.api if isinstance(self.endpoint, ProviderEndpoint) else None
         return refusal(message, self.inputs, wire)
+
+
+class HookNames(_Spec):
+    """The hooks a session's model calls go through (``AgentSpec.hooks``)."""
+
+    request: list[str] = Field(default_factory=list)
+    """Rewrite the messages each model call sends (in this order)."""
+    reply: list[str] = Field(default_factory=list)
+    """Rewrite each reply before it is recorded (in this order). The reply's text is
+    then not streamed to live readers, who would see it before the rewrite."""
+
+    def names(self) -> list[str]:
+        return [*self.request, *self.reply]
 
 
 class ToolSettings(_Spec):

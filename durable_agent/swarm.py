@@ -29,7 +29,7 @@ from durable_agent.messages import (
 from durable_agent.spec import TRANSFER_BACK, SwarmSpec, transfer_tool_name
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import HandoffTarget
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_policy import ToolPolicy
 
 _REASON = {
     "type": "object",

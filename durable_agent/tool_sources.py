@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from durable_agent.spec_base import SpecModel as _Spec
-from durable_agent.tools import ApprovalMode
+from durable_agent.tool_policy import ApprovalMode
 
 
 class McpServerSpec(_Spec):

@@ -42,7 +42,8 @@ from durable_agent.spec import McpServerSpec, OpenApiSpec
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import HttpOperation, McpCall, ResolvedTool, WorkerSide
-from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, tool
+from durable_agent.tool_policy import ToolContext, ToolPolicy
+from durable_agent.tools import ToolRegistry, tool
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import (

@@ -26,7 +26,8 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolContext, ToolRegistry, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import ToolRegistry, tool
 from durable_agent.transcript import content_hash
 from tests.support.agent_harness import (
     query_messages,

@@ -33,7 +33,7 @@ from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_policy import ToolPolicy
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.session.commands import (
     AwaitApprovals,

@@ -11,7 +11,8 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import ToolMessage
 from durable_agent.approval_contracts import ApprovalSignal
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolContext, ToolRegistry, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import ToolRegistry, tool
 from durable_agent.worker import build_worker
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,

@@ -32,7 +32,8 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolContext, ToolRegistry, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import (
     cli_json,
     record_history,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_json
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import (
@@ -40,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         TurnEnded,
         TurnStarted,
         UsageReported,
-        event_payload,
     )
     from durable_agent.loop_events import result_text, step_events
     from durable_agent.messages import AssistantMessage, ToolMessage
@@ -64,6 +65,12 @@ CARRIED_LOG_BYTES = 200_000
 #: Messages one look announces one by one; a step that adds more (a session started
 #: with a long history) announces the newest (the ``messages`` query has them all).
 MESSAGES_PER_LOOK = 200
+
+
+def event_payload(event: BaseModel) -> Payload:
+    """An event as the log holds it: the JSON its readers decode (``read_event``), made
+    in one step where the stream's converter would take a dict of it, in two."""
+    return Payload(metadata={"encoding": b"json/plain"}, data=to_json(event, exclude={"offset"}))
 
 
 class LiveFeed:

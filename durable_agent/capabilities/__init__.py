@@ -3,13 +3,9 @@ carry, and the checks at a session's start and at every use."""
 
 from durable_agent.capabilities.admission import admission_problems, registered_prices
 from durable_agent.capabilities.policy import SpecPolicy
-from durable_agent.capabilities.registry import (
-    Capabilities,
-    NotAllowed,
-    NotRegistered,
-    SecretGrant,
-)
+from durable_agent.capabilities.registry import Capabilities, SecretGrant
 from durable_agent.capabilities.urls import UrlRefused, check_url
+from durable_agent.errors import NotAllowed, NotRegistered
 
 __all__ = [
     "Capabilities",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from durable_agent.capabilities.registry import Capabilities, NotAllowed, NotRegistered
+from durable_agent.capabilities.registry import Capabilities
+from durable_agent.errors import NotAllowed, NotRegistered
 from durable_agent.spec import AgentSpec, ModelPrice, ModelSpec, ToolSettings
 from durable_agent.tool_kinds import registered_kinds
 

@@ -17,18 +17,11 @@ from typing import TypeVar
 from durable_agent.capabilities.policy import SpecPolicy
 from durable_agent.capabilities.urls import UrlRefused, check_url
 from durable_agent.endpoint import ProviderEndpoint
+from durable_agent.errors import NotAllowed, NotRegistered
 from durable_agent.model_from_env import model_from_environment
 from durable_agent.provider_limits import ProviderLimits
 from durable_agent.spec import McpServerSpec, ModelPrice, OpenApiSpec
-from durable_agent.tools import APPROVAL_STRICTNESS
-
-
-class NotRegistered(LookupError):
-    """A name the worker's owner did not register; the message lists what is."""
-
-
-class NotAllowed(PermissionError):
-    """Something the spec carries that the worker's policy keeps from specs."""
+from durable_agent.tool_policy import APPROVAL_STRICTNESS
 
 
 @dataclass(frozen=True)

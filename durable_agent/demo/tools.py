@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from durable_agent.tools import ToolContext, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import tool
 
 WEATHER = {
     "NYC": "72F and sunny",

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from pydantic import Field, ModelWrapValidatorHandler, SerializeAsAny, model_validator
 
 from durable_agent.contract_base import Contract
+from durable_agent.errors import NotRegistered
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds.legacy import legacy_resolved_tool
-from durable_agent.tools import OwnerFloor, ToolPolicy
+from durable_agent.tool_policy import OwnerFloor, ToolPolicy
 
 if TYPE_CHECKING:
-    from durable_agent.capabilities.registry import Capabilities
     from durable_agent.spec import AgentSpec, ToolsetSpec
-    from durable_agent.tools import ToolContext
+    from durable_agent.tool_policy import ToolContext
 
 Placement = Literal["worker", "child_session", "session"]
 """Where a kind's calls run: a ``run_tool`` activity on a worker, a child session (a
@@ -73,10 +73,11 @@ def _kind_of(value: Any) -> str:
 
 @dataclass
 class WorkerSide:
-    """What a worker lends a kind for one call or listing: its owner's registrations,
-    and a place to keep what is worth reading once per worker (a document's origin)."""
+    """What a worker lends a kind for one call or listing: its owner's registrations
+    (``durable_agent.capabilities.Capabilities``: the kinds are below it, so it is not
+    named here), and a place to keep what is worth reading once per worker."""
 
-    capabilities: Capabilities
+    capabilities: Any
     memo: dict[str, Any] = field(default_factory=dict)
 
 
@@ -143,8 +144,6 @@ class ToolKind(Generic[TargetT, CallT]):
     async def list_tools(self, source: ToolsetSpec, worker: WorkerSide) -> list[ResolvedTool]:
         """The tools of one of this kind's sources, as they are now (on a worker, when a
         session starts). ``NotRegistered`` when the worker knows no such source."""
-        from durable_agent.capabilities.registry import NotRegistered
-
         raise NotRegistered(f"tool kind {self.name!r} has no sources a spec can name")
 
     async def run(

@@ -28,7 +28,8 @@ from durable_agent.guardrails import guardrail
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.testing import ScriptedProvider, json_reply
-from durable_agent.tools import ToolContext, ToolPolicy, ToolRegistry, schema_tool
+from durable_agent.tool_policy import ToolContext, ToolPolicy
+from durable_agent.tools import ToolRegistry, schema_tool
 from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.their_events import matches, their_events
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS

@@ -8,13 +8,8 @@ from typing import Any
 
 from durable_agent.messages import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import (
-    ApprovalMode,
-    ToolRegistry,
-    approval_predicate,
-    escalation_notifier,
-    tool,
-)
+from durable_agent.tool_policy import ApprovalMode
+from durable_agent.tools import ToolRegistry, approval_predicate, escalation_notifier, tool
 
 Call = tuple[str, dict[str, Any]]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from durable_agent.tools import ToolContext, tool
+from durable_agent.tool_policy import ToolContext
+from durable_agent.tools import tool
 
 
 def _append(line: str) -> None:

@@ -40,7 +40,8 @@ from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessa
 from durable_agent.request_messages import options_for_call
 from durable_agent.spec import AgentInput, AgentSpec
 from durable_agent.swarm import as_seen_by
-from durable_agent.tools import ToolArgumentsError, ToolContext, ToolRegistry
+from durable_agent.tool_policy import ToolArgumentsError, ToolContext
+from durable_agent.tools import ToolRegistry
 from durable_agent.workflows.continued_input import ContinuedInput
 from durable_agent.workflows.session.commands import (
     AwaitApprovals,

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from durable_agent.contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.spec import ToolSettings
-from durable_agent.tools import ExecutionMode, ToolPolicy, tightened
+from durable_agent.tool_policy import ExecutionMode, ToolPolicy, tightened
 
 
 def setup_digest(setup: ModelSetup) -> str:

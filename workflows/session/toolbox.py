@@ -7,7 +7,7 @@ from durable_agent.contracts import ResolvedTool, ResolveToolsResult
 from durable_agent.spec import AgentSpec
 from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tool_kinds import SubAgentTarget
-from durable_agent.tools import ToolPolicy
+from durable_agent.tool_policy import ToolPolicy
 from durable_agent.workflows.session.loop_rules import apply_overrides
 from durable_agent.workflows.session.state import SessionState
 from durable_agent.workflows.session.swarm import Swarm
