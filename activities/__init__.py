@@ -1,1 +1,33 @@
-"""Every side effect of a session: model calls over HTTP and tool execution."""
+"""Every side effect of a session: model calls over HTTP, tool execution, the checks a
+run starts with, the transcript store.
+
+Installed as ``durable_agent.activities``; inside, modules import each other
+relatively."""
+
+from __future__ import annotations
+
+from .admission import AdmissionActivities
+from .approvals import ApprovalActivities
+from .evals import EvalActivities
+from .message_sinks import JSONLMessageLog, MessageContext, MessageSink
+from .model import ModelActivities
+from .observing import ObservingInterceptor
+from .resumption import ResumptionActivities
+from .tools import ToolActivities
+from .transcript_store import TranscriptStore, default_store_url, open_transcript_store
+
+__all__ = [
+    "AdmissionActivities",
+    "ApprovalActivities",
+    "EvalActivities",
+    "JSONLMessageLog",
+    "MessageContext",
+    "MessageSink",
+    "ModelActivities",
+    "ObservingInterceptor",
+    "ResumptionActivities",
+    "ToolActivities",
+    "TranscriptStore",
+    "default_store_url",
+    "open_transcript_store",
+]

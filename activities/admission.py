@@ -7,9 +7,10 @@ import structlog
 from temporalio import activity
 from temporalio.api.enums.v1 import ContinueAsNewInitiator
 
-from durable_agent.activities.heartbeat import heartbeats
 from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
-from durable_agent.contracts import Admission, AdmissionInput, ToolRoutes, ToolRoutesInput
+from durable_agent.core import Admission, AdmissionInput, ToolRoutes, ToolRoutesInput
+
+from .heartbeat import heartbeats
 
 log = structlog.get_logger("durable_agent.admission")
 

@@ -9,18 +9,19 @@ import inspect
 import structlog
 from temporalio import activity
 
-from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.approval_contracts import (
+from durable_agent.core import (
     ApprovalCheckInput,
+    ApproverKeys,
     DescribeCallsInput,
     EscalationNotice,
     TokenCheck,
     TokenVerdict,
+    ToolArgumentsError,
+    visible,
 )
-from durable_agent.approver_tokens import ApproverKeys
-from durable_agent.tool_policy import ToolArgumentsError
 from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.visible_text import visible
+
+from .heartbeat import heartbeats
 
 log = structlog.get_logger("durable_agent.approvals")
 

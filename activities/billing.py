@@ -13,8 +13,9 @@ from __future__ import annotations
 import structlog
 from temporalio import activity
 
-from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.messages import AssistantMessage, Usage
+from durable_agent.core import AssistantMessage, Usage
+
+from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.billing")
 

@@ -16,12 +16,18 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from durable_agent.activities.limiter_link import LimiterLink
 from durable_agent.capabilities import Capabilities
-from durable_agent.contracts import CAPACITY_WAIT, ModelCallInput, ModelSetup
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import Usage
-from durable_agent.provider_limits import CapacityRelease, CapacityRequest
+from durable_agent.core import (
+    CAPACITY_WAIT,
+    CapacityRelease,
+    CapacityRequest,
+    ModelCallInput,
+    ModelSetup,
+    ProviderEndpoint,
+    Usage,
+)
+
+from .limiter_link import LimiterLink
 
 log = structlog.get_logger("durable_agent.capacity")
 

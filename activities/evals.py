@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.activities.resumption import read_messages
-from durable_agent.contracts import AgentResult
-from durable_agent.eval_cases import CaseScored, CaseToScore
-from durable_agent.eval_scoring import case_facts, score_case
+from durable_agent.core import AgentResult, CaseScored, CaseToScore, case_facts, score_case
+
+from .heartbeat import heartbeats
+from .resumption import read_messages
 
 
 class EvalActivities:

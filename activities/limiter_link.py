@@ -27,12 +27,12 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from durable_agent.capacity_ledger import LedgerState
-from durable_agent.provider_limits import (
+from durable_agent.core import (
     LIMITER_WORKFLOW,
     CapacityAnswer,
     CapacityRelease,
     CapacityRequest,
+    LedgerState,
     ProviderLimits,
     limiter_id,
 )

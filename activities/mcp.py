@@ -18,12 +18,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from durable_agent.capabilities import NotAllowed
-from durable_agent.contracts import ResolvedTool
-from durable_agent.spec import McpServerSpec
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tool_kinds import McpCall, McpTarget, WorkerSide
-from durable_agent.tool_kinds.mcp import McpKind
-from durable_agent.tool_policy import ToolContext, ToolPolicy
+from durable_agent.core import McpServerSpec, ResolvedTool, ToolContext, ToolDefinition, ToolPolicy
+from durable_agent.core.tool_kinds import McpCall, McpKind, McpTarget, WorkerSide
 
 #: Where a call's idempotency key travels, in the MCP request's ``_meta``.
 IDEMPOTENCY_META = "durable_agent/idempotency_key"

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import structlog
 from temporalio import activity
 
-from durable_agent.message_sinks import MessageContext, MessageSink
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.core import AssistantMessage, Message, UserMessage
+
+from .message_sinks import MessageContext, MessageSink
 
 log = structlog.get_logger("durable_agent.message_log")
 

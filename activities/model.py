@@ -20,62 +20,70 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent.activities.billing import with_voided_usage
-from durable_agent.activities.capacity import CapacityGate, Lease, Room
-from durable_agent.activities.heartbeat import heartbeating, heartbeats
-from durable_agent.activities.live_deltas import LiveDeltas
-from durable_agent.activities.message_feed import MessageFeed
-from durable_agent.activities.observing import count_tokens
-from durable_agent.activities.transcript_store import TranscriptStore
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
-from durable_agent.codecs import build_request
-from durable_agent.context import summary_request
-from durable_agent.contracts import (
+from durable_agent.core import (
     CONFIGURATION_ERROR,
+    DIGEST_BYTES,
     HOOK_FAILED,
     MODEL_ATTEMPT_FAILED,
     MODEL_SETUP_UNKNOWN,
     PROVIDER_ERROR,
     TRANSCRIPT_UNKNOWN,
+    AssistantMessage,
     LoadTranscriptInput,
+    Message,
     ModelCallInput,
+    ModelReturn,
     ModelSetup,
+    ReplyCallsInput,
     StoredMessageRef,
     StoreTranscriptInput,
     SummaryCallInput,
-    TranscriptRef,
-)
-from durable_agent.digests import (
-    DIGEST_BYTES,
-    ModelReturn,
-    ReplyCallsInput,
+    ToolCall,
     TranscriptPage,
+    TranscriptRef,
+    Usage,
     arguments_checked,
+    as_seen_by,
+    canonical_json,
+    chain_of,
+    content_hash,
     digested,
     first_calls,
+    fit_request,
+    json_object_format,
+    options_for_call,
+    payload_bytes,
+    prepare_request_messages,
+    root_of,
+    summary_request,
 )
-from durable_agent.message_sinks import MessageSink
-from durable_agent.messages import AssistantMessage, Message, ToolCall, Usage
-from durable_agent.model_inputs import fit_request, json_object_format
-from durable_agent.observability.gen_ai_spans import model_call_span, record_failure, record_reply
-from durable_agent.provider import (
+from durable_agent.core.codecs import build_request
+from durable_agent.observability import model_call_span, record_failure, record_reply
+from durable_agent.providers import (
     ProviderClient,
     ProviderConfigurationError,
     ProviderError,
     ResponseFacts,
     shared_client,
 )
-from durable_agent.request_messages import options_for_call, prepare_request_messages
-from durable_agent.round_hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
-from durable_agent.swarm import as_seen_by
-from durable_agent.tools import ToolRegistry, default_registry
-from durable_agent.transcript import (
-    canonical_json,
-    chain_of,
-    content_hash,
-    payload_bytes,
-    root_of,
+from durable_agent.tools import (
+    HookContext,
+    HookFailed,
+    ToolRegistry,
+    default_registry,
+    rewrite_reply,
+    rewrite_request,
 )
+
+from .billing import with_voided_usage
+from .capacity import CapacityGate, Lease, Room
+from .heartbeat import heartbeating, heartbeats
+from .live_deltas import LiveDeltas
+from .message_feed import MessageFeed
+from .message_sinks import MessageSink
+from .observing import count_tokens
+from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.model")
 

@@ -17,9 +17,9 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from durable_agent.activities.transcript_store import transcript_scope
-from durable_agent.messages import Usage
-from durable_agent.spec import ModelPrice
+from durable_agent.core import ModelPrice, Usage
+
+from .transcript_store import transcript_scope
 
 
 class ObservingInterceptor(Interceptor):

@@ -19,12 +19,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from durable_agent.capabilities import NotAllowed
-from durable_agent.contracts import ResolvedTool
-from durable_agent.openapi import OpenApiError, operation_tools
-from durable_agent.spec import OpenApiSpec
-from durable_agent.tool_kinds import HttpCall, HttpOperation, WorkerSide
-from durable_agent.tool_kinds.openapi import OpenApiKind
-from durable_agent.tool_policy import ToolContext
+from durable_agent.core import OpenApiError, OpenApiSpec, ResolvedTool, ToolContext, operation_tools
+from durable_agent.core.tool_kinds import HttpCall, HttpOperation, OpenApiKind, WorkerSide
 
 
 async def read_document(api: OpenApiSpec) -> Any:

@@ -22,20 +22,23 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQ
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.branches import fork_problem, with_instructions
-from durable_agent.contract_base import INVALID_INPUT, explain
-from durable_agent.contracts import (
+from durable_agent.core import (
     EARLIER_HISTORY_SIGNAL,
+    INVALID_INPUT,
     NO_CONVERSATION,
     ClosedRunInput,
     ForkInput,
+    Message,
     StartedHistoryInput,
     TranscriptRef,
+    explain,
+    fork_problem,
+    root_of,
+    with_instructions,
 )
-from durable_agent.messages import Message
-from durable_agent.transcript import root_of
+
+from .heartbeat import heartbeats
+from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.resumption")
 

@@ -22,13 +22,8 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent.activities.heartbeat import heartbeats
-from durable_agent.activities.mcp import McpRunner, McpServerError, error_reason, list_server_tools
-from durable_agent.activities.observing import count_tool_call
-from durable_agent.activities.openapi import OpenApiRunner, list_api_tools
-from durable_agent.activities.toolsets import ToolsetError, toolset_tools
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
-from durable_agent.contracts import (
+from durable_agent.core import (
     GUARDRAIL_FAILED,
     MCP_SERVER_UNAVAILABLE,
     OPENAPI_UNUSABLE,
@@ -38,26 +33,35 @@ from durable_agent.contracts import (
     GuardrailInput,
     GuardrailVerdict,
     ListRemoteToolsInput,
+    McpServerSpec,
+    Message,
+    OpenApiError,
+    OpenApiSpec,
+    OwnerFloor,
     ResolvedTool,
     ResolveToolsInput,
     ResolveToolsResult,
-    ToolCallInput,
-)
-from durable_agent.digests import ToolReturn, digested
-from durable_agent.guardrails import run_guardrails
-from durable_agent.messages import Message, ToolMessage
-from durable_agent.observability.gen_ai_spans import record_failure, record_tool_result, tool_span
-from durable_agent.openapi import OpenApiError
-from durable_agent.secrets import (
     SecretError,
     SecretProvider,
     SecretResolver,
+    ToolArgumentsError,
+    ToolCallInput,
+    ToolContext,
+    ToolMessage,
+    ToolPolicy,
+    ToolReturn,
+    digested,
     environment_secrets,
 )
-from durable_agent.spec import McpServerSpec, OpenApiSpec
-from durable_agent.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
-from durable_agent.tool_policy import OwnerFloor, ToolArgumentsError, ToolContext, ToolPolicy
-from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.core.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
+from durable_agent.observability import record_failure, record_tool_result, tool_span
+from durable_agent.tools import ToolRegistry, default_registry, run_guardrails
+
+from .heartbeat import heartbeats
+from .mcp import McpRunner, McpServerError, error_reason, list_server_tools
+from .observing import count_tool_call
+from .openapi import OpenApiRunner, list_api_tools
+from .toolsets import ToolsetError, toolset_tools
 
 log = structlog.get_logger("durable_agent.tools")
 

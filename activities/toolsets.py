@@ -4,10 +4,8 @@ starts. The kind lists a source's tools by their own names; here they are narrow
 
 from __future__ import annotations
 
-from durable_agent.contracts import ResolvedTool
-from durable_agent.spec import ToolsetSpec
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tool_kinds import WorkerSide, tool_kind
+from durable_agent.core import ResolvedTool, ToolDefinition, ToolsetSpec
+from durable_agent.core.tool_kinds import WorkerSide, tool_kind
 
 
 class ToolsetError(RuntimeError):

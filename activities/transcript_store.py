@@ -25,9 +25,15 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from durable_agent.encryption import CodecKeys
-from durable_agent.messages import Message, parse_message
-from durable_agent.transcript import ROOTS, canonical_json, chain_hash, json_digest
+from durable_agent.core import (
+    ROOTS,
+    Message,
+    canonical_json,
+    chain_hash,
+    json_digest,
+    parse_message,
+)
+from durable_agent.payloads import CodecKeys
 
 log = structlog.get_logger("durable_agent.transcripts")
 T = TypeVar("T")

@@ -15,7 +15,7 @@ model share this process. The SDK fails a task that does not yield within 2 s; t
 target is flat, under 100 ms on one quiet core. The workflow's own CPU in its slowest
 activation is printed as it is and less the collector's passes that came due in it (a
 pass walks what the process allocated since the last one, whichever task it lands in;
-the worker's thresholds are in ``durable_agent/heap.py``).
+the worker's thresholds are in ``durable_agent/temporal/_heap.py``).
 """
 
 from __future__ import annotations
@@ -36,22 +36,26 @@ from pathlib import Path
 from typing import Any
 
 import temporalio.worker._workflow_instance
+from durable_agent.activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from bench.run import dev_server
-from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.heap import freeze_startup_heap
-from durable_agent.messages import AssistantMessage, Message, UserMessage
-from durable_agent.observability.logs import configure_logging
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import (
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    ModelSpec,
+    ProviderEndpoint,
+    UserMessage,
+)
+from durable_agent.observability import configure_logging
+from durable_agent.temporal import build_worker, freeze_startup_heap
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import tool
-from durable_agent.worker import build_worker
 
 LATENCY = "temporal_workflow_task_execution_latency"
 

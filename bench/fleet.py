@@ -33,9 +33,14 @@ from temporalio.client import Client
 from bench.run import PROMPT, ROOT, dev_server
 from bench.workloads import C, bench_model
 from durable_agent.client import AgentClient, NoWorkerError
-from durable_agent.contracts import WORKFLOW_NAME, AgentResult
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.core import (
+    WORKFLOW_NAME,
+    AgentInput,
+    AgentResult,
+    AgentSpec,
+    ModelSpec,
+    ProviderEndpoint,
+)
 from durable_agent.testing import ScriptedProvider
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres

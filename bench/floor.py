@@ -10,11 +10,16 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.codecs import build_request
-    from durable_agent.endpoint import ProviderEndpoint
-    from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
-    from durable_agent.provider import shared_client
-    from durable_agent.tool_definition import ToolDefinition
+    from durable_agent.core import (
+        AssistantMessage,
+        Message,
+        ProviderEndpoint,
+        ToolDefinition,
+        ToolMessage,
+        UserMessage,
+    )
+    from durable_agent.core.codecs import build_request
+    from durable_agent.providers import shared_client
     from durable_agent.tools import ToolRegistry
 
 

@@ -29,9 +29,7 @@ from pathlib import Path
 
 from bench.run import ROOT, dev_server
 from durable_agent.client import AgentClient
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import AgentSpec, AssistantMessage, ModelSpec, ProviderEndpoint
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 
 

@@ -41,18 +41,17 @@ from typing import Any
 from temporalio.client import Client
 
 from bench.run import ROOT, dev_server
-from durable_agent.capacity_ledger import LedgerState
 from durable_agent.client import AgentClient
-from durable_agent.provider_limits import (
+from durable_agent.core import (
     LIMITER_WORKFLOW,
+    AgentSpec,
     CapacityAnswer,
     CapacityRequest,
+    LedgerState,
     ProviderLimits,
     limiter_id,
 )
-from durable_agent.spec import AgentSpec
-from durable_agent.testing import ScriptedProvider
-from durable_agent.testing.rate_limited import RateLimitedModel
+from durable_agent.testing import RateLimitedModel, ScriptedProvider
 
 CALLS = 40
 

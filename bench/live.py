@@ -32,12 +32,15 @@ from temporalio.client import Client
 from bench.run import PROMPT, ROOT, Bench, dev_server
 from bench.workloads import A, bench_model
 from durable_agent.client import AgentClient
-from durable_agent.contracts import AgentResult
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage
-from durable_agent.ports import free_port
-from durable_agent.shutdown import exit_without_teardown
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent.core import (
+    AgentInput,
+    AgentResult,
+    AgentSpec,
+    AssistantMessage,
+    ModelSpec,
+    ProviderEndpoint,
+)
+from durable_agent.temporal import exit_without_teardown, free_port
 from durable_agent.testing import (
     RecordedRequest,
     Reply,

@@ -34,20 +34,17 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from durable_agent.client import AgentClient
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.ports import free_port
-from durable_agent.shutdown import exit_without_teardown
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import AgentSpec, ModelSpec, ProviderEndpoint, ToolContext
+from durable_agent.temporal import exit_without_teardown, free_port
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
     ScriptedProvider,
     assistant_calls,
     assistant_text,
+    chat_stream_events,
     sse_reply,
 )
-from durable_agent.testing.scripted_provider import chat_stream_events
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).parent.parent
@@ -189,7 +186,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def main(kills: int, streams: int, repeat: int) -> None:
-    from durable_agent.worker import start_dev_server
+    from durable_agent.temporal import start_dev_server
 
     rng = random.Random(20261122)
     per_stream = math.ceil(kills / streams)
@@ -228,9 +225,10 @@ async def main(kills: int, streams: int, repeat: int) -> None:
 
 async def serve_worker(address: str, task_queue: str, store: str) -> None:
     from durable_agent.activities.transcript_store import open_transcript_store
+
     from durable_agent.capabilities import Capabilities
-    from durable_agent.observability.logs import configure_logging
-    from durable_agent.worker import build_worker
+    from durable_agent.observability import configure_logging
+    from durable_agent.temporal import build_worker
 
     configure_logging("warning")
     client = await Client.connect(address, data_converter=pydantic_data_converter)

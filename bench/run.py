@@ -40,12 +40,8 @@ from bench.peer_kinds import PEERS, peers_python, worker_command
 from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
 from durable_agent.client import AgentClient
-from durable_agent.contracts import AgentResult
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.ports import free_port
-from durable_agent.shutdown import exit_without_teardown
-from durable_agent.spec import AgentSpec, ModelSpec
-from durable_agent.temporal_cli import temporal_binary
+from durable_agent.core import AgentResult, AgentSpec, ModelSpec, ProviderEndpoint
+from durable_agent.temporal import exit_without_teardown, free_port, temporal_binary
 from durable_agent.testing import ScriptedProvider
 
 ROOT = Path(__file__).parent.parent

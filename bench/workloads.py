@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from durable_agent.messages import AssistantMessage, ToolCall
+from durable_agent.core import AssistantMessage, ToolCall, ToolDefinition
 from durable_agent.testing import RecordedRequest, assistant_calls, assistant_text
-from durable_agent.tool_definition import ToolDefinition
 from durable_agent.tools import ToolRegistry, tool
 
 registry = ToolRegistry()

@@ -1,203 +1,97 @@
 """durable-agent: LLM agents that run durably on Temporal.
 
-The conversation is one ordered array of OpenAI-chat-shaped messages; that
-array is the replayable workflow state.
-
-What most programs need is here: ``tool`` and ``ToolContext`` to write tools,
-``guardrail`` to check what goes in and out,
-``AgentSpec`` (with ``ModelSpec`` and ``ProviderEndpoint``) to describe an agent,
-``AgentClient`` to start, steer, read and follow sessions, and the message model.
-``durable_agent.testing`` has a scripted provider for tests; the codecs, the
-provider client and the wire contracts are in their own modules.
+The conversation is one ordered array of OpenAI-chat-shaped messages; that array is
+the replayable workflow state. What most programs need is here: an ``Agent`` and its
+tools, the spec that describes a session, what a worker's owner registers, the client,
+and the message model. Everything else is in the packages by job: ``durable_agent.core``
+(the pure core), ``.session``, ``.tools``, ``.client``, ``.temporal``, ``.gateway``,
+``.testing``.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# Every name is imported when first used, so ``import durable_agent`` runs nothing (type
-# checkers read the names' types in ``__init__.pyi``): the workflow sandbox imports this
-# package afresh for each run, and the pure modules it then needs come in as passed-through
-# imports, not as second copies (a second copy of a class is a different class to
-# ``isinstance``). It also keeps the CLI's start quick.
-_EXPORTS: dict[str, str] = {
-    "Agent": "durable_agent.agent",
-    "AgentRunError": "durable_agent.agent",
-    "RunResult": "durable_agent.agent",
-    "AgentClient": "durable_agent.client",
-    "AgentInput": "durable_agent.spec",
-    "AgentResult": "durable_agent.contracts",
-    "AgentSpec": "durable_agent.spec",
-    "approval_predicate": "durable_agent.tools",
-    "ApprovalRecord": "durable_agent.messages",
-    "ApprovalRule": "durable_agent.approval_policy",
-    "ApprovalSettings": "durable_agent.approval_policy",
-    "ApproverKey": "durable_agent.approver_tokens",
-    "ArgumentTest": "durable_agent.approval_policy",
-    "AssistantMessage": "durable_agent.messages",
-    "audio_part": "durable_agent.messages",
-    "AudioPart": "durable_agent.messages",
-    "ContentPart": "durable_agent.messages",
-    "SpecPolicy": "durable_agent.capabilities",
-    "SecretGrant": "durable_agent.capabilities",
-    "OpenApiSpec": "durable_agent.spec",
-    "McpServerSpec": "durable_agent.spec",
-    "ToolsetSpec": "durable_agent.spec",
-    "ToolKind": "durable_agent.tool_kinds",
-    "ToolTarget": "durable_agent.tool_kinds",
-    "register_tool_kind": "durable_agent.tool_kinds",
-    "Capabilities": "durable_agent.capabilities",
-    "ContextRules": "durable_agent.context",
-    "DurableAgentPlugin": "durable_agent.plugin",
-    "DecisionRefusedError": "durable_agent.approval_client",
-    "dump_messages": "durable_agent.messages",
-    "escalation_notifier": "durable_agent.tools",
-    "file_part": "durable_agent.messages",
-    "file_part_from_id": "durable_agent.messages",
-    "file_part_from_url": "durable_agent.messages",
-    "FilePart": "durable_agent.messages",
-    "FlushMessage": "durable_agent.messages",
-    "FunctionCall": "durable_agent.messages",
-    "guardrail": "durable_agent.guardrails",
-    "HookContext": "durable_agent.round_hooks",
-    "round_hook": "durable_agent.round_hooks",
-    "image_part": "durable_agent.messages",
-    "image_part_from_bytes": "durable_agent.messages",
-    "ImagePart": "durable_agent.messages",
-    "LiveEvent": "durable_agent.events",
-    "JSONLMessageLog": "durable_agent.message_sinks",
-    "MessageContext": "durable_agent.message_sinks",
-    "MessageSink": "durable_agent.message_sinks",
-    "Message": "durable_agent.messages",
-    "ModelOptions": "durable_agent.model_options",
-    "ModelPrice": "durable_agent.spec",
-    "ProviderLimits": "durable_agent.provider_limits",
-    "BranchDiff": "durable_agent.branches",
-    "ModelSpec": "durable_agent.spec",
-    "pair_tool_results": "durable_agent.pairing",
-    "parse_message": "durable_agent.messages",
-    "parse_messages": "durable_agent.messages",
-    "PendingApproval": "durable_agent.approval_contracts",
-    "prepare_request_messages": "durable_agent.request_messages",
-    "ProviderEndpoint": "durable_agent.endpoint",
-    "ReasoningWire": "durable_agent.model_options",
-    "repair_pairing": "durable_agent.pairing",
-    "ResqueMessage": "durable_agent.messages",
-    "schema_tool": "durable_agent.tools",
-    "SessionChange": "durable_agent.client",
-    "SessionStatus": "durable_agent.contracts",
-    "SystemMessage": "durable_agent.messages",
-    "text_part": "durable_agent.messages",
-    "TextPart": "durable_agent.messages",
-    "tool": "durable_agent.tools",
-    "ToolCall": "durable_agent.messages",
-    "ToolContext": "durable_agent.tool_policy",
-    "ToolDefinition": "durable_agent.tool_definition",
-    "ToolMessage": "durable_agent.messages",
-    "ToolPolicy": "durable_agent.tool_policy",
-    "ToolRegistry": "durable_agent.tools",
-    "UnknownApprovalError": "durable_agent.approval_client",
-    "Usage": "durable_agent.messages",
-    "user_message": "durable_agent.messages",
-    "UserMessage": "durable_agent.messages",
-    "WaitOutcome": "durable_agent.client",
-}
+if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (below)
+    from durable_agent.activities import JSONLMessageLog as JSONLMessageLog
+    from durable_agent.activities import MessageContext as MessageContext
+    from durable_agent.agents import Agent as Agent
+    from durable_agent.agents import RunResult as RunResult
+    from durable_agent.capabilities import Capabilities as Capabilities
+    from durable_agent.capabilities import SecretGrant as SecretGrant
+    from durable_agent.capabilities import SpecPolicy as SpecPolicy
+    from durable_agent.client import AgentClient as AgentClient
+    from durable_agent.core import AgentResult as AgentResult
+    from durable_agent.core import AgentSpec as AgentSpec
+    from durable_agent.core import ApproverKey as ApproverKey
+    from durable_agent.core import AssistantMessage as AssistantMessage
+    from durable_agent.core import DurableAgentError as DurableAgentError
+    from durable_agent.core import LiveEvent as LiveEvent
+    from durable_agent.core import McpServerSpec as McpServerSpec
+    from durable_agent.core import Message as Message
+    from durable_agent.core import ModelPrice as ModelPrice
+    from durable_agent.core import ModelSpec as ModelSpec
+    from durable_agent.core import OpenApiSpec as OpenApiSpec
+    from durable_agent.core import PendingApproval as PendingApproval
+    from durable_agent.core import ProviderEndpoint as ProviderEndpoint
+    from durable_agent.core import ProviderLimits as ProviderLimits
+    from durable_agent.core import SessionStatus as SessionStatus
+    from durable_agent.core import SystemMessage as SystemMessage
+    from durable_agent.core import ToolContext as ToolContext
+    from durable_agent.core import ToolMessage as ToolMessage
+    from durable_agent.core import UserMessage as UserMessage
+    from durable_agent.core import audio_part as audio_part
+    from durable_agent.core import image_part as image_part
+    from durable_agent.core import parse_messages as parse_messages
+    from durable_agent.core import user_message as user_message
+    from durable_agent.temporal import DurableAgentPlugin as DurableAgentPlugin
+    from durable_agent.temporal import build_worker as build_worker
+    from durable_agent.tools import HookContext as HookContext
+    from durable_agent.tools import ToolRegistry as ToolRegistry
+    from durable_agent.tools import approval_predicate as approval_predicate
+    from durable_agent.tools import escalation_notifier as escalation_notifier
+    from durable_agent.tools import guardrail as guardrail
+    from durable_agent.tools import round_hook as round_hook
+    from durable_agent.tools import tool as tool
+
+
+def _public() -> dict[str, str]:
+    """Each public name and the package it comes from, read from the imports above when a
+    name is first asked for. ``import durable_agent`` itself imports and reads nothing:
+    the CLI starts quickly, and the workflow sandbox, which imports this package afresh
+    for each run, takes the pure packages it needs as passed-through imports, never
+    second copies of them."""
+    global _PUBLIC
+    if _PUBLIC is None:
+        import ast
+        from pathlib import Path
+
+        tree = ast.parse(Path(__file__).read_text())
+        block = next(node for node in tree.body if isinstance(node, ast.If))
+        _PUBLIC = {
+            alias.asname or alias.name: str(node.module)
+            for node in block.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+    return _PUBLIC
+
+
+_PUBLIC: dict[str, str] | None = None
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        return import_module("durable_agent._version").__version__
-    module = _EXPORTS.get(name)
+    if name == "__all__":
+        return sorted(_public())
+    module = _public().get(name)
     if module is None:
         raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once loaded, an attribute like any other
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-__all__ = [
-    "Agent",
-    "AgentClient",
-    "AgentInput",
-    "AgentResult",
-    "AgentRunError",
-    "AgentSpec",
-    "ApprovalRecord",
-    "ApprovalRule",
-    "ApprovalSettings",
-    "ApproverKey",
-    "ArgumentTest",
-    "AssistantMessage",
-    "AudioPart",
-    "BranchDiff",
-    "Capabilities",
-    "ContentPart",
-    "ContextRules",
-    "DecisionRefusedError",
-    "DurableAgentPlugin",
-    "FilePart",
-    "FlushMessage",
-    "FunctionCall",
-    "HookContext",
-    "ImagePart",
-    "JSONLMessageLog",
-    "LiveEvent",
-    "McpServerSpec",
-    "Message",
-    "MessageContext",
-    "MessageSink",
-    "ModelOptions",
-    "ModelPrice",
-    "ModelSpec",
-    "OpenApiSpec",
-    "PendingApproval",
-    "ProviderEndpoint",
-    "ProviderLimits",
-    "ReasoningWire",
-    "ResqueMessage",
-    "RunResult",
-    "SecretGrant",
-    "SessionChange",
-    "SessionStatus",
-    "SpecPolicy",
-    "SystemMessage",
-    "TextPart",
-    "ToolCall",
-    "ToolContext",
-    "ToolDefinition",
-    "ToolKind",
-    "ToolMessage",
-    "ToolPolicy",
-    "ToolRegistry",
-    "ToolTarget",
-    "ToolsetSpec",
-    "UnknownApprovalError",
-    "Usage",
-    "UserMessage",
-    "WaitOutcome",
-    "__version__",
-    "approval_predicate",
-    "audio_part",
-    "dump_messages",
-    "escalation_notifier",
-    "file_part",
-    "file_part_from_id",
-    "file_part_from_url",
-    "guardrail",
-    "image_part",
-    "image_part_from_bytes",
-    "pair_tool_results",
-    "parse_message",
-    "parse_messages",
-    "prepare_request_messages",
-    "register_tool_kind",
-    "repair_pairing",
-    "round_hook",
-    "schema_tool",
-    "text_part",
-    "tool",
-    "user_message",
-]
+    return sorted({*globals(), *_public()})

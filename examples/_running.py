@@ -14,9 +14,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_agent import Agent, DurableAgentPlugin, ModelSpec
-from durable_agent.model_from_env import model_from_environment
-from durable_agent.ports import free_port
-from durable_agent.worker import start_dev_server
+from durable_agent.providers import model_from_environment
+from durable_agent.temporal import free_port, start_dev_server
 
 
 def model_or_exit() -> ModelSpec:

@@ -15,8 +15,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_agent import AgentClient
     from durable_agent.client import SessionNotFoundError
-    from durable_agent.in_workflow import run_agent
-    from durable_agent.spec import AgentSpec
+    from durable_agent.core import AgentSpec
+    from durable_agent.temporal import run_agent
     from examples.order_refund import RefundDecision, support_agent
 
 

@@ -23,9 +23,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.heap import freeze_startup_heap
-from durable_agent.ports import free_port as _free_port
-from durable_agent.temporal_cli import temporal_binary
+from durable_agent.temporal import free_port as _free_port
+from durable_agent.temporal import freeze_startup_heap, temporal_binary
 
 #: No test asserts a duration, Hypothesis's included: its deadline for each example and
 #: its check that inputs are generated fast are wall-clock limits a loaded machine fails

@@ -12,9 +12,9 @@ import pytest
 from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import Agent, AgentClient, AgentRunError, ResqueMessage
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import ModelSpec
+from durable_agent import Agent, AgentClient
+from durable_agent.agents import AgentRunError
+from durable_agent.core import ModelSpec, ProviderEndpoint, ResqueMessage
 from durable_agent.testing import Reply, ScriptedProvider, json_reply
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker

@@ -10,9 +10,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AssistantMessage, parse_messages
-from durable_agent.contracts import SessionStatus
+from durable_agent.core import SessionStatus, ToolContext
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import (
     cli_query,

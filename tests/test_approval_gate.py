@@ -14,22 +14,32 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.approval_contracts import ApprovalSignal, PendingApproval, RevokeGrantSignal
-from durable_agent.approval_policy import ArgumentTest, describe_arguments, parse_test
-from durable_agent.approver_tokens import ApproverKey, ApproverKeys
-from durable_agent.decision_digest import decision_digest
-from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage
-from durable_agent.spec import AgentInput, AgentSpec
-from durable_agent.testing import assistant_calls
-from durable_agent.workflows.session.commands import (
+from durable_agent.core import (
+    AgentInput,
+    AgentSpec,
+    ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
+    ArgumentTest,
+    AssistantMessage,
+    PendingApproval,
+    RecordedDecision,
+    RevokeGrantSignal,
+    ToolMessage,
+    decision_digest,
+    describe_arguments,
+    parse_test,
+)
+from durable_agent.session import (
     AwaitApprovals,
     CallModel,
     Pause,
     RunTools,
+    Session,
+    SessionState,
     ToolRun,
 )
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.state import SessionState
+from durable_agent.testing import assistant_calls
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.support.session_driver import Approver, SessionDriver
 

@@ -10,17 +10,38 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from durable_agent.activities.approvals import describe_calls
+from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent import client as client_module
-from durable_agent.activities.approvals import describe_calls
-from durable_agent.approval_contracts import ApprovalSignal, DescribeCallsInput
-from durable_agent.events import ApprovalDecided, ApprovalRequested, ToolStarted
-from durable_agent.messages import ToolMessage
-from durable_agent.spec import AgentInput, AgentSpec
+from durable_agent.client import _client as client_module
+from durable_agent.core import (
+    AgentInput,
+    AgentSpec,
+    ApprovalDecided,
+    ApprovalRequested,
+    ApprovalSignal,
+    DescribeCallsInput,
+    ToolMessage,
+    ToolStarted,
+)
+from durable_agent.session import (
+    PAGE_BREAK,
+    AwaitApprovals,
+    CallModel,
+    DescribeCalls,
+    Pause,
+    RunTools,
+    Session,
+    SessionState,
+)
+from durable_agent.session import _approvals as approval_books
+from durable_agent.session import _views as views
+from durable_agent.session._commands import Command
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,
@@ -28,21 +49,6 @@ from durable_agent.testing import (
     assistant_text,
 )
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
-from durable_agent.workflows.session import approvals as approval_books
-from durable_agent.workflows.session import views
-from durable_agent.workflows.session.batch import PAGE_BREAK
-from durable_agent.workflows.session.commands import (
-    AwaitApprovals,
-    CallModel,
-    Command,
-    DescribeCalls,
-    Pause,
-    RunTools,
-)
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
 from tests.support.session_driver import SessionDriver

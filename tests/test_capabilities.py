@@ -17,18 +17,16 @@ from typing import Any
 
 import httpx
 import pytest
+from durable_agent.workflows.continued_input import ContinuedInput
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.capabilities import Capabilities, SecretGrant, SpecPolicy
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import ToolMessage
-from durable_agent.spec import AgentSpec, McpServerSpec, OpenApiSpec
+from durable_agent.core import AgentSpec, McpServerSpec, OpenApiSpec, ProviderEndpoint, ToolMessage
+from durable_agent.session import SessionState
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import (
     record_history,
     running_worker,

@@ -10,22 +10,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from durable_agent.activities.openapi import OpenApiRunner, call_operation
 
 from durable_agent import Agent, ModelSpec
-from durable_agent.activities.openapi import OpenApiRunner, call_operation
-from durable_agent.agent_modules import AgentModuleError, with_agents
+from durable_agent.agents import AgentModuleError, with_agents
 from durable_agent.capabilities import (
     Capabilities,
+    CapabilitiesFileError,
     NotAllowed,
     NotRegistered,
     SpecPolicy,
     UrlRefused,
     check_url,
+    load_capabilities,
 )
-from durable_agent.capabilities.config_file import CapabilitiesFileError, load_capabilities
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import McpServerSpec, OpenApiSpec
-from durable_agent.tool_kinds import HttpCall, HttpOperation, WorkerSide
+from durable_agent.core import McpServerSpec, OpenApiSpec, ProviderEndpoint
+from durable_agent.core.tool_kinds import HttpCall, HttpOperation, WorkerSide
 from tests.support.recording_server import RecordingServer
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from durable_agent.capacity_ledger import RECOVERY_STEP, RESERVATION_SECONDS, Ledger, LedgerState
-from durable_agent.provider_limits import (
+from durable_agent.core import (
     CapacityAnswer,
     CapacityRelease,
     CapacityRequest,
+    Ledger,
+    LedgerState,
     ProviderLimits,
 )
+from durable_agent.core._capacity_ledger import RECOVERY_STEP, RESERVATION_SECONDS
 
 
 def ask(

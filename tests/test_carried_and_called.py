@@ -26,26 +26,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_agent.activities.mcp import McpRunner
+from durable_agent.workflows.continued_input import ContinuedInput
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities.mcp import McpRunner
-from durable_agent.approval_client import DecisionRefusedError
-from durable_agent.approval_contracts import Grant
-from durable_agent.approver_tokens import ApproverKey, ApproverKeys
 from durable_agent.capabilities import Capabilities, NotAllowed, SecretGrant
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import UserMessage
-from durable_agent.rerun import rerun
-from durable_agent.spec import McpServerSpec, OpenApiSpec
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tool_kinds import HttpOperation, McpCall, ResolvedTool, WorkerSide
-from durable_agent.tool_policy import ToolContext, ToolPolicy
+from durable_agent.client import DecisionRefusedError
+from durable_agent.core import (
+    ApproverKey,
+    ApproverKeys,
+    Grant,
+    McpServerSpec,
+    OpenApiSpec,
+    ProviderEndpoint,
+    ToolContext,
+    ToolDefinition,
+    ToolPolicy,
+    UserMessage,
+)
+from durable_agent.core.tool_kinds import HttpOperation, McpCall, ResolvedTool, WorkerSide
+from durable_agent.session import SessionState
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, rerun
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import (
     record_history,
     running_worker,

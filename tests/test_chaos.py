@@ -31,9 +31,8 @@ from temporalio.service import RPCError
 
 from durable_agent import AgentClient
 from durable_agent.client import NoWorkerError, SessionNotFoundError
-from durable_agent.contracts import AgentResult
-from durable_agent.messages import AssistantMessage
-from durable_agent.ports import free_port
+from durable_agent.core import AgentResult, AssistantMessage
+from durable_agent.temporal import free_port
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -265,9 +264,7 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(
     tmp_path: Path, half: int
 ) -> None:
     """Two halves with their own seeds, server and workers, so they run side by side."""
-    from durable_agent.worker import (
-        start_dev_server,  # the same embedded server `durable-agent dev` runs
-    )
+    from durable_agent.temporal import start_dev_server
 
     env = await start_dev_server(tmp_path / "server", free_port(), free_port())
     address = env.client.service_client.config.target_host
@@ -320,7 +317,7 @@ async def test_sessions_survive_random_worker_kills_at_default_settings(
 async def test_a_session_survives_a_server_restart_on_the_same_sqlite_file(
     tmp_path: Path,
 ) -> None:
-    from durable_agent.worker import start_dev_server
+    from durable_agent.temporal import start_dev_server
 
     data, port, ui_port = tmp_path / "server", free_port(), free_port()
     env = await start_dev_server(data, port, ui_port)

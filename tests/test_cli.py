@@ -19,8 +19,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
-from durable_agent.ports import free_port
-from durable_agent.spec import ModelPrice
+from durable_agent.core import ModelPrice
+from durable_agent.temporal import free_port
 from durable_agent.testing import (
     ScriptedProvider,
     assistant_calls,

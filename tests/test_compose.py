@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from durable_agent.cli.main import build_parser
+from durable_agent.cli._main import build_parser
 
 ROOT = Path(__file__).parent.parent
 

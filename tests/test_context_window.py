@@ -17,19 +17,9 @@ from hypothesis import strategies as st
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.codecs import build_request
-from durable_agent.context import (
-    SUMMARY_PREFIX,
-    ContextRules,
-    WindowMarks,
-    estimate_tokens,
-    fit_to_budget,
-    request_window,
-    summary_message,
-    window_start,
-)
-from durable_agent.messages import (
+from durable_agent.core import (
     AssistantMessage,
+    ContextRules,
     FlushMessage,
     Message,
     ResqueMessage,
@@ -37,11 +27,21 @@ from durable_agent.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    WindowMarks,
+    load_tokenizers,
     parse_messages,
+    prepare_request_messages,
+    summary_message,
+    window_start,
 )
-from durable_agent.request_messages import prepare_request_messages
+from durable_agent.core._context import (
+    SUMMARY_PREFIX,
+    estimate_tokens,
+    fit_to_budget,
+    request_window,
+)
+from durable_agent.core.codecs import build_request
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text, error_reply
-from durable_agent.tokens import load_tokenizers
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
@@ -319,7 +319,7 @@ def test_openais_tokenizer_counts_offline_and_a_missing_one_is_a_clear_error(
     hello = [UserMessage(content="hello world")]
     assert estimate_tokens(hello, 4, "cl100k_base") == 2 + 4  # two tokens, message overhead
     assert estimate_tokens(hello, 4) == 3  # 11 characters / 4
-    monkeypatch.setattr("durable_agent.context.tokenizer_available", lambda name: False)
+    monkeypatch.setattr("durable_agent.core._context.tokenizer_available", lambda name: False)
     with pytest.raises(ValueError, match=r"needs the tokenizer extra"):
         ContextRules(tokenizer="cl100k_base")
 
@@ -332,9 +332,9 @@ def test_stored_arrays_with_the_new_roles_round_trip() -> None:
 BESIDE_PLAIN_TIKTOKEN = """
 import importlib.util, sys
 assert importlib.util.find_spec("tiktoken") is not None, "plain tiktoken is here"
-from durable_agent.plugin import DurableAgentPlugin
-from durable_agent.tokens import tokenizer_available
-from durable_agent.context import ContextRules
+from durable_agent.temporal import DurableAgentPlugin
+from durable_agent.core._tokens import tokenizer_available
+from durable_agent.core import ContextRules
 DurableAgentPlugin()  # loads the installed tokenizers at start
 assert not tokenizer_available("cl100k_base")
 try:

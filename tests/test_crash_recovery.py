@@ -19,8 +19,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage, ToolMessage
-from durable_agent.ports import free_port
+from durable_agent.core import AssistantMessage, ToolMessage
+from durable_agent.temporal import free_port
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -160,7 +160,7 @@ async def test_a_60_second_server_outage_costs_seconds_once_it_is_back(tmp_path:
     """The Temporal server stops mid tool call and returns a minute later on the same
     SQLite file and port. The worker lives through it; the call whose completion could
     not be reported is retried one heartbeat timeout later, not one start-to-close."""
-    from durable_agent.worker import start_dev_server
+    from durable_agent.temporal import start_dev_server
 
     data, port, ui_port = tmp_path / "server", free_port(), free_port()
     env = await start_dev_server(data, port, ui_port)

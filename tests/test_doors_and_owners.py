@@ -34,11 +34,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.contracts import SessionStatus
-from durable_agent.encryption import CodecKeys, with_encryption
-from durable_agent.gateway.openai_responses import response_id
-from durable_agent.lean_payloads import lean_data_converter
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage, SessionStatus
+from durable_agent.gateway._openai_responses import response_id
+from durable_agent.payloads import CodecKeys
+from durable_agent.payloads._encryption import with_encryption
+from durable_agent.payloads._lean import lean_data_converter
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
@@ -367,8 +367,8 @@ async def test_tokens_travel_in_headers_only_and_names_are_apart_by_source(
         admin = await http.get(f"/api/sessions/{session}/status", headers=bearer("ops"))
     assert by_url.status_code == 401
     assert admin.status_code == 200
-    from durable_agent.gateway.guard import AccessError, GatewayAccess
-    from durable_agent.gateway.identity import Principal
+    from durable_agent.gateway import AccessError, GatewayAccess
+    from durable_agent.gateway._identity import Principal
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DURABLE_AGENT_GATEWAY_TOKENS", "ops=ops-token-0123456789abcdefgh")

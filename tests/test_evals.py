@@ -18,8 +18,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.eval_cases import EvalCase, ExpectedCall
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage, EvalCase
+from durable_agent.core._eval_cases import ExpectedCall
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools

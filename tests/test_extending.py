@@ -11,10 +11,9 @@ from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import user_message
-from durable_agent.codecs import codec_for, register_codec, registered_apis
-from durable_agent.codecs.registry import Codec
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.provider import ProviderClient
+from durable_agent.core import ProviderEndpoint
+from durable_agent.core.codecs import Codec, codec_for, register_codec, registered_apis
+from durable_agent.providers import ProviderClient
 from durable_agent.testing import ScriptedProvider, json_reply
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import running_worker, spec_for, start_session

@@ -22,11 +22,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
 from durable_agent.capabilities import Capabilities
-from durable_agent.capabilities.admission import admission_problems
-from durable_agent.messages import AssistantMessage, Usage
-from durable_agent.spec import ModelPrice
+from durable_agent.capabilities._admission import admission_problems
+from durable_agent.core import AssistantMessage, ModelPrice, Usage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.testing.scripted_provider import error_reply, json_reply
+from durable_agent.testing._scripted_provider import error_reply, json_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
 from tests.support.agent_harness import (

@@ -17,8 +17,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.cli.branches import session_lines
-from durable_agent.messages import AssistantMessage, Message
+from durable_agent.cli._branches import session_lines
+from durable_agent.core import AssistantMessage, Message
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for

@@ -23,8 +23,7 @@ from jwt.algorithms import RSAAlgorithm
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.approver_tokens import ApproverKey, ApproverKeys
-from durable_agent.messages import ToolMessage
+from durable_agent.core import ApproverKey, ApproverKeys, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for

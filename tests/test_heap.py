@@ -1,5 +1,5 @@
 """A worker's heap: what it holds once started is frozen, and young collections are
-rare (``durable_agent.heap``), in a process of its own so the suite's is not touched."""
+rare (``durable_agent.temporal._heap``), in a process of its own so the suite's is not touched."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import sys
 PROBE = """
 import gc, json
 before = gc.get_threshold()
-import durable_agent.worker  # a worker's imports, as ``durable-agent worker`` has them
-from durable_agent.heap import WORKER_GC_THRESHOLDS, freeze_startup_heap
+import durable_agent.temporal._worker  # a worker's imports, as ``durable-agent worker`` has them
+from durable_agent.temporal import freeze_startup_heap
+from durable_agent.temporal._heap import WORKER_GC_THRESHOLDS
 frozen = freeze_startup_heap()
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": frozen,
                   "wanted": WORKER_GC_THRESHOLDS, "tracked": len(gc.get_objects())}))

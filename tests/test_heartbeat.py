@@ -10,9 +10,8 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from temporalio.testing import ActivityEnvironment
-
 from durable_agent.activities.heartbeat import first_beat_after, heartbeating
+from temporalio.testing import ActivityEnvironment
 
 
 async def _beats_in_a_few_loop_turns(started: datetime) -> list[Any]:

@@ -17,11 +17,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.approval_client import DecisionRefusedError
-from durable_agent.approval_contracts import ApprovalSignal, PendingApproval
-from durable_agent.approver_tokens import ApproverKey, ApproverKeys
-from durable_agent.decision_digest import decision_digest
-from durable_agent.messages import AssistantMessage, ToolMessage
+from durable_agent.client import DecisionRefusedError
+from durable_agent.core import (
+    ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
+    AssistantMessage,
+    PendingApproval,
+    ToolMessage,
+    decision_digest,
+)
 from durable_agent.testing import RecordedRequest, ScriptedProvider
 from tests.support.agent_harness import (
     record_history,

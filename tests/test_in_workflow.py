@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 
 from durable_agent import AgentClient, ToolRegistry, tool
 from durable_agent.client import SessionNotFoundError
-from durable_agent.plugin import DurableAgentPlugin
+from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
 from tests.support.order_workflow import OrderWorkflow

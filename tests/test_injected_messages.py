@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.client import MessageRefusedError
-from durable_agent.messages import AssistantMessage, SystemMessage, ToolCall
+from durable_agent.core import AssistantMessage, SystemMessage, ToolCall
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for

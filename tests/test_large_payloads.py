@@ -16,23 +16,21 @@ from typing import Any
 
 import httpx
 import pytest
+from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AgentClient, transcript
-from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
-from durable_agent.client_types import SessionNotFoundError
-from durable_agent.messages import Message, UserMessage, image_part, text_part
-from durable_agent.payload_storage import (
-    PayloadStorageError,
-    PayloadTooLargeError,
-    payload_storage,
-    with_payload_storage,
-)
+from durable_agent import AgentClient
+from durable_agent.client import SessionNotFoundError
+from durable_agent.core import Message, UserMessage
+from durable_agent.core import _transcript as transcript
+from durable_agent.core._messages import image_part, text_part
+from durable_agent.payloads import PayloadStorageError, payload_storage
+from durable_agent.payloads._storage import PayloadTooLargeError, with_payload_storage
+from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 

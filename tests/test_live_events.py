@@ -12,15 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_agent.activities import live_deltas
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities import live_deltas
-from durable_agent.events import LiveEvent
-from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent.core import AssistantMessage, LiveEvent, ToolMessage, UserMessage
 from durable_agent.testing import (
     ScriptedProvider,
     assistant_calls,

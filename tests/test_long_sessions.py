@@ -11,7 +11,14 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent.core import (
+    AssistantMessage,
+    Message,
+    ToolMessage,
+    UserMessage,
+    content_hash,
+    payload_bytes,
+)
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,
@@ -19,7 +26,6 @@ from durable_agent.testing import (
     assistant_text,
 )
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.transcript import content_hash, payload_bytes
 from tests.support.agent_harness import (
     record_history,
     running_worker,

@@ -18,7 +18,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import default_spec, start_worker_process
 from tests.support.arrays import without_times

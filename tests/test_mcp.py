@@ -17,8 +17,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import ToolMessage
-from durable_agent.ports import free_port
+from durable_agent.core import ToolMessage
+from durable_agent.temporal import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.conftest import wait_for_port
@@ -222,7 +222,8 @@ async def test_a_tool_whose_schema_is_not_an_object_is_refused(
 
     import durable_agent.activities.mcp as mcp_module
     from durable_agent.activities.mcp import McpServerError, list_server_tools
-    from durable_agent.spec import McpServerSpec
+
+    from durable_agent.core import McpServerSpec
 
     class Listing:
         async def list_tools(self) -> Any:

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.conftest import started_on_free_port

@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent.messages import ToolMessage
+from durable_agent.core import ToolMessage
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,

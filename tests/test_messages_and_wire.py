@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import json
 
-from durable_agent import (
-    AssistantMessage,
-    ReasoningWire,
-    SystemMessage,
-    ToolMessage,
-    dump_messages,
-    parse_messages,
-    prepare_request_messages,
-    user_message,
-)
-from durable_agent.codecs import (
+from durable_agent import AssistantMessage, SystemMessage, ToolMessage, parse_messages, user_message
+from durable_agent.core import ReasoningWire, dump_messages, prepare_request_messages
+from durable_agent.core._pairing import pair_tool_results
+from durable_agent.core.codecs import (
     build_anthropic_request,
     build_chat_request,
     build_responses_request,
 )
-from durable_agent.pairing import pair_tool_results
 
 TWO_CITY_WIRE = [
     {"role": "system", "content": "You are a helpful weather assistant."},

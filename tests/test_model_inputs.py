@@ -14,14 +14,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
 from durable_agent.client import MessageRefusedError
-from durable_agent.messages import TextPart, UserMessage, audio_part, image_part
-from durable_agent.model_inputs import ModelInputs, fit_to_model
-from durable_agent.spec import AgentInput
+from durable_agent.core import AgentInput, ModelInputs, TextPart, UserMessage
+from durable_agent.core._messages import audio_part, image_part
+from durable_agent.core._model_inputs import fit_to_model
+from durable_agent.session import Session, SessionState
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.testing.scripted_provider import json_reply
+from durable_agent.testing._scripted_provider import json_reply
 from durable_agent.tools import ToolRegistry
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.swarm_fixtures import swarm_section
 

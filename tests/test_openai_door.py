@@ -20,7 +20,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage, UserMessage
+from durable_agent.core import AssistantMessage, UserMessage
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,

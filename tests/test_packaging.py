@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_agent.temporal_cli import temporal_binary
+from durable_agent.temporal import temporal_binary
 
 ROOT = Path(__file__).parent.parent
 
@@ -33,11 +33,11 @@ from temporalio.testing import WorkflowEnvironment
 
 import durable_agent
 from durable_agent.capabilities import Capabilities
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import ProviderEndpoint
+from durable_agent.core import AgentSpec, ModelSpec
 from durable_agent.client import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.worker import build_worker
+from durable_agent.temporal import build_worker
 
 
 async def main() -> None:

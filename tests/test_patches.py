@@ -12,14 +12,7 @@ import importlib
 import pkgutil
 import uuid
 
-from temporalio.api.enums.v1 import EventType
-from temporalio.testing import WorkflowEnvironment
-
 import durable_agent.workflows as workflow_package
-from durable_agent import AgentClient
-from durable_agent.contracts import AgentResult
-from durable_agent.spec import AgentInput
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.workflows.patches import (
     BASELINE_PATCH,
     BASELINED,
@@ -36,6 +29,12 @@ from durable_agent.workflows.patches import (
     THIRD_BASELINE_PATCH,
     THIRD_BASELINED,
 )
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.core import AgentInput, AgentResult
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (
     record_history,
     running_worker,

@@ -8,19 +8,19 @@ import json
 import re
 from typing import Any
 
-from temporalio import activity
-from temporalio.testing import WorkflowEnvironment
-
-from durable_agent import AgentClient
 from durable_agent.activities.transcript_store import (
     SqliteBackend,
     TranscriptStore,
     transcript_scope,
 )
-from durable_agent.messages import Message
+from temporalio import activity
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.core import Message
+from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     record_history,

@@ -24,9 +24,9 @@ from temporalio.worker import (
 )
 
 from durable_agent import AgentClient, ToolRegistry, tool
-from durable_agent.plugin import EAGER_ACTIVITIES, DurableAgentPlugin
+from durable_agent.temporal import DurableAgentPlugin, build_worker
+from durable_agent.temporal._plugin import EAGER_ACTIVITIES
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.worker import build_worker
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.test_cli import address_of
 

@@ -9,22 +9,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from durable_agent import (
-    ApprovalRecord,
     AssistantMessage,
-    FunctionCall,
     SystemMessage,
-    ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
-    dump_messages,
     image_part,
     parse_messages,
+)
+from durable_agent.core import (
+    ApprovalRecord,
+    FunctionCall,
+    ToolCall,
+    Usage,
+    dump_messages,
     text_part,
 )
-from durable_agent.codecs import stream_to_message
-from durable_agent.codecs.sse import parse_sse
-from durable_agent.testing.scripted_provider import chat_stream_events
+from durable_agent.core.codecs import stream_to_message
+from durable_agent.core.codecs._sse import parse_sse
+from durable_agent.testing import chat_stream_events
 
 text = st.text(max_size=40)
 json_scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | text

@@ -6,15 +6,9 @@ import httpx
 import pytest
 
 from durable_agent import user_message
-from durable_agent.codecs import build_chat_request
-from durable_agent.provider import (
-    USER_AGENT,
-    ProviderClient,
-    ProviderEndpoint,
-    ProviderError,
-    parse_retry_after,
-    shared_client,
-)
+from durable_agent.core.codecs import build_chat_request
+from durable_agent.providers import ProviderClient, ProviderError, shared_client
+from durable_agent.providers._client import USER_AGENT, ProviderEndpoint, parse_retry_after
 from durable_agent.testing import (
     Reply,
     ScriptedProvider,

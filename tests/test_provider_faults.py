@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.contracts import SessionStatus
+from durable_agent.core import SessionStatus
 from durable_agent.testing import (
     Reply,
     ScriptedProvider,

@@ -18,15 +18,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent.capabilities import Capabilities
-from durable_agent.capabilities.config_file import CapabilitiesFileError, load_capabilities
-from durable_agent.cli.render import format_status
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage
-from durable_agent.provider_limits import ProviderLimits, limiter_id
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.testing.rate_limited import RateLimitedModel
-from durable_agent.testing.scripted_provider import Reply, error_reply
+from durable_agent.capabilities import Capabilities, CapabilitiesFileError, load_capabilities
+from durable_agent.cli._render import format_status
+from durable_agent.core import AssistantMessage, ProviderEndpoint, ProviderLimits, limiter_id
+from durable_agent.testing import (
+    RateLimitedModel,
+    RecordedRequest,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+)
+from durable_agent.testing._scripted_provider import Reply, error_reply
 from durable_agent.tools import ToolRegistry
 from tests.support import cli_tools
 from tests.support.agent_harness import (

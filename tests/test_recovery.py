@@ -17,8 +17,8 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.codecs import build_request
-from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent.core import AssistantMessage, ToolContext, ToolMessage, UserMessage, content_hash
+from durable_agent.core.codecs import build_request
 from durable_agent.testing import (
     Reply,
     ScriptedProvider,
@@ -26,9 +26,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.transcript import content_hash
 from tests.support.agent_harness import (
     query_messages,
     record_history,

@@ -16,7 +16,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from durable_agent.plugin import DurableAgentPlugin
+from durable_agent.temporal import DurableAgentPlugin
 from tests.support.docs_page import run_page_block
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))

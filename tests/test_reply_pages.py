@@ -8,19 +8,25 @@ import json
 from typing import Any
 
 import pytest
+from durable_agent.activities.model import ModelActivities
+from durable_agent.activities.transcript_store import TranscriptStore
+from durable_agent.workflows import reply_pages
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities.model import ModelActivities
-from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.cli.trace import read_timeline
-from durable_agent.contracts import TRANSCRIPT_UNKNOWN, AgentResult
-from durable_agent.digests import ReplyCallsInput
-from durable_agent.messages import FunctionCall, Message, ToolCall, ToolMessage
+from durable_agent.cli._trace import read_timeline
+from durable_agent.core import (
+    TRANSCRIPT_UNKNOWN,
+    AgentResult,
+    Message,
+    ReplyCallsInput,
+    ToolCall,
+    ToolMessage,
+)
+from durable_agent.core._messages import FunctionCall
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.workflows import reply_pages
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.histories import activity_inputs, activity_results
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent.contracts import BudgetSignal, MoveToAgentSignal
-from durable_agent.spec import AgentSpec
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.state import SessionState
+from durable_agent.core import AgentSpec, BudgetSignal, MoveToAgentSignal
+from durable_agent.session import Session, SessionState
 
 
 def session(**approvals: Any) -> Session:

@@ -15,11 +15,15 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.capabilities import Capabilities
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage, UserMessage, dump_messages
-from durable_agent.recorded_replies import RecordedReplies
-from durable_agent.rerun import rerun
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.core import AssistantMessage, ProviderEndpoint, UserMessage, dump_messages
+from durable_agent.testing import (
+    RecordedRequest,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    rerun,
+)
+from durable_agent.testing._recorded_replies import RecordedReplies
 from durable_agent.tools import ToolRegistry, tool
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for

@@ -12,7 +12,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import (
+from durable_agent.core import (
+    AgentInput,
     AssistantMessage,
     FlushMessage,
     Message,
@@ -20,7 +21,6 @@ from durable_agent.messages import (
     ToolMessage,
     UserMessage,
 )
-from durable_agent.spec import AgentInput
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import (

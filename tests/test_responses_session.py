@@ -11,9 +11,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.events import LiveEvent
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import AgentSpec, LiveEvent, ModelSpec, ProviderEndpoint
 from durable_agent.testing import ScriptedProvider, sse_reply
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker

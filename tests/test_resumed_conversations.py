@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.client import SessionExistsError
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.testing.scripted_provider import error_reply
+from durable_agent.testing._scripted_provider import error_reply
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.gateway_harness import gateway, read_sse

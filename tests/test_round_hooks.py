@@ -15,7 +15,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, HookContext, round_hook
-from durable_agent.messages import AssistantMessage, Message, UserMessage
+from durable_agent.core import AssistantMessage, Message, UserMessage
 from durable_agent.testing import (
     Reply,
     ScriptedProvider,

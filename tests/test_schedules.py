@@ -14,7 +14,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import running_worker, spec_for, wait_for

@@ -10,20 +10,22 @@ import pytest
 
 from durable_agent import (
     AssistantMessage,
-    ModelOptions,
     SystemMessage,
-    ToolDefinition,
     ToolMessage,
     audio_part,
+    image_part,
+    user_message,
+)
+from durable_agent.core import (
+    ModelOptions,
+    ToolDefinition,
     file_part,
     file_part_from_id,
     file_part_from_url,
-    image_part,
+    fit_request,
     image_part_from_bytes,
-    user_message,
 )
-from durable_agent.codecs import build_request
-from durable_agent.model_inputs import fit_request
+from durable_agent.core.codecs import build_request
 from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(

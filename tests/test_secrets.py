@@ -16,16 +16,14 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from durable_agent.activities.transcript_store import open_transcript_store
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities.transcript_store import open_transcript_store
-from durable_agent.messages import ToolMessage
-from durable_agent.ports import free_port
+from durable_agent.core import ToolContext, ToolMessage
+from durable_agent.temporal import build_worker, free_port, start_dev_server
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker, start_dev_server
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, running_worker, spec_for
 
 #: A value whose URL-quoted, JSON-escaped and base64 forms all differ from it.

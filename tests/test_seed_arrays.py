@@ -13,10 +13,8 @@ from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.codecs import build_request
-from durable_agent.messages import (
+from durable_agent.core import (
     AssistantMessage,
-    ImagePart,
     ResqueMessage,
     ToolMessage,
     UserMessage,
@@ -24,6 +22,8 @@ from durable_agent.messages import (
     parse_message,
     parse_messages,
 )
+from durable_agent.core._messages import ImagePart
+from durable_agent.core.codecs import build_request
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for

@@ -16,26 +16,29 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from durable_agent.workflows.continued_input import ContinuedInput
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from durable_agent.approval_contracts import ApprovalSignal
-from durable_agent.contracts import (
+from durable_agent.core import (
+    AgentInput,
+    AgentSpec,
+    ApprovalSignal,
+    AssistantMessage,
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
+    ModelSpec,
     ResolvedTool,
     ResolveToolsResult,
+    ToolDefinition,
+    ToolMessage,
+    ToolPolicy,
+    UserMessage,
 )
-from durable_agent.messages import AssistantMessage, ToolMessage, UserMessage
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tool_definition import ToolDefinition
-from durable_agent.tool_policy import ToolPolicy
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.session.commands import (
+from durable_agent.session import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -44,11 +47,12 @@ from durable_agent.workflows.session.commands import (
     Finish,
     Pause,
     RunTools,
+    Session,
+    SessionState,
     Summarise,
     WaitForMessage,
 )
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.state import SessionState
+from durable_agent.testing import assistant_calls, assistant_text
 
 TOOLS = {
     "lookup": ToolPolicy(),

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import AgentClient, Message, dump_messages
+from durable_agent import AgentClient, Message
 from durable_agent.client import MessageRefusedError
-from durable_agent.messages import UserMessage, image_part, text_part
+from durable_agent.core import UserMessage, dump_messages
+from durable_agent.core._messages import image_part, text_part
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import (

@@ -11,20 +11,27 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from durable_agent.workflows.continued_input import ContinuedInput
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.approval_client import DecisionRefusedError
-from durable_agent.approval_contracts import ApprovalSignal, ChildApprovals, Grant
-from durable_agent.approval_policy import ApprovalSettings
-from durable_agent.approver_tokens import ApproverKey, ApproverKeys
-from durable_agent.client import SessionExistsError
-from durable_agent.decision_digest import decision_digest
-from durable_agent.messages import AssistantMessage, FunctionCall, ToolCall, UserMessage
+from durable_agent.client import DecisionRefusedError, SessionExistsError
+from durable_agent.core import (
+    ApprovalSettings,
+    ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
+    AssistantMessage,
+    ChildApprovals,
+    Grant,
+    ToolCall,
+    UserMessage,
+    decision_digest,
+)
+from durable_agent.core._messages import FunctionCall
+from durable_agent.session import SessionState
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.session.state import SessionState
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import payments_registry
 from tests.test_human_in_the_loop import TOOLS, pending_count, results, scripted

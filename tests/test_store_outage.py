@@ -9,13 +9,13 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from durable_agent.activities.transcript_store import PostgresBackend, TranscriptStore
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.activities.transcript_store import PostgresBackend, TranscriptStore
-from durable_agent.messages import ToolMessage
+from durable_agent.core import ToolMessage
+from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     query_messages,

@@ -17,8 +17,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import ToolMessage
-from durable_agent.spec import SubAgentSpec
+from durable_agent.core import ToolMessage
+from durable_agent.core._spec import SubAgentSpec
 from durable_agent.testing import (
     RecordedRequest,
     Reply,

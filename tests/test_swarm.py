@@ -13,9 +13,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import AssistantMessage, ToolMessage
-from durable_agent.spec import AgentSpec, ModelSpec
+from durable_agent.core import AgentSpec, AssistantMessage, ModelSpec, ProviderEndpoint, ToolMessage
 from durable_agent.testing import (
     RecordedRequest,
     Reply,

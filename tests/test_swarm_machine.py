@@ -11,19 +11,22 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.approval_contracts import ApprovalSignal, PendingApproval
-from durable_agent.cli.render import format_history
-from durable_agent.codecs import build_request
-from durable_agent.contracts import MoveToAgentSignal
-from durable_agent.messages import (
+from durable_agent.cli._render import format_history
+from durable_agent.core import (
+    AgentInput,
+    AgentSpec,
+    ApprovalSignal,
     AssistantMessage,
     Message,
+    ModelSpec,
+    MoveToAgentSignal,
+    PendingApproval,
     RecordedDecision,
     ToolMessage,
     UserMessage,
+    as_seen_by,
 )
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent.swarm import as_seen_by
+from durable_agent.core.codecs import build_request
 from durable_agent.testing import assistant_calls, assistant_text
 from tests.support.session_driver import SessionDriver
 from tests.support.swarm_fixtures import (

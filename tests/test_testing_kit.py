@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from durable_agent import Agent, ModelSpec, ProviderEndpoint, ToolRegistry, tool
-from durable_agent.client import SessionNotFoundError, WaitOutcome
+from durable_agent.client import SessionNotFoundError
+from durable_agent.client._client import WaitOutcome
 from durable_agent.testing import (
     AgentTestEnvironment,
     ScriptedProvider,

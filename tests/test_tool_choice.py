@@ -9,11 +9,10 @@ import pydantic
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import ModelOptions, ToolDefinition, user_message
-from durable_agent.codecs import build_request
-from durable_agent.messages import ToolMessage
-from durable_agent.model_options import NamedToolChoice
-from durable_agent.request_messages import options_for_call
+from durable_agent import user_message
+from durable_agent.core import ModelOptions, ToolDefinition, ToolMessage, options_for_call
+from durable_agent.core._model_options import NamedToolChoice
+from durable_agent.core.codecs import build_request
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import running_worker, spec_for, start_session

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from durable_agent.activities.tools import ToolActivities
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -19,12 +20,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.activities.tools import ToolActivities
-from durable_agent.contracts import NOT_ADMITTED, TOOLSET_UNAVAILABLE, ResolvedTool, ToolCallInput
-from durable_agent.messages import ToolMessage
-from durable_agent.spec import AgentSpec
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tool_kinds import (
+from durable_agent.core import (
+    NOT_ADMITTED,
+    TOOLSET_UNAVAILABLE,
+    AgentSpec,
+    ResolvedTool,
+    ToolCallInput,
+    ToolMessage,
+)
+from durable_agent.core.tool_kinds import (
     CallTarget,
     FunctionTarget,
     HandoffTarget,
@@ -37,6 +41,7 @@ from durable_agent.tool_kinds import (
     ToolTarget,
     register_tool_kind,
 )
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.docs_page import page_block, run_page_block

@@ -9,11 +9,10 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import ToolMessage
-from durable_agent.approval_contracts import ApprovalSignal
+from durable_agent.core import ApprovalSignal, ToolContext
+from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.worker import build_worker
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     query_messages,

@@ -11,11 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle
-from temporalio.testing import WorkflowEnvironment
-
-from durable_agent import AgentClient, user_message
-from durable_agent import transcript as transcript_module
 from durable_agent.activities.transcript_store import (
     PostgresBackend,
     SqliteBackend,
@@ -23,28 +18,29 @@ from durable_agent.activities.transcript_store import (
     open_transcript_store,
     transcript_scope,
 )
-from durable_agent.messages import (
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient, user_message
+from durable_agent.core import (
     AssistantMessage,
-    FunctionCall,
     Message,
     ToolCall,
     ToolMessage,
-    UserMessage,
-)
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
-from durable_agent.transcript import (
-    EMPTY_HASH,
-    ROOT_V2,
     Transcript,
+    UserMessage,
     canonical_json,
     chain_hash,
     chain_of,
     content_hash,
-    hash_messages,
     payload_bytes,
 )
-from durable_agent.worker import build_worker
+from durable_agent.core import _transcript as transcript_module
+from durable_agent.core._messages import FunctionCall
+from durable_agent.core._transcript import EMPTY_HASH, ROOT_V2, hash_messages
+from durable_agent.temporal import build_worker
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres

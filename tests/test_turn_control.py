@@ -14,16 +14,16 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.contracts import SessionStatus
-from durable_agent.guardrails import guardrail
-from durable_agent.messages import (
+from durable_agent.core import (
     AssistantMessage,
     FlushMessage,
+    ModelPrice,
+    SessionStatus,
+    ToolContext,
     ToolMessage,
     Usage,
     UserMessage,
 )
-from durable_agent.spec import ModelPrice
 from durable_agent.testing import (
     RecordedRequest,
     Reply,
@@ -32,8 +32,8 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tool_policy import ToolContext
 from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools._guardrails import guardrail
 from tests.support.agent_harness import (
     cli_json,
     record_history,

@@ -13,11 +13,10 @@ import uuid
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.messages import AssistantMessage
-from durable_agent.provider_limits import ProviderLimits, limiter_id
+from durable_agent.core import AssistantMessage, ProviderLimits, limiter_id
+from durable_agent.temporal._versions import versioned
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
-from durable_agent.versions import versioned
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.browser import chromium_page, need_chromium
 from tests.support.gateway_harness import gateway

@@ -11,9 +11,8 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.approval_policy import describe_arguments
+from durable_agent.core import describe_arguments, safe_file_name, visible
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.visible_text import safe_file_name, visible
 from tests.support.agent_harness import running_worker, spec_for
 from tests.test_cli import acli, address_of, registry
 

@@ -9,10 +9,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import NOT_ADMITTED, Admission, AdmissionInput
-    from durable_agent.spec import AgentSpec
-    from durable_agent.workflows.patches import patched
-    from durable_agent.workflows.start_checks import start_check
+    from durable_agent.core import NOT_ADMITTED, Admission, AdmissionInput, AgentSpec
+
+    from .patches import patched
+    from .start_checks import start_check
 
 #: Patch ids (workflow.patched; never reuse or rename): runs before these checked nothing.
 ADMISSION_PATCH = "worker-admission"

@@ -1,6 +1,6 @@
 """AgentWorkflow: one session, one conversation, carried out on Temporal.
 
-Every rule lives in the pure ``Session`` (workflows/session/): it says what to do
+Every rule lives in the pure ``Session`` (durable_agent/session/): it says what to do
 next and takes the outcome back. This class only carries its commands out (activities,
 durable waits, continue-as-new), records signals into it and answers queries from it.
 """
@@ -18,28 +18,16 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import WORKFLOW_NAME, AgentResult
-    from durable_agent.messages import AssistantMessage
-    from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-    from durable_agent.titles import session_title
-    from durable_agent.workflows.admission import admit, refuse_forged_carry
-    from durable_agent.workflows.approval_steps import (
-        check_approvals,
-        describe_calls,
-        notify_escalation,
-        verify_tokens,
+    from durable_agent.core import (
+        WORKFLOW_NAME,
+        AgentInput,
+        AgentResult,
+        AgentSpec,
+        AssistantMessage,
+        ModelSpec,
+        session_title,
     )
-    from durable_agent.workflows.approval_wait import wait_for_decisions
-    from durable_agent.workflows.child_reports import report_to_parent
-    from durable_agent.workflows.continuation import hand_over
-    from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.fresh_run import events_carried, open_run, reading_back, run_state
-    from durable_agent.workflows.handlers import SessionHandlers
-    from durable_agent.workflows.inputs import InvalidInput, decode_start
-    from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
-    from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, Patches
-    from durable_agent.workflows.session.commands import (
+    from durable_agent.session import (
         AwaitApprovals,
         CallModel,
         CheckApprovals,
@@ -50,18 +38,27 @@ with workflow.unsafe.imports_passed_through():
         NotifyEscalation,
         Pause,
         RunTools,
+        Session,
         Summarise,
         VerifyTokens,
         WaitForMessage,
     )
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session_log import session_log
-    from durable_agent.workflows.tool_calls import (
-        EncodedOnArrival,
-        check_guardrails,
-        run_tool_groups,
-    )
-    from durable_agent.workflows.transcript_sync import PayloadTooLarge, TranscriptSync
+
+    from .admission import admit, refuse_forged_carry
+    from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
+    from .approval_wait import wait_for_decisions
+    from .child_reports import report_to_parent
+    from .continuation import hand_over
+    from .continued_input import ContinuedInput
+    from .fresh_run import events_carried, open_run, reading_back, run_state
+    from .handlers import SessionHandlers
+    from .inputs import InvalidInput, decode_start
+    from .live_feed import LiveFeed
+    from .model_calls import ModelCallCancelled, ModelCaller, ModelCallFailed
+    from .patches import APPROVALS_IN_PAGES_PATCH, Patches
+    from .session_log import session_log
+    from .tool_calls import EncodedOnArrival, check_guardrails, run_tool_groups
+    from .transcript_sync import PayloadTooLarge, TranscriptSync
 
 #: Patch ids (workflow.patched; never reuse or rename).
 MODEL_RESCUE_PATCH = "model-rescue"
@@ -77,7 +74,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
 # a versioned worker pins it (``versioned``): a run never replays on another build, and
 # moves by continue-as-new (no annotation: unversioned workers may not carry one)
-@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.sandbox
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.temporal._sandbox
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:

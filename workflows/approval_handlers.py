@@ -11,19 +11,19 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import (
+    from durable_agent.core import (
         ApprovalPolicyView,
         ApprovalSignal,
         DecisionRequest,
         DecisionResult,
+        RecordedDecision,
         RevokeGrantSignal,
     )
-    from durable_agent.messages import RecordedDecision
-    from durable_agent.workflows.inputs import InvalidInput, decode
-    from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.gate import RECORDED_DECISIONS
-    from durable_agent.workflows.session_log import warn
+    from durable_agent.session import RECORDED_DECISIONS, Session
+
+    from .inputs import InvalidInput, decode
+    from .live_feed import LiveFeed
+    from .session_log import warn
 
 #: Error type of a decision an update refused (the message says why).
 DECISION_REFUSED = "DecisionRefused"

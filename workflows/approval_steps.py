@@ -9,19 +9,15 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import (
+    from durable_agent.core import (
         ApprovalCheckInput,
         DescribeCallsInput,
+        SessionRules,
         TokenVerdict,
     )
-    from durable_agent.spec import SessionRules
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
-    from durable_agent.workflows.session.commands import (
-        CheckApprovals,
-        DescribeCalls,
-        NotifyEscalation,
-        VerifyTokens,
-    )
+    from durable_agent.session import CheckApprovals, DescribeCalls, NotifyEscalation, VerifyTokens
+
+    from .retries import LOST_WORK_RETRIES
 
 
 async def _run(name: str, arg: Any, result_type: Any, rules: SessionRules, summary: str) -> Any:

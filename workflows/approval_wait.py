@@ -9,10 +9,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import PendingApproval
-    from durable_agent.messages import ApprovalDecision
-    from durable_agent.workflows.session.approvals import Approvals
-    from durable_agent.workflows.session.batch import PAGE_BREAK
+    from durable_agent.core import ApprovalDecision, PendingApproval
+    from durable_agent.session import PAGE_BREAK, Approvals
 
 
 async def wait_for_decisions(

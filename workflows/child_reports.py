@@ -7,8 +7,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import ChildApprovals
-    from durable_agent.workflows.session.approvals import Approvals
+    from durable_agent.core import ChildApprovals
+    from durable_agent.session import Approvals
 
 
 async def report_to_parent(approvals: Approvals) -> None:

@@ -10,21 +10,14 @@ import logging
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import TranscriptRef
-    from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.live_feed import LiveFeed
-    from durable_agent.workflows.patches import (
-        SMALL_PAGES_PATCH,
-        STORED_PREFIX_KEPT_PATCH,
-        patched,
-    )
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session_log import session_log, warn
-    from durable_agent.workflows.transcript_sync import (
-        PAGE_MESSAGES,
-        PAYLOAD_MARGIN_BYTES,
-        TranscriptSync,
-    )
+    from durable_agent.core import TranscriptRef
+    from durable_agent.session import Session
+
+    from .continued_input import ContinuedInput
+    from .live_feed import LiveFeed
+    from .patches import SMALL_PAGES_PATCH, STORED_PREFIX_KEPT_PATCH, patched
+    from .session_log import session_log, warn
+    from .transcript_sync import PAGE_MESSAGES, PAYLOAD_MARGIN_BYTES, TranscriptSync
 
 
 #: The next run's first task goes to the current build (then it is pinned there).

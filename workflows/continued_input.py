@@ -7,8 +7,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from durable_agent.spec import AgentSpec
-from durable_agent.workflows.session.state import SessionState
+from durable_agent.core import AgentSpec
+from durable_agent.session import SessionState
 
 
 class ContinuedInput(BaseModel):

@@ -17,9 +17,13 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import WORKFLOW_NAME, AgentResult
-    from durable_agent.eval_cases import (
+    from durable_agent.core import (
         EVAL_WORKFLOW,
+        JUDGE_SCHEMA,
+        WORKFLOW_NAME,
+        AgentInput,
+        AgentResult,
+        AgentSpec,
         CaseReport,
         CaseScored,
         CaseToScore,
@@ -27,15 +31,16 @@ with workflow.unsafe.imports_passed_through():
         EvalInput,
         EvalReport,
         Score,
+        judge_request,
+        judge_score,
     )
-    from durable_agent.eval_scoring import JUDGE_SCHEMA, judge_request, judge_score
-    from durable_agent.spec import AgentInput, AgentSpec
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+
+    from .retries import LOST_WORK_RETRIES
 
 JUDGE_INSTRUCTIONS = "You judge an agent's answer against a rubric, strictly and briefly."
 
 
-@workflow.defn(name=EVAL_WORKFLOW, sandboxed=False)  # see durable_agent.sandbox
+@workflow.defn(name=EVAL_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._sandbox
 class EvalWorkflow:
     @workflow.init
     def __init__(self, request: EvalInput) -> None:

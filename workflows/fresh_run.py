@@ -10,20 +10,19 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import ClosedRunInput, ForkInput, StartedHistoryInput
-    from durable_agent.spec import AgentInput
-    from durable_agent.titles import session_title
-    from durable_agent.workflows.continued_input import ContinuedInput
-    from durable_agent.workflows.patches import (
-        CHAIN_V2_PATCH,
-        TITLE_AT_START_PATCH,
-        Patches,
-        patched,
+    from durable_agent.core import (
+        AgentInput,
+        ClosedRunInput,
+        ForkInput,
+        StartedHistoryInput,
+        session_title,
     )
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.state import SessionState
-    from durable_agent.workflows.tool_calls import list_remote_tools, resolve_tools
-    from durable_agent.workflows.transcript_sync import TranscriptSync
+    from durable_agent.session import Session, SessionState
+
+    from .continued_input import ContinuedInput
+    from .patches import CHAIN_V2_PATCH, TITLE_AT_START_PATCH, Patches, patched
+    from .tool_calls import list_remote_tools, resolve_tools
+    from .transcript_sync import TranscriptSync
 
 #: Patch ids (workflow.patched; never reuse or rename).
 SESSION_TITLE_PATCH = "session-title-memo"

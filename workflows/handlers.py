@@ -10,25 +10,30 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import ChildApprovals, PendingApproval
-    from durable_agent.contracts import (
+    from durable_agent.core import (
         BUILD_CHANGED_SIGNAL,
+        CAPACITY_READY_SIGNAL,
         EARLIER_HISTORY_SIGNAL,
         MOVE_TO_CURRENT_SIGNAL,
+        AssistantMessage,
         BudgetSignal,
         CancelTurnSignal,
+        ChildApprovals,
         EndSessionSignal,
         FlushSignal,
+        Message,
         MoveToAgentSignal,
+        PendingApproval,
         SendResult,
         SessionStatus,
+        SystemMessage,
+        UserMessage,
     )
-    from durable_agent.messages import AssistantMessage, Message, SystemMessage, UserMessage
-    from durable_agent.provider_limits import CAPACITY_READY_SIGNAL
-    from durable_agent.workflows.approval_handlers import ApprovalHandlers
-    from durable_agent.workflows.inputs import InvalidInput, decode
-    from durable_agent.workflows.patches import patched
-    from durable_agent.workflows.session.core import Session
+    from durable_agent.session import Session
+
+    from .approval_handlers import ApprovalHandlers
+    from .inputs import InvalidInput, decode
+    from .patches import patched
 
 #: Patch id (never reuse or rename): the text of content parts counts against
 #: ``max_message_chars`` (runs before it counted plain-string messages only).

@@ -14,9 +14,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contract_base import explain
-    from durable_agent.spec import AgentInput
-    from durable_agent.workflows.continued_input import ContinuedInput
+    from durable_agent.core import AgentInput, explain
+
+    from .continued_input import ContinuedInput
 
 
 class InvalidInput(ValueError):

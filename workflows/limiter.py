@@ -24,14 +24,16 @@ from temporalio import workflow
 AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.capacity_ledger import Ledger, LedgerState, Waiter
-    from durable_agent.provider_limits import (
+    from durable_agent.core import (
         CAPACITY_READY_SIGNAL,
         LIMITER_WORKFLOW,
         CapacityAnswer,
         CapacityReady,
         CapacityRelease,
         CapacityRequest,
+        Ledger,
+        LedgerState,
+        Waiter,
     )
 
 #: History events, and updates (the server takes 2,000 a run), a limiter's run holds
@@ -43,7 +45,7 @@ UPDATES_PER_RUN = 1_000
 MOVES_PATCH = "limiter-moves-to-current-build"
 
 
-@workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.sandbox
+@workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._sandbox
 class EndpointLimiter:
     @workflow.init
     def __init__(self, key: str, state: LedgerState) -> None:

@@ -22,13 +22,14 @@ from temporalio.contrib.workflow_streams import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import AgentResult
-    from durable_agent.events import (
+    from durable_agent.core import (
         EVENTS_TOPIC,
         MESSAGE_EVENT_MAX_BYTES,
         AgentChanged,
+        AgentResult,
         ApprovalDecided,
         ApprovalRequested,
+        AssistantMessage,
         CapacityGranted,
         CapacityWait,
         Ended,
@@ -37,19 +38,18 @@ with workflow.unsafe.imports_passed_through():
         MessageAppended,
         ModelStarted,
         ToolFinished,
+        ToolMessage,
         ToolStarted,
         Trimmed,
         TurnEnded,
         TurnStarted,
         UsageReported,
+        result_text,
+        step_events,
     )
-    from durable_agent.loop_events import result_text, step_events
-    from durable_agent.messages import AssistantMessage, ToolMessage
-    from durable_agent.workflows.session.batch import PAGE_BREAK
-    from durable_agent.workflows.session.commands import ToolRun
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.loop_rules import epoch_ms
-    from durable_agent.workflows.session_metrics import SessionMetrics
+    from durable_agent.session import PAGE_BREAK, Session, ToolRun, epoch_ms
+
+    from .session_metrics import SessionMetrics
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
 LOG_MAX_BYTES = 1_000_000

@@ -20,24 +20,22 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import (
+    from durable_agent.core import (
         CAPACITY_WAIT,
         MODEL_SETUP_UNKNOWN,
         TRANSCRIPT_UNKNOWN,
+        AssistantMessage,
         ModelCallInput,
+        ModelReturn,
         ModelSetup,
         SummaryCallInput,
     )
-    from durable_agent.digests import ModelReturn
-    from durable_agent.messages import AssistantMessage
-    from durable_agent.workflows.patches import MODEL_REPLY_DIGEST_PATCH, patched
-    from durable_agent.workflows.reply_pages import calls_per_page, whole_message
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
-    from durable_agent.workflows.session.core import Session
-    from durable_agent.workflows.session.loop_rules import setup_digest
-    from durable_agent.workflows.session.rescue import truncated_reason
-    from durable_agent.workflows.session.views import Purpose
-    from durable_agent.workflows.transcript_sync import TranscriptSync, store_lost
+    from durable_agent.session import Purpose, Session, setup_digest, truncated_reason
+
+    from .patches import MODEL_REPLY_DIGEST_PATCH, patched
+    from .reply_pages import calls_per_page, whole_message
+    from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
+    from .transcript_sync import TranscriptSync, store_lost
 
 #: Patch id (never reuse or rename): a cut answer is not taken as complete.
 TRUNCATED_ANSWERS_PATCH = "truncated-answers"

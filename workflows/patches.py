@@ -35,7 +35,7 @@ FIRST_BASELINE_PATCH = "baseline-2026-11"
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
 #: ``transcript_sync.SMALL_PAGES_PATCH`` (named here: the workflows import this module).
 SMALL_PAGES_PATCH = "transcript-pages-of-500"
-#: A new session's transcript in the second chain (``durable_agent.transcript``): tool
+#: A new session's transcript in the second chain (``durable_agent.core._transcript``): tool
 #: results and pages read back join it with the digests their workers worked out.
 CHAIN_V2_PATCH = "transcript-chain-2"
 #: A title the start's memo already holds is not upserted again (``fresh_run``).

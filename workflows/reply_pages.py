@@ -18,10 +18,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.digests import ReplyCallsInput, with_calls
-    from durable_agent.messages import AssistantMessage, Message, ToolCall
-    from durable_agent.workflows.patches import CALLS_IN_PAGES_PATCH, patched
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+    from durable_agent.core import AssistantMessage, Message, ReplyCallsInput, ToolCall, with_calls
+
+    from .patches import CALLS_IN_PAGES_PATCH, patched
+    from .retries import LOST_WORK_RETRIES
 
 #: Tool calls one payload brings at most (a task decodes a page in about a millisecond).
 CALLS_PER_PAGE = 250

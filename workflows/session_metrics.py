@@ -15,8 +15,7 @@ from temporalio import workflow
 from temporalio.common import MetricHistogramTimedelta
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import PendingApproval
-    from durable_agent.messages import ApprovalRecord
+    from durable_agent.core import ApprovalRecord, PendingApproval
 
 
 class SessionMetrics:

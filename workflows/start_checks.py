@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.workflows.patches import START_CHECKS_LOCAL_PATCH, patched
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+    from .patches import START_CHECKS_LOCAL_PATCH, patched
+    from .retries import LOST_WORK_RETRIES
 
 T = TypeVar("T")
 

@@ -26,8 +26,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.approval_contracts import ApprovalSignal
-    from durable_agent.contracts import (
+    from durable_agent.core import (
         GUARDRAIL_FAILED,
         MCP_SERVER_UNAVAILABLE,
         OPENAPI_UNUSABLE,
@@ -35,33 +34,38 @@ with workflow.unsafe.imports_passed_through():
         TOOL_TIMEOUT_GRACE_SECONDS,
         TOOLSET_UNAVAILABLE,
         WORKFLOW_NAME,
+        AgentInput,
         AgentResult,
+        AgentSpec,
+        ApprovalSignal,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,
         ResolvedTool,
         ResolveToolsInput,
         ResolveToolsResult,
+        SessionRules,
         ToolCallInput,
+        ToolMessage,
+        ToolReturn,
         ToolRoutes,
         ToolRoutesInput,
+        Transcript,
     )
-    from durable_agent.digests import ToolReturn
-    from durable_agent.messages import ToolMessage
-    from durable_agent.spec import AgentInput, AgentSpec, SessionRules
-    from durable_agent.tool_kinds import SubAgentCall
-    from durable_agent.tool_kinds.sub_agent import Refused, child_message
-    from durable_agent.transcript import Transcript
-    from durable_agent.workflows.patches import ROUTES_CHECKED_PATCH, patched
-    from durable_agent.workflows.retries import (
-        LOST_WORK_RETRIES,
-        gave_up_text,
-        give_up_after,
+    from durable_agent.core.tool_kinds import Refused, SubAgentCall, child_message
+    from durable_agent.session import (
+        CheckGuardrails,
+        RunTools,
+        ToolRun,
+        backoff,
+        call_summary,
+        tool_error_result,
+        tool_retry_delay,
     )
-    from durable_agent.workflows.session.commands import CheckGuardrails, RunTools, ToolRun
-    from durable_agent.workflows.session.loop_rules import backoff, tool_retry_delay
-    from durable_agent.workflows.session.tool_results import call_summary, tool_error_result
-    from durable_agent.workflows.start_checks import start_check
+
+    from .patches import ROUTES_CHECKED_PATCH, patched
+    from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
+    from .start_checks import start_check
 
 #: Patch id (workflow.patched; never reuse or rename): children started before it have
 #: ids without the run.

@@ -14,20 +14,22 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.contracts import (
+    from durable_agent.core import (
         TRANSCRIPT_UNKNOWN,
         ClosedRunInput,
         LoadTranscriptInput,
+        Message,
         StoredMessageRef,
         StoreTranscriptInput,
+        Transcript,
+        TranscriptPage,
         TranscriptRef,
+        chain_of,
     )
-    from durable_agent.digests import TranscriptPage
-    from durable_agent.messages import Message
-    from durable_agent.transcript import Transcript, chain_of
-    from durable_agent.workflows.patches import SMALL_PAGES_PATCH, patched
-    from durable_agent.workflows.reply_pages import calls_per_page, whole_message
-    from durable_agent.workflows.retries import LOST_WORK_RETRIES
+
+    from .patches import SMALL_PAGES_PATCH, patched
+    from .reply_pages import calls_per_page, whole_message
+    from .retries import LOST_WORK_RETRIES
 
 #: Room kept in every payload for what is not messages (ids, hashes, summaries).
 PAYLOAD_MARGIN_BYTES = 8_192

@@ -1,14 +1,17 @@
 """What a worker lets sessions use: its registries, its policy for what a spec may
 carry, and the checks at a session's start and at every use."""
 
-from durable_agent.capabilities.admission import admission_problems, registered_prices
-from durable_agent.capabilities.policy import SpecPolicy
-from durable_agent.capabilities.registry import Capabilities, SecretGrant
-from durable_agent.capabilities.urls import UrlRefused, check_url
-from durable_agent.errors import NotAllowed, NotRegistered
+from durable_agent.core import NotAllowed, NotRegistered
+
+from ._admission import admission_problems, registered_prices
+from ._config_file import CapabilitiesFileError, load_capabilities
+from ._policy import SpecPolicy
+from ._registry import Capabilities, SecretGrant
+from ._urls import UrlRefused, check_url
 
 __all__ = [
     "Capabilities",
+    "CapabilitiesFileError",
     "NotAllowed",
     "NotRegistered",
     "SecretGrant",
@@ -16,5 +19,6 @@ __all__ = [
     "UrlRefused",
     "admission_problems",
     "check_url",
+    "load_capabilities",
     "registered_prices",
 ]

@@ -1,5 +1,6 @@
 """The ``durable-agent`` command: one module per group of subcommands (arguments,
-approvals, following a session, the trace); :func:`main` is the entry point."""
+approvals, following a session, the trace, the worker, the demo); :func:`main` is the
+entry point."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from typing import NoReturn
 
 
 def main() -> NoReturn:
-    """Run the command (imported on call: the worker imports ``cli.args`` alone)."""
-    from durable_agent.cli.main import main as run
+    """Run the command (its modules are imported on call: ``import durable_agent.cli``
+    stays quick)."""
+    from ._main import main as run
 
     run()
+
+
+__all__ = ["main"]

@@ -1,5 +1,5 @@
 """``python -m durable_agent.cli``: the same as the ``durable-agent`` command."""
 
-from durable_agent.cli.main import main
+from ._main import main
 
 main()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from durable_agent.testing.scripted_provider import (
+from ._rate_limited import RateLimitedModel
+from ._rerun import rerun
+from ._scripted_provider import (
     RecordedRequest,
     Reply,
     ScriptedProvider,
@@ -19,20 +21,21 @@ from durable_agent.testing.scripted_provider import (
 )
 
 if TYPE_CHECKING:
-    from durable_agent.testing.environment import AgentTestEnvironment, approve_all
+    from ._environment import AgentTestEnvironment, approve_all
 
 
 def __getattr__(name: str) -> Any:
     # the environment brings a server and a worker: imported only when asked for
     if name in ("AgentTestEnvironment", "approve_all"):
-        from durable_agent.testing import environment
+        from ._environment import AgentTestEnvironment, approve_all
 
-        return getattr(environment, name)
+        return {"AgentTestEnvironment": AgentTestEnvironment, "approve_all": approve_all}[name]
     raise AttributeError(f"module 'durable_agent.testing' has no attribute {name!r}")
 
 
 __all__ = [
     "AgentTestEnvironment",
+    "RateLimitedModel",
     "RecordedRequest",
     "Reply",
     "ScriptedProvider",
@@ -43,5 +46,6 @@ __all__ = [
     "chat_stream_events",
     "error_reply",
     "json_reply",
+    "rerun",
     "sse_reply",
 ]

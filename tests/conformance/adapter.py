@@ -11,7 +11,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-from durable_agent.codecs import (
+from durable_agent.core import (
+    AssistantMessage,
+    Message,
+    ModelOptions,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    parse_structured_output,
+)
+from durable_agent.core._messages import (
+    AudioPart,
+    FileData,
+    FilePart,
+    ImagePart,
+    ImageURL,
+    InputAudio,
+    audio_format,
+)
+from durable_agent.core.codecs import (
     build_anthropic_request,
     build_chat_request,
     build_embeddings_request,
@@ -24,25 +44,7 @@ from durable_agent.codecs import (
     parse_image_response,
     parse_responses_response,
 )
-from durable_agent.codecs.sse import SSEEvent
-from durable_agent.messages import (
-    AssistantMessage,
-    AudioPart,
-    FileData,
-    FilePart,
-    ImagePart,
-    ImageURL,
-    InputAudio,
-    Message,
-    SystemMessage,
-    TextPart,
-    ToolMessage,
-    UserMessage,
-    audio_format,
-)
-from durable_agent.model_options import ModelOptions
-from durable_agent.structured_output import parse_structured_output
-from durable_agent.tool_definition import ToolDefinition
+from durable_agent.core.codecs._sse import SSEEvent
 
 VECTORS = (
     Path(__file__).resolve().parents[2].parent

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent.events import LiveEvent
-from durable_agent.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent.core import AssistantMessage, LiveEvent, Message, ToolMessage, UserMessage
 
 #: What a result of a call the cancellation stopped begins with (tool_results.py).
 CANCELLED_RESULT = "not completed, turn cancelled"

@@ -18,14 +18,19 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.capabilities import Capabilities
-from durable_agent.contracts import AgentResult, SessionStatus
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.messages import Message, ToolMessage
-from durable_agent.spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent.temporal_cli import temporal_binary
+from durable_agent.core import (
+    AgentInput,
+    AgentResult,
+    AgentSpec,
+    Message,
+    ModelSpec,
+    ProviderEndpoint,
+    SessionStatus,
+    ToolMessage,
+)
+from durable_agent.temporal import build_worker, temporal_binary
 from durable_agent.testing import ScriptedProvider
 from durable_agent.tools import ToolRegistry
-from durable_agent.worker import build_worker
 
 #: The policy of a developer's own machine: these tests' specs carry the scripted model's
 #: loopback endpoint, MCP commands and OpenAPI documents, as the starter owns the worker.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from durable_agent.tool_policy import ToolContext
+from durable_agent.core import ToolContext
 from durable_agent.tools import tool
 
 

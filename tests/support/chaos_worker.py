@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from durable_agent.activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 import tests.support.chaos_tools  # noqa: F401  (registers the tools)
-from durable_agent.activities.transcript_store import open_transcript_store
 from durable_agent.capabilities import Capabilities
-from durable_agent.observability.logs import configure_logging
-from durable_agent.shutdown import exit_without_teardown
-from durable_agent.worker import build_worker
+from durable_agent.observability import configure_logging
+from durable_agent.temporal import build_worker, exit_without_teardown
 
 
 async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:

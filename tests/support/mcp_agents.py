@@ -8,8 +8,7 @@ import os
 from pydantic import BaseModel
 
 from durable_agent import Agent
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.spec import ModelSpec
+from durable_agent.core import ModelSpec, ProviderEndpoint
 
 URL = os.environ.get("MCP_DOOR_MODEL_URL", "http://127.0.0.1:9/v1")
 MODEL = ModelSpec(name="scripted", endpoint=ProviderEndpoint(base_url=URL, api_key_env=None),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.in_workflow import run_agent
-    from durable_agent.spec import AgentSpec
+    from durable_agent.core import AgentSpec
+    from durable_agent.temporal import run_agent
 
 
 @workflow.defn

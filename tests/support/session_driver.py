@@ -16,54 +16,57 @@ from typing import Any, assert_never
 
 from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
 from durable_agent.activities.tools import _as_text
-from durable_agent.approval_contracts import (
+from durable_agent.workflows.continued_input import ContinuedInput
+
+from durable_agent.core import (
+    MODEL_ATTEMPT_FAILED,
+    AgentInput,
+    AgentResult,
+    AgentSpec,
     ApprovalCheckInput,
     ApprovalSignal,
+    ApproverKeys,
+    AssistantMessage,
     DescribeCallsInput,
-    EscalationNotice,
-    PendingApproval,
-)
-from durable_agent.approver_tokens import ApproverKeys
-from durable_agent.codecs import build_request
-from durable_agent.context import summary_request
-from durable_agent.contracts import (
-    MODEL_ATTEMPT_FAILED,
-    AgentResult,
     EndSessionSignal,
+    EscalationNotice,
     GuardrailInput,
+    PendingApproval,
+    ProviderEndpoint,
+    RecordedDecision,
     ResolvedTool,
     ResolveToolsResult,
+    ToolArgumentsError,
+    ToolContext,
+    ToolMessage,
+    UserMessage,
+    as_seen_by,
+    options_for_call,
+    summary_request,
 )
-from durable_agent.endpoint import ProviderEndpoint
-from durable_agent.guardrails import run_guardrails
-from durable_agent.messages import AssistantMessage, RecordedDecision, ToolMessage, UserMessage
-from durable_agent.request_messages import options_for_call
-from durable_agent.spec import AgentInput, AgentSpec
-from durable_agent.swarm import as_seen_by
-from durable_agent.tool_policy import ToolArgumentsError, ToolContext
-from durable_agent.tools import ToolRegistry
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.session.commands import (
+from durable_agent.core.codecs import build_request
+from durable_agent.session import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
     CheckGuardrails,
-    Command,
     ContinueAsNew,
     DescribeCalls,
     Finish,
     NotifyEscalation,
     Pause,
     RunTools,
+    Session,
+    SessionState,
     Summarise,
     ToolRun,
     VerifyTokens,
     WaitForMessage,
+    tool_error_result,
+    tool_retry_delay,
 )
-from durable_agent.workflows.session.core import Session
-from durable_agent.workflows.session.loop_rules import tool_retry_delay
-from durable_agent.workflows.session.state import SessionState
-from durable_agent.workflows.session.tool_results import tool_error_result
+from durable_agent.session._commands import Command
+from durable_agent.tools import ToolRegistry, run_guardrails
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[

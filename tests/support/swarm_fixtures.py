@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable_agent.messages import AssistantMessage
+from durable_agent.core import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.tools import ToolRegistry, tool
 

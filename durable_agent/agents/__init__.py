@@ -1,0 +1,17 @@
+"""Agents written in Python: an ``Agent`` with its tools and output type, and agents loaded
+from the owner's modules."""
+
+from __future__ import annotations
+
+from ._agent import Agent, AgentRunError, OutputT, RunResult
+from ._modules import AgentModuleError, load_agents, with_agents
+
+__all__ = [
+    "Agent",
+    "AgentModuleError",
+    "AgentRunError",
+    "OutputT",
+    "RunResult",
+    "load_agents",
+    "with_agents",
+]

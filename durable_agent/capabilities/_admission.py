@@ -1,0 +1,92 @@
+"""Admission: a session's spec checked against its worker's registries at start.
+
+Each problem names the field and what the worker has instead, so the starter can fix
+the spec; none of the checks starts, reads or requests anything (a URL's host is
+resolved, nothing is sent to it). Sub-agents' specs are checked with their parent's,
+so a session never starts to find one of its children refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from durable_agent.core import (
+    AgentSpec,
+    ModelPrice,
+    ModelSpec,
+    NotAllowed,
+    NotRegistered,
+    ToolSettings,
+)
+from durable_agent.core.tool_kinds import registered_kinds
+
+from ._registry import Capabilities
+
+
+async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_queue: str,
+                             where: str = "") -> list[str]:  # fmt: skip
+    """Everything in ``spec`` the worker does not let it use (empty: admitted)."""
+    problems: list[str] = []
+
+    async def check(field: str, lookup: Awaitable[object]) -> None:
+        try:
+            await lookup
+        except (NotRegistered, NotAllowed) as error:
+            problems.append(f"{where}{field}: {error}")
+
+    models: list[tuple[str, ModelSpec]] = [("model.endpoint", spec.model)]
+    tools: list[tuple[str, ToolSettings]] = [(f"tools[{t.name}]", t) for t in spec.tools]
+    for agent in spec.swarm.agents if spec.swarm else []:
+        if agent.model is not None:
+            models.append((f"swarm.agents[{agent.name}].model.endpoint", agent.model))
+        tools += [(f"swarm.agents[{agent.name}].tools[{t.name}]", t) for t in agent.tools]
+    for field, model in list(models):
+        base = field.removesuffix(".endpoint")
+        models += [(f"{base}.fallbacks[{k}].endpoint", f) for k, f in enumerate(model.fallbacks)]
+    cost_budget = spec.stop.max_cost_usd is not None
+    for field, model in models:
+        await check(field, capabilities.endpoint(model.endpoint))
+        if cost_budget and model.price is None and model.name not in capabilities.prices:
+            problems.append(
+                f"{where}{field.removesuffix('.endpoint')}.price: stop.max_cost_usd needs a "
+                f"price for {model.name!r} (model.price, or one the worker registers)"
+            )
+    for server in spec.mcp_servers:
+        await check(f"mcp_servers[{server.name}]", capabilities.mcp_server(server))
+    for api in spec.openapi:
+        await check(f"openapi[{api.name}]", capabilities.openapi_service(api))
+    for toolset in spec.toolsets:  # its sources are the kind's to know, when it lists them
+        if toolset.kind not in registered_kinds():
+            problems.append(
+                f"{where}toolsets[{toolset.name}]: no tool kind {toolset.kind!r} on this worker "
+                f"(registered: {', '.join(registered_kinds())})"
+            )
+    for name in capabilities.unknown_secrets(spec.secrets):
+        problems.append(
+            f"{where}secrets: {name!r} is not registered on this worker "
+            f"(registered: {', '.join(sorted(capabilities.secrets)) or 'none'})"
+        )
+    for field, settings in tools:
+        queue = settings.task_queue
+        if queue is not None and not capabilities.task_queue_allowed(queue, own_queue):
+            problems.append(
+                f"{where}{field}.task_queue: {queue!r} is not a task queue this worker "
+                f"routes tools to (registered: "
+                f"{', '.join(sorted(capabilities.task_queues)) or 'none'})"
+            )
+    for sub in spec.agents:
+        problems += await admission_problems(
+            sub.spec, capabilities, own_queue, f"{where}agents[{sub.name}]."
+        )
+    return problems
+
+
+def registered_prices(spec: AgentSpec, capabilities: Capabilities) -> dict[str, ModelPrice]:
+    """The worker's prices of the models the spec names without one."""
+    models = [spec.model, *(a.model for a in (spec.swarm.agents if spec.swarm else ()) if a.model)]
+    models += [f for m in list(models) for f in m.fallbacks]
+    return {
+        m.name: capabilities.prices[m.name]
+        for m in models
+        if m.price is None and m.name in capabilities.prices
+    }

@@ -1,0 +1,160 @@
+"""``durable-agent worker``: a worker process from its command line (its tools,
+agents, capabilities, transcript store, telemetry), until SIGINT or SIGTERM; with
+``--dev`` the embedded dev server starts first and stops with it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import signal
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent.activities import (
+    JSONLMessageLog,
+    TranscriptStore,
+    default_store_url,
+    open_transcript_store,
+)
+from durable_agent.agents import Agent, load_agents, with_agents
+from durable_agent.capabilities import Capabilities, SpecPolicy, load_capabilities
+from durable_agent.observability import (
+    WorkerMetrics,
+    configure_logging,
+    configure_tracing,
+    flush_spans,
+)
+from durable_agent.temporal import (
+    build_worker,
+    claimable,
+    connect_client,
+    exit_without_teardown,
+    freeze_startup_heap,
+    label,
+    load_tool_modules,
+    start_dev_server,
+    versioned,
+)
+from durable_agent.tools import default_registry
+
+from ._args import (
+    add_server_arguments,
+    add_worker_arguments,
+    codec_keys,
+    payload_store,
+    server_settings,
+)
+
+log = structlog.get_logger("durable_agent.worker")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
+    configure_logging(args.log_level, json_lines=args.log_json, once=True)
+    metrics = WorkerMetrics.serve(args.metrics_address) if args.metrics_address else None
+    configure_tracing(
+        args.otlp_endpoint,
+        "durable-agent-worker",
+        metrics.runtime.metric_meter if metrics else None,
+    )
+    runtime = metrics.runtime if metrics else None
+    load_tool_modules([m for m in args.tools.split(",") if m])
+    agents = load_agents([m for m in args.agents.split(",") if m])
+    capabilities = worker_capabilities(args, agents.values())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    env: WorkflowEnvironment | None = None
+    if args.dev:
+        claimable(args.port, "server", "--port")
+        claimable(args.ui_port, "UI", "--ui-port")
+        keys, storage = codec_keys(args), payload_store(args)
+        env = await start_dev_server(
+            Path(args.data_dir), args.port, args.ui_port, runtime, keys, storage
+        )
+        client = env.client
+        print(
+            f"Temporal dev server on 127.0.0.1:{args.port} (data in {args.data_dir}); "
+            f"UI at http://127.0.0.1:{args.ui_port}",
+            flush=True,
+        )
+    else:
+        client = await connect_client(server_settings(args), runtime)
+    transcripts = transcript_store(args)
+    try:
+        worker = build_worker(
+            client,
+            task_queue=args.task_queue,
+            transcripts=transcripts,
+            capabilities=capabilities,
+            message_log=JSONLMessageLog(args.message_log) if args.message_log else None,
+            deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
+            sandboxed=args.sandboxed,
+        )
+        freeze_startup_heap()  # all loaded: later full collections skip it
+        async with worker:
+            tools = ", ".join(default_registry.names()) or "none"
+            named = ", ".join(sorted(agents)) or "none"
+            build = f", build {label(args.deployment, args.build_id)}" if args.build_id else ""
+            print(
+                f"worker ready: task queue {args.task_queue!r}{build}, tools: {tools}, "
+                f"agents: {named}",
+                flush=True,
+            )
+            log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
+            await stop.wait()
+    finally:
+        if env is not None:
+            await env.shutdown()
+        flush_spans()
+    print("stopped", flush=True)
+
+
+def worker_capabilities(args: argparse.Namespace, agents: Iterable[Agent[Any]]) -> Capabilities:
+    """What the worker's sessions may use: ``--capabilities``' file (else the default
+    endpoint), what the loaded agents carry, and ``--trust-specs``' policy."""
+    path = args.capabilities
+    capabilities = load_capabilities(Path(path)) if path else Capabilities()
+    if args.trust_specs:
+        capabilities = dataclasses.replace(capabilities, policy=SpecPolicy.development())
+    return with_agents(capabilities, agents)
+
+
+def transcript_store(args: argparse.Namespace) -> TranscriptStore:
+    """The store named by ``--transcript-store``, else SQLite in ``--data-dir``,
+    encrypted with the codec keys when there are some."""
+    url = args.transcript_store or default_store_url(Path(args.data_dir))
+    return open_transcript_store(url, codec_keys(args) if "codec_keys_env" in args else None)
+
+
+async def prune_transcripts(args: argparse.Namespace, older_than_seconds: float) -> int:
+    """Remove stored messages older than that from the workers' store; how many."""
+    store = transcript_store(args)
+    if store.backend is None:
+        raise ValueError("memory: stores live in a worker's process; nothing to prune")
+    return await store.backend.prune(older_than_seconds)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_server_arguments(parser)
+    add_worker_arguments(parser)
+    parser.add_argument(
+        "--dev", action="store_true", help="start the embedded Temporal dev server first"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    asyncio.run(serve(parse_args(argv)))
+    exit_without_teardown(0)
+
+
+if __name__ == "__main__":
+    main()

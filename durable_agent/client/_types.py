@@ -1,0 +1,185 @@
+"""What ``AgentClient`` hands back and raises: session summaries, what a watch saw,
+what a wait stopped for, the errors a caller can act on, and the spec parser.
+``durable_agent.client._client`` re-exports them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from durable_agent.core import (
+    AgentResult,
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    PendingApproval,
+    SessionStatus,
+)
+
+
+class MessageRefusedError(ValueError):
+    """The session refused a message (empty, too long, the session ending)."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} refused the message: {reason}")
+        self.reason = reason
+
+
+def refusal(session_id: str, error: WorkflowUpdateFailedError) -> MessageRefusedError:
+    """Why the session refused a message sent by update (its validator's words)."""
+    cause = error.cause
+    reason = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+    return MessageRefusedError(session_id, reason)
+
+
+class SessionNotFoundError(LookupError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session with id {session_id!r} on this server and namespace")
+        self.session_id = session_id
+
+
+class SessionClosedError(RuntimeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has ended; start a new one to go on")
+        self.session_id = session_id
+
+
+class SessionExistsError(RuntimeError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"a session with id {session_id!r} exists (running, or ended: to go on with an "
+            "ended one's conversation use resume=True or --resume; restart=True or --restart "
+            "starts it over)"
+        )
+        self.session_id = session_id
+
+
+#: A worker that waits for work asks its queue again at least this often (a long poll
+#: lasts about a minute): one the server last saw longer ago than this has stopped.
+LIVE_POLL_SECONDS = 75.0
+
+
+class NoWorkerError(RuntimeError):
+    """No worker answered for the session in time. ``polled_seconds_ago``: how long ago
+    each worker the server saw in the last few minutes asked the session's task queue
+    for work (``None``: the server could not say), which tells a worker that never came
+    or stopped from one alive and busy."""
+
+    def __init__(
+        self,
+        session_id: str,
+        task_queue: str,
+        seconds: float,
+        polled_seconds_ago: list[float] | None = None,
+    ) -> None:
+        self.session_id, self.task_queue = session_id, task_queue
+        self.polled_seconds_ago = polled_seconds_ago
+        start = "(start one with `durable-agent worker`)"
+        queue = f"task queue {task_queue!r}"
+        live = [s for s in polled_seconds_ago or [] if s <= LIVE_POLL_SECONDS]
+        if polled_seconds_ago is None:
+            why = f"is a worker running on {queue}? {start}"
+        elif not polled_seconds_ago:
+            why = f"no worker has asked {queue} for work in the last minutes {start}"
+        elif not live:
+            last = min(polled_seconds_ago)
+            why = f"the last worker to ask {queue} for work did so {last:.0f} s ago: it stopped"
+            why += f" {start}"
+        else:
+            workers = "1 worker asks" if len(live) == 1 else f"{len(live)} workers ask"
+            why = (
+                f"{workers} {queue} for work (the last {min(live):.0f} s ago), so the one "
+                "holding the session is busy, its tasks queued behind others' (wait, add "
+                "workers, or give queries longer: query_timeout), or it stopped within the "
+                "last minute"
+            )
+        super().__init__(
+            f"no worker answered for session {session_id!r} within {seconds:g} s: {why}"
+        )
+
+
+class SpecError(ValueError):
+    """The agent spec is not valid; the text names each field and why."""
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> SpecError:
+        lines = [
+            f"  {'.'.join(str(p) for p in e['loc']) or '(spec)'}: {e['msg']}"
+            for e in error.errors()
+        ]
+        return cls("invalid agent spec:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session_id: str
+    status: str
+    """Temporal's execution status: RUNNING, COMPLETED, FAILED, TERMINATED, ..."""
+    started_at: datetime | None
+    closed_at: datetime | None
+    title: str = ""
+    """The session's first user words (memo ``title``)."""
+    owner: str | None = None
+    """Who started it (memo ``owner``), when it was started for someone."""
+    forked_from: str | None = None
+    """The session it branches from (``AgentClient.fork``), and at which message."""
+    forked_at: int | None = None
+    schedule: str | None = None
+    """The schedule that started it (``AgentClient.schedule``)."""
+    version: str | None = None
+    """The worker build running it (``DEPLOYMENT:BUILD_ID``; unset without versioning)."""
+
+
+@dataclass(frozen=True)
+class SessionChange:
+    """What ``AgentClient.watch`` saw change, in order.
+
+    ``message``: a message landed in the array (``message``, at ``index``);
+    ``status``: the status changed (``status``); ``approval``: a call waits for a
+    person (``pending``, announced once); ``reply``: the session answered and waits
+    for the next message; ``ended``: the session is over (``result``, unless it failed
+    outside the loop or was terminated)."""
+
+    kind: Literal["message", "status", "approval", "reply", "ended"]
+    message: Message | None = None
+    index: int | None = None
+    status: SessionStatus | None = None
+    pending: PendingApproval | None = None
+    result: AgentResult | None = None
+
+
+@dataclass(frozen=True)
+class WaitOutcome:
+    """What ``AgentClient.wait`` stopped for."""
+
+    kind: Literal["reply", "approval", "ended"]
+    messages: list[Message]
+    """Messages after the ``after`` index."""
+    status: SessionStatus | None
+    pending: list[PendingApproval]
+    result: AgentResult | None = None
+    """Set when the session has ended."""
+
+    @property
+    def reply(self) -> AssistantMessage | None:
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                return message
+        return None
+
+
+def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
+    """An ``AgentSpec`` from a model, a dict or JSON text; ``SpecError`` names bad fields."""
+    if isinstance(spec, AgentSpec):
+        return spec
+    try:
+        if isinstance(spec, str):
+            return AgentSpec.model_validate_json(spec)
+        return AgentSpec.model_validate(spec)
+    except ValidationError as error:
+        raise SpecError.from_validation(error) from None

@@ -1,0 +1,40 @@
+"""The MCP kind: a tool of an MCP server the worker registered (``spec.mcp_servers``).
+Its tools are listed once, when the session starts; a call carries the server's entry
+(which the worker checks against its registrations again) and the tool's own name
+there. The worker side (the ``mcp`` SDK) is ``durable_agent.activities.mcp``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .._spec import AgentSpec, McpServerSpec
+from ._base import CallTarget, ToolKind, ToolTarget
+
+
+class McpTarget(ToolTarget):
+    """Where an MCP tool lives: the spec's server, and the tool's own name there."""
+
+    kind: Literal["mcp"] = "mcp"
+    server: str
+    tool: str
+
+
+class McpCall(CallTarget):
+    """An MCP tool call's server (its spec entry: small, and the worker needs it)."""
+
+    kind: Literal["mcp"] = "mcp"
+    server: McpServerSpec
+    tool: str
+
+
+class McpKind(ToolKind[McpTarget, McpCall]):
+    name = "mcp"
+    target = McpTarget
+    call = McpCall
+
+    def call_target(self, target: McpTarget, spec: AgentSpec) -> McpCall:
+        server = next(s for s in spec.mcp_servers if s.name == target.server)
+        return McpCall(server=server, tool=target.tool)
+
+    def where(self, call: McpCall) -> str:
+        return f"MCP server {call.server.name!r}"

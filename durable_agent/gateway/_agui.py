@@ -1,0 +1,258 @@
+"""A session's live events in the AG-UI 1.0 encoding (the ``ag-ui-protocol`` package), so
+AG-UI front ends can follow and drive a session.
+
+The mapping (docs/live-sessions.md has it for readers):
+
+- a run per answered message: ``RUN_STARTED`` .. ``RUN_FINISHED`` (``RUN_ERROR`` when
+  the session fails);
+- each model call a step (``model:TURN``) and each tool call a step
+  (``tool:NAME#SLOT``);
+- text as ``TEXT_MESSAGE_*``, reasoning as ``REASONING_START``, ``REASONING_MESSAGE_*``,
+  ``REASONING_END``;
+- the model's tool calls as ``TOOL_CALL_START/ARGS/END``, their results as
+  ``TOOL_CALL_RESULT``;
+- a call waiting for a person ends the run with the ``interrupt`` outcome (one
+  interrupt per approval, naming the tool call); the next run's ``resume`` answers it;
+- what AG-UI has no words for (usage, restarts, turn and capacity notices) as
+  ``CUSTOM`` events named ``durable_agent.TYPE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from ag_ui.core import (
+    AssistantMessage as AguiAssistant,
+)
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    FunctionCall,
+    Interrupt,
+    MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCall,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.core import (
+    Message as AguiMessage,
+)
+from ag_ui.core import (
+    SystemMessage as AguiSystem,
+)
+from ag_ui.core import (
+    ToolMessage as AguiTool,
+)
+from ag_ui.core import (
+    UserMessage as AguiUser,
+)
+
+from durable_agent.core import (
+    AssistantMessage,
+    AttemptRestarted,
+    Ended,
+    Idle,
+    LiveEvent,
+    Message,
+    MessageAppended,
+    ModelStarted,
+    PendingApproval,
+    ReasoningDelta,
+    SystemMessage,
+    TextDelta,
+    ToolFinished,
+    ToolMessage,
+    ToolStarted,
+    UserMessage,
+    text_of,
+)
+
+#: What an approval's ``resume`` entry carries back (its ``payload``).
+APPROVAL_ANSWER = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
+
+
+class AguiTranslator:
+    """Stateful: which run, step, text and reasoning message are open."""
+
+    def __init__(self, thread_id: str, run_id: str | None = None) -> None:
+        self.thread_id = thread_id
+        self._fixed_run = run_id
+        self.run_id: str | None = None
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._steps: list[str] = []
+        self._calls: dict[int, str] = {}
+        """The latest batch's tool call ids by slot (an approval names its slot)."""
+
+    def open_run(self, from_offset: int | None = None) -> RunStartedEvent:
+        """A run starts: the one the caller named, else one named by where it starts."""
+        self.run_id = self._fixed_run or f"{self.thread_id}-{from_offset}"
+        return RunStartedEvent(threadId=self.thread_id, runId=self.run_id)
+
+    def translate(self, event: LiveEvent) -> Iterator[BaseEvent]:
+        if self.run_id is None and not isinstance(event, Ended | Idle):
+            yield self.open_run(event.offset)
+        if isinstance(event, ModelStarted):
+            yield from self._close_open()
+            yield from self._step(f"model:{event.turn}")
+        elif isinstance(event, TextDelta):
+            yield from self._close_reasoning()  # the model thought, now it answers
+            if self._text is None:
+                self._text = f"{self.thread_id}-text-{event.offset}"
+                yield TextMessageStartEvent(messageId=self._text, role="assistant")
+            yield TextMessageContentEvent(messageId=self._text, delta=event.text)
+        elif isinstance(event, ReasoningDelta):
+            if self._reasoning is None:
+                self._reasoning = f"{self.thread_id}-reasoning-{event.offset}"
+                yield ReasoningStartEvent(messageId=self._reasoning)
+                yield ReasoningMessageStartEvent(messageId=self._reasoning, role="reasoning")
+            yield ReasoningMessageContentEvent(messageId=self._reasoning, delta=event.text)
+        elif isinstance(event, AttemptRestarted):
+            yield from self._close_open()
+            yield _custom(event)
+        elif isinstance(event, MessageAppended):
+            yield from self._message(event)
+        elif isinstance(event, ToolStarted):
+            yield from self._step(f"tool:{event.name}#{event.slot}")
+        elif isinstance(event, ToolFinished):
+            yield from self._end_step(f"tool:{event.name}#{event.slot}")
+        elif isinstance(event, Idle):
+            yield from self.finish_run()
+        elif isinstance(event, Ended):
+            yield from self._ended(event)
+        else:  # turn_started, approvals, usage, errors, gaps
+            yield _custom(event)
+
+    def knows_calls(self, messages: Sequence[Message]) -> None:
+        """Learn the latest batch's call ids from the array (a client that rejoins saw
+        no events: its interrupts still name their calls)."""
+        for message in reversed(messages):
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                self._calls = {k: c.id for k, c in enumerate(message.tool_calls)}
+                return
+
+    def interrupt(self, pending: Sequence[PendingApproval]) -> Iterator[BaseEvent]:
+        """End the run waiting for these approvals (the ``interrupt`` outcome)."""
+        interrupts = [
+            Interrupt(
+                id=p.approval_id,
+                reason="tool_approval",
+                message=p.described_arguments or f"{p.tool_name}({p.arguments})",
+                tool_call_id=self._calls.get(p.slot),
+                response_schema=APPROVAL_ANSWER,
+                expires_at=p.deadline.isoformat() if p.deadline else None,
+            )
+            for p in pending
+        ]
+        yield from self.finish_run(RunFinishedInterruptOutcome(interrupts=interrupts))
+
+    def finish_run(self, outcome: RunFinishedInterruptOutcome | None = None) -> Iterator[BaseEvent]:
+        yield from self._close_open()
+        for step in reversed(self._steps):
+            yield StepFinishedEvent(stepName=step)
+        self._steps.clear()
+        if self.run_id is not None:
+            yield RunFinishedEvent(threadId=self.thread_id, runId=self.run_id, outcome=outcome)
+            self.run_id = None
+
+    def _ended(self, event: Ended) -> Iterator[BaseEvent]:
+        result = event.result
+        error = event.error or (result.error if result is not None else None)
+        if error or (result is not None and result.status != "done"):
+            yield from self._close_open()
+            yield RunErrorEvent(message=error or "the session failed")
+            self.run_id = None
+        else:
+            yield from self.finish_run()
+
+    def _message(self, event: MessageAppended) -> Iterator[BaseEvent]:
+        message = event.message
+        if isinstance(message, AssistantMessage):
+            message_id = self._text or f"{self.thread_id}-m{event.index}"
+            yield from self._close_open()
+            yield from self._end_step(next((s for s in self._steps if s.startswith("model:")), ""))
+            self._calls = {k: c.id for k, c in enumerate(message.tool_calls or [])}
+            for call in message.tool_calls or []:
+                yield ToolCallStartEvent(
+                    toolCallId=call.id, toolCallName=call.function.name, parentMessageId=message_id
+                )
+                yield ToolCallArgsEvent(toolCallId=call.id, delta=call.function.arguments)
+                yield ToolCallEndEvent(toolCallId=call.id)
+        elif isinstance(message, ToolMessage):
+            content = message.content if isinstance(message.content, str) else str(message.content)
+            yield ToolCallResultEvent(
+                messageId=f"{self.thread_id}-m{event.index}",
+                toolCallId=message.tool_call_id,
+                content=content,
+            )
+        else:  # the user's words, a system message, one too big to carry
+            yield _custom(event)
+
+    def _step(self, name: str) -> Iterator[BaseEvent]:
+        yield from self._end_step(name)  # a restarted step is one step
+        self._steps.append(name)
+        yield StepStartedEvent(stepName=name)
+
+    def _end_step(self, name: str) -> Iterator[BaseEvent]:
+        if name in self._steps:
+            self._steps.remove(name)
+            yield StepFinishedEvent(stepName=name)
+
+    def _close_reasoning(self) -> Iterator[BaseEvent]:
+        if self._reasoning is not None:
+            yield ReasoningMessageEndEvent(messageId=self._reasoning)
+            yield ReasoningEndEvent(messageId=self._reasoning)
+            self._reasoning = None
+
+    def _close_open(self) -> Iterator[BaseEvent]:
+        yield from self._close_reasoning()
+        if self._text is not None:
+            yield TextMessageEndEvent(messageId=self._text)
+            self._text = None
+
+
+def messages_snapshot(thread_id: str, messages: Sequence[Message]) -> MessagesSnapshotEvent:
+    """The session's array as AG-UI messages (a client that reconnects starts from it);
+    a message without an id of its own is named by its index."""
+    found: list[AguiMessage] = []
+    for index, message in enumerate(messages):
+        ident = message.id or f"{thread_id}-m{index}"
+        if isinstance(message, UserMessage):
+            found.append(AguiUser(id=ident, content=text_of(message.content)))
+        elif isinstance(message, SystemMessage):
+            found.append(AguiSystem(id=ident, content=text_of(message.content)))
+        elif isinstance(message, AssistantMessage):
+            calls = [ToolCall(id=c.id, function=FunctionCall(name=c.function.name,
+                                                             arguments=c.function.arguments))
+                     for c in message.tool_calls or []]  # fmt: skip
+            found.append(AguiAssistant(id=ident, content=message.content or None,
+                                       tool_calls=calls or None))  # fmt: skip
+        elif isinstance(message, ToolMessage):
+            content = text_of(message.content)
+            found.append(AguiTool(id=ident, content=content, tool_call_id=message.tool_call_id))
+    return MessagesSnapshotEvent(messages=found)
+
+
+def _custom(event: LiveEvent) -> CustomEvent:
+    value = event.model_dump(mode="json")
+    return CustomEvent(name=f"durable_agent.{event.type}", value=value)

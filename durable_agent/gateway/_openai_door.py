@@ -1,0 +1,165 @@
+"""What the OpenAI-compatible endpoints share: which agent a ``model`` names, OpenAI's
+error shape, and how a reply is waited for.
+
+``model`` names one of the gateway's agents (``--agents``), or the gateway's own spec
+by any other name when it has one. The request never brings tools or instructions:
+the agent's spec decides them, and the workers run its tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from durable_agent.client import AgentClient
+from durable_agent.core import (
+    AgentSpec,
+    AssistantMessage,
+    Ended,
+    Idle,
+    LiveEvent,
+    Message,
+    PendingApproval,
+    TextDelta,
+    Usage,
+)
+
+from ._door import Door
+from ._http_common import HttpError, json_errors
+from ._unstreamed import whole_replies
+
+#: The model name that runs the gateway's own spec (``--spec``), listed by /v1/models.
+DEFAULT_MODEL = "durable-agent"
+
+
+def openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Any:
+    """The gateway's errors in OpenAI's shape (the SDKs raise them with the message)."""
+    inner = json_errors(handler)
+
+    async def handle(request: Request) -> Response:
+        response: Response = await inner(request)
+        if response.status_code >= 400 and isinstance(response, JSONResponse):
+            said = json.loads(bytes(response.body))
+            return _openai_error(response.status_code, said["error"], said.get("field"))
+        return response
+
+    return handle
+
+
+def _openai_error(status: int, message: str, param: str | None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    code = {404: "not_found", 409: "conflict", 503: "unavailable"}.get(status)
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def agent_for(door: Door, named: Mapping[str, AgentSpec], model: str) -> AgentSpec:
+    """The spec ``model`` names: one of the agents, else the gateway's own."""
+    if model in named:
+        return door.needs_spec(model)
+    try:
+        return door.needs_spec(None)
+    except HttpError:
+        listed = ", ".join(sorted(named)) or "none"
+        raise HttpError(404, f"no agent {model!r} here (agents: {listed})", "model") from None
+
+
+def models_listing(named: Mapping[str, AgentSpec], has_default: bool) -> dict[str, Any]:
+    """``GET /v1/models``: the agents, and the gateway's own spec."""
+    names = sorted(named) + ([DEFAULT_MODEL] if has_default else [])
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "durable-agent"} for n in names]
+    return {"object": "list", "data": data}
+
+
+def conversation_key(owner: str | None, model: str, first: str) -> str:
+    """Part of a chat's session id: whose, which agent, how it began."""
+    said = "\0".join([owner or "", model, first]).encode()
+    return hashlib.sha256(said).hexdigest()[:16]
+
+
+@dataclass
+class Reply:
+    """What a request waited for: the answer's text and usage, or the calls waiting for
+    a person, or the session's end."""
+
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    pending: list[PendingApproval] = field(default_factory=list)
+    ended: str | None = None
+    """Why the session ended without an answer (its error), if it did."""
+
+
+async def follow_reply(
+    door: Door, session_id: str, after: int, before: int
+) -> AsyncIterator[LiveEvent | Reply]:
+    """The session's events from ``after`` until it answers (more than ``before``
+    messages), asks a person, or ends; then the ``Reply``."""
+    agents = door.agents
+    async for event in whole_replies(door.hubs.follow(session_id, after)):
+        yield event
+        if isinstance(event, Idle) and event.message_count > before:
+            yield await answered(agents, session_id, before)
+            return
+        if isinstance(event, Ended):
+            result = event.result
+            error = event.error or (result.error if result is not None else None)
+            reply = await answered(agents, session_id, before)
+            reply.ended = error if error or not reply.text else None
+            yield reply
+            return
+        if event.type == "approval_requested":
+            yield Reply(pending=(await agents.status(session_id)).pending_approvals)
+            return
+
+
+async def wait_reply(door: Door, session_id: str, after: int, before: int) -> Reply:
+    """``follow_reply``'s ``Reply`` alone."""
+    async for step in follow_reply(door, session_id, after, before):
+        if isinstance(step, Reply):
+            return step
+    raise HttpError(503, "the session's event stream ended before its answer")
+
+
+async def answered(agents: AgentClient, session_id: str, before: int) -> Reply:
+    """The answer after message ``before``: the last assistant text, and what the
+    model calls for it used."""
+    added = await agents.messages(session_id, before)
+    return reply_of(added)
+
+
+def reply_of(added: list[Message]) -> Reply:
+    usage = Usage()
+    text = ""
+    for message in added:
+        if isinstance(message, AssistantMessage):
+            if message.usage is not None:
+                usage = usage + message.usage
+            if message.content and not message.tool_calls:
+                text = message.content
+    return Reply(text=text, usage=usage)
+
+
+def text_deltas(step: LiveEvent | Reply) -> str:
+    return step.text if isinstance(step, TextDelta) else ""
+
+
+def approvals_extension(session_id: str, pending: list[PendingApproval]) -> dict[str, Any]:
+    """The ``durable_agent`` field of a reply that waits for a person: the calls, and
+    where to decide them (the gateway's REST API, as the caller)."""
+    base = f"/api/sessions/{session_id}/approvals"
+    return {
+        "session_id": session_id,
+        "pending_approvals": [
+            {"approval_id": p.approval_id, "tool": p.tool_name, "arguments": p.arguments,
+             "described": p.described_arguments,
+             "approve": f"{base}/{p.approval_id}/approve",
+             "deny": f"{base}/{p.approval_id}/deny"}
+            for p in pending
+        ],
+    }  # fmt: skip

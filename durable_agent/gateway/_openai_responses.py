@@ -1,0 +1,247 @@
+"""``POST /v1/responses`` and ``GET /v1/responses/{id}``: OpenAI's Responses API on
+durable sessions.
+
+Which session: ``conversation`` names one (the same conversation ids as the REST API
+and AG-UI threads, each user's apart); ``previous_response_id`` goes on with the
+session that answered it; neither starts one. A response's id names its session and
+the message it answers, so it can be read again (``GET``) and continued from any
+gateway replica.
+
+``stream: true`` answers with OpenAI's event sequence (``openai_response_stream``).
+A call waiting for a person comes back as an ``mcp_approval_request`` item (OpenAI's
+own item for approving a tool call); the next request answers it with an
+``mcp_approval_response`` input item (``approve``, and ``reason`` if denied),
+decided as the caller.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from durable_agent.client import SessionNotFoundError
+from durable_agent.core import AgentSpec, UserMessage
+
+from ._door import Door
+from ._http_common import HttpError, parse_json
+from ._openai_door import Reply, agent_for, answered, follow_reply, openai_errors, wait_reply
+from ._openai_response_stream import response_events
+
+
+class ResponsesRequest(BaseModel):
+    """What is read of a request; sampling settings are the agent's spec's."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1)
+    input: str | list[dict[str, Any]]
+    previous_response_id: str | None = None
+    conversation: str | dict[str, Any] | None = None
+    instructions: str | None = None
+    tools: list[Any] | None = None
+    stream: bool = False
+
+
+def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
+    agents = door.agents
+
+    async def create(request: Request) -> Response:
+        body = parse_json(await request.body(), ResponsesRequest)
+        for refused in ("tools", "instructions"):
+            if getattr(body, refused):
+                raise HttpError(400, f"{refused}: the agent's spec decides them; send none",
+                                refused)  # fmt: skip
+        spec = agent_for(door, named, body.model)
+        owner = door.owner_of(request)
+        users, decisions = _input(body.input)
+        conversation = _conversation_id(body.conversation)
+        if conversation is not None:
+            session_id: str | None = await door.conversation(request, conversation)
+        elif body.previous_response_id is not None:
+            session_id, _ = parse_id(body.previous_response_id)
+            await door.session(request, session_id)
+        else:
+            session_id = None
+        if session_id is None:
+            if decisions or not users:
+                raise HttpError(400, "input: a new conversation begins with a user message",
+                                "input")  # fmt: skip
+            session_id = f"session-{uuid.uuid4().hex[:12]}"
+            await agents.start(spec, users[-1], session_id=session_id, history=users[:-1],
+                               owner=owner)  # fmt: skip
+            after, before = -1, 0
+        else:
+            after = await door.offset(session_id)
+            if after < 0 and body.previous_response_id is not None:
+                raise SessionNotFoundError(session_id)
+            # counted before deciding: an answer quick enough to land before the count
+            # would otherwise not be more than it
+            before = (await agents.status(session_id)).message_count if after >= 0 else 0
+            for approval_id, approve, reason in decisions:
+                await door.decide(request, session_id, approval_id, approve, reason=reason)
+            for message in users:
+                before = (await agents.converse(session_id, message, spec, owner=owner)).before
+        if body.stream:
+            steps = follow_reply(door, session_id, after, before)
+            whole = functools.partial(_response, session_id, before, body.model,
+                                      body=body, conversation=conversation)  # fmt: skip
+
+            def shaped(reply: Reply, output: list[dict[str, Any]], status: str) -> dict[str, Any]:
+                return whole(reply, output=output, status=status)
+
+            events = response_events(response_id(session_id, before), steps, shaped)
+            return EventSourceResponse(events, sep="\n", ping=15)
+        reply = await wait_reply(door, session_id, after, before)
+        if reply.ended is not None:
+            raise HttpError(502, f"the session ended: {reply.ended}")
+        return JSONResponse(_response(session_id, before, body.model, reply, body=body,
+                                      conversation=conversation))  # fmt: skip
+
+    async def retrieve(request: Request) -> Response:
+        session_id, before = parse_id(request.path_params["response_id"])
+        await door.session(request, session_id)
+        reply = await answered(agents, session_id, before)
+        pending = (await agents.status(session_id)).pending_approvals
+        reply.pending = pending
+        return JSONResponse(_response(session_id, before, "durable-agent", reply))
+
+    return [
+        Route("/v1/responses", openai_errors(create), methods=["POST"]),
+        Route("/v1/responses/{response_id}", openai_errors(retrieve)),
+    ]
+
+
+def response_id(session_id: str, before: int) -> str:
+    """A response's id: its session and the message it answers."""
+    token = base64.urlsafe_b64encode(session_id.encode()).decode().rstrip("=")
+    return f"resp_{token}.{before}"
+
+
+def parse_id(ident: str) -> tuple[str, int]:
+    token, _, number = ident.removeprefix("resp_").rpartition(".")
+    try:
+        session_id = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        return session_id, int(number)
+    except ValueError:
+        raise HttpError(404, f"no response {ident!r} here", "previous_response_id") from None
+
+
+def _conversation_id(given: str | dict[str, Any] | None) -> str | None:
+    if isinstance(given, dict):
+        found = given.get("id")
+        if not isinstance(found, str):
+            raise HttpError(400, 'conversation: {"id": ...} or an id', "conversation")
+        return found
+    return given
+
+
+Decision = tuple[str, bool, str | None]
+"""An approval answered: its id, approved or not, and why."""
+
+
+def _input(given: str | list[dict[str, Any]]) -> tuple[list[UserMessage], list[Decision]]:
+    """The user messages and the approval answers a request brings."""
+    if isinstance(given, str):
+        return [UserMessage(content=given)], []
+    users: list[UserMessage] = []
+    decisions: list[Decision] = []
+    for k, item in enumerate(given):
+        kind = item.get("type", "message")
+        if kind == "mcp_approval_response":
+            approval_id, approve = item.get("approval_request_id"), item.get("approve")
+            if not isinstance(approval_id, str) or not isinstance(approve, bool):
+                raise HttpError(400, f"input.{k}: approval_request_id and approve are needed",
+                                f"input.{k}")  # fmt: skip
+            reason = item.get("reason")
+            decisions.append((approval_id, approve, reason if isinstance(reason, str) else None))
+        elif kind == "message" and item.get("role") == "user":
+            users.append(UserMessage(content=_text(item.get("content"), k)))
+        else:
+            raise HttpError(400, f"input.{k}: user messages and mcp_approval_response only "
+                            "(the session keeps the rest)", f"input.{k}")  # fmt: skip
+    return users, decisions
+
+
+def _text(content: Any, k: int) -> str:
+    if isinstance(content, str) and content.strip():
+        return content
+    if isinstance(content, list):
+        text = " ".join(p.get("text", "") for p in content
+                        if isinstance(p, dict) and p.get("type") == "input_text")  # fmt: skip
+        if text.strip():
+            return text
+    raise HttpError(400, f"input.{k}: a user message with text", f"input.{k}")
+
+
+def _response(
+    session_id: str,
+    before: int,
+    model: str,
+    reply: Reply,
+    *,
+    body: ResponsesRequest | None = None,
+    conversation: str | None = None,
+    output: list[dict[str, Any]] | None = None,
+    status: str = "completed",
+) -> dict[str, Any]:
+    """The response object: ``output`` as given (a stream's items), else the answer's
+    text and the calls waiting for a person."""
+    ident = response_id(session_id, before)
+    if output is not None:
+        return _envelope(ident, model, reply, output, status, body, conversation, session_id)
+    output = []
+    if reply.text:
+        output.append({"type": "message", "id": f"msg_{ident[5:]}", "status": "completed",
+                       "role": "assistant",
+                       "content": [{"type": "output_text", "text": reply.text,
+                                    "annotations": []}]})  # fmt: skip
+    for p in reply.pending:
+        output.append({"type": "mcp_approval_request", "id": p.approval_id,
+                       "name": p.tool_name, "arguments": p.arguments,
+                       "server_label": "durable-agent"})  # fmt: skip
+    return _envelope(ident, model, reply, output, status, body, conversation, session_id)
+
+
+def _envelope(
+    ident: str,
+    model: str,
+    reply: Reply,
+    output: list[dict[str, Any]],
+    status: str,
+    body: ResponsesRequest | None,
+    conversation: str | None,
+    session_id: str,
+) -> dict[str, Any]:
+    usage = reply.usage
+    return {
+        "id": ident,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "model": model,
+        "output": output,
+        "usage": {"input_tokens": usage.prompt_tokens or 0,
+                  "output_tokens": usage.completion_tokens or 0,
+                  "total_tokens": usage.total_tokens or 0,
+                  "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens_details": {"reasoning_tokens": 0}},
+        "previous_response_id": body.previous_response_id if body else None,
+        "conversation": {"id": conversation} if conversation else None,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "durable_agent": {"session_id": session_id},
+    }  # fmt: skip

@@ -1,0 +1,47 @@
+"""A reply's text as one delta when it was not streamed, for the doors that speak in
+deltas (OpenAI chat and Responses streams, AG-UI).
+
+The log streams a model's text as ``text_delta`` events, but not always: a session may
+turn deltas off (``live_deltas``), and a reply hook keeps them back (readers would see
+the text before the rewrite). The reply's text is then only in its own
+``message_appended`` event. A door reading the log through ``whole_replies`` gets
+that text (and reasoning) as one delta just before the message, so its client shows
+the answer either way. The session's own event stream is left as the log has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from durable_agent.core import (
+    AssistantMessage,
+    AttemptRestarted,
+    LiveEvent,
+    MessageAppended,
+    ModelStarted,
+    ReasoningDelta,
+    TextDelta,
+)
+
+
+async def whole_replies(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveEvent]:
+    """``events``, with a delta made up for each part of a reply that was not streamed
+    (at the offset before the reply's, so a reader resuming after it sees it again).
+    Only the reply to a model call seen starting: the messages a run announces from an
+    earlier one (a resumed or continued session) are not answers being given now."""
+    turn, calling, text, reasoning = 0, False, False, False
+    async for event in events:
+        if isinstance(event, ModelStarted | AttemptRestarted):
+            turn, calling, text, reasoning = event.turn, True, False, False
+        elif isinstance(event, TextDelta):
+            text = True
+        elif isinstance(event, ReasoningDelta):
+            reasoning = True
+        elif isinstance(event, MessageAppended) and isinstance(event.message, AssistantMessage):
+            reply, at = event.message, max(event.offset - 1, 0)
+            if calling and reply.reasoning and not reasoning:
+                yield ReasoningDelta(offset=at, turn=turn, text=reply.reasoning)
+            if calling and reply.content and not text:
+                yield TextDelta(offset=at, turn=turn, text=reply.content)
+            calling = False
+        yield event

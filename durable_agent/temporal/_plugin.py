@@ -1,0 +1,214 @@
+"""``DurableAgentPlugin``: durable-agent as one Temporal plugin.
+
+Pass it to ``Client.connect(plugins=[...])`` and every worker made from that client runs
+sessions: the plugin sets the pydantic data converter (keeping any payload codec the
+client has), registers ``AgentWorkflow`` and its activities with the worker's tools,
+adds the activities' log and metrics interceptor, and passes the pure modules through
+the workflow sandbox. Passed to ``Worker(plugins=[...])`` alone, it gives the worker a
+client with that converter too. ``Replayer(plugins=[...])`` replays sessions with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+import temporalio.client
+from temporalio.converter import DataConverter, ExternalStorage
+from temporalio.plugin import SimplePlugin
+
+from durable_agent.activities import MessageSink
+from durable_agent.activities.admission import AdmissionActivities
+from durable_agent.activities.approvals import ApprovalActivities
+from durable_agent.activities.evals import EvalActivities
+from durable_agent.activities.model import ModelActivities
+from durable_agent.activities.observing import ObservingInterceptor
+from durable_agent.activities.resumption import ResumptionActivities
+from durable_agent.activities.tools import ToolActivities
+from durable_agent.activities.transcript_store import TranscriptStore
+from durable_agent.agents import Agent, with_agents
+from durable_agent.capabilities import Capabilities
+from durable_agent.core import (
+    EVAL_WORKFLOW,
+    LIMITER_WORKFLOW,
+    WORKFLOW_NAME,
+    ApproverKeys,
+    SecretProvider,
+    load_tokenizers,
+)
+from durable_agent.payloads import LeanPayloadConverter, lean_data_converter, with_payload_storage
+from durable_agent.providers import ProviderClient
+from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.workflows import AgentWorkflow
+from durable_agent.workflows.evals import EvalWorkflow
+from durable_agent.workflows.limiter import EndpointLimiter
+
+from ._sandbox import sandboxing_ours, with_pure_modules
+
+PLUGIN_NAME = "durable-agent"
+#: Activity slots the completion of a workflow task may reserve for the activities it
+#: schedules, which then start on this worker with the server's answer (eager) rather
+#: than through the task queue. A batch of up to this many tool calls (most a model asks
+#: for at once) starts together and ends close together: its results reach the
+#: workflow in fewer tasks, and the server matches none of them. temporalio's own
+#: default is 3: a batch of four had its fourth call polled for, and its result
+#: mostly came back in a workflow task of its own.
+EAGER_ACTIVITIES = 10
+#: temporalio's default, which a worker given no other value has.
+SDK_EAGER_ACTIVITIES = 3
+#: The workflows the plugin registers, by name (``sandboxed=False``: see ``sandbox``).
+OUR_WORKFLOWS = (WORKFLOW_NAME, LIMITER_WORKFLOW, EVAL_WORKFLOW)
+log = structlog.get_logger("durable_agent.worker")
+
+
+def with_pydantic(existing: DataConverter | None) -> DataConverter:
+    """The pydantic payload converter that leaves out the nulls of durable-agent's
+    models (``lean_payloads``), keeping whatever else ``existing`` set (a payload codec,
+    a failure converter)."""
+    if existing is None:
+        return lean_data_converter
+    if existing.payload_converter_class is LeanPayloadConverter:
+        return existing
+    return dataclasses.replace(existing, payload_converter_class=LeanPayloadConverter)
+
+
+class DurableAgentPlugin(SimplePlugin):
+    """Everything a Temporal client and worker need to run durable-agent sessions.
+
+    ``registry``: the worker's tools (default: every ``@tool`` imported); ``provider``:
+    the HTTP client for model calls; ``transcripts``: the store model calls read the
+    array from (default: an in-process cache); ``secrets`` resolves
+    ``{{secret:NAME}}`` (default: the worker's environment); ``approver_keys`` checks
+    signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``). ``preload_tokenizers``
+    loads the installed tokenizers now, as context budgets that count with one need.
+    ``capabilities``: what sessions may use, by name (model endpoints, MCP servers,
+    OpenAPI services, secrets, task queues) and what else a spec may carry (default:
+    the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
+    agents written in Python whose endpoints and MCP servers the worker registers;
+    ``payload_storage``: where payloads over its threshold go, history keeping a
+    reference (``durable_agent.payloads._storage``; every client and worker of the
+    namespace needs the same); ``message_log``: a sink given every message of the
+    sessions the worker serves, once each (``durable_agent.activities.message_sinks``);
+    ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
+    quarter more worker CPU under load; by default they run outside it, their determinism checked by
+    replaying recorded histories in the sandbox: ``durable_agent.temporal._sandbox``).
+    ``eager_activities``: activity slots a workflow task may reserve for what it
+    schedules (``EAGER_ACTIVITIES``), for a worker given no value of its own for
+    ``max_eager_activity_reservations_per_workflow_task``."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry | None = None,
+        provider: ProviderClient | None = None,
+        transcripts: TranscriptStore | None = None,
+        secrets: SecretProvider | None = None,
+        approver_keys: ApproverKeys | None = None,
+        preload_tokenizers: bool = True,
+        capabilities: Capabilities | None = None,
+        agents: Sequence[Agent[Any]] = (),
+        payload_storage: ExternalStorage | None = None,
+        message_log: MessageSink | None = None,
+        sandboxed: bool = False,
+        eager_activities: int = EAGER_ACTIVITIES,
+    ) -> None:
+        if eager_activities < 1:
+            raise ValueError(
+                f"eager_activities must be at least 1, not {eager_activities} "
+                "(a worker turns eager activities off with disable_eager_activity_execution)"
+            )
+        self._payload_storage = payload_storage
+        self._sandboxed = sandboxed
+        self._eager_activities = eager_activities
+        capabilities = with_agents(capabilities or Capabilities(), agents)
+        warning = capabilities.policy.warning()
+        if warning:  # loud on purpose: the starter of a session now owns the machine
+            print(warning, file=sys.stderr, flush=True)
+            log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
+        if preload_tokenizers:
+            load_tokenizers()  # context budgets count tokens in workflow code: no file reads
+        transcripts = transcripts or TranscriptStore()
+        registry = default_registry if registry is None else registry
+        model = ModelActivities(
+            provider,
+            transcripts,
+            capabilities=capabilities,
+            message_log=message_log,
+            registry=registry,
+        )
+        tools = ToolActivities(registry, transcripts, secrets, capabilities)
+        admission = AdmissionActivities(capabilities, message_log=message_log is not None)
+        approvals = ApprovalActivities(registry, approver_keys)
+        resumption = ResumptionActivities(transcripts)
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=self._converter,
+            interceptors=[ObservingInterceptor()],
+            workflows=[AgentWorkflow, EndpointLimiter, EvalWorkflow],
+            activities=[
+                admission.admit_session,
+                admission.check_tool_routes,
+                model.call_model,
+                model.store_transcript,
+                model.load_transcript,
+                model.reply_calls,
+                resumption.closed_conversation,
+                resumption.forked_conversation,
+                resumption.started_conversation,
+                EvalActivities().score_case,
+                tools.resolve_tools,
+                approvals.check_approvals,
+                approvals.describe_calls,
+                approvals.verify_approver_tokens,
+                approvals.notify_escalation,
+                tools.run_tool,
+                tools.check_guardrails,
+                tools.list_remote_tools,
+                model.summarise_context,
+            ],
+            workflow_runner=with_pure_modules,
+        )
+
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        return with_payload_storage(with_pydantic(existing), self._payload_storage)
+
+    def configure_worker(
+        self, config: temporalio.worker.WorkerConfig
+    ) -> temporalio.worker.WorkerConfig:
+        """As ``SimplePlugin`` does, and a client with the pydantic converter when the
+        worker's client was made without this plugin; ``eager_activities`` slots a
+        workflow task may reserve, unless the worker was given its own number."""
+        config = super().configure_worker(config)
+        eager = config.get("max_eager_activity_reservations_per_workflow_task")
+        if eager in (None, SDK_EAGER_ACTIVITIES):
+            config["max_eager_activity_reservations_per_workflow_task"] = self._eager_activities
+        if self._sandboxed:
+            runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
+        client = config["client"]
+        current = client.data_converter
+        wanted = self._converter(current)
+        if wanted is not current:
+            settings = client.config()
+            settings["data_converter"] = wanted
+            config["client"] = temporalio.client.Client(**settings)
+        return config
+
+    def configure_replayer(
+        self, config: temporalio.worker.ReplayerConfig
+    ) -> temporalio.worker.ReplayerConfig:
+        """As ``SimplePlugin`` does, with durable-agent's workflows in the sandbox when
+        ``sandboxed``."""
+        config = super().configure_replayer(config)
+        if self._sandboxed:
+            runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
+            config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
+        return config
+
+
+def has_plugin(client: temporalio.client.Client) -> bool:
+    """Whether ``client`` was made with a ``DurableAgentPlugin`` (its workers get it)."""
+    return any(isinstance(p, DurableAgentPlugin) for p in client.config().get("plugins", []))

