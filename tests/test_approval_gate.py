@@ -41,7 +41,7 @@ from durable_agent.session import (
 )
 from durable_agent.testing import assistant_calls
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
-from tests.support.session_driver import Approver, SessionDriver
+from tests.support.local_run import Approver, LocalRun
 
 
 def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
@@ -57,17 +57,17 @@ def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
 
 def drive(
     spec: AgentSpec, batch: list[Call], approver: Approver, **kw: Any
-) -> tuple[SessionDriver, list[tuple[str, dict[str, Any]]]]:
+) -> tuple[LocalRun, list[tuple[str, dict[str, Any]]]]:
     ran: list[tuple[str, dict[str, Any]]] = []
     notices: list[Any] = []
     answer = batch_then_text(batch)
-    driver = SessionDriver(
+    driver = LocalRun(
         spec, payments_registry(ran, notices), lambda body: answer(body["messages"]), approver, **kw
     )
     return driver, ran
 
 
-def results(driver: SessionDriver) -> list[ToolMessage]:
+def results(driver: LocalRun) -> list[ToolMessage]:
     return [m for m in driver.session.messages if isinstance(m, ToolMessage)]
 
 
@@ -249,13 +249,11 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
             ApprovalSignal(approval_id="turn9-call9"),
             ApprovalSignal(approval_id=pending.approval_id, always="matching"),
         ]
-        seen.extend(session.decisions.decision_problem(s, "approved") for s in bad)
+        seen.extend(session.decision_problem(s, "approved") for s in bad)
         seen.append(
-            session.decisions.decision_problem(
-                ApprovalSignal(approval_id=pending.approval_id), "responded"
-            )
+            session.decision_problem(ApprovalSignal(approval_id=pending.approval_id), "responded")
         )
-        assert session.decisions.decision_arrived(bad[0], "approved", driver.now) is not None
+        assert session.decision_arrived(bad[0], "approved", driver.clock) is not None
         return "approved"
 
     driver, ran = drive(payments_spec(), [("transfer", {"to": "ann", "amount": 1})], approver)
@@ -266,7 +264,7 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
     assert seen[3] is not None and "needs at least one test" in seen[3]
     assert seen[4] is not None and "give the tool's result as content" in seen[4]
     assert ran == [("transfer", {"to": "ann", "amount": 1})]  # as the model asked
-    assert "amount: 'lots'" in driver.session.state.rejected_signals[0]
+    assert "amount: 'lots'" in driver.session.status().rejected_signals[0]
 
 
 async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
@@ -300,12 +298,9 @@ async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
     assert third is not None and third.decision == "denied"
     [grant] = driver.session.status().grants
     assert (grant.tool, str(grant.matching[0])) == ("transfer", "$.amount <= 100")
-    unknown = driver.session.decisions.revoke_problem(RevokeGrantSignal(grant_id="grant-7"))
+    unknown = driver.session.revoke_problem(RevokeGrantSignal(grant_id="grant-7"))
     assert unknown == "revoke 'grant-7': no such grant (grants: grant-1)"
-    assert (
-        driver.session.decisions.revoke_requested(RevokeGrantSignal(grant_id="grant-1", by="ops"))
-        is None
-    )
+    assert driver.session.revoke_requested(RevokeGrantSignal(grant_id="grant-1", by="ops")) is None
     assert driver.session.status().grants == []
 
 
@@ -333,7 +328,7 @@ async def test_one_always_decision_approves_a_whole_waiting_batch_in_request_ord
     assert all(r is not None and r.grant == "grant-1" and r.by == "ops" for r in records)
     # the person's own decision on the first call, the grant's on the others
     assert [r.reason for r in records if r is not None] == ["ok"] + [None] * 59
-    assert driver.session.state.pending == [] and driver.session.state.decisions == {}
+    assert driver.session.asked() == [] and driver.session.decided() == {}
 
 
 async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signature() -> None:
@@ -372,12 +367,12 @@ async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signatu
             ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve")),
         ]
         for signal in attempts:
-            refused.append(session.decisions.decision_arrived(signal, "approved", driver.now))
+            refused.append(session.decision_arrived(signal, "approved", driver.clock))
         return "approved", ApprovalSignal(approval_id=aid, token=token(alice))
 
     driver, ran = drive(spec, [("transfer", {"to": "ann", "amount": 1})], approver, keys=keys)
     await driver.run(AgentInput(spec=driver.spec, message="pay"))
-    rejected = driver.session.state.rejected_signals
+    rejected = driver.session.status().rejected_signals
     assert refused[0] is not None and "a signed token is required" in refused[0]
     assert "mallory may not decide (approvers: alice)" in rejected[1]
     assert "signed for another call" in rejected[2]
@@ -457,18 +452,12 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
     state = SessionState(child_pending={"s-1--researcher-t1c0": [pending]})
     session = Session(payments_spec(), state)
     signed = ApprovalSignal(approval_id="researcher-t1c0/turn1-call0", token="x.y.z")
-    problem = session.decisions.decision_problem(signed, "approved")
+    problem = session.decision_problem(signed, "approved")
     assert problem is not None and "goes to its own session (s-1--researcher-t1c0" in problem
-    assert (
-        session.decisions.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC))
-        == problem
-    )
+    assert session.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC)) == problem
     assert state.forwards == []  # nothing passed on
     unsigned = signed.model_copy(update={"token": None})
-    assert (
-        session.decisions.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC))
-        is None
-    )
+    assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
     assert [f[0] for f in state.forwards] == ["s-1--researcher-t1c0"]
 
 
@@ -491,13 +480,13 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
     calls = [("lookup", {"customer": f"c{k}"}) for k in range(299)]
     session, now = _transfer_approved_by_ops(*calls)
     made: list[int] = []
-    maker = session.batch._tool_runs
+    maker = session._batch._tool_runs
 
     def counted(batch: Any) -> Callable[[int], ToolRun]:
         make = maker(batch)
         return lambda slot: (made.append(slot), make(slot))[1]
 
-    session.batch._tool_runs = counted  # type: ignore[method-assign]
+    session._batch._tool_runs = counted  # type: ignore[method-assign]
     command = session.next_command(suggested=False, now=now)
     assert isinstance(command, RunTools), command
     runs = command.groups[0]
@@ -520,9 +509,9 @@ def _transfer_approved_by_ops(*more: tuple[str, dict[str, Any]]) -> tuple[Sessio
     transfer approved by ops: its next command runs the batch."""
     driver, _ = drive(payments_spec(), [], lambda p: "approved")
     session = driver.session = Session(driver.spec, SessionState())
-    driver._resolve_tools()
-    session.start(AgentInput(spec=driver.spec, message="pay"), driver.now)
-    now = driver.now
+    session.tools_resolved(driver._resolved(session))
+    session.start(AgentInput(spec=driver.spec, message="pay"), driver.clock)
+    now = driver.clock
     assert isinstance(session.next_command(suggested=False, now=now), CallModel)
     session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1}), *more))
     command = session.next_command(suggested=False, now=now)
@@ -530,6 +519,6 @@ def _transfer_approved_by_ops(*more: tuple[str, dict[str, Any]]) -> tuple[Sessio
         command = session.next_command(suggested=False, now=now)
     assert isinstance(command, AwaitApprovals)
     signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
-    assert session.decisions.decision_arrived(signal, "approved", now) is None
-    session.batch.approvals_waited(now)
+    assert session.decision_arrived(signal, "approved", now) is None
+    session.approvals_waited(now)
     return session, now

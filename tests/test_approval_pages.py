@@ -33,15 +33,17 @@ from durable_agent.session import (
     PAGE_BREAK,
     AwaitApprovals,
     CallModel,
+    Command,
+    Compatibility,
     DescribeCalls,
+    NotifyEscalation,
     Pause,
     RunTools,
     Session,
     SessionState,
 )
 from durable_agent.session import _approvals as approval_books
-from durable_agent.session import _views as views
-from durable_agent.session._commands import Command
+from durable_agent.session import _session as session_rules
 from durable_agent.testing import (
     RecordedRequest,
     ScriptedProvider,
@@ -51,7 +53,7 @@ from durable_agent.testing import (
 from durable_agent.tools import ToolRegistry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
-from tests.support.session_driver import SessionDriver
+from tests.support.local_run import LocalRun
 
 PAGE = 4
 
@@ -61,29 +63,32 @@ def pages_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(approval_books, "APPROVALS_PER_PAGE", PAGE)
 
 
-def opened(calls: list[Call], **settings: Any) -> tuple[Session, SessionDriver]:
+def opened(
+    calls: list[Call], compatibility: Compatibility | None = None, **settings: Any
+) -> tuple[Session, LocalRun, SessionState]:
     """A session whose model just asked for ``calls`` in one batch (``settings``: the
-    spec's beside its tools)."""
+    spec's beside its tools), and its state (as the workflow would carry it)."""
     transfer = {"name": "transfer", "approval_timeout_seconds": 60}
     spec = AgentSpec.model_validate(
         {"model": {"name": "m"}, "tools": [transfer, "refund", "lookup"],
          "session": {"end_after_reply": True}, **settings}
     )  # fmt: skip
-    driver = SessionDriver(spec, payments_registry([], []), lambda body: assistant_text("ok"))
-    session = driver.session = Session(spec, SessionState())
-    driver._resolve_tools()
-    session.start(AgentInput(spec=spec, message="pay"), driver.now)
-    assert isinstance(session.next_command(suggested=False, now=driver.now), CallModel)
+    driver = LocalRun(spec, payments_registry([], []), lambda body: assistant_text("ok"))
+    state = SessionState()
+    session = driver.session = Session(spec, state, compatibility)
+    session.tools_resolved(driver._resolved(session))
+    session.start(AgentInput(spec=spec, message="pay"), driver.clock)
+    assert isinstance(session.next_command(suggested=False, now=driver.clock), CallModel)
     session.model_replied(assistant_calls(*calls))
-    return session, driver
+    return session, driver, state
 
 
-def until_waiting(session: Session, driver: SessionDriver) -> list[Command]:
+def until_waiting(session: Session, driver: LocalRun) -> list[Command]:
     """The batch's commands until it waits for people or runs (describing as the
     worker does)."""
     seen: list[Command] = []
     while True:
-        command = session.next_command(suggested=False, now=driver.now)
+        command = session.next_command(suggested=False, now=driver.clock)
         seen.append(command)
         if isinstance(command, AwaitApprovals | RunTools):
             return seen
@@ -91,7 +96,7 @@ def until_waiting(session: Session, driver: SessionDriver) -> list[Command]:
         if isinstance(command, DescribeCalls):
             pairs = [(c.function.name, c.function.arguments) for c in command.calls]
             described = describe_calls(driver.registry, DescribeCallsInput(calls=pairs))
-            session.batch.calls_described(described)
+            session.calls_described(described)
 
 
 def transfers(count: int) -> list[Call]:
@@ -104,15 +109,15 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     none after one an activity ended (its descriptions); each page opens only its own
     approvals; the wait is for all ten, in request order."""
     calls = transfers(5) + [("refund", {"invoice": k}) for k in range(5)]
-    session, driver = opened(calls)
+    session, driver, state = opened(calls)
     opened_at: list[int] = []
     commands: list[Command] = []
     while not commands or not isinstance(commands[-1], AwaitApprovals):
-        command = session.next_command(suggested=False, now=driver.now)
-        opened_at.append(len(session.state.pending))
+        command = session.next_command(suggested=False, now=driver.clock)
+        opened_at.append(len(state.pending))
         commands.append(command)
         if isinstance(command, DescribeCalls):
-            session.batch.calls_described([f"refund {c.function.arguments}" for c in command.calls])
+            session.calls_described([f"refund {c.function.arguments}" for c in command.calls])
     kinds = [type(c).__name__ for c in commands]
     assert kinds == ["Pause", "DescribeCalls", "DescribeCalls", "AwaitApprovals"]
     assert commands[0] == Pause(PAGE_BREAK)
@@ -125,8 +130,8 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     last = commands[-1]
     assert isinstance(last, AwaitApprovals)
     assert last.ids == [f"turn1-call{k}" for k in range(10)]
-    assert [p.slot for p in session.state.pending] == list(range(10))
-    refund = session.approvals.find("turn1-call6")
+    assert [p.slot for p in state.pending] == list(range(10))
+    refund = session.approvals_by_id().get("turn1-call6")
     assert refund is not None and refund.described_arguments == 'refund {"invoice": 1}'
 
 
@@ -135,21 +140,20 @@ def test_one_always_approves_the_rest_a_page_a_task_and_they_run_once() -> None:
     """One "always" over ten waiting calls: its own page decided with it, the rest a page
     each after a timer, the decisions taken into the batch a page a task; then all ten
     run, each approved by the grant."""
-    session, driver = opened(transfers(10))
+    session, driver, state = opened(transfers(10))
     assert isinstance(until_waiting(session, driver)[-1], AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    assert session.decisions.decision_arrived(always, "approved", driver.now) is None
-    state = session.state
+    assert session.decision_arrived(always, "approved", driver.clock) is None
     assert len(state.decisions) == PAGE and state.sweeps == {"grant-1": PAGE}
-    assert session.decisions.approval_wait_over(False)  # the wait ends for the next page
-    now = driver.now
-    session.batch.approvals_waited(now)  # not all decided: the batch stays open
+    assert session.approval_wait_over(False)  # the wait ends for the next page
+    now = driver.clock
+    session.approvals_waited(now)  # not all decided: the batch stays open
     decided = []
     while not isinstance(command := session.next_command(suggested=False, now=now), AwaitApprovals):
         assert command == Pause(PAGE_BREAK)
         decided.append(len(state.decisions))
     assert decided == [8, 10] and not state.sweeps
-    session.batch.approvals_waited(driver.now)  # the first page taken into the batch
+    session.approvals_waited(driver.clock)  # the first page taken into the batch
     assert len(state.pending) == 10 - PAGE
     taken = []
     while isinstance(command := session.next_command(suggested=False, now=now), Pause):
@@ -165,15 +169,15 @@ def test_one_always_approves_the_rest_a_page_a_task_and_they_run_once() -> None:
 def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None:
     """The grant arrives after the first page was asked: the later pages' calls are
     approved by it as the gate judges them, never asked."""
-    session, driver = opened(transfers(10))
-    assert session.next_command(suggested=False, now=driver.now) == Pause(PAGE_BREAK)
+    session, driver, state = opened(transfers(10))
+    assert session.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    assert session.decisions.decision_arrived(always, "approved", driver.now) is None
-    assert len(session.state.decisions) == PAGE and not session.state.sweeps
+    assert session.decision_arrived(always, "approved", driver.clock) is None
+    assert len(state.decisions) == PAGE and not state.sweeps
     command = until_waiting(session, driver)[-1]
-    assert isinstance(command, AwaitApprovals) and len(session.state.pending) == PAGE
-    session.batch.approvals_waited(driver.now)
-    command = session.next_command(suggested=False, now=driver.now)
+    assert isinstance(command, AwaitApprovals) and len(state.pending) == PAGE
+    session.approvals_waited(driver.clock)
+    command = session.next_command(suggested=False, now=driver.clock)
     assert isinstance(command, RunTools)
     runs = [run for group in command.groups for run in group]
     assert [r.slot for r in runs] == list(range(10))
@@ -184,21 +188,22 @@ def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None
 def test_a_grants_sweep_goes_on_after_continue_as_new() -> None:
     """The run hands over with the grant's sweep one page in: the next run asks nobody
     again, and the sweep approves the rest."""
-    session, driver = opened(transfers(10))
+    session, driver, _ = opened(transfers(10))
     until_waiting(session, driver)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decisions.decision_arrived(always, "approved", driver.now)
+    session.decision_arrived(always, "approved", driver.clock)
     carried = ContinuedInput(spec=session.spec, carried=session.for_next_run())
     again = ContinuedInput.model_validate_json(carried.model_dump_json())
     assert again.carried.sweeps == {"grant-1": PAGE}
-    next_run = Session(again.spec, again.carried)
-    asked_before = [p.requested_at for p in next_run.state.pending]
+    next_state = again.carried
+    next_run = Session(again.spec, next_state)
+    asked_before = [p.requested_at for p in next_state.pending]
     commands = until_waiting(next_run, driver)
     assert [type(c).__name__ for c in commands].count("AwaitApprovals") == 1
-    assert [p.requested_at for p in next_run.state.pending] == asked_before  # none anew
-    while not next_run.approvals.all_decided([f"turn1-call{k}" for k in range(10)]):
-        assert next_run.next_command(suggested=False, now=driver.now) == Pause(PAGE_BREAK)
-    assert all(r.grant == "grant-1" for r in next_run.state.decisions.values())
+    assert [p.requested_at for p in next_state.pending] == asked_before  # none anew
+    while not next_run.all_decided([f"turn1-call{k}" for k in range(10)]):
+        assert next_run.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
+    assert all(r.grant == "grant-1" for r in next_state.decisions.values())
 
 
 @pytest.mark.usefixtures("pages_of_four")
@@ -206,57 +211,57 @@ def test_deadlines_that_pass_together_are_decided_a_page_a_task() -> None:
     """Ten deadlines pass at once: a page of defaults at a time (the workflow waits a
     timer between); with an escalation, a page of first deadlines extended at a time,
     each page's second group told before the next."""
-    session, driver = opened(transfers(10))
+    session, driver, state = opened(transfers(10))
     until_waiting(session, driver)
-    ids, later = [f"turn1-call{k}" for k in range(10)], driver.now + timedelta(seconds=61)
-    default = session.batch.timeout_decision
-    pages = [session.approvals.apply_defaults(ids, default, later) for _ in range(3)]
-    assert pages == [True, True, False] and session.approvals.all_decided(ids)
-    assert {r.decision for r in session.state.decisions.values()} == {"denied"}
-    assert all(r.timed_out for r in session.state.decisions.values())
+    ids, later = [f"turn1-call{k}" for k in range(10)], driver.clock + timedelta(seconds=61)
+    pages = [session.deadlines_passed(ids, later) for _ in range(3)]
+    assert pages == [True, True, False] and session.all_decided(ids)
+    assert {r.decision for r in state.decisions.values()} == {"denied"}
+    assert all(r.timed_out for r in state.decisions.values())
 
     escalation = {"extend_seconds": 600, "notify": ["oncall"], "notifier": "page_oncall"}
-    session, driver = opened(transfers(10), approvals={"escalation": escalation})
+    session, driver, state = opened(transfers(10), approvals={"escalation": escalation})
     until_waiting(session, driver)
-    assert session.approvals.apply_defaults(ids, default, later)
-    assert len(session.state.to_notify) == PAGE and not session.state.decisions
-    notice = session.decisions.escalations()
-    assert notice is not None and [p.slot for p in notice.approvals] == [0, 1, 2, 3]
-    assert session.decisions.approval_wait_over(False)  # told before the next page
-    session.decisions.escalation_sent()
-    assert session.approvals.apply_defaults(ids, default, later)
-    assert not session.approvals.apply_defaults(ids, default, later)
-    assert [p.escalated_to for p in session.state.pending] == [["oncall"]] * 10
+    assert session.deadlines_passed(ids, later)
+    assert len(state.to_notify) == PAGE and not state.decisions
+    command = session.next_command(suggested=False, now=later)
+    assert isinstance(command, NotifyEscalation)
+    assert [p.slot for p in command.notice.approvals] == [0, 1, 2, 3]
+    assert session.approval_wait_over(False)  # told before the next page
+    session.escalation_sent()
+    assert session.deadlines_passed(ids, later)
+    assert not session.deadlines_passed(ids, later)
+    assert [p.escalated_to for p in state.pending] == [["oncall"]] * 10
 
 
 def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
     """At most a page (the real one): no timer, and one "always" decides the rest in
     the task its decision arrives in, as before pages."""
-    session, driver = opened(transfers(approval_books.APPROVALS_PER_PAGE))
-    assert isinstance(session.next_command(suggested=False, now=driver.now), AwaitApprovals)
+    session, driver, state = opened(transfers(approval_books.APPROVALS_PER_PAGE))
+    assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decisions.decision_arrived(always, "approved", driver.now)
-    assert len(session.state.decisions) == approval_books.APPROVALS_PER_PAGE
-    assert not session.state.sweeps
-    session.batch.approvals_waited(driver.now)
-    assert isinstance(session.next_command(suggested=False, now=driver.now), RunTools)
+    session.decision_arrived(always, "approved", driver.clock)
+    assert len(state.decisions) == approval_books.APPROVALS_PER_PAGE
+    assert not state.sweeps
+    session.approvals_waited(driver.clock)
+    assert isinstance(session.next_command(suggested=False, now=driver.clock), RunTools)
 
 
 def test_a_run_recorded_before_pages_does_a_large_batch_at_once(pages_of_four: None) -> None:
     """The workflow's patch says no (a history from before pages): ten calls are asked
     in one go and one grant decides them all, no timer between."""
-    session, driver = opened(transfers(10))
     asked: list[int] = []
 
     def before_pages() -> bool:
         asked.append(1)
         return False
 
-    session.approvals.paged = before_pages
-    assert isinstance(session.next_command(suggested=False, now=driver.now), AwaitApprovals)
+    compatibility = Compatibility(approvals_in_pages=before_pages)
+    session, driver, state = opened(transfers(10), compatibility)
+    assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decisions.decision_arrived(always, "approved", driver.now)
-    assert len(session.state.decisions) == 10 and not session.state.sweeps and asked
+    session.decision_arrived(always, "approved", driver.clock)
+    assert len(state.decisions) == 10 and not state.sweeps and asked
 
 
 noted: list[int] = []
@@ -281,7 +286,7 @@ async def test_a_batch_over_a_page_on_the_real_server(
     between pages (each of ``PAGE_BREAK``). The client reads the waiting calls a page a
     query; ``status`` lists the first of them and counts all."""
     monkeypatch.setattr(client_module, "PENDING_PAGE", 100)
-    monkeypatch.setattr(views, "STATUS_PENDING_SHOWN", 100)
+    monkeypatch.setattr(session_rules, "STATUS_PENDING_SHOWN", 100)
     noted.clear()
     script = [assistant_calls(*[("note", {"n": n}) for n in range(CALLS)]), assistant_text("ok")]
     with ScriptedProvider(script) as provider:

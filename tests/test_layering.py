@@ -25,7 +25,7 @@ def test_workflow_code_never_loads_an_http_client() -> None:
 
 
 def test_the_session_core_loads_no_temporalio() -> None:
-    loaded = loaded_by("durable_agent.session._core")
+    loaded = loaded_by("durable_agent.session._session")
     assert "durable_agent.session._batch" in loaded, "the import did happen"
     assert not [m for m in loaded if m.split(".")[0] in ("temporalio", "httpx")], loaded
 

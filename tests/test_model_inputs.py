@@ -7,6 +7,7 @@ words, with the answer validated either way."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +15,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
 from durable_agent.client import MessageRefusedError
-from durable_agent.core import AgentInput, ModelInputs, TextPart, UserMessage
+from durable_agent.core import (
+    AgentInput,
+    ModelInputs,
+    MoveToAgentSignal,
+    TextPart,
+    UserMessage,
+)
 from durable_agent.core._messages import audio_part, image_part
 from durable_agent.core._model_inputs import fit_to_model
 from durable_agent.session import Session, SessionState
@@ -171,10 +178,11 @@ def test_in_a_swarm_the_answering_agents_model_decides_what_is_refused() -> None
         {"model": {"name": "seeing-model"}, "swarm": swarm_section(model=blind)}
     )
     session = Session(spec, SessionState())
-    assert session.requests.message_problem(picture("look")) is None  # triage sees
-    assert session.swarm is not None
-    session.swarm.go_to("billing")
-    problem = session.requests.message_problem(picture("look"))
+    assert session.message_problem(picture("look")) is None  # triage sees
+    assert session.move_requested(MoveToAgentSignal(agent="billing", by="ops")) is None
+    session.next_command(suggested=False, now=datetime(2026, 1, 1, tzinfo=UTC))  # it moves
+    assert session.agent_name == "billing"
+    problem = session.message_problem(picture("look"))
     assert problem == "send_message: the model takes no images"
 
 

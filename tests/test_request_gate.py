@@ -29,30 +29,36 @@ def session(**approvals: Any) -> Session:
     return Session(spec, SessionState())
 
 
+def limit(session: Session) -> int | None:
+    budget = session.status().budget
+    assert budget is not None
+    return budget.max_total_tokens
+
+
 def test_a_move_to_an_agent_whose_handoffs_are_refused_is_refused() -> None:
     open_to_all = session()
-    problem = open_to_all.requests.move_requested(MoveToAgentSignal(agent="vault", by="ops"))
+    problem = open_to_all.move_requested(MoveToAgentSignal(agent="vault", by="ops"))
     assert problem is not None and "handing over to vault is refused" in problem
-    assert open_to_all.state.move is None
-    assert open_to_all.requests.move_requested(MoveToAgentSignal(agent="billing")) is None
-    assert open_to_all.state.move is not None
+    assert open_to_all.status().move_pending is None
+    assert open_to_all.move_requested(MoveToAgentSignal(agent="billing")) is None
+    assert open_to_all.status().move_pending is not None
 
 
 def test_with_approvers_moves_and_raises_are_theirs_alone() -> None:
     guarded = session(approvers=["alice"])
     for by in (None, "mallory", "alice"):  # unsigned names prove nothing under a list
-        problem = guarded.requests.move_requested(MoveToAgentSignal(agent="billing", by=by))
+        problem = guarded.move_requested(MoveToAgentSignal(agent="billing", by=by))
         assert problem is not None and "a signed token is required" in problem
-    assert guarded.state.move is None
-    raised = guarded.requests.budget_changed(BudgetSignal(max_total_tokens=10**6, by="alice"))
+    assert guarded.status().move_pending is None
+    raised = guarded.budget_changed(BudgetSignal(max_total_tokens=10**6, by="alice"))
     assert raised is not None and "set_budget (a raise)" in raised
-    assert guarded.budget.limits().max_total_tokens == 1000
-    lowered = guarded.requests.budget_changed(BudgetSignal(max_total_tokens=500, by="mallory"))
-    assert lowered is None and guarded.budget.limits().max_total_tokens == 500
+    assert limit(guarded) == 1000
+    lowered = guarded.budget_changed(BudgetSignal(max_total_tokens=500, by="mallory"))
+    assert lowered is None and limit(guarded) == 500
 
     trusting = session(approvers=["alice"], accept_unsigned=True)
-    stranger = trusting.requests.move_requested(MoveToAgentSignal(agent="billing", by="mallory"))
+    stranger = trusting.move_requested(MoveToAgentSignal(agent="billing", by="mallory"))
     assert stranger is not None and "mallory may not decide (approvers: alice)" in stranger
-    assert trusting.requests.move_requested(MoveToAgentSignal(agent="billing", by="alice")) is None
-    assert trusting.requests.budget_changed(BudgetSignal(max_total_tokens=5000, by="alice")) is None
-    assert trusting.budget.limits().max_total_tokens == 5000
+    assert trusting.move_requested(MoveToAgentSignal(agent="billing", by="alice")) is None
+    assert trusting.budget_changed(BudgetSignal(max_total_tokens=5000, by="alice")) is None
+    assert limit(trusting) == 5000

@@ -31,7 +31,7 @@ from tests.support.agent_harness import (
     start_session,
 )
 from tests.support.histories import activity_results
-from tests.support.session_driver import SessionDriver
+from tests.support.local_run import LocalRun
 
 registry = ToolRegistry()
 
@@ -71,7 +71,7 @@ async def drive(
     provider: Any = _NoProvider()
     built = spec_for(provider, ["get_weather"], instructions="Be brief.", **spec)
     built = built.model_copy(update={"model": built.model.model_copy(update={"stream": False})})
-    driver = SessionDriver(built, registry, lambda body: next(answers))
+    driver = LocalRun(built, registry, lambda body: next(answers))
     result = await driver.run(AgentInput(spec=built, message="weather in Oslo?"))
     return result, list(driver.session.messages), driver.requests
 

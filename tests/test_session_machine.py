@@ -106,8 +106,10 @@ class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.now = datetime(2026, 1, 1, tzinfo=UTC)
-        self.session = Session(SPEC, SessionState())
-        assert self.session.toolbox.resolved(ResolveToolsResult(tools=resolved_tools())) is None
+        self.state = SessionState()
+        """The session's state, as the workflow carries it (the test reads it)."""
+        self.session = Session(SPEC, self.state)
+        assert self.session.tools_resolved(ResolveToolsResult(tools=resolved_tools())) is None
         self.session.start(AgentInput(spec=SPEC, message="hello"), self.now)
         self.accepted: list[str] = ["hello"]
         self.decided: set[str] = set()
@@ -122,13 +124,13 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule(text=st.sampled_from(["", "more please", "x" * 10, "and again"]))
     def send_message(self, text: str) -> None:
-        before = len(self.session.state.rejected_signals)
-        rejection = self.session.requests.message_arrived(UserMessage(content=text), self.now)
+        before = len(self.state.rejected_signals)
+        rejection = self.session.message_arrived(UserMessage(content=text), self.now)
         if rejection is None:
             self.accepted.append(text)
         else:
-            assert len(self.session.state.rejected_signals) == min(before + 1, 50)
-            assert text == "" or self.session.state.ending is not None
+            assert len(self.state.rejected_signals) == min(before + 1, 50)
+            assert text == "" or self.state.ending is not None
 
     @precondition(lambda self: not self.finished)
     @rule(
@@ -136,8 +138,8 @@ class SessionMachine(RuleBasedStateMachine):
         decision=st.sampled_from(["approved", "denied", "responded", "always"]),
     )
     def decide(self, pick: int, decision: Any) -> None:
-        pending = self.session.approvals.undecided()
-        known = [p.approval_id for p in self.session.state.pending]
+        pending = self.session.undecided()
+        known = [p.approval_id for p in self.state.pending]
         ids = [*known, "turn99-call9"]  # decided ones again, and one nobody asked for
         aid = ids[pick % len(ids)]
         signal = ApprovalSignal(approval_id=aid, by="machine")
@@ -145,7 +147,7 @@ class SessionMachine(RuleBasedStateMachine):
             signal = signal.model_copy(update={"content": f"answered {aid}"})
         if decision == "always":  # and grants the tool's later calls
             signal, decision = signal.model_copy(update={"always": "tool"}), "approved"
-        rejection = self.session.decisions.decision_arrived(signal, decision, self.now)
+        rejection = self.session.decision_arrived(signal, decision, self.now)
         if rejection is None and any(p.approval_id == aid for p in pending):
             self.decided.add(aid)
         if any(p.approval_id == aid for p in pending):
@@ -156,7 +158,7 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule()
     def end(self) -> None:
-        self.session.requests.end_requested(EndSessionSignal(by="machine"))
+        self.session.end_requested(EndSessionSignal(by="machine"))
 
     @precondition(lambda self: not self.finished)
     @rule()
@@ -166,7 +168,7 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule()
     def flush(self) -> None:
-        self.session.requests.flush_requested(FlushSignal(by="machine"))
+        self.session.flush_requested(FlushSignal(by="machine"))
 
     # --- what the workflow does ----------------------------------------------------------
 
@@ -185,10 +187,11 @@ class SessionMachine(RuleBasedStateMachine):
         elif isinstance(command, ContinueAsNew):
             carried = ContinuedInput(spec=SPEC, carried=session.for_next_run())
             again = ContinuedInput.model_validate_json(carried.model_dump_json())
-            self.session = Session(again.spec, again.carried)
+            self.state = again.carried
+            self.session = Session(again.spec, self.state)
             self.runs += 1
         elif isinstance(command, CallModel):
-            assert command.turn == session.state.turn + 1
+            assert command.turn == self.state.turn + 1
             reply = UNUSABLE[unusable] if unusable else model_reply(session)
             session.model_replied(reply)
         elif isinstance(command, Summarise):
@@ -200,18 +203,16 @@ class SessionMachine(RuleBasedStateMachine):
         elif isinstance(command, Pause):
             self.now += command.delay
         elif isinstance(command, CheckApprovals):
-            session.batch.approvals_checked(
-                [c.function.arguments.endswith("2}") for c in command.calls]
-            )
+            session.approvals_checked([c.function.arguments.endswith("2}") for c in command.calls])
         elif isinstance(command, AwaitApprovals):
-            done = session.approvals.all_decided(command.ids)
+            done = session.all_decided(command.ids)
             if done or session.interrupted(suggest):
-                session.batch.approvals_waited(self.now)
+                session.approvals_waited(self.now)
             # else: still waiting for people
         elif isinstance(command, RunTools):
             results = {}
             for group in command.groups:
-                if session.state.cancel is not None:
+                if session.cancelling:
                     break  # cancelled: later groups never start
                 for run in group:
                     key = (command.turn, run.slot)
@@ -265,8 +266,8 @@ class SessionMachine(RuleBasedStateMachine):
             m.content
             for m in session.messages
             if isinstance(m, UserMessage) and m.mode != "tool"  # not a rescue's copy
-        ] + [m.content for m in session.state.inbox]
-        checking = session.checking  # with its input guardrails
+        ] + [m.content for m in self.state.inbox]
+        checking = session._checking  # (inside: a message its input guardrails check)
         if checking is not None:
             delivered.append(checking.content)
         assert sorted(delivered) == sorted(self.accepted)
@@ -279,7 +280,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def approvals_wait_only_inside_a_batch(self) -> None:
-        state = self.session.state
+        state = self.state
         if state.stage != "tools":
             assert not state.pending, "an approval outlived its batch"
 
@@ -289,19 +290,19 @@ class SessionMachine(RuleBasedStateMachine):
             record = message.approval if isinstance(message, ToolMessage) else None
             if record is not None and record.decision == "responded":
                 assert message.content.startswith("answered turn"), message.content
-        state = self.session.state
+        state = self.state
         assert set(state.accepted) <= {p.approval_id for p in state.pending}, "an answer leaked"
 
     @invariant()
     def a_decision_is_never_asked_again(self) -> None:
-        state = self.session.state
+        state = self.state
         for pending in state.pending:
             aid = pending.approval_id
             assert aid not in self.decided or aid in state.decisions, f"{aid} asked again"
 
     @invariant()
     def the_state_is_json(self) -> None:
-        json.loads(self.session.state.model_dump_json())  # what continue-as-new carries
+        json.loads(self.state.model_dump_json())  # what continue-as-new carries
 
 
 SessionMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)

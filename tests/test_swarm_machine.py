@@ -28,7 +28,7 @@ from durable_agent.core import (
 )
 from durable_agent.core.codecs import build_request
 from durable_agent.testing import assistant_calls, assistant_text
-from tests.support.session_driver import SessionDriver
+from tests.support.local_run import LocalRun
 from tests.support.swarm_fixtures import (
     PROMPTS,
     agent_of,
@@ -54,11 +54,11 @@ def swarm_spec(**extra: Any) -> AgentSpec:
     )
 
 
-def driver_for(spec: AgentSpec, answer: Any, **kw: Any) -> SessionDriver:
+def driver_for(spec: AgentSpec, answer: Any, **kw: Any) -> LocalRun:
     def model(body: dict[str, Any]) -> AssistantMessage:
         return answer(agent_of(body["messages"]), body["messages"])
 
-    return SessionDriver(spec, swarm_registry(), model, **kw)
+    return LocalRun(spec, swarm_registry(), model, **kw)
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
@@ -101,7 +101,8 @@ async def test_a_triage_session_hands_over_and_back() -> None:
     refund = messages[7]
     assert isinstance(refund, ToolMessage) and refund.content == "refunded invoice 7"
     assert refund.approval is not None and refund.approval.decision == "approved"
-    assert driver.session.state.agent == "triage" and driver.session.state.agent_stack == []
+    status = driver.session.status()
+    assert status.agent == "triage" and status.agent_stack == []
 
 
 async def test_what_billing_sees_when_it_takes_over() -> None:
@@ -180,7 +181,7 @@ async def test_a_handoff_in_a_parallel_batch_waits_for_the_batch() -> None:
     ]
     assert "already hands the conversation to billing" in results[2].content
     assert [e[2] for e in driver.executed] == ["lookup_account"]
-    assert driver.session.state.agent_stack == ["triage"]
+    assert driver.session.status().agent_stack == ["triage"]
 
 
 async def test_a_bad_handoff_is_an_error_the_model_recovers_from() -> None:
@@ -214,7 +215,7 @@ async def test_a_denied_handoff_keeps_the_agent() -> None:
     assert result.final is not None and result.final.content == "triage: I will help myself then"
     [denied] = [m for m in driver.session.messages if isinstance(m, ToolMessage)]
     assert denied.is_error and denied.approval is not None
-    assert driver.session.state.agent == "triage"
+    assert driver.session.agent_name == "triage"
 
 
 async def test_navigation_stack_back_and_to_the_default() -> None:
@@ -230,10 +231,10 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
     )
     stacks: list[list[str]] = []
 
-    async def watch(driver: SessionDriver) -> None:
-        state = driver.session.state
-        if not stacks or stacks[-1] != [*state.agent_stack, state.agent or ""]:
-            stacks.append([*state.agent_stack, state.agent or ""])
+    def watch(driver: LocalRun) -> None:
+        status = driver.session.status()
+        if not stacks or stacks[-1] != [*status.agent_stack, status.agent or ""]:
+            stacks.append([*status.agent_stack, status.agent or ""])
 
     def answer(agent: str, messages: list[dict[str, Any]]) -> AssistantMessage:
         step = next(route, None)
@@ -242,7 +243,7 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
         assert step[0] == agent
         return assistant_calls((step[1], {}))
 
-    driver = driver_for(swarm_spec(), answer, on_command=watch)
+    driver = driver_for(swarm_spec(), answer, between_commands=watch)
     result = await driver.run(AgentInput(spec=driver.spec, message="hi"))
     assert result.final is not None and result.final.content == "triage answers"
     assert stacks == [
@@ -257,18 +258,18 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
 async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -> None:
     moves: list[str | None] = []
 
-    async def move(driver: SessionDriver) -> None:
+    def move(driver: LocalRun) -> None:
         session = driver.session
-        if session.state.stage == "tools" and not moves:
-            moves.append(session.requests.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
-            moves.append(session.requests.move_requested(MoveToAgentSignal(agent="nobody")))
+        if session.batch_open and not moves:
+            moves.append(session.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
+            moves.append(session.move_requested(MoveToAgentSignal(agent="nobody")))
 
     def answer(agent: str, messages: list[dict[str, Any]]) -> AssistantMessage:
         if agent == "triage":
             return assistant_calls(("lookup_account", {"customer": "ada"}))
         return assistant_text(f"{agent} takes it from here")
 
-    driver = driver_for(swarm_spec(), answer, on_command=move)
+    driver = driver_for(swarm_spec(), answer, between_commands=move)
     result = await driver.run(AgentInput(spec=driver.spec, message="hi"))
     assert result.final is not None and result.final.content == "tech takes it from here"
     assert moves[0] is None and moves[1] is not None and "no agent 'nobody'" in moves[1]
@@ -298,7 +299,7 @@ async def test_one_agent_sessions_record_no_agent() -> None:
             return assistant_calls(("lookup_account", {"customer": "ada"}))
         return assistant_text("done")
 
-    driver = SessionDriver(spec, swarm_registry(), model)
+    driver = LocalRun(spec, swarm_registry(), model)
     result = await driver.run(AgentInput(spec=spec, message="go"))
     assert result.status == "done"
     assert all(m.agent_name is None for m in driver.session.messages)
@@ -360,7 +361,7 @@ async def test_the_readme_swarm_example_gives_the_readme_transcript() -> None:
     def ops(pending: PendingApproval) -> tuple[RecordedDecision, ApprovalSignal]:
         return "approved", ApprovalSignal(approval_id=pending.approval_id, by="ops")
 
-    driver = SessionDriver(spec, swarm_registry(), model, approver=ops)
+    driver = LocalRun(spec, swarm_registry(), model, approver=ops)
     message = "I was charged twice, I want a refund"
     result = await driver.run(AgentInput(spec=spec, message=message))
     assert result.status == "done", result

@@ -11,12 +11,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import NOT_ADMITTED, Admission, AdmissionInput, AgentSpec
 
-    from .patches import patched
+    from .patches import ADMISSION_PATCH, CARRIED_ONLY_WHEN_CONTINUED_PATCH, patched
     from .start_checks import start_check
-
-#: Patch ids (workflow.patched; never reuse or rename): runs before these checked nothing.
-ADMISSION_PATCH = "worker-admission"
-CARRIED_ONLY_WHEN_CONTINUED_PATCH = "carried-only-when-continued"
 
 
 def refuse_forged_carry(carried: bool) -> None:

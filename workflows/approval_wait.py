@@ -9,38 +9,32 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import ApprovalDecision, PendingApproval
-    from durable_agent.session import PAGE_BREAK, Approvals
+    from durable_agent.session import PAGE_BREAK, Session
 
 
 async def wait_for_decisions(
-    approvals: Approvals,
-    ids: list[str],
-    default_for: Callable[[PendingApproval], ApprovalDecision],
-    interrupted: Callable[[], bool],
+    session: Session, ids: list[str], interrupted: Callable[[], bool]
 ) -> None:
     """Wait until every id is decided, deadlines pass (durable timers), or
     ``interrupted()`` says the loop must act first (end of session, continue-as-new)."""
-    while not approvals.all_decided(ids) and not interrupted():
-        deadline = approvals.next_deadline(ids)
+    while not session.all_decided(ids) and not interrupted():
+        deadline = session.next_deadline(ids)
         timeout = None
         if deadline is not None:
             timeout = deadline - workflow.now()
             if timeout <= timedelta(0):
-                await _defaults_applied(approvals, ids, default_for)
+                await _defaults_applied(session, ids)
                 continue
         try:
             await workflow.wait_condition(
-                lambda: approvals.all_decided(ids) or interrupted(), timeout=timeout
+                lambda: session.all_decided(ids) or interrupted(), timeout=timeout
             )
         except TimeoutError:
-            await _defaults_applied(approvals, ids, default_for)
+            await _defaults_applied(session, ids)
 
 
-async def _defaults_applied(
-    approvals: Approvals, ids: list[str], default_for: Callable[[PendingApproval], ApprovalDecision]
-) -> None:
+async def _defaults_applied(session: Session, ids: list[str]) -> None:
     """A page of the calls past their deadline decided; the next (thousands may pass at
     once) in a task of its own."""
-    if approvals.apply_defaults(ids, default_for, workflow.now()):
+    if session.deadlines_passed(ids, workflow.now()):
         await workflow.sleep(PAGE_BREAK)

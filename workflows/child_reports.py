@@ -8,10 +8,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import ChildApprovals
-    from durable_agent.session import Approvals
+    from durable_agent.session import Session
 
 
-async def report_to_parent(approvals: Approvals) -> None:
+async def report_to_parent(session: Session) -> None:
     """The undecided approvals, a page a signal (none: an empty report, which takes the
     child's entries away)."""
     parent = workflow.info().parent
@@ -19,8 +19,8 @@ async def report_to_parent(approvals: Approvals) -> None:
         return
     child_id = workflow.info().workflow_id
     handle = workflow.get_external_workflow_handle(parent.workflow_id)
-    undecided = approvals.undecided()
-    size = approvals.page_for(len(undecided))
+    undecided = session.undecided()
+    size = session.takes_page(len(undecided))
     start = 0
     while True:
         page = undecided[start : start + size]

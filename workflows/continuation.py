@@ -34,9 +34,9 @@ async def hand_over(
     ``upgrade``: the next run starts on the build the workers' owner made current."""
     feed.let_go()
     await _settled()
-    asked = session.state.move_to_current
+    asked = session.move_to_current
     if upgrade:  # the next run is on the current build: the request is carried out
-        session.state.move_to_current = False
+        session.move_to_current = False
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
     # a long array by reference without sizing it (sizing hashes every message not yet
@@ -71,7 +71,7 @@ async def hand_over(
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")
         session.continue_as_new_deferred()
-        session.state.move_to_current = asked
+        session.move_to_current = asked
         return
     if upgrade:
         session_log(session, logging.INFO, "moving to the current build (run %d)", state.runs)

@@ -20,13 +20,16 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.session import Session, SessionState
 
     from .continued_input import ContinuedInput
-    from .patches import CHAIN_V2_PATCH, TITLE_AT_START_PATCH, Patches, patched
+    from .patches import (
+        CHAIN_V2_PATCH,
+        SESSION_TITLE_PATCH,
+        TITLE_AT_START_PATCH,
+        TITLE_FROM_FIRST_MESSAGE_PATCH,
+        Patches,
+        patched,
+    )
     from .tool_calls import list_remote_tools, resolve_tools
     from .transcript_sync import TranscriptSync
-
-#: Patch ids (workflow.patched; never reuse or rename).
-SESSION_TITLE_PATCH = "session-title-memo"
-TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
 
 
 def run_state(request: AgentInput | ContinuedInput, patches: Patches) -> SessionState:
@@ -64,7 +67,7 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     """Resolve the tools, open the conversation and title the session; ``True`` when
     the title waits for the first message (one sent with update-with-start)."""
     await _resolve_tools(session)
-    chain = session.state.chain  # what is read back is stored in the session's chain
+    chain = session.chain  # what is read back is stored in the session's chain
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
         closed = ClosedRunInput(run_id=request.resume.run_id, chain=chain)
@@ -107,21 +110,19 @@ def _titled_at_start(title: str) -> bool:
 
 
 async def _resolve_tools(session: Session) -> None:
-    spec, swarm = session.spec, session.swarm
-    names, guards, hooks = [t.name for t in spec.tools], spec.guardrails, spec.approval_hooks()
-    if swarm is not None:
-        names = list(dict.fromkeys([*names, *swarm.tool_names()]))
+    spec = session.spec
+    names, guards, hooks = session.tool_names_to_resolve(), spec.guardrails, spec.approval_hooks()
     if names or guards.input or guards.output or hooks:
         guardrails = sorted({*guards.input, *guards.output})
         found = await resolve_tools(names, guardrails, hooks, spec.session)
-        problem = session.toolbox.resolved(found)
+        problem = session.tools_resolved(found)
         if problem:
             raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
     if spec.mcp_servers or spec.openapi or spec.toolsets:
-        problem = session.toolbox.added(await list_remote_tools(spec))
+        problem = session.tools_added(await list_remote_tools(spec))
         if problem:
             raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
     if spec.agents:
-        problem = session.toolbox.added(session.toolbox.sub_agents())
+        problem = session.sub_agents_added()
         if problem:
             raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)

@@ -1,5 +1,11 @@
-"""The session's signal and query handlers: signals record into the Session, queries
-read it. The main loop (AgentWorkflow) decides what follows."""
+"""The session's doors: signals and updates record into the Session, queries read it.
+The main loop (AgentWorkflow) decides what follows.
+
+A person's decision comes through signals (``approve``, ``deny``, ``respond``,
+``revoke_grant``: the ``temporal`` CLI's way, refused visibly in ``status`` when they
+change nothing) or updates (``decide``, ``revoke``: the caller learns at once whether it
+was accepted, and why not). A signed decision waits for the main loop to have its token
+checked."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any, TypeVar
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import (
@@ -15,29 +22,34 @@ with workflow.unsafe.imports_passed_through():
         CAPACITY_READY_SIGNAL,
         EARLIER_HISTORY_SIGNAL,
         MOVE_TO_CURRENT_SIGNAL,
+        ApprovalPolicyView,
+        ApprovalSignal,
         AssistantMessage,
         BudgetSignal,
         CancelTurnSignal,
         ChildApprovals,
+        DecisionRequest,
+        DecisionResult,
         EndSessionSignal,
         FlushSignal,
         Message,
         MoveToAgentSignal,
         PendingApproval,
+        RecordedDecision,
+        RevokeGrantSignal,
         SendResult,
         SessionStatus,
         SystemMessage,
         UserMessage,
     )
-    from durable_agent.session import Session
+    from durable_agent.session import RECORDED_DECISIONS, Session
 
-    from .approval_handlers import ApprovalHandlers
     from .inputs import InvalidInput, decode
-    from .patches import patched
+    from .live_feed import LiveFeed
+    from .session_log import warn
 
-#: Patch id (never reuse or rename): the text of content parts counts against
-#: ``max_message_chars`` (runs before it counted plain-string messages only).
-MESSAGE_PARTS_PATCH = "message-parts-counted"
+#: Error type of a decision an update refused (the message says why).
+DECISION_REFUSED = "DecisionRefused"
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).
 PAGE_BYTES = 1_000_000
@@ -51,8 +63,9 @@ def _user_message(message: str | UserMessage) -> UserMessage:
     return UserMessage(content=message) if isinstance(message, str) else message
 
 
-class SessionHandlers(ApprovalHandlers):
+class SessionHandlers:
     _session: Session
+    _feed: LiveFeed
     _reading_back = 0
     """Messages a starting run still reads back (after continue-as-new by reference, or
     from the ended run it resumes): a message arriving meanwhile comes after them."""
@@ -61,19 +74,23 @@ class SessionHandlers(ApprovalHandlers):
         count = len(self._session.messages)
         return max(count, self._reading_back) if self._session.phase == "starting" else count
 
-    # --- signals: record only ------------------------------------------------------------
+    def _rejected(self, text: str | None) -> None:
+        if text is not None:
+            warn(self._session, "signal changed nothing: %s", text)
+
+    # --- messages and requests: record only ----------------------------------------------
 
     @workflow.update(name="send_message")
     def send_message_now(self, message: str | UserMessage) -> SendResult:
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
         before = self._count_before()
-        self._message_arrived(_user_message(message))
-        return SendResult(before=before, queued=len(self._session.state.inbox))
+        self._session.message_arrived(_user_message(message), workflow.now())
+        return SendResult(before=before, queued=self._session.queued)
 
     @send_message_now.validator
     def _message_acceptable(self, message: str | UserMessage) -> None:
-        problem = self._session.requests.message_problem(_user_message(message))
+        problem = self._session.message_problem(_user_message(message))
         if problem is not None:
             raise ValueError(problem)
 
@@ -84,26 +101,27 @@ class SessionHandlers(ApprovalHandlers):
         session = self._session
         return SendResult(
             before=self._count_before(),
-            queued=len(session.state.inbox),
-            problem=session.requests.message_problem(_user_message(message)),
+            queued=session.queued,
+            problem=session.message_problem(_user_message(message)),
         )
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
-            self._rejected(self._message_arrived(_user_message(message)))
+            arrived = self._session.message_arrived(_user_message(message), workflow.now())
+            self._rejected(arrived)
 
     @workflow.update(name="inject_message")
     def inject_message_now(self, message: SystemMessage | AssistantMessage) -> None:
         """A system notice or an assistant message a program adds (not a person's: it
         starts no turn), at the next safe point; the caller learns at once if it was
         refused."""
-        self._session.requests.inject_arrived(message, workflow.now())
+        self._session.inject_arrived(message, workflow.now())
 
     @inject_message_now.validator
     def _injection_acceptable(self, message: SystemMessage | AssistantMessage) -> None:
-        problem = self._session.requests.inject_problem(message)
+        problem = self._session.inject_problem(message)
         if problem is not None:
             raise ValueError(problem)
 
@@ -111,12 +129,7 @@ class SessionHandlers(ApprovalHandlers):
     def inject_message(self, raw: RawValue) -> None:
         read = self._read(raw, SystemMessage | AssistantMessage, "inject_message: unreadable")
         if read is not None:
-            self._rejected(self._session.requests.inject_arrived(read, workflow.now()))
-
-    def _message_arrived(self, message: UserMessage) -> str | None:
-        requests = self._session.requests
-        requests.parts_counted = patched(MESSAGE_PARTS_PATCH)
-        return requests.message_arrived(message, workflow.now())
+            self._rejected(self._session.inject_arrived(read, workflow.now()))
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -126,8 +139,8 @@ class SessionHandlers(ApprovalHandlers):
                 request = decode(raw, EndSessionSignal | None) or request
             except InvalidInput as error:
                 text = f"end_session: unreadable signal ({error}); ending anyway"
-                self._rejected(self._session.requests.reject(text))
-        self._session.requests.end_requested(request)
+                self._rejected(self._session.rejected(text))
+        self._session.end_requested(request)
 
     @workflow.signal
     def cancel_turn(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -139,19 +152,19 @@ class SessionHandlers(ApprovalHandlers):
     def capacity_ready(self, raw: RawValue = NO_PAYLOAD) -> None:
         """The limiter kept room for the waiting model call. Trusted for nothing: a
         forged one only makes the call ask its limiter again sooner."""
-        self._session.capacity_ready = True
+        self._session.capacity_kept()
 
     @workflow.signal
     def flush(self, raw: RawValue = NO_PAYLOAD) -> None:
         request = self._optional(raw, FlushSignal, "flush")
         if request is not None:
-            self._session.requests.flush_requested(request)
+            self._session.flush_requested(request)
 
     @workflow.signal
     def set_budget(self, raw: RawValue) -> None:
         request = self._optional(raw, BudgetSignal, "set_budget")
         if request is not None:
-            self._rejected(self._session.requests.budget_changed(request))
+            self._rejected(self._session.budget_changed(request))
 
     @workflow.signal
     def move_to_agent(self, raw: RawValue) -> None:
@@ -161,14 +174,14 @@ class SessionHandlers(ApprovalHandlers):
         if isinstance(request, str):
             request = MoveToAgentSignal(agent=request)
         if request is not None:
-            self._rejected(self._session.requests.move_requested(request))
+            self._rejected(self._session.move_requested(request))
 
     @workflow.signal(name=MOVE_TO_CURRENT_SIGNAL)
     def move_to_current_build(self, raw: RawValue = NO_PAYLOAD) -> None:
         """A person sends the session to the build the workers' owner made current, at
         its next turn boundary (a ``pinned`` agent waits for this; an ``auto`` one goes
         anyway). Trusted for nothing more: the owner chose where it goes."""
-        self._session.state.move_to_current = True
+        self._session.move_to_current = True
 
     @workflow.signal(name=BUILD_CHANGED_SIGNAL)
     def build_changed(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -186,7 +199,7 @@ class SessionHandlers(ApprovalHandlers):
         try:
             return decode(raw, kind)
         except InvalidInput as error:
-            self._rejected(self._session.requests.reject(f"{unreadable} ({error})"))
+            self._rejected(self._session.rejected(f"{unreadable} ({error})"))
             return None
 
     def _optional(self, raw: RawValue, kind: type[SignalT], name: str) -> SignalT | None:
@@ -196,8 +209,98 @@ class SessionHandlers(ApprovalHandlers):
         try:
             return decode(raw, kind | None) or kind()
         except InvalidInput as error:
-            self._rejected(self._session.requests.reject(f"{name}: unreadable signal ({error})"))
+            self._rejected(self._session.rejected(f"{name}: unreadable signal ({error})"))
             return None
+
+    # --- decisions: record only -------------------------------------------------------
+
+    @workflow.signal
+    def approve(self, raw: RawValue) -> None:
+        self._record_decision(raw, "approved")
+
+    @workflow.signal
+    def deny(self, raw: RawValue) -> None:
+        self._record_decision(raw, "denied")
+
+    @workflow.signal
+    def respond(self, raw: RawValue) -> None:
+        """A person gives the call's result; the tool does not run."""
+        self._record_decision(raw, "responded")
+
+    def _record_decision(self, raw: RawValue, decision: RecordedDecision) -> None:
+        try:
+            signal: ApprovalSignal = decode(raw, ApprovalSignal)
+        except InvalidInput as error:
+            self._rejected(self._session.rejected(f"{decision}: unreadable signal ({error})"))
+            return
+        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
+        self._feed.observe()  # readers see the decision now, not when the batch is decided
+
+    @workflow.signal
+    def revoke_grant(self, raw: RawValue) -> None:
+        try:
+            signal: RevokeGrantSignal = decode(raw, RevokeGrantSignal)
+        except InvalidInput as error:
+            self._rejected(self._session.rejected(f"revoke_grant: unreadable signal ({error})"))
+            return
+        self._rejected(self._session.revoke_requested(signal))
+
+    @workflow.update
+    async def decide(self, request: DecisionRequest) -> DecisionResult:
+        """Approve, deny or respond, answered at once: accepted (with who decided, and
+        whether a token proved it) or refused with the reason, changing nothing."""
+        key = workflow.current_update_info().id  # type: ignore[union-attr]
+        signal = request.as_signal()
+        recorded = RECORDED_DECISIONS[request.decision]
+        self._session.decision_arrived(signal, recorded, workflow.now(), key=key)
+        self._feed.observe()
+        return await self._outcome(key)
+
+    @decide.validator
+    def _decision_acceptable(self, request: DecisionRequest) -> None:
+        signal = request.as_signal()
+        problem = self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+        if problem is not None:
+            raise ValueError(problem)
+
+    @workflow.update
+    async def revoke(self, request: RevokeGrantSignal) -> DecisionResult:
+        """Take back a standing grant, answered at once."""
+        key = workflow.current_update_info().id  # type: ignore[union-attr]
+        self._session.revoke_requested(request, key=key)
+        return await self._outcome(key)
+
+    @revoke.validator
+    def _revoke_acceptable(self, request: RevokeGrantSignal) -> None:
+        problem = self._session.revoke_problem(request)
+        if problem is not None:
+            raise ValueError(problem)
+
+    async def _outcome(self, key: str) -> DecisionResult:
+        session = self._session
+        await workflow.wait_condition(lambda: session.decision_outcome(key) is not None)
+        outcome = session.decision_outcome(key)
+        session.decision_outcome_told(key)
+        assert outcome is not None
+        if isinstance(outcome, str):
+            raise ApplicationError(outcome, type=DECISION_REFUSED, non_retryable=True)
+        return outcome
+
+    @workflow.query
+    def decision_problem(self, request: DecisionRequest) -> str | None:
+        """Why a decision would change nothing now (``None``: it would be taken): what
+        the ``decide`` update's validator says, for clients that decide by signal."""
+        signal = request.as_signal()
+        return self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+
+    @workflow.query
+    def revoke_problem(self, request: RevokeGrantSignal) -> str | None:
+        return self._session.revoke_problem(request)
+
+    @workflow.query
+    def approval_policy(self) -> ApprovalPolicyView:
+        """The spec's rules and approvers, each tool's approvers, and standing grants."""
+        return self._session.approval_policy()
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -222,7 +325,7 @@ class SessionHandlers(ApprovalHandlers):
     def pending_approvals(self, from_index: int = 0, limit: int = 0) -> list[PendingApproval]:
         """The calls that wait, from ``from_index`` on (``limit``: at most that many, a page
         a reader of thousands asks for: one answer carries at most 2 MB)."""
-        pending = self._session.decisions.pending_approvals()[max(from_index, 0) :]
+        pending = self._session.pending_approvals()[max(from_index, 0) :]
         return pending[:limit] if limit > 0 else pending
 
     @workflow.signal
@@ -231,9 +334,9 @@ class SessionHandlers(ApprovalHandlers):
         try:
             report: ChildApprovals = decode(raw, ChildApprovals)
         except InvalidInput as error:
-            self._rejected(self._session.requests.reject(f"child_approvals: unreadable ({error})"))
+            self._rejected(self._session.rejected(f"child_approvals: unreadable ({error})"))
             return
-        self._session.decisions.child_approvals(report)
+        self._session.child_approvals(report)
 
     @workflow.query
     def status(self) -> SessionStatus:

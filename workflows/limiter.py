@@ -36,13 +36,12 @@ with workflow.unsafe.imports_passed_through():
         Waiter,
     )
 
+    from .patches import LIMITER_MOVES_PATCH
+
 #: History events, and updates (the server takes 2,000 a run), a limiter's run holds
 #: before it goes on as a new run.
 EVENTS_PER_RUN = 5_000
 UPDATES_PER_RUN = 1_000
-#: Patch id (never reuse or rename): a limiter on a build no longer current goes on as a
-#: new run on the current one (``AgentClient.make_current`` wakes it).
-MOVES_PATCH = "limiter-moves-to-current-build"
 
 
 @workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._sandbox
@@ -106,7 +105,7 @@ class EndpointLimiter:
     def _build_changed(self) -> bool:
         """Another build was made current: every session's calls will ask there."""
         changed = workflow.info().is_target_worker_deployment_version_changed()
-        return changed and workflow.patched(MOVES_PATCH)
+        return changed and workflow.patched(LIMITER_MOVES_PATCH)
 
     def _history_long(self) -> bool:
         info = workflow.info()

@@ -95,11 +95,11 @@ class LiveFeed:
 
     def resume(self) -> None:
         """A continued run: what the previous run carried was announced by it."""
-        state = self._session.state
-        self._shown = len(self._session.messages)
-        self._asked = {p.approval_id for p in state.pending}
-        self._told = set(state.decisions) & self._asked
-        self._turn = state.turn
+        session = self._session
+        self._shown = len(session.messages)
+        self._asked = {p.approval_id for p in session.asked()}
+        self._told = set(session.decided()) & self._asked
+        self._turn = session.turn
 
     def _publish(self, event: Any) -> None:
         self._topic.publish(event_payload(event))
@@ -115,14 +115,14 @@ class LiveFeed:
         approvals asked and decided, the session going idle. Approvals are announced at
         most a page of each a look (``everything``: all, at the end); whether every
         one was (``caught_up`` looks again a task later until then)."""
-        session, state = self._session, self._session.state
+        session = self._session
         messages = session.messages
         self._shown = max(min(self._shown, len(messages)), len(messages) - MESSAGES_PER_LOOK)
         for index in range(self._shown, len(messages)):
             message = messages[index]
             small = messages.size_of(index) <= MESSAGE_EVENT_MAX_BYTES
             body = message if small else None
-            self._publish(MessageAppended(index=index, message=body, run=state.runs))
+            self._publish(MessageAppended(index=index, message=body, run=session.runs))
             for step in step_events(message):
                 self._publish(step)
         self._shown = len(messages)
@@ -144,12 +144,12 @@ class LiveFeed:
     def _asked_now(self, everything: bool) -> bool:
         """Announce the approvals asked since the last look (a page of them); whether
         all were. They are the end of the list: approvals are only ever added there."""
-        pending = self._session.state.pending
+        pending = self._session.asked()
         first = len(pending)
         while first > 0 and pending[first - 1].approval_id not in self._asked:
             first -= 1
         new = pending[first:]
-        room = len(new) if everything else self._session.approvals.page_for(len(new))
+        room = len(new) if everything else self._session.takes_page(len(new))
         asked = new[:room]
         for approval in asked:
             self._asked.add(approval.approval_id)
@@ -160,18 +160,18 @@ class LiveFeed:
     def _decided_now(self, everything: bool) -> bool:
         """Announce the decisions on announced approvals since the last look (a page of
         them); whether all were. A decision on an approval not announced yet waits."""
-        session, decisions = self._session, self._session.state.decisions
-        queue = session.approvals.newly_decided
+        session = self._session
+        decisions, queue = session.decided(), session.newly_decided()
         known = [aid for aid in dict.fromkeys(queue) if aid in decisions and aid not in self._told]
         ready = [aid for aid in known if aid in self._asked]
-        room = len(ready) if everything else session.approvals.page_for(len(ready))
+        room = len(ready) if everything else session.takes_page(len(ready))
         decided = [(aid, decisions[aid]) for aid in ready[:room]]
         for aid, record in decided:
             self._told.add(aid)
             self._publish(ApprovalDecided(approval_id=aid, record=record))
         queue[:] = [aid for aid in known if aid not in self._told]
         if decided:
-            by_id = session.approvals.find_all()
+            by_id = session.approvals_by_id()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
         return room == len(ready)
 
@@ -179,12 +179,10 @@ class LiveFeed:
         """A turn that ended without an answer, another agent answering, a request
         trimmed: each announced once, when first seen."""
         session = self._session
-        failed = session.turn_failed
-        if failed is not None and (session.state.turn, failed) != self._turn_told:
-            self._turn_told = (session.state.turn, failed)
-            self._publish(
-                TurnEnded(turn=session.state.turn, reason=session.reply_reason, error=failed)
-            )
+        failed = session.turn_failure
+        if failed is not None and (session.turn, failed) != self._turn_told:
+            self._turn_told = (session.turn, failed)
+            self._publish(TurnEnded(turn=session.turn, reason=session.reply_reason, error=failed))
         if session.agent_name != self._agent:
             self._publish(AgentChanged(agent=session.agent_name, previous=self._agent))
             self._agent = session.agent_name
@@ -207,9 +205,7 @@ class LiveFeed:
     def model_replied(self, turn: int, reply: AssistantMessage) -> None:
         self.observe()  # the reply (or what stands in for it) first
         if reply.usage is not None:
-            self._publish(
-                UsageReported(turn=turn, usage=reply.usage, total=self._session.state.usage)
-            )
+            self._publish(UsageReported(turn=turn, usage=reply.usage, total=self._session.usage))
 
     def model_failed(self, turn: int, kind: str | None, text: str) -> None:
         self._publish(ErrorReported(turn=turn, text=text, kind=kind))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -30,34 +29,23 @@ with workflow.unsafe.imports_passed_through():
         ModelSetup,
         SummaryCallInput,
     )
-    from durable_agent.session import Purpose, Session, setup_digest, truncated_reason
+    from durable_agent.session import (
+        ModelCancelled,
+        ModelFailure,
+        ModelOutcome,
+        Purpose,
+        Session,
+        setup_digest,
+    )
 
     from .patches import MODEL_REPLY_DIGEST_PATCH, patched
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from .transcript_sync import TranscriptSync, store_lost
 
-#: Patch id (never reuse or rename): a cut answer is not taken as complete.
-TRUNCATED_ANSWERS_PATCH = "truncated-answers"
 #: Re-sends of one model call's transcript before the session fails: a store that loses
 #: it again at once is not shared by the workers (or not kept), and retrying cannot help.
 MAX_STORE_REFILLS = 2
-
-
-@dataclass(frozen=True)
-class ModelCallFailed:
-    kind: str | None
-    """The error type the activity reported (``None`` for a timeout or a cancellation)."""
-    text: str
-    retry_after: timedelta | None = None
-
-
-@dataclass(frozen=True)
-class ModelCallCancelled:
-    """``cancel_turn`` stopped the call (the activity was cancelled through Temporal)."""
-
-
-ModelOutcome = AssistantMessage | ModelCallFailed | ModelCallCancelled
 
 
 #: Told when a call starts waiting for room on a limited endpoint (``True``) and when
@@ -89,8 +77,7 @@ class ModelCaller:
     def _model_setup(self, purpose: Purpose = "reply") -> tuple[ModelSetup, str]:
         """The active agent's model setup (or its summariser's) and its digest, built once
         a run for each."""
-        step = self._session.step
-        key = f"{purpose}:{self._session.agent_name or ''}:{step.hop}:{step.squeezes}"
+        key = self._session.setup_key(purpose)
         if key not in self._setups:
             setup = self._session.model_setup(purpose)
             most = calls_per_page() if purpose == "reply" else None
@@ -103,13 +90,8 @@ class ModelCaller:
         name = self._session.model_spec.name
         if self._session.agent_name is not None:
             name = f"{self._session.agent_name} ({name})"
-        outcome = await self._request(
-            "call_model", turn, self._model_setup(), f"call_model {name} turn {turn}", {}
-        )
-        if isinstance(outcome, AssistantMessage) and truncated_reason(outcome) is not None:
-            # asked only when an answer was cut: runs from before took it as complete
-            self._session.truncation_checked = patched(TRUNCATED_ANSWERS_PATCH)
-        return outcome
+        summary = f"call_model {name} turn {turn}"
+        return await self._request("call_model", turn, self._model_setup(), summary, {})
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:
         setup, digest = self._model_setup("summary")
@@ -148,7 +130,7 @@ class ModelCaller:
             if digests:
                 fields["digested"] = True
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
-            self._session.capacity_ready = False  # a "ready" from here on is for this call
+            self._session.model_call_sent()
             handle = workflow.start_activity(
                 activity,
                 call,
@@ -166,7 +148,7 @@ class ModelCaller:
                 handle.cancel()
                 with contextlib.suppress(ActivityError, asyncio.CancelledError):
                     await handle
-                return ModelCallCancelled()
+                return ModelCancelled()
             try:
                 returned: AssistantMessage | ModelReturn = await handle
             except ActivityError as error:
@@ -177,7 +159,7 @@ class ModelCaller:
                     continue
                 if kind == CAPACITY_WAIT and isinstance(cause, ApplicationError):
                     if not await self._wait_for_capacity(turn, cause):
-                        return ModelCallCancelled()
+                        return ModelCancelled()
                     waited = True
                     continue  # (no attempt of the model was used)
                 if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
@@ -188,14 +170,13 @@ class ModelCaller:
                 return failure(error, rules.recovery_limit_seconds)
             self._known.add(digest)
             if isinstance(returned, ModelReturn):
-                reply = returned.message
+                reply, called = returned.message, None
                 if returned.calls is not None:  # the rest of its calls, a page a task
                     beat = timedelta(seconds=rules.heartbeat_timeout_seconds)
                     try:
                         reply, called = await whole_message(
                             reply, returned.digest, returned.calls, beat
                         )
-                        self._session.batch.tools_called(reply, called)
                     except ActivityError as error:
                         if not store_lost(error) or lost_store >= MAX_STORE_REFILLS:
                             return failure(error, rules.recovery_limit_seconds)
@@ -203,12 +184,10 @@ class ModelCaller:
                         # store, a ``memory:`` one whose worker restarted): it was billed,
                         # and the model is asked again
                         lost_store += 1
-                        session = self._session
-                        session.budget.count(reply.usage, session.price, model.name)
+                        self._session.usage_counted(reply.usage)
                         continue
                 self._session.messages.encode_ahead(reply, returned.digest, returned.size)
-                if returned.arguments_checked:
-                    self._session.checked_reply = reply
+                self._session.reply_read(reply, called, bool(returned.arguments_checked))
                 return reply
             return returned
 
@@ -222,24 +201,24 @@ class ModelCaller:
         word comes, for its patience, then ask again); ``False``: the turn was cancelled."""
         session = self._session
         key, patience = str(cause.details[0]), float(cause.details[1])
-        session.waiting_for_capacity = key
+        session.waiting_for_room(key)
         if self._on_capacity is not None:
             self._on_capacity(turn, key, True)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: session.capacity_ready or session.state.cancel is not None,
+                lambda: session.capacity_ready or session.cancelling,
                 timeout=timedelta(seconds=patience),
             )
-        session.waiting_for_capacity = None
-        if session.state.cancel is not None:
+        session.waiting_for_room(None)
+        if session.cancelling:
             return False
         if self._on_capacity is not None:
             self._on_capacity(turn, key, False)
         return True
 
     def _done_or_cancelled(self, handle: asyncio.Future[Any]) -> Callable[[], bool]:
-        state = self._session.state
-        return lambda: handle.done() or state.cancel is not None
+        session = self._session
+        return lambda: handle.done() or session.cancelling
 
     def replied(self, before: int, reply: AssistantMessage | None = None) -> None:
         """The call's worker stored the ``before`` messages it was sent and, if the array
@@ -251,13 +230,13 @@ class ModelCaller:
         self._sync.offered = max(self._sync.offered, before)  # the call fed them to a log
 
 
-def failure(error: ActivityError, recovery_limit: float | None) -> ModelCallFailed:
+def failure(error: ActivityError, recovery_limit: float | None) -> ModelFailure:
     cause = error.cause
     if isinstance(cause, ApplicationError):
         text = cause.message
         if cause.type == TRANSCRIPT_UNKNOWN:
             text += " (the transcript store lost it again: do all workers share one?)"
-        return ModelCallFailed(cause.type, text, cause.next_retry_delay)
+        return ModelFailure(cause.type, text, cause.next_retry_delay)
     if isinstance(cause, ActivityTimeout):
-        return ModelCallFailed(None, gave_up_text("the model call", recovery_limit))
-    return ModelCallFailed(None, str(error))
+        return ModelFailure(None, gave_up_text("the model call", recovery_limit))
+    return ModelFailure(None, str(error))

@@ -32,11 +32,46 @@ FOURTH_BASELINE_PATCH = "baseline-2026-11-26c"
 THIRD_BASELINE_PATCH = "baseline-2026-11-26b"
 SECOND_BASELINE_PATCH = "baseline-2026-11-26"
 FIRST_BASELINE_PATCH = "baseline-2026-11"
+
+# Every patch of the workflows, and the path a run recorded before it took. An id is
+# recorded in histories: never reuse or rename one.
+
+#: The spec is admitted by the session's worker (before, nothing was checked).
+ADMISSION_PATCH = "worker-admission"
+#: Carried state is taken only by a run the previous one continued as new.
+CARRIED_ONLY_WHEN_CONTINUED_PATCH = "carried-only-when-continued"
+#: An unusable model reply is rescued (before, it was taken as it came).
+MODEL_RESCUE_PATCH = "model-rescue"
+#: A runaway turn or a model that failed for good ends the turn (it ended the session).
+TURN_FAILURES_PATCH = "turn-failures-end-turns"
+#: A request the model refused as too long is tried again, shorter (it failed the turn).
+CONTEXT_OVERFLOW_PATCH = "context-overflow-trims"
+#: A session moves to the build made current at a turn boundary (it stayed on its own).
+MOVE_TO_CURRENT_PATCH = "move-to-current-build"
+#: The session's title is kept in its memo (``fresh_run``).
+SESSION_TITLE_PATCH = "session-title-memo"
+#: A session started without a message is titled by its first one (``fresh_run``).
+TITLE_FROM_FIRST_MESSAGE_PATCH = "title-from-first-message"
+#: The text of content parts counts against ``max_message_chars`` (before, only
+#: plain-string messages counted).
+MESSAGE_PARTS_PATCH = "message-parts-counted"
+#: A cut answer is not taken as complete (``stop.on_truncated``).
+TRUNCATED_ANSWERS_PATCH = "truncated-answers"
+#: A group's calls are taken in request order by at most ``max_concurrent`` runners
+#: (before, every call was a task waiting its turn, and every wake-up looked at each).
+CALLS_IN_RUNNERS_PATCH = "tool-calls-in-runners"
+#: A sub-agent's child session id ends with the parent's run (no one can take it first).
+CHILD_ID_PATCH = "child-id-bound-to-run"
+#: Pages of the array are cut by count as well as size, and so are pieces stored
+#: (before, a run started with 10,000 messages hashed them all at once).
+LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
+STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
+#: The two checks at a run's start are made on the workflow's own worker (local).
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
-#: ``transcript_sync.SMALL_PAGES_PATCH`` (named here: the workflows import this module).
+#: Pages, pieces and carried arrays of at most ``transcript_sync.PAGE_MESSAGES``.
 SMALL_PAGES_PATCH = "transcript-pages-of-500"
-#: A new session's transcript in the second chain (``durable_agent.core._transcript``): tool
-#: results and pages read back join it with the digests their workers worked out.
+#: A new session's transcript in the second chain (``durable_agent.core``'s transcript):
+#: tool results and pages read back join it with the digests their workers worked out.
 CHAIN_V2_PATCH = "transcript-chain-2"
 #: A title the start's memo already holds is not upserted again (``fresh_run``).
 TITLE_AT_START_PATCH = "title-in-start-memo"
@@ -48,12 +83,17 @@ MODEL_REPLY_DIGEST_PATCH = "model-reply-digested"
 #: rest are read a page per workflow task (``reply_pages``).
 CALLS_IN_PAGES_PATCH = "tool-calls-in-pages"
 #: A batch of more calls than a page is judged, asked, approved by a grant and announced
-#: a page per workflow task (``session.approvals.APPROVALS_PER_PAGE``). Asked only once a
-#: batch has more than a page of approval work: a run never asked records no marker.
+#: a page per workflow task. Asked only once a batch has more than a page of approval
+#: work: a run never asked records no marker.
 APPROVALS_IN_PAGES_PATCH = "approvals-in-pages"
 #: The task queues a batch's calls are recorded to go to are checked with the session's
 #: worker (``check_tool_routes``) before any is sent (``tool_calls``).
 ROUTES_CHECKED_PATCH = "tool-routes-checked"
+#: A continued run whose carried array the store lost reads it back from the run before
+#: (it failed the session).
+READ_BACK_LOST_CARRY_PATCH = "read-back-lost-carry"
+#: A limiter on a build no longer current goes on as a new run on the current one.
+LIMITER_MOVES_PATCH = "limiter-moves-to-current-build"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
 #: each is one the workflow code names).

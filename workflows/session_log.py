@@ -17,7 +17,7 @@ def session_log(session: Session, level: int, text: str, *args: object) -> None:
     context = {
         "session_id": info.workflow_id,
         "run_id": info.run_id,
-        "turn": session.state.turn,
+        "turn": session.turn,
         "attempt": info.attempt,
         "agent": session.agent_name,
         "phase": session.phase,

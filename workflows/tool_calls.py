@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         AgentInput,
         AgentResult,
         AgentSpec,
-        ApprovalSignal,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,
@@ -56,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.session import (
         CheckGuardrails,
         RunTools,
+        Session,
         ToolRun,
         backoff,
         call_summary,
@@ -63,17 +63,9 @@ with workflow.unsafe.imports_passed_through():
         tool_retry_delay,
     )
 
-    from .patches import ROUTES_CHECKED_PATCH, patched
+    from .patches import CALLS_IN_RUNNERS_PATCH, CHILD_ID_PATCH, ROUTES_CHECKED_PATCH, patched
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from .start_checks import start_check
-
-#: Patch id (workflow.patched; never reuse or rename): children started before it have
-#: ids without the run.
-CHILD_ID_PATCH = "child-id-bound-to-run"
-#: Patch id (never reuse or rename): a group's calls are taken in request order by at
-#: most ``max_concurrent`` runners, where before every call was a task waiting its turn
-#: (a group of 2,500 calls made 2,500 tasks, and every wake-up looked at each).
-CALLS_IN_RUNNERS_PATCH = "tool-calls-in-runners"
 
 
 async def resolve_tools(
@@ -162,65 +154,41 @@ class ToolWatcher(Protocol):
     def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None: ...
 
 
-class EncodedOnArrival:
-    """A watcher that first encodes each result for the transcript it will join
-    (``Transcript.encode_ahead``) and places it in its slot (``placed``: the session's
-    batch), then tells ``inner``: a batch's results are encoded and placed in the tasks
-    they arrive in, not all at once in the task that appends them."""
-
-    def __init__(
-        self,
-        inner: ToolWatcher,
-        transcript: Transcript,
-        placed: Callable[[int, ToolMessage], None] = lambda slot, result: None,
-    ) -> None:
-        self._inner, self._transcript, self._placed = inner, transcript, placed
-
-    def tool_started(self, turn: int, run: ToolRun) -> None:
-        self._inner.tool_started(turn, run)
-
-    def tool_finished(self, turn: int, run: ToolRun, result: ToolMessage) -> None:
-        self._transcript.encode_ahead(result)  # (nothing, if its digest came with it)
-        self._placed(run.slot, result)
-        self._inner.tool_finished(turn, run, result)
-
-
 async def run_tool_groups(
     command: RunTools,
-    rules: SessionRules,
-    cancelled: Callable[[], bool] = lambda: False,
-    ending: Callable[[], bool] = lambda: False,
-    forwards: list[tuple[str, str, ApprovalSignal]] | None = None,
+    session: Session,
     watcher: ToolWatcher | None = None,
-    children: set[str] | None = None,
-    joining: Transcript | None = None,
     returned: Callable[[int], None] = lambda slot: None,
 ) -> None:
-    """Run the command's groups, one after another. Each call's result goes to
-    ``watcher`` as it arrives (the workflow's places it in the Session's batch), and
-    ``returned`` is told each slot whose result is exactly what its activity returned
-    (and stored), so the next model call can refer to it: nothing is gone over again
-    when the batch is done. Once ``cancelled()``, running calls are cancelled through
-    Temporal and later groups do not start: those slots are left for the Session to
-    fill. ``joining``: the transcript the results join; in its second chain each
-    activity works out its result's digest and size, which it is told of, so no result
-    is encoded here. Calls recorded to go to another task queue are sent only where the
-    session's worker routes tool calls now (asked once per batch), whatever the record
-    says: the others' results say why not."""
+    """Run the command's groups, one after another. Each call's result is placed in the
+    Session's batch as it arrives (``Session.tool_arrived``, encoded for the array it
+    will join in the task it arrives in, not all at once in the task that appends them),
+    then told to ``watcher``; ``returned`` is told each slot whose result is exactly what
+    its activity returned (and stored), so the next model call can refer to it. Once the
+    turn is cancelled, running calls are cancelled through Temporal and later groups do
+    not start: those slots are left for the Session to fill. In the array's second chain
+    each activity works out its result's digest and size, so no result is encoded here.
+    Calls recorded to go to another task queue are sent only where the session's worker
+    routes tool calls now (asked once per batch), whatever the record says: the others'
+    results say why not."""
     refused = await _refused_routes(command)
-    digests = joining if joining is not None and joining.takes_digests else None
+    rules, messages = session.spec.session, session.messages
+    digests = messages if messages.takes_digests else None
     places = asyncio.Semaphore(command.max_concurrent)
+
+    def cancelled() -> bool:
+        return session.cancelling
 
     async def run_in_place(run: ToolRun) -> None:
         async with places:  # a batch of any size runs in bounded waves
             if watcher is not None:
                 watcher.tool_started(command.turn, run)
             if run.runs_in == "child_session":
-                shared = forwards if forwards is not None else []  # the very list, even empty
-                started = children if children is not None else set()
-                result, unchanged = await run_sub_agent(command.turn, run, ending, shared, started)
+                result, unchanged = await run_sub_agent(command.turn, run, session)
             else:
                 result, unchanged = await run_tool(command.turn, run, rules, digests, refused)
+            messages.encode_ahead(result)  # (nothing, if its digest came with it)
+            session.tool_arrived(run.slot, result)
             if watcher is not None:
                 watcher.tool_finished(command.turn, run, result)
             if unchanged:
@@ -241,13 +209,7 @@ async def run_tool_groups(
                 await task  # (cancelled mid-call: the slot is the Session's to fill)
 
 
-async def run_sub_agent(
-    turn: int,
-    run: ToolRun,
-    ending: Callable[[], bool],
-    forwards: list[tuple[str, str, ApprovalSignal]],
-    started: set[str] | None = None,
-) -> tuple[ToolMessage, bool]:
+async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[ToolMessage, bool]:
     """A sub-agent call: a child session, its id derived from the parent's call slot, its
     final answer the result and its usage the parent's too. Decisions on its approvals
     made through the parent are passed on. Cancelling the turn cancels it; so does
@@ -259,7 +221,7 @@ async def run_sub_agent(
     if task is None or isinstance(task, Refused):
         failed = tool_error_result(call, task or "give the agent a non-empty 'task' string")
         return failed.model_copy(update={"approval": run.approval}), False
-    session = agent.session.model_copy(update={"end_after_reply": True})
+    one_shot = agent.session.model_copy(update={"end_after_reply": True})
     info = workflow.info()
     child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
     if patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
@@ -269,7 +231,7 @@ async def run_sub_agent(
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
-            AgentInput(spec=agent.model_copy(update={"session": session}), message=task),
+            AgentInput(spec=agent.model_copy(update={"session": one_shot}), message=task),
             id=child_id,
             result_type=AgentResult,
             static_summary=f"sub-agent {call.function.name}",
@@ -278,20 +240,18 @@ async def run_sub_agent(
     except WorkflowAlreadyStartedError:  # someone took the id first: the call fails, not us
         taken = tool_error_result(call, f"the agent could not start: {child_id} is taken")
         return taken.model_copy(update={"approval": run.approval}), False
-    if started is not None:
-        started.add(child_id)  # its approval reports are taken from now on
+    session.child_started(child_id)
 
-    def mine() -> list[tuple[str, str, ApprovalSignal]]:
-        return [f for f in forwards if f[0] == child_id]
+    def over_or_forwards() -> bool:
+        return handle.done() or session.ending or session.forwards_waiting(child_id)
 
     try:
         while True:
-            await workflow.wait_condition(lambda: handle.done() or ending() or bool(mine()))
-            if handle.done() or ending():
+            await workflow.wait_condition(over_or_forwards)
+            if handle.done() or session.ending:
                 break
-            for forward in mine():
-                forwards.remove(forward)
-                await handle.signal(forward[1], forward[2])
+            for verb, decision in session.take_forwards(child_id):
+                await handle.signal(verb, decision)
     except asyncio.CancelledError:  # the turn was cancelled: so is the child
         handle.cancel()
         raise

@@ -27,7 +27,13 @@ with workflow.unsafe.imports_passed_through():
         chain_of,
     )
 
-    from .patches import SMALL_PAGES_PATCH, patched
+    from .patches import (
+        LOAD_PAGES_BY_COUNT_PATCH,
+        READ_BACK_LOST_CARRY_PATCH,
+        SMALL_PAGES_PATCH,
+        STORE_PIECES_BY_COUNT_PATCH,
+        patched,
+    )
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES
 
@@ -44,15 +50,6 @@ REFERENCE_BYTES = 48
 PAGE_MESSAGES = 500
 #: The same before ``SMALL_PAGES_PATCH`` (2,000 took up to 50 ms, a deadlock under load).
 LOAD_PAGE_MESSAGES = 2000
-#: Patch ids (workflow.patched; never reuse or rename): pages by count as well as size,
-#: and pieces too (before, a run started with 10,000 messages hashed them all at once).
-#: ``SMALL_PAGES_PATCH`` (in ``patches``): pages, pieces and carried arrays of at most
-#: ``PAGE_MESSAGES``.
-LOAD_PAGES_BY_COUNT_PATCH = "transcript-pages-by-count"
-STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
-#: A continued run whose carried array the store lost reads it back from the run before
-#: (it failed the session).
-READ_BACK_LOST_CARRY_PATCH = "read-back-lost-carry"
 
 
 class PayloadTooLarge(Exception):

@@ -1,20 +1,21 @@
-"""The session's pure core: every rule of the turn loop, without Temporal.
+"""The session: the pure state machine that holds every rule of the turn loop.
 
-``Session`` (in ``core``) is the single decision point; it is made of collaborators with
-one job each: the tool batch (``batch``: slots, the gate, run groups, results), people's
-decisions (``decisions``), budgets (``budget``), rescue of unusable replies (``rescue``)
-and the swarm (``swarm``). ``state`` is what continue-as-new carries; ``commands`` is
-what the Session asks the workflow to do. Nothing here imports temporalio, reads a
-clock or does I/O: times are given, so the same events give the same commands.
+``Session`` is the one door to the rules: it takes events, answers ``next_command``, and
+shows its status; its collaborators (the tool batch, people's decisions, approvals,
+budgets, rescue, the swarm) are its own. ``carry_out`` is the one executor of its
+commands, through an ``Effects`` of the caller's (the workflow's Temporal primitives,
+or a test's functions). ``SessionState`` is what continue-as-new carries. Nothing here
+imports temporalio, reads a clock or does I/O: times are given, so the same events give
+the same commands.
 """
 
-from ._approvals import Approvals
 from ._batch import PAGE_BREAK
 from ._commands import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
     CheckGuardrails,
+    Command,
     ContinueAsNew,
     DescribeCalls,
     Finish,
@@ -26,25 +27,36 @@ from ._commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from ._core import Session
+from ._executor import Effects, carry_out
 from ._gate import RECORDED_DECISIONS
 from ._loop_rules import backoff, epoch_ms, setup_digest, tool_retry_delay
-from ._rescue import truncated_reason
+from ._session import (
+    Compatibility,
+    ModelCancelled,
+    ModelFailure,
+    ModelOutcome,
+    Purpose,
+    Session,
+)
 from ._state import SessionState
 from ._tool_results import call_summary, tool_error_result
-from ._views import Purpose
 
 __all__ = [
     "PAGE_BREAK",
     "RECORDED_DECISIONS",
-    "Approvals",
     "AwaitApprovals",
     "CallModel",
     "CheckApprovals",
     "CheckGuardrails",
+    "Command",
+    "Compatibility",
     "ContinueAsNew",
     "DescribeCalls",
+    "Effects",
     "Finish",
+    "ModelCancelled",
+    "ModelFailure",
+    "ModelOutcome",
     "NotifyEscalation",
     "Pause",
     "Purpose",
@@ -57,9 +69,9 @@ __all__ = [
     "WaitForMessage",
     "backoff",
     "call_summary",
+    "carry_out",
     "epoch_ms",
     "setup_digest",
     "tool_error_result",
     "tool_retry_delay",
-    "truncated_reason",
 ]

@@ -22,12 +22,17 @@ APPROVALS_PER_PAGE = 250
 
 
 class Approvals:
-    def __init__(self, state: SessionState, escalation: Escalation | None = None) -> None:
+    def __init__(
+        self,
+        state: SessionState,
+        escalation: Escalation | None = None,
+        paged: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._state = state
         self._escalation = escalation
-        self.paged: Callable[[], bool] = lambda: True
-        """Whether this run does approvals in pages (the workflow asks its patch, and only
-        once there is more than a page to do: a run recorded before pages does it all)."""
+        self._paged = paged
+        """Whether this run does approvals in pages (asked only once there is more than a
+        page to do: a run recorded before pages does it all)."""
         self.newly_decided: list[str] = []
         """Ids decided since the live feed last took them, in order (not carried: a new
         run's feed counts the decisions it carries as told)."""
@@ -38,7 +43,7 @@ class Approvals:
 
     def page_for(self, count: int) -> int:
         """How many of ``count`` approvals' worth of work one task does."""
-        if count <= APPROVALS_PER_PAGE or not self.paged():
+        if count <= APPROVALS_PER_PAGE or not self._paged():
             return max(count, 0)
         return APPROVALS_PER_PAGE
 

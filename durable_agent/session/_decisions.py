@@ -49,6 +49,7 @@ class Decisions:
         reject: Callable[[str], str],
         interrupted: Callable[[bool], bool],
         children: Callable[[], set[str]] = set,
+        run_chain: str = "",
     ) -> None:
         self.spec = spec
         self.state = state
@@ -63,8 +64,8 @@ class Decisions:
         """The child sessions running now for this session's sub-agent calls."""
         self.outcomes: dict[str, DecisionResult | str] = {}
         """What became of each ``decide`` update (by update id): accepted, or why not."""
-        self.run_chain = ""
-        """The session's first run id (the workflow sets it): what tokens are bound to."""
+        self.run_chain = run_chain
+        """The session's first run id: what signed decisions are bound to."""
         self.sweeps = GrantSweeps(state, approvals, gate, tools)
 
     @property

@@ -112,3 +112,11 @@ def last_reply(messages: Sequence[Message]) -> AssistantMessage | ToolMessage | 
         if isinstance(message, AssistantMessage | ToolMessage):
             return message
     return None
+
+
+def latest_finish_reason(messages: Sequence[Message]) -> str | None:
+    """How the model's latest turn ended, as the provider said."""
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            return message.finish_reason
+    return None

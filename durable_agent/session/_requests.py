@@ -4,6 +4,7 @@ for the Session to act on at its next safe point, or refused visibly in ``status
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from durable_agent.core import (
@@ -49,11 +50,13 @@ class Requests:
         swarm: Swarm | None,
         budget: Budget,
         gate: Gate,
+        parts_counted: Callable[[], bool] = lambda: True,
     ) -> None:
         self.spec = spec
-        self.parts_counted = True
-        """The text of content parts counts against ``max_message_chars`` (the workflow
-        says whether: sessions from before it counted plain strings only)."""
+        self._parts_counted = parts_counted
+        """Whether the text of content parts counts against ``max_message_chars`` (asked
+        as each message arrives: sessions from before counted plain strings only)."""
+        self._counted = True
         self.state = state
         self.swarm = swarm
         self.budget = budget
@@ -69,6 +72,7 @@ class Requests:
 
     def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
         """Queue a user message for the next turn boundary; why it was rejected, if it was."""
+        self._counted = self._parts_counted()
         problem = self.message_problem(message)
         if problem is not None:
             return self.reject(problem)
@@ -79,7 +83,7 @@ class Requests:
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
         empty = message.content in ("", [])
-        size = text_size(message, self.parts_counted)
+        size = text_size(message, self._counted)
         problem = self._queue_problem("send_message", empty, size)
         model = self.spec.model if self.swarm is None else self.swarm.model  # who answers
         refused = model.refuses(message)

@@ -44,7 +44,7 @@ from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.their_events import matches, their_events
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
 from tests.support.agent_harness import query_messages, running_worker, spec_for
-from tests.support.session_driver import SessionDriver
+from tests.support.local_run import LocalRun
 
 VECTORS = load_vectors("TurnConformance", ("run",))
 #: The vectors' exception names for turns that ended without an answer, by stop_reason.
@@ -277,16 +277,16 @@ class SessionVectorRun(VectorRun):
 
         spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
 
-        async def cancel_first(driver: SessionDriver) -> None:
+        def cancel_first(driver: LocalRun) -> None:
             if driver.session.phase == "starting":
                 driver.session.cancel_requested(CancelTurnSignal(by="vector"))
 
-        self.driver = SessionDriver(
+        self.driver = LocalRun(
             spec,
             self.registry(),
             model,
             session_id=self.session_id,
-            on_command=cancel_first if self.cancel_at == "before_iteration" else None,
+            between_commands=cancel_first if self.cancel_at == "before_iteration" else None,
         )
         result = await self.driver.run(self.start_input(spec))
         self.executed = self.driver.executed

@@ -1,0 +1,344 @@
+"""A session carried out in the test's own process: no server, no HTTP, milliseconds.
+
+``LocalRun`` is an ``Effects`` for the one executor (``carry_out``), as the session
+workflow's is: the Session decides, the executor tells it what came of each command,
+and this class only does the commands with the same pure pieces the activities use:
+request bodies from the real codecs, tools from a ToolRegistry (validated and invoked
+as the tool activity does), predicates, descriptions and tokens as the workers answer
+them. People's decisions come from a callback, and time moves only when a command
+waits. Continue-as-new round-trips the carried state through JSON, as Temporal would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
+from durable_agent.activities.tools import _as_text
+from durable_agent.workflows.continued_input import ContinuedInput
+
+from durable_agent.core import (
+    MODEL_ATTEMPT_FAILED,
+    AgentInput,
+    AgentResult,
+    AgentSpec,
+    ApprovalCheckInput,
+    ApprovalSignal,
+    ApproverKeys,
+    AssistantMessage,
+    DescribeCallsInput,
+    EndSessionSignal,
+    EscalationNotice,
+    GuardrailInput,
+    GuardrailVerdict,
+    PendingApproval,
+    ProviderEndpoint,
+    RecordedDecision,
+    ResolvedTool,
+    ResolveToolsResult,
+    TokenVerdict,
+    ToolArgumentsError,
+    ToolContext,
+    ToolMessage,
+    UserMessage,
+    as_seen_by,
+    options_for_call,
+    summary_request,
+)
+from durable_agent.core.codecs import build_request
+from durable_agent.session import (
+    AwaitApprovals,
+    CallModel,
+    CheckApprovals,
+    CheckGuardrails,
+    Command,
+    ContinueAsNew,
+    DescribeCalls,
+    ModelFailure,
+    ModelOutcome,
+    NotifyEscalation,
+    Pause,
+    RunTools,
+    Session,
+    SessionState,
+    Summarise,
+    ToolRun,
+    VerifyTokens,
+    WaitForMessage,
+    carry_out,
+    tool_error_result,
+    tool_retry_delay,
+)
+from durable_agent.tools import ToolRegistry, run_guardrails
+
+Model = Callable[[dict[str, Any]], AssistantMessage]
+Approver = Callable[
+    [PendingApproval], RecordedDecision | tuple[RecordedDecision, ApprovalSignal] | None
+]
+"""A verdict for a waiting call, or a verdict with its whole decision (an edit, a
+response, an "always"), or ``None`` (nobody decides: its deadline passes)."""
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _ContinuedAsNew(Exception):
+    """The run handed its state over; ``LocalRun.run`` starts the next one with it."""
+
+    def __init__(self, carried: ContinuedInput) -> None:
+        super().__init__("continued as new")
+        self.carried = carried
+
+
+@dataclass
+class LocalRun:
+    spec: AgentSpec
+    registry: ToolRegistry
+    model: Model
+    approver: Approver = lambda pending: "approved"
+    continue_as_new_every: int | None = None
+    """Offer a continue-as-new before every this many commands (``None``: never)."""
+    between_commands: Callable[[LocalRun], None] | None = None
+    """Called before the Session is asked for each command: where a test sends messages
+    or decisions mid-session, as people would between two workflow tasks."""
+    session_id: str = "local-session"
+    clock: datetime = START
+    """The time the Session is told (it moves only when a command waits)."""
+    keys: ApproverKeys = field(default_factory=ApproverKeys)
+    """The public keys signed decisions are checked with (as a worker's)."""
+    notices: list[EscalationNotice] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    executed: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
+    runs: int = 0
+    session: Session = field(init=False)
+    _commands: int = 0
+
+    @property
+    def now_ms(self) -> int:
+        return int(self.clock.timestamp() * 1000)
+
+    async def run(self, request: AgentInput) -> AgentResult:
+        self.session = Session(self.spec, SessionState())
+        self.runs = 1
+        problem = self.session.tools_resolved(self._resolved(self.session))
+        if problem:
+            raise ValueError(problem)
+        self.session.start(request, self.clock)
+        while True:
+            try:
+                return await carry_out(self.session, self)
+            except _ContinuedAsNew as handed_over:
+                again = ContinuedInput.model_validate_json(handed_over.carried.model_dump_json())
+                self.session = Session(again.spec, again.carried)
+                self.runs += 1
+
+    def _resolved(self, session: Session) -> ResolveToolsResult:
+        """The spec's tools as a worker with ``registry`` describes them."""
+        resolved, missing = [], []
+        for name in session.tool_names_to_resolve():
+            found = self.registry.get(name)
+            if found is None:
+                missing.append(name)
+                continue
+            resolved.append(
+                ResolvedTool(
+                    definition=found.definition,
+                    policy=found.policy,
+                    bind=found.bind,
+                    describes=found.describe is not None,
+                )
+            )
+        hooks = [h for h in self.spec.approval_hooks() if self.registry.hook(h) is None]
+        return ResolveToolsResult(tools=resolved, missing=missing, missing_hooks=hooks)
+
+    # --- the executor's questions ---------------------------------------------------
+
+    def now(self) -> datetime:
+        return self.clock
+
+    def continue_suggested(self) -> bool:
+        """Asked first before each command: people act here, then every
+        ``continue_as_new_every`` commands a fresh run is offered."""
+        if self.between_commands is not None:
+            self.between_commands(self)
+        self._commands += 1
+        every = self.continue_as_new_every
+        return every is not None and self._commands % every == 0
+
+    def build_changed(self) -> bool:
+        return False
+
+    async def before(self, command: Command) -> None:
+        return None
+
+    async def finish(self, result: AgentResult) -> AgentResult:
+        return result
+
+    async def continue_as_new(self, command: ContinueAsNew) -> None:
+        raise _ContinuedAsNew(ContinuedInput(spec=self.spec, carried=self.session.for_next_run()))
+
+    # --- what the activities do -----------------------------------------------------
+
+    async def call_model(self, command: CallModel) -> ModelOutcome:
+        session = self.session
+        setup = session.model_setup()
+        messages = list(session.messages)
+        if setup.agent is not None:
+            messages = as_seen_by(messages, setup.agent, setup.instructions)
+        body = build_request(
+            _api(setup.endpoint),
+            messages,
+            model=setup.model,
+            tools=setup.tools,
+            options=options_for_call(setup.options, session.messages),
+            output_schema=setup.output_schema,
+            reasoning=setup.reasoning,
+            stream=False,
+            context=setup.context,
+        )
+        self.requests.append(body)
+        stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
+        reply = self.model(body).model_copy(update=stamp)
+        if reply.is_error and reply.refusal is None:
+            return ModelFailure(MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
+        return reply
+
+    def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
+        return None
+
+    async def summarise(self, command: Summarise) -> ModelOutcome:
+        session, model = self.session, self.spec.model
+        messages = summary_request(session.messages, command.until, model.context.summary_prompt)
+        name = model.context.summary_model or model.name
+        body = build_request(_api(model.endpoint), messages, model=name, options=model.options)
+        self.requests.append(body)
+        reply = self.model(body)
+        if reply.is_error or not reply.content.strip():
+            return ModelFailure(MODEL_ATTEMPT_FAILED, "no summary")
+        return reply
+
+    def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
+        return None
+
+    async def check_guardrails(
+        self, command: CheckGuardrails
+    ) -> tuple[GuardrailVerdict | None, str | None]:
+        request = GuardrailInput(kind=command.kind, names=command.names, text=command.text)
+        return await run_guardrails(self.registry, request), None
+
+    async def pause(self, command: Pause) -> None:
+        self.clock += command.delay
+
+    async def check_approvals(self, command: CheckApprovals) -> list[bool]:
+        pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+        asked = ApprovalCheckInput(calls=pairs, predicates=command.predicates)
+        return answer_predicates(self.registry, asked)
+
+    async def describe_calls(self, command: DescribeCalls) -> list[str]:
+        pairs = [(c.function.name, c.function.arguments) for c in command.calls]
+        return describe_calls(self.registry, DescribeCallsInput(calls=pairs))
+
+    async def verify_tokens(self, command: VerifyTokens) -> list[TokenVerdict]:
+        return check_tokens(self.keys, self.session_id, command.checks)
+
+    async def notify_escalation(self, command: NotifyEscalation) -> None:
+        self.notices.append(command.notice)
+
+    async def await_approvals(self, command: AwaitApprovals) -> None:
+        """The approver decides each waiting call; those it leaves wait out their
+        deadline (time moves to it) and take their tool's default."""
+        session, ids = self.session, command.ids
+        for pending in [p for p in session.undecided() if p.approval_id in ids]:
+            if pending.approval_id in session.decided():
+                continue  # decided meanwhile (a standing grant made by an earlier decision)
+            decision = self.approver(pending)
+            if isinstance(decision, tuple):  # a decision with more than a verdict
+                session.decision_arrived(decision[1], decision[0], self.clock)
+            elif decision is not None:
+                signal = ApprovalSignal(approval_id=pending.approval_id, by="test")
+                session.decision_arrived(signal, decision, self.clock)
+        deadline = session.next_deadline(ids)
+        if not session.all_decided(ids) and deadline is not None:
+            self.clock = max(self.clock, deadline)
+            while session.deadlines_passed(ids, self.clock):
+                pass  # (a page a workflow task in the workflow)
+
+    async def approvals_taken(self, command: AwaitApprovals) -> None:
+        return None
+
+    async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
+        results = {}
+        for group in command.groups:  # in order; a group's calls are independent
+            if self.session.cancelling:
+                break  # as the workflow: later groups do not start
+            for run in group:
+                results[run.slot] = await self._run_tool(command.turn, run)
+        return results
+
+    async def wait_for_message(self, command: WaitForMessage) -> bool:
+        """No one writes again: an idle timeout passes, or the session is ended."""
+        if command.timeout is not None:
+            self.clock += command.timeout
+            return False
+        self.session.end_requested(EndSessionSignal(by="test", reason="nothing left to say"))
+        return True
+
+    async def _run_tool(self, turn: int, run: ToolRun) -> ToolMessage:
+        call = run.call
+        found = self.registry.get(call.function.name)
+
+        def result(content: str, is_error: bool | None = None) -> ToolMessage:
+            return ToolMessage(
+                tool_call_id=call.id,
+                content=content,
+                tool_name=call.function.name,
+                is_error=is_error,
+                approval=run.approval,
+                timestamp=self.now_ms,
+                agent_name=run.agent_name,
+            )
+
+        if found is None:
+            return result(f"Tool not registered: {call.function.name}", True)
+        try:
+            arguments = found.validate_arguments(call.function.arguments, run.bound)
+        except ToolArgumentsError as error:
+            return result(str(error), True)
+        attempt = 1
+        while True:
+            context = ToolContext(
+                session_id=self.session_id,
+                turn=turn,
+                slot=run.slot,
+                tool_call_id=call.id,
+                idempotency_key=f"{self.session_id}:{turn}:{run.slot}",
+                attempt=attempt,
+                context=run.bound,
+            )
+            self.executed.append((turn, run.slot, call.function.name, arguments))
+            try:
+                output = await found.invoke(arguments, context)
+            except Exception as error:
+                delay = tool_retry_delay(run.tool.policy, attempt)
+                if delay is None:
+                    failed = tool_error_result(call, f"{type(error).__name__}: {error}")
+                    return failed.model_copy(update={"approval": run.approval})
+                self.clock += delay
+                attempt += 1
+                continue
+            return result(_as_text(output)).model_copy(update={"usage": context.usage})
+
+    # --- what people do -------------------------------------------------------------
+
+    def send(self, text: str) -> str | None:
+        return self.session.message_arrived(UserMessage(content=text), self.clock)
+
+    def elapse(self, seconds: float) -> None:
+        self.clock += timedelta(seconds=seconds)
+
+
+def _api(endpoint: ProviderEndpoint | str) -> str:
+    """The wire API of an endpoint played here (a registered name speaks Chat
+    Completions: there is no worker to look it up)."""
+    return "chat" if isinstance(endpoint, str) else endpoint.api
