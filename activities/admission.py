@@ -9,6 +9,7 @@ from temporalio.api.enums.v1 import ContinueAsNewInitiator
 
 from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
 from durable_agent.core import Admission, AdmissionInput, ToolRoutes, ToolRoutesInput
+from durable_agent.tools import Registry
 
 from .heartbeat import heartbeats
 
@@ -16,8 +17,15 @@ log = structlog.get_logger("durable_agent.admission")
 
 
 class AdmissionActivities:
-    def __init__(self, capabilities: Capabilities, *, message_log: bool = False) -> None:
+    def __init__(
+        self,
+        capabilities: Capabilities,
+        registry: Registry | None = None,
+        *,
+        message_log: bool = False,
+    ) -> None:
         self._capabilities = capabilities
+        self._registry = registry if registry is not None else Registry()
         self._message_log = message_log
 
     @activity.defn(name="admit_session")
@@ -26,7 +34,9 @@ class AdmissionActivities:
         """What the spec may not use here (the session's own task queue is the one
         this activity runs on: a workflow's activities default to its queue)."""
         own_queue = activity.info().task_queue
-        refused = await admission_problems(request.spec, self._capabilities, own_queue)
+        refused = await admission_problems(
+            request.spec, self._capabilities, own_queue, self._registry
+        )
         if request.carried:
             refused += await _carry_problems()
         if refused:

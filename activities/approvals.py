@@ -19,14 +19,14 @@ from durable_agent.core import (
     ToolArgumentsError,
     visible,
 )
-from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.tools import Registry
 
 from .heartbeat import heartbeats
 
 log = structlog.get_logger("durable_agent.approvals")
 
 
-def answer_predicates(registry: ToolRegistry, request: ApprovalCheckInput) -> list[bool]:
+def answer_predicates(registry: Registry, request: ApprovalCheckInput) -> list[bool]:
     """Each call's predicate over its validated arguments: the tool's own (does it need
     a person?) or a rule's named one (does the rule apply?). Calls with unusable
     arguments need nobody, and match no named predicate: they will not run."""
@@ -51,7 +51,7 @@ def answer_predicates(registry: ToolRegistry, request: ApprovalCheckInput) -> li
     return answers
 
 
-def describe_calls(registry: ToolRegistry, request: DescribeCallsInput) -> list[str]:
+def describe_calls(registry: Registry, request: DescribeCallsInput) -> list[str]:
     """Each waiting call in its tool's own words (``@tool(describe=...)``); "" where the
     tool cannot say (the session shows the default form)."""
     described = []
@@ -83,10 +83,8 @@ def check_tokens(
 
 
 class ApprovalActivities:
-    def __init__(
-        self, registry: ToolRegistry | None = None, keys: ApproverKeys | None = None
-    ) -> None:
-        self._registry = default_registry if registry is None else registry
+    def __init__(self, registry: Registry | None = None, keys: ApproverKeys | None = None) -> None:
+        self._registry = registry if registry is not None else Registry()
         self._keys = ApproverKeys.from_env() if keys is None else keys
 
     @activity.defn(name="check_approvals")

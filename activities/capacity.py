@@ -18,9 +18,9 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from durable_agent.capabilities import Capabilities
 from durable_agent.core import (
-    CAPACITY_WAIT,
     CapacityRelease,
     CapacityRequest,
+    Failure,
     ModelCallInput,
     ModelSetup,
     ProviderEndpoint,
@@ -95,7 +95,7 @@ class CapacityGate:
                 f"no capacity on {key} now; the call waits in line",
                 key,
                 answer.wait_seconds,
-                type=CAPACITY_WAIT,
+                type=Failure.CAPACITY_WAIT,
                 non_retryable=True,
                 category=ApplicationErrorCategory.BENIGN,  # expected: logged as debug
             )

@@ -22,14 +22,9 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
 from durable_agent.core import (
-    CONFIGURATION_ERROR,
     DIGEST_BYTES,
-    HOOK_FAILED,
-    MODEL_ATTEMPT_FAILED,
-    MODEL_SETUP_UNKNOWN,
-    PROVIDER_ERROR,
-    TRANSCRIPT_UNKNOWN,
     AssistantMessage,
+    Failure,
     LoadTranscriptInput,
     Message,
     ModelCallInput,
@@ -58,7 +53,7 @@ from durable_agent.core import (
     root_of,
     summary_request,
 )
-from durable_agent.core.codecs import build_request
+from durable_agent.core.codecs import Codec
 from durable_agent.observability import model_call_span, record_failure, record_reply
 from durable_agent.providers import (
     ProviderClient,
@@ -70,8 +65,7 @@ from durable_agent.providers import (
 from durable_agent.tools import (
     HookContext,
     HookFailed,
-    ToolRegistry,
-    default_registry,
+    Registry,
     rewrite_reply,
     rewrite_request,
 )
@@ -91,7 +85,9 @@ log = structlog.get_logger("durable_agent.model")
 def transcript_unknown(what: str) -> ApplicationError:
     """The error the workflow answers by sending the whole array (once)."""
     return ApplicationError(
-        f"this worker's transcript store has {what}", type=TRANSCRIPT_UNKNOWN, non_retryable=True
+        f"this worker's transcript store has {what}",
+        type=Failure.TRANSCRIPT_UNKNOWN,
+        non_retryable=True,
     )
 
 
@@ -103,10 +99,10 @@ class ModelActivities:
         cache_size: int = 256,
         capabilities: Capabilities | None = None,
         message_log: MessageSink | None = None,
-        registry: ToolRegistry | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self._client = client
-        self._registry = default_registry if registry is None else registry
+        self._registry = registry if registry is not None else Registry()
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self._gate = CapacityGate(self._capabilities)
@@ -124,7 +120,7 @@ class ModelActivities:
             if stored is None:
                 raise ApplicationError(
                     f"this worker does not hold model setup {digest}",
-                    type=MODEL_SETUP_UNKNOWN,
+                    type=Failure.MODEL_SETUP_UNKNOWN,
                     non_retryable=True,
                 )
             setup = ModelSetup.model_validate_json(stored)
@@ -138,7 +134,7 @@ class ModelActivities:
             endpoint = await self._capabilities.endpoint(setup.endpoint)
         except (NotRegistered, NotAllowed) as error:
             raise ApplicationError(
-                str(error), type=CONFIGURATION_ERROR, non_retryable=True
+                str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None
         return setup.model_copy(update={"endpoint": endpoint}), Room(setup.endpoint, call)
 
@@ -287,7 +283,7 @@ class ModelActivities:
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
             bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
-        body = _request_body(
+        body = self._request_body(
             setup,
             prepared,
             model=setup.model,
@@ -324,7 +320,9 @@ class ModelActivities:
         try:
             return await rewrite(self._registry, names, value, context)
         except HookFailed as error:  # ends the turn with its words; never retried
-            raise ApplicationError(str(error), type=HOOK_FAILED, non_retryable=True) from None
+            raise ApplicationError(
+                str(error), type=Failure.HOOK_FAILED, non_retryable=True
+            ) from None
 
     @activity.defn(name="summarise_context")
     async def summarise_context(self, call: SummaryCallInput) -> AssistantMessage:
@@ -333,7 +331,7 @@ class ModelActivities:
         async with heartbeating(lambda: 0):
             setup, room = await self._setup(call)
             _, conversation = await self._conversation(call)
-            body = _request_body(
+            body = self._request_body(
                 setup,
                 summary_request(conversation, call.until, call.prompt),
                 model=setup.model,
@@ -344,7 +342,9 @@ class ModelActivities:
             message = await self._complete(setup, body, bound, lambda text: None, None, room)
             if not message.content.strip():
                 raise ApplicationError(
-                    "the summary came back empty", type=MODEL_ATTEMPT_FAILED, non_retryable=True
+                    "the summary came back empty",
+                    type=Failure.MODEL_ATTEMPT_FAILED,
+                    non_retryable=True,
                 )
             bound.info("context summarised", until=call.until, chars=len(message.content))
             return message
@@ -363,10 +363,16 @@ class ModelActivities:
         client, facts = self._client or shared_client(), ResponseFacts()
         hold = activity.info().start_to_close_timeout or timedelta(minutes=10)
         lease = await self._gate.acquire(room, setup, body, hold.total_seconds()) if room else None
-        with model_call_span(setup, body.get("messages") or body.get("input") or []) as span:
+        codec = self._codec(setup)
+        with model_call_span(setup, codec, body.get("messages") or body.get("input") or []) as span:
             try:
                 message = await client.complete(
-                    setup.target, body, on_text=on_text, on_reasoning=on_reasoning, facts=facts
+                    setup.target,
+                    body,
+                    codec=codec,
+                    on_text=on_text,
+                    on_reasoning=on_reasoning,
+                    facts=facts,
                 )
             except ProviderError as error:
                 _give_back(lease, error)
@@ -379,24 +385,47 @@ class ModelActivities:
             record_reply(span, message, facts.response_id)
             count_tokens(setup.model, message.usage, setup.price)
             if message.is_error:
-                record_failure(span, MODEL_ATTEMPT_FAILED, message.error or "")
+                record_failure(span, Failure.MODEL_ATTEMPT_FAILED, message.error or "")
         if message.is_error and message.refusal is None:
             bound.warning("model turn failed", error=message.error)
             raise ApplicationError(
-                f"model turn failed: {message.error}", type=MODEL_ATTEMPT_FAILED, non_retryable=True
+                f"model turn failed: {message.error}",
+                type=Failure.MODEL_ATTEMPT_FAILED,
+                non_retryable=True,
             )
         return message.model_copy(update={"timestamp": int(time.time() * 1000)})
+
+    def _codec(self, setup: ModelSetup) -> Codec:
+        """The codec of the setup's wire API, as this worker's registry has it."""
+        try:
+            return self._registry.codec(setup.target.api)
+        except ValueError as error:
+            raise ApplicationError(
+                str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
+            ) from None
+
+    def _request_body(
+        self, setup: ModelSetup, messages: list[Message], **fields: Any
+    ) -> dict[str, Any]:
+        try:
+            return self._codec(setup).build_request(messages, **fields)
+        except ValueError as error:
+            raise ApplicationError(
+                str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
+            ) from None
 
     @staticmethod
     def _failure(error: ProviderError, bound: Any) -> ApplicationError:
         """A provider's failure as the workflow tells them apart."""
         if isinstance(error, ProviderConfigurationError):
             bound.error("model call cannot be made as configured", error=error.message)
-            return ApplicationError(error.message, type=CONFIGURATION_ERROR, non_retryable=True)
+            return ApplicationError(
+                error.message, type=Failure.CONFIGURATION_ERROR, non_retryable=True
+            )
         bound.warning("provider call failed", error=error.message, retryable=error.retryable)
         return ApplicationError(
             error.message,
-            type=MODEL_ATTEMPT_FAILED if error.retryable else PROVIDER_ERROR,
+            type=Failure.MODEL_ATTEMPT_FAILED if error.retryable else Failure.PROVIDER_ERROR,
             non_retryable=True,  # the workflow counts and retries the model's failures
             next_retry_delay=(
                 timedelta(seconds=error.retry_after) if error.retry_after is not None else None
@@ -417,10 +446,3 @@ def _give_back(lease: Lease | None, outcome: Usage | ProviderError | None = None
 def _log_for(call: ModelCallInput) -> Any:
     info = activity.info()
     return log.bind(session_id=info.workflow_id, turn=call.turn, attempt=info.attempt)
-
-
-def _request_body(setup: ModelSetup, messages: list[Message], **fields: Any) -> dict[str, Any]:
-    try:
-        return build_request(setup.target.api, messages, **fields)
-    except ValueError as error:
-        raise ApplicationError(str(error), type=CONFIGURATION_ERROR, non_retryable=True) from None

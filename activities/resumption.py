@@ -24,9 +24,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.core import (
     EARLIER_HISTORY_SIGNAL,
-    INVALID_INPUT,
-    NO_CONVERSATION,
     ClosedRunInput,
+    Failure,
     ForkInput,
     Message,
     StartedHistoryInput,
@@ -47,12 +46,12 @@ PAGE_MESSAGES = 1000
 
 
 def _refused(text: str) -> ApplicationError:
-    return ApplicationError(text, type=NO_CONVERSATION, non_retryable=True)
+    return ApplicationError(text, type=Failure.NO_CONVERSATION, non_retryable=True)
 
 
 def _invalid(text: str) -> ApplicationError:
     return ApplicationError(
-        f"invalid session input: {text}", type=INVALID_INPUT, non_retryable=True
+        f"invalid session input: {text}", type=Failure.INVALID_INPUT, non_retryable=True
     )
 
 

@@ -15,28 +15,22 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import structlog
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
 from durable_agent.core import (
-    GUARDRAIL_FAILED,
-    MCP_SERVER_UNAVAILABLE,
-    OPENAPI_UNUSABLE,
-    TOOL_RAISED,
     TOOL_TIMEOUT_GRACE_SECONDS,
-    TOOLSET_UNAVAILABLE,
+    Failure,
     GuardrailInput,
     GuardrailVerdict,
     ListRemoteToolsInput,
-    McpServerSpec,
     Message,
     OpenApiError,
-    OpenApiSpec,
     OwnerFloor,
     ResolvedTool,
     ResolveToolsInput,
@@ -48,32 +42,30 @@ from durable_agent.core import (
     ToolCallInput,
     ToolContext,
     ToolMessage,
-    ToolPolicy,
     ToolReturn,
     digested,
     environment_secrets,
+    explain,
 )
-from durable_agent.core.tool_kinds import CallTarget, ToolKind, WorkerSide, tool_kind
+from durable_agent.core.tool_kinds import (
+    CallTarget,
+    ToolKind,
+    ToolsetError,
+    UnknownToolKind,
+    WorkerSide,
+)
 from durable_agent.observability import record_failure, record_tool_result, tool_span
-from durable_agent.tools import ToolRegistry, default_registry, run_guardrails
+from durable_agent.tools import (
+    McpServerError,
+    Registry,
+    error_reason,
+    run_guardrails,
+)
 
 from .heartbeat import heartbeats
-from .mcp import McpRunner, McpServerError, error_reason, list_server_tools
 from .observing import count_tool_call
-from .openapi import OpenApiRunner, list_api_tools
-from .toolsets import ToolsetError, toolset_tools
 
 log = structlog.get_logger("durable_agent.tools")
-
-_Source = TypeVar("_Source", McpServerSpec, OpenApiSpec)
-
-#: The built-in kinds whose worker half does I/O, which the modules the workflow
-#: imports must not (a kind registered by a user carries its own ``run``).
-_WORKER_HALVES: dict[str, ToolKind[Any, Any]] = {k.name: k for k in (McpRunner(), OpenApiRunner())}
-
-
-def _runner(target: CallTarget) -> ToolKind[Any, Any]:
-    return _WORKER_HALVES.get(target.kind) or tool_kind(target.kind)
 
 
 def _as_text(result: Any) -> str:
@@ -111,41 +103,15 @@ class _KeepNothing:
         return None
 
 
-async def _listed(
-    where: str, kind: str, listing: Awaitable[list[ResolvedTool]]
-) -> list[ResolvedTool]:
-    """A source's tools; one that cannot be reached or used fails the session by name."""
-    try:
-        return await listing
-    except (McpServerError, OpenApiError, ToolsetError, NotRegistered, NotAllowed) as error:
-        raise ApplicationError(f"{where}: {error}", type=kind, non_retryable=True) from None
-
-
-async def _registered(
-    entry: Awaitable[_Source], listing: Callable[[_Source], Awaitable[list[ResolvedTool]]]
-) -> list[ResolvedTool]:
-    """The tools of a spec's entry once the worker has said what it stands for."""
-    return await listing(await entry)
-
-
-def _floored(tools: list[ResolvedTool], registered: _Source | None) -> list[ResolvedTool]:
-    """A source's tools with the approval its owner registered kept as their floor (a
-    source the spec carried itself, where the policy allows that, has none)."""
-    if registered is None:
-        return tools
-    floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
-    return [t.model_copy(update={"floor": floor}) for t in tools]
-
-
 class ToolActivities:
     def __init__(
         self,
-        registry: ToolRegistry | None = None,
+        registry: Registry | None = None,
         results: ResultKeeper | None = None,
         secrets: SecretProvider | None = None,
         capabilities: Capabilities | None = None,
     ) -> None:
-        self._registry = default_registry if registry is None else registry
+        self._registry = registry if registry is not None else Registry()
         self._results: ResultKeeper = results or _KeepNothing()
         self._secrets = secrets or environment_secrets
         self._capabilities = capabilities or Capabilities()
@@ -181,29 +147,25 @@ class ToolActivities:
     @activity.defn(name="list_remote_tools")
     @heartbeats
     async def list_remote_tools(self, request: ListRemoteToolsInput) -> list[ResolvedTool]:
-        """The tools of the spec's MCP servers, OpenAPI documents and toolsets (once, at
-        the session's start). One that cannot be reached or used fails the session at once,
-        by name."""
+        """The tools of the spec's toolsets (once, at the session's start), each listed
+        by its kind. One that cannot be reached or used fails the session at once, by
+        name."""
         tools: list[ResolvedTool] = []
-        capabilities = self._capabilities
-        for server in request.servers:
-            where = f"MCP server {server.name!r}"
-            listing = _registered(capabilities.mcp_server(server), list_server_tools)
-            listed = await _listed(where, MCP_SERVER_UNAVAILABLE, listing)
-            inline = server.command is not None or server.url is not None
-            tools += _floored(
-                listed, None if inline else capabilities.registered_server(server.name)
-            )
-        for api in request.apis:
-            where = f"OpenAPI {api.name!r}"
-            listing = _registered(capabilities.openapi_service(api), list_api_tools)
-            listed = await _listed(where, OPENAPI_UNUSABLE, listing)
-            inline = api.document is not None
-            tools += _floored(listed, None if inline else capabilities.registered_service(api.name))
-        for toolset in request.toolsets:
-            where = f"toolset {toolset.name!r} ({toolset.kind})"
-            listed = await _listed(where, TOOLSET_UNAVAILABLE, toolset_tools(toolset, self._worker))
-            tools += [t.model_copy(update={"floor": OwnerFloor.of(t.policy)}) for t in listed]
+        for source in request.toolsets:
+            try:
+                kind = self._registry.kind(source.kind)
+            except UnknownToolKind as error:
+                where = f"toolset {source.name!r} ({source.kind})"
+                raise ApplicationError(
+                    f"{where}: {error}", type=Failure.TOOLSET_UNAVAILABLE, non_retryable=True
+                ) from None
+            try:
+                tools += await kind.tools(source, self._worker)
+            except (McpServerError, OpenApiError, ToolsetError, NotRegistered, NotAllowed) as error:
+                where = kind.source_name(source)
+                raise ApplicationError(
+                    f"{where}: {error}", type=kind.unavailable, non_retryable=True
+                ) from None
         return tools
 
     @activity.defn(name="check_guardrails")
@@ -216,7 +178,9 @@ class ToolActivities:
         except Exception as error:
             log.warning("guardrail failed", kind=request.kind, error=str(error))
             raise ApplicationError(
-                f"{type(error).__name__}: {error}", type=GUARDRAIL_FAILED, non_retryable=True
+                f"{type(error).__name__}: {error}",
+                type=Failure.GUARDRAIL_FAILED,
+                non_retryable=True,
             ) from None
 
     @activity.defn(name="run_tool")
@@ -324,13 +288,13 @@ class ToolActivities:
             bound.warning("tool timed out", seconds=limit)
             raise ApplicationError(
                 f"ToolTimeout: did not finish within {limit:g} s",
-                type=TOOL_RAISED,
+                type=Failure.TOOL_RAISED,
                 non_retryable=True,
             ) from None
         except Exception as error:
             text = secrets.redact(f"{type(error).__name__}: {error}")
             bound.warning("tool raised", error=text)
-            raise ApplicationError(text, type=TOOL_RAISED, non_retryable=True) from None
+            raise ApplicationError(text, type=Failure.TOOL_RAISED, non_retryable=True) from None
         text = secrets.redact(_as_text(output))  # before anything keeps it, whole or cut
         return await result(await self._fit(text, call, context.idempotency_key))
 
@@ -341,9 +305,18 @@ class ToolActivities:
         if call.target is None:
             return call.tool_name
         try:
-            return await _runner(call.target).identity(call.target, self._worker)
+            kind, target = self._kind_of(call.target)
+            return await kind.identity(target, self._worker)
         except (NotRegistered, NotAllowed):
             return None
+
+    def _kind_of(self, target: CallTarget) -> tuple[ToolKind[Any, Any], CallTarget]:
+        """The worker's kind of the call, and the call read as that kind's model; a kind
+        it lacks, or a target its kind cannot read, is ``NotRegistered``."""
+        try:
+            return self._registry.call_of(target)
+        except (UnknownToolKind, ValidationError) as error:
+            raise NotRegistered(explain(error)) from None
 
     async def _call_kind(
         self,
@@ -364,7 +337,11 @@ class ToolActivities:
             arguments = secrets.resolve_arguments(parsed)
         except (ValueError, SecretError) as error:
             return await result(f"Invalid arguments for '{call.tool_name}': {error}", True)
-        kind = _runner(target)
+        try:
+            kind, target = self._kind_of(target)
+        except NotRegistered as error:
+            log.warning("tool call refused", tool=call.tool_name, error=str(error))
+            return await result(f"Not allowed on this worker: {error}", True)
         where = kind.where(target)
         bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
         bound.info("tool call", kind=kind.name, where=where)
@@ -381,7 +358,7 @@ class ToolActivities:
                 detail = f"ToolTimeout: did not finish within {limit:g} s"
             bound.warning("tool call failed", where=where, error=detail)
             raise ApplicationError(
-                f"{where}: {detail}", type=TOOL_RAISED, non_retryable=True
+                f"{where}: {detail}", type=Failure.TOOL_RAISED, non_retryable=True
             ) from None
         text = secrets.redact(text)
         return await result(await self._fit(text, call, context.idempotency_key), is_error or None)

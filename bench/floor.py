@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent.core.codecs import build_request
     from durable_agent.providers import shared_client
-    from durable_agent.tools import ToolRegistry
+    from durable_agent.tools import Registry
 
 
 class FloorInput(BaseModel):
@@ -80,7 +80,7 @@ class FloorWorkflow:
 
 
 class FloorActivities:
-    def __init__(self, registry: ToolRegistry) -> None:
+    def __init__(self, registry: Registry) -> None:
         self._registry = registry
 
     @activity.defn(name="floor_call_model")

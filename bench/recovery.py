@@ -45,12 +45,12 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 
 ROOT = Path(__file__).parent.parent
 TOOL_SECONDS = 8.0
 STREAM_SECONDS = 8.0
-registry = ToolRegistry()
+registry = Registry()
 
 
 def _note_start(key: str) -> None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from durable_agent.core import AssistantMessage, ToolCall, ToolDefinition
 from durable_agent.testing import RecordedRequest, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

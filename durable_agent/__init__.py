@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (
     from durable_agent.temporal import DurableAgentPlugin as DurableAgentPlugin
     from durable_agent.temporal import build_worker as build_worker
     from durable_agent.tools import HookContext as HookContext
-    from durable_agent.tools import ToolRegistry as ToolRegistry
+    from durable_agent.tools import Registry as Registry
     from durable_agent.tools import approval_predicate as approval_predicate
     from durable_agent.tools import escalation_notifier as escalation_notifier
     from durable_agent.tools import guardrail as guardrail

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from durable_agent import Agent, DurableAgentPlugin, ModelSpec
+from durable_agent import Agent, DurableAgentPlugin, ModelSpec, Registry
 from durable_agent.providers import model_from_environment
 from durable_agent.temporal import free_port, start_dev_server
 
@@ -27,13 +27,16 @@ def model_or_exit() -> ModelSpec:
 
 @asynccontextmanager
 async def running(
-    task_queue: str, workflows: Sequence[type] = (), agents: Sequence[Agent[Any]] = ()
+    task_queue: str,
+    workflows: Sequence[type] = (),
+    agents: Sequence[Agent[Any]] = (),
+    registry: Registry | None = None,
 ) -> AsyncIterator[Client]:
-    """An embedded dev server (its data in a fresh folder) and a worker on it, with the
-    ``agents``' MCP servers registered."""
+    """An embedded dev server (its data in a fresh folder) and a worker on it, with
+    ``registry``'s tools and the ``agents``' tools and MCP servers registered."""
     env = await start_dev_server(Path(mkdtemp()), free_port(), free_port())
     try:
-        plugin = DurableAgentPlugin(agents=agents)
+        plugin = DurableAgentPlugin(registry=registry, agents=agents)
         worker = Worker(
             env.client, task_queue=task_queue, workflows=list(workflows), plugins=[plugin]
         )

@@ -1,7 +1,6 @@
 """The support agent of the order example (examples/order_workflow.py): its refund tool,
-which a person approves, and the typed decision it answers with. Tools live apart from
-workflow code: the workflow sandbox imports a workflow's module afresh for each run, and
-a tool registers itself once, when its own module is imported."""
+which a person approves, and the typed decision it answers with. The worker runs the
+agent's tools because the agent is given to it (``DurableAgentPlugin(agents=[...])``)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ async def main() -> None:
     from examples._running import model_or_exit, running
 
     agent = support_agent(model_or_exit())
-    async with running("orders", workflows=[OrderWorkflow]) as client:
+    async with running("orders", workflows=[OrderWorkflow], agents=[agent]) as client:
         agents = AgentClient(client, task_queue="orders")
         print(await handle_complaint(agents, "o-17", agent.spec(one_reply=True)))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from durable_agent import Agent, AgentClient, ModelSpec, tool
+from durable_agent import Agent, AgentClient, ModelSpec, Registry, tool
 
 
 @tool
@@ -23,6 +23,9 @@ def refund_invoice(invoice: int) -> str:
     """Refund an invoice."""
     return f"refunded invoice {invoice}"
 
+
+registry = Registry([lookup_account, refund_invoice])
+"""What the worker runs for the swarm: its agents name these tools."""
 
 SWARM = {
     "default_agent": "triage",
@@ -67,7 +70,7 @@ async def main() -> None:
     from examples._running import model_or_exit, running
 
     agent = support_swarm(model_or_exit())
-    async with running("support") as client:
+    async with running("support", registry=registry) as client:
         agents = AgentClient(client, task_queue="support")
         print(await help_customer(agents, agent, "Hi, I'm ada: I was charged twice this month"))
 

@@ -16,7 +16,7 @@ from durable_agent import Agent, AgentClient
 from durable_agent.agents import AgentRunError
 from durable_agent.core import ModelSpec, ProviderEndpoint, ResqueMessage
 from durable_agent.testing import Reply, ScriptedProvider, json_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker
 
 
@@ -75,7 +75,7 @@ async def test_a_valid_answer_is_an_instance_of_the_type(
 ) -> None:
     with ScriptedProvider([answer(api, VALID)]) as provider:
         agent = forecaster(provider, api)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             run = await AgentClient(client, task_queue=task_queue).run(agent, "Bergen tomorrow?")
     assert run.output == Forecast(city="Bergen", celsius=9, rain=True)
     assert isinstance(run.output, Forecast)
@@ -89,7 +89,7 @@ async def test_an_invalid_answer_is_corrected_and_asked_again(
 ) -> None:
     with ScriptedProvider([answer(api, INVALID), answer(api, VALID)]) as provider:
         agent = forecaster(provider, api)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             run = await agents.run(agent, "Bergen tomorrow?")
             messages = await agents.messages(run.session_id)
@@ -107,7 +107,7 @@ async def test_an_answer_that_never_validates_fails_clearly_and_keeps_the_text(
     replies = [answer(api, INVALID), answer(api, INVALID)]
     with ScriptedProvider(replies) as provider:
         agent = forecaster(provider, api, rescue={"max_attempts": 1})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             with pytest.raises(AgentRunError) as failed:
                 await agents.run(agent, "Bergen tomorrow?")
@@ -119,7 +119,7 @@ async def test_an_answer_that_never_validates_fails_clearly_and_keeps_the_text(
 
 
 def test_an_agent_is_the_spec_users_write() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
 
     @tool(registry=registry)
     def lookup(city: str) -> str:

@@ -12,7 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AssistantMessage, parse_messages
 from durable_agent.core import SessionStatus, ToolContext
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     cli_query,
     query_messages,
@@ -25,7 +25,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry()
+registry = Registry()
 finished: list[str] = []
 side_effects: list[str] = []
 # Concurrency is proven by waiting, not timing: the four ``c`` calls pass a barrier that

@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history
 from tests.support.agui_client import CLIENT, need_agui_client, run_agent
 from tests.support.docs_page import page_block
@@ -30,7 +30,7 @@ from tests.test_live_events import paced
 
 FRONT_DOORS = Path(__file__).parent.parent / "docs" / "front-doors.md"
 wiped: list[str] = []
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry, approval="always")

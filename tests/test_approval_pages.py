@@ -50,7 +50,7 @@ from durable_agent.testing import (
     assistant_calls,
     assistant_text,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
 from tests.support.local_run import LocalRun
@@ -265,7 +265,7 @@ def test_a_run_recorded_before_pages_does_a_large_batch_at_once(pages_of_four: N
 
 
 noted: list[int] = []
-notes = ToolRegistry()
+notes = Registry()
 CALLS = 260
 """A page and ten: two pages of everything, at the real page size."""
 

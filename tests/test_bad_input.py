@@ -14,10 +14,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, temporal_cli
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

@@ -26,7 +26,7 @@ from durable_agent.capabilities import Capabilities, SecretGrant, SpecPolicy
 from durable_agent.core import AgentSpec, McpServerSpec, OpenApiSpec, ProviderEndpoint, ToolMessage
 from durable_agent.session import SessionState
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -62,11 +62,11 @@ async def refused(
     task_queue: str,
     spec: AgentSpec,
     capabilities: Capabilities,
-    registry: ToolRegistry | None = None,
+    registry: Registry | None = None,
 ) -> str:
     """Start ``spec`` on a worker with ``capabilities``; the session's failure text."""
     async with running_worker(
-        env, task_queue, registry or ToolRegistry(), capabilities=capabilities
+        env, task_queue, registry or Registry(), capabilities=capabilities
     ) as client:
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "hello")
@@ -76,7 +76,7 @@ async def refused(
 
 
 foreign_calls: list[str] = []
-foreign = ToolRegistry()
+foreign = Registry()
 
 
 @tool(registry=foreign)
@@ -136,10 +136,10 @@ async def test_a_hostile_spec_is_refused_at_start_and_has_no_effect(
             )
     assert "does not admit the session's spec" in text, text
     expected = {
-        "command": "mcp_servers[evil]: MCP server 'evil': a spec may not carry a command",
+        "command": "toolsets[evil]: MCP server 'evil': a spec may not carry a command",
         "variable": "model.endpoint: model endpoint http://127.0.0.1",
-        "internal_url": "openapi[meta]: OpenAPI service 'meta': a spec may not carry its document",
-        "file": "openapi[local]: OpenAPI service 'local': a spec may not carry its document",
+        "internal_url": "toolsets[meta]: OpenAPI service 'meta': a spec may not carry its document",
+        "file": "toolsets[local]: OpenAPI service 'local': a spec may not carry its document",
         "queue": f"tools[stock].task_queue: {foreign_queue!r} is not a task queue",
         "secret": f"secrets: {SECRET!r} is not registered on this worker (registered: none)",
     }[kind]
@@ -160,7 +160,7 @@ async def test_a_policy_that_allows_urls_keeps_private_addresses_from_specs(
     address and by name), link-local (cloud metadata) and private ranges are refused
     before any request is sent."""
     monkeypatch.setenv(SECRET, "s3cr3t-value")
-    policy = SpecPolicy(inline_endpoints=True, inline_openapi=True, inline_mcp=True)
+    policy = SpecPolicy(inline_endpoints=True, inline_sources=["openapi", "mcp"])
     with ScriptedProvider([assistant_text("never")]) as provider, RecordingServer() as host:
         port = host.url.rsplit(":", 1)[1]
         spec = spec_for(
@@ -179,10 +179,10 @@ async def test_a_policy_that_allows_urls_keeps_private_addresses_from_specs(
         text = await refused(temporal_env, task_queue, spec, Capabilities(policy=policy))
     for words in (
         f"model.endpoint: '{host.url}' reaches a loopback address (127.0.0.1)",
-        "openapi[metadata]: 'http://169.254.169.254/latest/meta-data' reaches a link-local",
-        f"openapi[byname]: 'http://localhost:{port}/doc.json' reaches a loopback address",
-        "openapi[lan]: 'http://10.1.2.3/doc.json' reaches a private address",
-        "mcp_servers[v6]:",
+        "toolsets[metadata]: 'http://169.254.169.254/latest/meta-data' reaches a link-local",
+        f"toolsets[byname]: 'http://localhost:{port}/doc.json' reaches a loopback address",
+        "toolsets[lan]: 'http://10.1.2.3/doc.json' reaches a private address",
+        "toolsets[v6]:",
     ):
         assert words in text, (words, text)
     assert host.seen == [] and provider.requests == []
@@ -201,7 +201,7 @@ async def test_the_paths_around_the_door_are_guarded_too(
             provider, agents=[{"name": "helper", "description": "helps", "spec": child}]
         )
         text = await refused(temporal_env, task_queue, nested, capabilities)
-        assert "agents[helper].mcp_servers[evil]: MCP server 'evil': a spec may not" in text
+        assert "agents[helper].toolsets[evil]: MCP server 'evil': a spec may not" in text
 
         swarm = spec_for(provider, swarm={"agents": [
             {"name": "triage"},
@@ -212,7 +212,7 @@ async def test_the_paths_around_the_door_are_guarded_too(
 
         hostile = spec_for(provider, mcp_servers=[marker_command(marker)])
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=capabilities
+            temporal_env, task_queue, Registry(), capabilities=capabilities
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             by_cli = f"cli-{uuid.uuid4().hex[:8]}"
@@ -228,7 +228,7 @@ async def test_the_paths_around_the_door_are_guarded_too(
             )
             with pytest.raises(WorkflowFailureError) as failed:
                 await asyncio.wait_for(agents.result(by_cli), 60)
-            assert "mcp_servers[evil]" in str(failed.value.cause), failed.value.cause
+            assert "toolsets[evil]" in str(failed.value.cause), failed.value.cause
             # a first run that carries state is refused before admission is even asked
             with pytest.raises(WorkflowFailureError) as failed:
                 await asyncio.wait_for(agents.result(handle.id), 60)
@@ -245,7 +245,7 @@ async def started_by_a_trusting_worker(
     """A conversation with an inline MCP server (the notes server), started and
     answered once by a worker of the local-development policy; its id."""
     spec = spec_for(provider, mcp_servers=[NOTES_STDIO], session={})
-    async with running_worker(env, task_queue, ToolRegistry()) as client:
+    async with running_worker(env, task_queue, Registry()) as client:
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "get ready")
         await agents.wait(session)
@@ -271,7 +271,7 @@ async def test_a_stricter_worker_refuses_what_a_session_started_elsewhere_carrie
         # the same session, now on a worker that registered only another endpoint name
         strict = Capabilities(models={"other": ProviderEndpoint()})
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=strict
+            temporal_env, task_queue, Registry(), capabilities=strict
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             await agents.send(session, "take a note")
@@ -301,7 +301,7 @@ async def test_an_mcp_call_carried_from_a_trusting_worker_is_not_run_by_a_strict
     with ScriptedProvider(script) as provider:
         session = await started_by_a_trusting_worker(temporal_env, task_queue, provider)
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=registered(provider)
+            temporal_env, task_queue, Registry(), capabilities=registered(provider)
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             await agents.send(session, "take a note")
@@ -335,21 +335,23 @@ async def test_what_the_worker_registered_is_used_by_name(
     with OrdersService(api_key="k-9") as service, ScriptedProvider(script) as provider:
         capabilities = Capabilities(
             models={"scripted": ProviderEndpoint(base_url=provider.base_url, api_key_env=None)},
-            mcp_servers=[McpServerSpec(
-                name="notes", command=sys.executable,
-                args=["-m", "tests.support.mcp_notes_server", "stdio"], env=["NOTES_LEDGER"],
-            )],
-            openapi=[OpenApiSpec(name="orders", document=f"{service.url}/openapi.json",
-                                 headers={"X-Api-Key": "ORDERS_KEY"})],
+            toolsets=[
+                McpServerSpec(
+                    name="notes", command=sys.executable,
+                    args=["-m", "tests.support.mcp_notes_server", "stdio"], env=["NOTES_LEDGER"],
+                ),
+                OpenApiSpec(name="orders", document=f"{service.url}/openapi.json",
+                            headers={"X-Api-Key": "ORDERS_KEY"}),
+            ],
         )  # fmt: skip
-        narrowed = {"name": "orders", "operations": ["createOrder"]}
-        spec = spec_for(provider, mcp_servers=["notes"], openapi=[narrowed])
+        narrowed = {"kind": "openapi", "name": "orders", "operations": ["createOrder"]}
+        spec = spec_for(provider, toolsets=[{"kind": "mcp", "name": "notes"}, narrowed])
         spec = spec.model_copy(
             update={"model": spec.model.model_copy(update={"endpoint": "scripted"})}
         )
         assert "command" not in spec.model_dump_json(exclude_none=True, exclude_defaults=True)
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=capabilities
+            temporal_env, task_queue, Registry(), capabilities=capabilities
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "note it and order tea")
@@ -373,7 +375,7 @@ async def test_what_the_worker_registered_is_used_by_name(
 
 
 sent_with: list[dict[str, str]] = []
-granted = ToolRegistry()
+granted = Registry()
 
 
 @tool(registry=granted)

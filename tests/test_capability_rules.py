@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from durable_agent.activities.openapi import OpenApiRunner, call_operation
 
 from durable_agent import Agent, ModelSpec
 from durable_agent.agents import AgentModuleError, with_agents
@@ -26,6 +25,8 @@ from durable_agent.capabilities import (
 )
 from durable_agent.core import McpServerSpec, OpenApiSpec, ProviderEndpoint
 from durable_agent.core.tool_kinds import HttpCall, HttpOperation, WorkerSide
+from durable_agent.tools import McpRunner, OpenApiRunner
+from durable_agent.tools._openapi import call_operation
 from tests.support.recording_server import RecordingServer
 
 
@@ -83,20 +84,18 @@ async def test_a_reference_narrows_a_registered_server_and_never_widens_it() -> 
         name="clock", command="uvx", args=["mcp-server-time"], env=["TZ_KEY"],
         allowed_tools=["get_current_time", "convert_time"], approval="always",
     )  # fmt: skip
-    capabilities = Capabilities(mcp_servers=[clock])
+    worker, mcp = WorkerSide(Capabilities(toolsets=[clock])), McpRunner()
     chosen = McpServerSpec(name="clock", allowed_tools=["convert_time"], prefix="t_")
-    used = await capabilities.mcp_server(chosen)
+    used = await mcp.admit(chosen, worker)
     assert (used.command, used.args, used.env) == ("uvx", ["mcp-server-time"], ["TZ_KEY"])
     assert used.allowed_tools == ["convert_time"] and used.tool_prefix == "t_"
     assert used.approval == "always"  # a spec cannot make it laxer
     laxer = McpServerSpec(name="clock", approval="never")
-    assert (await capabilities.mcp_server(laxer)).approval == "always"
+    assert (await mcp.admit(laxer, worker)).approval == "always"
     with pytest.raises(NotAllowed, match="allowed_tools delete_everything are not among"):
-        await capabilities.mcp_server(
-            McpServerSpec(name="clock", allowed_tools=["delete_everything"])
-        )
+        await mcp.admit(McpServerSpec(name="clock", allowed_tools=["delete_everything"]), worker)
     with pytest.raises(NotRegistered, match=r"'files' is not registered .* \(registered: clock\)"):
-        await capabilities.mcp_server(McpServerSpec(name="files"))
+        await mcp.admit(McpServerSpec(name="files"), worker)
 
 
 async def test_an_inline_endpoint_is_taken_only_when_the_worker_registered_the_same() -> None:
@@ -113,7 +112,7 @@ async def test_an_inline_endpoint_is_taken_only_when_the_worker_registered_the_s
 
 def test_the_policy_is_strict_unless_told_and_says_so_loudly() -> None:
     assert SpecPolicy().warning() is None and SpecPolicy().allowed() == []
-    warning = SpecPolicy(inline_mcp=True).warning()
+    warning = SpecPolicy(inline_sources=["mcp"]).warning()
     assert warning and warning.startswith("WARNING") and "inline mcp" in warning
     assert len(SpecPolicy.development().allowed()) == 7
 
@@ -136,7 +135,7 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
     with pytest.raises(NotAllowed, match="may not be given to create_issue"):
         loaded.secret_variable("GITHUB_TOKEN", "create_issue", "body")
     assert loaded.task_queue_allowed("gpu", "main") and not loaded.task_queue_allowed("x", "main")
-    assert loaded.policy.inline_endpoints and not loaded.policy.inline_mcp
+    assert loaded.policy.inline_endpoints and not loaded.policy.gives_whole("mcp")
     path.write_text('[mcp_servers.time]\ncomand = "uvx"\n')
     with pytest.raises(
         CapabilitiesFileError,
@@ -156,7 +155,9 @@ def test_an_agent_names_its_servers_and_its_worker_registers_them() -> None:
         name="triage", model=model, instructions="Route.", mcp_servers=[clock], handoffs=[billing]
     )
     spec = triage.spec()
-    assert [s.model_dump(exclude_defaults=True) for s in spec.mcp_servers] == [{"name": "clock"}]
+    assert [s.model_dump(exclude_defaults=True) for s in spec.toolsets] == [
+        {"kind": "mcp", "name": "clock"}
+    ]
     assert spec.swarm is not None and spec.swarm.default == "triage"
     assert [(a.name, a.handoffs) for a in spec.swarm.agents] == [
         ("triage", ["billing"]), ("billing", []),
@@ -164,7 +165,9 @@ def test_an_agent_names_its_servers_and_its_worker_registers_them() -> None:
     assert spec.swarm.agent("billing").description == "money"
     registered = with_agents(Capabilities(models={}), triage.team())
     assert registered.models["agent:triage"] == model.endpoint
-    assert [s.command for s in registered.mcp_servers] == [sys.executable]
+    assert [s.command for s in registered.toolsets if isinstance(s, McpServerSpec)] == [
+        sys.executable
+    ]
     other = McpServerSpec(name="clock", command="sh")
     twin = Agent(name="twin", model=model, mcp_servers=[other])
     with pytest.raises(AgentModuleError, match="'clock' is registered otherwise"):
@@ -201,7 +204,7 @@ async def test_a_remote_call_goes_only_to_its_registered_service() -> None:
             name="orders", document=f"{service.url}/openapi.json", base_url=f"{service.url}/api",
             headers={"X-Api-Key": "ORDERS_KEY"},
         )  # fmt: skip
-        worker, runner = WorkerSide(Capabilities(openapi=[registered])), OpenApiRunner()
+        worker, runner = WorkerSide(Capabilities(toolsets=[registered])), OpenApiRunner()
         good = _call(f"{service.url}/api/orders/{{order_id}}")
         forged = good.operation.model_copy(update={"header": ["Authorization"]})
         operation, headers = await runner.checked(

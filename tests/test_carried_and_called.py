@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent.activities.mcp import McpRunner
 from durable_agent.workflows.continued_input import ContinuedInput
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
@@ -49,7 +48,8 @@ from durable_agent.core import (
 from durable_agent.core.tool_kinds import HttpOperation, McpCall, ResolvedTool, WorkerSide
 from durable_agent.session import SessionState
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, rerun
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
+from durable_agent.tools._mcp import McpRunner
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -102,7 +102,7 @@ def strict(provider: ScriptedProvider, shop: RecordingServer, **more: Any) -> Ca
         base_url=shop.url,
         headers={"X-Api-Key": "SEAM_SHOP_KEY"},
     )
-    return Capabilities(models={"scripted": endpoint}, openapi=[service], **more)
+    return Capabilities(models={"scripted": endpoint}, toolsets=[service], **more)
 
 
 def sent_to_shop(shop: RecordingServer) -> list[str]:
@@ -144,7 +144,7 @@ async def test_a_cron_run_takes_no_forged_carry(
         forged = ContinuedInput(spec=spec, carried=carried)
         session = f"cron-{uuid.uuid4().hex[:8]}"
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=capabilities
+            temporal_env, task_queue, Registry(), capabilities=capabilities
         ) as client:
             await client.start_workflow(
                 "AgentWorkflow",
@@ -182,7 +182,7 @@ async def test_a_reset_continued_session_goes_on(
     script = [assistant_text(f"answer {n}") for n in range(12)]
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, session={"continue_as_new_after_events": 20})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "one")
             count = await agents.wait(session, after=0, timeout=60)
@@ -250,7 +250,7 @@ async def test_a_call_routed_to_a_queue_the_worker_no_longer_routes_to_is_not_se
 
 
 stock_checked: list[str] = []
-stocked = ToolRegistry()
+stocked = Registry()
 
 
 @tool(registry=stocked)
@@ -279,12 +279,12 @@ async def test_an_operation_the_registered_document_lacks_is_never_sent(
     ):
         inline = {"name": "shop", "document": f"{lookalike.url}/openapi.json", "base_url": shop.url}
         spec = spec_for(provider, openapi=[inline], session={})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "get ready")
             await agents.wait(session, after=0, timeout=60)
         async with running_worker(
-            temporal_env, task_queue, ToolRegistry(), capabilities=strict(provider, shop)
+            temporal_env, task_queue, Registry(), capabilities=strict(provider, shop)
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             before = await agents.send(session, "wipe it all")
@@ -307,7 +307,7 @@ async def test_an_mcp_call_runs_only_a_tool_its_registration_allows(tmp_path: Pa
         args=["-c", code],
         allowed_tools=["read_note", "add_note"],
     )
-    worker = WorkerSide(Capabilities(mcp_servers=[server]))
+    worker = WorkerSide(Capabilities(toolsets=[server]))
     context = ToolContext(session_id="s", turn=1, slot=0, tool_call_id="c", idempotency_key="s:1:0")
     runner = McpRunner()
     for forged in (
@@ -375,7 +375,7 @@ async def test_a_registered_service_hears_only_its_own_operations(
 
 
 looked_up: list[str] = []
-lookups = ToolRegistry()
+lookups = Registry()
 
 
 @tool(registry=lookups)
@@ -386,7 +386,7 @@ def lookup(q: str) -> str:
 
 
 transfers: list[dict[str, Any]] = []
-owned = ToolRegistry()
+owned = Registry()
 
 
 @tool(registry=owned, approval="always", approvers=["alice"])
@@ -472,7 +472,7 @@ async def test_a_deadline_cannot_approve_what_the_owner_gates(
 
 wiped_in_replays: list[str] = []
 checked_in_replays: list[str] = []
-replayed = ToolRegistry()
+replayed = Registry()
 
 
 @tool(registry=replayed, approval="always")

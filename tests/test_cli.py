@@ -28,13 +28,13 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.conftest import owns_listener
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
 
 ROOT = Path(__file__).parent.parent
-registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
+registry = Registry([cli_tools.get_time, cli_tools.wipe_cache])
 NO_MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DURABLE_AGENT_MODEL")
 
 

@@ -19,7 +19,7 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.browser import chromium_page, need_chromium
@@ -29,7 +29,7 @@ ANSWER = (
     "The tiles cache is cleared. It held 1,204 files from last week's map renders; "
     "the next request rebuilds what it needs."
 )
-registry = ToolRegistry([cli_tools.wipe_cache])
+registry = Registry([cli_tools.wipe_cache])
 
 
 async def test_a_person_starts_approves_and_watches_the_answer_stream_in(

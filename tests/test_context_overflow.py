@@ -12,7 +12,7 @@ from durable_agent import AgentClient
 from durable_agent.core import AssistantMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import error_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 
 TOO_LONG = (
@@ -38,7 +38,7 @@ async def test_a_request_too_long_is_tried_again_shorter_and_answered(
 ) -> None:
     script = [error_reply(400, TOO_LONG), assistant_text("fits now")]
     with ScriptedProvider(script) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider, instructions="Be brief.")
             sid = await agents.start(spec, "the last question", history=long_history())
@@ -56,7 +56,7 @@ async def test_three_shorter_tries_then_the_turn_ends_with_the_providers_words(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     with ScriptedProvider([error_reply(400, TOO_LONG)] * 4) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider)
             result = await agents.result(

@@ -42,7 +42,7 @@ from durable_agent.core._context import (
 )
 from durable_agent.core.codecs import build_request
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text, error_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
 
@@ -210,7 +210,7 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
         spec = spec.model_copy(
             update={"model": spec.model.model_copy(update={"context": ContextRules(**context)})}
         )
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "first " + long)
             for text in ("second " + long, "third " + long):
@@ -255,7 +255,7 @@ async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_on
         # estimate: about 160 characters; cl100k_base: system 7, "q4" 6, each answer 29
         rules = ContextRules(budget_tokens=budget, chars_per_token=4, tokenizer=tokenizer)
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context": rules})})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "q1")
             for text in ("q2", "q3", "q4"):
@@ -297,7 +297,7 @@ async def test_a_summariser_that_keeps_failing_fails_the_turn_not_the_session(
     with ScriptedProvider(responder=model) as provider:
         spec = spec_for(provider, [], session={})  # model.max_attempts 2
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"context": context})})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "first")
             await _idle(agents, session)

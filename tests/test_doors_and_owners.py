@@ -40,7 +40,7 @@ from durable_agent.payloads import CodecKeys
 from durable_agent.payloads._encryption import with_encryption
 from durable_agent.payloads._lean import lean_data_converter
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
 
@@ -55,7 +55,7 @@ TOKENS = {
 UI = "http://ui.example:8233"
 EVIL = "https://evil.example"
 wiped: list[str] = []
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry, approval="always")

@@ -28,14 +28,14 @@ from durable_agent.payloads import CodecKeyError, CodecKeys, EncryptionCodec
 from durable_agent.payloads._encryption import with_encryption
 from durable_agent.temporal import DurableAgentPlugin, build_worker, free_port, start_dev_server
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, spec_for
 from tests.support.docs_page import run_page_block
 from tests.support.gateway_harness import gateway
 
 CANARY = f"at-rest-canary-{random_secrets.token_hex(10)}"
 OLD, NEW = CodecKeys.generate("k1"), CodecKeys.generate("k2")
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)
@@ -226,7 +226,7 @@ async def test_the_temporal_ui_decodes_through_the_gateways_codec_endpoint(
 
 
 FAILURE_CANARY = f"failure-canary-{random_secrets.token_hex(10)}"
-failing = ToolRegistry()
+failing = Registry()
 
 
 @tool(registry=failing, max_attempts=1)

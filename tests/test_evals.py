@@ -21,7 +21,7 @@ from durable_agent import AgentClient
 from durable_agent.core import AssistantMessage, EvalCase
 from durable_agent.core._eval_cases import ExpectedCall
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     record_history,
@@ -34,7 +34,7 @@ from tests.support.browser import chromium_page
 from tests.test_cli import acli, address_of
 
 JUDGE = "You judge."
-registry = ToolRegistry([cli_tools.get_time])
+registry = Registry([cli_tools.get_time])
 
 
 class Model:

@@ -53,7 +53,7 @@ async def test_the_research_agent_reads_the_mcp_clock_and_reports_typed() -> Non
 
 
 async def test_the_swarm_hands_over_to_billing_whose_refund_a_person_approves() -> None:
-    async with AgentTestEnvironment(task_queue="support") as env:
+    async with AgentTestEnvironment(task_queue="support", registry=support_swarm.registry) as env:
         env.model.add(
             assistant_calls(("lookup_account", {"customer": "ada"})),
             assistant_calls(("transfer_to_billing", {"reason": "charged twice"})),

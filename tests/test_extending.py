@@ -8,47 +8,71 @@ import re
 
 import pytest
 from pydantic import ValidationError
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import user_message
-from durable_agent.core import ProviderEndpoint
-from durable_agent.core.codecs import Codec, codec_for, register_codec, registered_apis
+from durable_agent.core import Failure, ProviderEndpoint
+from durable_agent.core.codecs import WireCodec, built_in_codec
 from durable_agent.providers import ProviderClient
 from durable_agent.testing import ScriptedProvider, json_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for, start_session
 from tests.support.docs_page import page_block, run_page_block
 
 OLLAMA_REPLY = {"message": {"role": "assistant", "content": "Hei!"}, "done": True}
 
 
-def test_an_unknown_api_is_refused_naming_the_registered_ones() -> None:
-    with pytest.raises(ValidationError) as refused:
-        ProviderEndpoint(api="gemini", base_url="http://127.0.0.1:1")
+def test_an_unknown_api_is_refused_naming_the_ones_the_worker_speaks() -> None:
+    with pytest.raises(ValueError) as refused:
+        Registry().codec("gemini")
     text = str(refused.value)
-    assert "unknown wire API 'gemini': registered APIs are " in text
+    assert "unknown wire API 'gemini': this worker speaks " in text
     assert re.search(r"anthropic, chat, .*responses", text), text
+    with pytest.raises(ValidationError, match="should match pattern"):
+        ProviderEndpoint(api="chat completions", base_url="http://127.0.0.1:1")
 
 
-def test_a_name_is_registered_once() -> None:
-    codec = codec_for("chat")
-    register_codec("chat", codec)  # the same codec again changes nothing
-    other = Codec("chat", "/x", lambda *a, **k: {}, codec.parse_response, list, provider_name="x")
-    with pytest.raises(ValueError, match="wire API 'chat' is registered already"):
-        register_codec("chat", other)
+async def test_a_session_on_an_api_its_worker_does_not_speak_is_refused_before_any_call(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    with ScriptedProvider([json_reply(OLLAMA_REPLY)]) as provider:
+        spec = spec_for(provider)
+        endpoint = spec.model.endpoint.model_copy(update={"api": "gemini"})
+        spec = spec.model_copy(
+            update={"model": spec.model.model_copy(update={"endpoint": endpoint})}
+        )
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
+            handle = await start_session(client, task_queue, spec, "Hallo?")
+            with pytest.raises(WorkflowFailureError) as failed:
+                await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == Failure.NOT_ADMITTED
+    assert "model.endpoint.api: this worker does not speak the wire API 'gemini'" in cause.message
+    assert provider.requests == []  # refused before any model call
+
+
+def test_a_name_holds_one_codec() -> None:
+    codec = built_in_codec("chat")
+    registry = Registry([codec])  # the same codec again changes nothing
+    other = WireCodec("chat", "/x", lambda *a, **k: {}, codec.parse_response, provider_name="x")
+    with pytest.raises(ValueError, match="a different wire API named 'chat'"):
+        registry.add(other)
+    assert registry.codec("chat") is codec
 
 
 async def test_the_pages_wire_api_goes_over_http_as_written() -> None:
-    run_page_block("## A new wire API")
-    assert "ollama" in registered_apis()
+    ollama = run_page_block("## A new wire API")["ollama"]
+    assert "ollama" in Registry([ollama]).apis()
     endpoint = ProviderEndpoint.model_validate_json(page_block("An endpoint then names", "json"))
     assert endpoint.api == "ollama"
     with ScriptedProvider([json_reply(OLLAMA_REPLY)]) as provider:
         endpoint = endpoint.model_copy(update={"base_url": provider.base_url})
-        body = codec_for("ollama").build_request([user_message("Hallo?")], model="llama3.2")
+        body = ollama.build_request([user_message("Hallo?")], model="llama3.2")
         client = ProviderClient()
         try:
-            message = await client.complete(endpoint, body)
+            message = await client.complete(endpoint, body, codec=ollama)
         finally:
             await client.aclose()
     [request] = provider.requests
@@ -65,13 +89,13 @@ async def test_the_pages_wire_api_goes_over_http_as_written() -> None:
 async def test_a_session_on_the_pages_wire_api(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    run_page_block("## A new wire API")
+    ollama = run_page_block("## A new wire API")["ollama"]
     with ScriptedProvider([json_reply(OLLAMA_REPLY)]) as provider:
         spec = spec_for(provider)
         endpoint = spec.model.endpoint.model_copy(update={"api": "ollama"})
         model = spec.model.model_copy(update={"endpoint": endpoint, "stream": False})
         spec = spec.model_copy(update={"model": model})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry([ollama])) as client:
             result = await (await start_session(client, task_queue, spec, "Hallo?")).result()
     assert result.status == "done" and result.final is not None
     assert result.final.content == "Hei!"

@@ -26,7 +26,7 @@ from durable_agent.capabilities._admission import admission_problems
 from durable_agent.core import AssistantMessage, ModelPrice, Usage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import error_reply, json_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,
@@ -37,7 +37,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry([cli_tools.get_time])
+registry = Registry([cli_tools.get_time])
 
 
 def model(provider: ScriptedProvider, name: str, api: str = "chat") -> dict[str, Any]:
@@ -149,7 +149,7 @@ async def test_an_authentication_error_fails_the_turn_without_trying_the_chain(
 async def test_a_chain_is_admitted_only_as_far_as_the_worker_registered_its_endpoints() -> None:
     with ScriptedProvider() as a, ScriptedProvider() as b:
         spec = chain(a, (b, "model-b", "chat"))
-        problems = await admission_problems(spec, Capabilities(), "queue")
+        problems = await admission_problems(spec, Capabilities(), "queue", Registry())
     assert any(p.startswith("model.fallbacks[0].endpoint") for p in problems), problems
     assert any(p.startswith("model.endpoint") for p in problems), problems
 

@@ -20,7 +20,7 @@ from durable_agent import AgentClient
 from durable_agent.cli._branches import session_lines
 from durable_agent.core import AssistantMessage, Message
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import batch_then_text, payments_registry
 from tests.support.browser import chromium_page, need_chromium
@@ -48,7 +48,7 @@ async def echo_gateway(
     with ScriptedProvider(responder=echo) as provider:
         spec = tmp_path / "spec.json"
         spec.write_text(spec_for(provider, [], session={}).model_dump_json())
-        async with running_worker(env, task_queue, ToolRegistry()) as client:
+        async with running_worker(env, task_queue, Registry()) as client:
             with gateway(address_of(env), task_queue, spec) as base:
                 yield AgentClient(client, task_queue=task_queue), base
 

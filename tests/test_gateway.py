@@ -22,13 +22,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.client import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.conftest import started_on_free_port
 from tests.support import cli_tools
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.gateway_harness import ROOT, SSE, gateway, read_sse
 
-registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
+registry = Registry([cli_tools.get_time, cli_tools.wipe_cache])
 agui_event: TypeAdapter[Any] = TypeAdapter(AguiEvent)
 
 

@@ -25,14 +25,14 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import ApproverKey, ApproverKeys, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
 from tests.support.recording_server import RecordingServer
 
 ROOT = Path(__file__).parent.parent
 wiped: list[str] = []
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry, approval="always")

@@ -12,14 +12,14 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent import AgentClient, ToolRegistry, tool
+from durable_agent import AgentClient, Registry, tool
 from durable_agent.client import SessionNotFoundError
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
 from tests.support.order_workflow import OrderWorkflow
 
-registry = ToolRegistry()
+registry = Registry()
 refunds: list[str] = []
 
 
@@ -107,3 +107,36 @@ def _payloads(history: WorkflowHistory) -> str:
 
     walk(json.loads(history.to_json()))
     return "\n".join(found)
+
+
+async def test_a_tool_defined_beside_a_sandboxed_workflow_runs(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The sandbox imports the workflow's module again for every run, and with it the
+    tool: making one registers nothing, so nothing clashes, and the worker runs the tool
+    its registry was given."""
+    from tests.support import tool_beside_workflow as beside
+
+    beside.looked_up.clear()
+    script = [assistant_calls(("stock_level", {"sku": "mug"})), assistant_text("12 mugs left.")]
+    plugin = DurableAgentPlugin(
+        registry=Registry([beside.stock_level]),
+        preload_tokenizers=False,
+        capabilities=LOCAL_DEVELOPMENT,
+    )
+    client = temporal_env.client
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["stock_level"])
+        async with Worker(
+            client, task_queue=task_queue, workflows=[beside.StockWorkflow], plugins=[plugin]
+        ):
+            answer = await client.execute_workflow(
+                beside.StockWorkflow.run,
+                args=["mug", spec],
+                id=f"stock-{uuid.uuid4().hex[:8]}",
+                task_queue=task_queue,
+            )
+    assert answer == "12 mugs left."
+    assert beside.looked_up == ["mug"]  # the tool ran, once, on the worker
+    tool_result = provider.requests[1].body["messages"][-1]
+    assert tool_result["content"] == "mug: 12 in stock"

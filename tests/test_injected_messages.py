@@ -16,11 +16,11 @@ from durable_agent import AgentClient
 from durable_agent.client import MessageRefusedError
 from durable_agent.core import AssistantMessage, SystemMessage, ToolCall
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
 
-registry = ToolRegistry()
+registry = Registry()
 OPEN = threading.Event()
 
 

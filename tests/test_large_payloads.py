@@ -30,11 +30,11 @@ from durable_agent.payloads import PayloadStorageError, payload_storage
 from durable_agent.payloads._storage import PayloadTooLargeError, with_payload_storage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 
-registry = ToolRegistry()
+registry = Registry()
 REPORT_BYTES = 20_000_000
 IMAGE_BYTES = 5_000_000
 END = "END-OF-REPORT"

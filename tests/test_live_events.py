@@ -27,7 +27,7 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,
@@ -38,7 +38,7 @@ from tests.support.agent_harness import (
 )
 from tests.test_chaos import WorkerPool
 
-registry = ToolRegistry([cli_tools.get_time, cli_tools.wipe_cache])
+registry = Registry([cli_tools.get_time, cli_tools.wipe_cache])
 ANSWER = "It is 09:00 in New York; the tiles cache is cleared, as you asked me to do."
 
 
@@ -311,7 +311,7 @@ async def test_a_turn_of_many_calls_trims_the_log_before_the_turn_ends(
     batch = assistant_calls(*[("page", {"n": n}) for n in range(300)])
     script = [batch, batch, assistant_text("ok")]
     with ScriptedProvider(script) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry([page])) as client:
+        async with running_worker(temporal_env, task_queue, Registry([page])) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = {"end_after_reply": True, "max_concurrent_tool_calls": 50}
             spec = spec_for(provider, ["page"], session=session)

@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for, wait_for, worker_process
 
@@ -96,7 +96,7 @@ async def test_a_replayed_workflow_writes_each_line_once(
     level = workflow_log.level
     workflow_log.setLevel(logging.INFO)
     try:
-        registry = ToolRegistry([cli_tools.get_time])
+        registry = Registry([cli_tools.get_time])
         replies = [assistant_calls(("get_time", {"city": "NYC"})), assistant_text("09:00")]
         with ScriptedProvider(replies) as provider:
             async with running_worker(temporal_env, task_queue, registry, max_cached_workflows=0):

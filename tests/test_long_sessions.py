@@ -25,7 +25,7 @@ from durable_agent.testing import (
     assistant_calls,
     assistant_text,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -63,7 +63,7 @@ async def test_history_of_a_ten_thousand_message_session(
         history += [UserMessage(content=f"q{k}"), AssistantMessage(content=f"a{k}")]
     with ScriptedProvider(responder=replies) as provider:
         spec = spec_for(provider, session={})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             # queries wait behind the session's tasks: beside a second copy of the suite
             # a `message_check` once waited past the client's default 15 s
             agents = AgentClient(client, task_queue=task_queue, query_timeout=120)
@@ -196,7 +196,7 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
     script = [assistant_text("first"), assistant_text("second")]
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, session={"continue_as_new_after_events": 20})
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go", history=history)
             await agents.wait(sid, after=1_200, timeout=60)
@@ -256,7 +256,7 @@ def _scheduled_name(history: Any, completed: Any) -> str:
     return str(scheduled.activity_type.name)
 
 
-shouting = ToolRegistry()
+shouting = Registry()
 
 
 @tool(registry=shouting)

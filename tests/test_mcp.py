@@ -20,7 +20,7 @@ from durable_agent import AgentClient
 from durable_agent.core import ToolMessage
 from durable_agent.temporal import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.conftest import wait_for_port
 from tests.support.agent_harness import KILL_HEARTBEAT_SECONDS, cli_json, running_worker, spec_for
 
@@ -44,7 +44,7 @@ async def run_session(
 ) -> tuple[Any, list[Any], ScriptedProvider]:
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, [], mcp_servers=servers)
-        async with running_worker(env, task_queue, ToolRegistry()) as client:
+        async with running_worker(env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "take a note and tell the time")
             result = await asyncio.wait_for(agents.result(session), 60)
@@ -130,7 +130,7 @@ async def test_a_server_that_cannot_start_fails_the_session_at_once(
 ) -> None:
     with ScriptedProvider([assistant_text("never")]) as provider:
         spec = spec_for(provider, [], mcp_servers=[server])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             with pytest.raises(WorkflowFailureError) as failed:
@@ -191,7 +191,7 @@ async def test_a_worker_killed_during_an_mcp_call(
 def test_content_that_is_not_text_is_marked_never_dropped() -> None:
     from types import SimpleNamespace as Part
 
-    from durable_agent.activities.mcp import result_text
+    from durable_agent.tools._mcp import result_text
 
     result = Part(
         content=[
@@ -220,10 +220,9 @@ async def test_a_tool_whose_schema_is_not_an_object_is_refused(
     from contextlib import asynccontextmanager
     from types import SimpleNamespace
 
-    import durable_agent.activities.mcp as mcp_module
-    from durable_agent.activities.mcp import McpServerError, list_server_tools
-
+    import durable_agent.tools._mcp as mcp_module
     from durable_agent.core import McpServerSpec
+    from durable_agent.tools._mcp import McpServerError, list_server_tools
 
     class Listing:
         async def list_tools(self) -> Any:

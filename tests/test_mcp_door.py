@@ -24,14 +24,14 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.conftest import started_on_free_port
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker
 from tests.test_cli import address_of
 
 ROOT = Path(__file__).parent.parent
-registry = ToolRegistry([cli_tools.get_time])
+registry = Registry([cli_tools.get_time])
 
 
 def model(request: RecordedRequest) -> AssistantMessage:

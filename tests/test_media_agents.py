@@ -19,7 +19,7 @@ from durable_agent.testing import (
     assistant_text,
     json_reply,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
 
 URL = "https://images.example/lighthouse.png"
@@ -38,7 +38,7 @@ async def test_an_embeddings_agent_answers_with_a_vector_per_text(
     data = [{"index": 1, "embedding": [0.3, 0.4]}, {"index": 0, "embedding": [0.1, 0.2]}]
     vectors = {"data": data, "usage": {"prompt_tokens": 6, "total_tokens": 6}}
     with ScriptedProvider([json_reply(vectors)]) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             spec = media_spec(
                 provider, "embeddings", "text-embedding-3-small", instructions="tides"
@@ -65,7 +65,7 @@ async def test_an_image_agent_called_as_a_sub_agent_returns_its_images_to_the_pa
         child = media_spec(provider, "images", "gpt-image-1")
         illustrator = {"name": "illustrator", "description": "Draws", "spec": child.model_dump()}
         spec = spec_for(provider, [], agents=[illustrator])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "draw me a lighthouse")
             result = await agents.result(session)

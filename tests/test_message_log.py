@@ -26,7 +26,7 @@ from durable_agent.testing import (
     chat_stream_events,
 )
 from durable_agent.testing._scripted_provider import sse_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,
@@ -37,7 +37,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry([cli_tools.get_time])
+registry = Registry([cli_tools.get_time])
 
 
 def lines_of(directory: Path, session: str) -> list[dict[str, Any]]:

@@ -27,11 +27,11 @@ from durable_agent.core._model_inputs import fit_to_model
 from durable_agent.session import Session, SessionState
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.swarm_fixtures import swarm_section
 
-registry = ToolRegistry()
+registry = Registry()
 IMAGE = "https://example.com/cat.png"
 
 

@@ -16,11 +16,11 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.openapi_service import DOCUMENT, OrdersService
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)
@@ -50,7 +50,7 @@ async def test_operations_become_tools_and_call_the_service(
             "max_result_chars": 200,
         }
         spec = spec_for(provider, [], openapi=[api])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "look up and order")
             result = await asyncio.wait_for(agents.result(session), 60)
@@ -88,7 +88,7 @@ async def test_a_yaml_file_document_and_a_binary_answer(
             "operations": ["getLabel"],
         }
         spec = spec_for(provider, [], openapi=[api])
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "print the label")
             result = await asyncio.wait_for(agents.result(session), 60)

@@ -20,7 +20,7 @@ from durable_agent import AgentClient
 from durable_agent.core import Message
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     record_history,
@@ -29,7 +29,7 @@ from tests.support.agent_harness import (
 )
 from tests.support.arrays import without_times
 
-registry = ToolRegistry()
+registry = Registry()
 BUDGET = 10_000
 
 

@@ -23,14 +23,14 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from durable_agent import AgentClient, ToolRegistry, tool
+from durable_agent import AgentClient, Registry, tool
 from durable_agent.temporal import DurableAgentPlugin, build_worker
 from durable_agent.temporal._plugin import EAGER_ACTIVITIES
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.test_cli import address_of
 
-registry = ToolRegistry()
+registry = Registry()
 HISTORIES = Path(__file__).parent / "histories"
 
 

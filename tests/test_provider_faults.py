@@ -20,7 +20,7 @@ from durable_agent.testing import (
     error_reply,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     query_messages,
     record_history,
@@ -30,7 +30,7 @@ from tests.support.agent_harness import (
     timer_durations,
 )
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

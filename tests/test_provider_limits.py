@@ -29,7 +29,7 @@ from durable_agent.testing import (
     assistant_text,
 )
 from durable_agent.testing._scripted_provider import Reply, error_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     record_history,
@@ -38,7 +38,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry([cli_tools.get_time])
+registry = Registry([cli_tools.get_time])
 
 
 def named_spec(endpoint: str, **session: Any) -> AgentSpec:

@@ -26,7 +26,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     query_messages,
     record_history,
@@ -38,7 +38,7 @@ from tests.support.agent_harness import (
 )
 from tests.support.histories import activity_inputs
 
-registry = ToolRegistry()
+registry = Registry()
 attempts_seen: dict[str, list[int]] = {}
 running = {"now": 0, "most": 0}
 _lock = threading.Lock()
@@ -216,7 +216,7 @@ async def test_a_key_variable_that_is_not_set_fails_at_once(
 
 
 def test_an_unknown_wire_api_is_a_configuration_error() -> None:
-    with pytest.raises(ValueError, match="unknown wire API 'gemini'"):
+    with pytest.raises(ValueError, match="'gemini' is not a built-in wire API"):
         build_request("gemini", [UserMessage(content="hi")], model="m")  # type: ignore[arg-type]
 
 

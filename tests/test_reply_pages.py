@@ -17,8 +17,8 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.cli._trace import read_timeline
 from durable_agent.core import (
-    TRANSCRIPT_UNKNOWN,
     AgentResult,
+    Failure,
     Message,
     ReplyCallsInput,
     ToolCall,
@@ -26,7 +26,7 @@ from durable_agent.core import (
 )
 from durable_agent.core._messages import FunctionCall
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.histories import activity_inputs, activity_results
 
@@ -35,8 +35,8 @@ WORDS = ["one", "two", "three", "four", "five", "six", "seven"]
 #: the next run by reference and read back in pages.
 LOUDER = 400
 
-paged = ToolRegistry()
-plain = ToolRegistry()
+paged = Registry()
+plain = Registry()
 
 
 @tool(registry=plain)
@@ -236,7 +236,7 @@ async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_kn
         await ActivityEnvironment().run(
             activities.reply_calls, ReplyCallsInput(key="v" + "0" * 31, start=0, stop=1)
         )
-    assert lost.value.type == TRANSCRIPT_UNKNOWN and lost.value.non_retryable
+    assert lost.value.type == Failure.TRANSCRIPT_UNKNOWN and lost.value.non_retryable
     answer = ToolMessage(tool_call_id="c", content="x")
     with pytest.raises(ApplicationError):  # a message without calls has no pages
         await ActivityEnvironment().run(

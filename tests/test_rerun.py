@@ -24,15 +24,15 @@ from durable_agent.testing import (
     rerun,
 )
 from durable_agent.testing._recorded_replies import RecordedReplies
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
 from tests.test_cli import acli, address_of
 
 
-def clock(tokyo: str, ran: list[str] | None = None) -> ToolRegistry:
+def clock(tokyo: str, ran: list[str] | None = None) -> Registry:
     """``get_time`` (Tokyo is ``tokyo``) and ``set_alarm``; each call is noted in ``ran``."""
-    registry = ToolRegistry()
+    registry = Registry()
     ran = [] if ran is None else ran
 
     @tool(registry=registry)
@@ -155,7 +155,7 @@ async def test_the_cli_reruns_files_and_folders_and_fails_what_departs(
         spec = spec_for(provider, ["get_time"], session={})
         spec_file = tmp_path / "spec.json"
         spec_file.write_text(spec.model_dump_json())
-        registry = ToolRegistry([cli_tools.get_time])
+        registry = Registry([cli_tools.get_time])
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "time in Tokyo?")

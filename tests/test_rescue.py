@@ -22,7 +22,7 @@ from durable_agent.core import (
     UserMessage,
 )
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     query_messages,
     record_history,
@@ -33,7 +33,7 @@ from tests.support.agent_harness import (
 from tests.support.histories import activity_results
 from tests.support.local_run import LocalRun
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

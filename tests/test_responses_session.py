@@ -13,10 +13,10 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import AgentSpec, LiveEvent, ModelSpec, ProviderEndpoint
 from durable_agent.testing import ScriptedProvider, sse_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

@@ -23,12 +23,12 @@ from durable_agent import AgentClient
 from durable_agent.client import SessionExistsError
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import error_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.gateway_harness import gateway, read_sse
 from tests.test_cli import acli, address_of
 
-registry = ToolRegistry()
+registry = Registry()
 RAN: list[str] = []
 
 

@@ -23,10 +23,10 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 
-registry = ToolRegistry()
+registry = Registry()
 SEEN: list[HookContext] = []
 EMAIL = re.compile(r"[\w.]+@[\w.]+")
 

@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent.core import AssistantMessage
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.test_cli import acli, address_of
 
@@ -32,7 +32,7 @@ async def test_a_schedule_starts_runs_and_skips_one_due_while_the_last_runs(
 
     name = f"nightly-{task_queue}"
     with ScriptedProvider(responder=answer) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             with pytest.raises(ValueError, match="needs cron expressions or an interval"):
                 await agents.schedule(name, spec_for(provider, []), "report")
@@ -78,7 +78,7 @@ async def test_a_backfill_with_allow_all_starts_every_missed_run_and_the_cli_lis
     with ScriptedProvider(responder=lambda request: assistant_text("done")) as provider:
         spec = tmp_path / "spec.json"
         spec.write_text(spec_for(provider, []).model_dump_json())
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             address = address_of(temporal_env)
             common = ("--task-queue", task_queue)

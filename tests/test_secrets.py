@@ -23,7 +23,7 @@ from durable_agent import AgentClient
 from durable_agent.core import ToolContext, ToolMessage
 from durable_agent.temporal import build_worker, free_port, start_dev_server
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, running_worker, spec_for
 
 #: A value whose URL-quoted, JSON-escaped and base64 forms all differ from it.
@@ -52,7 +52,7 @@ def decoded_base64(text: str) -> bytes:
     return out
 
 
-registry = ToolRegistry()
+registry = Registry()
 received: list[tuple[str, str]] = []
 raised_once: list[bool] = []
 
@@ -162,7 +162,7 @@ async def test_a_provider_error_that_quotes_the_key_reaches_history_without_it(
         spec = spec.model_copy(
             update={"model": spec.model.model_copy(update={"endpoint": endpoint})}
         )
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             result = await agents.result(session)

@@ -25,7 +25,7 @@ from durable_agent.core import (
 from durable_agent.core._messages import ImagePart
 from durable_agent.core.codecs import build_request
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for
 
 SEED_ARRAY: list[dict[str, Any]] = [
@@ -65,7 +65,7 @@ async def test_a_session_started_from_a_seed_array_sends_what_a_model_reads(
 ) -> None:
     history = parse_messages(seed_array())[1:]  # the spec brings its own instructions
     with ScriptedProvider([assistant_text("Still rainy.")]) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider), "And tomorrow?", history=history)
             result = await agents.result(sid)
@@ -78,7 +78,7 @@ async def test_a_session_started_from_a_seed_array_sends_what_a_model_reads(
     assert isinstance(messages[-1], AssistantMessage)
 
 
-shouting = ToolRegistry()
+shouting = Registry()
 
 
 @tool(registry=shouting)

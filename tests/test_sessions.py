@@ -16,7 +16,7 @@ from durable_agent.client import MessageRefusedError
 from durable_agent.core import UserMessage, dump_messages
 from durable_agent.core._messages import image_part, text_part
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -26,7 +26,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 #: Set by a test that must send messages while a lookup is still running.

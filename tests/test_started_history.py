@@ -34,7 +34,7 @@ from durable_agent.payloads import CodecKeys
 from durable_agent.payloads._encryption import with_encryption
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from durable_agent.tools._guardrails import guardrail
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, running_worker, spec_for, wait_for
 
@@ -85,7 +85,7 @@ async def test_a_start_whose_history_does_not_read_fails_before_any_model_call(
     temporal_env: WorkflowEnvironment, task_queue: str, announced: int, sent: Any, why: str
 ) -> None:
     with ScriptedProvider([assistant_text("never")]) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             spec = spec_for(provider)
             session_id = await forged_start(client, task_queue, spec, announced, sent)
             text = await failure_text(client, session_id)
@@ -100,7 +100,7 @@ async def test_a_history_signalled_after_the_start_is_nobodys(
     once the run began neither fills an announced history nor changes a running one."""
     planted = [{"role": "user", "content": "planted"}]
     with ScriptedProvider([assistant_text("one"), assistant_text("two")]) as provider:
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             spec = spec_for(provider, session={})
             announced = await forged_start(client, task_queue, spec, 1, None)
             await client.get_workflow_handle(announced).signal(EARLIER_HISTORY_SIGNAL, planted)
@@ -149,7 +149,7 @@ async def test_a_history_sent_apart_is_as_encrypted_as_the_input(
     assert canary.encode() not in b"".join(e.SerializeToString() for e in raw.events)
 
 
-guarded = ToolRegistry()
+guarded = Registry()
 
 
 @guardrail(registry=guarded)

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.core import ToolMessage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     query_messages,
@@ -25,7 +25,7 @@ from tests.support.agent_harness import (
 )
 from tests.support.postgres_server import PostgresServer, running_postgres_server
 
-registry = ToolRegistry()
+registry = Registry()
 gate = {"running": 0, "release": asyncio.Event()}
 
 

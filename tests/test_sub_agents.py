@@ -27,7 +27,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,
     record_history,
@@ -72,7 +72,7 @@ async def test_a_sub_agent_runs_as_a_child_session(
 ) -> None:
     with ScriptedProvider(responder=model(slow_child=False)) as provider:
         spec = parent_spec(provider, end_after_reply=True)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             # a recorded history replays under its file's name: the child's id comes from it
             recording = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES")
@@ -107,7 +107,7 @@ async def child_running(
     parent's id, and a check that gives the child's status once it has closed."""
     with ScriptedProvider(responder=model(slow_child=True)) as provider:
         spec = parent_spec(provider)
-        async with running_worker(env, task_queue, ToolRegistry()) as client:
+        async with running_worker(env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "ask the researcher")
 
@@ -201,7 +201,7 @@ async def test_ending_the_parent_cancels_a_running_child(
     assert slot.is_error and "turn cancelled by tester: closing time" in slot.content
 
 
-publishing = ToolRegistry()
+publishing = Registry()
 
 
 @tool(registry=publishing, approval="always")
@@ -278,7 +278,7 @@ async def test_a_sub_agents_inputs_are_its_parameters_and_its_message(
             {"name": "researcher", "description": "Researches", "spec": child, "inputs": INPUTS}
         ]
         spec = spec_for(provider, [], agents=agents_section)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "research tides")
             result = await asyncio.wait_for(agents.result(session), 60)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from durable_agent import Agent, ModelSpec, ProviderEndpoint, ToolRegistry, tool
+from durable_agent import Agent, ModelSpec, ProviderEndpoint, Registry, tool
 from durable_agent.client import SessionNotFoundError
 from durable_agent.client._client import WaitOutcome
 from durable_agent.testing import (
@@ -20,7 +20,7 @@ from durable_agent.testing import (
 )
 from tests.support.agent_harness import wait_for
 
-registry = ToolRegistry()
+registry = Registry()
 refunded: list[str] = []
 
 

@@ -14,7 +14,7 @@ from durable_agent.core import ModelOptions, ToolDefinition, ToolMessage, option
 from durable_agent.core._model_options import NamedToolChoice
 from durable_agent.core.codecs import build_request
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, start_session
 from tests.support.sdk_types import validate_request
 
@@ -76,7 +76,7 @@ def test_required_binds_the_first_call_of_a_turn_only() -> None:
     assert options_for_call(options, [*ran, user_message("again")]).tool_choice == "required"
 
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

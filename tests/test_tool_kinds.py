@@ -20,14 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import (
-    NOT_ADMITTED,
-    TOOLSET_UNAVAILABLE,
-    AgentSpec,
-    ResolvedTool,
-    ToolCallInput,
-    ToolMessage,
-)
+from durable_agent.core import AgentSpec, Failure, ResolvedTool, ToolCallInput, ToolMessage
 from durable_agent.core.tool_kinds import (
     CallTarget,
     FunctionTarget,
@@ -36,13 +29,14 @@ from durable_agent.core.tool_kinds import (
     HttpOperation,
     McpCall,
     McpTarget,
+    OtherTarget,
     SubAgentTarget,
     ToolKind,
     ToolTarget,
-    register_tool_kind,
+    UnknownToolKind,
 )
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.docs_page import page_block, run_page_block
 from tests.support.recording_server import RecordingServer
@@ -50,20 +44,20 @@ from tests.support.recording_server import RecordingServer
 SECTION = "## A new tool kind"
 
 
-def webhooks(url: str) -> ToolTarget:
-    """The page's kind, registered for hooks at ``url`` (a second registration of the
-    same kind replaces the page's own)."""
+def webhooks(url: str) -> tuple[Registry, ToolTarget]:
+    """A worker's registry with the page's kind for hooks at ``url`` (added again, the
+    same kind replaces the page's own), and the target of its ``page_oncall`` hook."""
     page = run_page_block(SECTION)
-    register_tool_kind(page["Webhooks"]({"ops": {"page_oncall": f"{url}/page", "other": url}}))
+    kind = page["Webhooks"]({"ops": {"page_oncall": f"{url}/page", "other": url}})
     hook: ToolTarget = page["Hook"](source="ops", hook="page_oncall")
-    return hook
+    return Registry([kind]), hook
 
 
 async def failure_of(
-    env: WorkflowEnvironment, task_queue: str, spec: AgentSpec
+    env: WorkflowEnvironment, task_queue: str, spec: AgentSpec, registry: Registry | None = None
 ) -> ApplicationError:
     """Why a session of ``spec`` failed (it must)."""
-    async with running_worker(env, task_queue, ToolRegistry()) as client:
+    async with running_worker(env, task_queue, registry or Registry()) as client:
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "hello")
         with pytest.raises(WorkflowFailureError) as failed:
@@ -81,10 +75,10 @@ async def test_the_pages_kind_lists_and_runs_its_tools_in_a_session(
         assistant_text("Paged."),
     ]
     with RecordingServer() as hooks, ScriptedProvider(script) as provider:
-        webhooks(hooks.url)
+        registry, _ = webhooks(hooks.url)
         toolsets = json.loads(page_block(SECTION, "json"))["toolsets"]
         spec = spec_for(provider, [], toolsets=toolsets)
-        async with running_worker(temporal_env, task_queue, ToolRegistry()) as client:
+        async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "the disk is full")
             result = await agents.result(session)
@@ -115,10 +109,10 @@ async def test_a_toolset_the_worker_does_not_know_fails_the_session_by_name(
     temporal_env: WorkflowEnvironment, task_queue: str, toolset: dict[str, Any], words: str
 ) -> None:
     with RecordingServer() as hooks, ScriptedProvider([assistant_text("never")]) as provider:
-        webhooks(hooks.url)
+        registry, _ = webhooks(hooks.url)
         spec = spec_for(provider, [], toolsets=[toolset])
-        cause = await failure_of(temporal_env, task_queue, spec)
-    assert cause.type == TOOLSET_UNAVAILABLE
+        cause = await failure_of(temporal_env, task_queue, spec, registry)
+    assert cause.type == Failure.TOOLSET_UNAVAILABLE
     assert f"toolset {toolset['name']!r} ({toolset['kind']})" in cause.message
     assert words in cause.message
     assert provider.requests == [] and hooks.seen == []  # no model call, no hook
@@ -128,7 +122,7 @@ async def test_a_call_pointed_at_a_hook_the_worker_lacks_never_leaves_it() -> No
     """A call input is anyone's to write (a forged continue-as-new input): the kind looks
     its URL up again and refuses a hook its owner did not register."""
     with RecordingServer() as hooks:
-        hook = webhooks(hooks.url)
+        registry, hook = webhooks(hooks.url)
         forged = hook.model_copy(update={"hook": "exfiltrate"})
         call = ToolCallInput(
             turn=1, slot=0, tool_name="ops_page_oncall", tool_call_id="c0",
@@ -136,12 +130,14 @@ async def test_a_call_pointed_at_a_hook_the_worker_lacks_never_leaves_it() -> No
         )  # fmt: skip
         worker = ActivityEnvironment()  # the tool's own limit: 60 s, as a workflow gives it
         worker.info = dataclasses.replace(worker.info, start_to_close_timeout=timedelta(seconds=65))
-        result = await worker.run(ToolActivities(ToolRegistry()).run_tool, call)
+        result = await worker.run(ToolActivities(registry).run_tool, call)
         sent = call.model_copy(update={"target": hook})
-        ran = await worker.run(ToolActivities(ToolRegistry()).run_tool, sent)
+        ran = await worker.run(ToolActivities(registry).run_tool, sent)
+        elsewhere = await worker.run(ToolActivities(Registry()).run_tool, sent)
     assert result.is_error
     assert result.content == "Not allowed on this worker: no webhook ops/exfiltrate on this worker"
     assert ran.content == "HTTP 200"
+    assert elsewhere.is_error and "no tool kind 'webhook' on this worker" in elsewhere.content
     assert [s.path for s in hooks.seen] == ["/page"]  # only the registered hook was reached
 
 
@@ -151,7 +147,7 @@ async def test_a_toolset_of_a_kind_the_worker_lacks_is_not_admitted(
     with ScriptedProvider([assistant_text("never")]) as provider:
         spec = spec_for(provider, [], toolsets=[{"kind": "fax", "name": "ops"}])
         cause = await failure_of(temporal_env, task_queue, spec)
-    assert cause.type == NOT_ADMITTED
+    assert cause.type == Failure.NOT_ADMITTED
     assert "toolsets[ops]: no tool kind 'fax' on this worker (registered: agent, " in cause.message
     assert provider.requests == []
 
@@ -186,43 +182,54 @@ def test_tools_recorded_before_kinds_read_back_as_their_targets() -> None:
     assert old_http.target == HttpCall(operation=HttpOperation(**operation))
 
 
-def test_every_target_survives_the_payload_converter_as_its_own_kind() -> None:
+def test_every_target_survives_the_payload_converter_and_its_worker_reads_it_as_its_kind() -> None:
+    """Built-in targets come back as their own models anywhere; a kind's own target comes
+    back with every field (the session and client have no code of the kind), and the
+    worker whose registry has the kind reads it as the kind's model."""
     converter = pydantic_data_converter.payload_converter
+    registry, hook = webhooks("http://127.0.0.1:9")
     targets: list[ToolTarget] = [
         FunctionTarget(),
         McpTarget(server="files", tool="read"),
         HttpOperation(api="orders", method="POST", url="http://h/o", body=True),
         SubAgentTarget(agent="researcher"),
         HandoffTarget(to="billing"),
-        webhooks("http://127.0.0.1:9"),
+        hook,
     ]
     tools = [
         ResolvedTool(definition={"name": f"t{k}"}, policy={}, target=t)
         for k, t in enumerate(targets)
     ]  # type: ignore[arg-type]
     [back] = converter.from_payloads(converter.to_payloads([tools]), [list[ResolvedTool]])
-    assert [t.target for t in back] == targets
-    assert [type(t.target) for t in back] == [type(t) for t in targets]
+    assert [t.target for t in back[:-1]] == targets[:-1]
+    assert [type(t.target) for t in back[:-1]] == [type(t) for t in targets[:-1]]
+    kept = back[-1].target
+    assert isinstance(kept, OtherTarget) and kept.model_dump() == hook.model_dump()
+    kind, read = registry.call_of(kept)
+    assert kind.name == "webhook" and read == hook and type(read) is type(hook)
     call = {"turn": 1, "slot": 0, "tool_name": "t", "tool_call_id": "c", "arguments": "{}"}
-    with_call = ToolCallInput(**call, target=targets[-1])  # type: ignore[arg-type]
-    [read] = converter.from_payloads(converter.to_payloads([with_call]), [ToolCallInput])
-    assert read.target == targets[-1] and type(read.target) is type(targets[-1])
+    with_call = ToolCallInput(**call, target=hook)  # type: ignore[arg-type]
+    [read_call] = converter.from_payloads(converter.to_payloads([with_call]), [ToolCallInput])
+    assert read_call.target is not None and registry.call_of(read_call.target)[1] == hook
 
 
-def test_an_unknown_kind_is_refused_naming_the_registered_ones() -> None:
-    with pytest.raises(ValidationError) as refused:
-        ResolvedTool.model_validate(
-            {"definition": {"name": "t"}, "policy": {}, "target": {"kind": "fax"}}
-        )
+def test_a_kind_a_worker_lacks_is_refused_naming_the_ones_it_has() -> None:
+    registry = Registry()
+    with pytest.raises(UnknownToolKind) as refused:
+        registry.kind("fax")
     text = str(refused.value)
-    assert "unknown tool kind 'fax': registered kinds are " in text
+    assert "no tool kind 'fax' on this worker (registered: " in text
     assert "agent, function, handoff, mcp, openapi" in text
-    with pytest.raises(ValidationError, match="unknown tool kind 'fax'"):
-        CallTarget.model_validate({"kind": "fax"})
+    with pytest.raises(UnknownToolKind, match="no tool kind 'fax'"):
+        registry.call_of(CallTarget.model_validate({"kind": "fax"}))
+    with pytest.raises(ValidationError, match="needs its 'kind'"):
+        ResolvedTool.model_validate({"definition": {"name": "t"}, "policy": {}, "target": {}})
     with pytest.raises(ValueError, match="tool kind 'mcp' is registered already"):
-        register_tool_kind(_Impostor())  # another kind under a taken name
+        registry.add(_Impostor())  # another kind under a taken name
     with pytest.raises(ValueError, match="'inline': a registered kind runs on a worker"):
-        register_tool_kind(_InWorkflow())  # the workflow would not know how to run it
+        registry.add(_InWorkflow())  # the workflow would not know how to run it
+    with pytest.raises(ValueError, match="'fancy' sets call"):
+        registry.add(_WithCall())  # the session would not know how to make its calls
 
 
 class _Impostor(ToolKind[McpTarget, McpTarget]):
@@ -234,3 +241,31 @@ class _InWorkflow(ToolKind[McpTarget, McpTarget]):
     name = "inline"
     target = McpTarget
     runs_in = "session"
+
+
+class _WithCall(ToolKind[McpTarget, McpCall]):
+    name = "fancy"
+    target = McpTarget
+    call = McpCall
+
+
+def test_a_spec_with_the_old_source_lists_reads_as_toolsets() -> None:
+    """Specs (and every history) written with ``mcp_servers`` and ``openapi`` lists read
+    as ``toolsets`` entries of those kinds, in the same order, and write back in the new
+    shape, each entry with its kind (what it is read back by)."""
+    old = {
+        "model": {"name": "m"},
+        "mcp_servers": ["files", {"name": "crm", "url": "https://crm.example/mcp"}],
+        "openapi": [{"name": "orders", "operations": ["getOrder"]}],
+        "toolsets": [{"kind": "webhook", "name": "ops"}],
+    }
+    spec = AgentSpec.model_validate(old)
+    assert [(t.kind, t.name) for t in spec.toolsets] == [
+        ("mcp", "files"), ("mcp", "crm"), ("openapi", "orders"), ("webhook", "ops"),
+    ]  # fmt: skip
+    written = json.loads(spec.model_dump_json(exclude_defaults=True))
+    assert "mcp_servers" not in written and "openapi" not in written
+    assert written["toolsets"][0] == {"kind": "mcp", "name": "files"}
+    assert AgentSpec.model_validate(written) == spec
+    with pytest.raises(ValidationError, match="'files' is listed more than once"):
+        AgentSpec.model_validate({**old, "toolsets": [{"kind": "webhook", "name": "files"}]})

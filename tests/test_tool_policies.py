@@ -12,7 +12,7 @@ from durable_agent import ToolMessage
 from durable_agent.core import ApprovalSignal, ToolContext
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     query_messages,
@@ -25,7 +25,7 @@ from tests.support.agent_harness import (
     wait_for,
 )
 
-registry = ToolRegistry()
+registry = Registry()
 running: set[str] = set()
 overlaps: dict[str, set[str]] = {}
 ledger_log: list[str] = []
@@ -103,7 +103,7 @@ def where_am_i() -> str:
     return "session pool"
 
 
-gpu_registry = ToolRegistry()
+gpu_registry = Registry()
 
 
 @tool(registry=gpu_registry, name="where_am_i")
@@ -301,7 +301,7 @@ async def test_a_worker_missing_a_tool_fails_that_call_not_the_session(
         ),
         assistant_text("one tool was missing"),
     ]
-    partial = ToolRegistry([registry.get("transfer")])  # type: ignore[list-item]
+    partial = Registry([registry.get("transfer")])  # type: ignore[list-item]
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, ["transfer", "read_ledger"])
         async with running_worker(temporal_env, task_queue, registry) as client:

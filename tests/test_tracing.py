@@ -27,7 +27,7 @@ from durable_agent.core import ModelOptions
 from durable_agent.observability._telemetry import bounded_batches
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, json_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 from tests.support.otlp_receiver import OtlpReceiver, absent_collector
@@ -172,7 +172,7 @@ async def test_replay_emits_no_span_twice(
         data_converter=pydantic_data_converter,
         interceptors=[interceptor],
     )
-    registry = ToolRegistry([cli_tools.get_time])
+    registry = Registry([cli_tools.get_time])
     with ScriptedProvider(script()) as scripted:
         async with build_worker(
             client,

@@ -40,12 +40,12 @@ from durable_agent.core._messages import FunctionCall
 from durable_agent.core._transcript import EMPTY_HASH, ROOT_V2, hash_messages
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

@@ -32,7 +32,7 @@ from durable_agent.testing import (
     assistant_text,
     chat_stream_events,
 )
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from durable_agent.tools._guardrails import guardrail
 from tests.support.agent_harness import (
     cli_json,
@@ -43,7 +43,7 @@ from tests.support.agent_harness import (
 )
 from tests.test_cli import acli, address_of
 
-registry = ToolRegistry()
+registry = Registry()
 
 
 @tool(registry=registry)

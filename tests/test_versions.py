@@ -16,7 +16,7 @@ from durable_agent import AgentClient
 from durable_agent.core import AssistantMessage, ProviderLimits, limiter_id
 from durable_agent.temporal._versions import versioned
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.browser import chromium_page, need_chromium
 from tests.support.gateway_harness import gateway
@@ -36,9 +36,9 @@ def builds_model(request: RecordedRequest) -> AssistantMessage:
     return assistant_text("ran on " + ", ".join(results))
 
 
-def registry_of(name: str, reached: asyncio.Event, release: asyncio.Event) -> ToolRegistry:
+def registry_of(name: str, reached: asyncio.Event, release: asyncio.Event) -> Registry:
     """A build's tools: ``build`` says which build ran it (held until ``release``)."""
-    registry = ToolRegistry()
+    registry = Registry()
 
     @tool(registry=registry)
     async def build(hold: bool = False) -> str:

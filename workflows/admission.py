@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import NOT_ADMITTED, Admission, AdmissionInput, AgentSpec
+    from durable_agent.core import Admission, AdmissionInput, AgentSpec, Failure
 
     from .patches import ADMISSION_PATCH, CARRIED_ONLY_WHEN_CONTINUED_PATCH, patched
     from .start_checks import start_check
@@ -24,7 +24,7 @@ def refuse_forged_carry(carried: bool) -> None:
         raise ApplicationError(
             "invalid session input: carried state (grants, decisions, messages) is taken "
             "only from the session's own previous run, at continue-as-new",
-            type="InvalidInput",
+            type=Failure.INVALID_INPUT,
             non_retryable=True,
         )
 
@@ -48,7 +48,7 @@ async def admit(spec: AgentSpec, carried: bool) -> Admission:
     if admission.refused:
         raise ApplicationError(
             "this worker does not admit the session's spec: " + "; ".join(admission.refused),
-            type=NOT_ADMITTED,
+            type=Failure.NOT_ADMITTED,
             non_retryable=True,
         )
     return admission

@@ -18,7 +18,14 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import WORKFLOW_NAME, AgentInput, AgentResult, AgentSpec, ModelSpec
+    from durable_agent.core import (
+        WORKFLOW_NAME,
+        AgentInput,
+        AgentResult,
+        AgentSpec,
+        Failure,
+        ModelSpec,
+    )
     from durable_agent.session import Compatibility, Session, carry_out
 
     from .admission import admit, refuse_forged_carry
@@ -104,7 +111,7 @@ class AgentWorkflow(SessionHandlers):
         if self._invalid_input is not None:
             raise ApplicationError(
                 f"invalid session input: {self._invalid_input}",
-                type="InvalidInput",
+                type=Failure.INVALID_INPUT,
                 non_retryable=True,
             )
         request, session = self._request, self._session

@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent.core import (
         AgentInput,
         ClosedRunInput,
+        Failure,
         ForkInput,
         StartedHistoryInput,
         session_title,
@@ -117,12 +118,12 @@ async def _resolve_tools(session: Session) -> None:
         found = await resolve_tools(names, guardrails, hooks, spec.session)
         problem = session.tools_resolved(found)
         if problem:
-            raise ApplicationError(problem, type="UnknownTool", non_retryable=True)
-    if spec.mcp_servers or spec.openapi or spec.toolsets:
+            raise ApplicationError(problem, type=Failure.UNKNOWN_TOOL, non_retryable=True)
+    if spec.toolsets:
         problem = session.tools_added(await list_remote_tools(spec))
         if problem:
-            raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
+            raise ApplicationError(problem, type=Failure.DUPLICATE_TOOL, non_retryable=True)
     if spec.agents:
         problem = session.sub_agents_added()
         if problem:
-            raise ApplicationError(problem, type="DuplicateTool", non_retryable=True)
+            raise ApplicationError(problem, type=Failure.DUPLICATE_TOOL, non_retryable=True)

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         DecisionRequest,
         DecisionResult,
         EndSessionSignal,
+        Failure,
         FlushSignal,
         Message,
         MoveToAgentSignal,
@@ -48,8 +49,6 @@ with workflow.unsafe.imports_passed_through():
     from .live_feed import LiveFeed
     from .session_log import warn
 
-#: Error type of a decision an update refused (the message says why).
-DECISION_REFUSED = "DecisionRefused"
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).
 PAGE_BYTES = 1_000_000
@@ -283,7 +282,7 @@ class SessionHandlers:
         session.decision_outcome_told(key)
         assert outcome is not None
         if isinstance(outcome, str):
-            raise ApplicationError(outcome, type=DECISION_REFUSED, non_retryable=True)
+            raise ApplicationError(outcome, type=Failure.DECISION_REFUSED, non_retryable=True)
         return outcome
 
     @workflow.query

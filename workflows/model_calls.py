@@ -20,10 +20,8 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import (
-        CAPACITY_WAIT,
-        MODEL_SETUP_UNKNOWN,
-        TRANSCRIPT_UNKNOWN,
         AssistantMessage,
+        Failure,
         ModelCallInput,
         ModelReturn,
         ModelSetup,
@@ -154,15 +152,15 @@ class ModelCaller:
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
-                if kind == MODEL_SETUP_UNKNOWN and not send:
+                if kind == Failure.MODEL_SETUP_UNKNOWN and not send:
                     self._known.discard(digest)  # this worker lacks it: send it
                     continue
-                if kind == CAPACITY_WAIT and isinstance(cause, ApplicationError):
+                if kind == Failure.CAPACITY_WAIT and isinstance(cause, ApplicationError):
                     if not await self._wait_for_capacity(turn, cause):
                         return ModelCancelled()
                     waited = True
                     continue  # (no attempt of the model was used)
-                if kind == TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
+                if kind == Failure.TRANSCRIPT_UNKNOWN and lost_store < MAX_STORE_REFILLS:
                     # the store lost what the call referred to: send it all again, once
                     lost_store += 1
                     self._sync.lost()
@@ -234,7 +232,7 @@ def failure(error: ActivityError, recovery_limit: float | None) -> ModelFailure:
     cause = error.cause
     if isinstance(cause, ApplicationError):
         text = cause.message
-        if cause.type == TRANSCRIPT_UNKNOWN:
+        if cause.type == Failure.TRANSCRIPT_UNKNOWN:
             text += " (the transcript store lost it again: do all workers share one?)"
         return ModelFailure(cause.type, text, cause.next_retry_delay)
     if isinstance(cause, ActivityTimeout):

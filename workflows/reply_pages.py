@@ -18,7 +18,14 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import AssistantMessage, Message, ReplyCallsInput, ToolCall, with_calls
+    from durable_agent.core import (
+        AssistantMessage,
+        Failure,
+        Message,
+        ReplyCallsInput,
+        ToolCall,
+        with_calls,
+    )
 
     from .patches import CALLS_IN_PAGES_PATCH, patched
     from .retries import LOST_WORK_RETRIES
@@ -59,7 +66,7 @@ async def whole_message(
         if len(page) != stop - start:
             raise ApplicationError(
                 f"the store holds {start + len(page)} of the message's {calls} tool calls",
-                type="TranscriptMismatch",
+                type=Failure.TRANSCRIPT_MISMATCH,
                 non_retryable=True,
             )
         read.extend(page)

@@ -27,16 +27,12 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import (
-        GUARDRAIL_FAILED,
-        MCP_SERVER_UNAVAILABLE,
-        OPENAPI_UNUSABLE,
-        TOOL_RAISED,
         TOOL_TIMEOUT_GRACE_SECONDS,
-        TOOLSET_UNAVAILABLE,
         WORKFLOW_NAME,
         AgentInput,
         AgentResult,
         AgentSpec,
+        Failure,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,
@@ -84,33 +80,28 @@ async def resolve_tools(
 
 
 async def list_remote_tools(spec: AgentSpec) -> list[ResolvedTool]:
-    """The tools of the spec's MCP servers and OpenAPI documents, as they are when the
-    session starts; one that cannot be reached or used fails the session by name."""
+    """The tools of the spec's toolsets (MCP servers, OpenAPI services, sources of other
+    kinds), as they are when the session starts; one that cannot be reached or used
+    fails the session by name."""
     try:
         tools: list[ResolvedTool] = await workflow.execute_activity(
             "list_remote_tools",
-            ListRemoteToolsInput(
-                servers=spec.mcp_servers, apis=spec.openapi, toolsets=spec.toolsets
-            ),
+            ListRemoteToolsInput(toolsets=spec.toolsets),
             result_type=list[ResolvedTool],
             start_to_close_timeout=timedelta(
-                seconds=30
-                + sum(s.timeout_seconds for s in spec.mcp_servers)
-                + sum(a.timeout_seconds for a in spec.openapi)
-                + 60 * len(spec.toolsets)
+                seconds=30 + sum(t.listing_seconds for t in spec.toolsets)
             ),
             heartbeat_timeout=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
             retry_policy=LOST_WORK_RETRIES,
-            summary="list_remote_tools "
-            + ", ".join(
-                [s.name for s in spec.mcp_servers]
-                + [a.name for a in spec.openapi]
-                + [t.name for t in spec.toolsets]
-            ),
+            summary="list_remote_tools " + ", ".join(t.name for t in spec.toolsets),
         )
     except ActivityError as error:
         cause = error.cause
-        unusable = (MCP_SERVER_UNAVAILABLE, OPENAPI_UNUSABLE, TOOLSET_UNAVAILABLE)
+        unusable = (
+            Failure.MCP_SERVER_UNAVAILABLE,
+            Failure.OPENAPI_UNUSABLE,
+            Failure.TOOLSET_UNAVAILABLE,
+        )
         if isinstance(cause, ApplicationError) and cause.type in unusable:
             raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from None
         raise
@@ -137,7 +128,7 @@ async def check_guardrails(
             return verdict, None
         except ActivityError as error:
             cause = error.cause
-            failed = isinstance(cause, ApplicationError) and cause.type == GUARDRAIL_FAILED
+            failed = isinstance(cause, ApplicationError) and cause.type == Failure.GUARDRAIL_FAILED
             if failed and attempt < rules.max_attempts:
                 await workflow.sleep(backoff(1.0, 30.0, attempt))
                 attempt += 1
@@ -390,7 +381,7 @@ async def run_tool(
             cause = error.cause
             if isinstance(cause, CancelledError):
                 raise  # the turn was cancelled: the Session fills the slot
-            raised = isinstance(cause, ApplicationError) and cause.type == TOOL_RAISED
+            raised = isinstance(cause, ApplicationError) and cause.type == Failure.TOOL_RAISED
             delay = tool_retry_delay(policy, attempt) if raised else None
             if delay is not None:
                 # the tool's own failure: one of its attempts, then a durable wait

@@ -15,8 +15,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import (
-        TRANSCRIPT_UNKNOWN,
         ClosedRunInput,
+        Failure,
         LoadTranscriptInput,
         Message,
         StoredMessageRef,
@@ -224,7 +224,7 @@ class TranscriptSync:
                 raise ApplicationError(
                     f"the previous run holds {again.count} messages ({again.hash}), "
                     f"not the {ref.count} ({ref.hash}) it carried",
-                    type="TranscriptMismatch",
+                    type=Failure.TRANSCRIPT_MISMATCH,
                     non_retryable=True,
                 ) from None
             await self.load(ref)  # from where the first reading stopped
@@ -272,7 +272,7 @@ class TranscriptSync:
         if self.messages.head != ref.hash:
             raise ApplicationError(
                 "the stored transcript does not match the one this session carried",
-                type="TranscriptMismatch",
+                type=Failure.TRANSCRIPT_MISMATCH,
                 non_retryable=True,
             )
         self.stored = ref.count
@@ -293,4 +293,4 @@ def _most_in_one(count: int, by_count_patch: str, always_asked: bool = False) ->
 def store_lost(error: ActivityError) -> bool:
     """The activity found the store lacks what it was pointed at."""
     cause = error.cause
-    return isinstance(cause, ApplicationError) and cause.type == TRANSCRIPT_UNKNOWN
+    return isinstance(cause, ApplicationError) and cause.type == Failure.TRANSCRIPT_UNKNOWN

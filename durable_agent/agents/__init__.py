@@ -4,7 +4,7 @@ from the owner's modules."""
 from __future__ import annotations
 
 from ._agent import Agent, AgentRunError, OutputT, RunResult
-from ._modules import AgentModuleError, load_agents, with_agents
+from ._modules import AgentModuleError, agent_tools, load_agents, with_agent_tools, with_agents
 
 __all__ = [
     "Agent",
@@ -12,6 +12,8 @@ __all__ = [
     "AgentRunError",
     "OutputT",
     "RunResult",
+    "agent_tools",
     "load_agents",
+    "with_agent_tools",
     "with_agents",
 ]

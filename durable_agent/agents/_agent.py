@@ -114,7 +114,8 @@ class Agent(Generic[OutputT]):
         team = self.team()
         servers = {_server_name(s) for a in team for s in a.mcp_servers}
         if servers:  # by name: what they run is the worker's, registered from the agents
-            fields["mcp_servers"] = sorted(servers)
+            named = [{"kind": "mcp", "name": name} for name in sorted(servers)]
+            fields["toolsets"] = [*fields.get("toolsets", []), *named]
         subs = {s.name: s for a in team for s in a.sub_agents}
         if subs:
             fields["agents"] = [

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import McpServerSpec
+from durable_agent.core import McpServerSpec, OpenApiSpec
+from durable_agent.tools import Registry, Tool
 
 from ._agent import Agent
 
@@ -52,7 +53,7 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
     """``capabilities`` and what ``agents`` carry: each model endpoint given whole
     (registered as ``agent:<name>``) and each MCP server given whole."""
     models = dict(capabilities.models)
-    servers = {s.name: s for s in capabilities.mcp_servers}
+    servers = {s.name: s for s in capabilities.toolsets if isinstance(s, McpServerSpec)}
     for agent in {a.name: a for top in agents for a in top.everyone()}.values():
         if not isinstance(agent.model.endpoint, str):
             models[f"agent:{agent.name}"] = agent.model.endpoint
@@ -65,4 +66,24 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
                     f"agent {agent.name!r}: MCP server {server.name!r} is registered "
                     "otherwise already"
                 )
-    return dataclasses.replace(capabilities, models=models, mcp_servers=list(servers.values()))
+    others = [s for s in capabilities.toolsets if not isinstance(s, McpServerSpec)]
+    toolsets: list[McpServerSpec | OpenApiSpec] = [*servers.values(), *others]
+    return dataclasses.replace(capabilities, models=models, toolsets=toolsets)
+
+
+def agent_tools(agents: Iterable[Agent[Any]]) -> list[Tool]:
+    """The ``@tool`` functions ``agents`` carry: theirs, their teams' and sub-agents'."""
+    return [t for top in agents for a in top.everyone() for t in a.tools if isinstance(t, Tool)]
+
+
+def with_agent_tools(registry: Registry, agents: Iterable[Agent[Any]]) -> Registry:
+    """``registry`` with the ``@tool`` functions ``agents`` carry: ``registry`` itself
+    when it holds them all already, else a new one (``registry`` is left as it was)."""
+    tools = [t for t in agent_tools(agents) if registry.get(t.name) is not t]
+    if not tools:
+        return registry
+    combined = Registry()
+    combined.merge(registry)
+    for found in tools:
+        combined.add(found)
+    return combined

@@ -9,6 +9,7 @@ so a session never starts to find one of its children refused.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import TypeVar
 
 from durable_agent.core import (
     AgentSpec,
@@ -18,21 +19,31 @@ from durable_agent.core import (
     NotRegistered,
     ToolSettings,
 )
-from durable_agent.core.tool_kinds import registered_kinds
+from durable_agent.core.tool_kinds import UnknownToolKind, WorkerSide
+from durable_agent.tools import Registry
 
 from ._registry import Capabilities
 
+_Found = TypeVar("_Found")
 
-async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_queue: str,
-                             where: str = "") -> list[str]:  # fmt: skip
-    """Everything in ``spec`` the worker does not let it use (empty: admitted)."""
+
+async def admission_problems(
+    spec: AgentSpec,
+    capabilities: Capabilities,
+    own_queue: str,
+    registry: Registry,
+    where: str = "",
+) -> list[str]:
+    """Everything in ``spec`` the worker does not let it use (empty: admitted): its
+    ``capabilities``, and the tool kinds and wire APIs its ``registry`` has."""
     problems: list[str] = []
 
-    async def check(field: str, lookup: Awaitable[object]) -> None:
+    async def check(field: str, lookup: Awaitable[_Found]) -> _Found | None:
         try:
-            await lookup
+            return await lookup
         except (NotRegistered, NotAllowed) as error:
             problems.append(f"{where}{field}: {error}")
+            return None
 
     models: list[tuple[str, ModelSpec]] = [("model.endpoint", spec.model)]
     tools: list[tuple[str, ToolSettings]] = [(f"tools[{t.name}]", t) for t in spec.tools]
@@ -45,22 +56,26 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
         models += [(f"{base}.fallbacks[{k}].endpoint", f) for k, f in enumerate(model.fallbacks)]
     cost_budget = spec.stop.max_cost_usd is not None
     for field, model in models:
-        await check(field, capabilities.endpoint(model.endpoint))
+        endpoint = await check(field, capabilities.endpoint(model.endpoint))
+        if endpoint is not None and endpoint.api not in registry.apis():
+            problems.append(
+                f"{where}{field}.api: this worker does not speak the wire API "
+                f"{endpoint.api!r} (it speaks {', '.join(registry.apis())}; a codec for it "
+                "is added to the worker's Registry)"
+            )
         if cost_budget and model.price is None and model.name not in capabilities.prices:
             problems.append(
                 f"{where}{field.removesuffix('.endpoint')}.price: stop.max_cost_usd needs a "
                 f"price for {model.name!r} (model.price, or one the worker registers)"
             )
-    for server in spec.mcp_servers:
-        await check(f"mcp_servers[{server.name}]", capabilities.mcp_server(server))
-    for api in spec.openapi:
-        await check(f"openapi[{api.name}]", capabilities.openapi_service(api))
-    for toolset in spec.toolsets:  # its sources are the kind's to know, when it lists them
-        if toolset.kind not in registered_kinds():
-            problems.append(
-                f"{where}toolsets[{toolset.name}]: no tool kind {toolset.kind!r} on this worker "
-                f"(registered: {', '.join(registered_kinds())})"
-            )
+    worker = WorkerSide(capabilities)
+    for toolset in spec.toolsets:
+        try:
+            kind = registry.kind(toolset.kind)
+        except UnknownToolKind as error:
+            problems.append(f"{where}toolsets[{toolset.name}]: {error}")
+            continue
+        await check(f"toolsets[{toolset.name}]", kind.admit(toolset, worker))
     for name in capabilities.unknown_secrets(spec.secrets):
         problems.append(
             f"{where}secrets: {name!r} is not registered on this worker "
@@ -76,7 +91,7 @@ async def admission_problems(spec: AgentSpec, capabilities: Capabilities, own_qu
             )
     for sub in spec.agents:
         problems += await admission_problems(
-            sub.spec, capabilities, own_queue, f"{where}agents[{sub.name}]."
+            sub.spec, capabilities, own_queue, registry, f"{where}agents[{sub.name}]."
         )
     return problems
 

@@ -18,8 +18,9 @@
     tools = ["create_issue"]
     parameters = ["token"]
 
-    [policy]          # all false unless set: see SpecPolicy
+    [policy]          # all off unless set: see SpecPolicy
     inline_endpoints = false
+    inline_sources = []   # kinds a spec may give whole: "mcp", "openapi"
 
     [prices."gpt-4o"] # US dollars per million tokens, for specs that give none
     input_per_million = 2.5
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -68,12 +68,28 @@ class _Secret(_Strict):
 
 class _Policy(_Strict):
     inline_endpoints: bool = False
-    inline_mcp: bool = False
-    inline_openapi: bool = False
-    file_documents: bool = False
+    inline_sources: list[str] = Field(default_factory=list)
+    worker_files: bool = False
     private_network: bool = False
     any_secret: bool = False
     any_task_queue: bool = False
+    # the names files written before ``inline_sources`` use, read as it
+    inline_mcp: bool = False
+    inline_openapi: bool = False
+    file_documents: bool = False
+
+    def policy(self) -> SpecPolicy:
+        kinds = set(self.inline_sources)
+        kinds |= {"mcp"} if self.inline_mcp else set()
+        kinds |= {"openapi"} if self.inline_openapi else set()
+        return SpecPolicy(
+            inline_endpoints=self.inline_endpoints,
+            inline_sources=frozenset(kinds),
+            worker_files=self.worker_files or self.file_documents,
+            private_network=self.private_network,
+            any_secret=self.any_secret,
+            any_task_queue=self.any_task_queue,
+        )
 
 
 class _File(_Strict):
@@ -104,17 +120,15 @@ def load_capabilities(path: Path) -> Capabilities:
             _entry(McpServerSpec, "mcp_servers", k, v) for k, v in parsed.mcp_servers.items()
         ]
         apis = [_entry(OpenApiSpec, "openapi", k, v) for k, v in parsed.openapi.items()]
-        policy = SpecPolicy(**{f.name: getattr(parsed.policy, f.name) for f in fields(SpecPolicy)})
         return Capabilities(
             models=default_models() if parsed.models is None else parsed.models,
-            mcp_servers=servers,
-            openapi=apis,
+            toolsets=[*servers, *apis],
             secrets={
                 name: SecretGrant(tools=s.tools, parameters=s.parameters, variable=s.variable)
                 for name, s in parsed.secrets.items()
             },
             task_queues=parsed.task_queues,
-            policy=policy,
+            policy=parsed.policy.policy(),
             prices=parsed.prices,
             limits=parsed.limits,
         )

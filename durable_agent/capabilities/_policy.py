@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Collection
+from dataclasses import dataclass, field, fields
+
+#: The kinds of tool source a spec can give whole: an MCP server (a command to run, or
+#: a URL, with variables), an OpenAPI service (a document URL, a base URL, header
+#: variables).
+WHOLE_SOURCE_KINDS = ("mcp", "openapi")
 
 
 @dataclass(frozen=True)
@@ -14,13 +20,13 @@ class SpecPolicy:
 
     inline_endpoints: bool = False
     """Model endpoints given in the spec (a base URL and the variable holding its key)."""
-    inline_mcp: bool = False
-    """MCP servers given in the spec (a command to start, or a URL, and the variables
-    passed to them)."""
-    inline_openapi: bool = False
-    """OpenAPI services given in the spec (a document URL, a base URL, header variables)."""
-    file_documents: bool = False
-    """OpenAPI documents read from a file path on the worker."""
+    inline_sources: Collection[str] = field(default_factory=frozenset)
+    """Kinds of tool source (a ``toolsets`` entry) given whole in the spec instead of
+    naming one the worker registered: ``mcp`` (a command to start, or a URL, and the
+    variables passed to them), ``openapi`` (a document URL, a base URL, header
+    variables)."""
+    worker_files: bool = False
+    """Files on the worker a spec may name (an OpenAPI document's path)."""
     private_network: bool = False
     """URLs a spec carries may reach loopback, link-local and private addresses."""
     any_secret: bool = False
@@ -28,14 +34,34 @@ class SpecPolicy:
     any_task_queue: bool = False
     """Tool calls may be routed to any task queue."""
 
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.inline_sources) - set(WHOLE_SOURCE_KINDS))
+        if unknown:
+            raise ValueError(
+                f"inline_sources: {unknown[0]!r} is not a kind of source a spec can give "
+                f"whole ({', '.join(WHOLE_SOURCE_KINDS)})"
+            )
+        object.__setattr__(self, "inline_sources", frozenset(self.inline_sources))
+
     @classmethod
     def development(cls) -> SpecPolicy:
         """Everything allowed: the starter of a session is trusted as the worker's owner."""
-        return cls(**{f.name: True for f in fields(cls)})
+        flags = {f.name: True for f in fields(cls) if f.name != "inline_sources"}
+        return cls(inline_sources=frozenset(WHOLE_SOURCE_KINDS), **flags)
+
+    def gives_whole(self, kind: str) -> bool:
+        """Whether a spec may give a source of ``kind`` whole."""
+        return kind in self.inline_sources
 
     def allowed(self) -> list[str]:
-        """The kinds this policy lets a spec carry."""
-        return [f.name for f in fields(self) if getattr(self, f.name)]
+        """What this policy lets a spec carry."""
+        allowed = []
+        for f in fields(self):
+            if f.name == "inline_sources":
+                allowed += [f"inline_{kind}" for kind in sorted(self.inline_sources)]
+            elif getattr(self, f.name):
+                allowed.append(f.name)
+        return allowed
 
     def warning(self) -> str | None:
         """What a worker says loudly at start when it trusts specs with anything."""

@@ -1,5 +1,5 @@
-"""What a worker's owner lets sessions use, by name: model endpoints, MCP servers,
-OpenAPI services, secrets and tool task queues.
+"""What a worker's owner lets sessions use, by name: model endpoints, tool sources (MCP
+servers, OpenAPI services), secrets and tool task queues.
 
 A session's spec names these; the worker looks each name up here when the session
 starts (``admission``) and again whenever it uses one (a model call, a tool call), so
@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from durable_agent.core import (
-    APPROVAL_STRICTNESS,
     McpServerSpec,
     ModelPrice,
     NotAllowed,
@@ -73,8 +71,9 @@ class Capabilities:
     """The worker's registries and its policy for anything else a spec carries."""
 
     models: Mapping[str, ProviderEndpoint] = field(default_factory=default_models)
-    mcp_servers: Iterable[McpServerSpec] = ()
-    openapi: Iterable[OpenApiSpec] = ()
+    toolsets: Iterable[McpServerSpec | OpenApiSpec] = ()
+    """Tool sources the worker's owner registers whole (an MCP server with its command or
+    URL, an OpenAPI service with its document): a spec names one by kind and name."""
     secrets: Mapping[str, SecretGrant] = field(default_factory=dict)
     task_queues: Collection[str] = ()
     """Task queues tool calls may be routed to (besides the session's own)."""
@@ -87,16 +86,11 @@ class Capabilities:
     ``NAME/MODEL`` (that model alone, which then has no share of the endpoint's)."""
 
     def __post_init__(self) -> None:
-        self.mcp_servers = tuple(self.mcp_servers)  # read more than once (with_agents)
-        self.openapi = tuple(self.openapi)
-        self._mcp = {s.name: s for s in self.mcp_servers}
-        self._openapi = {a.name: a for a in self.openapi}
-        for server in self._mcp.values():
-            if server.command is None and server.url is None:
-                raise ValueError(f"registered MCP server {server.name!r}: give command or url")
-        for api in self._openapi.values():
-            if api.document is None:
-                raise ValueError(f"registered OpenAPI service {api.name!r}: give its document")
+        self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
+        self._sources: dict[tuple[str, str], McpServerSpec | OpenApiSpec] = {}
+        for source in self.toolsets:
+            source.check_registrable()
+            self._sources[(source.kind, source.name)] = source
         for key in self.limits:
             if key.split("/", 1)[0] not in self.models:
                 raise ValueError(
@@ -150,50 +144,15 @@ class Capabilities:
                     return key, self.limits[key]
         return None
 
-    # -- MCP servers and OpenAPI services
+    # -- tool sources
 
-    async def mcp_server(self, spec: McpServerSpec) -> McpServerSpec:
-        """The server to start or reach for a spec's entry: the registered one by that
-        name (the spec may narrow its tools, rename their prefix and add approval), or
-        the entry itself where the policy allows inline servers."""
-        if spec.command is None and spec.url is None:
-            return _narrowed(_registered(self._mcp, "MCP server", spec.name), spec)
-        if not self.policy.inline_mcp:
-            what = f"a command ({spec.command!r})" if spec.command else f"a URL ({spec.url})"
-            raise NotAllowed(
-                f"MCP server {spec.name!r}: a spec may not carry {what} on this worker; "
-                f"name a registered server ({_listing(self._mcp)})"
-            )
-        if spec.url is not None:
-            await self.check_url(spec.url)
-        return spec
+    def registered(self, kind: str, name: str) -> McpServerSpec | OpenApiSpec | None:
+        """The source of ``kind`` the worker's owner registered as ``name``."""
+        return self._sources.get((kind, name))
 
-    async def openapi_service(self, spec: OpenApiSpec) -> OpenApiSpec:
-        """The service for a spec's entry, as ``mcp_server`` does for servers."""
-        if spec.document is None:
-            return _narrowed(_registered(self._openapi, "OpenAPI service", spec.name), spec)
-        if not self.policy.inline_openapi:
-            raise NotAllowed(
-                f"OpenAPI service {spec.name!r}: a spec may not carry its document "
-                f"({spec.document!r}) on this worker; name a registered service "
-                f"({_listing(self._openapi)})"
-            )
-        if "://" in spec.document:
-            await self.check_url(spec.document)
-        elif not self.policy.file_documents:
-            raise NotAllowed(
-                f"OpenAPI service {spec.name!r}: a spec may not name a file on the worker "
-                f"({spec.document!r})"
-            )
-        if spec.base_url is not None:
-            await self.check_url(spec.base_url)
-        return spec
-
-    def registered_service(self, name: str) -> OpenApiSpec | None:
-        return self._openapi.get(name)
-
-    def registered_server(self, name: str) -> McpServerSpec | None:
-        return self._mcp.get(name)
+    def registered_names(self, kind: str) -> str:
+        """The names of the registered sources of ``kind``, for error messages."""
+        return _listing(name for known, name in self._sources if known == kind)
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and
@@ -229,40 +188,3 @@ class Capabilities:
 
     def task_queue_allowed(self, queue: str, own: str) -> bool:
         return self.policy.any_task_queue or queue == own or queue in self.task_queues
-
-
-_Entry = TypeVar("_Entry", McpServerSpec, OpenApiSpec)
-
-
-def _registered(table: dict[str, _Entry], kind: str, name: str) -> _Entry:
-    """The entry registered as ``name``; ``NotRegistered`` listing the others."""
-    found = table.get(name)
-    if found is None:
-        raise NotRegistered(
-            f"{kind} {name!r} is not registered on this worker (registered: {_listing(table)})"
-        )
-    return found
-
-
-def _narrowed(registered: _Entry, spec: _Entry) -> _Entry:
-    """The registered entry, with what the spec may choose: fewer tools or operations,
-    another prefix, a stricter approval."""
-    update: dict[str, object] = {}
-    chosen = spec.model_fields_set
-    if "prefix" in chosen:
-        update["prefix"] = spec.prefix
-    if "approval" in chosen and (
-        APPROVAL_STRICTNESS[spec.approval] > APPROVAL_STRICTNESS[registered.approval]
-    ):
-        update["approval"] = spec.approval
-    narrowing = "allowed_tools" if isinstance(spec, McpServerSpec) else "operations"
-    wanted, own = getattr(spec, narrowing), getattr(registered, narrowing)
-    if wanted is not None:
-        beyond = sorted(set(wanted) - set(own)) if own is not None else []
-        if beyond:
-            raise NotAllowed(
-                f"{registered.name!r}: {narrowing} {', '.join(beyond)} are not among those "
-                f"this worker registered ({', '.join(own or [])})"
-            )
-        update[narrowing] = wanted
-    return registered.model_copy(update=update)

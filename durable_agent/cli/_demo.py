@@ -66,12 +66,16 @@ async def run_demo(
         ui = f"http://127.0.0.1:{ui_port}"
         out(f"Temporal dev server: 127.0.0.1:{port} (data in {data_dir}); UI: {ui}")
         try:
+            agent = demo_agent(model)
             worker = build_worker(
-                env.client, task_queue=DEFAULT_TASK_QUEUE, capabilities=capabilities
+                env.client,
+                task_queue=DEFAULT_TASK_QUEUE,
+                capabilities=capabilities,
+                agents=[agent],
             )
             async with worker:
                 agents = AgentClient(env.client)
-                session_id = await agents.start(demo_agent(model).spec(), QUESTION)
+                session_id = await agents.start(agent.spec(), QUESTION)
                 out(f"session: {session_id}\n")
                 ok = await _follow(agents, session_id, out)
                 out(f"\nSee it in the Temporal UI: {ui}/namespaces/default/workflows/{session_id}")

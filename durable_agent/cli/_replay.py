@@ -49,15 +49,22 @@ async def cmd_replay(args: argparse.Namespace, out: TextIO, agents: AgentClient)
     from durable_agent.temporal import load_tool_modules
     from durable_agent.testing import rerun
 
-    load_tool_modules([m for m in args.tools.split(",") if m])
+    registry = load_tool_modules([m for m in args.tools.split(",") if m])
     spec = load_spec(args)
     capabilities = load_capabilities(Path(args.capabilities)) if args.capabilities else None
     departed = 0
     recordings = await _recordings(agents, args.sources)
     for name, recorded in recordings:
         try:
-            report = await rerun(agents.temporal, recorded, spec, capabilities=capabilities,
-                                 live=args.live, run_tools=args.run_tools)  # fmt: skip
+            report = await rerun(
+                agents.temporal,
+                recorded,
+                spec,
+                registry=registry,
+                capabilities=capabilities,
+                live=args.live,
+                run_tools=args.run_tools,
+            )
         except ValueError as error:
             raise CommandError(f"{name}: {error}") from None
         departed += not report.same
@@ -90,20 +97,11 @@ def add_check_replay_command(command: Callable[..., argparse.ArgumentParser]) ->
     sub.add_argument("paths", nargs="*", help="recorded histories: JSON files or folders")
     sub.add_argument("--running", action="store_true", help="the sessions running on --task-queue")
     sub.add_argument("--sample", type=int, help="with --running: only the newest N")
-    sub.add_argument(
-        "--tools", default="", help="comma-separated modules of the workers' tools and kinds"
-    )
 
 
 async def cmd_check_replay(args: argparse.Namespace, out: TextIO) -> int:
-    from durable_agent.temporal import (
-        check_histories,
-        load_tool_modules,
-        recorded_histories,
-        running_histories,
-    )
+    from durable_agent.temporal import check_histories, recorded_histories, running_histories
 
-    load_tool_modules([m for m in args.tools.split(",") if m])  # kinds register on import
     histories = recorded_histories([Path(p) for p in args.paths])
     if args.running:
         agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)

@@ -21,7 +21,7 @@ from durable_agent.activities import (
     default_store_url,
     open_transcript_store,
 )
-from durable_agent.agents import Agent, load_agents, with_agents
+from durable_agent.agents import Agent, load_agents, with_agent_tools, with_agents
 from durable_agent.capabilities import Capabilities, SpecPolicy, load_capabilities
 from durable_agent.observability import (
     WorkerMetrics,
@@ -40,7 +40,7 @@ from durable_agent.temporal import (
     start_dev_server,
     versioned,
 )
-from durable_agent.tools import default_registry
+from durable_agent.tools import Registry
 
 from ._args import (
     add_server_arguments,
@@ -63,7 +63,7 @@ async def serve(args: argparse.Namespace) -> None:
         metrics.runtime.metric_meter if metrics else None,
     )
     runtime = metrics.runtime if metrics else None
-    load_tool_modules([m for m in args.tools.split(",") if m])
+    registry = load_tool_modules([m for m in args.tools.split(",") if m])
     agents = load_agents([m for m in args.agents.split(",") if m])
     capabilities = worker_capabilities(args, agents.values())
     stop = asyncio.Event()
@@ -91,15 +91,17 @@ async def serve(args: argparse.Namespace) -> None:
         worker = build_worker(
             client,
             task_queue=args.task_queue,
+            registry=registry,
             transcripts=transcripts,
             capabilities=capabilities,
             message_log=JSONLMessageLog(args.message_log) if args.message_log else None,
             deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
             sandboxed=args.sandboxed,
+            agents=list(agents.values()),
         )
         freeze_startup_heap()  # all loaded: later full collections skip it
         async with worker:
-            tools = ", ".join(default_registry.names()) or "none"
+            tools = ", ".join(registry_names(registry, agents.values())) or "none"
             named = ", ".join(sorted(agents)) or "none"
             build = f", build {label(args.deployment, args.build_id)}" if args.build_id else ""
             print(
@@ -107,13 +109,18 @@ async def serve(args: argparse.Namespace) -> None:
                 f"agents: {named}",
                 flush=True,
             )
-            log.info("worker started", task_queue=args.task_queue, tools=default_registry.names())
+            log.info("worker started", task_queue=args.task_queue, tools=tools)
             await stop.wait()
     finally:
         if env is not None:
             await env.shutdown()
         flush_spans()
     print("stopped", flush=True)
+
+
+def registry_names(registry: Registry, agents: Iterable[Agent[Any]]) -> list[str]:
+    """The tools the worker has: its modules' and its agents'."""
+    return with_agent_tools(registry, agents).names()
 
 
 def worker_capabilities(args: argparse.Namespace, agents: Iterable[Agent[Any]]) -> Capabilities:

@@ -7,9 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializationInfo, ValidationError
 
-#: The error type of a session whose input cannot be read (it fails at once).
-INVALID_INPUT = "InvalidInput"
-
 
 class Contract(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

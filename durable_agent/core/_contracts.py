@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, SerializeAsAny, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from ._approval_contracts import Grant, PendingApproval
 from ._context import ContextRules
@@ -16,9 +16,10 @@ from ._endpoint import ProviderEndpoint
 from ._messages import ApprovalRecord, AssistantMessage, Message, SystemMessage, ToolMessage, Usage
 from ._model_inputs import ModelInputs
 from ._model_options import ModelOptions, ReasoningWire
-from ._spec import AgentSpec, Fork, HookNames, McpServerSpec, ModelPrice, OpenApiSpec, ToolsetSpec
+from ._spec import AgentSpec, Fork, HookNames, ModelPrice, ToolSource
 from ._tool_definition import ToolDefinition
-from .tool_kinds import CallTarget
+from ._tool_sources import sources_from_old_fields
+from .tool_kinds import RecordedCall
 from .tool_kinds import ResolvedTool as ResolvedTool
 from .tool_kinds._legacy import legacy_tool_call
 
@@ -28,38 +29,6 @@ MOVE_TO_CURRENT_SIGNAL = "move_to_current_build"
 #: Wakes a session to look which build is current (an idle ``auto`` session moves).
 BUILD_CHANGED_SIGNAL = "build_changed"
 DEFAULT_TASK_QUEUE = "durable-agent"
-#: Error type of a model call whose worker lacks the session's model setup.
-MODEL_SETUP_UNKNOWN = "ModelSetupUnknown"
-#: Error type of a model call whose worker cannot find the referenced transcript prefix.
-TRANSCRIPT_UNKNOWN = "TranscriptUnknown"
-#: Error type of a tool call whose tool itself raised or overran its time: one of the
-#: tool's ``max_attempts``. (A lost worker is never reported this way: Temporal retries it.)
-TOOL_RAISED = "ToolRaised"
-#: Error type of a model attempt that failed in a way a later attempt may not (429, 5xx,
-#: transport, a broken stream): one of the model's ``max_attempts``.
-MODEL_ATTEMPT_FAILED = "ModelAttemptFailed"
-#: Error type of a provider failure no later attempt can fix (a 4xx other than 408, 409
-#: or 429: a bad key, a bad request, a context too long).
-PROVIDER_ERROR = "ProviderError"
-#: Error type of a failure no retry can fix (a key's variable unset, an unknown API).
-CONFIGURATION_ERROR = "ConfigurationError"
-#: Error type of a model call whose request or reply hook raised: the turn ends with
-#: its words (the call is not tried again).
-HOOK_FAILED = "HookFailed"
-#: Error type of a model call that found no room on its endpoint's shared limit: the
-#: session waits for the limiter's ``capacity_ready`` and calls again (no attempt used).
-CAPACITY_WAIT = "CapacityWait"
-#: Error type of a guardrail that raised (or is not loaded): retried by the workflow,
-#: then the turn fails with its words.
-GUARDRAIL_FAILED = "GuardrailFailed"
-#: Error type of an MCP server that could not be started or reached when a session
-#: starts: the session fails at once, naming it.
-MCP_SERVER_UNAVAILABLE = "McpServerUnavailable"
-#: Error type of an OpenAPI document that cannot be read or used when a session starts.
-OPENAPI_UNUSABLE = "OpenApiUnusable"
-#: Error type of a spec's toolset that its kind does not know on this worker, or that
-#: cannot be listed when a session starts.
-TOOLSET_UNAVAILABLE = "ToolsetUnavailable"
 #: Seconds a tool activity's start-to-close exceeds the tool's own limit, which the
 #: activity enforces itself: a start-to-close timeout then means a wedged worker.
 TOOL_TIMEOUT_GRACE_SECONDS = 5.0
@@ -78,9 +47,17 @@ class Handoff(Contract):
 
 
 class ListRemoteToolsInput(Contract):
-    servers: list[McpServerSpec]
-    apis: list[OpenApiSpec] = Field(default_factory=list)
-    toolsets: list[ToolsetSpec] = Field(default_factory=list)
+    toolsets: list[ToolSource] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_fields(cls, data: Any) -> Any:
+        """An input scheduled before toolsets (``servers``, ``apis``) as toolsets."""
+        if isinstance(data, dict) and {"servers", "apis"} & data.keys():
+            data = dict(data)
+            data["mcp_servers"], data["openapi"] = data.pop("servers", []), data.pop("apis", [])
+            data = sources_from_old_fields(data)
+        return data
 
 
 class ResolveToolsResult(Contract):
@@ -233,7 +210,7 @@ class ToolCallInput(Contract):
     """The tool's own attempt: 1 + the times it raised before (lost workers not counted)."""
     secrets: list[str] = Field(default_factory=list)
     """Secret names the call may resolve (set only when it references one)."""
-    target: SerializeAsAny[CallTarget] | None = None
+    target: RecordedCall | None = None
     """What the call needs besides its arguments, by its tool's kind (``None``: a
     function the worker loaded)."""
     agent_name: str | None = None
@@ -455,13 +432,6 @@ class StartedHistoryInput(Contract):
     first: SystemMessage | None = None
     chain: Literal[2] | None = None
     """As ``ClosedRunInput.chain``."""
-
-
-#: The error type of a resumption whose ended run cannot be read back.
-NO_CONVERSATION = "NoConversation"
-
-#: The error type of a session whose spec its worker does not admit.
-NOT_ADMITTED = "NotAdmitted"
 
 
 class AdmissionInput(Contract):

@@ -19,7 +19,6 @@ from pydantic import (
 )
 
 from ._contract import nulls_kept
-from .codecs import codec_for, request_path
 
 
 class ProviderEndpoint(BaseModel):
@@ -27,9 +26,10 @@ class ProviderEndpoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    api: str = "chat"
-    """The wire API, by its registered name: ``chat`` (Chat Completions and compatible
-    servers), ``responses``, ``anthropic``, or one added with ``register_codec``."""
+    api: str = Field(default="chat", pattern=r"^[A-Za-z0-9_.-]+$")
+    """The wire API, by name: ``chat`` (Chat Completions and compatible servers),
+    ``responses``, ``anthropic``, or one the worker's ``Registry`` adds (the worker
+    refuses a session whose endpoint names an API it does not speak)."""
     base_url: str = "https://api.openai.com/v1"
     """Base URL including the version segment; the API's path is appended."""
     api_key_env: str | None = "OPENAI_API_KEY"
@@ -45,12 +45,6 @@ class ProviderEndpoint(BaseModel):
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
         return nulls_kept(self, handler(self), info, ("api_key_env",))
-
-    @field_validator("api")
-    @classmethod
-    def _registered_api(cls, api: str) -> str:
-        codec_for(api)  # ValueError naming the registered APIs
-        return api
 
     @field_validator("base_url")
     @classmethod
@@ -69,7 +63,3 @@ class ProviderEndpoint(BaseModel):
                 "name the environment variable in api_key_env instead"
             )
         return headers
-
-    @property
-    def url(self) -> str:
-        return self.base_url + request_path(self.api)

@@ -1,7 +1,7 @@
 """OpenAPI 3.0/3.1 documents as tools: one per operation, named by its ``operationId``,
 its path, query and header parameters and its JSON body projected to one JSON schema.
 
-Pure: the worker reads the document (activities/openapi.py) and this turns it into
+Pure: the worker reads the document (durable_agent/tools/_openapi.py) and this turns it into
 tools, or says exactly why it cannot.
 """
 

@@ -24,6 +24,8 @@ from ._tool_policy import ApprovalMode, ExecutionMode
 from ._tool_sources import McpServerSpec as McpServerSpec
 from ._tool_sources import OpenApiSpec as OpenApiSpec
 from ._tool_sources import ToolsetSpec as ToolsetSpec
+from ._tool_sources import ToolSource as ToolSource
+from ._tool_sources import sources_from_old_fields
 
 
 class ModelPrice(_Spec):
@@ -333,16 +335,10 @@ class AgentSpec(_Spec):
     """Hooks on the worker that rewrite each model call's messages, or its reply before
     it is recorded (``durable_agent.tools._round_hooks``)."""
     rescue: RescueRules = Field(default_factory=RescueRules)
-    mcp_servers: Annotated[list[McpServerSpec], BeforeValidator(_tool_shorthand)] = Field(
-        default_factory=list
-    )
-    """MCP servers whose tools join the session's (listed once, when it starts)."""
-    openapi: Annotated[list[OpenApiSpec], BeforeValidator(_tool_shorthand)] = Field(
-        default_factory=list
-    )
-    """HTTP services whose operations join the session's tools (read once, at start)."""
-    toolsets: list[ToolsetSpec] = Field(default_factory=list)
-    """Tools of other kinds the workers registered (listed once, at start)."""
+    toolsets: list[ToolSource] = Field(default_factory=list)
+    """Sources of tools of other kinds, each by its ``kind`` and ``name``: MCP servers
+    (``mcp``), HTTP services described by OpenAPI (``openapi``), and sources of kinds the
+    workers have; their tools join the session's (listed once, when it starts)."""
     agents: list[SubAgentSpec] = Field(default_factory=list)
     """Other agents this one may call as tools (each call a child session)."""
     secrets: list[str] = Field(default_factory=list)
@@ -355,6 +351,15 @@ class AgentSpec(_Spec):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     """The gate's rules (allow, deny or ask by tool and arguments), who may decide, and
     escalation at a deadline."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sources_as_toolsets(cls, data: Any) -> Any:
+        return sources_from_old_fields(data)
+
+    def sources(self, kind: str) -> list[ToolSource]:
+        """The ``toolsets`` entries of one kind."""
+        return [t for t in self.toolsets if t.kind == kind]
 
     @field_validator("secrets")
     @classmethod
@@ -387,11 +392,10 @@ class AgentSpec(_Spec):
         clash = sorted({a for a in agents if agents.count(a) > 1 or a in names})
         if clash:
             raise ValueError(f"agents: {clash[0]!r} is the name of another tool or agent")
-        servers = [s.name for s in self.mcp_servers] + [a.name for a in self.openapi]
-        servers += [t.name for t in self.toolsets]
+        servers = [t.name for t in self.toolsets]
         twice = sorted({n for n in servers if servers.count(n) > 1})
         if twice:
-            raise ValueError(f"mcp_servers/openapi/toolsets: {twice[0]!r} is listed more than once")
+            raise ValueError(f"toolsets: {twice[0]!r} is listed more than once")
         choice = self.model.options.tool_choice
         if isinstance(choice, NamedToolChoice) and choice.name not in names:
             raise ValueError(

@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from durable_agent.core import AssistantMessage, ModelSetup, ToolMessage
-from durable_agent.core.codecs import codec_for
+from durable_agent.core.codecs import Codec
 
 CONTENT_ENV = "DURABLE_AGENT_OTEL_CONTENT"
 tracer = trace.get_tracer("durable_agent")
@@ -40,9 +40,9 @@ def content_on_spans() -> bool:
     return os.environ.get(CONTENT_ENV, "").lower() in ("1", "true", "yes")
 
 
-def request_attributes(setup: ModelSetup) -> dict[str, Any]:
-    """What the call asked for: the operation, provider, model and every option."""
-    codec = codec_for(setup.target.api)
+def request_attributes(setup: ModelSetup, codec: Codec) -> dict[str, Any]:
+    """What the call asked for (in ``codec``'s API): the operation, provider, model and
+    every option."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": codec.operation,
         "gen_ai.provider.name": codec.provider_name,
@@ -68,9 +68,9 @@ def request_attributes(setup: ModelSetup) -> dict[str, Any]:
 
 
 @contextmanager
-def model_call_span(setup: ModelSetup, messages: list[Any]) -> Iterator[Span]:
+def model_call_span(setup: ModelSetup, codec: Codec, messages: list[Any]) -> Iterator[Span]:
     with tracer.start_as_current_span(
-        "execute", kind=SpanKind.CLIENT, attributes=request_attributes(setup)
+        "execute", kind=SpanKind.CLIENT, attributes=request_attributes(setup, codec)
     ) as span:
         if content_on_spans():
             span.set_attribute("gen_ai.input.messages", json.dumps(messages, default=str))

@@ -24,17 +24,17 @@ from durable_agent.core import AssistantMessage, ModelOptions, ProviderEndpoint,
 from durable_agent.core.codecs import (
     EMBEDDINGS_PATH,
     IMAGES_PATH,
+    Codec,
     GeneratedImage,
     SSEDecoder,
     SSEEvent,
+    StreamingCodec,
     build_embeddings_request,
     build_image_request,
-    codec_for,
+    built_in_codec,
     error_text,
-    new_stream_accumulator,
     parse_embeddings_response,
     parse_image_response,
-    parse_response,
     response_id_of,
 )
 from durable_agent.observability import embeddings_span, image_span, record_embeddings
@@ -125,9 +125,7 @@ def parse_retry_after(headers: httpx.Headers, now: Callable[[], float] = time.ti
     return max(0.0, when.timestamp() - now())
 
 
-def _status_error(
-    endpoint: ProviderEndpoint, response: httpx.Response, body: bytes
-) -> ProviderError:
+def _status_error(url: str, response: httpx.Response, body: bytes) -> ProviderError:
     try:
         said = error_text(json.loads(body))
     except ValueError:
@@ -135,7 +133,7 @@ def _status_error(
     said = redact(said, _sent_keys(response), marker="[{name}]")  # a body may quote the key
     status = response.status_code
     return ProviderError(
-        f"{endpoint.url} returned {status} {response.reason_phrase}: {said}",
+        f"{url} returned {status} {response.reason_phrase}: {said}",
         retryable=is_retryable_status(status),
         status_code=status,
         retry_after=parse_retry_after(response.headers),
@@ -156,16 +154,18 @@ def _sent_keys(response: httpx.Response) -> dict[str, str]:
     return sent
 
 
-def _transport_error(endpoint: ProviderEndpoint, error: httpx.TransportError) -> ProviderError:
+def _transport_error(url: str, error: httpx.TransportError) -> ProviderError:
     detail = str(error) or "connection closed by the server"
     return ProviderError(
-        f"transport failure talking to {endpoint.url}: {type(error).__name__}: {detail}",
+        f"transport failure talking to {url}: {type(error).__name__}: {detail}",
         retryable=True,
     )
 
 
 class ProviderClient:
-    """Sends request bodies to an endpoint and returns assistant messages."""
+    """Sends request bodies to an endpoint and returns assistant messages. Each call
+    speaks ``codec`` (by default, the built-in codec the endpoint's ``api`` names; a
+    worker passes the one its ``Registry`` holds)."""
 
     def __init__(self, http: httpx.AsyncClient | None = None) -> None:
         self._http = http or httpx.AsyncClient(
@@ -176,7 +176,7 @@ class ProviderClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    def _headers(self, endpoint: ProviderEndpoint) -> dict[str, str]:
+    def _headers(self, endpoint: ProviderEndpoint, codec: Codec) -> dict[str, str]:
         headers = {"User-Agent": USER_AGENT, **endpoint.headers}
         key = None
         if endpoint.api_key_env:
@@ -186,72 +186,80 @@ class ProviderClient:
                     f"environment variable {endpoint.api_key_env} is not set; it holds the "
                     f"API key for {endpoint.base_url} (named by api_key_env)"
                 )
-        headers.update(codec_for(endpoint.api).auth_headers(key))
+        headers.update(codec.auth_headers(key))
         return headers
 
     def _timeout(self, endpoint: ProviderEndpoint) -> httpx.Timeout:
         return httpx.Timeout(endpoint.read_timeout, connect=endpoint.connect_timeout)
 
     async def post_json(
-        self, endpoint: ProviderEndpoint, body: dict[str, Any], path: str | None = None
+        self,
+        endpoint: ProviderEndpoint,
+        body: dict[str, Any],
+        path: str | None = None,
+        *,
+        codec: Codec | None = None,
     ) -> dict[str, Any]:
         """POST ``body`` (to the API's path, or ``path`` under the base URL) and return
         the JSON response; raises :class:`ProviderError`."""
+        codec = codec or built_in_codec(endpoint.api)
+        url = endpoint.base_url + (path or codec.path)
         try:
             response = await self._http.post(
-                endpoint.base_url + path if path else endpoint.url,
+                url,
                 json=body,
-                headers=self._headers(endpoint),
+                headers=self._headers(endpoint, codec),
                 timeout=self._timeout(endpoint),
             )
         except httpx.TransportError as error:
-            raise _transport_error(endpoint, error) from error
+            raise _transport_error(url, error) from error
         if response.status_code >= 400:
-            raise _status_error(endpoint, response, response.content)
+            raise _status_error(url, response, response.content)
         try:
             data = response.json()
         except ValueError as error:
             raise ProviderError(
-                f"{endpoint.url} returned malformed JSON: {response.text[:200]!r}", retryable=True
+                f"{url} returned malformed JSON: {response.text[:200]!r}", retryable=True
             ) from error
         if not isinstance(data, dict):
-            raise ProviderError(
-                f"{endpoint.url} returned JSON that is not an object", retryable=True
-            )
+            raise ProviderError(f"{url} returned JSON that is not an object", retryable=True)
         return data
 
     async def stream_events(
-        self, endpoint: ProviderEndpoint, body: dict[str, Any]
+        self, endpoint: ProviderEndpoint, body: dict[str, Any], *, codec: Codec | None = None
     ) -> AsyncIterator[SSEEvent]:
         """POST ``body`` and yield its server-sent events as they arrive.
 
         An error status raises before any event; a transport failure mid-stream
         raises :class:`ProviderError` (retryable) after the events already read.
         """
+        codec = codec or built_in_codec(endpoint.api)
+        url = endpoint.base_url + codec.path
         decoder = SSEDecoder()
         try:
             async with self._http.stream(
                 "POST",
-                endpoint.url,
+                url,
                 json=body,
-                headers={**self._headers(endpoint), "Accept": "text/event-stream"},
+                headers={**self._headers(endpoint, codec), "Accept": "text/event-stream"},
                 timeout=self._timeout(endpoint),
             ) as response:
                 if response.status_code >= 400:
-                    raise _status_error(endpoint, response, await response.aread())
+                    raise _status_error(url, response, await response.aread())
                 async for chunk in response.aiter_bytes():
                     for event in decoder.feed(chunk):
                         yield event
             for event in decoder.close():
                 yield event
         except httpx.TransportError as error:
-            raise _transport_error(endpoint, error) from error
+            raise _transport_error(url, error) from error
 
     async def complete(
         self,
         endpoint: ProviderEndpoint,
         body: dict[str, Any],
         *,
+        codec: Codec | None = None,
         on_text: Callable[[str], None] | None = None,
         on_reasoning: Callable[[str], None] | None = None,
         facts: ResponseFacts | None = None,
@@ -265,15 +273,20 @@ class ProviderClient:
         a stream stops being read (or paid for) once it passes ``STREAM_FRAMING``
         times that.
         """
+        codec = codec or built_in_codec(endpoint.api)
         if not body.get("stream"):
-            whole = await self.post_json(endpoint, body)
+            whole = await self.post_json(endpoint, body, codec=codec)
             if facts is not None and isinstance(whole, dict):
                 facts.response_id = response_id_of(whole)
-            return _within(parse_response(endpoint.api, whole), max_bytes)
-        accumulator = new_stream_accumulator(endpoint.api)
+            return _within(codec.parse_response(whole), max_bytes)
+        if not isinstance(codec, StreamingCodec):
+            raise ProviderConfigurationError(
+                f"wire API {codec.api!r} does not stream: set the model's stream to false"
+            )
+        accumulator = codec.new_stream_accumulator()
         read, wire_limit = 0, max_bytes * STREAM_FRAMING
         try:
-            async for event in self.stream_events(endpoint, body):
+            async for event in self.stream_events(endpoint, body, codec=codec):
                 read += len(event.data)
                 if read > wire_limit:
                     raise ReplyTooLarge(

@@ -23,7 +23,7 @@ from durable_agent.core import (
     describe_arguments,
     references,
 )
-from durable_agent.core.tool_kinds import tool_kind
+from durable_agent.core.tool_kinds import session_kind
 
 from ._approvals import Approvals
 from ._commands import (
@@ -351,7 +351,7 @@ class ToolBatch:
             named = frozenset(calls[k].function.name for k in approved)
         # the session's own kind (a swarm's handoffs): carried out here, not run; each
         # tool's kind is looked up once, not once a call
-        ours = {n for n in named if tool_kind(tools[n].target.kind).runs_in == "session"}
+        ours = {n for n in named if session_kind(tools[n].target.kind).runs_in == "session"}
         handoffs = [k for k in approved if calls[k].function.name in ours] if ours else []
         if handoffs and self.swarm is not None:  # the session runs these itself
             results, batch.handoff = self.swarm.handoff_results(calls, handoffs, tools)
@@ -388,7 +388,7 @@ class ToolBatch:
             bound = {p: context[key] for p, key in resolved.bind.items() if key in context}
             uses = references(bound) or references(call.function.arguments)
             secrets = list(spec.secrets) if uses else []
-            kind = tool_kind(resolved.target.kind)  # the kind says what a call carries
+            kind = session_kind(resolved.target.kind)  # the kind says what a call carries
             target = kind.call_target(resolved.target, spec)
             return ToolRun(
                 slot, call, resolved, approval, bound, secrets, target, kind.runs_in, active

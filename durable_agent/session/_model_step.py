@@ -6,10 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from durable_agent.core import (
-    MODEL_ATTEMPT_FAILED,
-    PROVIDER_ERROR,
     AssistantMessage,
     ContextRules,
+    Failure,
     ModelSpec,
     Transcript,
     compaction_until,
@@ -50,7 +49,9 @@ class ModelStep:
     def overflowed(self, kind: str | None, text: str) -> bool:
         """The model refused the request as longer than its context, and a shorter one
         is still to try (half of it, then a quarter, at most ``SQUEEZES`` times)."""
-        return kind == PROVIDER_ERROR and context_overflow(text) and self.squeezes < SQUEEZES
+        return (
+            kind == Failure.PROVIDER_ERROR and context_overflow(text) and self.squeezes < SQUEEZES
+        )
 
     def squeeze_more(self, model: ModelSpec) -> None:
         """The next attempt sends half of what this one did, the oldest left out."""
@@ -81,7 +82,7 @@ class ModelStep:
     def fell_back(self, kind: str | None, fallbacks: int) -> bool:
         """Whether the step moves on to the next model of the chain: after a failure
         another model may not share (the model's own, or a timeout), while one is left."""
-        if kind not in (MODEL_ATTEMPT_FAILED, None) or self.hop >= fallbacks:
+        if kind not in (Failure.MODEL_ATTEMPT_FAILED, None) or self.hop >= fallbacks:
             return False
         self.hop, self.failures, self.pause = self.hop + 1, 0, None
         return True
@@ -89,7 +90,7 @@ class ModelStep:
     def retried(self, kind: str | None, retry_after: timedelta | None, model: ModelSpec) -> bool:
         """Whether a failed attempt is tried again (after a pause: ``Retry-After``, else
         the model's backoff): only the model's own failures, while attempts are left."""
-        if kind != MODEL_ATTEMPT_FAILED or self.failures + 1 >= model.max_attempts:
+        if kind != Failure.MODEL_ATTEMPT_FAILED or self.failures + 1 >= model.max_attempts:
             return False
         self.failures += 1
         self.pause = retry_after or backoff(

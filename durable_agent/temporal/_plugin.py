@@ -29,7 +29,7 @@ from durable_agent.activities.observing import ObservingInterceptor
 from durable_agent.activities.resumption import ResumptionActivities
 from durable_agent.activities.tools import ToolActivities
 from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.agents import Agent, with_agents
+from durable_agent.agents import Agent, with_agent_tools, with_agents
 from durable_agent.capabilities import Capabilities
 from durable_agent.core import (
     EVAL_WORKFLOW,
@@ -41,7 +41,7 @@ from durable_agent.core import (
 )
 from durable_agent.payloads import LeanPayloadConverter, lean_data_converter, with_payload_storage
 from durable_agent.providers import ProviderClient
-from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.tools import Registry
 from durable_agent.workflows import AgentWorkflow
 from durable_agent.workflows.evals import EvalWorkflow
 from durable_agent.workflows.limiter import EndpointLimiter
@@ -78,7 +78,8 @@ def with_pydantic(existing: DataConverter | None) -> DataConverter:
 class DurableAgentPlugin(SimplePlugin):
     """Everything a Temporal client and worker need to run durable-agent sessions.
 
-    ``registry``: the worker's tools (default: every ``@tool`` imported); ``provider``:
+    ``registry``: what the worker runs and speaks: its tools, guardrails, hooks, tool
+    kinds and wire APIs (default: the built-in kinds and APIs, and no tools); ``provider``:
     the HTTP client for model calls; ``transcripts``: the store model calls read the
     array from (default: an in-process cache); ``secrets`` resolves
     ``{{secret:NAME}}`` (default: the worker's environment); ``approver_keys`` checks
@@ -87,7 +88,7 @@ class DurableAgentPlugin(SimplePlugin):
     ``capabilities``: what sessions may use, by name (model endpoints, MCP servers,
     OpenAPI services, secrets, task queues) and what else a spec may carry (default:
     the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
-    agents written in Python whose endpoints and MCP servers the worker registers;
+    agents written in Python whose tools, endpoints and MCP servers the worker registers;
     ``payload_storage``: where payloads over its threshold go, history keeping a
     reference (``durable_agent.payloads._storage``; every client and worker of the
     namespace needs the same); ``message_log``: a sink given every message of the
@@ -102,7 +103,7 @@ class DurableAgentPlugin(SimplePlugin):
     def __init__(
         self,
         *,
-        registry: ToolRegistry | None = None,
+        registry: Registry | None = None,
         provider: ProviderClient | None = None,
         transcripts: TranscriptStore | None = None,
         secrets: SecretProvider | None = None,
@@ -131,7 +132,7 @@ class DurableAgentPlugin(SimplePlugin):
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()
-        registry = default_registry if registry is None else registry
+        registry = with_agent_tools(registry if registry is not None else Registry(), agents)
         model = ModelActivities(
             provider,
             transcripts,
@@ -140,7 +141,7 @@ class DurableAgentPlugin(SimplePlugin):
             registry=registry,
         )
         tools = ToolActivities(registry, transcripts, secrets, capabilities)
-        admission = AdmissionActivities(capabilities, message_log=message_log is not None)
+        admission = AdmissionActivities(capabilities, registry, message_log=message_log is not None)
         approvals = ApprovalActivities(registry, approver_keys)
         resumption = ResumptionActivities(transcripts)
         super().__init__(

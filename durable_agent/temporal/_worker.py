@@ -9,12 +9,12 @@ their ``@tool`` functions register themselves.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 from temporalio.client import Client
@@ -27,6 +27,7 @@ from durable_agent.activities import MessageSink
 from durable_agent.activities.transcript_store import (
     TranscriptStore,
 )
+from durable_agent.agents import Agent
 from durable_agent.capabilities import Capabilities
 from durable_agent.core import DEFAULT_TASK_QUEUE, ApproverKeys, SecretProvider
 from durable_agent.observability import (
@@ -39,7 +40,7 @@ from durable_agent.payloads import (
     with_payload_storage,
 )
 from durable_agent.providers import ProviderClient
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 
 from ._binary import temporal_binary
 from ._plugin import DurableAgentPlugin, has_plugin
@@ -51,7 +52,7 @@ def build_worker(
     client: Client,
     *,
     task_queue: str = DEFAULT_TASK_QUEUE,
-    registry: ToolRegistry | None = None,
+    registry: Registry | None = None,
     provider: ProviderClient | None = None,
     transcripts: TranscriptStore | None = None,
     max_concurrent_activities: int = 100,
@@ -63,6 +64,7 @@ def build_worker(
     message_log: MessageSink | None = None,
     deployment: WorkerDeploymentConfig | None = None,
     sandboxed: bool = False,
+    agents: Sequence[Agent[Any]] = (),
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
@@ -73,7 +75,9 @@ def build_worker(
     endpoint the environment describes, nothing else); ``message_log``: a sink fed every
     message of the sessions it serves, once each (``JSONLMessageLog(DIR)``);
     ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``);
-    ``sandboxed``: run the sessions' workflows in temporalio's sandbox (see ``sandbox``).
+    ``sandboxed``: run the sessions' workflows in temporalio's sandbox (see ``sandbox``);
+    ``agents``: agents written in Python whose tools, endpoints and MCP servers the
+    worker registers.
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -92,6 +96,7 @@ def build_worker(
         capabilities=capabilities,
         message_log=message_log,
         sandboxed=sandboxed,
+        agents=agents,
     )
     return Worker(
         client,
@@ -103,10 +108,12 @@ def build_worker(
     )
 
 
-def load_tool_modules(names: Sequence[str]) -> None:
-    sys.path.insert(0, os.getcwd())
-    for name in names:
-        importlib.import_module(name)
+def load_tool_modules(names: Sequence[str]) -> Registry:
+    """A registry of what the named modules define (``Registry.from_modules``), each
+    found from the working directory too, as a command line names them."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return Registry.from_modules(names)
 
 
 async def start_dev_server(

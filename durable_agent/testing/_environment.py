@@ -25,13 +25,12 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent.agents import Agent, OutputT, RunResult
+from durable_agent.agents import Agent, OutputT, RunResult, agent_tools
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
 from durable_agent.core import PendingApproval, ProviderEndpoint
-from durable_agent.core.codecs import registered_apis
 from durable_agent.temporal import DurableAgentPlugin, free_port, temporal_binary
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 
 from ._scripted_provider import ScriptedProvider
 
@@ -49,19 +48,26 @@ def _scripted_name(api: str) -> str:
 
 
 class AgentTestEnvironment:
-    """A dev server, a worker with ``registry``'s tools (default: every ``@tool``
-    imported) and a scripted model (``model``: add its replies, read its requests)."""
+    """A dev server, a worker and a scripted model (``model``: add its replies, read its
+    requests). The worker has what ``registry`` holds and the tools of every agent the
+    environment is given or scripts (``scripted``)."""
 
     def __init__(
         self,
         *,
-        registry: ToolRegistry | None = None,
+        registry: Registry | None = None,
         task_queue: str = "agent-tests",
         workflows: list[type] | None = None,
         capabilities: Capabilities | None = None,
         agents: Sequence[Agent[Any]] = (),
     ) -> None:
-        self.registry = registry
+        self.registry = Registry()
+        """The worker's registry (the environment's own: the tools of the agents it
+        scripts join it)."""
+        if registry is not None:
+            self.registry.merge(registry)
+        for found in agent_tools(agents):
+            self.registry.add(found)
         self.capabilities = capabilities or Capabilities()
         """What the worker registers, as in production; its model endpoints all lead to
         the scripted model (each keeping its API)."""
@@ -99,7 +105,7 @@ class AgentTestEnvironment:
             name: ProviderEndpoint(api=endpoint.api, base_url=self.model.base_url, api_key_env=None)
             for name, endpoint in self.capabilities.models.items()
         }
-        for api in registered_apis():
+        for api in self.registry.apis():
             scripted[_scripted_name(api)] = ProviderEndpoint(
                 api=api, base_url=self.model.base_url, api_key_env=None
             )
@@ -136,7 +142,9 @@ class AgentTestEnvironment:
     def scripted(self, agent: Agent[OutputT]) -> Agent[OutputT]:
         """``agent`` (and every agent it hands off to) with its model's endpoint pointed
         at the scripted model (a registered endpoint's name is kept: the environment's
-        worker registered it so)."""
+        worker registered it so); the worker has its tools from now on."""
+        for found in agent_tools([agent]):
+            self.registry.add(found)
         done: dict[str, Agent[Any]] = {}
 
         def swap(original: Agent[Any]) -> Agent[Any]:

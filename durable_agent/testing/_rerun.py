@@ -43,7 +43,7 @@ from durable_agent.core import (
     message_line,
 )
 from durable_agent.temporal import build_worker
-from durable_agent.tools import ToolRegistry, default_registry
+from durable_agent.tools import Registry
 
 from ._recorded_replies import Departure, Fallback, RecordedReplies
 from ._scripted_provider import ScriptedProvider
@@ -100,7 +100,7 @@ async def rerun(
     recorded: Sequence[Message],
     spec: AgentSpec,
     *,
-    registry: ToolRegistry | None = None,
+    registry: Registry | None = None,
     capabilities: Capabilities | None = None,
     fallback: Fallback | None = None,
     live: bool = False,
@@ -132,7 +132,7 @@ async def rerun(
         approvals = spec.approvals.model_copy(update={"rules": rules})
         ours = spec.model_copy(update={"model": model, "session": session, "approvals": approvals})
         answers = RecordedAnswers(recorded, run_tools)
-        keys = _deciders(spec, registry or default_registry, recorded)
+        keys = _deciders(spec, registry if registry is not None else Registry(), recorded)
         verifying = ApproverKeys({n: k.private_key.public_key() for n, k in keys.items()})
         async with build_worker(client, task_queue=queue, registry=registry,
                                 capabilities=owned, approver_keys=verifying,
@@ -189,7 +189,7 @@ def _denied(result: ToolMessage) -> bool:
 
 
 def _deciders(
-    spec: AgentSpec, registry: ToolRegistry, recorded: Sequence[Message]
+    spec: AgentSpec, registry: Registry, recorded: Sequence[Message]
 ) -> dict[str, ApproverKey]:
     """A key for every name that may decide a call of this session, and every name that
     decided one in the recording (the rerun's worker trusts them, and no other worker

@@ -13,9 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import overload
 
-from durable_agent.core import GuardrailInput, GuardrailVerdict
-
-from ._tool import ToolRegistry, default_registry
+from ._tool import Registers
 
 GuardrailFunction = Callable[[str], str | Awaitable[str | None] | None]
 
@@ -44,7 +42,7 @@ def guardrail(fn: GuardrailFunction, /) -> Guardrail: ...
 
 @overload
 def guardrail(
-    *, name: str | None = None, registry: ToolRegistry | None = None
+    *, name: str | None = None, registry: Registers | None = None
 ) -> Callable[[GuardrailFunction], Guardrail]: ...
 
 
@@ -53,27 +51,15 @@ def guardrail(
     /,
     *,
     name: str | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> Guardrail | Callable[[GuardrailFunction], Guardrail]:
-    """Register a guardrail (in ``default_registry`` unless another ``registry`` is
-    given). Usable bare (``@guardrail``) or with options."""
+    """A guardrail (added to ``registry``, when one is given). Usable bare
+    (``@guardrail``) or with options; a worker has the ones its ``Registry`` holds."""
 
     def wrap(f: GuardrailFunction) -> Guardrail:
         built = Guardrail(name=name or f.__name__, check=f)
-        (default_registry if registry is None else registry).add_guardrail(built)
+        if registry is not None:
+            registry.add(built)
         return built
 
     return wrap(fn) if fn is not None else wrap
-
-
-async def run_guardrails(registry: ToolRegistry, request: GuardrailInput) -> GuardrailVerdict:
-    """The named guardrails on the text, in order; the first denial is the verdict. A
-    name no guardrail answers to is a ``LookupError``."""
-    for name in request.names:
-        found = registry.guardrail(name)
-        if found is None:
-            raise LookupError(f"no guardrail named {name!r} is loaded on this worker")
-        reason = await found.verdict(request.text)
-        if reason is not None:
-            return GuardrailVerdict(allowed=False, reason=reason, by=name)
-    return GuardrailVerdict(allowed=True)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from durable_agent.core import AssistantMessage, Message
 
-from ._tool import ToolRegistry, default_registry
+from ._tool import Registers
 
 HookKind = Literal["request", "reply"]
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
@@ -66,7 +66,7 @@ def round_hook(fn: HookFunction, /) -> RoundHook: ...
 
 @overload
 def round_hook(
-    *, on: HookKind = "request", name: str | None = None, registry: ToolRegistry | None = None
+    *, on: HookKind = "request", name: str | None = None, registry: Registers | None = None
 ) -> Callable[[HookFunction], RoundHook]: ...
 
 
@@ -76,22 +76,29 @@ def round_hook(
     *,
     on: HookKind = "request",
     name: str | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> RoundHook | Callable[[HookFunction], RoundHook]:
-    """Register a hook (in ``default_registry`` unless another is given): ``on=
+    """A hook over each model call (added to ``registry``, when one is given): ``on=
     "request"`` takes ``(messages, context)`` and returns the messages to send;
     ``on="reply"`` takes ``(reply, context)`` and returns the reply to record. Returning
     ``None`` keeps what it was given. It may be async."""
 
     def wrap(f: HookFunction) -> RoundHook:
         built = RoundHook(name=name or f.__name__, kind=on, fn=f)
-        (default_registry if registry is None else registry).add_round_hook(built)
+        if registry is not None:
+            registry.add(built)
         return built
 
     return wrap(fn) if fn is not None else wrap
 
 
-def _found(registry: ToolRegistry, name: str, kind: HookKind) -> RoundHook:
+class HasRoundHooks(Protocol):
+    """A worker's registry, as hooks are looked up in it."""
+
+    def round_hook(self, name: str) -> Any: ...
+
+
+def _found(registry: HasRoundHooks, name: str, kind: HookKind) -> RoundHook:
     hook = registry.round_hook(name)
     if not isinstance(hook, RoundHook) or hook.kind != kind:
         raise HookFailed(f"no {kind} hook named {name!r} is loaded on this worker")
@@ -99,7 +106,7 @@ def _found(registry: ToolRegistry, name: str, kind: HookKind) -> RoundHook:
 
 
 async def rewrite_request(
-    registry: ToolRegistry, names: Sequence[str], messages: list[Message], context: HookContext
+    registry: HasRoundHooks, names: Sequence[str], messages: list[Message], context: HookContext
 ) -> list[Message]:
     rewritten: list[Message] = await _rewrite(
         registry, names, "request", messages, context, _MESSAGES.validate_python
@@ -108,7 +115,7 @@ async def rewrite_request(
 
 
 async def rewrite_reply(
-    registry: ToolRegistry, names: Sequence[str], reply: AssistantMessage, context: HookContext
+    registry: HasRoundHooks, names: Sequence[str], reply: AssistantMessage, context: HookContext
 ) -> AssistantMessage:
     rewritten: AssistantMessage = await _rewrite(
         registry, names, "reply", reply, context, AssistantMessage.model_validate
@@ -117,7 +124,7 @@ async def rewrite_reply(
 
 
 async def _rewrite(
-    registry: ToolRegistry,
+    registry: HasRoundHooks,
     names: Sequence[str],
     kind: HookKind,
     value: Any,

@@ -19,7 +19,7 @@ import asyncio
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_type_hints, overload
 
@@ -194,7 +194,7 @@ def tool(
     check: EffectCheck | None = None,
     describe: CallDescriber | None = None,
     approvers: list[str] | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -218,10 +218,11 @@ def tool(
     check: EffectCheck | None = None,
     describe: CallDescriber | None = None,
     approvers: list[str] | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a tool of a typed function and register it (in ``default_registry`` unless
-    another ``registry`` is given). Usable bare (``@tool``) or with options.
+    """Make a tool of a typed function (and add it to ``registry``, when one is given).
+    Usable bare (``@tool``) or with options. A worker runs the tools its ``Registry``
+    holds.
 
     ``check``: for a tool whose effect may have happened before its worker died, a
     function of the :class:`ToolContext` that returns the call's result when the effect
@@ -255,7 +256,8 @@ def tool(
                 "approvers": approvers,
             },
         )
-        (default_registry if registry is None else registry).add(built)
+        if registry is not None:
+            registry.add(built)
         return built
 
     return wrap(fn) if fn is not None else wrap
@@ -284,78 +286,21 @@ def schema_tool(
     )
 
 
-class RegisteredGuardrail(Protocol):
-    """What the registry keeps of a guardrail (``durable_agent.tools._guardrails.Guardrail``)."""
+@dataclass(frozen=True)
+class NamedHook:
+    """An approval predicate or escalation notifier, by the name a spec gives it."""
 
-    @property
-    def name(self) -> str: ...
+    name: str
+    fn: Callable[..., Any]
 
-    @property
-    def check(self) -> Callable[[str], Any]: ...
-
-    async def verdict(self, text: str) -> str | None: ...
-
-
-class ToolRegistry:
-    """The tools (and guardrails) a worker can run, by name."""
-
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._guardrails: dict[str, RegisteredGuardrail] = {}
-        self._hooks: dict[str, Callable[..., Any]] = {}
-        self._round_hooks: dict[str, Any] = {}
-        for t in tools:
-            self.add(t)
-
-    def add_hook(self, name: str, fn: Callable[..., Any]) -> None:
-        """An approval predicate or escalation notifier a spec may name."""
-        existing = self._hooks.get(name)
-        if existing is not None and existing is not fn:
-            raise ValueError(f"a different approval hook named {name!r} is already registered")
-        self._hooks[name] = fn
-
-    def hook(self, name: str) -> Callable[..., Any] | None:
-        return self._hooks.get(name)
-
-    def add_round_hook(self, hook: Any) -> None:
-        """A hook over each model call (``durable_agent.tools._round_hooks.RoundHook``)."""
-        existing = self._round_hooks.get(hook.name)
-        if existing is not None and existing.fn is not hook.fn:
-            raise ValueError(f"a different hook named {hook.name!r} is already registered")
-        self._round_hooks[hook.name] = hook
-
-    def round_hook(self, name: str) -> Any:
-        return self._round_hooks.get(name)
-
-    def add_guardrail(self, g: RegisteredGuardrail) -> None:
-        existing = self._guardrails.get(g.name)
-        if existing is not None and existing.check is not g.check:
-            raise ValueError(f"a different guardrail named {g.name!r} is already registered")
-        self._guardrails[g.name] = g
-
-    def guardrail(self, name: str) -> RegisteredGuardrail | None:
-        return self._guardrails.get(name)
-
-    def add(self, t: Tool) -> None:
-        existing = self._tools.get(t.name)
-        if existing is not None and existing.handler is not t.handler:
-            raise ValueError(f"a different tool named {t.name!r} is already registered")
-        self._tools[t.name] = t
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def names(self) -> list[str]:
-        return sorted(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __len__(self) -> int:
-        return len(self._tools)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
 
 
-default_registry = ToolRegistry()
+class Registers(Protocol):
+    """Where a decorator given ``registry=`` puts what it makes (a ``Registry``)."""
+
+    def add(self, item: Any) -> None: ...
 
 
 def approval_predicate(
@@ -363,11 +308,11 @@ def approval_predicate(
     /,
     *,
     name: str | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> Any:
-    """Register a predicate that spec rules name (``approvals.rules[].predicate``): a
-    function of the tool's name and the call's arguments that says whether the rule
-    applies. Usable bare or with options."""
+    """A predicate that spec rules name (``approvals.rules[].predicate``): a function of
+    the tool's name and the call's arguments that says whether the rule applies. Usable
+    bare or with options; a worker has the ones its ``Registry`` holds."""
 
     return _registered_hook(fn, name, registry)
 
@@ -377,20 +322,23 @@ def escalation_notifier(
     /,
     *,
     name: str | None = None,
-    registry: ToolRegistry | None = None,
+    registry: Registers | None = None,
 ) -> Any:
-    """Register a function that tells a second group about calls waiting for them
-    (``approvals.escalation.notifier``); it gets an ``EscalationNotice``."""
+    """A function that tells a second group about calls waiting for them
+    (``approvals.escalation.notifier``); it gets an ``EscalationNotice``. A worker has the
+    ones its ``Registry`` holds."""
     return _registered_hook(fn, name, registry)
 
 
 def _registered_hook(
-    fn: Callable[..., Any] | None, name: str | None, registry: ToolRegistry | None
+    fn: Callable[..., Any] | None, name: str | None, registry: Registers | None
 ) -> Any:
-    """Register ``fn`` (or, used with options, the function decorated) as a hook."""
+    """``fn`` (or, used with options, the function decorated) as a named hook."""
 
-    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        (default_registry if registry is None else registry).add_hook(name or f.__name__, f)
-        return f
+    def wrap(f: Callable[..., Any]) -> NamedHook:
+        hook = NamedHook(name or f.__name__, f)
+        if registry is not None:
+            registry.add(hook)
+        return hook
 
     return wrap(fn) if fn is not None else wrap

@@ -37,7 +37,7 @@ from durable_agent.core import (
 from durable_agent.core._context import SUMMARY_PREFIX
 from durable_agent.core.codecs import parse_response
 from durable_agent.testing import ScriptedProvider, json_reply
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from durable_agent.tools._guardrails import guardrail
 from durable_agent.tools._tool import schema_tool
 from tests.conformance.adapter import load_vectors, to_message, to_tool
@@ -125,8 +125,8 @@ class VectorRun:
             for r in turn.get("tool_results", [])
         }
 
-    def registry(self) -> ToolRegistry:
-        registry = ToolRegistry()
+    def registry(self) -> Registry:
+        registry = Registry()
         for kind, rule in (self.inputs.get("guardrails") or {}).items():
             if kind in ("input", "output"):
                 verdict = rule.get("reason") or "denied" if rule["action"] == "deny" else None

@@ -30,7 +30,7 @@ from durable_agent.core import (
 )
 from durable_agent.temporal import build_worker, temporal_binary
 from durable_agent.testing import ScriptedProvider
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 
 #: The policy of a developer's own machine: these tests' specs carry the scripted model's
 #: loopback endpoint, MCP commands and OpenAPI documents, as the starter owns the worker.
@@ -70,7 +70,7 @@ def default_spec(
 async def running_worker(
     env: WorkflowEnvironment,
     task_queue: str,
-    registry: ToolRegistry,
+    registry: Registry,
     client: Client | None = None,
     **options: Any,
 ) -> AsyncIterator[Client]:

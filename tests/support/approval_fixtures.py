@@ -8,7 +8,7 @@ from typing import Any
 
 from durable_agent.core import ApprovalMode, AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 from durable_agent.tools._tool import approval_predicate, escalation_notifier
 
 Call = tuple[str, dict[str, Any]]
@@ -18,11 +18,11 @@ def payments_registry(
     ran: list[tuple[str, dict[str, Any]]],
     notices: list[Any],
     transfer_approval: ApprovalMode = "always",
-) -> ToolRegistry:
+) -> Registry:
     """``transfer`` and ``refund`` wait for a person (``transfer_approval="never"``: the
     worker's owner leaves ``transfer`` to the session's spec); ``lookup`` does not. What
     ran is appended to ``ran``; escalation notices to ``notices``."""
-    registry = ToolRegistry()
+    registry = Registry()
 
     @tool(registry=registry, approval=transfer_approval)
     def transfer(to: str, amount: int) -> str:

@@ -13,10 +13,10 @@ from durable_agent.activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-import tests.support.chaos_tools  # noqa: F401  (registers the tools)
 from durable_agent.capabilities import Capabilities
 from durable_agent.observability import configure_logging
 from durable_agent.temporal import build_worker, exit_without_teardown
+from durable_agent.tools import Registry
 
 
 async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:
@@ -25,6 +25,7 @@ async def serve(address: str, task_queue: str, store: str, cached: bool) -> None
     worker = build_worker(
         client,
         task_queue=task_queue,
+        registry=Registry.from_modules(["tests.support.chaos_tools"]),
         transcripts=open_transcript_store(store),
         max_cached_workflows=1000 if cached else 0,
         preload_tokenizers=False,  # no chaos session counts with a tokenizer

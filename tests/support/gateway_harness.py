@@ -18,7 +18,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.testing import ScriptedProvider
-from durable_agent.tools import ToolRegistry
+from durable_agent.tools import Registry
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import running_worker, spec_for
 
@@ -80,7 +80,7 @@ async def served(
     task_queue: str,
     provider: ScriptedProvider,
     tools: list[str],
-    registry: ToolRegistry,
+    registry: Registry,
     folder: Path,
     **session: Any,
 ) -> AsyncIterator[tuple[Client, str]]:

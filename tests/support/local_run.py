@@ -3,7 +3,7 @@
 ``LocalRun`` is an ``Effects`` for the one executor (``carry_out``), as the session
 workflow's is: the Session decides, the executor tells it what came of each command,
 and this class only does the commands with the same pure pieces the activities use:
-request bodies from the real codecs, tools from a ToolRegistry (validated and invoked
+request bodies from the real codecs, tools from a Registry (validated and invoked
 as the tool activity does), predicates, descriptions and tokens as the workers answer
 them. People's decisions come from a callback, and time moves only when a command
 waits. Continue-as-new round-trips the carried state through JSON, as Temporal would.
@@ -21,7 +21,6 @@ from durable_agent.activities.tools import _as_text
 from durable_agent.workflows.continued_input import ContinuedInput
 
 from durable_agent.core import (
-    MODEL_ATTEMPT_FAILED,
     AgentInput,
     AgentResult,
     AgentSpec,
@@ -32,6 +31,7 @@ from durable_agent.core import (
     DescribeCallsInput,
     EndSessionSignal,
     EscalationNotice,
+    Failure,
     GuardrailInput,
     GuardrailVerdict,
     PendingApproval,
@@ -72,7 +72,7 @@ from durable_agent.session import (
     tool_error_result,
     tool_retry_delay,
 )
-from durable_agent.tools import ToolRegistry, run_guardrails
+from durable_agent.tools import Registry, run_guardrails
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[
@@ -94,7 +94,7 @@ class _ContinuedAsNew(Exception):
 @dataclass
 class LocalRun:
     spec: AgentSpec
-    registry: ToolRegistry
+    registry: Registry
     model: Model
     approver: Approver = lambda pending: "approved"
     continue_as_new_every: int | None = None
@@ -201,7 +201,7 @@ class LocalRun:
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
         reply = self.model(body).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
-            return ModelFailure(MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
+            return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
         return reply
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
@@ -215,7 +215,7 @@ class LocalRun:
         self.requests.append(body)
         reply = self.model(body)
         if reply.is_error or not reply.content.strip():
-            return ModelFailure(MODEL_ATTEMPT_FAILED, "no summary")
+            return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "no summary")
         return reply
 
     def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:

@@ -9,8 +9,8 @@ import os
 
 from pydantic import BaseModel
 
-import tests.support.cli_tools  # noqa: F401  (registers get_time)
 from durable_agent import Agent, ModelSpec, ProviderEndpoint
+from tests.support.cli_tools import get_time
 
 MODEL = ModelSpec(
     name="scripted-model",
@@ -28,6 +28,6 @@ clock = Agent(
     name="clock",
     model=MODEL,
     instructions="Tell the time with get_time.",
-    tools=["get_time"],
+    tools=[get_time],
     output_type=Clock,
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 from durable_agent.core import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import ToolRegistry, tool
+from durable_agent.tools import Registry, tool
 
 PROMPTS = {
     "triage": "You are triage: send billing questions to billing, faults to tech.",
@@ -44,8 +44,8 @@ def swarm_section(**billing: Any) -> dict[str, Any]:
     }
 
 
-def swarm_registry() -> ToolRegistry:
-    registry = ToolRegistry()
+def swarm_registry() -> Registry:
+    registry = Registry()
 
     @tool(registry=registry)
     def lookup_account(customer: str) -> str:

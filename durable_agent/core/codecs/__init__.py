@@ -1,13 +1,15 @@
 """Wire codecs: pure functions from the message array to request bodies and back.
 
 No I/O and no clock, so they run inside the workflow sandbox and in tests alike. One
-module per provider API (``chat``, ``responses``, ``anthropic``) and one registration
-each, below; ``registry`` holds ``Codec`` and ``register_codec`` for more.
+module per provider API (``chat``, ``responses``, ``anthropic``, and the media APIs)
+and one entry each in ``BUILT_IN_CODECS``, below; a worker speaks more when its owner
+adds a ``Codec`` to the worker's ``Registry``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from .._context import ContextRules
@@ -24,6 +26,7 @@ from ._anthropic import (
     parse_anthropic_message,
 )
 from ._chat import ChatStreamAccumulator, build_chat_request, parse_chat_completion
+from ._codec import Codec, StreamingCodec, StreamingWireCodec, WireCodec, bearer_auth
 from ._common import StreamAccumulator, UnsupportedContentError, error_text, response_id_of
 from ._media import (
     EMBEDDINGS_PATH,
@@ -34,7 +37,6 @@ from ._media import (
     parse_image_response,
 )
 from ._media_apis import IMAGES_PATH
-from ._registry import Codec, codec_for, register_codec, registered_apis
 from ._responses import (
     ResponsesStreamAccumulator,
     build_responses_request,
@@ -44,10 +46,11 @@ from ._schema import wire_parameters
 from ._sse import SSEDecoder, SSEEvent, parse_sse
 
 WireAPI = str
-"""A registered wire API's name (``registered_apis()``): built in, ``chat``,
-``responses`` and ``anthropic``."""
+"""A wire API's name: built in, ``chat``, ``responses``, ``anthropic``, ``embeddings``
+and ``images``; a worker's ``Registry`` may add more."""
 
 __all__ = [
+    "BUILT_IN_CODECS",
     "EMBEDDINGS_PATH",
     "IMAGES_PATH",
     "AnthropicStreamAccumulator",
@@ -58,15 +61,19 @@ __all__ = [
     "SSEDecoder",
     "SSEEvent",
     "StreamAccumulator",
+    "StreamingCodec",
+    "StreamingWireCodec",
     "UnsupportedContentError",
     "WireAPI",
+    "WireCodec",
+    "bearer_auth",
     "build_anthropic_request",
     "build_chat_request",
     "build_embeddings_request",
     "build_image_request",
     "build_request",
     "build_responses_request",
-    "codec_for",
+    "built_in_codec",
     "error_text",
     "new_stream_accumulator",
     "parse_anthropic_message",
@@ -76,8 +83,6 @@ __all__ = [
     "parse_response",
     "parse_responses_response",
     "parse_sse",
-    "register_codec",
-    "registered_apis",
     "request_path",
     "response_id_of",
     "stream_to_message",
@@ -92,65 +97,67 @@ def _anthropic_auth(key: str | None) -> dict[str, str]:
     return headers
 
 
-register_codec(
-    "chat",
-    Codec(
-        "chat",
-        chat.PATH,
-        build_chat_request,
-        parse_chat_completion,
-        ChatStreamAccumulator,
-        provider_name="openai",
-        sends_reasoning=True,
-    ),
+BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
+    {
+        codec.api: codec
+        for codec in (
+            StreamingWireCodec(
+                "chat",
+                chat.PATH,
+                build_chat_request,
+                parse_chat_completion,
+                ChatStreamAccumulator,
+                provider_name="openai",
+                sends_reasoning=True,
+            ),
+            StreamingWireCodec(
+                "responses",
+                responses.PATH,
+                build_responses_request,
+                parse_responses_response,
+                ResponsesStreamAccumulator,
+                provider_name="openai",
+            ),
+            WireCodec(
+                "embeddings",
+                media_apis.EMBEDDINGS_PATH,
+                media_apis.build_embeddings_turn,
+                media_apis.parse_embeddings_turn,
+                provider_name="openai",
+                operation="embeddings",
+            ),
+            WireCodec(
+                "images",
+                media_apis.IMAGES_PATH,
+                media_apis.build_image_turn,
+                media_apis.parse_image_turn,
+                provider_name="openai",
+                operation="generate_content",
+            ),
+            StreamingWireCodec(
+                "anthropic",
+                anthropic.PATH,
+                build_anthropic_request,
+                parse_anthropic_message,
+                AnthropicStreamAccumulator,
+                provider_name="anthropic",
+                auth=_anthropic_auth,
+            ),
+        )
+    }
 )
-register_codec(
-    "responses",
-    Codec(
-        "responses",
-        responses.PATH,
-        build_responses_request,
-        parse_responses_response,
-        ResponsesStreamAccumulator,
-        provider_name="openai",
-    ),
-)
-register_codec(
-    "embeddings",
-    Codec(
-        "embeddings",
-        media_apis.EMBEDDINGS_PATH,
-        media_apis.build_embeddings_turn,
-        media_apis.parse_embeddings_turn,
-        ChatStreamAccumulator,  # never used: these requests do not stream
-        provider_name="openai",
-        operation="embeddings",
-    ),
-)
-register_codec(
-    "images",
-    Codec(
-        "images",
-        media_apis.IMAGES_PATH,
-        media_apis.build_image_turn,
-        media_apis.parse_image_turn,
-        ChatStreamAccumulator,  # never used: these requests do not stream
-        provider_name="openai",
-        operation="generate_content",
-    ),
-)
-register_codec(
-    "anthropic",
-    Codec(
-        "anthropic",
-        anthropic.PATH,
-        build_anthropic_request,
-        parse_anthropic_message,
-        AnthropicStreamAccumulator,
-        provider_name="anthropic",
-        auth=_anthropic_auth,
-    ),
-)
+"""The wire APIs every worker speaks, by name (read-only: a worker's ``Registry``
+starts from these and its owner adds more)."""
+
+
+def built_in_codec(api: str) -> Codec:
+    """The built-in codec of ``api``; ``ValueError`` naming the built-in ones for any
+    other (a worker's own are its ``Registry``'s: ``Registry.codec``)."""
+    found = BUILT_IN_CODECS.get(api)
+    if found is None:
+        known = ", ".join(sorted(BUILT_IN_CODECS))
+        raise ValueError(f"{api!r} is not a built-in wire API (built in: {known})")
+    return found
 
 
 def build_request(
@@ -165,8 +172,8 @@ def build_request(
     stream: bool = False,
     context: ContextRules | None = None,
 ) -> dict[str, Any]:
-    """The request body for ``api`` (``codec_for(api).build_request``)."""
-    return codec_for(api).build_request(
+    """The request body for the built-in ``api`` (``Codec.build_request``)."""
+    return built_in_codec(api).build_request(
         messages,
         model=model,
         tools=tools,
@@ -180,15 +187,18 @@ def build_request(
 
 def request_path(api: str) -> str:
     """Path appended to the endpoint's base URL (which includes ``/v1``)."""
-    return codec_for(api).path
+    return built_in_codec(api).path
 
 
 def parse_response(api: str, body: dict[str, Any]) -> AssistantMessage:
-    return codec_for(api).parse_response(body)
+    return built_in_codec(api).parse_response(body)
 
 
 def new_stream_accumulator(api: str) -> StreamAccumulator:
-    return codec_for(api).new_stream_accumulator()
+    codec = built_in_codec(api)
+    if not isinstance(codec, StreamingCodec):
+        raise ValueError(f"wire API {api!r} does not stream")
+    return codec.new_stream_accumulator()
 
 
 def stream_to_message(api: str, chunks: Sequence[bytes]) -> AssistantMessage:

@@ -1,38 +1,40 @@
 """Tool kinds: how a tool is found, recorded and run, one module per kind.
 
-A kind is a ``ToolKind`` with its target models; ``register_tool_kind`` makes it known
-(``docs/extending.md`` builds one). The built-in kinds are registered here, one line
-each.
+A kind is a ``ToolKind`` with its target models. The built-in kinds are
+``BUILT_IN_KINDS``; a worker runs the kinds its ``Registry`` holds
+(``docs/extending.md`` builds one).
 """
 
 from ._base import (
     CallTarget,
     FunctionTarget,
+    OtherTarget,
     Placement,
-    ResolvedTool,
     ToolKind,
+    ToolsetError,
     ToolTarget,
     UnknownToolKind,
     WorkerSide,
-    register_tool_kind,
-    registered_kinds,
-    tool_kind,
 )
 from ._function import FunctionKind
 from ._handoff import HandoffKind, HandoffTarget
 from ._mcp import McpCall, McpKind, McpTarget
 from ._openapi import HttpCall, HttpOperation, OpenApiKind
+from ._recorded import (
+    BUILT_IN_KINDS,
+    RecordedCall,
+    RecordedTarget,
+    ResolvedTool,
+    session_kind,
+)
 from ._sub_agent import Refused, SubAgentCall, SubAgentKind, SubAgentTarget, child_message
 
-register_tool_kind(FunctionKind())
-register_tool_kind(McpKind())
-register_tool_kind(OpenApiKind())
-register_tool_kind(SubAgentKind())
-register_tool_kind(HandoffKind())
-
 __all__ = [
+    "BUILT_IN_KINDS",
     "CallTarget",
+    "FunctionKind",
     "FunctionTarget",
+    "HandoffKind",
     "HandoffTarget",
     "HttpCall",
     "HttpOperation",
@@ -40,17 +42,20 @@ __all__ = [
     "McpKind",
     "McpTarget",
     "OpenApiKind",
+    "OtherTarget",
     "Placement",
+    "RecordedCall",
+    "RecordedTarget",
     "Refused",
     "ResolvedTool",
     "SubAgentCall",
+    "SubAgentKind",
     "SubAgentTarget",
     "ToolKind",
     "ToolTarget",
+    "ToolsetError",
     "UnknownToolKind",
     "WorkerSide",
     "child_message",
-    "register_tool_kind",
-    "registered_kinds",
-    "tool_kind",
+    "session_kind",
 ]

@@ -1,15 +1,10 @@
-"""What every tool kind has in common, and the registry that names them.
+"""What every tool kind has in common.
 
 A tool's kind decides how the tool is found when a session starts, what is recorded
 about it (its ``ToolTarget``, kept with the tool in the session's state), what a call
 of it needs besides its arguments (its ``CallTarget``), and where the call runs: on a
 worker, as a child session, or in the session itself. Each kind is one module with its
-target models and one ``ToolKind``; one ``register_tool_kind`` line makes it known.
-
-Targets are validated through the registry by their ``kind`` field, so a recorded
-tool of any registered kind reads back as its own model (in the workflow too: this
-module and the kinds' modules import nothing that does I/O until a worker runs a
-call).
+target models and one ``ToolKind``; a worker has the kinds its ``Registry`` holds.
 """
 
 from __future__ import annotations
@@ -17,17 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 
-from pydantic import Field, ModelWrapValidatorHandler, SerializeAsAny, model_validator
+from pydantic import ConfigDict
 
 from .._contract import Contract
 from .._errors import NotRegistered
+from .._failures import Failure
 from .._tool_definition import ToolDefinition
-from .._tool_policy import OwnerFloor, ToolPolicy
-from ._legacy import legacy_resolved_tool
+from .._tool_policy import OwnerFloor
+from .._tool_sources import ToolsetSpec
 
 if TYPE_CHECKING:
-    from .._spec import AgentSpec, ToolsetSpec
+    from .._spec import AgentSpec, ToolSource
     from .._tool_policy import ToolContext
+    from ._recorded import ResolvedTool
 
 Placement = Literal["worker", "child_session", "session"]
 """Where a kind's calls run: a ``run_tool`` activity on a worker, a child session (a
@@ -35,7 +32,12 @@ sub-agent), or the session itself (a swarm's handoff)."""
 
 
 class UnknownToolKind(ValueError):
-    """A target names a kind nothing registered; the message lists the known ones."""
+    """A worker has no kind of this name; the message lists the ones it has."""
+
+
+class ToolsetError(RuntimeError):
+    """A toolset that cannot be listed (its source unknown here, or the kind failed):
+    the session fails at once, naming it."""
 
 
 class CallTarget(Contract):
@@ -44,31 +46,17 @@ class CallTarget(Contract):
 
     kind: str
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _as_its_kind(cls, value: Any, handler: ModelWrapValidatorHandler[CallTarget]) -> CallTarget:
-        if cls is not CallTarget or isinstance(value, CallTarget):
-            return handler(value)
-        kind = tool_kind(_kind_of(value))
-        return (kind.call or kind.target).model_validate(value)
-
 
 class ToolTarget(CallTarget):
     """What a tool stands for, recorded when the session starts (the kind's own model)."""
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _as_its_kind(cls, value: Any, handler: ModelWrapValidatorHandler[ToolTarget]) -> ToolTarget:
-        if cls is not ToolTarget or isinstance(value, ToolTarget):
-            return handler(value)
-        return tool_kind(_kind_of(value)).target.model_validate(value)
 
+class OtherTarget(ToolTarget):
+    """A target of a kind that is not built in, as the session and the client read it:
+    every field kept as it came. The worker whose ``Registry`` has the kind reads it as
+    the kind's own model before a call runs."""
 
-def _kind_of(value: Any) -> str:
-    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-    if not isinstance(kind, str):
-        raise ValueError("a tool target needs its 'kind'")
-    return kind
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
 @dataclass
@@ -87,26 +75,6 @@ class FunctionTarget(ToolTarget):
     kind: Literal["function"] = "function"
 
 
-class ResolvedTool(Contract):
-    """A tool as the session recorded it at start: replay never asks a worker again."""
-
-    definition: ToolDefinition
-    policy: ToolPolicy
-    bind: dict[str, str] = Field(default_factory=dict)
-    target: SerializeAsAny[ToolTarget] = Field(default_factory=FunctionTarget)
-    """What the tool stands for, by its kind (``durable_agent.core.tool_kinds``)."""
-    describes: bool = False
-    """The tool describes its calls for the people who approve them (``describe``)."""
-    floor: OwnerFloor | None = None
-    """How the worker's owner gates the tool, when it does: no session setting or rule
-    makes it looser."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, data: Any) -> Any:
-        return legacy_resolved_tool(data)
-
-
 TargetT = TypeVar("TargetT", bound=ToolTarget)
 CallT = TypeVar("CallT", bound=CallTarget)
 """The kind's call target: its ``call`` model, or ``TargetT`` when it sets none."""
@@ -114,14 +82,61 @@ CallT = TypeVar("CallT", bound=CallTarget)
 
 class ToolKind(Generic[TargetT, CallT]):
     """One kind of tool. Subclasses set ``name`` and ``target``; kinds whose calls run
-    on a worker implement ``run`` (and set ``call`` with ``call_target`` when a call
-    needs more than the recorded target); kinds whose tools a spec names by source
-    (``spec.toolsets``) implement ``list_tools``."""
+    on a worker implement ``run``; kinds whose tools a spec names by source (its
+    ``toolsets``) implement ``list_tools``. (The built-in kinds also set ``call``, with
+    ``call_target``, when a call needs more than the recorded target; ``source``, when
+    their entries carry more than a ``ToolsetSpec``; and ``admit``, when a worker's
+    owner registers their sources in its ``Capabilities``.)"""
 
     name: ClassVar[str]
     target: ClassVar[type[ToolTarget]]
     call: ClassVar[type[CallTarget] | None] = None
     runs_in: ClassVar[Placement] = "worker"
+    unavailable: ClassVar[Failure] = Failure.TOOLSET_UNAVAILABLE
+    """The failure type of a source that cannot be listed when a session starts."""
+
+    def source_name(self, source: ToolSource) -> str:
+        """How errors name one of its sources ("MCP server 'files'")."""
+        return f"toolset {source.name!r} ({self.name})"
+
+    async def admit(self, source: ToolSource, worker: WorkerSide) -> ToolSource:
+        """The source a spec's entry stands for on this worker (a registered one, as the
+        entry may narrow it, or the entry itself where the worker's policy allows);
+        ``NotRegistered``/``NotAllowed`` otherwise. By default the entry: the kind
+        decides which sources exist when it lists them."""
+        return source
+
+    async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
+        """The tools one of its sources gives a session: listed (``list_tools``),
+        narrowed to ``allowed_tools``, named with the source's prefix, and gated no
+        looser than the kind listed them (the kind is the worker owner's code)."""
+        assert isinstance(source, ToolsetSpec)
+        try:
+            listed = await self.list_tools(source, worker)
+        except Exception as error:  # a kind is the owner's code: any failure names the source
+            raise ToolsetError(f"{type(error).__name__}: {error}") from None
+        strays = [t.definition.name for t in listed if not isinstance(t.target, self.target)]
+        if strays:
+            stray = strays[0]
+            raise ToolsetError(f"kind {self.name!r} listed {stray!r} with another kind's target")
+        names = {t.definition.name for t in listed}
+        allowed = names if source.allowed_tools is None else set(source.allowed_tools)
+        missing = sorted(allowed - names)
+        if missing:
+            raise ToolsetError(f"allowed_tools names tools it does not have: {', '.join(missing)}")
+        tools = []
+        for tool in listed:
+            if tool.definition.name not in allowed:
+                continue
+            name = source.tool_prefix + tool.definition.name
+            named = {**tool.definition.model_dump(), "name": name}
+            try:
+                definition = ToolDefinition.model_validate(named)
+            except ValueError as error:
+                raise ToolsetError(str(error)) from None
+            floor = OwnerFloor.of(tool.policy)
+            tools.append(tool.model_copy(update={"definition": definition, "floor": floor}))
+        return tools
 
     def call_target(self, target: TargetT, spec: AgentSpec) -> CallT | None:
         """What a call of this tool carries, from its recorded target and the session's
@@ -142,8 +157,9 @@ class ToolKind(Generic[TargetT, CallT]):
         return None
 
     async def list_tools(self, source: ToolsetSpec, worker: WorkerSide) -> list[ResolvedTool]:
-        """The tools of one of this kind's sources, as they are now (on a worker, when a
-        session starts). ``NotRegistered`` when the worker knows no such source."""
+        """The tools of one of this kind's sources, by their own names, as they are now
+        (on a worker, when a session starts). ``NotRegistered`` when the worker knows no
+        such source."""
         raise NotRegistered(f"tool kind {self.name!r} has no sources a spec can name")
 
     async def run(
@@ -153,34 +169,3 @@ class ToolKind(Generic[TargetT, CallT]):
         model reads. ``NotAllowed``/``NotRegistered`` when the worker refuses it; any
         other exception is the tool's failure (one of its attempts)."""
         raise NotImplementedError(f"tool kind {self.name!r} does not run on a worker")
-
-
-_KINDS: dict[str, ToolKind[Any, Any]] = {}
-_IN_WORKFLOW = {"agent", "handoff"}
-
-
-def register_tool_kind(kind: ToolKind[Any, Any]) -> None:
-    """Make a kind known to this process: its targets validate, its calls run, specs
-    may name its sources. Registering a kind of the same class again replaces it (a
-    worker configured anew); another kind under a taken name is refused. Only the
-    built-in sub-agent and handoff kinds run anywhere but on a worker: the workflow
-    carries those out itself."""
-    if kind.runs_in != "worker" and kind.name not in _IN_WORKFLOW:
-        raise ValueError(f"tool kind {kind.name!r}: a registered kind runs on a worker")
-    known = _KINDS.get(kind.name)
-    if known is not None and type(known).__qualname__ != type(kind).__qualname__:
-        raise ValueError(f"tool kind {kind.name!r} is registered already")
-    _KINDS[kind.name] = kind
-
-
-def tool_kind(name: str) -> ToolKind[Any, Any]:
-    """The registered kind of this name; ``UnknownToolKind`` lists the known ones."""
-    found = _KINDS.get(name)
-    if found is None:
-        known = ", ".join(sorted(_KINDS))
-        raise UnknownToolKind(f"unknown tool kind {name!r}: registered kinds are {known}")
-    return found
-
-
-def registered_kinds() -> list[str]:
-    return sorted(_KINDS)

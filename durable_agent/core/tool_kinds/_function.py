@@ -1,5 +1,5 @@
 """The function kind: a Python function a worker loaded (``@tool``), run by the worker's
-own ``ToolRegistry``. Its tools are named in ``spec.tools`` and described by the
+own ``Registry``. Its tools are named in ``spec.tools`` and described by the
 ``resolve_tools`` activity; nothing but the name is needed to call one, so a function
 call carries no call target."""
 

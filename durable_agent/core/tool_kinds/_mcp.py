@@ -1,13 +1,14 @@
-"""The MCP kind: a tool of an MCP server the worker registered (``spec.mcp_servers``).
+"""The MCP kind: a tool of an MCP server (a ``toolsets`` entry of kind ``mcp``).
 Its tools are listed once, when the session starts; a call carries the server's entry
 (which the worker checks against its registrations again) and the tool's own name
-there. The worker side (the ``mcp`` SDK) is ``durable_agent.activities.mcp``."""
+there. The worker side (the ``mcp`` SDK) is ``durable_agent.tools._mcp``."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from .._spec import AgentSpec, McpServerSpec
+from .._failures import Failure
+from .._spec import AgentSpec, McpServerSpec, ToolSource
 from ._base import CallTarget, ToolKind, ToolTarget
 
 
@@ -31,10 +32,15 @@ class McpKind(ToolKind[McpTarget, McpCall]):
     name = "mcp"
     target = McpTarget
     call = McpCall
+    unavailable = Failure.MCP_SERVER_UNAVAILABLE
 
     def call_target(self, target: McpTarget, spec: AgentSpec) -> McpCall:
-        server = next(s for s in spec.mcp_servers if s.name == target.server)
+        servers = [s for s in spec.sources("mcp") if isinstance(s, McpServerSpec)]
+        server = next(s for s in servers if s.name == target.server)
         return McpCall(server=server, tool=target.tool)
+
+    def source_name(self, source: ToolSource) -> str:
+        return f"MCP server {source.name!r}"
 
     def where(self, call: McpCall) -> str:
         return f"MCP server {call.server.name!r}"

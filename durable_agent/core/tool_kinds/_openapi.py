@@ -1,9 +1,9 @@
-"""The OpenAPI kind: an operation of an HTTP service the worker registered
-(``spec.openapi``), one tool per ``operationId``. The document is read once, when the
+"""The OpenAPI kind: an operation of an HTTP service (a ``toolsets`` entry of kind
+``openapi``), one tool per ``operationId``. The document is read once, when the
 session starts (``durable_agent.core._openapi`` turns it into tools); a call carries the
 operation and the service's header variables, and the worker finds the operation in
 the registered service's document again before it sends anything. The worker side (httpx) is
-``durable_agent.activities.openapi``."""
+``durable_agent.tools._openapi``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from .._spec import AgentSpec
+from .._failures import Failure
+from .._spec import AgentSpec, OpenApiSpec, ToolSource
 from ._base import CallTarget, ToolKind, ToolTarget
 
 
@@ -20,7 +21,7 @@ class HttpOperation(ToolTarget):
 
     kind: Literal["openapi"] = "openapi"
     api: str
-    """The spec's ``openapi`` entry."""
+    """The service: the name of the spec's ``openapi`` entry."""
     method: str
     url: str
     """The full URL template (base URL and path), ``{name}`` for path parameters."""
@@ -49,9 +50,11 @@ class OpenApiKind(ToolKind[HttpOperation, HttpCall]):
     name = "openapi"
     target = HttpOperation
     call = HttpCall
+    unavailable = Failure.OPENAPI_UNUSABLE
 
     def call_target(self, target: HttpOperation, spec: AgentSpec) -> HttpCall:
-        api = next(a for a in spec.openapi if a.name == target.api)
+        services = [a for a in spec.sources("openapi") if isinstance(a, OpenApiSpec)]
+        api = next(a for a in services if a.name == target.api)
         return HttpCall(
             operation=target,
             headers=api.headers,
@@ -61,3 +64,6 @@ class OpenApiKind(ToolKind[HttpOperation, HttpCall]):
 
     def where(self, call: HttpCall) -> str:
         return f"OpenAPI service {call.operation.api!r}"
+
+    def source_name(self, source: ToolSource) -> str:
+        return f"OpenAPI {source.name!r}"

@@ -18,8 +18,19 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from durable_agent.capabilities import NotAllowed
-from durable_agent.core import OpenApiError, OpenApiSpec, ResolvedTool, ToolContext, operation_tools
+from durable_agent.core import (
+    NotAllowed,
+    NotRegistered,
+    OpenApiError,
+    OpenApiSpec,
+    OwnerFloor,
+    ResolvedTool,
+    ToolContext,
+    ToolPolicy,
+    ToolSource,
+    operation_tools,
+)
+from durable_agent.core._tool_sources import narrowed
 from durable_agent.core.tool_kinds import HttpCall, HttpOperation, OpenApiKind, WorkerSide
 
 
@@ -123,6 +134,51 @@ def _fits_template(url: httpx.URL, operation: HttpOperation) -> bool:
 class OpenApiRunner(OpenApiKind):
     """The OpenAPI kind, with what only a worker does."""
 
+    async def admit(self, source: ToolSource, worker: WorkerSide) -> OpenApiSpec:
+        """The service for a spec's entry: the registered one by that name (the entry
+        may narrow its operations, rename their prefix and add approval), or the entry
+        itself where the policy lets a spec give a service whole (its URLs checked; a
+        file on the worker only where the policy allows that too)."""
+        assert isinstance(source, OpenApiSpec)
+        capabilities = worker.capabilities
+        if not source.given_whole():
+            registered = capabilities.registered("openapi", source.name)
+            if not isinstance(registered, OpenApiSpec):
+                raise NotRegistered(
+                    f"OpenAPI service {source.name!r} is not registered on this worker "
+                    f"(registered: {capabilities.registered_names('openapi')})"
+                )
+            try:
+                return narrowed(registered, source)
+            except ValueError as error:
+                raise NotAllowed(str(error)) from None
+        if not capabilities.policy.gives_whole("openapi"):
+            raise NotAllowed(
+                f"OpenAPI service {source.name!r}: a spec may not carry its document "
+                f"({source.document!r}) on this worker; name a registered service "
+                f"({capabilities.registered_names('openapi')})"
+            )
+        assert source.document is not None
+        if "://" in source.document:
+            await capabilities.check_url(source.document)
+        elif not capabilities.policy.worker_files:
+            raise NotAllowed(
+                f"OpenAPI service {source.name!r}: a spec may not name a file on the worker "
+                f"({source.document!r})"
+            )
+        if source.base_url is not None:
+            await capabilities.check_url(source.base_url)
+        return source
+
+    async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
+        """The service's operations; a registered service's approval is their floor."""
+        listed = await list_api_tools(await self.admit(source, worker))
+        if source.given_whole():
+            return listed
+        registered = worker.capabilities.registered("openapi", source.name)
+        floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
+        return [t.model_copy(update={"floor": floor}) for t in listed]
+
     async def run(
         self, call: HttpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
     ) -> tuple[str, bool]:
@@ -130,7 +186,7 @@ class OpenApiRunner(OpenApiKind):
         return await call_operation(operation, headers, arguments, call.timeout_seconds)
 
     async def identity(self, call: HttpCall, worker: WorkerSide) -> str | None:
-        if worker.capabilities.registered_service(call.operation.api) is None:
+        if worker.capabilities.registered("openapi", call.operation.api) is None:
             return None  # a service the spec carried: the owner granted it nothing
         operation, _ = await self.checked(call, worker)
         return f"openapi:{operation.api}/{operation.operation_id}"
@@ -145,15 +201,13 @@ class OpenApiRunner(OpenApiKind):
         one: where its parameters go and the URL come from the registry."""
         capabilities = worker.capabilities
         name = call.operation.api
-        registered = capabilities.registered_service(name)
+        registered = capabilities.registered("openapi", name)
         if registered is None:
-            if not capabilities.policy.inline_openapi:
+            if not capabilities.policy.gives_whole("openapi"):
                 raise NotAllowed(f"OpenAPI service {name!r} is not registered on this worker")
             await capabilities.check_url(call.operation.url)
             return call.operation, call.headers
-        service = await capabilities.openapi_service(
-            OpenApiSpec(name=name, operations=call.operations)
-        )
+        service = await self.admit(OpenApiSpec(name=name, operations=call.operations), worker)
         wanted = (call.operation.method, call.operation.url)
         for tool in operation_tools(await _document(service, worker), service):
             found = tool.target

@@ -17,8 +17,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from durable_agent.capabilities import NotAllowed
-from durable_agent.core import McpServerSpec, ResolvedTool, ToolContext, ToolDefinition, ToolPolicy
+from durable_agent.core import (
+    McpServerSpec,
+    NotAllowed,
+    NotRegistered,
+    OwnerFloor,
+    ResolvedTool,
+    ToolContext,
+    ToolDefinition,
+    ToolPolicy,
+    ToolSource,
+)
+from durable_agent.core._tool_sources import narrowed
 from durable_agent.core.tool_kinds import McpCall, McpKind, McpTarget, WorkerSide
 
 #: Where a call's idempotency key travels, in the MCP request's ``_meta``.
@@ -102,12 +112,48 @@ def _own_name(tool: ResolvedTool) -> str:
 class McpRunner(McpKind):
     """The MCP kind, with what only a worker does."""
 
+    async def admit(self, source: ToolSource, worker: WorkerSide) -> McpServerSpec:
+        """The server to start or reach for a spec's entry: the registered one by that
+        name (the entry may narrow its tools, rename their prefix and add approval), or
+        the entry itself where the policy lets a spec give a server whole."""
+        assert isinstance(source, McpServerSpec)
+        capabilities = worker.capabilities
+        if not source.given_whole():
+            registered = capabilities.registered("mcp", source.name)
+            if not isinstance(registered, McpServerSpec):
+                raise NotRegistered(
+                    f"MCP server {source.name!r} is not registered on this worker "
+                    f"(registered: {capabilities.registered_names('mcp')})"
+                )
+            try:
+                return narrowed(registered, source)
+            except ValueError as error:
+                raise NotAllowed(str(error)) from None
+        if not capabilities.policy.gives_whole("mcp"):
+            what = f"a command ({source.command!r})" if source.command else f"a URL ({source.url})"
+            raise NotAllowed(
+                f"MCP server {source.name!r}: a spec may not carry {what} on this worker; "
+                f"name a registered server ({capabilities.registered_names('mcp')})"
+            )
+        if source.url is not None:
+            await capabilities.check_url(source.url)
+        return source
+
+    async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
+        """The server's tools; a registered server's approval is their floor."""
+        listed = await list_server_tools(await self.admit(source, worker))
+        if source.given_whole():
+            return listed
+        registered = worker.capabilities.registered("mcp", source.name)
+        floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
+        return [t.model_copy(update={"floor": floor}) for t in listed]
+
     async def run(
         self, call: McpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
     ) -> tuple[str, bool]:
         # the server the worker registered under that name, never the input's own, and
         # only a tool the registration (and the session's narrowing of it) allows
-        server = await worker.capabilities.mcp_server(call.server)
+        server = await self.admit(call.server, worker)
         if server.allowed_tools is not None and call.tool not in server.allowed_tools:
             raise NotAllowed(
                 f"MCP server {server.name!r}: tool {call.tool!r} is not among its allowed "
@@ -116,7 +162,7 @@ class McpRunner(McpKind):
         return await call_server_tool(server, call.tool, arguments, context.idempotency_key)
 
     async def identity(self, call: McpCall, worker: WorkerSide) -> str | None:
-        if call.server.command is not None or call.server.url is not None:
+        if call.server.given_whole():
             return None  # a server the spec carried: the owner granted it nothing
         return f"mcp:{call.server.name}/{call.tool}"
 
