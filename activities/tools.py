@@ -192,7 +192,7 @@ class ToolActivities:
             try:
                 result = await self._run_tool(call)
             except ApplicationError as error:
-                record_failure(span, error.type or "ToolRaised", error.message)
+                record_failure(span, error.type or Failure.TOOL_RAISED, error.message)
                 count_tool_call(call.tool_name, error=True)
                 raise
             record_tool_result(span, result)

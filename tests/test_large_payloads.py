@@ -23,11 +23,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.client import SessionNotFoundError
-from durable_agent.core import Message, UserMessage
+from durable_agent.core import Message, PayloadTooLarge, UserMessage
 from durable_agent.core import _transcript as transcript
 from durable_agent.core._messages import image_part, text_part
 from durable_agent.payloads import PayloadStorageError, payload_storage
-from durable_agent.payloads._storage import PayloadTooLargeError, with_payload_storage
+from durable_agent.payloads._storage import with_payload_storage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import Registry, tool
@@ -386,9 +386,9 @@ async def test_a_sent_image_goes_by_reference_and_without_a_store_is_refused_fir
             index = await agents.send(sid, picture)
             await agents.wait(sid, after=index, timeout=60)
             plain = AgentClient(temporal_env.client, task_queue=task_queue)
-            with pytest.raises(PayloadTooLargeError, match="--payload-store"):
+            with pytest.raises(PayloadTooLarge, match="--payload-store"):
                 await plain.send(sid, picture)
-            with pytest.raises(PayloadTooLargeError, match="session's start"):
+            with pytest.raises(PayloadTooLarge, match="session's start"):
                 await plain.start(spec_for(provider), picture, session_id=f"{sid}-big")
             await agents.end(sid)
             messages = await agents.messages(sid)

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         AgentSpec,
         Failure,
         ModelSpec,
+        PayloadTooLarge,
     )
     from durable_agent.session import Compatibility, Session, carry_out
 
@@ -47,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
         Patches,
     )
     from .session_log import session_log
-    from .transcript_sync import PayloadTooLarge, TranscriptSync
+    from .transcript_sync import TranscriptSync
 
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
 PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))

@@ -14,12 +14,12 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import AgentInput, explain
+    from durable_agent.core import AgentInput, DurableAgentError, explain
 
     from .continued_input import ContinuedInput
 
 
-class InvalidInput(ValueError):
+class InvalidInput(DurableAgentError, ValueError):
     """The payload could not be read as what it should be; the text says why."""
 
 

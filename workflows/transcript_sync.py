@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         Failure,
         LoadTranscriptInput,
         Message,
+        PayloadTooLarge,
         StoredMessageRef,
         StoreTranscriptInput,
         Transcript,
@@ -50,10 +51,6 @@ REFERENCE_BYTES = 48
 PAGE_MESSAGES = 500
 #: The same before ``SMALL_PAGES_PATCH`` (2,000 took up to 50 ms, a deadlock under load).
 LOAD_PAGE_MESSAGES = 2000
-
-
-class PayloadTooLarge(Exception):
-    """One message alone is over the payload budget."""
 
 
 class TranscriptSync:

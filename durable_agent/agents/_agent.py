@@ -17,13 +17,13 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from durable_agent.core import AgentResult, AgentSpec, McpServerSpec, ModelSpec
+from durable_agent.core import AgentResult, AgentSpec, DurableAgentError, McpServerSpec, ModelSpec
 from durable_agent.tools import Tool
 
 OutputT = TypeVar("OutputT")
 
 
-class AgentRunError(RuntimeError):
+class AgentRunError(DurableAgentError, RuntimeError):
     """The session ended without a usable answer; ``result`` says how it ended (the
     raw answer stays in the session's messages)."""
 

@@ -17,13 +17,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import McpServerSpec, OpenApiSpec
+from durable_agent.core import DurableAgentError, McpServerSpec, OpenApiSpec
 from durable_agent.tools import Registry, Tool
 
 from ._agent import Agent
 
 
-class AgentModuleError(ValueError):
+class AgentModuleError(DurableAgentError, ValueError):
     """A module that cannot be imported, holds no agents, or names one twice."""
 
 

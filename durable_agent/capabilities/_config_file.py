@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from durable_agent.core import (
+    DurableAgentError,
     McpServerSpec,
     ModelPrice,
     OpenApiSpec,
@@ -103,7 +104,7 @@ class _File(_Strict):
     limits: dict[str, ProviderLimits] = Field(default_factory=dict)
 
 
-class CapabilitiesFileError(ValueError):
+class CapabilitiesFileError(DurableAgentError, ValueError):
     """The file cannot be read or does not describe registries; says where."""
 
 

@@ -18,8 +18,10 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+from durable_agent.core import DurableAgentError
 
-class UrlRefused(ValueError):
+
+class UrlRefused(DurableAgentError, ValueError):
     """A URL the worker's policy does not let a spec reach."""
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from temporalio.converter import ExternalStorage
 
-from durable_agent.core import DEFAULT_TASK_QUEUE
+from durable_agent.core import DEFAULT_TASK_QUEUE, DurableAgentError
 from durable_agent.payloads import (
     DEFAULT_THRESHOLD_BYTES,
     CodecKeyError,
@@ -26,7 +26,7 @@ def who_am_i() -> str:
     return os.environ.get("USER") or "cli"
 
 
-class CommandError(Exception):
+class CommandError(DurableAgentError):
     """An error a person can act on; printed without a traceback."""
 
 

@@ -25,6 +25,7 @@ from durable_agent.core import (
     DecisionKind,
     DecisionRequest,
     DecisionResult,
+    DurableAgentError,
     PendingApproval,
     RevokeGrantSignal,
     decision_digest,
@@ -32,7 +33,7 @@ from durable_agent.core import (
 )
 
 
-class DecisionRefusedError(ValueError):
+class DecisionRefusedError(DurableAgentError, ValueError):
     """The session refused a decision and changed nothing; the text says why."""
 
     def __init__(self, session_id: str, reason: str) -> None:
@@ -41,7 +42,7 @@ class DecisionRefusedError(ValueError):
         self.reason = reason
 
 
-class UnknownApprovalError(LookupError):
+class UnknownApprovalError(DurableAgentError, LookupError):
     def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
         waiting = ", ".join(pending) if pending else "none"
         super().__init__(

@@ -22,6 +22,8 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent.core import DurableAgentError
+
 from ._types import NoWorkerError
 
 #: Longest one query attempt waits: past the server's 10 s window for a worker that
@@ -32,7 +34,7 @@ QUERY_ATTEMPT_SECONDS = 12.0
 DIAGNOSIS_SECONDS = 10.0
 
 
-class Unanswered(Exception):
+class Unanswered(DurableAgentError):
     """No attempt was answered before the query's time was up."""
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.core import AgentResult, Resumption, SessionStatus
+from durable_agent.core import AgentResult, DurableAgentError, Resumption, SessionStatus
 
 from ._live_reader import OFFSET_QUERY
 
@@ -29,7 +29,7 @@ class EndedRun:
     """Whom the ended run belonged to (memo ``owner``): the new run keeps it."""
 
 
-class StillRunning(Exception):
+class StillRunning(DurableAgentError):
     """The session's newest run has not ended (there is nothing to resume)."""
 
 

@@ -16,13 +16,14 @@ from durable_agent.core import (
     AgentResult,
     AgentSpec,
     AssistantMessage,
+    DurableAgentError,
     Message,
     PendingApproval,
     SessionStatus,
 )
 
 
-class MessageRefusedError(ValueError):
+class MessageRefusedError(DurableAgentError, ValueError):
     """The session refused a message (empty, too long, the session ending)."""
 
     def __init__(self, session_id: str, reason: str) -> None:
@@ -37,19 +38,19 @@ def refusal(session_id: str, error: WorkflowUpdateFailedError) -> MessageRefused
     return MessageRefusedError(session_id, reason)
 
 
-class SessionNotFoundError(LookupError):
+class SessionNotFoundError(DurableAgentError, LookupError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session with id {session_id!r} on this server and namespace")
         self.session_id = session_id
 
 
-class SessionClosedError(RuntimeError):
+class SessionClosedError(DurableAgentError, RuntimeError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} has ended; start a new one to go on")
         self.session_id = session_id
 
 
-class SessionExistsError(RuntimeError):
+class SessionExistsError(DurableAgentError, RuntimeError):
     def __init__(self, session_id: str) -> None:
         super().__init__(
             f"a session with id {session_id!r} exists (running, or ended: to go on with an "
@@ -64,7 +65,7 @@ class SessionExistsError(RuntimeError):
 LIVE_POLL_SECONDS = 75.0
 
 
-class NoWorkerError(RuntimeError):
+class NoWorkerError(DurableAgentError, RuntimeError):
     """No worker answered for the session in time. ``polled_seconds_ago``: how long ago
     each worker the server saw in the last few minutes asked the session's task queue
     for work (``None``: the server could not say), which tells a worker that never came
@@ -103,7 +104,7 @@ class NoWorkerError(RuntimeError):
         )
 
 
-class SpecError(ValueError):
+class SpecError(DurableAgentError, ValueError):
     """The agent spec is not valid; the text names each field and why."""
 
     @classmethod

@@ -103,7 +103,7 @@ from ._digests import (
     with_calls,
 )
 from ._endpoint import ProviderEndpoint
-from ._errors import DurableAgentError, NotAllowed, NotRegistered
+from ._errors import DurableAgentError, NotAllowed, NotRegistered, PayloadTooLarge
 from ._eval_cases import (
     EVAL_WORKFLOW,
     CaseReport,
@@ -361,6 +361,7 @@ __all__ = [
     "OpenApiError",
     "OpenApiSpec",
     "OwnerFloor",
+    "PayloadTooLarge",
     "PendingApproval",
     "Phase",
     "ProviderEndpoint",

@@ -14,3 +14,8 @@ class NotRegistered(DurableAgentError, LookupError):
 
 class NotAllowed(DurableAgentError, PermissionError):
     """Something the spec carries that the worker's policy keeps from specs."""
+
+
+class PayloadTooLarge(DurableAgentError, ValueError):
+    """A payload over what Temporal takes (one message over the payload budget, or
+    what a client would send, with no payload store); the message says what to do."""

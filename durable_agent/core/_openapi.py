@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from ._contracts import ResolvedTool
+from ._errors import DurableAgentError
 from ._spec import OpenApiSpec
 from ._tool_definition import ToolDefinition
 from ._tool_policy import ToolPolicy
@@ -20,7 +21,7 @@ METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 MAX_REF_DEPTH = 32
 
 
-class OpenApiError(ValueError):
+class OpenApiError(DurableAgentError, ValueError):
     """The document cannot be used; the message names the source and the problem."""
 
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from ._errors import DurableAgentError
 from ._redaction import redact
 
 #: ``{{secret:NAME}}``; names as environment variables spell them.
@@ -34,7 +35,7 @@ def environment_secrets(name: str) -> str | None:
     return os.environ.get(name)
 
 
-class SecretError(ValueError):
+class SecretError(DurableAgentError, ValueError):
     """A reference the session may not use, or one the worker cannot resolve."""
 
 

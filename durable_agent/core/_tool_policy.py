@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._errors import DurableAgentError
 from ._messages import ApprovalDecision, Usage
 
 ApprovalMode = Literal["never", "always", "predicate", "deny"]
@@ -134,5 +135,5 @@ def tightened(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(DurableAgentError, ValueError):
     """The model's arguments could not be used; the text is shown to the model."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from durable_agent.core import ApproverKey
+from durable_agent.core import ApproverKey, DurableAgentError
 
 from ._identity import (
     USER_NAME,
@@ -52,7 +52,7 @@ SECURITY_HEADERS = [
 ]
 
 
-class AccessError(ValueError):
+class AccessError(DurableAgentError, ValueError):
     """Access settings that cannot be used (a bad token list, auth-less on a network)."""
 
 

@@ -22,6 +22,7 @@ from durable_agent.client import (
     SessionNotFoundError,
     UnknownApprovalError,
 )
+from durable_agent.core import DurableAgentError
 
 from ._identity import Principal
 
@@ -30,7 +31,7 @@ CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 MAX_LIMIT = 1000
 
 
-class HttpError(Exception):
+class HttpError(DurableAgentError):
     def __init__(self, status: int, error: str, field: str | None = None) -> None:
         super().__init__(error)
         self.status, self.error, self.field = status, error, field

@@ -22,7 +22,7 @@ from typing import Literal, get_args
 
 import jwt
 
-from durable_agent.core import ApproverKey
+from durable_agent.core import ApproverKey, DurableAgentError
 
 #: What a user name may hold (it becomes part of conversation session ids).
 USER_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@")
@@ -34,7 +34,7 @@ a JWT an identity provider signed, or a header an authenticating proxy set."""
 SOURCES: tuple[str, ...] = get_args(Source)
 
 
-class PrincipalError(ValueError):
+class PrincipalError(DurableAgentError, ValueError):
     """Text that does not name a principal; the message says how to write one."""
 
 

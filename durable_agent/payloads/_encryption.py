@@ -40,6 +40,8 @@ from temporalio.converter import (
     WorkflowSerializationContext,
 )
 
+from durable_agent.core import DurableAgentError
+
 #: The metadata encoding of an encrypted payload.
 ENCRYPTED = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
@@ -50,7 +52,7 @@ NONCE_BYTES = 12
 STORED_PREFIX = "enc1:"
 
 
-class CodecKeyError(ValueError):
+class CodecKeyError(DurableAgentError, ValueError):
     """Keys that cannot be used, or a payload no key here can open."""
 
 

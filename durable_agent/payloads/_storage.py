@@ -39,6 +39,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from durable_agent.core import DurableAgentError, PayloadTooLarge
+
 #: Payloads from this size on go to the store (Temporal warns at 512 KB, refuses 2 MB).
 DEFAULT_THRESHOLD_BYTES = 256 * 1024
 #: What Temporal takes in one payload (the server's default blob limit, 2 MiB).
@@ -46,12 +48,8 @@ TEMPORAL_PAYLOAD_LIMIT_BYTES = 2 * 1024 * 1024
 LOCAL_DRIVER = "durable_agent.local"
 
 
-class PayloadStorageError(ValueError):
+class PayloadStorageError(DurableAgentError, ValueError):
     """A storage URL that cannot be used, or a stored payload that cannot be read."""
-
-
-class PayloadTooLargeError(ValueError):
-    """What a client would send is over Temporal's limit and it has no payload store."""
 
 
 def check_fits(converter: DataConverter, value: object, what: str) -> None:
@@ -61,7 +59,7 @@ def check_fits(converter: DataConverter, value: object, what: str) -> None:
         return
     size = converter.payload_converter.to_payloads([value])[0].ByteSize()
     if size > TEMPORAL_PAYLOAD_LIMIT_BYTES:
-        raise PayloadTooLargeError(
+        raise PayloadTooLarge(
             f"{what} is {size} bytes; Temporal takes at most {TEMPORAL_PAYLOAD_LIMIT_BYTES} "
             "in one payload. Give the client and the workers a payload store "
             "(--payload-store, docs/operating.md#large-payloads) and it goes by reference."

@@ -20,7 +20,14 @@ from typing import Any
 import httpx
 
 from durable_agent._version import __version__
-from durable_agent.core import AssistantMessage, ModelOptions, ProviderEndpoint, UserMessage, redact
+from durable_agent.core import (
+    AssistantMessage,
+    DurableAgentError,
+    ModelOptions,
+    ProviderEndpoint,
+    UserMessage,
+    redact,
+)
 from durable_agent.core.codecs import (
     EMBEDDINGS_PATH,
     IMAGES_PATH,
@@ -43,7 +50,7 @@ USER_AGENT = f"durable-agent/{__version__}"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
-class ProviderError(Exception):
+class ProviderError(DurableAgentError):
     """A provider call that failed, classified for retry.
 
     ``retryable`` follows the status: 408/409/429/5xx and transport failures may

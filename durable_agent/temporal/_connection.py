@@ -11,6 +11,7 @@ from temporalio.converter import ExternalStorage
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
+from durable_agent.core import DurableAgentError
 from durable_agent.observability import client_interceptors
 from durable_agent.payloads import (
     CodecKeys,
@@ -22,7 +23,7 @@ from durable_agent.payloads import (
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 
-class ServerUnreachableError(ConnectionError):
+class ServerUnreachableError(DurableAgentError, ConnectionError):
     """No Temporal server answered at the address."""
 
     def __init__(self, address: str, detail: str) -> None:

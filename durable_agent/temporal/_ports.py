@@ -6,6 +6,8 @@ import random
 import socket
 from pathlib import Path
 
+from durable_agent.core import DurableAgentError
+
 #: Where Linux keeps the range it takes ports from for outgoing connections and for
 #: ``bind`` to port 0.
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -62,7 +64,7 @@ def _unheld(port: int, *, reuse: bool = False) -> bool:
     return True
 
 
-class PortTaken(Exception):
+class PortTaken(DurableAgentError):
     """A port a server of ours was to listen on is already taken."""
 
 

@@ -10,8 +10,10 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
+from durable_agent.core import DurableAgentError
 
-class Stopped(Exception):
+
+class Stopped(DurableAgentError):
     """The process was asked to stop (SIGTERM or SIGINT) and has unwound."""
 
     def __init__(self, signum: int) -> None:

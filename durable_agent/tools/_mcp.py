@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from durable_agent.core import (
+    DurableAgentError,
     McpServerSpec,
     NotAllowed,
     NotRegistered,
@@ -35,7 +36,7 @@ from durable_agent.core.tool_kinds import McpCall, McpKind, McpTarget, WorkerSid
 IDEMPOTENCY_META = "durable_agent/idempotency_key"
 
 
-class McpServerError(RuntimeError):
+class McpServerError(DurableAgentError, RuntimeError):
     """The server could not be started, reached or initialised."""
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
-from durable_agent.core import AssistantMessage, Message
+from durable_agent.core import AssistantMessage, DurableAgentError, Message
 
 from ._tool import Registers
 
@@ -40,7 +40,7 @@ class HookContext(BaseModel):
     agent: str | None = None
 
 
-class HookFailed(Exception):
+class HookFailed(DurableAgentError):
     """A hook raised, or returned something other than what it rewrites."""
 
 

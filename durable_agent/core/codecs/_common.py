@@ -7,13 +7,14 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._errors import DurableAgentError
 from .._messages import AssistantMessage, FunctionCall, Message, ToolCall, Usage
 from .._model_options import ModelOptions, NamedToolChoice
 from .._pairing import call_positions
 from ._sse import SSEEvent
 
 
-class UnsupportedContentError(ValueError):
+class UnsupportedContentError(DurableAgentError, ValueError):
     """A message holds content the target API cannot carry (it is never dropped silently)."""
 
 

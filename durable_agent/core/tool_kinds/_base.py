@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, cast
 from pydantic import ConfigDict
 
 from .._contract import Contract
-from .._errors import NotRegistered
+from .._errors import DurableAgentError, NotRegistered
 from .._failures import Failure
 from .._tool_definition import ToolDefinition
 from .._tool_policy import OwnerFloor
@@ -31,11 +31,11 @@ Placement = Literal["worker", "child_session", "session"]
 sub-agent), or the session itself (a swarm's handoff)."""
 
 
-class UnknownToolKind(ValueError):
+class UnknownToolKind(DurableAgentError, ValueError):
     """A worker has no kind of this name; the message lists the ones it has."""
 
 
-class ToolsetError(RuntimeError):
+class ToolsetError(DurableAgentError, RuntimeError):
     """A toolset that cannot be listed (its source unknown here, or the kind failed):
     the session fails at once, naming it."""
 
