@@ -162,11 +162,11 @@ async def measured(
 async def approved_at_once(agents: AgentClient, session: str, calls: int) -> None:
     """Once every call waits, one person approves the first "always": the grant
     approves the rest of the batch that waits."""
-    pending = await agents.pending_approvals(session)
+    pending = await agents.session(session).pending_approvals()
     while len(pending) < calls:
         await asyncio.sleep(0.2)
-        pending = await agents.pending_approvals(session)
-    await agents.approve(session, pending[0].approval_id, by="bench", always="tool")
+        pending = await agents.session(session).pending_approvals()
+    await agents.session(session).approve(pending[0].approval_id, by="bench", always="tool")
 
 
 async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: list[int]) -> None:
@@ -196,10 +196,10 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
                         session = await agents.start(
                             spec(provider, "talk"), "go", history=carried(size)
                         )
-                        await agents.wait(session, after=size, timeout=300)
-                        await agents.send(session, "and one more")
-                        await agents.wait(session, after=size + 2, timeout=300)
-                        await agents.end(session)
+                        await agents.session(session).wait(after=size, timeout=300)
+                        await agents.session(session).send("and one more")
+                        await agents.session(session).wait(after=size + 2, timeout=300)
+                        await agents.session(session).end()
 
                     rows.append(await measured(buffer, f"{size:,} messages", long_session))
                 for calls in call_sizes:
@@ -208,7 +208,7 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
                         session = await agents.start(
                             spec(provider, f"calls-{calls}", calls, queue), "echo them"
                         )
-                        result = await agents.result(session)
+                        result = await agents.session(session).result()
                         assert result.status == "done", result.error
 
                     rows.append(await measured(buffer, f"{calls:,} calls in a turn", wide_turn))
@@ -219,7 +219,7 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
                         gated = spec(provider, model, calls, queue, gated=True)
                         session = await agents.start(gated, "echo them")
                         await approved_at_once(agents, session, calls)
-                        result = await agents.result(session)
+                        result = await agents.session(session).result()
                         assert result.status == "done", result.error
 
                     label = f"{calls:,} calls approved"

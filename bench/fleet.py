@@ -115,7 +115,7 @@ async def run_sessions(
             assert result.status == "done", (session, result.error)
             for _ in range(5):
                 try:
-                    return k, json.dumps(without_times(await agents.messages(session)))
+                    return k, json.dumps(without_times(await agents.session(session).messages()))
                 except NoWorkerError:  # counted and printed: a read no worker answered
                     unanswered.append(session)
             raise RuntimeError(f"{session}: no worker answered five reads")

@@ -65,14 +65,14 @@ async def main(sessions: int, cache: int, probes: int) -> None:
                 spec = AgentSpec(model=ModelSpec(name="idle", endpoint=endpoint, stream=False))
                 agents = AgentClient(client, task_queue=queue)
                 warm = await agents.start(spec, "warm up")
-                await agents.wait(warm, after=0, timeout=60)
+                await agents.session(warm).wait(after=0, timeout=60)
                 before = resident_mb(worker.pid)
                 places = asyncio.Semaphore(50)
 
                 async def open_one(k: int) -> str:
                     async with places:
                         session = await agents.start(spec, f"hello {k}")
-                        await agents.wait(session, after=0, timeout=120)
+                        await agents.session(session).wait(after=0, timeout=120)
                         return session
 
                 started = time.perf_counter()
@@ -86,10 +86,10 @@ async def main(sessions: int, cache: int, probes: int) -> None:
                 latencies = []
                 for session in picked:
                     sent = time.perf_counter()
-                    await agents.send(session, "and now?")
-                    await agents.wait(session, after=2, timeout=120)
+                    await agents.session(session).send("and now?")
+                    await agents.session(session).wait(after=2, timeout=120)
                     latencies.append((time.perf_counter() - sent) * 1000)
-                await asyncio.gather(*(agents.end(s) for s in [warm, *opened]))
+                await asyncio.gather(*(agents.session(s).end() for s in [warm, *opened]))
         finally:
             worker.terminate()
             worker.wait(timeout=30)

@@ -85,7 +85,7 @@ async def throughput(agents: AgentClient, model: RateLimitedModel, sessions: int
         agents.start(spec("limited", end_after_reply=True), f"{o} {k}", owner=o)
         for k, o in enumerate(owners)
     ))  # fmt: skip
-    results = await asyncio.gather(*(agents.result(s) for s in ids))
+    results = await asyncio.gather(*(agents.session(s).result() for s in ids))
     assert all(r.status == "done" for r in results), [r.error for r in results]
     times = [t for t, _ in model.accepted]
     first, last = times[0], times[-1]
@@ -114,7 +114,7 @@ async def per_call_ms(agents: AgentClient, endpoint: str) -> float:
     started = time.perf_counter()
     for k in range(CALLS):
         session = await agents.start(spec(endpoint, end_after_reply=True), f"alice {k}")
-        assert (await agents.result(session)).status == "done"
+        assert (await agents.session(session).result()).status == "done"
     return (time.perf_counter() - started) / CALLS * 1000
 
 

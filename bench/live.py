@@ -116,7 +116,7 @@ async def follow_latency(
     session = await agents.start(spec, PROMPT)
     arrivals: list[tuple[float, int]] = []
     received = 0
-    async for event in agents.follow(session):
+    async for event in agents.session(session).follow():
         if event.type == "text_delta":
             received += len(event.text)
             arrivals.append((time.monotonic(), received))

@@ -173,7 +173,7 @@ async def kill_stream(
                 else:
                     repeated = [await kill_in_call() for _ in range(repeat)]
                 last = progress()  # the call runs again; the next call will add one more
-            result = await asyncio.wait_for(agents.result(session), 300)
+            result = await asyncio.wait_for(agents.session(session).result(), 300)
             assert result.status == "done", result
         finally:
             worker.stop()

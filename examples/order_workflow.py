@@ -44,14 +44,14 @@ async def handle_complaint(agents: AgentClient, order: str, spec: AgentSpec) -> 
     session = f"{handle.id}--support"
     while True:  # the session exists once the workflow has started it
         try:
-            outcome = await agents.wait(session, timeout=60)
+            outcome = await agents.session(session).wait(timeout=60)
             break
         except SessionNotFoundError:
             await asyncio.sleep(0.2)
     if outcome.kind == "approval":
         for pending in outcome.pending:
             print(f"approving {pending.tool_name} {pending.arguments}")
-            await agents.approve(session, pending.approval_id, by="example")
+            await agents.session(session).approve(pending.approval_id, by="example")
     decision: RefundDecision = await handle.result()
     return decision
 

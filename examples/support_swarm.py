@@ -55,15 +55,15 @@ def support_swarm(model: ModelSpec) -> Agent[str]:
 async def help_customer(agents: AgentClient, agent: Agent[str], question: str) -> str:
     """Run the conversation to its answer, approving the refund billing asks for."""
     session = await agents.start(agent.spec(one_reply=True), question)
-    outcome = await agents.wait(session, timeout=120)
+    outcome = await agents.session(session).wait(timeout=120)
     answered: list[str] = []
     while outcome.kind == "approval":
         for pending in outcome.pending:
             print(f"approving {pending.tool_name} {pending.arguments}")
-            await agents.approve(session, pending.approval_id, by="example")
+            await agents.session(session).approve(pending.approval_id, by="example")
             answered.append(pending.approval_id)
-        outcome = await agents.wait(session, answered=answered, timeout=120)
-    return agent.output_of(session, await agents.result(session)).output
+        outcome = await agents.session(session).wait(answered=answered, timeout=120)
+    return agent.output_of(session, await agents.session(session).result()).output
 
 
 async def main() -> None:

@@ -92,7 +92,7 @@ async def test_an_invalid_answer_is_corrected_and_asked_again(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             run = await agents.run(agent, "Bergen tomorrow?")
-            messages = await agents.messages(run.session_id)
+            messages = await agents.session(run.session_id).messages()
     assert run.output.celsius == 9 and len(provider.requests) == 2
     [rescue] = [m for m in messages if isinstance(m, ResqueMessage)]
     assert "celsius" in rescue.reason, rescue.reason
@@ -111,7 +111,7 @@ async def test_an_answer_that_never_validates_fails_clearly_and_keeps_the_text(
             agents = AgentClient(client, task_queue=task_queue)
             with pytest.raises(AgentRunError) as failed:
                 await agents.run(agent, "Bergen tomorrow?")
-            messages = await agents.messages(failed.value.session_id)
+            messages = await agents.session(failed.value.session_id).messages()
     assert failed.value.result.status == "failed"
     assert "could not be used" in str(failed.value) and "celsius" in str(failed.value)
     raw = [m.content for m in messages if m.role == "assistant"]

@@ -59,7 +59,7 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
             asked = [{"id": "u1", "role": "user", "content": "clear the tiles cache"}]
             first = await run_agent(url, thread, asked, runId="run-1")
             session = f"conversation-{thread}"
-            pending = (await agents.status(session)).pending_approvals
+            pending = (await agents.session(session).status()).pending_approvals
             assert wiped == [] and len(pending) == 1  # it waits; the tool has not run
             [interrupt] = first["events"][-1]["outcome"]["interrupts"]
             # back before deciding: the snapshot, and the same interrupt again
@@ -68,7 +68,7 @@ async def test_the_official_client_runs_reasons_calls_a_tool_and_resumes_an_appr
                        "payload": {"approved": True}}]  # fmt: skip
             second = await run_agent(url, thread, first["messages"], resume=resume)
             again = await run_agent(url, thread, second["messages"])  # back, nothing new
-            array = await agents.messages(session)
+            array = await agents.session(session).messages()
             handle = client.get_workflow_handle(session)
             await handle.signal("end_session")
             await handle.result()
@@ -147,7 +147,7 @@ async def test_a_client_back_after_a_disconnect_sees_the_reply_and_sends_nothing
 
             rejoined = run_agent(f"{base}/api/agui", thread, asked, on_event)
             back = await rejoined
-            array = await agents.messages(session)
+            array = await agents.session(session).messages()
     assert back["error"] is None
     assert [m["role"] for m in back["messages"]] == ["user", "assistant"]
     assert back["messages"][-1]["content"] == "a long answer"
@@ -179,7 +179,7 @@ async def test_another_users_thread_is_not_theirs_to_resume(
             stolen = await run_agent(url, thread, first["messages"], headers=as_bob,
                                      resume=resume)  # fmt: skip
             session = f"conversation-token~alice~{thread}"
-            still = await agents.status(session)
+            still = await agents.session(session).status()
     assert stolen["error"] is not None and "404" in stolen["error"]
     assert [p.approval_id for p in still.pending_approvals] == [interrupt["id"]]
     assert wiped == [], "bob's answer decided nothing"

@@ -18,7 +18,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import _client as client_module
+from durable_agent.client import SessionHandle
+from durable_agent.client import _session as client_module
 from durable_agent.core import (
     AgentInput,
     AgentSpec,
@@ -296,14 +297,16 @@ async def test_a_batch_over_a_page_on_the_real_server(
             sid = await agents.start(spec, "note them")
             pending = await wait_for(lambda: _waiting(agents, sid), timeout=120)
             asked = _pages_asked(monkeypatch)
-            assert [p.slot for p in await agents.pending_approvals(sid)] == list(range(CALLS))
+            assert [p.slot for p in await agents.session(sid).pending_approvals()] == list(
+                range(CALLS)
+            )
             assert asked == [(0, 100), (100, 100), (200, 100)]
-            status = await agents.status(sid)
-            await agents.approve(sid, pending[0].approval_id, by="ops", always="tool")
-            result = await agents.result(sid)
-            events = [e async for e in agents.follow(sid)]
-            messages = await agents.messages(sid)
-            handle = agents._handle(sid)
+            status = await agents.session(sid).status()
+            await agents.session(sid).approve(pending[0].approval_id, by="ops", always="tool")
+            result = await agents.session(sid).result()
+            events = [e async for e in agents.session(sid).follow()]
+            messages = await agents.session(sid).messages()
+            handle = agents.temporal.get_workflow_handle(sid)
             await record_history(handle, "approvals_in_pages")
             history = await handle.fetch_history()
     assert result.status == "done", result.error
@@ -344,14 +347,14 @@ async def test_a_batch_over_a_page_on_the_real_server(
 def _pages_asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """The pages the client asks ``pending_approvals`` for from now on."""
     asked: list[tuple[int, int]] = []
-    query = client_module.AgentClient._query
+    query = SessionHandle._query
 
-    async def spied(self: AgentClient, session_id: str, name: str, kind: Any, *args: Any) -> Any:
+    async def spied(self: SessionHandle, name: str, kind: Any, *args: Any) -> Any:
         if name == "pending_approvals":
             asked.append(args)
-        return await query(self, session_id, name, kind, *args)
+        return await query(self, name, kind, *args)
 
-    monkeypatch.setattr(client_module.AgentClient, "_query", spied)
+    monkeypatch.setattr(SessionHandle, "_query", spied)
     return asked
 
 
@@ -381,10 +384,10 @@ async def test_a_batch_of_a_few_records_no_marker_and_no_timer(
         async with running_worker(temporal_env, task_queue, notes) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "note them")
-            pending = await wait_for(lambda: agents.pending_approvals(sid), timeout=60)
-            await agents.approve(sid, pending[0].approval_id, by="ops", always="tool")
-            assert (await agents.result(sid)).status == "done"
-            history = await agents._handle(sid).fetch_history()
+            pending = await wait_for(lambda: agents.session(sid).pending_approvals(), timeout=60)
+            await agents.session(sid).approve(pending[0].approval_id, by="ops", always="tool")
+            assert (await agents.session(sid).result()).status == "done"
+            history = await agents.temporal.get_workflow_handle(sid).fetch_history()
     assert sorted(noted) == [0, 1, 2]
     kinds = {e.event_type for e in history.events}
     assert EventType.EVENT_TYPE_TIMER_STARTED not in kinds
@@ -420,11 +423,13 @@ async def test_a_sub_agents_batch_over_a_page_shows_in_its_parent_a_page_a_signa
             sid = await agents.start(spec, "note ten numbers")
             pending = await wait_for(lambda: _waiting_for(agents, sid, 10), timeout=60)
             for each in pending:
-                await agents.approve(sid, each.approval_id, by="ops")
-            result = await agents.result(sid)
-            status = await agents.status(sid)
-            run = (await agents.run_chain(sid))[:8]
-            child_history = await agents._handle(f"{sid}--clerk-t1c0-{run}").fetch_history()
+                await agents.session(sid).approve(each.approval_id, by="ops")
+            result = await agents.session(sid).result()
+            status = await agents.session(sid).status()
+            run = (await agents.session(sid).run_chain())[:8]
+            child_history = await agents.temporal.get_workflow_handle(
+                f"{sid}--clerk-t1c0-{run}"
+            ).fetch_history()
     assert result.final is not None and result.final.content == "The clerk noted them."
     assert sorted(noted) == list(range(10)) and status.pending_approvals == []
     assert [p.approval_id.rsplit("/", 1)[1] for p in pending] == [
@@ -442,5 +447,5 @@ async def test_a_sub_agents_batch_over_a_page_shows_in_its_parent_a_page_a_signa
 
 
 async def _waiting_for(agents: AgentClient, sid: str, count: int) -> Any:
-    pending = await agents.pending_approvals(sid)
+    pending = await agents.session(sid).pending_approvals()
     return pending if len(pending) == count else None

@@ -71,7 +71,7 @@ async def refused(
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "hello")
         with pytest.raises(WorkflowFailureError) as failed:
-            await asyncio.wait_for(agents.result(session), 60)
+            await asyncio.wait_for(agents.session(session).result(), 60)
     return str(failed.value.cause)
 
 
@@ -227,11 +227,11 @@ async def test_the_paths_around_the_door_are_guarded_too(
                 "AgentWorkflow", forged, id=f"forged-{uuid.uuid4().hex[:8]}", task_queue=task_queue
             )
             with pytest.raises(WorkflowFailureError) as failed:
-                await asyncio.wait_for(agents.result(by_cli), 60)
+                await asyncio.wait_for(agents.session(by_cli).result(), 60)
             assert "toolsets[evil]" in str(failed.value.cause), failed.value.cause
             # a first run that carries state is refused before admission is even asked
             with pytest.raises(WorkflowFailureError) as failed:
-                await asyncio.wait_for(agents.result(handle.id), 60)
+                await asyncio.wait_for(agents.session(handle.id).result(), 60)
             assert "carried state (grants, decisions, messages) is taken only from" in str(
                 failed.value.cause
             ), failed.value.cause
@@ -248,7 +248,7 @@ async def started_by_a_trusting_worker(
     async with running_worker(env, task_queue, Registry()) as client:
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "get ready")
-        await agents.wait(session)
+        await agents.session(session).wait()
     return session
 
 
@@ -274,10 +274,10 @@ async def test_a_stricter_worker_refuses_what_a_session_started_elsewhere_carrie
             temporal_env, task_queue, Registry(), capabilities=strict
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            await agents.send(session, "take a note")
+            await agents.session(session).send("take a note")
 
             async def turn_failed() -> str | None:
-                return (await agents.status(session)).last_error
+                return (await agents.session(session).status()).last_error
 
             error = await wait_for(turn_failed, timeout=60)
     assert "is not one this worker registered" in error, error
@@ -304,9 +304,9 @@ async def test_an_mcp_call_carried_from_a_trusting_worker_is_not_run_by_a_strict
             temporal_env, task_queue, Registry(), capabilities=registered(provider)
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            await agents.send(session, "take a note")
-            await agents.wait(session, after=3)
-            messages = await agents.messages(session)
+            await agents.session(session).send("take a note")
+            await agents.session(session).wait(after=3)
+            messages = await agents.session(session).messages()
     results = [m for m in messages if isinstance(m, ToolMessage)]
     assert len(results) == 1 and results[0].is_error
     assert "Not allowed on this worker: MCP server 'notes': a spec may not carry" in (
@@ -355,8 +355,8 @@ async def test_what_the_worker_registered_is_used_by_name(
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "note it and order tea")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
             handle = client.get_workflow_handle(session)
             history = (await handle.fetch_history()).to_json()
             await record_history(handle, "admission")
@@ -415,8 +415,8 @@ async def test_a_secret_reaches_only_the_tool_and_parameter_it_is_bound_to(
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "go")
-            await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     echoed, wrong_parameter, right = [m for m in messages if isinstance(m, ToolMessage)]
     assert echoed.is_error and "may not be given to echo(text)" in echoed.content
     assert wrong_parameter.is_error and "may not be given to send(text)" in wrong_parameter.content
@@ -470,8 +470,8 @@ async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_t
                     unknown = await http.post("/api/sessions", json={"agent": "calendar"})
                 session = started.json()["session_id"]  # a conversation: it goes on
                 agents = AgentClient(temporal_env.client, task_queue=task_queue)
-                await asyncio.wait_for(agents.wait(session), 60)
-                answer = (await agents.messages(session))[-1]
+                await asyncio.wait_for(agents.session(session).wait(), 60)
+                answer = (await agents.session(session).messages())[-1]
     assert unknown.status_code == 404 and unknown.json()["field"] == "agent"
     assert "agents: clock" in unknown.json()["error"]
     assert answer.role == "assistant" and answer.content == '{"city": "NYC", "time": "09:00"}'

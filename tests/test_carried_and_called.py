@@ -185,11 +185,11 @@ async def test_a_reset_continued_session_goes_on(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "one")
-            count = await agents.wait(session, after=0, timeout=60)
+            count = await agents.session(session).wait(after=0, timeout=60)
             for text in ("two", "three", "four", "five"):
-                before = await agents.send(session, text)
-                await agents.wait(session, after=before, timeout=60)
-            status = await agents.status(session)
+                before = await agents.session(session).send(text)
+                await agents.session(session).wait(after=before, timeout=60)
+            status = await agents.session(session).status()
             assert status.runs >= 2, "the session continued as new"
             await asyncio.to_thread(
                 temporal_cli,
@@ -203,9 +203,9 @@ async def test_a_reset_continued_session_goes_on(
                 "--reason",
                 "an operator's reset",
             )
-            before = await agents.send(session, "after the reset")
-            await agents.wait(session, after=before, timeout=60)
-            said = [m.content for m in await agents.messages(session) if m.role == "user"]
+            before = await agents.session(session).send("after the reset")
+            await agents.session(session).wait(after=before, timeout=60)
+            said = [m.content for m in await agents.session(session).messages() if m.role == "user"]
     assert count is not None and said[-1] == "after the reset"
 
 
@@ -226,17 +226,17 @@ async def test_a_call_routed_to_a_queue_the_worker_no_longer_routes_to_is_not_se
         async with running_worker(temporal_env, task_queue, stocked) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "get ready")
-            await agents.wait(session, after=0, timeout=60)
+            await agents.session(session).wait(after=0, timeout=60)
         async with running_worker(
             temporal_env, task_queue, stocked, capabilities=strict(provider, shop)
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            before = await agents.send(session, "how much tea?")
-            await agents.wait(session, after=before, timeout=60)
-            messages = await agents.messages(session)
+            before = await agents.session(session).send("how much tea?")
+            await agents.session(session).wait(after=before, timeout=60)
+            messages = await agents.session(session).messages()
             handle = client.get_workflow_handle(session)
             history = await handle.fetch_history()
-            await agents.end(session)
+            await agents.session(session).end()
             await record_history(handle, "tool_routes_refused")
     [result] = tool_messages(messages)
     assert result.is_error
@@ -282,14 +282,14 @@ async def test_an_operation_the_registered_document_lacks_is_never_sent(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "get ready")
-            await agents.wait(session, after=0, timeout=60)
+            await agents.session(session).wait(after=0, timeout=60)
         async with running_worker(
             temporal_env, task_queue, Registry(), capabilities=strict(provider, shop)
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            before = await agents.send(session, "wipe it all")
-            await agents.wait(session, after=before, timeout=60)
-            [result] = tool_messages(await agents.messages(session))
+            before = await agents.session(session).send("wipe it all")
+            await agents.session(session).wait(after=before, timeout=60)
+            [result] = tool_messages(await agents.session(session).messages())
     assert result.is_error and "is not an operation of the registered service 'shop'" in (
         result.content
     )
@@ -351,8 +351,8 @@ async def test_a_registered_service_hears_only_its_own_operations(
         ) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "go")
-            await agents.wait(session, after=0, timeout=60)
-            refused = tool_messages(await agents.messages(session))
+            await agents.session(session).wait(after=0, timeout=60)
+            refused = tool_messages(await agents.session(session).messages())
         heard_before = sent_to_shop(shop)
         granted = SecretGrant(tools=["openapi:shop/lookup"], variable="SEAM_TOKEN")
         by_identity = strict(provider, shop, secrets={"TOKEN": granted})
@@ -361,8 +361,8 @@ async def test_a_registered_service_hears_only_its_own_operations(
         ) as client:
             agents = AgentClient(client, task_queue=f"{task_queue}-b")
             session = await agents.start(spec, "go")
-            await agents.wait(session, after=0, timeout=60)
-            allowed = tool_messages(await agents.messages(session))
+            await agents.session(session).wait(after=0, timeout=60)
+            allowed = tool_messages(await agents.session(session).messages())
     secret, dots, dot = refused
     assert secret.is_error and "may not be given to openapi:shop/lookup(q)" in secret.content
     assert dots.is_error and "path parameter 'item_id': '..' is not" in dots.content
@@ -431,7 +431,7 @@ async def test_a_spec_cannot_lower_what_the_owner_set(
             session = await agents.start(spec, "pay mallory")
 
             async def waiting() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 escalated = looser != "an escalation to another group" or (
                     status.pending_approvals and status.pending_approvals[0].escalated_to
                 )
@@ -440,10 +440,10 @@ async def test_a_spec_cannot_lower_what_the_owner_set(
             [pending] = await wait_for(waiting, timeout=60)
             for who in ("alice", "mallory"):  # names typed, not signed
                 with pytest.raises(DecisionRefusedError, match="a signed token is required"):
-                    await agents.approve(session, pending.approval_id, by=who)
+                    await agents.session(session).approve(pending.approval_id, by=who)
             assert transfers == []
-            await agents.approve(session, pending.approval_id, by="alice", key=alice)
-            await asyncio.wait_for(agents.result(session), 60)
+            await agents.session(session).approve(pending.approval_id, by="alice", key=alice)
+            await asyncio.wait_for(agents.session(session).result(), 60)
     assert pending.approvers == ["alice"] and pending.signed_only
     assert transfers == [{"to": "mallory", "amount": 900}]
 
@@ -463,8 +463,8 @@ async def test_a_deadline_cannot_approve_what_the_owner_gates(
         async with running_worker(temporal_env, task_queue, owned) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay mallory")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            [paid] = tool_messages(await agents.messages(session))
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            [paid] = tool_messages(await agents.session(session).messages())
     assert paid.approval is not None and paid.approval.decision == "denied"
     assert paid.approval.timed_out and result.status == "done"
     assert transfers == []
@@ -507,12 +507,12 @@ async def test_a_rerun_never_acts_and_never_runs_a_denied_call(
             session = await agents.start(spec, "check and wipe prod")
 
             async def waiting() -> Any:
-                return (await agents.status(session)).pending_approvals
+                return (await agents.session(session).status()).pending_approvals
 
             [pending] = await wait_for(waiting, timeout=60)
-            await agents.deny(session, pending.approval_id, by="ana", reason="not prod!")
-            await agents.wait(session, after=0, timeout=60)
-            recorded = await agents.messages(session)
+            await agents.session(session).deny(pending.approval_id, by="ana", reason="not prod!")
+            await agents.session(session).wait(after=0, timeout=60)
+            recorded = await agents.session(session).messages()
         assert checked_in_replays == ["prod"] and wiped_in_replays == []
         checked_in_replays.clear()
         quiet = await rerun(temporal_env.client, recorded, spec, registry=replayed)

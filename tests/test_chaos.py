@@ -147,24 +147,24 @@ async def drive(
     cursor, answered, part = 0, set[str](), 1
     while True:
         outcome = await _retrying(
-            lambda c=cursor: agents.wait(session, after=c, answered=answered, timeout=300)
+            lambda c=cursor: agents.session(session).wait(after=c, answered=answered, timeout=300)
         )
         cursor += len(outcome.messages)
         if outcome.kind == "approval":
             for pending in outcome.pending:
                 await _retrying(
-                    lambda p=pending: agents.approve(session, p.approval_id, by="chaos")
+                    lambda p=pending: agents.session(session).approve(p.approval_id, by="chaos")
                 )
                 answered.add(pending.approval_id)
                 on_signal()
         elif outcome.kind == "reply" and part == 1:
             part = 2
-            cursor = await _retrying(lambda: agents.send(session, f"{session} part 2"))
+            cursor = await _retrying(lambda: agents.session(session).send(f"{session} part 2"))
             on_signal()
         elif outcome.kind == "reply":
-            await _retrying(lambda: agents.end(session, by="chaos"))
+            await _retrying(lambda: agents.session(session).end(by="chaos"))
         else:
-            result: AgentResult = await agents.result(session)
+            result: AgentResult = await agents.session(session).result()
             return result
 
 
@@ -229,7 +229,9 @@ async def run_sessions(
             results = await asyncio.wait_for(asyncio.gather(*drivers), 600)
             if monkey:
                 await monkey
-            arrays = {s: await _retrying(lambda s=s: agents.messages(s)) for s in sessions}
+            arrays = {
+                s: await _retrying(lambda s=s: agents.session(s).messages()) for s in sessions
+            }
         finally:
             pool.stop()
     starts, effects = ledger_effects(ledger)
@@ -247,7 +249,7 @@ async def run_sessions(
 
 async def _phase(agents: AgentClient, sessions: list[str]) -> str:
     try:
-        statuses = [await agents.status(s) for s in sessions]
+        statuses = [await agents.session(s).status() for s in sessions]
     except (NoWorkerError, SessionNotFoundError, RPCError, RuntimeError):
         return "unknown"
     busy = [s.phase for s in statuses if s.phase not in ("done", "idle")]
@@ -332,13 +334,13 @@ async def test_a_session_survives_a_server_restart_on_the_same_sqlite_file(
             await asyncio.to_thread(pool.start)
             try:
                 driver = asyncio.create_task(drive(agents, "restart-s0", spec, lambda: None))
-                while len(await _retrying(lambda: agents.messages("restart-s0"))) < 4:  # noqa: ASYNC110
+                while len(await _retrying(lambda: agents.session("restart-s0").messages())) < 4:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)  # a client polling, as a person would
-                phase = (await _retrying(lambda: agents.status("restart-s0"))).phase
+                phase = (await _retrying(lambda: agents.session("restart-s0").status())).phase
                 await env.shutdown()  # the server goes away mid-session...
                 env = await start_dev_server(data, port, ui_port)  # ...and comes back
                 result = await asyncio.wait_for(driver, 300)
-                array = await _retrying(lambda: agents.messages("restart-s0"))
+                array = await _retrying(lambda: agents.session("restart-s0").messages())
             finally:
                 pool.stop()
     finally:

@@ -56,10 +56,10 @@ async def test_running_sessions_are_checked_from_the_server(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, [], session={}), "hi")
-            await agents.wait(session, after=0, timeout=60)
+            await agents.session(session).wait(after=0, timeout=60)
             checked = await acli("check-replay", "--running", "--sample", "50",
                                  "--task-queue", task_queue,
                                  address=address_of(temporal_env), timeout=300)  # fmt: skip
-            await agents.end(session)
+            await agents.session(session).end()
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
     assert f"running {session}: replays" in checked.stdout

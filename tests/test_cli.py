@@ -96,7 +96,7 @@ async def test_run_follows_a_session_to_its_answer_and_history_reads_it_back(
                 "status", sid, "--json", "--task-queue", task_queue, address=address
             )
             listed = await acli("sessions", "--limit", "100000", address=address)
-            queried = await AgentClient(temporal_env.client).messages(sid)
+            queried = await AgentClient(temporal_env.client).session(sid).messages()
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert f"session {sid}" in out
@@ -128,17 +128,17 @@ async def test_send_approve_deny_and_end_steer_a_live_session(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider, ["wipe_cache"], session={}), "clear")
-            await agents.wait(sid, timeout=20)
+            await agents.session(sid).wait(timeout=20)
             bad = await acli("approve", sid, "turn9-call9", *queue, address=address)
             ok = await acli("approve", sid, "turn1-call0", "--by", "ann", *queue, address=address)
             no = await acli(
                 "deny", sid, "turn1-call1", "--reason", "keep b", *queue, address=address
             )
-            reply = await agents.wait(sid, after=3, timeout=20)
+            reply = await agents.session(sid).wait(after=3, timeout=20)
             sent = await acli("send", sid, "thanks", *queue, address=address)
-            await agents.wait(sid, after=6, timeout=20)
+            await agents.session(sid).wait(after=6, timeout=20)
             ended = await acli("end", sid, "--reason", "done here", *queue, address=address)
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
             closed = await acli("send", sid, "anyone?", *queue, address=address)
     assert bad.returncode == 2
     assert "has no pending approval 'turn9-call9' (pending: turn1-call0, turn1-call1)" in bad.stderr
@@ -298,7 +298,7 @@ def test_demo_runs_end_to_end_without_a_key(tmp_path: Path) -> None:
     assert "model: the built-in demo model, over HTTP at http://127.0.0.1:" in out
     assert '-> get_weather {"city": "NYC"}' in out and '-> get_weather {"city": "London"}' in out
     assert "approval needed: turn2-call0: send_report" in out
-    assert "approved turn2-call0 (AgentClient.approve, by 'demo')" in out
+    assert "approved turn2-call0 (SessionHandle.approve, by 'demo')" in out
     assert "The report went to" in out  # (the line wraps before the address)
     assert "session ended: done (ended), 3 model calls" in out
     assert "See it in the Temporal UI: http://127.0.0.1:" in out
@@ -464,13 +464,13 @@ async def test_trace_prints_the_timeline_and_draws_it(
             sid = await agents.start(spec, "clear tiles, time in NYC")
             # waits as guards against a hang: beside a second copy of the suite, a
             # session continuing as new every 20 events took longer than 30 s
-            asked = await agents.wait(sid, timeout=120)
+            asked = await agents.session(sid).wait(timeout=120)
             await asyncio.sleep(0.6)
-            await agents.approve(sid, asked.pending[0].approval_id, by="ana")
-            await agents.wait(sid, after=4, timeout=120)
-            await agents.send(sid, "thanks")
-            await agents.wait(sid, after=5, timeout=120)
-            runs = (await agents.status(sid)).runs
+            await agents.session(sid).approve(asked.pending[0].approval_id, by="ana")
+            await agents.session(sid).wait(after=4, timeout=120)
+            await agents.session(sid).send("thanks")
+            await agents.session(sid).wait(after=5, timeout=120)
+            runs = (await agents.session(sid).status()).runs
             picture = tmp_path / "trace.html"
             traced = await acli("trace", sid, "--out", str(picture), *queue, address=address)
             unknown = await acli("trace", "no-such-session", *queue, address=address)
@@ -513,7 +513,7 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider, ["get_time"], session={}), "time?")
-            await agents.wait(sid, after=1, timeout=30)
+            await agents.session(sid).wait(after=1, timeout=30)
             env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
             env["TEMPORAL_ADDRESS"] = address
             follower = await asyncio.create_subprocess_exec(
@@ -523,9 +523,9 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
             assert follower.stdout is not None
             early = [json.loads(await follower.stdout.readline()) for _ in range(4)]
             provider.add(sse_reply(chat_stream_events(assistant_text("welcome")), delay=0.05))
-            await agents.send(sid, "thanks")
-            await agents.wait(sid, after=5, timeout=30)
-            await agents.end(sid)
+            await agents.session(sid).send("thanks")
+            await agents.session(sid).wait(after=5, timeout=30)
+            await agents.session(sid).end()
             rest = (await asyncio.wait_for(follower.stdout.read(), 60)).decode()
             assert await follower.wait() == 0
             context = await acli("history", sid, "--jsonl", "--context", *queue, address=address)

@@ -42,7 +42,7 @@ async def test_a_request_too_long_is_tried_again_shorter_and_answered(
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider, instructions="Be brief.")
             sid = await agents.start(spec, "the last question", history=long_history())
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
             await record_history(client.get_workflow_handle(sid), "context_overflow_trimmed")
     first, second = sent(provider)
     assert result.status == "done" and result.final is not None
@@ -59,9 +59,9 @@ async def test_three_shorter_tries_then_the_turn_ends_with_the_providers_words(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider)
-            result = await agents.result(
+            result = await agents.session(
                 await agents.start(spec, "the last question", history=long_history())
-            )
+            ).result()
     sizes = [len(messages) for messages in sent(provider)]
     assert result.status == "failed" and "maximum context length" in (result.error or "")
     assert len(sizes) == 4 and sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]

@@ -215,10 +215,10 @@ async def test_compaction_on_the_server_summarises_once_and_later_requests_start
             session = await agents.start(spec, "first " + long)
             for text in ("second " + long, "third " + long):
                 await _idle(agents, session)
-                await agents.send(session, text)
+                await agents.session(session).send(text)
             await _idle(agents, session)
-            messages = await agents.messages(session)
-            status = await agents.status(session)
+            messages = await agents.session(session).messages()
+            status = await agents.session(session).status()
             shown = await acli("history", session, address=address)
             if "tokenizer" not in counting:
                 await record_history(client.get_workflow_handle(session), "compaction")
@@ -260,10 +260,10 @@ async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_on
             session = await agents.start(spec, "q1")
             for text in ("q2", "q3", "q4"):
                 await _idle(agents, session)
-                await agents.send(session, text)
+                await agents.session(session).send(text)
             await _idle(agents, session)
-            messages = await agents.messages(session)
-            status = await agents.status(session)
+            messages = await agents.session(session).messages()
+            status = await agents.session(session).status()
     assert len(messages) == 9, "storage keeps everything"
     assert status.trimmed == 4, "visible: the last request left four messages out"
     sent = [(m["role"], m["content"]) for m in provider.requests[-1].body["messages"]]
@@ -278,7 +278,7 @@ async def test_trimming_on_the_server_leaves_old_exchanges_out_of_the_request_on
 
 async def _idle(agents: AgentClient, session: str) -> None:
     async def check() -> bool:
-        status = await agents.status(session)
+        status = await agents.session(session).status()
         return status.phase == "idle" and not status.queued_messages
 
     await wait_for(check, timeout=30)
@@ -301,10 +301,10 @@ async def test_a_summariser_that_keeps_failing_fails_the_turn_not_the_session(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "first")
             await _idle(agents, session)
-            await agents.send(session, "second")
+            await agents.session(session).send("second")
             await _idle(agents, session)
-            status = await agents.status(session)
-            messages = await agents.messages(session)
+            status = await agents.session(session).status()
+            messages = await agents.session(session).messages()
     summaries = [r for r in provider.requests if _is_summary_request(r)]
     assert len(summaries) == 2, "retried by the model's max_attempts"
     assert status.phase == "idle" and status.last_error is not None

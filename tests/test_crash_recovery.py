@@ -102,8 +102,8 @@ async def _session(
                         timeout=120,
                     )
                     progress.append(time.monotonic())
-            result = await asyncio.wait_for(agents.result(session), 180)
-            array = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 180)
+            array = await agents.session(session).messages()
         finally:
             pool.stop()
     starts, effects = ledger_effects(ledger)
@@ -180,8 +180,8 @@ async def test_a_60_second_server_outage_costs_seconds_once_it_is_back(tmp_path:
             await env.shutdown()  # the server goes away mid tool call...
             await asyncio.sleep(60)
             env = await start_dev_server(data, port, ui_port)  # ...and comes back
-            result = await _retrying(lambda: agents.result(session), 300)
-            array = await _retrying(lambda: agents.messages(session))
+            result = await _retrying(lambda: agents.session(session).result(), 300)
+            array = await _retrying(lambda: agents.session(session).messages())
             history = await _retrying(lambda: client.get_workflow_handle(session).fetch_history())
             assert pool.process is not None and pool.process.poll() is None, "worker died"
     finally:

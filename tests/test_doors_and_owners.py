@@ -104,7 +104,7 @@ async def served(
 
 async def waiting_call(agents: AgentClient, session: str) -> str:
     async def asked() -> str | None:
-        status = await agents.status(session)
+        status = await agents.session(session).status()
         return status.pending_approvals[0].approval_id if status.pending_approvals else None
 
     found: str = await wait_for(asked, timeout=60)
@@ -240,11 +240,11 @@ async def test_no_door_lets_anyone_but_the_owner_see_or_act(
         assert started.status_code == 202, started.text
         session = started.json()["session_id"]
         call = await waiting_call(agents, session)
-        before = await agents.status(session)
+        before = await agents.session(session).status()
         payloads = await raw_payloads(agents.temporal, session)
         answers = await try_every_door(http, headers, session, call, conversation, payloads)
-        after = await agents.status(session)
-        owner = await agents.owner(session)
+        after = await agents.session(session).status()
+        owner = await agents.session(session).owner()
         ran = list(wiped)
         # the owner's turn: the doors answer her
         ann = bearer("ann")
@@ -257,7 +257,7 @@ async def test_no_door_lets_anyone_but_the_owner_see_or_act(
         approved = await http.post(
             f"/api/sessions/{session}/approvals/{call}/approve", json={}, headers=ann
         )
-        await agents.wait(session, after=before.message_count, timeout=60)
+        await agents.session(session).wait(after=before.message_count, timeout=60)
         ended = await http.post(f"/api/sessions/{session}/end", json={}, headers=ann)
     for door, answer in answers.items():
         assert CANARY not in answer.text, f"{who} read the conversation through {door}"
@@ -310,7 +310,7 @@ async def test_a_conversation_is_its_callers_and_keeps_its_owner_when_resumed(
             session_id=f"conversation-ann-marie-{tag}",
             owner="ann-marie",
         )
-        await agents.wait(legacy, after=0, timeout=60)
+        await agents.session(legacy).wait(after=0, timeout=60)
         his = await http.post(
             f"/api/conversations/marie-{tag}/messages",
             headers=bearer("ann"),
@@ -327,9 +327,9 @@ async def test_a_conversation_is_its_callers_and_keeps_its_owner_when_resumed(
         over_agui = await http.post(
             "/api/agui", json=agui_run(f"marie-{tag}"), headers=bearer("ann")
         )
-        await agents.wait(legacy, after=2, timeout=60)
-        await agents.end(legacy, by="ann-marie")
-        await wait_for(lambda: agents.has_ended(legacy), timeout=60)
+        await agents.session(legacy).wait(after=2, timeout=60)
+        await agents.session(legacy).end(by="ann-marie")
+        await wait_for(lambda: agents.session(legacy).has_ended(), timeout=60)
         again = await http.post(
             f"/api/conversations/marie-{tag}/messages",
             headers=bearer("ann"),
@@ -341,9 +341,9 @@ async def test_a_conversation_is_its_callers_and_keeps_its_owner_when_resumed(
             json={"text": "back again"},
         )
         assert resumed.status_code == 202, resumed.text
-        await agents.wait(legacy, after=4, timeout=60)
-        owner = await agents.owner(legacy)
-        array = await agents.messages(legacy)
+        await agents.session(legacy).wait(after=4, timeout=60)
+        owner = await agents.session(legacy).owner()
+        array = await agents.session(legacy).messages()
         listed = await http.get("/api/sessions", headers=bearer("ann-marie"))
     assert CANARY not in over_agui.text
     assert again.json()["session_id"] == f"conversation-token~ann~marie-{tag}"

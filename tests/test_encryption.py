@@ -75,7 +75,7 @@ async def test_a_canary_is_in_no_byte_of_the_server_or_the_store_and_keys_rotate
             ):  # fmt: skip
                 agents = AgentClient(env.client, task_queue="enc")
                 session = await agents.start(spec, f"who is {CANARY}?")
-                await agents.wait(session)
+                await agents.session(session).wait()
             # the keys rotate: a new key encrypts, the old one still decrypts
             rotated = await Client.connect(
                 env.client.service_client.config.target_host,
@@ -87,11 +87,13 @@ async def test_a_canary_is_in_no_byte_of_the_server_or_the_store_and_keys_rotate
                 capabilities=LOCAL_DEVELOPMENT, preload_tokenizers=False,
             ):  # fmt: skip
                 agents = AgentClient(rotated, task_queue="enc")
-                await agents.send(session, "once more")
-                await agents.wait(session, after=5)
-                messages = [m.model_dump(mode="json") for m in await agents.messages(session)]
+                await agents.session(session).send("once more")
+                await agents.session(session).wait(after=5)
+                messages = [
+                    m.model_dump(mode="json") for m in await agents.session(session).messages()
+                ]
                 events = []
-                async for event in agents.follow(session):
+                async for event in agents.session(session).follow():
                     events.append(event.model_dump_json())
                     if event.type == "idle":
                         break
@@ -146,7 +148,7 @@ async def test_histories_replay_with_the_codec_on_and_off(
         ):  # fmt: skip
             agents = AgentClient(encrypted, task_queue=task_queue)
             session = await agents.start(spec_for(p, ["lookup"]), "look x up")
-            assert (await agents.result(session)).status == "done"
+            assert (await agents.session(session).result()).status == "done"
     history = await temporal_env.client.get_workflow_handle(session).fetch_history()
     with_keys = Replayer(workflows=[AgentWorkflow], data_converter=converter)
     assert (
@@ -269,9 +271,9 @@ async def test_failures_are_encrypted_too(tmp_path: Path) -> None:
             ):  # fmt: skip
                 agents = AgentClient(env.client, task_queue="enc")
                 session = await agents.start(spec, "explode it")
-                outcome = await agents.wait(session, after=0, timeout=60)
-                messages = await agents.messages(session)
-                status = await agents.status(session)
+                outcome = await agents.session(session).wait(after=0, timeout=60)
+                messages = await agents.session(session).messages()
+                status = await agents.session(session).status()
                 bad = spec.model_dump(mode="json")
                 bad["tools"] = [{"name": "explode", FAILURE_CANARY: True}]
                 refused = await env.client.start_workflow(

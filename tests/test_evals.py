@@ -94,7 +94,7 @@ async def test_thirty_cases_survive_a_killed_worker_each_scored_once_within_budg
         worker = start_worker_process(temporal_env, task_queue)
         try:
             agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=60)
-            eval_id = await agents.evaluate(
+            eval_id = await agents.evals.start(
                 spec,
                 cases(30),
                 agent="clock",
@@ -107,7 +107,7 @@ async def test_thirty_cases_survive_a_killed_worker_each_scored_once_within_budg
             worker.send_signal(signal.SIGKILL)
             worker.wait(15)
             worker = start_worker_process(temporal_env, task_queue)
-            report = await agents.eval_report(eval_id, wait=True)
+            report = await agents.evals.report(eval_id, wait=True)
         finally:
             worker.terminate()
             worker.wait(15)
@@ -132,7 +132,7 @@ async def test_thirty_cases_survive_a_killed_worker_each_scored_once_within_budg
 
 async def _scored(agents: AgentClient, eval_id: str, count: int) -> bool:
     try:
-        report = await agents.eval_report(eval_id)
+        report = await agents.evals.report(eval_id)
     except Exception:
         return False
     return sum(c.status == "scored" for c in report.cases) >= count
@@ -147,14 +147,14 @@ async def test_a_spent_budget_stops_new_cases(
             some = [c for c in cases(10) if c.criteria is None]
             # a recorded history replays under its file's name: the case ids come from it
             recording = os.environ.get("DURABLE_AGENT_RECORD_HISTORIES")
-            eval_id = await agents.evaluate(
+            eval_id = await agents.evals.start(
                 spec_for(provider, ["get_time"]), some, concurrency=1, max_total_tokens=40,
                 eval_id="evaluation" if recording else None,
             )  # fmt: skip
-            report = await agents.eval_report(eval_id, wait=True)
+            report = await agents.evals.report(eval_id, wait=True)
             await record_history(client.get_workflow_handle(eval_id), "evaluation")
             with pytest.raises(ValueError, match="c00 have criteria: give a judge"):
-                await agents.evaluate(spec_for(provider, []), cases(1))
+                await agents.evals.start(spec_for(provider, []), cases(1))
     statuses = [c.status for c in report.cases]
     # c01 (15 tokens), c02 (15) and c03 (a tool round: 30) ran; 60 >= 40: no more
     assert statuses == ["scored"] * 3 + ["skipped"] * 6, statuses

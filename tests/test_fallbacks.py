@@ -99,8 +99,8 @@ async def test_a_three_hop_chain_across_chat_and_anthropic_answers_from_the_hop_
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "time in Tokyo?")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
             calls = await scheduled(client, sid)
             await record_history(client.get_workflow_handle(sid), "fallback_chain")
     assert result.status == "done" and result.final is not None
@@ -141,7 +141,7 @@ async def test_an_authentication_error_fails_the_turn_without_trying_the_chain(
         spec = chain(a, (b, "model-b", "chat"))
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            result = await agents.result(await agents.start(spec, "hi"))
+            result = await agents.session(await agents.start(spec, "hi")).result()
     assert result.status == "failed" and "bad key" in (result.error or "")
     assert len(b.requests) == 0  # no request was made to the fallback
 
@@ -184,7 +184,7 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
             await asyncio.to_thread(first.wait)
             released.set()
             second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
-            result = await asyncio.wait_for(agents.result(sid), 120)
+            result = await asyncio.wait_for(agents.session(sid).result(), 120)
             calls = await scheduled(temporal_env.client, sid)
         finally:
             for worker in (first, second):
@@ -229,7 +229,7 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
             first.kill()
             await asyncio.to_thread(first.wait)
             second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue, *held)
-            result = await asyncio.wait_for(agents.result(sid), 120)
+            result = await asyncio.wait_for(agents.session(sid).result(), 120)
         finally:
             for worker in (first, second):
                 if worker is not None:
@@ -263,11 +263,11 @@ async def test_a_price_the_worker_registers_counts_where_the_spec_gives_none(
         priced = Capabilities.development(prices={"scripted-model": price})
         async with running_worker(temporal_env, task_queue, registry, capabilities=priced) as c:
             agents = AgentClient(c, task_queue=task_queue)
-            result = await agents.result(await agents.start(spec, "time?"))
+            result = await agents.session(await agents.start(spec, "time?")).result()
         async with running_worker(temporal_env, f"{task_queue}-bare", registry) as c:
             bare = AgentClient(c, task_queue=f"{task_queue}-bare")
             with pytest.raises(WorkflowFailureError) as refused:
-                await bare.result(await bare.start(spec, "time?"))
+                await bare.session(await bare.start(spec, "time?")).result()
     assert result.stop_reason == "budget"  # two calls: 0.4 $, over the 0.3 $ budget
     assert result.spend["scripted-model"].cost_usd == pytest.approx(0.4)
     assert "needs a price for 'scripted-model'" in str(refused.value.cause)

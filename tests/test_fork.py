@@ -81,25 +81,25 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
         async with running_worker(temporal_env, task_queue, payments_registry(ran, [])) as client:
             agents = AgentClient(client, task_queue=task_queue)
             parent = await agents.start(spec, "pay ann", owner="alice")
-            pending = await wait_for(lambda: agents.pending_approvals(parent), timeout=60)
-            await agents.approve(parent, pending[0].approval_id, by="alice")
-            await agents.wait(parent, after=1, timeout=60)
-            await agents.send(parent, "check bob")
-            await agents.wait(parent, after=6, timeout=60)
-            before = await agents.messages(parent)
+            pending = await wait_for(lambda: agents.session(parent).pending_approvals(), timeout=60)
+            await agents.session(parent).approve(pending[0].approval_id, by="alice")
+            await agents.session(parent).wait(after=1, timeout=60)
+            await agents.session(parent).send("check bob")
+            await agents.session(parent).wait(after=6, timeout=60)
+            before = await agents.session(parent).messages()
             assert len(before) == 10 and len(provider.requests) == 4
             assert len(ran) == 3
 
             # refused before anything starts: inside the first batch, and past the end
             with pytest.raises(ValueError, match="splits the tool batch of message 2"):
-                await agents.fork(parent, 4, spec)
+                await agents.session(parent).fork(4, spec)
             with pytest.raises(ValueError, match="has 10 messages"):
-                await agents.fork(parent, 11, spec)
+                await agents.session(parent).fork(11, spec)
 
             # after an answer, with a message: one new turn, nothing before it again
-            later = await agents.fork(parent, 6, spec, "check cy")
-            await agents.wait(later, after=6, timeout=60)
-            branch = await agents.messages(later)
+            later = await agents.session(parent).fork(6, spec, "check cy")
+            await agents.session(later).wait(after=6, timeout=60)
+            branch = await agents.session(later).messages()
             assert said(branch[:6]) == said(before[:6])
             assert branch[6].content == "check cy" and len(branch) == 10
             assert len(provider.requests) == 6 and len(ran) == 4  # its own lookup only
@@ -107,21 +107,21 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
             # after the first user message, under new instructions: asked again at once,
             # and the transfer waits for a person in the branch alone
             careful = spec.model_copy(update={"instructions": "You pay carefully."})
-            again = await agents.fork(parent, 2, careful)
-            waiting = await wait_for(lambda: agents.pending_approvals(again), timeout=60)
+            again = await agents.session(parent).fork(2, careful)
+            waiting = await wait_for(lambda: agents.session(again).pending_approvals(), timeout=60)
             assert waiting[0].tool_name == "transfer"
             assert provider.requests[-1].body["messages"][0]["content"] == "You pay carefully."
-            assert (await agents.messages(again))[0].content == "You pay carefully."
-            assert await agents.pending_approvals(parent) == []
+            assert (await agents.session(again).messages())[0].content == "You pay carefully."
+            assert await agents.session(parent).pending_approvals() == []
             assert len(ran) == 4
 
             # the parent is untouched; the branches' histories hold no parent message
-            assert said(await agents.messages(parent)) == said(before)
+            assert said(await agents.session(parent).messages()) == said(before)
             for branch_id in (later, again):
                 start, activities = await started_with(client, branch_id)
                 assert "sent 5 to ann" not in start and "good standing" not in start
                 assert activities.count("forked_conversation") == 1
-            assert (await agents.owner(later)) == "alice"
+            assert (await agents.session(later).owner()) == "alice"
 
             # where branches part, and the listing as a tree
             parted = await agents.diff(parent, later)
@@ -140,7 +140,7 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
                               address=address)  # fmt: skip
             assert made.returncode == 0, made.stderr
             third = made.stdout.strip()
-            await agents.wait(third, after=6, timeout=60)
+            await agents.session(third).wait(after=6, timeout=60)
             shown = await acli("diff", later, third, "--task-queue", task_queue, address=address)
             assert shown.returncode == 0, shown.stderr
             assert shown.stdout.splitlines()[0] == "6 messages in common"
@@ -162,12 +162,12 @@ async def test_a_fork_through_the_gateway(
     ):
         started = await http.post("/api/sessions", json={"message": "one"})
         parent = started.json()["session_id"]
-        await agents.wait(parent, after=0, timeout=60)
+        await agents.session(parent).wait(after=0, timeout=60)
         made = await http.post(f"/api/sessions/{parent}/fork",
                                json={"at": 1, "message": "two"})  # fmt: skip
         assert made.status_code == 201, made.text
         branch = made.json()["session_id"]
-        await agents.wait(branch, after=1, timeout=60)
+        await agents.session(branch).wait(after=1, timeout=60)
         read = await http.get(f"/api/sessions/{branch}/messages")
         assert [m["content"] for m in read.json()] == ["one", "two", "you said two"]
         past = await http.post(f"/api/sessions/{parent}/fork", json={"at": 9})
@@ -194,7 +194,7 @@ async def test_the_console_forks_a_session_and_shows_where_branches_part(
 
     async with echo_gateway(temporal_env, task_queue, tmp_path) as (agents, base):
         parent = await agents.start((tmp_path / "spec.json").read_text(), "one")
-        await agents.wait(parent, after=0, timeout=60)
+        await agents.session(parent).wait(after=0, timeout=60)
         async with chromium_page() as page:
             await page.goto(base)
             await page.click(f"#sessions li[data-session='{parent}']")
@@ -214,4 +214,7 @@ async def test_the_console_forks_a_session_and_shows_where_branches_part(
             assert await common.inner_text() == "1 messages in common"
             shown = await page.locator("#diff").inner_text()
             assert "[1] user: two" in shown and "[1] assistant: you said one" in shown
-        assert [m.content for m in await agents.messages(parent)] == ["one", "you said one"]
+        assert [m.content for m in await agents.session(parent).messages()] == [
+            "one",
+            "you said one",
+        ]

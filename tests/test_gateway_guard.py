@@ -54,7 +54,7 @@ def spec_file(tmp_path: Path, provider: ScriptedProvider, **fields: Any) -> Path
 
 async def pending_id(agents: AgentClient, session: str) -> str:
     async def asked() -> str | None:
-        status = await agents.status(session)
+        status = await agents.session(session).status()
         return status.pending_approvals[0].approval_id if status.pending_approvals else None
 
     found: str = await wait_for(asked, timeout=60)
@@ -97,7 +97,7 @@ async def test_a_page_on_another_site_gets_nothing_done(
                     forged = await http.post(approve, json={"by": "ana"}, headers=evil)
                     page = await http.get("/")
                     await asyncio.sleep(0)
-                    still = await agents.status(session)
+                    still = await agents.session(session).status()
     assert (form.status_code, form.json()["field"]) == (415, "Content-Type")
     assert (cross.status_code, cross.json()["field"]) == (403, "Origin")
     assert (rebound.status_code, rebound.json()["field"]) == (400, "Host")
@@ -140,10 +140,10 @@ async def test_with_tokens_sessions_belong_to_who_started_them(
                     peek = await http.get(f"/api/sessions/{session}/status", headers=as_bob)
                     approve = f"/api/sessions/{session}/approvals/{approval}/approve"
                     by_bob = await http.post(approve, json={}, headers=as_bob)
-                    pending = (await agents.status(session)).pending_approvals
+                    pending = (await agents.session(session).status()).pending_approvals
                     by_alice = await http.post(approve, json={"by": "mallory"}, headers=as_alice)
-                    result = await asyncio.wait_for(agents.result(session), 60)
-                    messages = await agents.messages(session)
+                    result = await asyncio.wait_for(agents.session(session).result(), 60)
+                    messages = await agents.session(session).messages()
     assert anonymous.status_code == 401
     assert started.status_code == 201
     assert session not in [s["session_id"] for s in listed_bob]
@@ -185,7 +185,7 @@ async def test_a_sub_agents_approval_is_decided_over_rest(
                     decided = await http.post(
                         f"/api/sessions/{session}/approvals/{approval}/approve", json={"by": "ana"}
                     )
-                    result = await asyncio.wait_for(agents.result(session), 60)
+                    result = await asyncio.wait_for(agents.session(session).result(), 60)
     assert "/" in approval, approval
     assert decided.status_code == 202, decided.text
     assert result.status == "done" and wiped == ["cache"]
@@ -265,8 +265,8 @@ async def test_an_identity_providers_token_names_the_user_whose_key_signs_the_de
                             f"/api/sessions/{session}/approvals/{approval}/approve",
                             json={}, headers=as_alice,
                         )  # fmt: skip
-                        result = await asyncio.wait_for(agents.result(session), 60)
-                        messages = await agents.messages(session)
+                        result = await asyncio.wait_for(agents.session(session).result(), 60)
+                        messages = await agents.session(session).messages()
     assert [r.status_code for r in refused] == [401, 401, 401]
     assert started.status_code == 201 and decided.status_code == 202, decided.text
     [ran] = [m for m in messages if isinstance(m, ToolMessage)]
@@ -293,7 +293,7 @@ async def test_a_trusted_proxy_names_the_user_and_no_one_else_can(
                         headers={"X-Forwarded-User": "alice"},
                     )  # fmt: skip
                     owner = (
-                        await agents.owner(started.json()["session_id"])
+                        await agents.session(started.json()["session_id"]).owner()
                         if started.status_code == 201
                         else None
                     )

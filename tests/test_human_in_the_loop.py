@@ -52,7 +52,7 @@ def scripted(*batches: list[Call]) -> ScriptedProvider:
 
 async def pending_count(agents: AgentClient, session: str, count: int) -> Any:
     async def enough() -> Any:
-        pending = await agents.pending_approvals(session)
+        pending = await agents.session(session).pending_approvals()
         return pending if len(pending) >= count else None
 
     return await wait_for(enough, timeout=60)
@@ -80,36 +80,38 @@ async def test_each_decision_kind_a_refused_edit_and_two_clients_racing(
             pending = await pending_count(agents, session, 5)
             ids = [p.approval_id for p in pending]
             with pytest.raises(DecisionRefusedError) as refused_edit:
-                await agents.approve(session, ids[2], arguments={"to": "cy", "amount": "lots"})
+                await agents.session(session).approve(
+                    ids[2], arguments={"to": "cy", "amount": "lots"}
+                )
             other = AgentClient(
                 await Client.connect(
                     address_of(temporal_env), data_converter=pydantic_data_converter
                 ),
                 task_queue=task_queue,
             )
-            await other.pending_approvals(session)  # connected: both checks go at once
+            await other.session(session).pending_approvals()  # connected: both checks go at once
             race = await asyncio.gather(  # both may pass the check; one decision counts
-                agents.approve(session, ids[4], by="ann"),
-                other.deny(session, ids[4], by="bob", reason="no"),
+                agents.session(session).approve(ids[4], by="ann"),
+                other.session(session).deny(ids[4], by="bob", reason="no"),
                 return_exceptions=True,
             )
 
             async def decided() -> bool:
-                pending = await agents.pending_approvals(session)
+                pending = await agents.session(session).pending_approvals()
                 return ids[4] not in [p.approval_id for p in pending]
 
             await wait_for(decided)
             with pytest.raises(DecisionRefusedError) as again:  # decided: refused at once
-                await agents.approve(session, ids[4], by="cy")
-            raced = (await agents.status(session)).rejected_signals
-            first = await agents.approve(session, ids[0], by="ops")
-            await agents.deny(session, ids[1], by="ops", reason="bob is not a customer")
-            edited = await agents.approve(
-                session, ids[2], by="ops", arguments={"to": "cy", "amount": 90}
+                await agents.session(session).approve(ids[4], by="cy")
+            raced = (await agents.session(session).status()).rejected_signals
+            first = await agents.session(session).approve(ids[0], by="ops")
+            await agents.session(session).deny(ids[1], by="ops", reason="bob is not a customer")
+            edited = await agents.session(session).approve(
+                ids[2], by="ops", arguments={"to": "cy", "amount": 90}
             )
-            await agents.respond(session, ids[3], "refund done by hand", by="ops")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            await agents.session(session).respond(ids[3], "refund done by hand", by="ops")
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
             await record_history(client.get_workflow_handle(session), "approval_decisions")
     assert [p.described_arguments for p in pending][:2] == [
         'transfer(to="ann", amount=1)',
@@ -166,31 +168,35 @@ async def test_always_grants_cross_continue_as_new_and_revoke_by_the_cli(
                 "approve", session, first.approval_id, "--always", "--matching", "$.amount <= 100",
                 "--by", "ops", **env,
             )  # fmt: skip
-            await agents.wait(session, answered=[first.approval_id], timeout=60)
-            after = await agents.send(session, "and 60")
-            await agents.wait(session, after=after, timeout=60)
+            await agents.session(session).wait(answered=[first.approval_id], timeout=60)
+            after = await agents.session(session).send("and 60")
+            await agents.session(session).wait(after=after, timeout=60)
             listed = await acli("rules", session, **env)
-            after = await agents.send(session, "and 700")
+            after = await agents.session(session).send("and 700")
             [big] = await pending_count(agents, session, 1)
             edit = await acli(
                 "approve", session, big.approval_id, "--edit", '{"to": "ann", "amount": 70}', **env
             )
-            await agents.wait(session, after=after, answered=[big.approval_id], timeout=60)
+            await agents.session(session).wait(after=after, answered=[big.approval_id], timeout=60)
             bad_test = await acli("approve", session, "x", "--always", "--matching", "oops", **env)
             revoked = await acli("revoke", session, "grant-1", **env)
 
             async def revoked_now() -> bool:
-                return not (await agents.status(session)).grants
+                return not (await agents.session(session).status()).grants
 
             await wait_for(revoked_now)
             again = await acli("revoke", session, "grant-1", **env)
-            after = await agents.send(session, "and 80")
+            after = await agents.session(session).send("and 80")
             [asked] = await pending_count(agents, session, 1)
-            status = await agents.status(session)
-            await agents.deny(session, asked.approval_id, by="ops", reason="enough for today")
-            await agents.wait(session, after=after, answered=[asked.approval_id], timeout=60)
-            messages = await agents.messages(session)
-            await agents.end(session)
+            status = await agents.session(session).status()
+            await agents.session(session).deny(
+                asked.approval_id, by="ops", reason="enough for today"
+            )
+            await agents.session(session).wait(
+                after=after, answered=[asked.approval_id], timeout=60
+            )
+            messages = await agents.session(session).messages()
+            await agents.session(session).end()
             await record_history(client.get_workflow_handle(session), "approval_grants")
     assert granted.returncode == 0, granted.stderr
     assert (
@@ -228,19 +234,21 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
             session = await agents.start(spec, "pay")
             transfer, refund = await pending_count(agents, session, 2)
             with pytest.raises(DecisionRefusedError) as typed:  # a typed name: refused at once
-                await agents.approve(session, transfer.approval_id, by="alice")
+                await agents.session(session).approve(transfer.approval_id, by="alice")
             # signed ones are sent, and the workers refuse them when they check the tokens
-            await agents.approve(session, transfer.approval_id, key=mallory)
-            await agents.deny(session, transfer.approval_id, key=ApproverKey.generate("alice"))
+            await agents.session(session).approve(transfer.approval_id, key=mallory)
+            await agents.session(session).deny(
+                transfer.approval_id, key=ApproverKey.generate("alice")
+            )
 
             async def checked() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 return status.rejected_signals if len(status.rejected_signals) >= 2 else None
 
             refusals = [typed.value.reason, *await wait_for(checked, timeout=30)]
-            still = await agents.pending_approvals(session)
+            still = await agents.session(session).pending_approvals()
             # a token signs the whole decision, the call and the session's run chain
-            run = await agents.run_chain(session)
+            run = await agents.session(session).run_chain()
 
             def signed(action: str, call: PendingApproval, **fields: Any) -> str:
                 signal = ApprovalSignal(approval_id=call.approval_id, **fields)
@@ -265,8 +273,8 @@ async def test_signed_decisions_approvers_and_the_temporal_cli_door(
                 temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", session,
                 "--name", "respond", "--input", json.dumps(respond),
             )  # fmt: skip
-            await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
             shown = await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "show", "--workflow-id", session,
                 "--output", "json",
@@ -312,10 +320,10 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
             session = await agents.start(spec, "pay")
             transfer, refund = await pending_count(agents, session, 2)
             with pytest.raises(DecisionRefusedError) as early:  # before the deadline
-                await agents.approve(session, transfer.approval_id, by="oncall")
+                await agents.session(session).approve(transfer.approval_id, by="oncall")
 
             async def escalated() -> Any:
-                pending = await agents.pending_approvals(session)
+                pending = await agents.session(session).pending_approvals()
                 return pending if all(p.escalated_to for p in pending) else None
 
             later = await wait_for(escalated, timeout=30)
@@ -324,8 +332,8 @@ async def test_a_deadline_escalates_to_a_second_group_who_decide(
             answered = await acli(
                 "respond", session, refund.approval_id, "done by hand", "--by", "oncall", **env
             )
-            await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     assert "oncall may not decide (approvers: alice)" in early.value.reason
     assert [p.approvers for p in later] == [["alice", "oncall"]] * 2
     assert "escalated to oncall" in shown.stdout, shown.stdout
@@ -375,10 +383,10 @@ async def test_rules_decide_on_the_real_server_and_a_tools_own_approvers(
             session = await agents.start(spec, "pay")
             [lookup] = await pending_count(agents, session, 1)
             with pytest.raises(DecisionRefusedError) as alice:
-                await agents.approve(session, lookup.approval_id, by="alice")
-            await agents.approve(session, lookup.approval_id, by="ops")
-            await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+                await agents.session(session).approve(lookup.approval_id, by="alice")
+            await agents.session(session).approve(lookup.approval_id, by="ops")
+            await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
             shown = await acli("history", session, address=address_of(temporal_env))
     assert (lookup.rule, lookup.approvers) == ("lookups", ["ops"])
     assert "alice may not decide (approvers: ops)" in alice.value.reason

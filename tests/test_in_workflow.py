@@ -53,7 +53,7 @@ async def test_an_order_workflow_runs_an_agent_whose_call_is_approved_by_signal(
             child = f"{order.id}--refund-check"
             agents = AgentClient(client, task_queue=task_queue)
             await wait_for(lambda: _started(agents, child), timeout=60)
-            asked = await agents.wait(child, timeout=60)
+            asked = await agents.session(child).wait(timeout=60)
             assert asked.kind == "approval" and refunds == [], "nothing runs before a person"
             signal = {"approval_id": asked.pending[0].approval_id, "by": "ana"}
             await client.get_workflow_handle(child).signal("approve", signal)
@@ -84,7 +84,7 @@ async def test_an_order_workflow_runs_an_agent_whose_call_is_approved_by_signal(
 
 async def _started(agents: AgentClient, session_id: str) -> bool:
     try:
-        await agents.status(session_id)
+        await agents.session(session_id).status()
     except SessionNotFoundError:
         return False  # the parent has not started it yet
     return True

@@ -1,6 +1,6 @@
 """Messages other than a person's, mid-session (the swarm kit's ``commitSystemMessage``
 and ``commitAssistantMessage``): a program adds a system notice or an assistant message
-by update (``AgentClient.inject``, ``durable-agent inject``) or signal; it joins the
+by update (``SessionHandle.inject``, ``durable-agent inject``) or signal; it joins the
 array at the next safe point, never inside a tool batch, starts no turn, and the next
 request carries it."""
 
@@ -32,7 +32,7 @@ def wait_for_gate(name: str) -> str:
 
 
 async def count_is(agents: AgentClient, session: str, count: int) -> bool:
-    return len(await agents.messages(session)) == count
+    return len(await agents.session(session).messages()) == count
 
 
 async def test_a_notice_while_idle_joins_at_once_and_reaches_the_next_request(
@@ -42,8 +42,10 @@ async def test_a_notice_while_idle_joins_at_once_and_reaches_the_next_request(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider, session={}), "hi")
-            await agents.wait(sid, timeout=30)
-            await agents.inject(sid, SystemMessage(content="The user is a premium customer."))
+            await agents.session(sid).wait(timeout=30)
+            await agents.session(sid).inject(
+                SystemMessage(content="The user is a premium customer.")
+            )
             await wait_for(lambda: count_is(agents, sid, 3))  # no turn: no model call
             assert len(provider.requests) == 1
             handle = client.get_workflow_handle(sid)
@@ -53,10 +55,10 @@ async def test_a_notice_while_idle_joins_at_once_and_reaches_the_next_request(
                 "inject", sid, "Prices changed today.", address=address_of(temporal_env)
             )
             await wait_for(lambda: count_is(agents, sid, 5))
-            index = await agents.send(sid, "what do you know?")
-            await agents.wait(sid, after=index, timeout=30)
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            index = await agents.session(sid).send("what do you know?")
+            await agents.session(sid).wait(after=index, timeout=30)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert shown.returncode == 0, shown.stderr
     roles = [(m.role, m.mode) for m in messages]
     assert roles[:5] == [("user", "user"), ("assistant", None), ("system", "tool"),
@@ -81,15 +83,15 @@ async def test_one_sent_during_a_batch_waits_for_its_results(
             sid = await agents.start(spec_for(provider, ["wait_for_gate"], session={}), "go")
 
             async def running() -> bool:
-                return (await agents.status(sid)).phase == "running_tools"
+                return (await agents.session(sid).status()).phase == "running_tools"
 
             await wait_for(running)
-            await agents.inject(sid, SystemMessage(content="The gate is slow today."))
-            assert len(await agents.messages(sid)) == 2, "not inside the batch"
+            await agents.session(sid).inject(SystemMessage(content="The gate is slow today."))
+            assert len(await agents.session(sid).messages()) == 2, "not inside the batch"
             OPEN.set()
-            await agents.wait(sid, after=1, timeout=30)
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            await agents.session(sid).wait(after=1, timeout=30)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert [m.role for m in messages] == ["user", "assistant", "tool", "system", "assistant"]
     second = provider.bodies()[1]["messages"]
     assert [m["role"] for m in second[-3:]] == ["assistant", "tool", "system"]
@@ -119,9 +121,9 @@ async def test_what_cannot_be_added_is_refused_and_nothing_changes(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider, session={}), "hi")
-            await agents.wait(sid, timeout=30)
+            await agents.session(sid).wait(timeout=30)
             with pytest.raises(MessageRefusedError, match=why):
-                await agents.inject(sid, message)
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+                await agents.session(sid).inject(message)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert [m.role for m in messages] == ["user", "assistant"]

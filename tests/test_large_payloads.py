@@ -120,8 +120,8 @@ async def an_image_described(client: Client, task_queue: str) -> None:
         async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider), question)
-            result = await agents.result(sid)
-            history = await agents._handle(sid).fetch_history()
+            result = await agents.session(sid).result()
+            history = await agents.temporal.get_workflow_handle(sid).fetch_history()
     assert result.status == "done"
     assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
     assert max(history_payload_sizes(history)) < 300_000
@@ -169,10 +169,10 @@ async def test_a_20_mb_result_and_a_5_mb_image_pass_with_history_bounded(
         async with stored_worker(temporal_env, task_queue, tmp_path) as agents:
             spec = spec_for(provider, ["fetch_report", "fetch_log"])
             sid = await agents.start(spec, question)
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
             assert result.status == "done", result
-            messages = await agents.messages(sid)
-            history = await agents._handle(sid).fetch_history()
+            messages = await agents.session(sid).messages()
+            history = await agents.temporal.get_workflow_handle(sid).fetch_history()
     first, second, third = provider.bodies()
     # the model saw the image whole, the report whole, the log cut with the marker
     image = first["messages"][-1]["content"][1]["image_url"]["url"]
@@ -217,11 +217,11 @@ async def test_a_long_answer_joins_the_array_by_the_digest_its_worker_worked_out
             spec = spec_for(provider, session={})
             whole = spec.model.model_copy(update={"stream": False})  # a stream's chunks: 5x
             sid = await agents.start(spec.model_copy(update={"model": whole}), "tell me all")
-            await agents.wait(sid, after=1, timeout=60)
-            index = await agents.send(sid, "and in short?")
-            await agents.wait(sid, after=index, timeout=60)
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            await agents.session(sid).wait(after=1, timeout=60)
+            index = await agents.session(sid).send("and in short?")
+            await agents.session(sid).wait(after=index, timeout=60)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert len(answer) > 1_000_000
     assert [m.content for m in messages[1:]] == [answer, "and in short?", "and a short one"]
     assert provider.bodies()[1]["messages"][1]["content"] == answer
@@ -244,16 +244,16 @@ async def test_big_messages_go_on_across_continue_as_new(
             session = {"continue_as_new_after_events": 20}
             spec = spec_for(provider, ["fetch_report"], session=session)
             sid = await agents.start(spec, "read the report")
-            await agents.wait(sid, after=2, timeout=60)
+            await agents.session(sid).wait(after=2, timeout=60)
             sent = 4
-            while (await agents.status(sid)).runs < 2:
-                index = await agents.send(sid, f"and now? ({sent})")
-                await agents.wait(sid, after=index, timeout=60)
+            while (await agents.session(sid).status()).runs < 2:
+                index = await agents.session(sid).send(f"and now? ({sent})")
+                await agents.session(sid).wait(after=index, timeout=60)
                 sent += 1
-            index = await agents.send(sid, "one more")
-            await agents.wait(sid, after=index, timeout=60)
-            await agents.end(sid)
-            history = await agents._handle(sid).fetch_history()
+            index = await agents.session(sid).send("one more")
+            await agents.session(sid).wait(after=index, timeout=60)
+            await agents.session(sid).end()
+            history = await agents.temporal.get_workflow_handle(sid).fetch_history()
     last = provider.bodies()[-1]
     assert tool_contents(last) == [report("east")]
     started = history.events[0].workflow_execution_started_event_attributes
@@ -280,7 +280,7 @@ async def test_a_worker_without_the_store_does_not_go_on_until_one_with_it_comes
             await wait_for_failed_task(client, sid)
         assert provider.requests == []
         async with build_worker(client, capabilities=LOCAL_DEVELOPMENT, task_queue=task_queue):
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
     assert result.status == "done" and result.final is not None
     assert result.final.content == "a chart"
     assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
@@ -382,18 +382,18 @@ async def test_a_sent_image_goes_by_reference_and_without_a_store_is_refused_fir
             session = {"end_after_reply": False}
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider, session=session), "hi")
-            await agents.wait(sid, timeout=30)
-            index = await agents.send(sid, picture)
-            await agents.wait(sid, after=index, timeout=60)
+            await agents.session(sid).wait(timeout=30)
+            index = await agents.session(sid).send(picture)
+            await agents.session(sid).wait(after=index, timeout=60)
             plain = AgentClient(temporal_env.client, task_queue=task_queue)
             with pytest.raises(PayloadTooLarge, match="--payload-store"):
-                await plain.send(sid, picture)
+                await plain.session(sid).send(picture)
             with pytest.raises(PayloadTooLarge, match="session's start"):
                 await plain.start(spec_for(provider), picture, session_id=f"{sid}-big")
-            await agents.end(sid)
-            messages = await agents.messages(sid)
+            await agents.session(sid).end()
+            messages = await agents.session(sid).messages()
             with pytest.raises(SessionNotFoundError):
-                await plain.status(f"{sid}-big")
+                await plain.session(f"{sid}-big").status()
     assert provider.bodies()[1]["messages"][-1]["content"][1]["image_url"]["url"] == url
     assert len(provider.requests) == 2
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -413,7 +413,7 @@ async def test_the_command_line_worker_takes_a_payload_store(
         worker_process(temporal_env, task_queue, DURABLE_AGENT_PAYLOAD_STORE=f"file://{directory}"),
     ):
         agents = AgentClient(client, task_queue=task_queue)
-        result = await agents.result(await agents.start(spec_for(provider), question))
+        result = await agents.session(await agents.start(spec_for(provider), question)).result()
     assert result.status == "done"
     assert provider.bodies()[0]["messages"][-1]["content"][1]["image_url"]["url"] == url
 

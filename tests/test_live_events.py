@@ -1,4 +1,4 @@
-"""The live event stream, read with ``AgentClient.follow`` over the real server: what a
+"""The live event stream, read with ``SessionHandle.follow`` over the real server: what a
 session publishes, in order, at offsets that only grow (across continue-as-new too);
 text streamed before the reply lands; a lost attempt's text voided; resuming from an
 offset; deltas off; a terminated session still ends the stream."""
@@ -47,7 +47,7 @@ def paced(message: AssistantMessage, delay: float = 0.03) -> Any:
 
 
 async def collect(agents: AgentClient, session: str, after: int = -1) -> list[LiveEvent]:
-    return [e async for e in agents.follow(session, after=after)]
+    return [e async for e in agents.session(session).follow(after=after)]
 
 
 def kinds(events: list[LiveEvent]) -> list[str]:
@@ -92,14 +92,14 @@ async def test_a_session_publishes_its_turn_in_order_with_text_streamed_before_t
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, ["get_time"]), "time in NYC?")
             seen: list[tuple[int, LiveEvent]] = []  # with the chunks the provider had sent
-            async for event in agents.follow(session):
+            async for event in agents.session(session).follow():
                 seen.append((len(provider.sent), event))
                 if event.type == "text_delta":
                     shown.set()
             events = [e for _, e in seen]
             resumed = await collect(agents, session, after=events[5].offset)
             await record_history(client.get_workflow_handle(session), "live_events")
-            assert await agents.latest_offset(session) == events[-1].offset
+            assert await agents.session(session).latest_offset() == events[-1].offset
     assert [e.offset for e in events] == list(range(len(events))), "offsets 0, 1, 2, ..."
     assert resumed == events[6:], "a reader resumes right after the offset it saw"
     assert made == ["call_model"], "one publisher: the answer's call, not the tool call's"
@@ -184,11 +184,11 @@ async def test_offsets_go_on_across_continue_as_new_and_idle_is_announced(
             spec = spec_for(provider, session={"continue_as_new_after_events": 20})
             session = await agents.start(spec, "question 0")
             for n in range(1, 6):
-                await agents.wait(session, after=2 * n - 1, timeout=60)
-                await agents.send(session, f"question {n}")
-            await agents.wait(session, after=11, timeout=60)
-            status = await agents.status(session)
-            await agents.end(session)
+                await agents.session(session).wait(after=2 * n - 1, timeout=60)
+                await agents.session(session).send(f"question {n}")
+            await agents.session(session).wait(after=11, timeout=60)
+            status = await agents.session(session).status()
+            await agents.session(session).end()
             events = await collect(agents, session)
             await record_history(client.get_workflow_handle(session), "live_events_continued")
     assert status.runs > 1, "the session continued as new"
@@ -221,7 +221,7 @@ async def test_a_lost_attempt_is_voided_so_a_reader_never_shows_text_twice(
         try:
             session = await agents.start(spec, "time?")
             events: list[LiveEvent] = []
-            reader = asyncio.ensure_future(_into(agents.follow(session), events))
+            reader = asyncio.ensure_future(_into(agents.session(session).follow(), events))
             await wait_for(lambda: _true(kinds(events).count("text_delta") >= 1), timeout=60)
             await asyncio.to_thread(pool.kill)
             killed.set()  # the stream goes on to a worker that is no longer there
@@ -248,9 +248,9 @@ async def test_a_terminated_session_ends_its_followers(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, session={}), "hi")
-            await agents.wait(session, after=1, timeout=30)
+            await agents.session(session).wait(after=1, timeout=30)
             events: list[LiveEvent] = []
-            reader = asyncio.ensure_future(_into(agents.follow(session), events))
+            reader = asyncio.ensure_future(_into(agents.session(session).follow(), events))
             await wait_for(lambda: _true("idle" in kinds(events)), timeout=30)
             await client.get_workflow_handle(session).terminate("test")
             await asyncio.wait_for(reader, 30)
@@ -284,7 +284,7 @@ async def test_the_log_is_bounded_and_a_reader_behind_it_is_told_what_it_missed(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(provider), "and now?", history=big)
             events = await collect(agents, session)
-            messages = await agents.messages(session)
+            messages = await agents.session(session).messages()
     assert events[0].type == "gap" and events[0].missed > 0, events[0]
     kept = events[1:]
     assert kept[0].offset == events[0].missed, "offsets go on where the gap ends"
@@ -316,7 +316,7 @@ async def test_a_turn_of_many_calls_trims_the_log_before_the_turn_ends(
             session = {"end_after_reply": True, "max_concurrent_tool_calls": 50}
             spec = spec_for(provider, ["page"], session=session)
             sid = await agents.start(spec, "read them all")
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
             events = await collect(agents, sid)
     assert result.status == "done", result
     assert events[0].type == "gap" and events[0].missed > 0, events[0]
@@ -346,15 +346,15 @@ async def test_the_loops_own_steps_are_events_and_a_tool_finished_carries_its_re
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider, ["get_time"], session={})
             session = await agents.start(spec, "time in NYC?")
-            await agents.wait(session, timeout=30)
-            await agents.flush(session, by="ops", reason="new topic")
-            await agents.send(session, "and now?")
+            await agents.session(session).wait(timeout=30)
+            await agents.session(session).flush(by="ops", reason="new topic")
+            await agents.session(session).send("and now?")
             await wait_for(lambda: _calling(agents, session))
-            await agents.cancel_turn(session, by="ops", reason="too slow")
+            await agents.session(session).cancel_turn(by="ops", reason="too slow")
             released.set()
             await wait_for(lambda: _idle_after_cancel(agents, session))
-            await agents.end(session)
-            events = [e async for e in agents.follow(session)]
+            await agents.session(session).end()
+            events = [e async for e in agents.session(session).follow()]
     order = kinds(events)
     finished = next(e for e in events if e.type == "tool_finished")
     assert finished.result is not None and finished.result.startswith("09:")
@@ -373,9 +373,9 @@ async def test_the_loops_own_steps_are_events_and_a_tool_finished_carries_its_re
 
 
 async def _calling(agents: AgentClient, session: str) -> bool:
-    return (await agents.status(session)).phase == "calling_model"
+    return (await agents.session(session).status()).phase == "calling_model"
 
 
 async def _idle_after_cancel(agents: AgentClient, session: str) -> bool:
-    status = await agents.status(session)
+    status = await agents.session(session).status()
     return status.phase == "idle" and status.last_error is not None

@@ -57,7 +57,7 @@ async def test_every_session_line_names_its_session_turn_attempt_and_agent(
         spec = spec_for(provider, swarm=SWARM)
         session = await agents.start(spec, "time in Tokyo?")
         await temporal_env.client.get_workflow_handle(session).signal("cancel_turn", "x")
-        assert (await agents.result(session)).status == "done"
+        assert (await agents.session(session).result()).status == "done"
         await wait_for(lambda: _ended_logged(log), timeout=20)
     found = [line for line in lines(log) if line.get("session_id") == session]
     events = [line["event"] for line in found]
@@ -104,7 +104,7 @@ async def test_a_replayed_workflow_writes_each_line_once(
                 session = await agents.start(spec_for(provider, ["get_time"]), "time?")
                 handle = temporal_env.client.get_workflow_handle(session)
                 await handle.signal("cancel_turn", "not now")  # rejected: a warning
-                assert (await agents.result(session)).status == "done"
+                assert (await agents.session(session).result()).status == "done"
     finally:
         workflow_log.removeHandler(handler)
         workflow_log.setLevel(level)

@@ -68,26 +68,26 @@ async def test_history_of_a_ten_thousand_message_session(
             # a `message_check` once waited past the client's default 15 s
             agents = AgentClient(client, task_queue=task_queue, query_timeout=120)
             session = await agents.start(spec, "go", history=history)
-            await agents.wait(session, after=EARLIER, timeout=300)
+            await agents.session(session).wait(after=EARLIER, timeout=300)
             for k in range(BIG):
-                await agents.send(session, f"{k:03d}" + "x" * BIG_CHARS)
+                await agents.session(session).send(f"{k:03d}" + "x" * BIG_CHARS)
 
             async def all_answered() -> int | None:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 delivered = status.queued_messages == 0 and status.phase == "idle"
                 done = delivered and status.message_count >= EARLIER + 2 + BIG
                 return status.message_count if done else None
 
             count = await wait_for(all_answered, timeout=600)
-            messages = await agents.messages(session)
-            page = await agents.messages(session, 9_990, limit=5)
+            messages = await agents.session(session).messages()
+            page = await agents.session(session).messages(9_990, limit=5)
             by_cli = await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "query", "--workflow-id", session,
                 "--name", "messages", "--input", "9990", "--input", "5", "--output", "json",
             )  # fmt: skip
             shown = await acli("history", session, "--jsonl", address=address_of(temporal_env))
             unpaged = await asyncio.to_thread(_query_unpaged, temporal_env, session)
-            await agents.end(session)
+            await agents.session(session).end()
     assert count >= 10_000
     assert len(messages) == count
     assert [m.content for m in messages[:3]] == ["q0", "a0", "q1"]
@@ -132,8 +132,8 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
         async with running_worker(temporal_env, task_queue, shouting) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go", history=history)
-            result = await agents.result(sid)
-            handle = agents._handle(sid)
+            result = await agents.session(sid).result()
+            handle = agents.temporal.get_workflow_handle(sid)
             await record_history(handle, "started_history")
             await record_history(handle, "second_chain")
             await record_history(handle, "model_reply_digested")
@@ -199,12 +199,12 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go", history=history)
-            await agents.wait(sid, after=1_200, timeout=60)
+            await agents.session(sid).wait(after=1_200, timeout=60)
             await wait_for(lambda: _runs_past(agents, sid, 1), timeout=60)
-            second_run = (await agents._handle(sid).describe()).run_id
-            index = await agents.send(sid, "again")
-            await agents.wait(sid, after=index, timeout=60)
-            await agents.end(sid)
+            second_run = (await agents.temporal.get_workflow_handle(sid).describe()).run_id
+            index = await agents.session(sid).send("again")
+            await agents.session(sid).wait(after=index, timeout=60)
+            await agents.session(sid).end()
             handle = client.get_workflow_handle(sid, run_id=second_run)
             latest = await handle.fetch_history()
             await record_history(handle, "pages_of_500")
@@ -230,7 +230,7 @@ async def test_an_array_longer_than_a_page_goes_on_by_reference(
 
 
 async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
-    return True if (await agents.status(sid)).runs > runs else None
+    return True if (await agents.session(sid).status()).runs > runs else None
 
 
 def _loaded_pages(history: Any) -> list[int]:

@@ -48,9 +48,9 @@ async def run_all(
         session = await agents.start(spec, f"session {k}", session_id=f"{tag}-{k}")
         if on_started is not None and k == SESSIONS - 1:
             on_started.set()
-        result = await agents.result(session)
+        result = await agents.session(session).result()
         assert result.status == "done", (session, result.error)
-        return k, json.dumps(without_times(await agents.messages(session)))
+        return k, json.dumps(without_times(await agents.session(session).messages()))
 
     return dict(await asyncio.gather(*(one(k) for k in range(SESSIONS))))
 
@@ -113,11 +113,11 @@ async def test_a_session_is_read_from_another_worker_when_its_own_hangs(
             # a read that waited on the frozen worker the whole time would fail
             agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=45)
             session = await agents.start(spec, "hi")
-            await agents.wait(session, after=0, timeout=60)
+            await agents.session(session).wait(after=0, timeout=60)
             second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue)
             first.send_signal(signal.SIGSTOP)
-            messages = await agents.messages(session)
-            await agents.end(session)
+            messages = await agents.session(session).messages()
+            await agents.session(session).end()
         finally:
             for worker in (first, second):
                 if worker is not None:

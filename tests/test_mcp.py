@@ -47,8 +47,8 @@ async def run_session(
         async with running_worker(env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "take a note and tell the time")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     return (result, session), messages, provider
 
 
@@ -134,7 +134,7 @@ async def test_a_server_that_cannot_start_fails_the_session_at_once(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             with pytest.raises(WorkflowFailureError) as failed:
-                await asyncio.wait_for(agents.result(session), 60)
+                await asyncio.wait_for(agents.session(session).result(), 60)
     cause = str(failed.value.cause)
     assert words in cause, cause
     assert not provider.requests
@@ -169,8 +169,8 @@ async def test_a_worker_killed_during_an_mcp_call(
                     break
                 await asyncio.sleep(0.05)
             await asyncio.to_thread(pool.kill)  # ...and a fresh worker takes over
-            result = await asyncio.wait_for(agents.result(session), 90)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 90)
+            messages = await agents.session(session).messages()
             shown = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
         finally:
             pool.stop()

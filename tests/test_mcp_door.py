@@ -98,7 +98,7 @@ async def test_agents_are_mcp_tools_over_stdio_with_progress_and_typed_answers(
                 tools, clock, progress, echo = await use(session)
             agents = AgentClient(client, task_queue=task_queue)
             session_id = progress[0][1].split(":")[0]
-            array = await agents.messages(session_id)
+            array = await agents.session(session_id).messages()
     listed = {t.name: t for t in tools.tools}
     assert set(listed) == {"clock", "echo"}
     assert listed["clock"].input_schema["required"] == ["task"]
@@ -141,7 +141,7 @@ async def test_over_http_the_gateway_tokens_name_the_caller(
                 ):
                     _, clock, progress, _ = await use(session)
             session_id = progress[0][1].split(":")[0]
-            owner = await AgentClient(client, task_queue=task_queue).owner(session_id)
+            owner = await AgentClient(client, task_queue=task_queue).session(session_id).owner()
     assert anonymous.status_code == 401
     assert cross_site.status_code == 403  # a page on another site, with alice's token
     assert clock.structured_content == {"city": "Tokyo", "local_time": "22:00"}

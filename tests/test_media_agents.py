@@ -43,7 +43,7 @@ async def test_an_embeddings_agent_answers_with_a_vector_per_text(
             spec = media_spec(
                 provider, "embeddings", "text-embedding-3-small", instructions="tides"
             )
-            result = await agents.result(await agents.start(spec, "moon"))
+            result = await agents.session(await agents.start(spec, "moon")).result()
     assert provider.requests[0].path == "/v1/embeddings"
     assert provider.bodies()[0] == {"model": "text-embedding-3-small", "input": ["tides", "moon"]}
     assert result.final is not None
@@ -68,8 +68,8 @@ async def test_an_image_agent_called_as_a_sub_agent_returns_its_images_to_the_pa
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "draw me a lighthouse")
-            result = await agents.result(session)
-            messages = await agents.messages(session)
+            result = await agents.session(session).result()
+            messages = await agents.session(session).messages()
     [drawn] = [m for m in messages if isinstance(m, ToolMessage)]
     assert json.loads(drawn.content) == {
         "images": [{"url": URL, "revised_prompt": "a lighthouse at dusk"}]

@@ -77,15 +77,15 @@ async def test_every_message_reaches_the_log_once_in_order_with_its_context(
             agents = AgentClient(client, task_queue=task_queue)
             spec = spec_for(provider, ["get_time"], instructions="Be brief.", session={})
             sid = await agents.start(spec, "time in NYC?")
-            await agents.wait(sid, timeout=60)
+            await agents.session(sid).wait(timeout=60)
             # after the last model call: it reaches the log before the session waits
-            await agents.inject(sid, SystemMessage(content="The user is in a hurry."))
+            await agents.session(sid).inject(SystemMessage(content="The user is in a hurry."))
             await wait_for(lambda: _count_is(tmp_path / "log", sid, 6))
-            index = await agents.send(sid, "and Tokyo?")
-            await agents.wait(sid, after=index, timeout=60)
-            await agents.end(sid)
-            await agents.result(sid)
-            messages = await agents.messages(sid)
+            index = await agents.session(sid).send("and Tokyo?")
+            await agents.session(sid).wait(after=index, timeout=60)
+            await agents.session(sid).end()
+            await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
             await record_history(client.get_workflow_handle(sid), "message_log")
     lines = lines_of(tmp_path / "log", sid)
     assert without_run(lines) == expected_lines(sid, messages)
@@ -134,8 +134,8 @@ async def test_a_worker_killed_mid_call_writes_no_line_twice(
             await asyncio.to_thread(first.wait)
             released.set()
             second = await asyncio.to_thread(start_worker_process, temporal_env, task_queue, *args)
-            result = await asyncio.wait_for(agents.result(sid), 120)
-            messages = await agents.messages(sid)
+            result = await asyncio.wait_for(agents.session(sid).result(), 120)
+            messages = await agents.session(sid).messages()
         finally:
             for worker in (first, second):
                 if worker is not None:

@@ -59,11 +59,13 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
             price = ModelPrice(input_per_million=1000, output_per_million=2000)
             spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
             session = await agents.start(spec, "go")
-            asked = await agents.wait(session, timeout=30)
+            asked = await agents.session(session).wait(timeout=30)
             await asyncio.sleep(0.3)  # a wait the histogram can see
             # "always" for the tool: the grant decides the batch's other waiting call too
-            await agents.approve(session, asked.pending[0].approval_id, by="ana", always="tool")
-            assert (await agents.result(session)).status == "done"
+            await agents.session(session).approve(
+                asked.pending[0].approval_id, by="ana", always="tool"
+            )
+            assert (await agents.session(session).result()).status == "done"
         found: list[tuple[str, dict[str, str], float]] = []
         async with httpx.AsyncClient() as http:
             for _ in range(100):  # the SDK's buffer is drained once a second

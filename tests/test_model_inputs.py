@@ -57,8 +57,8 @@ async def test_an_image_to_a_model_without_vision_is_left_out_with_a_marker(
             agents = AgentClient(client, task_queue=task_queue)
             spec = with_model(spec_for(provider), inputs={"images": False})
             sid = await agents.start(spec, picture("what is this?"))
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert result.status == "done" and result.final is not None
     sent = provider.bodies()[0]["messages"][-1]["content"]
     assert sent == [
@@ -89,7 +89,7 @@ async def test_audio_to_the_anthropic_wire_is_left_out_not_a_failed_session(
                 content=[TextPart(text="listen"), audio_part(b"RIFF", "audio/wav")]
             )
             sid = await agents.start(spec, message)
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
     assert result.status == "done" and result.final.content == "heard nothing"  # type: ignore[union-attr]
     body = provider.bodies()[0]
     assert provider.requests[0].path.endswith("/messages")
@@ -112,15 +112,15 @@ async def test_a_model_that_refuses_parts_refuses_the_message_when_it_is_sent(
             with pytest.raises(ValueError, match="the model takes no images"):
                 AgentInput(spec=spec, message=picture("at start"))
             sid = await agents.start(spec, "hi")
-            await agents.wait(sid, timeout=60)
+            await agents.session(sid).wait(timeout=60)
             with pytest.raises(MessageRefusedError, match="the model takes no images"):
-                await agents.send(sid, picture("look"))
+                await agents.session(sid).send(picture("look"))
             with pytest.raises(MessageRefusedError, match="the model takes no images"):
                 await agents.converse(sid, picture("look"), spec)
-            index = await agents.send(sid, "just text")
-            await agents.wait(sid, after=index, timeout=60)
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            index = await agents.session(sid).send("just text")
+            await agents.session(sid).wait(after=index, timeout=60)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert [m.content for m in messages] == ["hi", "hello", "just text", "plain text is fine"]
     assert len(provider.requests) == 2  # the refused messages reached no model
 
@@ -143,7 +143,7 @@ async def test_structured_output_is_asked_for_as_the_endpoint_takes_it(
             spec = with_model(
                 spec_for(provider, output_schema=SCHEMA), inputs={"structured_output": mode}
             )
-            result = await agents.result(await agents.start(spec, "weather in Oslo?"))
+            result = await agents.session(await agents.start(spec, "weather in Oslo?")).result()
     body = provider.bodies()[0]
     last = body["messages"][-1]
     assert result.structured_output == {"city": "Oslo", "temp": 4}

@@ -23,7 +23,7 @@ async def test_a_queue_no_worker_ever_served_is_named_as_such(
         sid = await starter.start(spec_for(provider, session={}), "anyone there?")
         reader = AgentClient(temporal_env.client, task_queue="elsewhere", query_timeout=2)
         with pytest.raises(NoWorkerError) as raised:
-            await reader.status(sid)
+            await reader.session(sid).status()
     error = raised.value
     assert error.task_queue == task_queue and error.polled_seconds_ago == []
     assert f"no worker has asked task queue {task_queue!r} for work" in str(error)
@@ -43,12 +43,12 @@ async def test_a_worker_that_stopped_a_moment_ago_is_told_from_one_that_never_ca
         worker = start_worker_process(temporal_env, task_queue)
         try:
             sid = await agents.start(spec_for(provider, session={}), "hi")
-            await agents.wait(sid, after=1, timeout=60)
+            await agents.session(sid).wait(after=1, timeout=60)
         finally:
             worker.kill()
             worker.wait(15)
         with pytest.raises(NoWorkerError) as raised:
-            await agents.status(sid)
+            await agents.session(sid).status()
         error, polled = raised.value, raised.value.polled_seconds_ago
         assert polled is not None and len(polled) >= 1  # the server saw the dead worker
         assert f"1 worker asks task queue {task_queue!r}" in str(error)
@@ -56,7 +56,7 @@ async def test_a_worker_that_stopped_a_moment_ago_is_told_from_one_that_never_ca
         revived = start_worker_process(temporal_env, task_queue)
         try:
             patient = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=60)
-            assert (await patient.status(sid)).phase == "idle"
+            assert (await patient.session(sid).status()).phase == "idle"
         finally:
             revived.terminate()
             revived.wait(15)

@@ -81,7 +81,7 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
             # sent again (a client back after a disconnect): the same answer, not re-asked
             again = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
             asked_again = len(provider.requests)
-            array = await agents.messages(session)
+            array = await agents.session(session).messages()
             # a call waiting for a person: the reply says where to decide it
             answer = second.choices[0].message.content
             clear = [*history, {"role": "assistant", "content": answer},
@@ -103,7 +103,7 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
                 model="durable-agent", messages=own
             )  # type: ignore[arg-type]
             other = started.headers["durable-session-id"]
-            other_array = await agents.messages(other)
+            other_array = await agents.session(other).messages()
             with pytest.raises(openai.BadRequestError) as refused:
                 await sdk.chat.completions.create(
                     model="durable-agent", messages=first,  # type: ignore[arg-type]
@@ -180,7 +180,7 @@ async def test_a_responses_conversation_goes_on_after_its_worker_is_killed(
                 again = await sdk.responses.retrieve(second.id)
                 session = first.model_extra["durable_agent"]["session_id"]  # type: ignore[index]
                 agents = AgentClient(temporal_env.client, task_queue=task_queue)
-                array = await agents.messages(session)
+                array = await agents.session(session).messages()
         finally:
             gone.set()
             for worker in workers:
@@ -304,14 +304,14 @@ async def test_with_tokens_each_users_conversations_are_their_own(
             agents = AgentClient(client, task_queue=task_queue)
             session = first.model_extra["durable_agent"]["session_id"]  # type: ignore[index]
             owners = [
-                await agents.owner(s)
+                await agents.session(s).owner()
                 for s in (
                     hers.headers["durable-session-id"],
                     his.headers["durable-session-id"],
                     session,
                 )
             ]
-            array = await agents.messages(session)
+            array = await agents.session(session).messages()
     assert hers.headers["durable-session-id"] != his.headers["durable-session-id"]
     assert owners == ["token:alice", "token:bob", "token:alice"]
     assert [m.content for m in array] == ["mine", "you said mine (1 messages)"]
@@ -340,13 +340,13 @@ async def test_a_session_without_deltas_still_streams_its_answer_through_each_do
                 conversation=f"quiet-{task_queue}",
             )]  # fmt: skip
             agents = AgentClient(client, task_queue=task_queue)
-            await agents.end(session)  # its event streams end with it
+            await agents.session(session).end()  # its event streams end with it
             async with httpx.AsyncClient(base_url=base, timeout=30) as http:
                 response = await http.get(f"/api/sessions/{session}/events", params={
                     "format": "agui", "after": -1})  # fmt: skip
                 agui = [json.loads(line[5:]) for line in response.text.splitlines()
                         if line.startswith("data:")]  # fmt: skip
-            log = [e async for e in agents.follow(session)]
+            log = [e async for e in agents.session(session).follow()]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == f"you said quiet {task_queue} (1 messages)"
     deltas = "".join(e.delta for e in streamed if e.type == "response.output_text.delta")

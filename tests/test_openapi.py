@@ -53,8 +53,8 @@ async def test_operations_become_tools_and_call_the_service(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "look up and order")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     assert result.status == "done"
     found, missing, created = [m for m in messages if isinstance(m, ToolMessage)]
     assert found.content == '{"id": "A 1/2", "item": "tea"}' and not found.is_error
@@ -91,8 +91,8 @@ async def test_a_yaml_file_document_and_a_binary_answer(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "print the label")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     assert result.status == "done"
     [label] = [m for m in messages if isinstance(m, ToolMessage)]
     assert label.content == "[image/png, 32 bytes, not shown]" and not label.is_error
@@ -121,7 +121,7 @@ async def test_an_unusable_document_fails_the_session_at_start(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             with pytest.raises(WorkflowFailureError) as failed:
-                await asyncio.wait_for(agents.result(session), 60)
+                await asyncio.wait_for(agents.session(session).result(), 60)
     cause = str(failed.value.cause)
     assert words in cause, cause
     assert not provider.requests

@@ -57,7 +57,7 @@ async def main() -> None:
                                 capabilities=Capabilities(models={"scripted": endpoint}))
             async with ours:  # its client has durable-agent's converter
                 agents = AgentClient(ours.client, task_queue="packaged")
-                result = await agents.result(await agents.start(spec, "hello"))
+                result = await agents.session(await agents.start(spec, "hello")).result()
         print("RESULT", result.status, result.final.content if result.final else None)
     finally:
         await env.shutdown()

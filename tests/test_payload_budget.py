@@ -89,16 +89,16 @@ async def _run(
                 session={"end_after_reply": True, "payload_budget_bytes": BUDGET, **session},
             )
             sid = await agents.start(spec, "read the documents")
-            waiting = await agents.wait(sid, timeout=30)
+            waiting = await agents.session(sid).wait(timeout=30)
             assert waiting.kind == "approval"
             if wipe and store.backend is not None:
                 await store.backend.wipe()
                 store.forget()
-            await agents.approve(sid, waiting.pending[0].approval_id)
-            result = await agents.result(sid)
+            await agents.session(sid).approve(waiting.pending[0].approval_id)
+            result = await agents.session(sid).result()
             assert result.status == "done", result
-            messages = await agents.messages(sid)
-            runs = (await agents.status(sid)).runs
+            messages = await agents.session(sid).messages()
+            runs = (await agents.session(sid).status()).runs
     return messages, agents, sid, runs
 
 
@@ -109,7 +109,7 @@ async def test_a_lost_store_is_refilled_in_pieces_within_the_budget(
     store = TranscriptStore(SqliteBackend(tmp_path / "t.sqlite"))
     messages, agents, sid, _ = await _run(temporal_env, f"{task_queue}-w", store, wipe=True)
     assert without_times(messages) == without_times(plain)
-    sizes = payload_sizes(await agents._handle(sid).fetch_history())
+    sizes = payload_sizes(await agents.temporal.get_workflow_handle(sid).fetch_history())
     pieces = [size for name, size in sizes if name == "store_transcript"]
     assert len(pieces) >= 2, "the array no longer fits one payload: it goes in pieces"
     assert all(size <= BUDGET for _, size in sizes), sizes
@@ -125,7 +125,7 @@ async def test_continue_as_new_carries_a_big_array_by_reference(
     )
     assert without_times(messages) == without_times(plain)
     assert runs >= 2
-    latest = await agents._handle(sid).fetch_history()
+    latest = await agents.temporal.get_workflow_handle(sid).fetch_history()
     started = latest.events[0].workflow_execution_started_event_attributes
     carried = json.loads(started.input.payloads[0].data)["carried"]
     assert carried["messages"] == [] and carried["transcript"]["count"] > 0
@@ -151,8 +151,8 @@ async def test_long_tool_results_are_cut_with_a_marker_and_kept_whole_in_the_sto
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             spec = spec_for(provider, [{"name": "dump", "max_result_chars": 1000}])
             sid = await agents.start(spec, "dump it")
-            await agents.result(sid)
-            (result,) = tool_messages(await agents.messages(sid))
+            await agents.session(sid).result()
+            (result,) = tool_messages(await agents.session(sid).messages())
     assert result.content.startswith("zeta zeta")
     marker = re.search(
         r"\[truncated by durable-agent: showing the first 1000 of (\d+) characters; "

@@ -54,7 +54,9 @@ async def test_a_plugin_on_the_client_makes_every_worker_run_sessions(
     with ScriptedProvider(_script()) as provider:  # type: ignore[arg-type]
         async with Worker(client, task_queue=task_queue):  # nothing else to pass
             agents = AgentClient(client, task_queue=task_queue)
-            result = await agents.result(await agents.start(spec_for(provider, ["stock"]), "tea?"))
+            result = await agents.session(
+                await agents.start(spec_for(provider, ["stock"]), "tea?")
+            ).result()
     assert result.status == "done" and result.final is not None
     assert result.final.content == "12 teas in stock"
     tool_result = provider.requests[1].body["messages"][-1]
@@ -79,7 +81,9 @@ async def test_a_plugin_on_a_worker_of_a_plain_client(
         assert issubclass(converter, PydanticPayloadConverter)
         async with worker:
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
-            result = await agents.result(await agents.start(spec_for(provider, ["stock"]), "tea?"))
+            result = await agents.session(
+                await agents.start(spec_for(provider, ["stock"]), "tea?")
+            ).result()
     assert result.status == "done" and result.final is not None
     assert result.final.content == "12 teas in stock"
 
@@ -151,7 +155,9 @@ async def test_a_batch_of_calls_starts_with_the_workflow_task_that_scheduled_it(
         with ScriptedProvider(script) as provider:  # type: ignore[arg-type]
             async with worker:
                 agents = AgentClient(temporal_env.client, task_queue=queue)
-                result = await agents.result(await agents.start(spec_for(provider, ["stock"]), "?"))
+                result = await agents.session(
+                    await agents.start(spec_for(provider, ["stock"]), "?")
+                ).result()
         assert result.status == "done"
         tools = [eager for kind, eager in slots.ran if kind == "run_tool"]
         assert len(tools) == 6, slots.ran

@@ -95,7 +95,7 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             second = await agents.start(named_spec(key), "second", owner="bob")
             await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
             assert len(provider.requests) == 1  # the waiting call sent nothing
-            shown = format_status(await agents.status(second))
+            shown = format_status(await agents.session(second).status())
             assert f"waiting:        for room on {key} (shared limit)" in shown
             ledger = await limiter_ledger(client, key)
             assert [w["tenant"] for w in ledger["waiting"]] == ["bob"]
@@ -105,11 +105,11 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
             assert len(provider.requests) == 1
             held.set()
-            assert (await agents.result(first)).status == "done"
-            result = await agents.result(second)
+            assert (await agents.session(first).result()).status == "done"
+            result = await agents.session(second).result()
             assert result.status == "done", result.error
-            assert (await agents.status(second)).waiting_for_capacity is None
-            events = [e.type async for e in agents.follow(second)]
+            assert (await agents.session(second).status()).waiting_for_capacity is None
+            events = [e.type async for e in agents.session(second).follow()]
             waited = events.index("capacity_wait")
             assert events.index("capacity_granted") > waited
             assert "CapacityWait" in await failure_types(client, second)
@@ -153,7 +153,7 @@ async def test_a_429_slows_the_endpoint_for_everyone_and_it_recovers(
             await wait_for(lambda: _rate_limited(client, key), timeout=60)
             second = await agents.start(named_spec(key), "second")
             for session in (first, second):
-                result = await agents.result(session)
+                result = await agents.session(session).result()
                 assert result.status == "done", result.error
             assert "CapacityWait" in await failure_types(client, second)
             assert len(provider.requests) == 3  # the refused one, and one per session
@@ -182,7 +182,7 @@ async def _requests(provider: ScriptedProvider, count: int) -> bool:
 
 
 async def _waiting_on(agents: AgentClient, session: str, key: str) -> bool:
-    return (await agents.status(session)).waiting_for_capacity == key
+    return (await agents.session(session).status()).waiting_for_capacity == key
 
 
 def two_rounds_of_tools(request: RecordedRequest) -> AssistantMessage:
@@ -232,7 +232,7 @@ async def test_worker_processes_share_one_limit_and_tenants_share_it_fairly(
                 await agents.start(spec, f"{owner} session {k}", owner=owner)
                 for k, owner in enumerate(owners)
             ]
-            results = await asyncio.gather(*(agents.result(s) for s in sessions))
+            results = await asyncio.gather(*(agents.session(s).result() for s in sessions))
             ledger = await limiter_ledger(temporal_env.client, key)
         finally:
             for worker in workers:
@@ -297,9 +297,9 @@ async def test_a_sub_agents_calls_count_under_its_parents_owner(
         async with running_worker(temporal_env, task_queue, registry, capabilities=caps) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "ask", owner="alice")
-            assert (await agents.result(session)).status == "done"
+            assert (await agents.session(session).result()).status == "done"
             children = await started_children(client, session)
-            assert [await agents.owner(child) for child in children] == ["alice"]
+            assert [await agents.session(child).owner() for child in children] == ["alice"]
             assert await call_tenants(client, children[0]) == ["alice"]
             assert await call_tenants(client, session) == ["alice", "alice"]
     assert len(provider.requests) == 3

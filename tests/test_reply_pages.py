@@ -70,18 +70,18 @@ async def test_a_reply_of_more_calls_than_a_page_is_read_a_page_per_task(
         async with running_worker(temporal_env, task_queue, paged) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go")
-            first_run = (await agents._handle(sid).describe()).run_id
+            first_run = (await agents.temporal.get_workflow_handle(sid).describe()).run_id
             pending = await wait_for(lambda: _all_waiting(agents, sid), timeout=60)
             for each in pending:  # one person's decision each: every one has a span
-                await agents.approve(sid, each.approval_id, by="ana")
+                await agents.session(sid).approve(each.approval_id, by="ana")
             answered = [each.approval_id for each in pending]
-            assert (await agents.wait(sid, answered=answered, timeout=60)).kind == "reply"
+            assert (await agents.session(sid).wait(answered=answered, timeout=60)).kind == "reply"
             await wait_for(lambda: _runs_past(agents, sid, 1), timeout=60)
-            second_run = (await agents._handle(sid).describe()).run_id
-            index = await agents.send(sid, "again")
-            await agents.wait(sid, after=index, timeout=60)
+            second_run = (await agents.temporal.get_workflow_handle(sid).describe()).run_id
+            index = await agents.session(sid).send("again")
+            await agents.session(sid).wait(after=index, timeout=60)
             timeline = await read_timeline(agents, sid)
-            await agents.end(sid)
+            await agents.session(sid).end()
             first = client.get_workflow_handle(sid, run_id=first_run)
             second = client.get_workflow_handle(sid, run_id=second_run)
             await record_history(first, "tool_calls_in_pages")
@@ -174,9 +174,9 @@ async def _echo_session(
         async with running_worker(temporal_env, task_queue, plain) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
-            history = await agents._handle(sid).fetch_history()
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
+            history = await agents.temporal.get_workflow_handle(sid).fetch_history()
     return provider, result, messages, history
 
 
@@ -209,8 +209,8 @@ async def test_a_reply_the_store_lost_before_its_pages_were_read_is_asked_again(
         async with running_worker(temporal_env, task_queue, plain, transcripts=store) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "go")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert len(store.lost) == 1
     assert result.status == "done" and result.final and result.final.content == "done"
     first, again, _ = provider.bodies()
@@ -246,9 +246,9 @@ async def test_the_rest_of_a_message_the_store_lacks_is_an_error_the_workflow_kn
 
 
 async def _all_waiting(agents: AgentClient, sid: str) -> Any:
-    pending = await agents.pending_approvals(sid)
+    pending = await agents.session(sid).pending_approvals()
     return pending if len(pending) == len(WORDS) else None
 
 
 async def _runs_past(agents: AgentClient, sid: str, runs: int) -> bool | None:
-    return True if (await agents.status(sid)).runs > runs else None
+    return True if (await agents.session(sid).status()).runs > runs else None

@@ -69,10 +69,10 @@ async def test_a_rerun_replays_the_recording_and_finds_a_changed_tool_argument(
         async with running_worker(temporal_env, task_queue, clock("22:00")) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "wake me at Tokyo time")
-            await agents.wait(session, after=0, timeout=60)
-            before = await agents.send(session, "and again")
-            await agents.wait(session, after=before, timeout=60)
-            recorded = await agents.messages(session)
+            await agents.session(session).wait(after=0, timeout=60)
+            before = await agents.session(session).send("and again")
+            await agents.session(session).wait(after=before, timeout=60)
+            recorded = await agents.session(session).messages()
         assert len(recorded) == 12 and len(provider.requests) == 6
         asked = len(provider.requests)
 
@@ -159,8 +159,8 @@ async def test_the_cli_reruns_files_and_folders_and_fails_what_departs(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "time in Tokyo?")
-            await agents.wait(session, after=0, timeout=60)
-            recorded = await agents.messages(session)
+            await agents.session(session).wait(after=0, timeout=60)
+            recorded = await agents.session(session).messages()
             address = address_of(temporal_env)
             shown = await acli("history", session, "--json", address=address)
             assert shown.returncode == 0, shown.stderr

@@ -225,11 +225,11 @@ async def test_a_cut_answer_on_the_real_server_is_continued_and_shown_in_status(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, session={}), "weather in Oslo?")
-            reply = await agents.wait(session, after=1, timeout=30)
-            status = await agents.status(session)
-            messages = await agents.messages(session)
-            await agents.end(session)
-            await agents.result(session)
+            reply = await agents.session(session).wait(after=1, timeout=30)
+            status = await agents.session(session).status()
+            messages = await agents.session(session).messages()
+            await agents.session(session).end()
+            await agents.session(session).result()
             await record_history(client.get_workflow_handle(session), "truncated_answer")
     assert reply.reply is not None and reply.reply.content == "rainy."
     assert status.finish_reason == "stop"

@@ -59,12 +59,12 @@ async def test_a_streamed_responses_session_runs_a_tool_and_pairs_its_output(
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "What time is it in Oslo?")
             events: list[LiveEvent] = []
-            async for event in agents.follow(sid):
+            async for event in agents.session(sid).follow():
                 events.append(event)
                 if event.type == "text_delta":
                     shown.set()
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert result.status == "done" and result.final is not None
     assert result.final.content == "It is 09:30 in Oslo."
     first, second = provider.requests

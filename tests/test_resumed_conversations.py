@@ -75,21 +75,21 @@ async def test_an_ended_conversation_goes_on_by_converse_with_its_array_by_refer
             spec = spec_for(provider, ["look_up"], instructions="Be brief.", session={})
             sid = "resume-by-converse"
             sent = await agents.converse(sid, "where is oslo?", spec, owner="ana")
-            await agents.wait(sid, after=sent.before, timeout=60)
+            await agents.session(sid).wait(after=sent.before, timeout=60)
             first_run = (await client.get_workflow_handle(sid).describe()).run_id
-            before_end = await agents.messages(sid)
-            old_offset = await agents.latest_offset(sid)
-            await agents.end(sid, by="ana")
-            ended = await agents.result(sid)
+            before_end = await agents.session(sid).messages()
+            old_offset = await agents.session(sid).latest_offset()
+            await agents.session(sid).end(by="ana")
+            ended = await agents.session(sid).result()
             sent = await agents.converse(sid, "how many people live there?", spec)
-            outcome = await agents.wait(sid, after=sent.before, timeout=60)
+            outcome = await agents.session(sid).wait(after=sent.before, timeout=60)
             second_run = (await client.get_workflow_handle(sid).describe()).run_id
-            after = await agents.messages(sid)
+            after = await agents.session(sid).messages()
             events = [e async for e in _events_until_idle(agents, sid, old_offset)]
-            owner = await agents.owner(sid)
+            owner = await agents.session(sid).owner()
             start_input = await started_input(client, sid, second_run)
             scheduled = await activity_names(client, sid, second_run)
-            await agents.end(sid)
+            await agents.session(sid).end()
             await record_history(client.get_workflow_handle(sid), "resumed_conversation")
     assert ended.stop_reason == "ended" and ended.events_offset is not None
     assert second_run != first_run
@@ -114,7 +114,7 @@ async def test_an_ended_conversation_goes_on_by_converse_with_its_array_by_refer
 
 
 async def _events_until_idle(agents: AgentClient, sid: str, after: int) -> Any:
-    async for event in agents.follow(sid, after=after):
+    async for event in agents.session(sid).follow(after=after):
         yield event
         if event.type == "idle":
             return
@@ -129,14 +129,14 @@ async def test_start_refuses_an_ended_session_unless_asked_to_resume_it(
             agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, session={"idle_timeout_seconds": 1})
             sid = await agents.start(spec, "one")
-            first = await agents.result(sid)  # the idle timeout ends it
+            first = await agents.session(sid).result()  # the idle timeout ends it
             with pytest.raises(SessionExistsError):
                 await agents.start(spec, "two", session_id=sid)
             with pytest.raises(ValueError, match="resume"):
                 await agents.start(spec, "two", session_id=sid, resume=True, restart=True)
             await agents.start(spec, "two", session_id=sid, resume=True)
-            second = await agents.result(sid)
-            messages = await agents.messages(sid)
+            second = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert first.stop_reason == second.stop_reason == "idle_timeout"
     assert contents(messages) == [
         ("user", "one"), ("assistant", "first"), ("user", "two"), ("assistant", "second"),
@@ -155,13 +155,13 @@ async def test_a_failed_run_goes_on_too_and_a_running_one_is_not_resumed(
             agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, session={}, stop={"end_session_on": ["model_error"]})
             sid = await agents.start(spec, "hello")
-            failed = await agents.result(sid)
+            failed = await agents.session(sid).result()
             sent = await agents.converse(sid, "again?", spec)
-            await agents.wait(sid, after=sent.before, timeout=60)
+            await agents.session(sid).wait(after=sent.before, timeout=60)
             with pytest.raises(SessionExistsError):
                 await agents.start(spec, session_id=sid, resume=True)  # it runs
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert failed.status == "failed" and failed.stop_reason == "error"
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
     assert messages[1].is_error and messages[-1].content == "recovered"  # type: ignore[union-attr]
@@ -183,13 +183,13 @@ async def test_a_runaway_turn_ends_the_turn_and_the_session_answers_the_next_mes
             agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             spec = spec_for(provider, ["look_up"], session={}, stop={"max_turns": 2})
             sid = await agents.start(spec, "loop")
-            outcome = await agents.wait(sid, timeout=60)
-            status = await agents.status(sid)
-            index = await agents.send(sid, "please finish")
-            answer = await agents.wait(sid, after=index, timeout=60)
+            outcome = await agents.session(sid).wait(timeout=60)
+            status = await agents.session(sid).status()
+            index = await agents.session(sid).send("please finish")
+            answer = await agents.session(sid).wait(after=index, timeout=60)
             ended = [e async for e in _turn_ends(agents, sid)]
-            await agents.end(sid)
-            result = await agents.result(sid)
+            await agents.session(sid).end()
+            result = await agents.session(sid).result()
             await record_history(client.get_workflow_handle(sid), "runaway_turn_ended")
     assert outcome.kind == "reply" and status.phase == "idle"
     assert status.last_error == "Agent loop exceeded 2 iterations"
@@ -202,7 +202,7 @@ async def test_a_runaway_turn_ends_the_turn_and_the_session_answers_the_next_mes
 
 
 async def _turn_ends(agents: AgentClient, sid: str) -> Any:
-    async for event in agents.follow(sid):
+    async for event in agents.session(sid).follow():
         if event.type == "turn_ended":
             yield event
         if event.type == "idle" and event.message_count >= 7:
@@ -219,12 +219,12 @@ async def test_a_permanent_provider_error_ends_the_turn_unless_the_spec_ends_the
             agents = AgentClient(client, task_queue=task_queue, query_timeout=60)
             stop = {"end_session_on": ["model_error"]} if ends else {}
             sid = await agents.start(spec_for(provider, session={}, stop=stop), "long text")
-            first = await agents.wait(sid, timeout=60)
+            first = await agents.session(sid).wait(timeout=60)
             if not ends:
-                index = await agents.send(sid, "short text")
-                second = await agents.wait(sid, after=index, timeout=60)
-                await agents.end(sid)
-            result = await agents.result(sid)
+                index = await agents.session(sid).send("short text")
+                second = await agents.session(sid).wait(after=index, timeout=60)
+                await agents.session(sid).end()
+            result = await agents.session(sid).result()
     requests = len(provider.requests)
     if ends:
         assert first.kind == "ended" and result.status == "failed"
@@ -254,13 +254,13 @@ async def test_the_gateway_goes_on_with_a_conversation_whose_session_ended(
                     sid = f"conversation-{thread}"
                     url = f"/api/conversations/{thread}/messages"
                     first = await http.post(url, json={"text": "hi"})
-                    await agents.wait(sid, after=first.json()["before"], timeout=60)
+                    await agents.session(sid).wait(after=first.json()["before"], timeout=60)
                     await http.post(f"/api/sessions/{sid}/end", json={})
-                    await agents.result(sid)
+                    await agents.session(sid).result()
                     second = await http.post(url, json={"text": "again"})
-                    await agents.wait(sid, after=second.json()["before"], timeout=60)
+                    await agents.session(sid).wait(after=second.json()["before"], timeout=60)
                     await http.post(f"/api/sessions/{sid}/end", json={})
-                    await agents.result(sid)
+                    await agents.session(sid).result()
                     run = {
                         "threadId": thread, "runId": "run-3", "state": {}, "tools": [],
                         "context": [], "forwardedProps": {},
@@ -269,8 +269,8 @@ async def test_the_gateway_goes_on_with_a_conversation_whose_session_ended(
                     async with http.stream("POST", "/api/agui", json=run) as response:
                         assert response.status_code == 200, await response.aread()
                         agui = [e async for e in read_sse(response)]
-            messages = await agents.messages(sid)
-            await agents.end(sid)
+            messages = await agents.session(sid).messages()
+            await agents.session(sid).end()
     assert second.status_code == 202 and second.json()["before"] == 2
     text = "".join(e.data["delta"] for e in agui if e.data["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "3" and agui[-1].data["type"] == "RUN_FINISHED"
@@ -297,9 +297,8 @@ async def test_the_cli_refuses_an_ended_session_id_then_resumes_it(
             refused = await acli("run", *common, "how many people?", address=address)
             resumed = await acli("run", *common, "--resume", "how many people?", address=address)
             both = await acli("run", *common, "--resume", "--restart", "x", address=address)
-            messages = await AgentClient(client, task_queue=task_queue, query_timeout=60).messages(
-                "cli-resume"
-            )
+            reader = AgentClient(client, task_queue=task_queue, query_timeout=60)
+            messages = await reader.session("cli-resume").messages()
     assert first.returncode == 0 and resumed.returncode == 0, resumed.stderr
     assert refused.returncode == 2 and "--resume" in refused.stderr
     assert both.returncode == 2 and "not allowed with" in both.stderr

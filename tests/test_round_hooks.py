@@ -66,12 +66,12 @@ async def test_hooks_rewrite_the_request_and_the_reply_and_replay_reads_the_rewr
             hooks = {"request": ["redact_emails"], "reply": ["sign_off"]}
             spec = spec_for(provider, session={}, hooks=hooks)
             sid = await agents.start(spec, "write to ana@example.com please")
-            await agents.wait(sid, timeout=60)
-            index = await agents.send(sid, "thanks")
-            await agents.wait(sid, after=index, timeout=60)
-            messages = await agents.messages(sid)
+            await agents.session(sid).wait(timeout=60)
+            index = await agents.session(sid).send("thanks")
+            await agents.session(sid).wait(after=index, timeout=60)
+            messages = await agents.session(sid).messages()
             events = [e.type async for e in _until_idle(agents, sid)]
-            await agents.end(sid)
+            await agents.session(sid).end()
             await record_history(client.get_workflow_handle(sid), "round_hooks")
     sent = [json.dumps(body["messages"]) for body in provider.bodies()]
     assert "ana@example.com" not in sent[0] and "[email]" in sent[0]
@@ -88,7 +88,7 @@ def slow(message: AssistantMessage) -> Reply:
 
 
 async def _until_idle(agents: AgentClient, sid: str):  # type: ignore[no-untyped-def]
-    async for event in agents.follow(sid):
+    async for event in agents.session(sid).follow():
         yield event
         if event.type == "idle" and event.message_count >= 4:
             return
@@ -102,12 +102,12 @@ async def test_a_hook_the_worker_lacks_refuses_the_session_and_one_that_raises_e
             agents = AgentClient(client, task_queue=task_queue)
             missing = spec_for(provider, hooks={"reply": ["not_loaded"]})
             with pytest.raises(WorkflowFailureError) as refused:
-                await agents.result(await agents.start(missing, "hi"))
+                await agents.session(await agents.start(missing, "hi")).result()
             failing = spec_for(provider, session={}, hooks={"reply": ["refuses_everything"]})
             sid = await agents.start(failing, "hi")
-            first = await agents.wait(sid, timeout=60)
-            status = await agents.status(sid)
-            await agents.end(sid)
+            first = await agents.session(sid).wait(timeout=60)
+            status = await agents.session(sid).status()
+            await agents.session(sid).end()
     assert "not_loaded" in str(refused.value.cause)  # failed at its start, no model call
     assert "refuses_everything" in (status.last_error or "")
     assert "the reviewer is away" in (status.last_error or "")

@@ -35,8 +35,8 @@ async def test_a_schedule_starts_runs_and_skips_one_due_while_the_last_runs(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             with pytest.raises(ValueError, match="needs cron expressions or an interval"):
-                await agents.schedule(name, spec_for(provider, []), "report")
-            await agents.schedule(
+                await agents.schedules.create(name, spec_for(provider, []), "report")
+            await agents.schedules.create(
                 name,
                 spec_for(provider, [], session={}),
                 "write the report",
@@ -44,30 +44,30 @@ async def test_a_schedule_starts_runs_and_skips_one_due_while_the_last_runs(
                 overlap="skip",
                 owner="ops",
             )
-            await agents.trigger_schedule(name)
+            await agents.schedules.trigger(name)
             first = await wait_for(lambda: _runs(agents, name, 1), timeout=60)
             await wait_for(lambda: _requests(provider, 1), timeout=60)
-            await agents.trigger_schedule(name)  # due while the first runs: skipped
+            await agents.schedules.trigger(name)  # due while the first runs: skipped
             await wait_for(lambda: _skipped(client, name), timeout=60)
             held.set()
-            assert (await agents.result(first[0].session_id)).status == "done"
+            assert (await agents.session(first[0].session_id).result()).status == "done"
             for count in (2, 3):
                 # a run's id ends with the second it was due: one second apart, two ids
                 await asyncio.sleep(1.1)
-                await agents.trigger_schedule(name)
+                await agents.schedules.trigger(name)
                 runs = await wait_for(lambda c=count: _runs(agents, name, c), timeout=60)
-                assert (await agents.result(runs[0].session_id)).status == "done"
-            runs = await agents.schedule_runs(name)
+                assert (await agents.session(runs[0].session_id).result()).status == "done"
+            runs = await agents.schedules.runs(name)
             assert len({r.session_id for r in runs}) == 3
             assert all(r.session_id.startswith(f"{name}-run") for r in runs)
-            assert {await agents.owner(r.session_id) for r in runs} == {"ops"}
-            listed = [s for s in await agents.schedules() if s.name == name]
+            assert {await agents.session(r.session_id).owner() for r in runs} == {"ops"}
+            listed = [s for s in await agents.schedules.list() if s.name == name]
             assert listed and not listed[0].paused and listed[0].next_runs
-            await agents.pause_schedule(name, "holiday")
-            paused = next(s for s in await agents.schedules() if s.name == name)
+            await agents.schedules.pause(name, "holiday")
+            paused = next(s for s in await agents.schedules.list() if s.name == name)
             assert paused.paused and paused.note == "holiday"
-            await agents.delete_schedule(name)
-            assert name not in [s.name for s in await agents.schedules()]
+            await agents.schedules.delete(name)
+            assert name not in [s.name for s in await agents.schedules.list()]
     assert len(provider.requests) == 3  # the skipped run asked nothing
 
 
@@ -115,7 +115,7 @@ async def test_a_backfill_with_allow_all_starts_every_missed_run_and_the_cli_lis
             assert filled.returncode == 0, filled.stderr
             runs = await wait_for(lambda: _runs(agents, name, 3), timeout=60)
             for run in runs:
-                assert (await agents.result(run.session_id)).status == "done"
+                assert (await agents.session(run.session_id).result()).status == "done"
             shown = await acli("schedule", "runs", name, *common, address=address)
             assert shown.returncode == 0, shown.stderr
             assert sum(name in line for line in shown.stdout.splitlines()) == 3
@@ -135,12 +135,12 @@ async def test_a_backfill_with_allow_all_starts_every_missed_run_and_the_cli_lis
                 address=address,
             )
             assert bad.returncode != 0 and "schedule name" in bad.stderr
-            await agents.delete_schedule(name)
+            await agents.schedules.delete(name)
     assert len(provider.requests) == 3
 
 
 async def _runs(agents: AgentClient, name: str, count: int) -> Any:
-    runs = await agents.schedule_runs(name)
+    runs = await agents.schedules.runs(name)
     return runs if len(runs) >= count else None
 
 

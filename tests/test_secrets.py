@@ -110,8 +110,8 @@ async def test_a_canary_secret_appears_nowhere_but_in_the_tool(
             ):
                 agents = AgentClient(env.client, task_queue="secrets")
                 session = await agents.start(spec, "call the API")
-                result = await agents.result(session)
-                messages = await agents.messages(session)
+                result = await agents.session(session).result()
+                messages = await agents.session(session).messages()
                 shown = await cli_json(env, "workflow", "show", "--workflow-id", session)
     finally:
         await env.shutdown()
@@ -165,7 +165,7 @@ async def test_a_provider_error_that_quotes_the_key_reaches_history_without_it(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
-            result = await agents.result(session)
+            result = await agents.session(session).result()
             shown = json.dumps(
                 await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
             )

@@ -68,8 +68,8 @@ async def test_a_session_started_from_a_seed_array_sends_what_a_model_reads(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec_for(provider), "And tomorrow?", history=history)
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert result.status == "done"
     sent = provider.bodies()[0]["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
@@ -99,8 +99,8 @@ async def test_every_message_the_session_makes_has_its_time_and_who_wrote_it(
         async with running_worker(temporal_env, task_queue, shouting) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "shout twice")
-            await agents.result(sid)
-            messages = await agents.messages(sid)
+            await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
     assert [m.mode for m in messages if m.role != "assistant"] == ["user", "tool", "tool"]
     over = messages[3]

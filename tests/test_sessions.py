@@ -64,22 +64,22 @@ async def test_a_session_answers_many_messages_on_one_array(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider), "what is a?")
-            first = await agents.wait(sid, timeout=20)
+            first = await agents.session(sid).wait(timeout=20)
             assert first.kind == "reply" and first.reply and first.reply.content == "a is known"
-            cursor = len(await agents.messages(sid))
+            cursor = len(await agents.session(sid).messages())
             # the next message comes from the real CLI, as an operator would send it
             await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", sid,
                 "--name", "send_message", "--input", json.dumps("and then?"),
             )  # fmt: skip
-            second = await agents.wait(sid, after=cursor, timeout=20)
+            second = await agents.session(sid).wait(after=cursor, timeout=20)
             await asyncio.to_thread(
                 temporal_cli, temporal_env, "workflow", "signal", "--workflow-id", sid,
                 "--name", "end_session",
             )  # fmt: skip
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
-        await record_history(agents._handle(sid), "multi_turn_session")
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
+        await record_history(agents.temporal.get_workflow_handle(sid), "multi_turn_session")
     assert [m.role for m in second.messages] == ["user", "assistant"]
     assert second.reply and second.reply.content == "second answer"
     assert result.status == "done" and result.stop_reason == "ended"
@@ -109,13 +109,13 @@ async def test_messages_sent_during_a_turn_arrive_at_the_boundary_in_order(
                 sid = await agents.start(session_spec(provider, end_after_reply=True), "start")
                 await wait_for(lambda: _phase_is(agents, sid, "running_tools"))
                 for text in ("m1", "m2", "m3"):
-                    await agents.send(sid, text)
+                    await agents.session(sid).send(text)
                 queued = await wait_for(lambda: _queued(agents, sid, 3))  # signals land
             finally:
                 lookup_may_finish.set()
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
-        await record_history(agents._handle(sid), "queued_message")
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
+        await record_history(agents.temporal.get_workflow_handle(sid), "queued_message")
     assert queued == 3
     assert result.final and result.final.content == "answered all three"
     assert [(m.role, m.content) for m in messages[2:6]] == [
@@ -126,12 +126,12 @@ async def test_messages_sent_during_a_turn_arrive_at_the_boundary_in_order(
 
 
 async def _queued(agents: AgentClient, sid: str, count: int) -> int:
-    queued = (await agents.status(sid)).queued_messages
+    queued = (await agents.session(sid).status()).queued_messages
     return queued if queued == count else 0
 
 
 async def _phase_is(agents: AgentClient, sid: str, phase: str) -> bool:
-    return (await agents.status(sid)).phase == phase
+    return (await agents.session(sid).status()).phase == phase
 
 
 async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
@@ -141,11 +141,11 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider, max_message_chars=10), "hello")
-            await agents.wait(sid, timeout=20)
+            await agents.session(sid).wait(timeout=20)
             refused = []
             for text in ("", "x" * 11):  # the update door: refused to the caller at once
                 with pytest.raises(MessageRefusedError) as caught:
-                    await agents.send(sid, text)
+                    await agents.session(sid).send(text)
                 refused.append(caught.value.reason)
             # text parts count (an image does not): 6 + 5 characters
             parts = [
@@ -154,7 +154,7 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
                 text_part("y" * 5),
             ]
             with pytest.raises(MessageRefusedError) as caught:
-                await agents.send(sid, UserMessage(content=parts))
+                await agents.session(sid).send(UserMessage(content=parts))
             refused.append(caught.value.reason)
             await client.get_workflow_handle(sid).signal("send_message", "y" * 12)  # a signal
             long_parts = UserMessage(content=[text_part("z" * 13)])
@@ -164,11 +164,11 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
                     temporal_cli, temporal_env, "workflow", "update", "execute",
                     "--workflow-id", sid, "--name", "send_message", "--input", '""',
                 )  # fmt: skip
-            cursor = await agents.send(sid, "ten chars!")
-            reply = await agents.wait(sid, after=cursor, timeout=20)
-            status = await agents.status(sid)
-            await agents.end(sid)
-            await agents.result(sid)
+            cursor = await agents.session(sid).send("ten chars!")
+            reply = await agents.session(sid).wait(after=cursor, timeout=20)
+            status = await agents.session(sid).status()
+            await agents.session(sid).end()
+            await agents.session(sid).result()
             await record_history(client.get_workflow_handle(sid), "message_parts_counted")
     assert reply.reply and reply.reply.content == "ok"
     assert "send_message: empty message" in str(by_cli.value)
@@ -191,7 +191,7 @@ async def test_idle_timeout_ends_a_quiet_session(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider, idle_timeout_seconds=1), "hi")
-            result = await agents.result(sid)
+            result = await agents.session(sid).result()
     assert result.stop_reason == "idle_timeout" and result.status == "done"
     assert result.final and result.final.content == "hello"
 
@@ -216,16 +216,16 @@ async def _converse(
         async with running_worker(env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider, **session), CONVERSATION[0][0])
-            first_run = agents._handle(sid)
+            first_run = agents.temporal.get_workflow_handle(sid)
             described = await first_run.describe()
-            await agents.wait(sid, timeout=30)
+            await agents.session(sid).wait(timeout=30)
             for text, _ in CONVERSATION[1:]:
-                cursor = await agents.send(sid, text)
-                await agents.wait(sid, after=cursor, timeout=30)
-            status = await agents.status(sid)
-            await agents.end(sid)
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+                cursor = await agents.session(sid).send(text)
+                await agents.session(sid).wait(after=cursor, timeout=30)
+            status = await agents.session(sid).status()
+            await agents.session(sid).end()
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
         if name:
             run = client.get_workflow_handle(sid, run_id=described.run_id)
             await record_history(run, name)
@@ -256,12 +256,14 @@ async def test_pending_approval_survives_continue_as_new_and_a_worker_restart(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "ship it")
-            first_run = await agents._handle(sid).describe()
-            waiting = await agents.wait(sid, timeout=20)
+            first_run = await agents.temporal.get_workflow_handle(sid).describe()
+            waiting = await agents.session(sid).wait(timeout=20)
             assert waiting.kind == "approval"
             # a flood of signals that change nothing grows history past the limit
             for k in range(4):
-                await agents._signal(sid, "approve", {"approval_id": f"bogus-{k}"})
+                await agents.temporal.get_workflow_handle(sid).signal(
+                    "approve", {"approval_id": f"bogus-{k}"}
+                )
             # the next run waits again once it has started (admitted, its tools resolved)
             status = await wait_for(lambda: _runs_at_least(agents, sid, 2, "awaiting_approval"))
             assert [p.approval_id for p in status.pending_approvals] == ["turn1-call0"]
@@ -269,9 +271,9 @@ async def test_pending_approval_survives_continue_as_new_and_a_worker_restart(
             await record_history(run, "approval_continued_as_new")
         # the worker is gone; a new one takes over and the decision still lands
         async with running_worker(temporal_env, task_queue, registry):
-            await agents.approve(sid, "turn1-call0", by="release-manager")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            await agents.session(sid).approve("turn1-call0", by="release-manager")
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert result.final and result.final.content == "api deployed"
     (deployed,) = tool_messages(messages)
     assert deployed.content == "deployed api"
@@ -280,7 +282,7 @@ async def test_pending_approval_survives_continue_as_new_and_a_worker_restart(
 
 
 async def _runs_at_least(agents: AgentClient, sid: str, runs: int, phase: str | None = None) -> Any:
-    status = await agents.status(sid)
+    status = await agents.session(sid).status()
     return status if status.runs >= runs and phase in (None, status.phase) else None
 
 
@@ -292,10 +294,10 @@ async def test_ending_a_session_denies_what_waits_for_approval(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(session_spec(provider), "ship db")
-            await agents.wait(sid, timeout=20)
-            await agents.end(sid, by="oncall", reason="change freeze")
-            result = await agents.result(sid)
-            messages = await agents.messages(sid)
+            await agents.session(sid).wait(timeout=20)
+            await agents.session(sid).end(by="oncall", reason="change freeze")
+            result = await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
     assert result.stop_reason == "ended"
     (denied,) = tool_messages(messages)
     assert denied.is_error and denied.content == "Tool call denied by oncall: change freeze"

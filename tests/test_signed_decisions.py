@@ -50,23 +50,23 @@ async def test_a_token_is_bound_to_the_run_the_decision_and_its_call(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay ann", session_id=f"pay-{task_queue}")
             [first] = await pending_count(agents, session, 1)
-            old_run = await agents.run_chain(session)
+            old_run = await agents.session(session).run_chain()
             plain = ApprovalSignal(approval_id=first.approval_id)
             digest = decision_digest("approve", first.approval_id, old_run, first, plain)
             kept = alice.sign(session, first.approval_id, "approve", digest=digest)
             # that session ends; a new one starts under the same id, asking the same id
-            await agents.end(session, by="ops")
-            await agents.result(session)
+            await agents.session(session).end(by="ops")
+            await agents.session(session).result()
             with pytest.raises(SessionExistsError, match="--restart starts it over"):
                 await agents.start(spec, "pay ann again", session_id=session)
             again = await agents.start(spec, "pay ann again", session_id=session, restart=True)
             [second] = await pending_count(agents, again, 1)
             assert second.approval_id == first.approval_id
-            assert await agents.run_chain(again) != old_run
+            assert await agents.session(again).run_chain() != old_run
             handle = client.get_workflow_handle(again)
             await handle.signal("approve", plain.model_copy(update={"token": kept}))
             # and in this run: a signed plain approval with an edit added unsigned
-            run = await agents.run_chain(again)
+            run = await agents.session(again).run_chain()
             token = alice.sign(
                 again, second.approval_id, "approve",
                 digest=decision_digest("approve", second.approval_id, run, second, plain),
@@ -77,16 +77,16 @@ async def test_a_token_is_bound_to_the_run_the_decision_and_its_call(
             await handle.signal("approve", edited)
 
             async def both_refused() -> Any:
-                status = await agents.status(again)
+                status = await agents.session(again).status()
                 return status.rejected_signals if len(status.rejected_signals) >= 2 else None
 
             refusals = await wait_for(both_refused, timeout=30)
-            still = await agents.pending_approvals(again)
+            still = await agents.session(again).pending_approvals()
             # the signer's own client signs what it sends: that one counts
-            await agents.approve(again, second.approval_id, key=alice)
+            await agents.session(again).approve(second.approval_id, key=alice)
 
             async def paid() -> Any:
-                found = results(await agents.messages(again))
+                found = results(await agents.session(again).messages())
                 return found or None
 
             [result] = await wait_for(paid, timeout=30)
@@ -130,20 +130,21 @@ async def test_forged_carried_state_and_fake_child_reports_change_nothing(
             # a real session, and a report from a "child" it never started
             session = await agents.start(spec, "pay ann")
             await pending_count(agents, session, 1)
+            chain = await agents.session(session).run_chain()
             fake = ChildApprovals(
-                child_id=f"{session}--helper-t1c0-{(await agents.run_chain(session))[:8]}",
-                pending=[(await agents.pending_approvals(session))[0].model_copy(
+                child_id=f"{session}--helper-t1c0-{chain[:8]}",
+                pending=[(await agents.session(session).pending_approvals())[0].model_copy(
                     update={"approval_id": "turn1-call0", "tool_name": "transfer"}
                 )],
             )  # fmt: skip
             await client.get_workflow_handle(session).signal("child_approvals", fake)
 
             async def refused() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 return status.rejected_signals or None
 
             rejected = await wait_for(refused, timeout=30)
-            shown = [p.approval_id for p in await agents.pending_approvals(session)]
+            shown = [p.approval_id for p in await agents.session(session).pending_approvals()]
     assert "carried state (grants, decisions, messages) is taken only from" in str(
         failed.value.cause
     )
@@ -194,12 +195,12 @@ async def test_a_childs_call_is_decided_only_as_its_parent_allows(
             call_part, own_id = through_parent.approval_id.split("/")
             child_id = f"{session}--{call_part}"
             with pytest.raises(DecisionRefusedError, match="a signed token is required"):
-                await agents.approve(session, through_parent.approval_id, by="alice")
+                await agents.session(session).approve(through_parent.approval_id, by="alice")
             with pytest.raises(DecisionRefusedError, match="a signed token is required"):
-                await agents.approve(child_id, own_id, by="alice")
+                await agents.session(child_id).approve(own_id, by="alice")
             assert ran == [], "no unsigned name ran the child's call"
-            await agents.approve(child_id, own_id, key=alice)
-            result = await agents.result(session)
+            await agents.session(child_id).approve(own_id, key=alice)
+            result = await agents.session(session).result()
     assert result.status == "done" and ran == [("transfer", {"to": "ann", "amount": 1})]
 
 
@@ -229,12 +230,12 @@ async def test_a_child_id_taken_first_fails_the_call_not_the_parent(
             waiting = spec_for(provider, session={})  # a session that waits for a message
             old_form = await agents.start(waiting, session_id=f"{parent}--helper-t1c0")
             await agents.start(spec, "pay ann", session_id=parent)
-            run = (await agents.run_chain(parent))[:8]
+            run = (await agents.session(parent).run_chain())[:8]
             squatter = await agents.start(waiting, session_id=f"{parent}--helper-t1c0-{run}")
             go.set()
-            result = await agents.result(parent)
-            messages = await agents.messages(parent)
-            statuses = [await agents.status(s) for s in (old_form, squatter)]
+            result = await agents.session(parent).result()
+            messages = await agents.session(parent).messages()
+            statuses = [await agents.session(s).status() for s in (old_form, squatter)]
     assert result.status == "done"
     [failed] = results(messages)
     assert failed.is_error and "the agent could not start" in failed.content

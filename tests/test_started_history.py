@@ -107,12 +107,12 @@ async def test_a_history_signalled_after_the_start_is_nobodys(
             text = await failure_text(client, announced)
             agents = AgentClient(client, task_queue=task_queue)
             plain = await agents.start(spec, "hello")
-            await agents.wait(plain, timeout=30)
+            await agents.session(plain).wait(timeout=30)
             await client.get_workflow_handle(plain).signal(EARLIER_HISTORY_SIGNAL, planted)
-            index = await agents.send(plain, "and?")
-            await agents.wait(plain, after=index, timeout=30)
-            messages = await agents.messages(plain)
-            await agents.end(plain)
+            index = await agents.session(plain).send("and?")
+            await agents.session(plain).wait(after=index, timeout=30)
+            messages = await agents.session(plain).messages()
+            await agents.session(plain).end()
     assert "1 messages announced, none sent with the start" in text, text
     assert [m.content for m in messages] == ["hello", "one", "and?", "two"]
     assert all("planted" not in str(body) for body in provider.bodies())
@@ -135,7 +135,7 @@ async def test_a_history_sent_apart_is_as_encrypted_as_the_input(
         ):  # fmt: skip
             agents = AgentClient(encrypted, task_queue=task_queue)
             session_id = await agents.start(spec, "go", history=past)
-            result = await agents.result(session_id)
+            result = await agents.session(session_id).result()
             raw = await temporal_env.client.get_workflow_handle(session_id).fetch_history()
     assert result.status == "done", result
     [body] = provider.bodies()
@@ -180,9 +180,11 @@ async def test_a_long_history_opens_as_an_inline_one_does(
             agents = AgentClient(client, task_queue=task_queue)
             session_id = await agents.start(spec, history=past)
             status = await wait_for(lambda: _refused(agents, session_id), timeout=60)
-            messages = await agents.messages(session_id)
-            start = (await agents._handle(session_id).fetch_history()).events[0]
-            await agents.end(session_id)
+            messages = await agents.session(session_id).messages()
+            start = (await agents.temporal.get_workflow_handle(session_id).fetch_history()).events[
+                0
+            ]
+            await agents.session(session_id).end()
     sent = start.workflow_execution_started_event_attributes.input.payloads[0].data
     assert (b'"earlier"' in sent) is apart
     assert status.last_error == "input guardrail no_secret: mentions the secret"
@@ -196,5 +198,5 @@ async def test_a_long_history_opens_as_an_inline_one_does(
 
 
 async def _refused(agents: AgentClient, session_id: str) -> Any:
-    status = await agents.status(session_id)
+    status = await agents.session(session_id).status()
     return status if status.last_error else None

@@ -79,11 +79,13 @@ async def test_a_sub_agent_runs_as_a_child_session(
             session = await agents.start(
                 spec, "ask the researcher", session_id="sub_agent" if recording else None
             )
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
-            child_id = f"{session}--researcher-t1c0-{(await agents.run_chain(session))[:8]}"
-            child = await agents.messages(child_id)  # a session like any other
-            child_result = await agents.result(child_id)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
+            child_id = (
+                f"{session}--researcher-t1c0-{(await agents.session(session).run_chain())[:8]}"
+            )
+            child = await agents.session(child_id).messages()  # a session like any other
+            child_result = await agents.session(child_id).result()
             await record_history(client.get_workflow_handle(session), "sub_agent")
     assert result.final is not None and result.final.content == "The researcher says 42."
     [delegated] = [m for m in messages if isinstance(m, ToolMessage)]
@@ -115,7 +117,9 @@ async def child_running(
                 return len(provider.requests) >= 2
 
             async def child_closed() -> Any:
-                run = (await agents.run_chain(session))[:8]  # the child's id is bound to it
+                run = (await agents.session(session).run_chain())[
+                    :8
+                ]  # the child's id is bound to it
                 child = client.get_workflow_handle(f"{session}--researcher-t1c0-{run}")
                 described = await child.describe()
                 return described.status if described.close_time else None
@@ -128,17 +132,17 @@ async def test_cancelling_the_parents_turn_cancels_the_child(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with child_running(temporal_env, task_queue) as (agents, session, child_closed):
-        await agents.cancel_turn(session, by="tester")
+        await agents.session(session).cancel_turn(by="tester")
         status = await wait_for(child_closed, timeout=30)
         await wait_for(lambda: _idle(agents, session), timeout=30)
-        messages = await agents.messages(session)
+        messages = await agents.session(session).messages()
     assert status == WorkflowExecutionStatus.CANCELED
     [slot] = [m for m in messages if isinstance(m, ToolMessage)]
     assert slot.is_error and "turn cancelled by tester" in slot.content
 
 
 async def _idle(agents: AgentClient, session: str) -> bool:
-    return (await agents.status(session)).phase == "idle"
+    return (await agents.session(session).status()).phase == "idle"
 
 
 async def test_a_worker_killed_while_the_child_runs(
@@ -175,8 +179,8 @@ async def test_a_worker_killed_while_the_child_runs(
 
             await wait_for(child_calling, timeout=30)
             await asyncio.to_thread(pool.kill)
-            result = await asyncio.wait_for(agents.result(session), 120)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 120)
+            messages = await agents.session(session).messages()
         finally:
             pool.stop()
     assert result.final is not None
@@ -190,10 +194,10 @@ async def test_ending_the_parent_cancels_a_running_child(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     async with child_running(temporal_env, task_queue) as (agents, session, child_closed):
-        await agents.end(session, by="tester", reason="closing time")
-        result = await asyncio.wait_for(agents.result(session), 30)
+        await agents.session(session).end(by="tester", reason="closing time")
+        result = await asyncio.wait_for(agents.session(session).result(), 30)
         status = await wait_for(child_closed, timeout=30)  # it may take a moment
-        messages = await agents.messages(session)
+        messages = await agents.session(session).messages()
     assert result.status == "done" and result.stop_reason == "ended"
     # cancelled, and terminated by the parent-close policy if the parent closed first
     assert status in {WorkflowExecutionStatus.CANCELED, WorkflowExecutionStatus.TERMINATED}
@@ -230,16 +234,16 @@ async def test_a_childs_approval_shows_in_the_parent_and_is_decided_there(
         async with running_worker(temporal_env, task_queue, publishing) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "research and publish")
-            waiting = await agents.wait(session, timeout=30)  # as a person follows it
+            waiting = await agents.session(session).wait(timeout=30)  # as a person follows it
             assert waiting.kind == "approval"
             [pending] = waiting.pending
-            run = (await agents.run_chain(session))[:8]
+            run = (await agents.session(session).run_chain())[:8]
             assert pending.approval_id == f"researcher-t1c0-{run}/turn1-call0"
             assert pending.tool_name == "publish" and pending.arguments == '{"text": "42"}'
-            await agents.approve(session, pending.approval_id, by="editor")
-            result = await asyncio.wait_for(agents.result(session), 30)
-            child_messages = await agents.messages(f"{session}--researcher-t1c0-{run}")
-            status = await agents.status(session)
+            await agents.session(session).approve(pending.approval_id, by="editor")
+            result = await asyncio.wait_for(agents.session(session).result(), 30)
+            child_messages = await agents.session(f"{session}--researcher-t1c0-{run}").messages()
+            status = await agents.session(session).status()
     assert result.final is not None and result.final.content == "The researcher published it."
     [published] = [m for m in child_messages if isinstance(m, ToolMessage)]
     assert published.content == "published: 42"
@@ -281,8 +285,8 @@ async def test_a_sub_agents_inputs_are_its_parameters_and_its_message(
         async with running_worker(temporal_env, task_queue, Registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "research tides")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
     first = provider.bodies()[0]
     [tool] = first["tools"]
     assert tool["function"]["name"] == "researcher"

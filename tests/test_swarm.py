@@ -92,15 +92,17 @@ async def test_three_agents_hand_over_with_an_approval_on_their_own_providers(
             session = await agents.start(spec, "I want a refund")
 
             async def refund_waits() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 return status if status.pending_approvals else None
 
             waiting = await wait_for(refund_waits, timeout=60)
             env = {"address": address_of(temporal_env)}
             shown = await acli("status", session, **env)
-            await agents.approve(session, waiting.pending_approvals[0].approval_id, by="ops")
-            result = await asyncio.wait_for(agents.result(session), 60)
-            messages = await agents.messages(session)
+            await agents.session(session).approve(
+                waiting.pending_approvals[0].approval_id, by="ops"
+            )
+            result = await asyncio.wait_for(agents.session(session).result(), 60)
+            messages = await agents.session(session).messages()
             history = await acli("history", session, **env)
             await record_history(client.get_workflow_handle(session), "swarm")
     # the refund waited on billing, with triage on the stack
@@ -171,7 +173,7 @@ async def test_a_handoff_in_a_parallel_batch_then_continue_as_new_and_a_move_by_
             session = await agents.start(spec, "my router is broken")
 
             async def tech_answered() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 return status if status.phase == "idle" and status.runs > 1 else None
 
             after = await wait_for(tech_answered, timeout=60)
@@ -179,11 +181,11 @@ async def test_a_handoff_in_a_parallel_batch_then_continue_as_new_and_a_move_by_
             unknown = await acli("move", session, "legal", **env)
             moved = await acli("move", session, "billing", "--reason", "invoice question", **env)
             await wait_for(lambda: _agent_is(agents, session, "billing"))
-            before = await agents.send(session, "and my invoice?")
-            answer = await agents.wait(session, after=before, timeout=60)
-            status = await agents.status(session)
-            messages = await agents.messages(session)
-            await agents.end(session)
+            before = await agents.session(session).send("and my invoice?")
+            answer = await agents.session(session).wait(after=before, timeout=60)
+            status = await agents.session(session).status()
+            messages = await agents.session(session).messages()
+            await agents.session(session).end()
             await record_history(client.get_workflow_handle(session), "swarm_continued")
     assert (after.agent, after.agent_stack) == ("tech", ["triage"])
     results = [m for m in messages if isinstance(m, ToolMessage)]
@@ -202,7 +204,7 @@ async def test_a_handoff_in_a_parallel_batch_then_continue_as_new_and_a_move_by_
 
 
 async def _agent_is(agents: AgentClient, session: str, name: str) -> bool:
-    return (await agents.status(session)).agent == name
+    return (await agents.session(session).status()).agent == name
 
 
 async def test_a_move_by_signal_and_the_moves_that_change_nothing(
@@ -219,12 +221,12 @@ async def test_a_move_by_signal_and_the_moves_that_change_nothing(
         async with running_worker(temporal_env, task_queue, swarm_registry()) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
-            await agents.wait(session, timeout=60)
-            await agents.move_to_agent(session, "nobody")
-            await agents.move_to_agent(session, "triage")
+            await agents.session(session).wait(timeout=60)
+            await agents.session(session).move_to_agent("nobody")
+            await agents.session(session).move_to_agent("triage")
 
             async def rejected() -> Any:
-                status = await agents.status(session)
+                status = await agents.session(session).status()
                 return status if len(status.rejected_signals) == 2 else None
 
             status = await wait_for(rejected)
@@ -233,10 +235,10 @@ async def test_a_move_by_signal_and_the_moves_that_change_nothing(
                 "--name", "move_to_agent", "--input", json.dumps("tech"),
             )  # fmt: skip
             await wait_for(lambda: _agent_is(agents, session, "tech"))
-            before = await agents.send(session, "my router?")
-            answer = await agents.wait(session, after=before, timeout=60)
-            moved = await agents.status(session)
-            await agents.end(session)
+            before = await agents.session(session).send("my router?")
+            answer = await agents.session(session).wait(after=before, timeout=60)
+            moved = await agents.session(session).status()
+            await agents.session(session).end()
             await record_history(client.get_workflow_handle(session), "swarm_moved")
     assert status.agent == "triage"
     assert "move_to_agent: no agent 'nobody'" in status.rejected_signals[0]
@@ -287,9 +289,9 @@ async def test_a_worker_killed_right_after_a_handoff(
             await wait_for(billing_streams, timeout=60, interval=0.05)
             await asyncio.sleep(0.5)  # well inside the stream
             await asyncio.to_thread(pool.kill)
-            result = await asyncio.wait_for(agents.result(session), 120)
-            messages = await agents.messages(session)
-            status = await agents.status(session)
+            result = await asyncio.wait_for(agents.session(session).result(), 120)
+            messages = await agents.session(session).messages()
+            status = await agents.session(session).status()
         finally:
             pool.stop()
     bodies = provider.bodies()

@@ -10,8 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from durable_agent import Agent, ModelSpec, ProviderEndpoint, Registry, tool
-from durable_agent.client import SessionNotFoundError
-from durable_agent.client._client import WaitOutcome
+from durable_agent.client import SessionNotFoundError, WaitOutcome
 from durable_agent.testing import (
     AgentTestEnvironment,
     ScriptedProvider,
@@ -93,13 +92,13 @@ async def test_a_registered_agent_runs_by_name_and_hands_off_on_the_scripted_mod
 
         async def asked() -> WaitOutcome | None:
             try:
-                return await agents.wait(session)
+                return await agents.session(session).wait()
             except SessionNotFoundError:  # not started yet
                 return None
 
         outcome = await wait_for(asked, timeout=60)
         assert outcome.kind == "approval" and outcome.pending[0].tool_name == "refund"
-        await agents.approve(session, outcome.pending[0].approval_id, by="test")
+        await agents.session(session).approve(outcome.pending[0].approval_id, by="test")
         run = await running
         with pytest.raises(LookupError, match=r"no agent 'billing' on this client \(agents: "):
             await agents.run("billing", "hi")

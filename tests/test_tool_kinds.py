@@ -61,7 +61,7 @@ async def failure_of(
         agents = AgentClient(client, task_queue=task_queue)
         session = await agents.start(spec, "hello")
         with pytest.raises(WorkflowFailureError) as failed:
-            await agents.result(session)
+            await agents.session(session).result()
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError)
     return cause
@@ -81,8 +81,8 @@ async def test_the_pages_kind_lists_and_runs_its_tools_in_a_session(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "the disk is full")
-            result = await agents.result(session)
-            messages = await agents.messages(session)
+            result = await agents.session(session).result()
+            messages = await agents.session(session).messages()
             await record_history(client.get_workflow_handle(session), "tool_kind_webhook")
     assert result.status == "done"
     [seen] = hooks.seen

@@ -77,7 +77,7 @@ async def test_model_and_tool_spans_carry_the_genai_attributes_in_one_linked_tra
                 update={"model": spec.model.model_copy(update={"options": options})}
             )
             session = await agents.start(spec, "time in NYC?")
-            assert (await agents.result(session)).status == "done"
+            assert (await agents.session(session).result()).status == "done"
             await wait_for(lambda: _spans_arrived(receiver), timeout=30)
         spans = list(receiver.spans)
     first, second = receiver.named("execute")
@@ -121,7 +121,7 @@ async def test_message_content_goes_on_spans_only_when_asked(
     ):
         agents = AgentClient(temporal_env.client, task_queue=task_queue)
         session = await agents.start(spec_for(provider, ["get_time"]), "time in NYC?")
-        await agents.result(session)
+        await agents.session(session).result()
         await wait_for(lambda: _spans_arrived(receiver), timeout=30)
     first = receiver.named("execute")[0]
     assert "time in NYC?" in first.attributes["gen_ai.input.messages"]
@@ -147,10 +147,14 @@ async def test_a_stalled_or_absent_collector_does_not_slow_a_session(
             with traced_worker(temporal_env, queue, endpoint):
                 agents.task_queue = queue
                 for _ in range(2):
-                    statuses.append((await agents.result(await agents.start(spec, "hi"))).status)
+                    statuses.append(
+                        (await agents.session(await agents.start(spec, "hi")).result()).status
+                    )
                 await wait_for(lambda e=endpoint: _true(stalled.requests >= 1 or e == absent))
                 # an export is under way (held by the stalled collector, or refused)
-                statuses.append((await agents.result(await agents.start(spec, "hi"))).status)
+                statuses.append(
+                    (await agents.session(await agents.start(spec, "hi")).result()).status
+                )
                 # every session ended while the collector still held what it was sent
                 assert stalled.answered == 0
         assert stalled.requests >= 1, "the worker did try to export"
@@ -184,7 +188,7 @@ async def test_replay_emits_no_span_twice(
         ):
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec_for(scripted, ["get_time"]), "time in NYC?")
-            assert (await agents.result(session)).status == "done"
+            assert (await agents.session(session).result()).status == "done"
             history = await client.get_workflow_handle(session).fetch_history()
     names = [s.name for s in exporter.get_finished_spans()]
     tasks = sum(1 for e in history.events if e.HasField("workflow_task_completed_event_attributes"))
@@ -221,7 +225,7 @@ async def test_an_embeddings_call_is_an_embeddings_span_under_its_tool(
         with traced_worker(temporal_env, task_queue, receiver.endpoint):
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, ["embed_note"]), "embed hello")
-            assert (await agents.result(session)).final.content == "3 dimensions"  # type: ignore[union-attr]
+            assert (await agents.session(session).result()).final.content == "3 dimensions"  # type: ignore[union-attr]
             await wait_for(
                 lambda: _true(bool(receiver.named("embeddings text-embedding-3-small"))),
                 timeout=30,
@@ -251,8 +255,8 @@ async def test_an_image_generation_is_a_generate_content_span_under_its_tool(
         with traced_worker(temporal_env, task_queue, receiver.endpoint):
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             session = await agents.start(spec_for(provider, ["draw"]), "draw a cat")
-            await agents.result(session)
-            messages = await agents.messages(session)
+            await agents.session(session).result()
+            messages = await agents.session(session).messages()
             await wait_for(lambda: _true(bool(receiver.named("generate_content gpt-image-1"))), 30)
             await wait_for(lambda: _true(bool(receiver.named("execute_tool draw"))), 30)
     [span] = receiver.named("generate_content gpt-image-1")

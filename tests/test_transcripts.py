@@ -98,13 +98,13 @@ async def _session(
             agents = AgentClient(env.client, task_queue=task_queue)
             spec = spec_for(provider, ["fetch", "publish"], session={"end_after_reply": True})
             sid = await agents.start(spec, "read pages 1-4, publish 3")
-            waiting = await agents.wait(sid, timeout=30)
+            waiting = await agents.session(sid).wait(timeout=30)
             assert waiting.kind == "approval"
             if while_paused is not None:
                 await while_paused()
-            await agents.approve(sid, waiting.pending[0].approval_id)
-            await agents.result(sid)
-            messages = await agents.messages(sid)
+            await agents.session(sid).approve(waiting.pending[0].approval_id)
+            await agents.session(sid).result()
+            messages = await agents.session(sid).messages()
         return messages, env.client.get_workflow_handle(sid), provider
 
 
@@ -182,7 +182,7 @@ async def test_a_new_worker_process_carries_on_from_the_shared_store(
             transcripts=open_transcript_store(url),
         ):
             sid = await agents.start(spec, "read pages 1-4, publish 3")
-            waiting = await agents.wait(sid, timeout=30)
+            waiting = await agents.session(sid).wait(timeout=30)
         async with build_worker(
             temporal_env.client,
             capabilities=LOCAL_DEVELOPMENT,
@@ -190,9 +190,9 @@ async def test_a_new_worker_process_carries_on_from_the_shared_store(
             registry=registry,
             transcripts=open_transcript_store(url),
         ):
-            await agents.approve(sid, waiting.pending[0].approval_id)
-            await agents.result(sid)
-    inputs = model_inputs(await agents._handle(sid).fetch_history())
+            await agents.session(sid).approve(waiting.pending[0].approval_id)
+            await agents.session(sid).result()
+    inputs = model_inputs(await agents.temporal.get_workflow_handle(sid).fetch_history())
     assert [c.get("transcript") is None for c in inputs] == [True, False, False, False, False]
     assert [c.get("setup") is not None for c in inputs] == [True, False, False, False, False]
 

@@ -95,12 +95,12 @@ def slow_stream(message: AssistantMessage, seconds: float) -> Reply:
 
 
 async def status_of(agents: AgentClient, session: str) -> SessionStatus:
-    return await agents.status(session)
+    return await agents.session(session).status()
 
 
 async def idle(agents: AgentClient, session: str) -> SessionStatus:
     async def check() -> SessionStatus | None:
-        status = await agents.status(session)
+        status = await agents.session(session).status()
         return status if status.phase == "idle" and not status.queued_messages else None
 
     found: SessionStatus = await wait_for(check, timeout=30)
@@ -128,15 +128,15 @@ async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_o
             assert status.last_error is not None
             assert status.last_error.startswith("turn cancelled by ")
             assert status.last_error.endswith(": too slow")
-            after_model = await agents.messages(session)
+            after_model = await agents.session(session).messages()
             assert [m.role for m in after_model] == ["user"], "nothing joined the array"
 
-            await agents.send(session, "look up a and b")
+            await agents.session(session).send("look up a and b")
             await wait_for(lambda: _phase_is(agents, session, "running_tools"))
             await asyncio.sleep(0.5)
-            await agents.cancel_turn(session, by="tester")
+            await agents.session(session).cancel_turn(by="tester")
             await idle(agents, session)
-            batch = await agents.messages(session)
+            batch = await agents.session(session).messages()
             results = [m for m in batch if isinstance(m, ToolMessage)]
             assert [r.is_error for r in results] == [True, True]
             assert all("not completed, turn cancelled by tester" in r.content for r in results), [
@@ -145,13 +145,13 @@ async def test_cancel_stops_a_model_call_and_a_tool_batch_and_the_session_goes_o
             assert len(provider.requests) == 2, "the model was not asked after the cancel"
 
             # with no turn running, a cancel changes nothing, visibly
-            await agents.cancel_turn(session, by="tester")
+            await agents.session(session).cancel_turn(by="tester")
             rejected = await wait_for(lambda: _rejected(agents, session))
             assert rejected[-1] == "cancel_turn: no turn is running"
 
-            await agents.send(session, "never mind")
+            await agents.session(session).send("never mind")
             await idle(agents, session)
-            messages = await agents.messages(session)
+            messages = await agents.session(session).messages()
             history = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
             await record_history(client.get_workflow_handle(session), "cancellation")
     assert messages[-1].content == "fine, something else then"
@@ -167,11 +167,11 @@ async def _true(value: bool) -> bool:
 
 
 async def _phase_is(agents: AgentClient, session: str, phase: str) -> bool:
-    return (await agents.status(session)).phase == phase
+    return (await agents.session(session).status()).phase == phase
 
 
 async def _rejected(agents: AgentClient, session: str) -> list[str]:
-    return (await agents.status(session)).rejected_signals
+    return (await agents.session(session).status()).rejected_signals
 
 
 def _roles(request: RecordedRequest) -> list[tuple[str, str]]:
@@ -188,15 +188,17 @@ async def test_cancel_and_flush_while_approvals_wait_across_continue_as_new(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "pay both")
             await wait_for(lambda: _phase_is(agents, session, "awaiting_approval"))
-            await agents.flush(session, by="ops")  # waits for the turn to end
+            await agents.session(session).flush(by="ops")  # waits for the turn to end
             for k in range(4):  # signals that change nothing grow history past the limit
-                await agents._signal(session, "approve", {"approval_id": f"bogus-{k}"})
+                await agents.temporal.get_workflow_handle(session).signal(
+                    "approve", {"approval_id": f"bogus-{k}"}
+                )
             status = await wait_for(lambda: _carried(agents, session))
             assert status.flushes_pending == 1 and len(status.pending_approvals) == 2
-            await agents.cancel_turn(session, by="ops", reason="wrong account")
+            await agents.session(session).cancel_turn(by="ops", reason="wrong account")
             await wait_for(lambda: _flushed(agents, session, 1))
-            status = await agents.status(session)
-            messages = await agents.messages(session)
+            status = await agents.session(session).status()
+            messages = await agents.session(session).messages()
     assert status.phase == "idle" and not status.pending_approvals
     assert status.last_error == "turn cancelled by ops: wrong account"
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "flush"]
@@ -208,7 +210,7 @@ async def test_cancel_and_flush_while_approvals_wait_across_continue_as_new(
 
 
 async def _carried(agents: AgentClient, session: str) -> SessionStatus | None:
-    status = await agents.status(session)
+    status = await agents.session(session).status()
     return status if status.runs >= 2 and status.phase == "awaiting_approval" else None
 
 
@@ -232,16 +234,16 @@ async def test_flush_resets_what_requests_start_from_and_waits_for_the_turn(
             assert flushed.returncode == 0, flushed.stderr
             await wait_for(lambda: _flushed(agents, session, 1))
 
-            await agents.send(session, "look up rome")
+            await agents.session(session).send("look up rome")
             await wait_for(lambda: _phase_is(agents, session, "running_tools"))
-            await agents.flush(session, by="tester")  # mid-turn: applied after the answer
-            status = await agents.status(session)
+            await agents.session(session).flush(by="tester")  # mid-turn: applied after the answer
+            status = await agents.session(session).status()
             assert status.flushes_pending == 1
             await wait_for(lambda: _flushed(agents, session, 2))
-            await agents.send(session, "hello")
+            await agents.session(session).send("hello")
             await idle(agents, session)
-            messages = await agents.messages(session)
-            status = await agents.status(session)
+            messages = await agents.session(session).messages()
+            status = await agents.session(session).status()
             shown = await acli("history", session, address=address)
             handle = client.get_workflow_handle(session)
             await record_history(handle, "flush")
@@ -266,7 +268,7 @@ async def test_flush_resets_what_requests_start_from_and_waits_for_the_turn(
 
 
 async def _flushed(agents: AgentClient, session: str, count: int) -> bool:
-    messages = await agents.messages(session)
+    messages = await agents.session(session).messages()
     return sum(isinstance(m, FlushMessage) for m in messages) == count
 
 
@@ -285,12 +287,12 @@ async def test_guardrails_block_a_message_and_an_answer_and_keep_both(
             assert status.last_error == "input guardrail no_ssn: contains an SSN"
             assert not provider.requests, "the model never saw the message"
 
-            await agents.send(session, "what is the weather?")
+            await agents.session(session).send("what is the weather?")
             status = await wait_for(lambda: _errored(agents, session, "output guardrail"))
             assert status.last_error == "output guardrail polite: impolite answer"
-            await agents.send(session, "and now?")
+            await agents.session(session).send("and now?")
             await idle(agents, session)
-            messages = await agents.messages(session)
+            messages = await agents.session(session).messages()
             handle = client.get_workflow_handle(session)
             await record_history(handle, "guardrails")
     blocked_in, asked, blocked_out, again, answer = messages
@@ -306,7 +308,7 @@ async def test_guardrails_block_a_message_and_an_answer_and_keep_both(
 
 
 async def _errored(agents: AgentClient, session: str, prefix: str) -> SessionStatus | None:
-    status = await agents.status(session)
+    status = await agents.session(session).status()
     ok = status.phase == "idle" and (status.last_error or "").startswith(prefix)
     return status if ok else None
 
@@ -319,7 +321,7 @@ async def test_a_guardrail_that_keeps_failing_fails_the_turn_closed(
         async with running_worker(temporal_env, task_queue, registry) as client:
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
-            result = await asyncio.wait_for(agents.result(session), 30)
+            result = await asyncio.wait_for(agents.session(session).result(), 30)
             history = await cli_json(temporal_env, "workflow", "show", "--workflow-id", session)
     assert result.status == "failed" and result.stop_reason == "guardrail"
     assert result.error == (
@@ -344,7 +346,7 @@ async def test_a_guardrail_no_worker_loaded_fails_the_session_at_start(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             with pytest.raises(WorkflowFailureError) as failed:
-                await asyncio.wait_for(agents.result(session), 30)
+                await asyncio.wait_for(agents.session(session).result(), 30)
     assert "guardrails that no worker has loaded: not_loaded" in str(failed.value.cause)
     assert not provider.requests
 
@@ -367,16 +369,16 @@ async def test_a_token_budget_stops_the_session_and_the_cli_changes_it(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "one")
             await idle(agents, session)
-            await agents.send(session, "two")
+            await agents.session(session).send("two")
             await idle(agents, session)
             empty = await acli("budget", session, address=address)
             lowered = await acli("budget", session, "--max-total-tokens", "40", address=address)
             assert lowered.returncode == 0, lowered.stderr
-            await agents.send(session, "three")  # 30 spent: allowed, 45 after it
+            await agents.session(session).send("three")  # 30 spent: allowed, 45 after it
             await idle(agents, session)
-            await agents.send(session, "four")  # 45 of 40: the session stops
-            result = await asyncio.wait_for(agents.result(session), 30)
-            status = await agents.status(session)
+            await agents.session(session).send("four")  # 45 of 40: the session stops
+            result = await asyncio.wait_for(agents.session(session).result(), 30)
+            status = await agents.session(session).status()
     assert empty.returncode == 2 and "give --max-total-tokens" in empty.stderr
     assert result.status == "done" and result.stop_reason == "budget"
     assert result.error == "token budget spent: 45 of 40 tokens"
@@ -402,10 +404,10 @@ async def test_tokens_a_tool_spends_on_a_sub_agent_count_toward_the_budget(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "ask twice")
             await idle(agents, session)
-            status = await agents.status(session)
-            await agents.send(session, "and again")
-            result = await asyncio.wait_for(agents.result(session), 30)
-            messages = await agents.messages(session)
+            status = await agents.session(session).status()
+            await agents.session(session).send("and again")
+            result = await asyncio.wait_for(agents.session(session).result(), 30)
+            messages = await agents.session(session).messages()
     assert status.usage.total_tokens == 15 + 2 * 400 + 15
     experts = [m for m in messages if isinstance(m, ToolMessage)]
     assert [m.usage.total_tokens for m in experts if m.usage] == [400, 400]
@@ -423,7 +425,7 @@ async def test_bad_budget_signals_are_rejected_visibly(
             agents = AgentClient(client, task_queue=task_queue)
             session = await agents.start(spec, "hello")
             await idle(agents, session)
-            await agents.set_budget(session, max_cost_usd=1.0)  # no price to count by
+            await agents.session(session).set_budget(max_cost_usd=1.0)  # no price to count by
             handle = client.get_workflow_handle(session)
             await handle.signal("set_budget", {"max_total_tokens": -5})
             rejected = await wait_for(lambda: _rejected_count(agents, session, 2))

@@ -69,16 +69,16 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
             async def current(version: str) -> bool:
                 """Make it current once its workers poll (the server must have seen them)."""
                 try:
-                    await agents.make_current(version)
+                    await agents.versions.make_current(version)
                 except ValueError:
                     return False
-                return await agents.current_version(deployment) == version
+                return await agents.versions.current(deployment) == version
 
             await wait_for(lambda: current(v1))
 
             async def ask(session: str, text: str) -> str:
-                before = await agents.send(session, text)
-                outcome = await agents.wait(session, after=before, timeout=60)
+                before = await agents.session(session).send(text)
+                outcome = await agents.session(session).wait(after=before, timeout=60)
                 assert outcome.kind == "reply", outcome
                 return outcome.reply.content if outcome.reply else ""
 
@@ -86,14 +86,14 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
             mover = await agents.start(auto, "which build?")
             idle = await agents.start(auto, "which build?")
             for session in (still, mover, idle):
-                await agents.wait(session, after=0, timeout=60)
-                assert (await agents.messages(session))[-1].content == "ran on v1, v1"
-                status = await agents.status(session)
+                await agents.session(session).wait(after=0, timeout=60)
+                assert (await agents.session(session).messages())[-1].content == "ran on v1, v1"
+                status = await agents.session(session).status()
                 assert status.version == v1 and status.runs == 1
-            assert (await agents.status(still)).upgrade == "pinned"
+            assert (await agents.session(still).status()).upgrade == "pinned"
             first_run = (await client.get_workflow_handle(mover).describe()).run_id
             # the auto session's next reply starts on v1; its first call waits there
-            before = await agents.send(mover, "hold: which build now?")
+            before = await agents.session(mover).send("hold: which build now?")
             await asyncio.wait_for(reached.wait(), 60)
 
             new = {"deployment": versioned("v2", deployment)}
@@ -104,18 +104,20 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
                 asked = len(provider.requests)
 
                 async def moved_idle() -> bool:
-                    return (await agents.status(idle)).version == v2
+                    return (await agents.session(idle).status()).version == v2
 
                 await wait_for(moved_idle, timeout=60)
-                assert (await agents.status(idle)).runs == 2 and len(provider.requests) == asked
-                assert (await agents.status(still)).version == v1
+                assert (await agents.session(idle).status()).runs == 2 and len(
+                    provider.requests
+                ) == asked
+                assert (await agents.session(still).status()).version == v1
                 release.set()
                 # the held batch finished on v1; the next model call was on v2
-                outcome = await agents.wait(mover, after=before, timeout=60)
+                outcome = await agents.session(mover).wait(after=before, timeout=60)
                 assert outcome.reply is not None and outcome.reply.content == "ran on v1, v2"
-                moved = await agents.status(mover)
+                moved = await agents.session(mover).status()
                 assert (moved.version, moved.runs) == (v2, 2)
-                messages = await agents.messages(mover)
+                messages = await agents.session(mover).messages()
                 assert len(messages) == 12  # nothing lost, nothing twice
                 assert [m.content for m in messages[8:11:2]] == ["v1", "v2"]
                 await record_history(
@@ -123,10 +125,10 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
                 )
                 # new sessions start on v2; the pinned one stays on v1
                 fresh = await agents.start(auto, "which build?")
-                await agents.wait(fresh, after=0, timeout=60)
-                assert (await agents.messages(fresh))[-1].content == "ran on v2, v2"
+                await agents.session(fresh).wait(after=0, timeout=60)
+                assert (await agents.session(fresh).messages())[-1].content == "ran on v2, v2"
                 assert await ask(still, "and now?") == "ran on v1, v1"
-                assert (await agents.status(still)).version == v1
+                assert (await agents.session(still).status()).version == v1
 
                 listed = await acli("versions", "--deployment", deployment, address=address)
                 assert listed.returncode == 0, listed.stderr
@@ -145,12 +147,12 @@ async def test_sessions_stay_on_their_build_and_move_at_a_turn_boundary(
                 assert f"1 sessions move at their next turn boundary\n  {still}" in moving.stdout
 
                 async def on_v2() -> bool:
-                    return (await agents.status(still)).version == v2
+                    return (await agents.session(still).status()).version == v2
 
                 await wait_for(on_v2, timeout=60)
                 assert await ask(still, "and now?") == "ran on v2, v2"
-                assert (await agents.status(still)).move_requested is False
-                assert len(await agents.messages(still)) == 18
+                assert (await agents.session(still).status()).move_requested is False
+                assert len(await agents.session(still).messages()) == 18
     # each reply asked the model three times; nothing was asked again after a move
     assert len(provider.requests) == 3 * 7
 
@@ -204,7 +206,7 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
 
             async def made(version: str) -> bool:
                 try:
-                    await agents.make_current(f"{deployment}:{version}")
+                    await agents.versions.make_current(f"{deployment}:{version}")
                 except ValueError:
                     return False
                 return True
@@ -216,7 +218,7 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
             async with running_worker(temporal_env, task_queue, registry, **old):
                 await wait_for(lambda: made("v1"))
                 first = await agents.start(named_spec(key), "hi")
-                assert (await agents.result(first)).status == "done"
+                assert (await agents.session(first).result()).status == "done"
                 assert await limiter_on("v1")
                 old_run = (await limiter.describe()).run_id
                 await wait_for(lambda: made("v2"))
@@ -225,8 +227,8 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
                 await record_history(moved, "limiter_moved")
             # the v1 workers are gone: the limiter and the sessions answer on v2
             second = await agents.start(named_spec(key), "hi again")
-            assert (await agents.result(second)).status == "done"
-            assert (await agents.status(second)).version == f"{deployment}:v2"
+            assert (await agents.session(second).result()).status == "done"
+            assert (await agents.session(second).status()).version == f"{deployment}:v2"
             ledger = await limiter_ledger(client, key)
     assert len(provider.requests) == 2
     assert ledger["requests_in_window"] >= 2  # the book went on with the limiter

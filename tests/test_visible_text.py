@@ -40,7 +40,7 @@ async def test_the_terminal_shows_escapes_and_trace_writes_where_asked(
             agents = AgentClient(client, task_queue=task_queue)
             session_id = f"../../{tmp_path.name}-escape"
             await agents.start(spec_for(provider, ["get_time"]), "time?", session_id=session_id)
-            await agents.result(session_id)
+            await agents.session(session_id).result()
             address = address_of(temporal_env)
             shown = await acli("history", session_id, "--task-queue", task_queue, address=address)
             traced = await acli("trace", session_id, "--task-queue", task_queue, address=address)

@@ -1,5 +1,5 @@
 """The session's live event log (temporalio's contrib workflow streams): what the loop
-did, published as it happens, for ``AgentClient.follow`` and the gateway to read.
+did, published as it happens, for ``SessionHandle.follow`` and the gateway to read.
 
 Publishing from the workflow only appends to the stream's in-memory log (no command, no
 history event), so it is replay-safe and free. The model activity adds the text deltas

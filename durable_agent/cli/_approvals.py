@@ -99,15 +99,14 @@ async def cmd_decide(args: argparse.Namespace, out: TextIO, agents: AgentClient)
         always: Literal["tool", "matching"] | None = None
         if args.always:
             always = "matching" if tests else "tool"
-        result = await agents.approve(
-            session, aid, by=by, reason=args.reason, arguments=edited,
-            always=always, matching=tests, key=key,
-        )  # fmt: skip
+        result = await agents.session(session).approve(
+            aid, by=by, reason=args.reason, arguments=edited, always=always, matching=tests, key=key
+        )
     elif args.command == "deny":
-        result = await agents.deny(session, aid, by=by, reason=args.reason, key=key)
+        result = await agents.session(session).deny(aid, by=by, reason=args.reason, key=key)
     else:
-        result = await agents.respond(
-            session, aid, args.content, is_error=args.error, by=by, reason=args.reason, key=key
+        result = await agents.session(session).respond(
+            aid, args.content, is_error=args.error, by=by, reason=args.reason, key=key
         )
     said = _said(result, session)
     if args.command == "approve" and args.always:
@@ -118,7 +117,7 @@ async def cmd_decide(args: argparse.Namespace, out: TextIO, agents: AgentClient)
 
 
 async def cmd_rules(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    view = await agents.approval_policy(args.session_id)
+    view = await agents.session(args.session_id).approval_policy()
     settings = view.settings
     print("rules (first match wins; no match: the tool's own policy):", file=out)
     for k, rule in enumerate(settings.rules):
@@ -146,7 +145,9 @@ async def cmd_rules(args: argparse.Namespace, out: TextIO, agents: AgentClient) 
 
 async def cmd_revoke(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
     by = args.by or who_am_i()
-    result = await agents.revoke_grant(args.session_id, args.grant_id, by=by, key=_key(args))
+    result = await agents.session(args.session_id).revoke_grant(
+        args.grant_id, by=by, key=_key(args)
+    )
     print(_said(result, args.session_id), file=out)
     return 0
 

@@ -91,20 +91,20 @@ async def _follow(agents: AgentClient, session_id: str, out: Callable[[str], Non
     """Print the session as it goes, approve what it asks (as a person would), end it
     after its answer; whether it answered and ended well."""
     answered = False
-    async for event in agents.follow(session_id):
+    async for event in agents.session(session_id).follow():
         if event.type == "message_appended":
-            message = event.message or (await agents.messages(session_id, event.index))[0]
+            message = event.message or (await agents.session(session_id).messages(event.index))[0]
             out(format_message(message))
         elif event.type == "approval_requested":
             pending = event.approval
             out(f"\n  approval needed: {format_pending(pending)}")
-            await agents.approve(
-                session_id, pending.approval_id, by="demo", reason="approved by the demo"
+            await agents.session(session_id).approve(
+                pending.approval_id, by="demo", reason="approved by the demo"
             )
-            out(f"  approved {pending.approval_id} (AgentClient.approve, by 'demo')\n")
+            out(f"  approved {pending.approval_id} (SessionHandle.approve, by 'demo')\n")
         elif event.type == "idle" and not answered:
             answered = True
-            await agents.end(session_id, reason="demo finished")
+            await agents.session(session_id).end(reason="demo finished")
         elif event.type == "ended":
             result = event.result
             if result is None:

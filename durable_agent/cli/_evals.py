@@ -46,14 +46,14 @@ async def cmd_eval(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
             raise CommandError("--attach reads a run: name it with --eval-id")
         eval_id = args.eval_id
     else:
-        eval_id = await agents.evaluate(
+        eval_id = await agents.evals.start(
             load_spec(args), _cases(Path(args.cases)), agent=args.agent or args.spec or "",
             concurrency=args.concurrency, max_total_tokens=args.max_total_tokens,
             max_cost_usd=args.max_cost_usd, judge=_judge(args.judge_spec), eval_id=args.eval_id,
         )  # fmt: skip
         print(f"evaluation {eval_id} started", file=out, flush=True)
-    report = await agents.eval_report(eval_id, wait=True)
-    against = await agents.eval_report(args.compare) if args.compare else None
+    report = await agents.evals.report(eval_id, wait=True)
+    against = await agents.evals.report(args.compare) if args.compare else None
     for line in report_table(report, against):
         print(line, file=out)
     path = Path(args.html or f"{eval_id}.html")
@@ -84,5 +84,5 @@ async def _transcripts(agents: AgentClient, report: EvalReport) -> dict[str, lis
     found = {}
     for case in report.cases:
         if case.session_id is not None:
-            found[case.id] = await agents.messages(case.session_id)
+            found[case.id] = await agents.session(case.session_id).messages()
     return found

@@ -104,7 +104,7 @@ async def follow(
     line, text = StatusLine(out), StreamedText(out)
     agent: str | None = None
     turn = 0
-    async for event in agents.follow(session_id, after=after):
+    async for event in agents.session(session_id).follow(after=after):
         if event.type == "model_started":
             agent, turn = event.agent, event.turn
             text.void("the model call started again")
@@ -116,7 +116,10 @@ async def follow(
             text.void(event.reason)
         elif event.type == "message_appended":
             line.clear()
-            message = event.message or (await agents.messages(session_id, event.index, limit=1))[0]
+            message = (
+                event.message
+                or (await agents.session(session_id).messages(event.index, limit=1))[0]
+            )
             if text.open and isinstance(message, AssistantMessage):
                 text.close(message)
             else:
@@ -124,7 +127,7 @@ async def follow(
         elif event.type == "tool_started":
             line.show(f"[turn {event.turn}]{f' {agent}:' if agent else ''} running {event.name}")
         elif event.type == "approval_requested":
-            line.show(status_line(await agents.status(session_id)))
+            line.show(status_line(await agents.session(session_id).status()))
             await _ask(agents, session_id, event, approver, out, line)
         elif event.type == "idle" and event.message_count > before:
             line.clear()
@@ -155,8 +158,9 @@ async def _ask(
         )
         return
     approved, reason = await approver(pending)
-    decide = agents.approve if approved else agents.deny
-    await decide(session_id, pending.approval_id, by=who_am_i(), reason=reason)
+    session = agents.session(session_id)
+    decide = session.approve if approved else session.deny
+    await decide(pending.approval_id, by=who_am_i(), reason=reason)
 
 
 async def write_message_log(
@@ -165,20 +169,20 @@ async def write_message_log(
     """The session's message log, one message a line with its context; with ``follow``,
     new lines as messages land until the session ends."""
     log = MessageLog(session_id)
-    after = await agents.latest_offset(session_id) if follow else -1
-    for message in await agents.messages(session_id):
+    after = await agents.session(session_id).latest_offset() if follow else -1
+    for message in await agents.session(session_id).messages():
         print(log.line(message), file=out, flush=True)
     if not follow:
         return
-    async for event in agents.follow(session_id, after=after):
+    async for event in agents.session(session_id).follow(after=after):
         if isinstance(event, MessageAppended) and event.index >= log.count:
             missing = (
-                await agents.messages(session_id, log.count)
+                await agents.session(session_id).messages(log.count)
                 if (event.message is None or event.index > log.count)
                 else [event.message]
             )
             for message in missing:
                 print(log.line(message, event.run), file=out, flush=True)
         elif isinstance(event, Gap):
-            for message in await agents.messages(session_id, log.count):
+            for message in await agents.session(session_id).messages(log.count):
                 print(log.line(message), file=out, flush=True)

@@ -111,7 +111,7 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     print(f"session {session_id}", file=out, flush=True)
     await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
     try:
-        result = await agents.result(session_id)
+        result = await agents.session(session_id).result()
     except WorkflowFailureError as error:  # refused at start, or input it could not read
         print(f"session failed: {error.cause or error}", file=out, flush=True)
         return EXIT_SESSION_FAILED
@@ -140,27 +140,27 @@ async def cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("you> ", end="", file=out, flush=True)
         text = (await asyncio.to_thread(sys.stdin.readline)).rstrip("\n")
         if not text.strip():
-            await agents.end(session_id, by=who_am_i(), reason="chat closed")
-            return _report_end(await agents.result(session_id), out)
-        after = await agents.latest_offset(session_id)
-        before = await agents.send(session_id, text)
+            await agents.session(session_id).end(by=who_am_i(), reason="chat closed")
+            return _report_end(await agents.session(session_id).result(), out)
+        after = await agents.session(session_id).latest_offset()
+        before = await agents.session(session_id).send(text)
         state = await follow(
             agents, session_id, after=after, before=before, approver=approver, out=out
         )
         if state == "ended":
-            return _report_end(await agents.result(session_id), out)
+            return _report_end(await agents.session(session_id).result(), out)
 
 
 async def _running(agents: AgentClient, session_id: str) -> bool:
     try:
-        return not await agents.has_ended(session_id)
+        return not await agents.session(session_id).has_ended()
     except SessionNotFoundError:
         return False
 
 
 async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    await agents.send(args.session_id, args.text)
+    await agents.session(args.session_id).send(args.text)
     print(f"sent to {args.session_id}", file=out)
     return EXIT_OK
 
@@ -168,7 +168,7 @@ async def cmd_send(args: argparse.Namespace, out: TextIO) -> int:
 async def cmd_inject(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     kind = SystemMessage if args.role == "system" else AssistantMessage
-    await agents.inject(args.session_id, kind(content=args.text))
+    await agents.session(args.session_id).inject(kind(content=args.text))
     print(f"{args.role} message added to {args.session_id} at its next safe point", file=out)
     return EXIT_OK
 
@@ -188,7 +188,7 @@ async def cmd_key(args: argparse.Namespace, out: TextIO) -> int:
 
 async def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
-    status = await agents.status(args.session_id)
+    status = await agents.session(args.session_id).status()
     print(status.model_dump_json(indent=2) if args.json else format_status(status), file=out)
     return EXIT_OK
 
@@ -200,7 +200,7 @@ async def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
             raise CommandError("--follow and --context write the message log: add --jsonl")
         await write_message_log(agents, args.session_id, out, follow=args.follow)
         return EXIT_OK
-    messages = await agents.messages(args.session_id)
+    messages = await agents.session(args.session_id).messages()
     if args.json:
         dumped = [m.model_dump(mode="json", exclude_none=True) for m in messages]
         print(json.dumps(dumped, indent=2, ensure_ascii=False), file=out)

@@ -200,7 +200,7 @@ def format_status(status: SessionStatus) -> str:
         lines.append(f"pending:        {format_pending(pending)}")
     unlisted = status.pending_count - len(status.pending_approvals)
     if unlisted > 0:
-        lines.append(f"pending:        {unlisted} more (AgentClient.pending_approvals reads all)")
+        lines.append(f"pending:        {unlisted} more (SessionHandle.pending_approvals reads all)")
     for grant in status.grants:
         lines.append(f"grant:          {format_grant(grant)}")
     for rejected in status.rejected_signals:

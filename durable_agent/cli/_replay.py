@@ -88,7 +88,7 @@ async def _recordings(agents: AgentClient, sources: list[str]) -> list[tuple[str
             except ValueError as error:
                 raise CommandError(f"{file}: not a recorded array: {error}") from None
         if not path.exists():  # a session id
-            found.append((source, await agents.messages(source)))
+            found.append((source, await agents.session(source).messages()))
     return found
 
 

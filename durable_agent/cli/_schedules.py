@@ -49,7 +49,7 @@ def _duration(text: str) -> timedelta:
 
 async def cmd_schedule(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
     if args.action == "list":
-        for found in await agents.schedules():
+        for found in await agents.schedules.list():
             state = "paused" if found.paused else "active"
             after = ", ".join(f"{t:%Y-%m-%d %H:%M:%S}" for t in found.next_runs) or "-"
             print(f"{found.name:<30} {state:<7} next: {after}  {found.note}", file=out)
@@ -61,26 +61,26 @@ async def cmd_schedule(args: argparse.Namespace, out: TextIO, agents: AgentClien
         if args.action == "create":
             if not args.message:
                 raise CommandError("schedule create: give --message (what each run is asked)")
-            await agents.schedule(
+            await agents.schedules.create(
                 name, load_spec(args), args.message, cron=args.cron, every=args.every,
                 overlap=args.overlap, paused=args.paused,
             )  # fmt: skip
             print(f"schedule {name} created", file=out)
         elif args.action == "runs":
-            for line in session_lines(await agents.schedule_runs(name)):
+            for line in session_lines(await agents.schedules.runs(name)):
                 print(line, file=out)
         elif args.action == "pause":
-            await agents.pause_schedule(name, args.note)
+            await agents.schedules.pause(name, args.note)
         elif args.action == "unpause":
-            await agents.unpause_schedule(name, args.note)
+            await agents.schedules.unpause(name, args.note)
         elif args.action == "trigger":
-            await agents.trigger_schedule(name)
+            await agents.schedules.trigger(name)
         elif args.action == "backfill":
             if args.start is None or args.end is None:
                 raise CommandError("schedule backfill: give --start and --end")
-            await agents.backfill_schedule(name, args.start, args.end, args.overlap)
+            await agents.schedules.backfill(name, args.start, args.end, args.overlap)
         else:
-            await agents.delete_schedule(name)
+            await agents.schedules.delete(name)
     except ValueError as error:
         raise CommandError(str(error)) from None
     return 0

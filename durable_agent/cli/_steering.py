@@ -12,31 +12,33 @@ from ._args import CommandError, who_am_i
 
 
 async def cmd_end(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    await agents.end(args.session_id, by=who_am_i(), reason=args.reason)
+    await agents.session(args.session_id).end(by=who_am_i(), reason=args.reason)
     print(f"ending {args.session_id}", file=out)
     return 0
 
 
 async def cmd_cancel(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    await agents.cancel_turn(args.session_id, by=who_am_i(), reason=args.reason)
+    await agents.session(args.session_id).cancel_turn(by=who_am_i(), reason=args.reason)
     print(f"cancelling the current turn of {args.session_id}", file=out)
     return 0
 
 
 async def cmd_flush(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    await agents.flush(args.session_id, by=who_am_i(), reason=args.reason)
+    await agents.session(args.session_id).flush(by=who_am_i(), reason=args.reason)
     print(f"flushing {args.session_id} once its turn is over", file=out)
     return 0
 
 
 async def cmd_move(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
-    status = await agents.status(args.session_id)
+    status = await agents.session(args.session_id).status()
     if not status.agents:
         raise CommandError(f"move: session {args.session_id} has one agent")
     if args.agent not in status.agents:
         known = ", ".join(status.agents)
         raise CommandError(f"move: no agent {args.agent!r} in this session (agents: {known})")
-    await agents.move_to_agent(args.session_id, args.agent, by=who_am_i(), reason=args.reason)
+    await agents.session(args.session_id).move_to_agent(
+        args.agent, by=who_am_i(), reason=args.reason
+    )
     print(f"moving {args.session_id} to {args.agent} at its next safe point", file=out)
     return 0
 
@@ -44,8 +46,7 @@ async def cmd_move(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
 async def cmd_budget(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
     if args.max_total_tokens is None and args.max_cost_usd is None:
         raise CommandError("budget: give --max-total-tokens, --max-cost-usd or both")
-    await agents.set_budget(
-        args.session_id,
+    await agents.session(args.session_id).set_budget(
         max_total_tokens=args.max_total_tokens,
         max_cost_usd=args.max_cost_usd,
         by=who_am_i(),

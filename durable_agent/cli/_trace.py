@@ -43,7 +43,7 @@ async def read_timeline(agents: AgentClient, session_id: str) -> Timeline:
             break
     messages: list[Message] = []
     with contextlib.suppress(NoWorkerError):  # approvals need the array; the rest is history
-        messages = await agents.messages(session_id)
+        messages = await agents.session(session_id).messages()
     converter = client.data_converter.payload_converter
     return timeline_from_history(session_id, histories, converter, messages)
 

@@ -35,7 +35,7 @@ async def cmd_versions(args: argparse.Namespace, out: TextIO, agents: AgentClien
             args.targets[0] if ":" in args.targets[0] else f"{args.deployment}:{args.targets[0]}"
         )
         try:
-            woken = await agents.make_current(target)
+            woken = await agents.versions.make_current(target)
         except ValueError as error:
             raise CommandError(str(error)) from None
         print(f"{target} is current: new sessions start on it", file=out)
@@ -46,16 +46,17 @@ async def cmd_versions(args: argparse.Namespace, out: TextIO, agents: AgentClien
             raise CommandError("versions move: name sessions, or a build with --from (not both)")
         moving = list(args.targets)
         if args.source:
-            moving = await agents.move_version(_named(args.source, args.deployment))
+            moving = await agents.versions.move(_named(args.source, args.deployment))
         else:
-            await agents.move_to_current(*moving)
+            for session_id in moving:
+                await agents.session(session_id).move_to_current()
         print(f"{len(moving)} sessions move at their next turn boundary", file=out)
         for session_id in moving:
             print(f"  {session_id}", file=out)
         return 0
-    current = await agents.current_version(args.deployment)
+    current = await agents.versions.current(args.deployment)
     print(f"current build of {args.deployment}: {current or 'none'}", file=out)
-    for version, sessions in sorted((await agents.versions()).items()):
+    for version, sessions in sorted((await agents.versions.list()).items()):
         mark = " (current)" if version == current else ""
         print(f"{version or 'unversioned'}{mark}: {len(sessions)} running", file=out)
         for session in sessions:

@@ -1,34 +1,46 @@
-"""Talking to sessions from any process: ``AgentClient`` and what it answers with."""
+"""Talking to sessions from any process: ``AgentClient``, each session's
+``SessionHandle``, and what they answer with."""
 
 from __future__ import annotations
 
-from ._approvals import DecisionRefusedError, UnknownApprovalError
-from ._client import (
-    AgentClient,
+from ._client import AgentClient
+from ._evals import Evals
+from ._schedules import OVERLAPS, Schedules, ScheduleSummary
+from ._session import SessionHandle
+from ._types import (
+    DecisionRefusedError,
     MessageRefusedError,
     NoWorkerError,
+    SessionChange,
     SessionClosedError,
     SessionExistsError,
     SessionNotFoundError,
+    SessionSummary,
     SpecError,
+    UnknownApprovalError,
+    WaitOutcome,
     parse_spec,
 )
-from ._schedules import OVERLAPS
-from ._types import SessionChange, SessionSummary, WaitOutcome
+from ._versions import Versions
 
 __all__ = [
     "OVERLAPS",
     "AgentClient",
     "DecisionRefusedError",
+    "Evals",
     "MessageRefusedError",
     "NoWorkerError",
+    "ScheduleSummary",
+    "Schedules",
     "SessionChange",
     "SessionClosedError",
     "SessionExistsError",
+    "SessionHandle",
     "SessionNotFoundError",
     "SessionSummary",
     "SpecError",
     "UnknownApprovalError",
+    "Versions",
     "WaitOutcome",
     "parse_spec",
 ]

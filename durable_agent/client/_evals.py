@@ -1,5 +1,5 @@
 """Evaluations from the client: start one, read its report (while it runs, or once it
-is over). Mixed into ``AgentClient``."""
+is over)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from durable_agent.core import EVAL_WORKFLOW, AgentSpec, EvalCase, EvalInput, EvalReport
 from durable_agent.payloads import check_fits
 
+from ._connection import Connection
 from ._types import parse_spec
 
 
-class SessionEvals:
-    """Mixed into ``AgentClient``."""
+class Evals:
+    """``AgentClient.evals``: evaluations of a spec over cases."""
 
-    temporal: Client
-    task_queue: str
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.temporal: Client = connection.temporal
 
-    async def evaluate(
+    async def start(
         self,
         spec: AgentSpec | dict[str, Any] | str,
         cases: Sequence[EvalCase],
@@ -47,11 +49,11 @@ class SessionEvals:
         check_fits(self.temporal.data_converter, request, "the evaluation's start")
         eval_id = eval_id or f"eval-{uuid.uuid4().hex[:10]}"
         await self.temporal.start_workflow(
-            EVAL_WORKFLOW, request, id=eval_id, task_queue=self.task_queue
+            EVAL_WORKFLOW, request, id=eval_id, task_queue=self._connection.task_queue
         )
         return eval_id
 
-    async def eval_report(self, eval_id: str, *, wait: bool = False) -> EvalReport:
+    async def report(self, eval_id: str, *, wait: bool = False) -> EvalReport:
         """The evaluation's report: as far as it got (``done`` false), or, once it is
         over (or with ``wait``, when it is), the whole."""
         handle = self.temporal.get_workflow_handle(eval_id, result_type=EvalReport)

@@ -1,4 +1,4 @@
-"""Reading a session's live event log (``AgentClient.follow``).
+"""Reading a session's live event log (``SessionHandle.follow``).
 
 The log is temporalio's contrib workflow stream; it is read here through the stream's
 own poll *query*, not its long-poll update: a query leaves nothing in the session's

@@ -9,6 +9,7 @@ server's timestamp appended, and its memo says which schedule started it.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent.core import WORKFLOW_NAME, AgentInput, AgentSpec, UserMessage
 from durable_agent.payloads import check_fits
 
+from ._connection import Connection, list_sessions
 from ._types import SessionSummary, parse_spec
 
 Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
@@ -56,16 +58,14 @@ class ScheduleSummary:
     """The ids of the latest sessions it started, newest last."""
 
 
-class SessionSchedules:
-    """Mixed into ``AgentClient``."""
+class Schedules:
+    """``AgentClient.schedules.list``: sessions started on a schedule."""
 
-    temporal: Client
-    task_queue: str
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.temporal: Client = connection.temporal
 
-    async def sessions(self, *, limit: int = 50, where: str = "") -> list[SessionSummary]:
-        raise NotImplementedError
-
-    async def schedule(
+    async def create(
         self,
         name: str,
         spec: AgentSpec | dict[str, Any] | str,
@@ -89,11 +89,12 @@ class SessionSchedules:
                              message=message)  # fmt: skip
         check_fits(self.temporal.data_converter, request, "the schedule's start")
         memo = {"schedule": name, **({"owner": owner} if owner else {})}
+        queue = self._connection.task_queue
         await self.temporal.create_schedule(
             name,
             Schedule(
                 action=ScheduleActionStartWorkflow(
-                    WORKFLOW_NAME, request, id=f"{name}-run", task_queue=self.task_queue,
+                    WORKFLOW_NAME, request, id=f"{name}-run", task_queue=queue,
                     memo=memo, static_summary=f"scheduled by {name}",
                 ),
                 spec=ScheduleSpec(
@@ -109,7 +110,7 @@ class SessionSchedules:
     def _schedule(self, name: str) -> ScheduleHandle:
         return self.temporal.get_schedule_handle(name)
 
-    async def schedules(self) -> list[ScheduleSummary]:
+    async def list(self) -> list[ScheduleSummary]:
         """The schedules that start sessions (others on the namespace are left out)."""
         found = []
         async for listed in await self.temporal.list_schedules():
@@ -133,29 +134,30 @@ class SessionSchedules:
             ))  # fmt: skip
         return sorted(found, key=lambda s: s.name)
 
-    async def schedule_runs(self, name: str, *, limit: int = 100) -> list[SessionSummary]:
+    async def runs(self, name: str, *, limit: int = 100) -> builtins.list[SessionSummary]:
         """The sessions ``name`` started, newest first."""
         _check_name(name)
-        return await self.sessions(limit=limit, where=f'TemporalScheduledById = "{name}"')
+        where = f'TemporalScheduledById = "{name}"'
+        return await list_sessions(self.temporal, limit=limit, where=where)
 
-    async def pause_schedule(self, name: str, note: str | None = None) -> None:
+    async def pause(self, name: str, note: str | None = None) -> None:
         await self._schedule(name).pause(note=note)
 
-    async def unpause_schedule(self, name: str, note: str | None = None) -> None:
+    async def unpause(self, name: str, note: str | None = None) -> None:
         await self._schedule(name).unpause(note=note)
 
-    async def trigger_schedule(self, name: str) -> None:
+    async def trigger(self, name: str) -> None:
         """A run now, under the schedule's overlap policy."""
         await self._schedule(name).trigger()
 
-    async def backfill_schedule(
+    async def backfill(
         self, name: str, start: datetime, end: datetime, overlap: Overlap | None = None
     ) -> None:
         """The runs the schedule would have started between ``start`` and ``end``."""
         policy = OVERLAPS[overlap] if overlap is not None else None
         await self._schedule(name).backfill(ScheduleBackfill(start, end, overlap=policy))
 
-    async def delete_schedule(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         """No more runs (the sessions it started are kept)."""
         await self._schedule(name).delete()
 

@@ -4,6 +4,7 @@ what a wait stopped for, the errors a caller can act on, and the spec parser.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -128,17 +129,17 @@ class SessionSummary:
     owner: str | None = None
     """Who started it (memo ``owner``), when it was started for someone."""
     forked_from: str | None = None
-    """The session it branches from (``AgentClient.fork``), and at which message."""
+    """The session it branches from (``SessionHandle.fork``), and at which message."""
     forked_at: int | None = None
     schedule: str | None = None
-    """The schedule that started it (``AgentClient.schedule``)."""
+    """The schedule that started it (``AgentClient.schedules.create``)."""
     version: str | None = None
     """The worker build running it (``DEPLOYMENT:BUILD_ID``; unset without versioning)."""
 
 
 @dataclass(frozen=True)
 class SessionChange:
-    """What ``AgentClient.watch`` saw change, in order.
+    """What ``SessionHandle.watch`` saw change, in order.
 
     ``message``: a message landed in the array (``message``, at ``index``);
     ``status``: the status changed (``status``); ``approval``: a call waits for a
@@ -156,7 +157,7 @@ class SessionChange:
 
 @dataclass(frozen=True)
 class WaitOutcome:
-    """What ``AgentClient.wait`` stopped for."""
+    """What ``SessionHandle.wait`` stopped for."""
 
     kind: Literal["reply", "approval", "ended"]
     messages: list[Message]
@@ -184,3 +185,21 @@ def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
         return AgentSpec.model_validate(spec)
     except ValidationError as error:
         raise SpecError.from_validation(error) from None
+
+
+class DecisionRefusedError(DurableAgentError, ValueError):
+    """The session refused a decision and changed nothing; the text says why."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} refused: {reason}")
+        self.session_id = session_id
+        self.reason = reason
+
+
+class UnknownApprovalError(DurableAgentError, LookupError):
+    def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
+        waiting = ", ".join(pending) if pending else "none"
+        super().__init__(
+            f"session {session_id!r} has no pending approval {approval_id!r} (pending: {waiting})"
+        )
+        self.approval_id = approval_id

@@ -11,9 +11,10 @@ sessions start; a running session goes there at its next turn boundary (see
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio.api.deployment.v1 import WorkerDeploymentInfo
 from temporalio.api.enums.v1 import RoutingConfigUpdateState
@@ -21,13 +22,12 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     SetWorkerDeploymentCurrentVersionRequest,
 )
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.core import (
     BUILD_CHANGED_SIGNAL,
     LIMITER_WORKFLOW,
-    MOVE_TO_CURRENT_SIGNAL,
     WORKFLOW_NAME,
 )
 from durable_agent.temporal import (
@@ -38,6 +38,8 @@ from durable_agent.temporal import (
     split_label,
 )
 
+from ._connection import Connection, list_sessions
+from ._session import SessionHandle
 from ._types import SessionSummary
 
 RUNNING = 'ExecutionStatus = "Running"'
@@ -47,32 +49,22 @@ ReplyT = TypeVar("ReplyT")
 PASSING = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
 
 
-def version_of(execution: WorkflowExecution) -> str | None:
-    """The build running (or that last ran) this execution, ``DEPLOYMENT:BUILD_ID``."""
-    found = execution.search_attributes.get(VERSION_FIELD)
-    return str(found[0]) if found else None
+class Versions:
+    """``AgentClient.versions.list``: the builds sessions run on, and moving them."""
 
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.temporal: Client = connection.temporal
 
-class SessionVersions:
-    """Mixed into ``AgentClient``."""
-
-    temporal: Client
-
-    async def sessions(self, *, limit: int = 50, where: str = "") -> list[SessionSummary]:
-        raise NotImplementedError
-
-    async def _signal(self, session_id: str, name: str, payload: Any) -> None:
-        raise NotImplementedError
-
-    async def versions(self, *, limit: int = 10_000) -> dict[str, list[SessionSummary]]:
+    async def list(self, *, limit: int = 10_000) -> dict[str, list[SessionSummary]]:
         """Running sessions by the build running them (``""``: workers without
         versioning), oldest build first as the server lists them."""
         grouped: dict[str, list[SessionSummary]] = {}
-        for session in await self.sessions(limit=limit, where=RUNNING):
+        for session in await list_sessions(self.temporal, limit=limit, where=RUNNING):
             grouped.setdefault(session.version or "", []).append(session)
         return grouped
 
-    async def current_version(self, deployment: str = DEFAULT_DEPLOYMENT) -> str | None:
+    async def current(self, deployment: str = DEFAULT_DEPLOYMENT) -> str | None:
         """The build new sessions start on (``DEPLOYMENT:BUILD_ID``); ``None`` when the
         deployment has none current (or does not exist yet)."""
         found = await self._deployment(deployment)
@@ -140,18 +132,15 @@ class SessionVersions:
                     woken += 1
         return woken
 
-    async def move_to_current(self, *session_ids: str) -> None:
-        """Send sessions to the current build at their next turn boundary (a ``pinned``
-        agent stays on its build until this; an idle session goes at once)."""
-        for session_id in session_ids:
-            await self._signal(session_id, MOVE_TO_CURRENT_SIGNAL, None)
-
-    async def move_version(self, version: str) -> list[str]:
-        """Send every running session on ``version`` to the current build; their ids."""
+    async def move(self, version: str) -> builtins.list[str]:
+        """Send every running session on ``version`` to the current build at its next
+        turn boundary; their ids (one session alone: ``SessionHandle.move_to_current``)."""
         deployment, build_id = split_label(version)
         where = f'{RUNNING} AND {VERSION_FIELD} = "{label(deployment, build_id)}"'
-        moving = [s.session_id for s in await self.sessions(limit=10_000, where=where)]
-        await self.move_to_current(*moving)
+        running = await list_sessions(self.temporal, limit=10_000, where=where)
+        moving = [s.session_id for s in running]
+        for session_id in moving:
+            await SessionHandle(self._connection, session_id).move_to_current()
         return moving
 
 

@@ -24,7 +24,7 @@ from .tool_kinds import ResolvedTool as ResolvedTool
 from .tool_kinds._legacy import legacy_tool_call
 
 WORKFLOW_NAME = "AgentWorkflow"
-#: A person sends a pinned session to the current build (``AgentClient.move_to_current``).
+#: A person sends a pinned session to the current build (``SessionHandle.move_to_current``).
 MOVE_TO_CURRENT_SIGNAL = "move_to_current_build"
 #: Wakes a session to look which build is current (an idle ``auto`` session moves).
 BUILD_CHANGED_SIGNAL = "build_changed"

@@ -2,7 +2,7 @@
 
 The workflow publishes most of them into its event log (``workflows/live_feed.py``);
 the model activity publishes the text and reasoning deltas as the provider sends them
-(``activities/live_deltas.py``). ``AgentClient.follow`` reads them back. Pure models:
+(``activities/live_deltas.py``). ``SessionHandle.follow`` reads them back. Pure models:
 the same types on every side.
 """
 

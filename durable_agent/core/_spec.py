@@ -492,7 +492,7 @@ class AgentInput(_Spec):
     resume: Resumption | None = None
     """Go on with an ended run's conversation (``AgentClient.converse`` sets it)."""
     fork: Fork | None = None
-    """Begin with the start of another session's conversation (``AgentClient.fork``)."""
+    """Begin with the start of another session's conversation (``SessionHandle.fork``)."""
 
     @model_validator(mode="after")
     def _one_past(self) -> AgentInput:

@@ -98,13 +98,13 @@ async def _follow(
     yield _sse(translator.open_run())
     if joined is not None:
         yield _sse(joined)
-    yield _sse(_state(await agents.status(session_id)))
+    yield _sse(_state(await agents.session(session_id).status()))
     async for event in whole_replies(door.hubs.follow(session_id, after)):
         if isinstance(event, Idle) and event.message_count > before:
             if joined is not None:
-                array = await agents.messages(session_id)
+                array = await agents.session(session_id).messages()
                 yield _sse(messages_snapshot(translator.thread_id, array))
-            yield _sse(_state(await agents.status(session_id)))
+            yield _sse(_state(await agents.session(session_id).status()))
             for out in translator.finish_run():
                 yield _sse(out, event.offset)
             return
@@ -113,7 +113,7 @@ async def _follow(
         if isinstance(event, Ended):
             return
         if event.type == "approval_requested":
-            status = await agents.status(session_id)
+            status = await agents.session(session_id).status()
             yield _sse(_state(status))
             for out in translator.interrupt(status.pending_approvals):
                 yield _sse(out)
@@ -125,8 +125,8 @@ async def _rejoin(
 ) -> AsyncIterator[ServerSentEvent]:
     """A client back after a disconnect: the array as it is, then the run under way."""
     agents = door.agents
-    status = await agents.status(session_id)
-    array = await agents.messages(session_id)
+    status = await agents.session(session_id).status()
+    array = await agents.session(session_id).messages()
     snapshot = messages_snapshot(translator.thread_id, array)
     translator.knows_calls(array)
     if status.phase == "awaiting_approval":
@@ -191,8 +191,8 @@ async def _delivered(door: Door, session_id: str, message_id: str) -> bool:
     """The session has this user message already, among its latest messages (the
     client sends it again)."""
     agents = door.agents
-    count = (await agents.status(session_id)).message_count
-    latest = await agents.messages(session_id, max(count - RESENT_WINDOW, 0))
+    count = (await agents.session(session_id).status()).message_count
+    latest = await agents.session(session_id).messages(max(count - RESENT_WINDOW, 0))
     return any(isinstance(m, UserMessage) and m.id == message_id for m in latest)
 
 

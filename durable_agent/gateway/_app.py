@@ -138,7 +138,7 @@ def create_app(
         body: ForkBody = await read_body(request, ForkBody)
         chosen = needs_spec(body.agent)
         try:
-            branch = await agents.fork(parent, body.at, chosen, body.message,
+            branch = await agents.session(parent).fork(body.at, chosen, body.message,
                                        owner=owner_of(request))  # fmt: skip
         except ValueError as error:
             raise HttpError(422, str(error), "at") from None
@@ -167,7 +167,7 @@ def create_app(
 
     async def send(request: Request) -> Response:
         body: MessageBody = await read_body(request, MessageBody)
-        before = await agents.send(await owned(request), body.text)
+        before = await agents.session(await owned(request)).send(body.text)
         return JSONResponse({"before": before}, status_code=202)
 
     def decision(approve: bool) -> Handler:
@@ -183,17 +183,17 @@ def create_app(
     async def end(request: Request) -> Response:
         body: DecisionBody = await read_body(request, DecisionBody)
         by = door.decided_by(request, body.by)
-        await agents.end(await owned(request), by=by, reason=body.reason)
+        await agents.session(await owned(request)).end(by=by, reason=body.reason)
         return JSONResponse({"ending": True}, status_code=202)
 
     async def messages(request: Request) -> Response:
         start = int_param(request, "from", 0, 0)
         limit = int_param(request, "limit", 200, 1, MAX_LIMIT)
-        found = await agents.messages(await owned(request), start, limit=limit)
+        found = await agents.session(await owned(request)).messages(start, limit=limit)
         return JSONResponse([m.model_dump(mode="json", exclude_none=True) for m in found])
 
     async def status(request: Request) -> Response:
-        found = await agents.status(await owned(request))
+        found = await agents.session(await owned(request)).status()
         return JSONResponse(found.model_dump(mode="json"))
 
     async def events(request: Request) -> Response:
@@ -201,7 +201,7 @@ def create_app(
         # 404 before the stream opens, from the server: a status query would ask the
         # worker once per reader (a hundred readers of one session, a hundred queries
         # queued behind its tasks), where the hub reads the log once for all of them
-        await agents.has_ended(session_id)
+        await agents.session(session_id).has_ended()
         last_id = request.headers.get("last-event-id")
         after = int_param(request, "after", -1, -1)
         if last_id is not None:

@@ -63,7 +63,7 @@ class Door:
         principal = self.principal_of(request)
         if self.sees_everything(principal):
             return session_id
-        if not self.may_see(principal, await self.agents.owner(session_id)):
+        if not self.may_see(principal, await self.agents.session(session_id).owner()):
             raise SessionNotFoundError(session_id)
         return session_id
 
@@ -75,7 +75,7 @@ class Door:
         principal = self.principal_of(request)
         session_id = conversation_session(conversation_id, principal)
         try:
-            owner = await self.agents.owner(session_id)
+            owner = await self.agents.session(session_id).owner()
         except SessionNotFoundError:
             return await self._earlier(principal, conversation_id) or session_id
         if not self.may_see(principal, owner):
@@ -90,7 +90,7 @@ class Door:
             return None
         earlier = legacy_conversation_session(conversation_id, principal)
         try:
-            owner = await self.agents.owner(earlier)
+            owner = await self.agents.session(earlier).owner()
         except SessionNotFoundError:
             return None
         return earlier if owner == principal.name else None
@@ -99,7 +99,7 @@ class Door:
         """Where the session's events are now (``-1``: no such session yet): a reply is
         followed from here, read before anything is sent so that none is missed."""
         try:
-            return await self.agents.latest_offset(session_id)
+            return await self.agents.session(session_id).latest_offset()
         except SessionNotFoundError:
             return -1
 
@@ -125,5 +125,6 @@ class Door:
         decider = self.decided_by(request, by)
         access = self.access
         key = access.signing_keys.get(principal) if access.authenticated and principal else None
-        door = self.agents.approve if approve else self.agents.deny
-        await door(session_id, approval_id, by=decider, reason=reason, key=key)
+        session = self.agents.session(session_id)
+        door = session.approve if approve else session.deny
+        await door(approval_id, by=decider, reason=reason, key=key)

@@ -29,7 +29,7 @@ class SessionHub:
 
     async def _pump(self, agents: AgentClient, session_id: str) -> None:
         try:
-            async for event in agents.follow(session_id, after=self.first):
+            async for event in agents.session(session_id).follow(after=self.first):
                 self._events.append(event)
                 self._offsets.append(event.offset)
                 if len(self._events) > HUB_EVENTS:

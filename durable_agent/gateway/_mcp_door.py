@@ -64,7 +64,7 @@ def _run_agent(
         owner = _caller(ctx)
         session_id = await agents.start(agent.spec(one_reply=True), task, owner=owner)
         step = 0
-        async for event in agents.follow(session_id):
+        async for event in agents.session(session_id).follow():
             said = _progress(event)
             if said is not None:
                 step += 1
@@ -72,7 +72,7 @@ def _run_agent(
             if isinstance(event, Ended):
                 break
         try:
-            return agent.output_of(session_id, await agents.result(session_id)).output
+            return agent.output_of(session_id, await agents.session(session_id).result()).output
         except AgentRunError as error:
             raise ToolError(str(error)) from None
 

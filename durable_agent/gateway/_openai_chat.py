@@ -88,8 +88,8 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         if array is not None and len(_said(array)) > len(asked) - 1:  # sent already
             # where the events are, then the array: an answer landing between the two
             # reads is in the array or after that offset, never missed
-            after = await agents.latest_offset(session_id)
-            array = await agents.messages(session_id)
+            after = await agents.session(session_id).latest_offset()
+            array = await agents.session(session_id).messages()
             at = _index_of(array, len(asked) - 1)
             answer = _answer_after(array, at)
             if answer is not None:
@@ -122,7 +122,7 @@ async def _find(
     for n in range(1, MAX_CHATS + 1):
         session_id = f"chat-{key}-{n}"
         try:
-            array = await door.agents.messages(await door.session(request, session_id))
+            array = await door.agents.session(await door.session(request, session_id)).messages()
         except SessionNotFoundError:
             return session_id, None
         seen = _said(array)

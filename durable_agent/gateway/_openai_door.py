@@ -114,7 +114,7 @@ async def follow_reply(
             yield reply
             return
         if event.type == "approval_requested":
-            yield Reply(pending=(await agents.status(session_id)).pending_approvals)
+            yield Reply(pending=(await agents.session(session_id).status()).pending_approvals)
             return
 
 
@@ -129,7 +129,7 @@ async def wait_reply(door: Door, session_id: str, after: int, before: int) -> Re
 async def answered(agents: AgentClient, session_id: str, before: int) -> Reply:
     """The answer after message ``before``: the last assistant text, and what the
     model calls for it used."""
-    added = await agents.messages(session_id, before)
+    added = await agents.session(session_id).messages(before)
     return reply_of(added)
 
 

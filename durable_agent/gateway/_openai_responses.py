@@ -85,7 +85,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                 raise SessionNotFoundError(session_id)
             # counted before deciding: an answer quick enough to land before the count
             # would otherwise not be more than it
-            before = (await agents.status(session_id)).message_count if after >= 0 else 0
+            before = (await agents.session(session_id).status()).message_count if after >= 0 else 0
             for approval_id, approve, reason in decisions:
                 await door.decide(request, session_id, approval_id, approve, reason=reason)
             for message in users:
@@ -110,7 +110,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
         session_id, before = parse_id(request.path_params["response_id"])
         await door.session(request, session_id)
         reply = await answered(agents, session_id, before)
-        pending = (await agents.status(session_id)).pending_approvals
+        pending = (await agents.session(session_id).status()).pending_approvals
         reply.pending = pending
         return JSONResponse(_response(session_id, before, "durable-agent", reply))
 

@@ -98,7 +98,7 @@ from ._toolbox import Toolbox
 INBOX_CARRY_CHARS = 500_000
 """Queued messages continue-as-new may carry inline; more wait for the turn boundary."""
 #: Waiting calls ``status`` lists at most: a batch of thousands would pass the 2 MB a
-#: query's answer may carry (``AgentClient.pending_approvals`` reads all, in pages).
+#: query's answer may carry (``SessionHandle.pending_approvals`` reads all, in pages).
 STATUS_PENDING_SHOWN = 1000
 
 Reply = AssistantMessage | ToolMessage

@@ -180,17 +180,17 @@ class AgentTestEnvironment:
         session = session_id or f"test-{uuid.uuid4().hex[:10]}"
         await agents.start(testing.spec(one_reply=True), message, session_id=session)
         answered: list[str] = []
-        outcome = await agents.wait(session)
+        outcome = await agents.session(session).wait()
         while outcome.kind == "approval":
             for pending in outcome.pending:
                 if decide(pending) == "approve":
-                    await agents.approve(session, pending.approval_id, by=decided_by)
+                    await agents.session(session).approve(pending.approval_id, by=decided_by)
                 else:
-                    await agents.deny(session, pending.approval_id, by=decided_by)
+                    await agents.session(session).deny(pending.approval_id, by=decided_by)
                 answered.append(pending.approval_id)
-            outcome = await agents.wait(session, answered=answered)
-        return testing.output_of(session, await agents.result(session))
+            outcome = await agents.session(session).wait(answered=answered)
+        return testing.output_of(session, await agents.session(session).result())
 
     async def messages(self, session_id: str) -> list[Any]:
         """The session's messages (to check what the model and the tools said)."""
-        return list(await self.agents.messages(session_id))
+        return list(await self.agents.session(session_id).messages())

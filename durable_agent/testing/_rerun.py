@@ -141,10 +141,10 @@ async def rerun(
             session_id = await agents.start(ours, users[0])
             await _answered(agents, session_id, 0, timeout, answers, keys)
             for user in users[1:]:
-                before = await agents.send(session_id, user)
+                before = await agents.session(session_id).send(user)
                 await _answered(agents, session_id, before, timeout, answers, keys)
-            now = await agents.messages(session_id)
-            await agents.end(session_id, reason="rerun over")
+            now = await agents.session(session_id).messages()
+            await agents.session(session_id).end(reason="rerun over")
     return RerunReport(session_id, diff_branches(recorded, now), replies.replayed,
                        replies.fresh, replies.departures, replies.repeated)  # fmt: skip
 
@@ -218,7 +218,9 @@ async def _answered(
     """Wait for the reply, answering every call the session asks about on the way."""
     answered: set[str] = set()
     while True:
-        outcome = await agents.wait(session_id, after=after, answered=answered, timeout=timeout)
+        outcome = await agents.session(session_id).wait(
+            after=after, answered=answered, timeout=timeout
+        )
         if outcome.kind != "approval":
             return
         for pending in outcome.pending:
@@ -244,21 +246,22 @@ async def _answer(
     by = named if named and (allowed is None or named in allowed) else (allowed or [RERUN])[0]
     key = keys.get(by)
     if pending.tool_name.startswith(HANDOFF_PREFIX):
-        await agents.approve(session_id, aid, by=by, key=key)
+        await agents.session(session_id).approve(aid, by=by, key=key)
         return
     denied = recorded is not None and _denied(recorded)
     if denied or (recorded is None and answers.denied_before(pending)):
         reason = recorded.approval.reason if recorded and recorded.approval else None
-        await agents.deny(session_id, aid, by=by, key=key,
+        await agents.session(session_id).deny(aid, by=by, key=key,
                           reason=reason or "denied in the recording")  # fmt: skip
     elif answers.run_tools:
-        await agents.approve(session_id, aid, by=by, key=key)
+        await agents.session(session_id).approve(aid, by=by, key=key)
     elif recorded is not None:
-        await agents.respond(session_id, aid, recorded.content, is_error=bool(recorded.is_error),
-                             by=by, key=key)  # fmt: skip
+        error = bool(recorded.is_error)
+        await agents.session(session_id).respond(
+            aid, recorded.content, is_error=error, by=by, key=key
+        )
     else:
-        await agents.deny(
-            session_id, aid, by=by, key=key,
+        await agents.session(session_id).deny(aid, by=by, key=key,
             reason="the recording has no result for this call (a rerun runs no tool; "
             "durable-agent replay --run-tools runs today's tools)",
         )  # fmt: skip

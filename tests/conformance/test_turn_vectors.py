@@ -255,7 +255,7 @@ class VectorRun:
                 result = await asyncio.wait_for(handle.result(), 60)
                 messages = await query_messages(handle)
                 reader = AgentClient(client, task_queue=task_queue)
-                self.events = [e async for e in reader.follow(self.session_id)]
+                self.events = [e async for e in reader.session(self.session_id).follow()]
         return result, messages, [r.body for r in provider.requests]
 
 
