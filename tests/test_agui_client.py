@@ -28,7 +28,7 @@ from tests.support.docs_page import page_block
 from tests.support.gateway_harness import read_sse, served
 from tests.test_live_events import paced
 
-FRONT_DOORS = Path(__file__).parent.parent / "docs" / "front-doors.md"
+FRONT_DOORS = Path(__file__).parent.parent / "docs" / "how-to" / "front-doors.md"
 wiped: list[str] = []
 registry = Registry()
 
@@ -188,7 +188,7 @@ async def test_another_users_thread_is_not_theirs_to_resume(
 async def test_the_manuals_example_runs_with_the_official_client(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """docs/front-doors.md's AG-UI example, as it stands, run by node: it asks, sees
+    """docs/how-to/front-doors.md's AG-UI example, as it stands, run by node: it asks, sees
     the interrupt, approves it, and the answer streams."""
     wiped.clear()
     script = [assistant_calls(("wipe_cache", {"name": "tiles"})), assistant_text("tiles cleared")]

@@ -50,7 +50,7 @@ def replies(request: RecordedRequest) -> AssistantMessage:
 # Under a machine loaded past its cores (two copies of the suite on two cores), the SDK's
 # 2 s deadlock check measures wall time, and a workflow thread that shares its process
 # with activities decoding megabytes can wait that long for the GIL although its own
-# work per task is now under 50 ms of CPU (docs/benchmarks.md). One rerun, on that error
+# work per task is now under 50 ms of CPU (docs/project/benchmarks.md). One rerun, on that error
 # only; any other failure fails at once. Its waits are guards against a hang, not a
 # pace: there, its run went past the suite's 180 s a test.
 @pytest.mark.flaky(reruns=1, only_rerun=["Potential deadlock detected"])

@@ -254,7 +254,7 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
 async def test_the_manuals_example_runs_against_the_gateway(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """docs/front-doors.md's OpenAI example, as it stands (the gateway's address aside):
+    """docs/how-to/front-doors.md's OpenAI example, as it stands (the gateway's address aside):
     a streamed chat, then two Responses turns in one conversation."""
     block = page_block("## OpenAI-compatible endpoints", page=FRONT_DOORS)
     with ScriptedProvider(responder=echo) as provider:

@@ -223,7 +223,7 @@ def test_an_unknown_wire_api_is_a_configuration_error() -> None:
 # Under a machine loaded past its cores (two copies of the suite on two cores), the SDK's
 # 2 s deadlock check measures wall time, and a workflow thread that shares its process
 # with activities decoding megabytes can wait that long for the GIL although its own
-# work per task is now under 50 ms of CPU (docs/benchmarks.md). One rerun, on that error
+# work per task is now under 50 ms of CPU (docs/project/benchmarks.md). One rerun, on that error
 # only; any other failure fails at once. Its 24 s of CPU (worker and server, 14 s of wall
 # time alone) took over 170 s there: the limits are a guard against a hang, not a pace.
 @pytest.mark.flaky(reruns=1, only_rerun=["Potential deadlock detected"])

@@ -339,7 +339,7 @@ def test_a_swarm_takes_its_agents_instructions_not_the_sessions() -> None:
 
 def _readme_block(marker: str, kind: str) -> str:
     """A block of the manual's page on many agents (it moved there from the README)."""
-    readme = (Path(__file__).parent.parent / "docs" / "many-agents.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "how-to" / "many-agents.md").read_text()
     return readme[readme.index(marker) :].split(f"```{kind}\n", 1)[1].split("```", 1)[0]
 
 

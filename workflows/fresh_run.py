@@ -85,7 +85,7 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         await sync.load(await sync.read_back("started_conversation", started, summary))
     session.start(request, workflow.now())
     # Added after sessions were recorded: a command that older histories lack, so it
-    # is patched in (docs/changing-workflow-code.md).
+    # is patched in (docs/how-to/changing-workflow-code.md).
     if not patched(SESSION_TITLE_PATCH):
         return False
     title = session_title(session.messages)

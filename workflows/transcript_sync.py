@@ -146,7 +146,7 @@ class TranscriptSync:
                 raise PayloadTooLarge(
                     f"message {start} is {size} bytes, over the payload budget of "
                     f"{self.budget_bytes} bytes (a payload store carries bigger ones: "
-                    "docs/operating.md)"
+                    "docs/how-to/operating.md)"
                 )
             try:
                 await self._store_piece(start, end)

@@ -1,7 +1,7 @@
 """A session's live events in the AG-UI 1.0 encoding (the ``ag-ui-protocol`` package), so
 AG-UI front ends can follow and drive a session.
 
-The mapping (docs/live-sessions.md has it for readers):
+The mapping (docs/how-to/live-sessions.md has it for readers):
 
 - a run per answered message: ``RUN_STARTED`` .. ``RUN_FINISHED`` (``RUN_ERROR`` when
   the session fails);

@@ -62,7 +62,7 @@ def check_fits(converter: DataConverter, value: object, what: str) -> None:
         raise PayloadTooLarge(
             f"{what} is {size} bytes; Temporal takes at most {TEMPORAL_PAYLOAD_LIMIT_BYTES} "
             "in one payload. Give the client and the workers a payload store "
-            "(--payload-store, docs/operating.md#large-payloads) and it goes by reference."
+            "(--payload-store, docs/how-to/operating.md#large-payloads) and it goes by reference."
         )
 
 

@@ -5,7 +5,7 @@ diverges and what to do about it.
 A divergence means today's code issues another command than the one the history
 recorded at that point: a session running now would fail on the new workers. The
 fix is to guard the change with ``workflow.patched("<new id>")`` and keep the old
-path for runs without its marker (docs/changing-workflow-code.md).
+path for runs without its marker (docs/how-to/changing-workflow-code.md).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def explain(failure: str, history: WorkflowHistory) -> str:
         change = "today's code issues other commands than the history recorded"
     return (
         f'{change}; {carried}. Guard the change with workflow.patched("<a new id>") and '
-        "keep the old path for runs without its marker (docs/changing-workflow-code.md)."
+        "keep the old path for runs without its marker (docs/how-to/changing-workflow-code.md)."
     )
 
 

@@ -3,7 +3,7 @@
 The sandbox re-imports workflow code for every run and enters itself, through a
 compiled string, for every activation and for every payload of every command (to
 learn the payload's serialization context). Under load that was about a fifth of
-the worker's CPU (``docs/benchmarks.md``). Its guard, no I/O, clock or randomness
+the worker's CPU (``docs/project/benchmarks.md``). Its guard, no I/O, clock or randomness
 in workflow code, is for code the worker's owner writes; durable-agent's workflows
 run no code of the owner's (tools, hooks, predicates and describers all run in
 activities). So they are declared ``sandboxed=False``, and their determinism is kept

@@ -1,7 +1,7 @@
 """The turn vectors' loop events, read off our live event log through a stated mapping.
 
 The vectors' engine calls back with events; durable-agent publishes a live log
-(docs/live-sessions.md). Theirs from ours:
+(docs/how-to/live-sessions.md). Theirs from ours:
 
 - ``status`` "Starting agent loop": the first assistant message with tool calls;
 - ``tool_call_start`` (name, arguments): ``tool_started`` (its call's arguments);

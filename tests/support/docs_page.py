@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-EXTENDING = Path(__file__).parent.parent.parent / "docs" / "extending.md"
+EXTENDING = Path(__file__).parent.parent.parent / "docs" / "how-to" / "extending.md"
 
 
 def page_block(after: str, kind: str = "python", page: Path = EXTENDING) -> str:

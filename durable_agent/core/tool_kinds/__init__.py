@@ -2,7 +2,7 @@
 
 A kind is a ``ToolKind`` with its target models. The built-in kinds are
 ``BUILT_IN_KINDS``; a worker runs the kinds its ``Registry`` holds
-(``docs/extending.md`` builds one).
+(``docs/how-to/extending.md`` builds one).
 """
 
 from ._base import (
