@@ -59,12 +59,16 @@ class Lease:
         self._gate, self.key, self.lease = gate, key, lease
 
     def give_back(
-        self, usage: Usage | None = None, *, rate_limited: bool = False,
+        self,
+        usage: Usage | None = None,
+        *,
+        rate_limited: bool = False,
         retry_after: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         tokens = usage.prompt_tokens + usage.completion_tokens if usage is not None else None
-        release = CapacityRelease(lease=self.lease, tokens=tokens, rate_limited=rate_limited,
-                                  retry_after=retry_after)  # fmt: skip
+        release = CapacityRelease(
+            lease=self.lease, tokens=tokens, rate_limited=rate_limited, retry_after=retry_after
+        )
         self._gate.release(self.key, release)
 
 
@@ -84,9 +88,13 @@ class CapacityGate:
         key, limits = found
         info, tenant = activity.info(), room.call.tenant
         request = CapacityRequest(
-            limits=limits, session_id=info.workflow_id or "", run_id=info.workflow_run_id or "",
-            tenant=tenant or "", tokens=estimated_tokens(body), hold_seconds=hold_seconds,
-        )  # fmt: skip
+            limits=limits,
+            session_id=info.workflow_id or "",
+            run_id=info.workflow_run_id or "",
+            tenant=tenant or "",
+            tokens=estimated_tokens(body),
+            hold_seconds=hold_seconds,
+        )
         # a call woken for room kept for it claims that room, never a spare
         answer = await self._link.ask(key, request, spare=not room.call.waited)
         if answer.lease is None:

@@ -122,8 +122,9 @@ class LimiterLink:
             return
         self._refilling.add(key)
         slowdowns = self._slowdowns.get(key, 0)
-        spare = like.model_copy(update={"session_id": "spare", "run_id": "", "tenant": "",
-                                        "spare": True})  # fmt: skip
+        spare = like.model_copy(
+            update={"session_id": "spare", "run_id": "", "tenant": "", "spare": True}
+        )
 
         def keep(future: asyncio.Future[CapacityAnswer]) -> None:
             self._refilling.discard(key)
@@ -179,9 +180,11 @@ class LimiterLink:
             )  # (one use each)
             try:
                 answers: list[CapacityAnswer] = await client.execute_update_with_start_workflow(
-                    "acquire", requests, start_workflow_operation=start,
+                    "acquire",
+                    requests,
+                    start_workflow_operation=start,
                     result_type=list[CapacityAnswer],
-                )  # fmt: skip
+                )
                 return answers
             except RPCError:
                 with contextlib.suppress(Exception):

@@ -1,4 +1,4 @@
-"""Message logs a worker feeds (seed 003's ``messageLog`` and ``JSONLMessageLog``).
+"""Message logs a worker feeds (``MessageSink``, ``JSONLMessageLog``).
 
 A program passes a sink to its worker (``build_worker(message_log=...)``,
 ``DurableAgentPlugin(message_log=...)``, ``durable-agent worker --message-log DIR``).

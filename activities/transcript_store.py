@@ -271,8 +271,10 @@ class TranscriptStore:
             return ()
         if self.backend is None:
             return None
-        rows = [(_unscoped(h), _unscoped(p), n, m) for h, p, n, m in
-                await self.backend.load(_scoped(head))]  # fmt: skip
+        rows = [
+            (_unscoped(h), _unscoped(p), n, m)
+            for h, p, n, m in await self.backend.load(_scoped(head))
+        ]
         chain = _complete_chain(rows, head)
         if chain is None:
             return None

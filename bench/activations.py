@@ -183,10 +183,12 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
         tools = tool_worker(address, f"{queue}-tools", f"sqlite:///{store}")
         with ScriptedProvider(responder=replies, keep_requests=False) as provider:
             worker = build_worker(
-                client, task_queue=queue, preload_tokenizers=False,
+                client,
+                task_queue=queue,
+                preload_tokenizers=False,
                 capabilities=Capabilities.development(),
                 transcripts=open_transcript_store(f"sqlite:///{store}"),
-            )  # fmt: skip
+            )
             freeze_startup_heap()  # as ``durable-agent worker`` does before it polls
             async with worker:
                 agents = AgentClient(client, task_queue=queue)
@@ -227,22 +229,42 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
     tools.terminate()
     tools.wait(30)
     print(f"Slowest workflow task, {date.today()}, {platform.machine()}, {os.cpu_count()} cores")
-    print(f"{'session':<24}{'slowest task ms':>16}{'all tasks ms':>14}{'tasks':>7}"
-          f"{'own CPU ms':>12}{'... less GC':>13}{'query ms':>10}")  # fmt: skip
+    print(
+        f"{'session':<24}{'slowest task ms':>16}{'all tasks ms':>14}{'tasks':>7}"
+        f"{'own CPU ms':>12}{'... less GC':>13}{'query ms':>10}"
+    )
     for label, slowest, total, tasks, own, without, query in rows:
-        print(f"{label:<24}{slowest:>16.0f}{total:>14.0f}{tasks:>7}{own:>12.0f}"
-              f"{without:>13.0f}{query:>10.0f}")  # fmt: skip
+        print(
+            f"{label:<24}{slowest:>16.0f}{total:>14.0f}{tasks:>7}{own:>12.0f}"
+            f"{without:>13.0f}{query:>10.0f}"
+        )
 
 
 def tool_worker(address: str, task_queue: str, store: str) -> subprocess.Popen[str]:
     """``durable-agent worker`` serving the tools on their own queue (and store, shared
     with the workflow's worker: a model call refers to the results the tools kept)."""
     worker = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "bench.activations",
-         "--address", address, "--task-queue", task_queue, "--transcript-store", store,
-         "--trust-specs", "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "durable_agent.cli",
+            "worker",
+            "--tools",
+            "bench.activations",
+            "--address",
+            address,
+            "--task-queue",
+            task_queue,
+            "--transcript-store",
+            store,
+            "--trust-specs",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert worker.stdout is not None and "worker ready" in worker.stdout.readline()
     return worker
 

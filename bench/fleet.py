@@ -58,11 +58,21 @@ class Fleet:
 
     def start(self) -> None:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker_process", "ours", self.address, self.queue,
-             str(self.data)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "bench.worker_process",
+                "ours",
+                self.address,
+                self.queue,
+                str(self.data),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
             env={**os.environ, "BENCH_STORE_URL": self.store_url},
-        )  # fmt: skip
+        )
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
         self.workers.append(worker)
 
@@ -93,9 +103,14 @@ class Run:
 
 
 async def run_sessions(
-    client: Client, fleet: Fleet, spec: AgentSpec, sessions: int, tag: str,
-    kill_every: float | None = None, seed: int = 0,
-) -> Run:  # fmt: skip
+    client: Client,
+    fleet: Fleet,
+    spec: AgentSpec,
+    sessions: int,
+    tag: str,
+    kill_every: float | None = None,
+    seed: int = 0,
+) -> Run:
     """``sessions`` sessions, 50 in flight at a time; the arrays by session number."""
     # reading a finished session replays it on a worker, which may be busy for a while
     agents = AgentClient(client, task_queue=fleet.queue, query_timeout=120)
@@ -108,9 +123,12 @@ async def run_sessions(
         async with places:
             session = f"{tag}-{k}"  # started as bench.run does: no wait for a worker's answer
             handle = await client.start_workflow(
-                WORKFLOW_NAME, AgentInput(spec=spec, message=f"{PROMPT} #{k}"), id=session,
-                task_queue=fleet.queue, result_type=AgentResult,
-            )  # fmt: skip
+                WORKFLOW_NAME,
+                AgentInput(spec=spec, message=f"{PROMPT} #{k}"),
+                id=session,
+                task_queue=fleet.queue,
+                result_type=AgentResult,
+            )
             result = await handle.result()
             assert result.status == "done", (session, result.error)
             for _ in range(5):
@@ -173,18 +191,24 @@ async def main(sessions: int, kill_every: float) -> None:
     calm = rows[0][1].arrays
     twins = sum(1 for k, array in wild.arrays.items() if array == calm[k])
     turns = sessions * C.model_calls
-    print(f"Many workers, {date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
-          f"{sessions} sessions of workload C, one PostgreSQL store")  # fmt: skip
+    print(
+        f"Many workers, {date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"{sessions} sessions of workload C, one PostgreSQL store"
+    )
     print(f"{'workers':<28}{'seconds':>9}{'sessions/s':>12}{'turns/s':>9}")
     for count, run in [*rows, (4, wild)]:
         label = f"{count}" + (f", {run.kills} killed" if run.kills else "")
-        print(f"{label:<28}{run.seconds:>9.1f}{sessions / run.seconds:>12.1f}"
-              f"{turns / run.seconds:>9.1f}")  # fmt: skip
+        print(
+            f"{label:<28}{run.seconds:>9.1f}{sessions / run.seconds:>12.1f}"
+            f"{turns / run.seconds:>9.1f}"
+        )
     print(f"identical to the undisturbed run: {twins} of {sessions} sessions")
     for count, run in [*rows, (4, wild)]:
         if run.unanswered:
-            print(f"{count} workers: {len(run.unanswered)} reads unanswered within 120 s "
-                  f"(read again): {', '.join(run.unanswered[:5])}")  # fmt: skip
+            print(
+                f"{count} workers: {len(run.unanswered)} reads unanswered within 120 s "
+                f"(read again): {', '.join(run.unanswered[:5])}"
+            )
     if twins != sessions:
         raise SystemExit("a session under kills differs from its undisturbed twin")
 

@@ -55,9 +55,11 @@ async def main(sessions: int, cache: int, probes: int) -> None:
         queue = f"bench-idle-{uuid.uuid4().hex[:6]}"
         worker = subprocess.Popen(
             [sys.executable, "-m", "bench.worker_process", "ours", address, queue, str(data)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
             env={**os.environ, "BENCH_MAX_CACHED": str(cache)},
-        )  # fmt: skip
+        )
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
         try:
             with ScriptedProvider(responder=reply) as provider:

@@ -60,31 +60,52 @@ def start_workers(address: str, queue: str, caps: Path, count: int) -> list[subp
     workers = []
     for _ in range(count):
         worker = subprocess.Popen(
-            [sys.executable, "-m", "durable_agent.cli", "worker", "--task-queue", queue,
-             "--capabilities", str(caps), "--transcript-store", "memory:",
-             "--log-level", os.environ.get("BENCH_LOG_LEVEL", "error")],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "durable_agent.cli",
+                "worker",
+                "--task-queue",
+                queue,
+                "--capabilities",
+                str(caps),
+                "--transcript-store",
+                "memory:",
+                "--log-level",
+                os.environ.get("BENCH_LOG_LEVEL", "error"),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
             env={**os.environ, "TEMPORAL_ADDRESS": address},
-        )  # fmt: skip
+        )
         assert worker.stdout is not None and "worker ready" in worker.stdout.readline()
         workers.append(worker)
     return workers
 
 
 def spec(endpoint: str, **session: Any) -> AgentSpec:
-    return AgentSpec.model_validate({
-        "model": {"name": "bench-model", "endpoint": endpoint, "max_attempts": 3,
-                  "stream": False},
-        "session": session,
-    })  # fmt: skip
+    return AgentSpec.model_validate(
+        {
+            "model": {
+                "name": "bench-model",
+                "endpoint": endpoint,
+                "max_attempts": 3,
+                "stream": False,
+            },
+            "session": session,
+        }
+    )
 
 
 async def throughput(agents: AgentClient, model: RateLimitedModel, sessions: int) -> dict[str, Any]:
     owners = ["bob" if k % 5 == 4 else "alice" for k in range(sessions)]
-    ids = await asyncio.gather(*(
-        agents.start(spec("limited", end_after_reply=True), f"{o} {k}", owner=o)
-        for k, o in enumerate(owners)
-    ))  # fmt: skip
+    ids = await asyncio.gather(
+        *(
+            agents.start(spec("limited", end_after_reply=True), f"{o} {k}", owner=o)
+            for k, o in enumerate(owners)
+        )
+    )
     results = await asyncio.gather(*(agents.session(s).result() for s in ids))
     assert all(r.status == "done" for r in results), [r.error for r in results]
     times = [t for t, _ in model.accepted]
@@ -123,8 +144,12 @@ async def ask_round_trip_ms(client: Client, queue: str) -> float:
     fresh one, on the workers' queue), median of 50 after 5 to warm up."""
     limits = ProviderLimits(requests_per_minute=10**6)
     handle = client.get_workflow_handle(limiter_id("probe"))
-    await client.start_workflow(LIMITER_WORKFLOW, args=["probe", LedgerState(limits=limits)],
-                                id=limiter_id("probe"), task_queue=queue)  # fmt: skip
+    await client.start_workflow(
+        LIMITER_WORKFLOW,
+        args=["probe", LedgerState(limits=limits)],
+        id=limiter_id("probe"),
+        task_queue=queue,
+    )
     took = []
     for k in range(55):
         ask = CapacityRequest(limits=limits, session_id=f"probe-{k}", run_id="", hold_seconds=60)
@@ -140,13 +165,17 @@ async def main(rate: int, window: float, sessions: int) -> None:
         with ScriptedProvider(responder=model) as provider:
             endpoint = {"base_url": provider.base_url, "api_key_env": None}
             caps = Path(tempfile.mkdtemp(prefix="bench-limits-")) / "capabilities.json"
-            caps.write_text(json.dumps({
-                "models": {"limited": endpoint, "roomy": endpoint, "open": endpoint},
-                "limits": {
-                    "limited": {"requests_per_minute": rate, "window_seconds": window},
-                    "roomy": {"requests_per_minute": 1_000_000},
-                },
-            }))  # fmt: skip
+            caps.write_text(
+                json.dumps(
+                    {
+                        "models": {"limited": endpoint, "roomy": endpoint, "open": endpoint},
+                        "limits": {
+                            "limited": {"requests_per_minute": rate, "window_seconds": window},
+                            "roomy": {"requests_per_minute": 1_000_000},
+                        },
+                    }
+                )
+            )
             queue = f"bench-limits-{uuid.uuid4().hex[:6]}"
             workers = start_workers(address, queue, caps, 2)
             try:
@@ -163,18 +192,26 @@ async def main(rate: int, window: float, sessions: int) -> None:
                     worker.kill()
                     worker.wait(30)
     cpu = platform.processor() or platform.machine()
-    print(f"# bench-limits {date.today()} on {os.cpu_count()} cores ({cpu}), "
-          f"Python {platform.python_version()}, 2 worker processes")  # fmt: skip
+    print(
+        f"# bench-limits {date.today()} on {os.cpu_count()} cores ({cpu}), "
+        f"Python {platform.python_version()}, 2 worker processes"
+    )
     print(f"limit: {rate} requests per {window:g} s (margin 1 s), {sessions} sessions")
     print("| requests | seconds | allowed rate used | 429s | 429s after warm-up |")
     print("|---:|---:|---:|---:|---:|")
-    print(f"| {figures['requests']} | {figures['seconds']:.1f} | {figures['used']:.1%} "
-          f"| {figures['refused']} | {figures['refused_after_warmup']} |")  # fmt: skip
-    print(f"fairness while both wait: alice (4/5 of the sessions) "
-          f"{figures['alice_share']:.0%}, bob (1/5) {figures['bob_share']:.0%}")  # fmt: skip
+    print(
+        f"| {figures['requests']} | {figures['seconds']:.1f} | {figures['used']:.1%} "
+        f"| {figures['refused']} | {figures['refused_after_warmup']} |"
+    )
+    print(
+        f"fairness while both wait: alice (4/5 of the sessions) "
+        f"{figures['alice_share']:.0%}, bob (1/5) {figures['bob_share']:.0%}"
+    )
     a, b = statistics.median(limited), statistics.median(open_)
-    print(f"per one-call session ({CALLS} in a row): limited {a:.1f} ms, not limited "
-          f"{b:.1f} ms, added {a - b:+.1f} ms (runs: {_ms(limited)} / {_ms(open_)})")  # fmt: skip
+    print(
+        f"per one-call session ({CALLS} in a row): limited {a:.1f} ms, not limited "
+        f"{b:.1f} ms, added {a - b:+.1f} ms (runs: {_ms(limited)} / {_ms(open_)})"
+    )
     print(f"an ask of the limiter (a call without a spare lease): {round_trip:.1f} ms median")
 
 

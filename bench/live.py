@@ -156,10 +156,22 @@ async def gateway_readers(
     spec_file.write_text(spec_for(endpoint, "live-paced", True, session={}).model_dump_json())
     port = free_port()
     gateway = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue,
-         "--port", str(port), "--spec", str(spec_file)],
-        cwd=ROOT, env={**os.environ, "TEMPORAL_ADDRESS": address}, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "durable_agent.cli",
+            "serve",
+            "--task-queue",
+            task_queue,
+            "--port",
+            str(port),
+            "--spec",
+            str(spec_file),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "TEMPORAL_ADDRESS": address},
+        stdout=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(
@@ -222,8 +234,10 @@ async def main(sessions: int, readers: int) -> None:
     async with dev_server() as (address, client):
         worker = subprocess.Popen(
             [sys.executable, "-m", "bench.worker_process", "ours", address, task_queue, str(data)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
         try:
             await measure_live(address, client, task_queue, sessions, readers)

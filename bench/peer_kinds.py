@@ -29,11 +29,15 @@ class Peer:
 PEERS = {
     p.kind: p
     for p in (
-        Peer("openai-agents", "OpenAI Agents SDK", "bench.peers.openai_agents_peer",
-             "OpenAIAgentsBench"),
+        Peer(
+            "openai-agents",
+            "OpenAI Agents SDK",
+            "bench.peers.openai_agents_peer",
+            "OpenAIAgentsBench",
+        ),
         Peer("pydantic-ai", "Pydantic AI", "bench.peers.pydantic_ai_peer", "PydanticAIBench"),
     )
-}  # fmt: skip
+}
 
 
 def peers_python() -> Path:

@@ -48,8 +48,10 @@ def peer_table(columns: dict[str, PeerFigures], runs: int, concurrent: int) -> s
         "| workload | figure | " + " | ".join(names) + " |",
         "| --- | --- |" + " ---: |" * len(names),
     ]
-    lines += [f"| {w} | {name} | " + " | ".join(_show(v) for v in values) + " |"
-              for w, name, values in rows]  # fmt: skip
+    lines += [
+        f"| {w} | {name} | " + " | ".join(_show(v) for v in values) + " |"
+        for w, name, values in rows
+    ]
     lines += [
         "",
         f"{date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, "

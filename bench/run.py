@@ -101,8 +101,12 @@ class Bench:
             result = await handle.result()
             assert result.status == "done" and result.turns == workload.model_calls, result
         elif kind in PEERS:
-            request = {"model": workload.model, "tool": workload.tool, "prompt": PROMPT,
-                       "max_turns": workload.model_calls + 1}  # fmt: skip
+            request = {
+                "model": workload.model,
+                "tool": workload.tool,
+                "prompt": PROMPT,
+                "max_turns": workload.model_calls + 1,
+            }
             peer = await self.client.start_workflow(
                 PEERS[kind].workflow, request, id=wid, task_queue=task_queue, result_type=str
             )
@@ -130,10 +134,20 @@ class Bench:
         described = await self.client.get_workflow_handle(workflow_id).describe()
         counted = described.raw_description.workflow_execution_info.history_size_bytes
         shown = subprocess.run(
-            [temporal_binary(), "workflow", "show", "--workflow-id", workflow_id,
-             "--output", "json", "--address", self.address],
-            capture_output=True, check=True,
-        ).stdout  # fmt: skip
+            [
+                temporal_binary(),
+                "workflow",
+                "show",
+                "--workflow-id",
+                workflow_id,
+                "--output",
+                "json",
+                "--address",
+                self.address,
+            ],
+            capture_output=True,
+            check=True,
+        ).stdout
         events = json.loads(shown)["events"]
         tasks = sum(1 for e in events if e["eventType"].endswith("WORKFLOW_TASK_COMPLETED"))
         return counted, len(shown), len(events), tasks
@@ -161,14 +175,24 @@ class Bench:
 async def worker_for(kind: str, bench: Bench, data: Path) -> AsyncIterator[tuple[str, int]]:
     """The kind's worker in a process of its own: its task queue and pid."""
     task_queue = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
-    command = [sys.executable, "-m", "bench.worker_process", "ours" if kind == QUIET else kind,
-               bench.address, task_queue, str(data / kind)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench.worker_process",
+        "ours" if kind == QUIET else kind,
+        bench.address,
+        task_queue,
+        str(data / kind),
+    ]
     if kind in PEERS:
         command = worker_command(PEERS[kind], bench.address, task_queue, bench.base_url)
     worker = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "BENCH_PEER_BASE_URL": bench.base_url},
-    )  # fmt: skip
+    )
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
     try:
         await bench.session(kind, A, task_queue)  # warm-up
@@ -254,31 +278,49 @@ def table(
         ("A", "workflow tasks per run", floor.workflow_tasks, ours.workflow_tasks, ""),
         ("A", "history events per run", floor.events, ours.events, ""),
         ("A", "history bytes per run", floor.history_bytes, ours.history_bytes, "<= 0.5x"),
-        ("A", "... as `temporal workflow show` JSON", floor.history_json_bytes,
-         ours.history_json_bytes, ""),
-        ("A", "worker CPU s per run", floor.worker_cpu_per_run, ours.worker_cpu_per_run,
-         "<= 1.2x"),
-    ]  # fmt: skip
+        (
+            "A",
+            "... as `temporal workflow show` JSON",
+            floor.history_json_bytes,
+            ours.history_json_bytes,
+            "",
+        ),
+        ("A", "worker CPU s per run", floor.worker_cpu_per_run, ours.worker_cpu_per_run, "<= 1.2x"),
+    ]
     for k in (1, 10, 50, 100, 200):
         rows.append(
             ("B", f"bytes of model call {k}", floor.b_call_bytes[k], ours.b_call_bytes[k], "")
         )
     rows += [
         ("B", "history bytes, 200 calls", floor.b_total_bytes, ours.b_total_bytes, "<= 0.1x"),
-        ("B", "... as `temporal workflow show` JSON", floor.b_total_json_bytes,
-         ours.b_total_json_bytes, ""),
-        ("C", f"turns/s, {concurrent} sessions (median of {rounds})", floor.c_turns_per_second,
-         ours.c_turns_per_second, ">= 1.0x"),
+        (
+            "B",
+            "... as `temporal workflow show` JSON",
+            floor.b_total_json_bytes,
+            ours.b_total_json_bytes,
+            "",
+        ),
+        (
+            "C",
+            f"turns/s, {concurrent} sessions (median of {rounds})",
+            floor.c_turns_per_second,
+            ours.c_turns_per_second,
+            ">= 1.0x",
+        ),
         ("C", "p50 session latency s", floor.c_p50, ours.c_p50, ""),
         ("C", "p95 session latency s", floor.c_p95, ours.c_p95, ""),
         ("C", "worker CPU s", floor.c_worker_cpu, ours.c_worker_cpu, "<= 1.0x"),
         ("C", "server CPU s", floor.c_server_cpu, ours.c_server_cpu, ""),
-        ("C", "turns/s, live deltas off", floor.c_turns_per_second, quiet.c_turns_per_second,
-         ">= 1.0x"),
-        ("C", "worker CPU s, live deltas off", floor.c_worker_cpu, quiet.c_worker_cpu,
-         "<= 1.0x"),
+        (
+            "C",
+            "turns/s, live deltas off",
+            floor.c_turns_per_second,
+            quiet.c_turns_per_second,
+            ">= 1.0x",
+        ),
+        ("C", "worker CPU s, live deltas off", floor.c_worker_cpu, quiet.c_worker_cpu, "<= 1.0x"),
         ("C", "server CPU s, live deltas off", floor.c_server_cpu, quiet.c_server_cpu, ""),
-    ]  # fmt: skip
+    ]
 
     def show(value: float) -> str:
         return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
@@ -320,10 +362,21 @@ async def dev_server() -> AsyncIterator[tuple[str, Client]]:
     """A fresh dev server of its own (its pid in ``BENCH_SERVER_PID``): address, client."""
     port = free_port()
     server = subprocess.Popen(
-        [temporal_binary(), "server", "start-dev", "--headless", "--port", str(port),
-         "--ui-port", str(free_port()), "--log-level", "error"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--headless",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(free_port()),
+            "--log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.environ["BENCH_SERVER_PID"] = str(server.pid)
     address = f"127.0.0.1:{port}"
     try:

@@ -1,2 +1,2 @@
 """Small runnable programs built on durable-agent; each is run by the test suite
-(tests/test_examples.py) against a scripted model."""
+(tests/project/test_examples.py) against a scripted model."""

@@ -118,8 +118,16 @@ def pytest_configure(config: pytest.Config) -> None:
     parallel = bool(getattr(config.option, "numprocesses", None))
     if on_worker or not parallel or SHARED_SERVER in os.environ:
         return
-    command = [temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-               "--log-level", "error"]  # fmt: skip
+    command = [
+        temporal_binary(),
+        "server",
+        "start-dev",
+        "--headless",
+        "--ip",
+        "127.0.0.1",
+        "--log-level",
+        "error",
+    ]
     server, port = started_on_free_port(
         lambda port: subprocess.Popen(
             [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

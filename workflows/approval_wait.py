@@ -1,5 +1,5 @@
 """Waiting for people's decisions: durable, until all are in, their deadlines pass (the
-tool's default decision applies, a page a task), or the loop must act first."""
+tool's default decision applies, one page per workflow task), or the loop must act first."""
 
 from __future__ import annotations
 

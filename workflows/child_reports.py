@@ -1,5 +1,5 @@
 """A sub-agent session tells its parent which of its approvals wait, so the parent's
-people can decide them. A child whose batch of thousands waits reports a page a signal:
+people can decide them. A child whose batch of thousands waits reports one page per signal:
 each signal is awaited, so no task encodes more than a page of them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 async def report_to_parent(session: Session) -> None:
-    """The undecided approvals, a page a signal (none: an empty report, which takes the
+    """The undecided approvals, one page per signal (none: an empty report, which takes the
     child's entries away)."""
     parent = workflow.info().parent
     if parent is None:

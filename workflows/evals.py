@@ -56,8 +56,9 @@ class EvalWorkflow:
         for case in request.cases:
             await workflow.wait_condition(lambda: self._running < request.concurrency)
             if self._spent():
-                self._reports[case.id] = CaseReport(id=case.id, status="skipped",
-                                                    error="the budget was spent")  # fmt: skip
+                self._reports[case.id] = CaseReport(
+                    id=case.id, status="skipped", error="the budget was spent"
+                )
                 continue
             self._running += 1
             started.append(asyncio.ensure_future(self._case(case)))
@@ -93,14 +94,19 @@ class EvalWorkflow:
             if case.criteria is not None:
                 scores.append(await self._judged(case, scored))
             report = CaseReport(
-                id=case.id, status="scored", session_id=session_id, scores=scores,
-                answer=scored.facts.answer, tool_calls=scored.facts.tool_calls,
+                id=case.id,
+                status="scored",
+                session_id=session_id,
+                scores=scores,
+                answer=scored.facts.answer,
+                tool_calls=scored.facts.tool_calls,
                 tokens=result.usage.prompt_tokens + result.usage.completion_tokens,
                 cost_usd=_cost(result),
-            )  # fmt: skip
+            )
         except ChildWorkflowError as error:
-            report = CaseReport(id=case.id, status="failed", session_id=session_id,
-                                error=_why(error))  # fmt: skip
+            report = CaseReport(
+                id=case.id, status="failed", session_id=session_id, error=_why(error)
+            )
         elapsed = workflow.now() - began
         self._reports[case.id] = report.model_copy(
             update={"duration_ms": int(elapsed.total_seconds() * 1000)}
@@ -126,10 +132,12 @@ class EvalWorkflow:
         judge = self._request.judge
         if judge is None:
             return Score(name="judge", score=0.0, reason="no judge was given for criteria")
-        spec = judge.model_copy(update={
-            "output_schema": JUDGE_SCHEMA,
-            "instructions": judge.instructions or JUDGE_INSTRUCTIONS,
-        })  # fmt: skip
+        spec = judge.model_copy(
+            update={
+                "output_schema": JUDGE_SCHEMA,
+                "instructions": judge.instructions or JUDGE_INSTRUCTIONS,
+            }
+        )
         session_id = f"{workflow.info().workflow_id}--{case.id}--judge"
         try:
             result = await self._session(session_id, spec, judge_request(case, scored.facts))

@@ -341,7 +341,7 @@ def logged(stream: WorkflowStream) -> tuple[int, list[WorkflowStreamItem[Payload
     """The log's first offset and its events, read without encoding them:
     ``get_state`` encodes every event, so a look at the log's size would grow with it.
     Reads the stream's private log (temporalio's contrib has no public view of it);
-    ``tests/test_live_log_sizes.py`` checks what is read against ``get_state``."""
+    ``tests/temporal/test_live_log_sizes.py`` checks what is read against ``get_state``."""
     return stream._base_offset, stream._log
 
 

@@ -169,7 +169,7 @@ class ModelCaller:
             self._known.add(digest)
             if isinstance(returned, ModelReturn):
                 reply, called = returned.message, None
-                if returned.calls is not None:  # the rest of its calls, a page a task
+                if returned.calls is not None:  # the rest of its calls, one page per workflow task
                     beat = timedelta(seconds=rules.heartbeat_timeout_seconds)
                     try:
                         reply, called = await whole_message(

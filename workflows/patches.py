@@ -95,24 +95,26 @@ READ_BACK_LOST_CARRY_PATCH = "read-back-lost-carry"
 #: A limiter on a build no longer current goes on as a new run on the current one.
 LIMITER_MOVES_PATCH = "limiter-moves-to-current-build"
 
-#: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/test_patches.py`` checks
+#: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/temporal/test_patches.py`` checks
 #: each is one the workflow code names).
-FIRST_BASELINED = frozenset({
-    "worker-admission",
-    "carried-only-when-continued",
-    "model-rescue",
-    "turn-failures-end-turns",
-    "context-overflow-trims",
-    "move-to-current-build",
-    "session-title-memo",
-    "title-from-first-message",
-    "message-parts-counted",
-    "truncated-answers",
-    "tool-calls-in-runners",
-    "child-id-bound-to-run",
-    "transcript-pages-by-count",
-    "transcript-pieces-by-count",
-})  # fmt: skip
+FIRST_BASELINED = frozenset(
+    {
+        "worker-admission",
+        "carried-only-when-continued",
+        "model-rescue",
+        "turn-failures-end-turns",
+        "context-overflow-trims",
+        "move-to-current-build",
+        "session-title-memo",
+        "title-from-first-message",
+        "message-parts-counted",
+        "truncated-answers",
+        "tool-calls-in-runners",
+        "child-id-bound-to-run",
+        "transcript-pages-by-count",
+        "transcript-pieces-by-count",
+    }
+)
 SECOND_BASELINED = FIRST_BASELINED | {START_CHECKS_LOCAL_PATCH}
 THIRD_BASELINED = SECOND_BASELINED | {SMALL_PAGES_PATCH}
 FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}

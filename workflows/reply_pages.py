@@ -46,7 +46,7 @@ async def whole_message(
     """``message`` (cut to its first tool calls) with all ``calls`` of them, read from the
     store where the worker kept it under ``key``, a page at a time, each page as long as
     the first (the page the worker chose; a replay reads the same pages); and the names
-    of the tools it calls, gathered a page a task."""
+    of the tools it calls, gathered one page per workflow task."""
     if not isinstance(message, AssistantMessage) or not message.tool_calls:
         raise ApplicationError("only a message with tool calls is sent in pages")
     read: list[ToolCall] = list(message.tool_calls)

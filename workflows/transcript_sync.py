@@ -253,7 +253,7 @@ class TranscriptSync:
                 summary=f"load_transcript from message {len(self.messages)}",
             )
             if isinstance(page, TranscriptPage):  # the second chain: nothing encoded here
-                if page.calls is not None:  # its last message's calls, a page a task
+                if page.calls is not None:  # its last message's calls, one page per workflow task
                     last = page.messages[-1]
                     whole = await whole_message(last, page.digests[-1], page.calls, self._heartbeat)
                     page.messages[-1] = whole[0]

@@ -119,10 +119,13 @@ class Agent(Generic[OutputT]):
         subs = {s.name: s for a in team for s in a.sub_agents}
         if subs:
             fields["agents"] = [
-                {"name": s.name, "description": s.description or f"the {s.name} agent",
-                 "spec": s.spec(one_reply=True).model_dump(mode="json")}
+                {
+                    "name": s.name,
+                    "description": s.description or f"the {s.name} agent",
+                    "spec": s.spec(one_reply=True).model_dump(mode="json"),
+                }
                 for s in subs.values()
-            ]  # fmt: skip
+            ]
         if len(team) == 1:
             fields |= {"instructions": self.instructions, "tools": _tool_names(self.tools)}
         else:

@@ -19,9 +19,12 @@ from durable_agent.core import (
     NotAllowed,
     NotRegistered,
     OpenApiSpec,
+    OwnerFloor,
     ProviderEndpoint,
     ProviderLimits,
+    ToolPolicy,
 )
+from durable_agent.core._tool_sources import Registrable, narrowed
 from durable_agent.providers import model_from_environment
 
 from ._policy import SpecPolicy
@@ -52,8 +55,11 @@ def default_models() -> dict[str, ProviderEndpoint]:
     """With nothing registered: OpenAI, or the OpenAI-compatible server the worker's
     own ``OPENAI_BASE_URL`` names (the worker's environment is its owner's)."""
     model = model_from_environment()
-    return {"openai": model.endpoint if model and not isinstance(model.endpoint, str) else
-            ProviderEndpoint()}  # fmt: skip
+    return {
+        "openai": model.endpoint
+        if model and not isinstance(model.endpoint, str)
+        else ProviderEndpoint()
+    }
 
 
 def _listing(names: Iterable[str]) -> str:
@@ -62,8 +68,12 @@ def _listing(names: Iterable[str]) -> str:
 
 def _same_endpoint(a: ProviderEndpoint, b: ProviderEndpoint) -> bool:
     """Where the request goes and which key it carries: what makes two endpoints one."""
-    return (a.api, a.base_url, a.api_key_env, a.headers) == (b.api, b.base_url, b.api_key_env,
-                                                              b.headers)  # fmt: skip
+    return (a.api, a.base_url, a.api_key_env, a.headers) == (
+        b.api,
+        b.base_url,
+        b.api_key_env,
+        b.headers,
+    )
 
 
 @dataclass
@@ -135,9 +145,11 @@ class Capabilities:
         inline endpoint counts against the first registered one it is a copy of."""
         if not self.limits:
             return None
-        names = [endpoint] if isinstance(endpoint, str) else [
-            name for name, known in self.models.items() if _same_endpoint(endpoint, known)
-        ]  # fmt: skip
+        names = (
+            [endpoint]
+            if isinstance(endpoint, str)
+            else [name for name, known in self.models.items() if _same_endpoint(endpoint, known)]
+        )
         for name in names:
             for key in (f"{name}/{model}", name):
                 if key in self.limits:
@@ -153,6 +165,31 @@ class Capabilities:
     def registered_names(self, kind: str) -> str:
         """The names of the registered sources of ``kind``, for error messages."""
         return _listing(name for known, name in self._sources if known == kind)
+
+    def narrowed_source(self, entry: Registrable, what: str) -> Registrable:
+        """The source registered under the entry's kind and name, with what the entry may
+        choose (fewer tools, another prefix, a stricter approval); ``NotRegistered`` or
+        ``NotAllowed`` otherwise. ``what`` names the kind in errors ("MCP server")."""
+        registered = self.registered(entry.kind, entry.name)
+        if not isinstance(registered, type(entry)):
+            raise NotRegistered(
+                f"{what} {entry.name!r} is not registered on this worker "
+                f"(registered: {self.registered_names(entry.kind)})"
+            )
+        try:
+            return narrowed(registered, entry)
+        except ValueError as error:
+            raise NotAllowed(str(error)) from None
+
+    def owner_floor(self, entry: McpServerSpec | OpenApiSpec) -> OwnerFloor | None:
+        """How the worker's owner gates the tools of a source it registered (``None``:
+        a source the spec gave whole, where the policy allows that)."""
+        if entry.given_whole():
+            return None
+        registered = self.registered(entry.kind, entry.name)
+        if registered is None:
+            return None
+        return OwnerFloor.of(ToolPolicy(approval=registered.approval))
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and

@@ -27,11 +27,18 @@ class UrlRefused(DurableAgentError, ValueError):
 
 #: Cloud metadata services by name (their addresses are link-local or shared, which
 #: the address check refuses too).
-METADATA_NAMES = frozenset({
-    "metadata", "metadata.google.internal", "metadata.goog", "instance-data",
-    "instance-data.ec2.internal", "metadata.azure.internal", "metadata.tencentyun.com",
-    "metadata.oraclecloud.com",
-})  # fmt: skip
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.internal",
+        "metadata.tencentyun.com",
+        "metadata.oraclecloud.com",
+    }
+)
 #: Ranges ``is_global`` counts as global that are not hosts on the internet: IETF
 #: protocol assignments, and local-use NAT64.
 NOT_HOSTS = (ipaddress.ip_network("192.0.0.0/24"), ipaddress.ip_network("64:ff9b:1::/48"))

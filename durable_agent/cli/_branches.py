@@ -30,9 +30,12 @@ def add_branch_commands(command: Callable[..., argparse.ArgumentParser]) -> None
 
 async def cmd_fork(args: argparse.Namespace, out: TextIO, agents: AgentClient) -> int:
     try:
-        branch = await agents.session(args.session_id).fork(args.at, load_spec(args), args.message,
+        branch = await agents.session(args.session_id).fork(
+            args.at,
+            load_spec(args),
+            args.message,
             new_session_id=args.new_session_id,
-        )  # fmt: skip
+        )
     except ValueError as error:
         raise CommandError(str(error)) from None
     print(branch, file=out)

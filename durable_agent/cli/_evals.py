@@ -47,10 +47,15 @@ async def cmd_eval(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
         eval_id = args.eval_id
     else:
         eval_id = await agents.evals.start(
-            load_spec(args), _cases(Path(args.cases)), agent=args.agent or args.spec or "",
-            concurrency=args.concurrency, max_total_tokens=args.max_total_tokens,
-            max_cost_usd=args.max_cost_usd, judge=_judge(args.judge_spec), eval_id=args.eval_id,
-        )  # fmt: skip
+            load_spec(args),
+            _cases(Path(args.cases)),
+            agent=args.agent or args.spec or "",
+            concurrency=args.concurrency,
+            max_total_tokens=args.max_total_tokens,
+            max_cost_usd=args.max_cost_usd,
+            judge=_judge(args.judge_spec),
+            eval_id=args.eval_id,
+        )
         print(f"evaluation {eval_id} started", file=out, flush=True)
     report = await agents.evals.report(eval_id, wait=True)
     against = await agents.evals.report(args.compare) if args.compare else None

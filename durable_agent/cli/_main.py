@@ -318,8 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default=os.path.join(".data", "demo"))
     demo.add_argument("--keep", action="store_true", help="keep the server up for the UI")
 
-    for name, help in (("run", "start a session with a prompt and follow it to the end"),
-                       ("chat", "talk to one session, message after message")):  # fmt: skip
+    for name, help in (
+        ("run", "start a session with a prompt and follow it to the end"),
+        ("chat", "talk to one session, message after message"),
+    ):
         sub = command(name, help)
         sub.add_argument("--spec", help="agent spec JSON file (default: model from environment)")
         add_agent_arguments(sub)

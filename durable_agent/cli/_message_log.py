@@ -1,4 +1,4 @@
-"""The message log (the Swift agents library's ``JSONLMessageLog``): one message a line with its
+"""The message log (``JSONLMessageLog``): one message a line with its
 context: the session, the conversation turn (user messages so far), the iteration
 within it (model calls since that message), the agent, the message's index, and the
 workflow run it landed in when that is known (lines followed live).

@@ -20,7 +20,7 @@ from ._args import CommandError, server_settings
 from ._specs import add_agent_arguments, load_spec
 
 # The rerun's worker and the gate's replayer bring the whole worker side: imported by
-# these commands only, so every other command starts as quickly as before.
+# these commands only, so every other command starts without them.
 
 
 def add_replay_command(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -114,8 +114,10 @@ async def cmd_check_replay(args: argparse.Namespace, out: TextIO) -> int:
         if verdict.failure is None:
             print(f"{verdict.source}: replays", file=out)
         else:
-            print(f"{verdict.source}: DIVERGES\n  {verdict.failure}\n  {verdict.explanation}",
-                  file=out)  # fmt: skip
+            print(
+                f"{verdict.source}: DIVERGES\n  {verdict.failure}\n  {verdict.explanation}",
+                file=out,
+            )
     failed = sum(v.failure is not None for v in verdicts)
     print(f"{len(verdicts) - failed} of {len(verdicts)} histories replay", file=out)
     return 1 if failed else 0

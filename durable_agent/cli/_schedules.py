@@ -62,9 +62,14 @@ async def cmd_schedule(args: argparse.Namespace, out: TextIO, agents: AgentClien
             if not args.message:
                 raise CommandError("schedule create: give --message (what each run is asked)")
             await agents.schedules.create(
-                name, load_spec(args), args.message, cron=args.cron, every=args.every,
-                overlap=args.overlap, paused=args.paused,
-            )  # fmt: skip
+                name,
+                load_spec(args),
+                args.message,
+                cron=args.cron,
+                every=args.every,
+                overlap=args.overlap,
+                paused=args.paused,
+            )
             print(f"schedule {name} created", file=out)
         elif args.action == "runs":
             for line in session_lines(await agents.schedules.runs(name)):

@@ -25,19 +25,25 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8700)
     serve.add_argument(
-        "--trusted-host", action="append", default=[],
+        "--trusted-host",
+        action="append",
+        default=[],
         help="a host name the gateway is reached by (besides --host); others are refused",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--allow-origin", action="append", default=[],
+        "--allow-origin",
+        action="append",
+        default=[],
         help="a browser origin (besides the gateway's own) whose pages may call the API",
-    )  # fmt: skip
+    )
     serve.add_argument(
-        "--codec-origin", action="append", default=[],
+        "--codec-origin",
+        action="append",
+        default=[],
         help="a browser origin that may decode through /codec (the Temporal UI's, e.g. "
         "http://localhost:8233); with codec keys set. The endpoint takes the gateway's own "
         "users: each payload is decoded for its session's owner or an admin",
-    )  # fmt: skip
+    )
 
 
 async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
@@ -55,8 +61,11 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
     keys = codec_keys(args)
     codec = EncryptionCodec(keys) if keys is not None else None  # the Temporal UI's
     if not access.authenticated:
-        print("no authentication (DURABLE_AGENT_GATEWAY_TOKENS unset): loopback only",
-              file=out, flush=True)  # fmt: skip
+        print(
+            "no authentication (DURABLE_AGENT_GATEWAY_TOKENS unset): loopback only",
+            file=out,
+            flush=True,
+        )
     agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
     app = create_app(agents, spec, named, codec, access)
     await serve_http(app, args, out, f"durable-agent gateway on http://{args.host}:{args.port}/")
@@ -70,9 +79,11 @@ def add_mcp_serve_command(command: Any) -> None:
     sub.add_argument("--host", default="127.0.0.1", help="http: the address to bind")
     sub.add_argument("--port", type=int, default=8701, help="http: the port")
     sub.add_argument(
-        "--trusted-host", action="append", default=[],
+        "--trusted-host",
+        action="append",
+        default=[],
         help="http: a host name the server is reached by (besides --host)",
-    )  # fmt: skip
+    )
 
 
 async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:

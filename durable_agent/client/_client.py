@@ -133,13 +133,17 @@ class AgentClient:
         memo = {"owner": owner, "title": "" if resume else start_title(past, message)}
         try:
             await self.temporal.start_workflow(
-                WORKFLOW_NAME, request, id=session_id, task_queue=self.task_queue,
+                WORKFLOW_NAME,
+                request,
+                id=session_id,
+                task_queue=self.task_queue,
                 start_signal=EARLIER_HISTORY_SIGNAL if earlier else None,
                 start_signal_args=[earlier] if earlier else [],
                 memo={key: value for key, value in memo.items() if value} or None,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if restart or resumed
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
+                if restart or resumed
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )  # fmt: skip
+            )
         except WorkflowAlreadyStartedError:
             raise SessionExistsError(session_id) from None
         return session_id
@@ -198,10 +202,11 @@ class AgentClient:
             id=session_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if again
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE
+            if again
             else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             memo={"owner": owner} if owner else None,
-        )  # fmt: skip
+        )
         try:
             result: SendResult = await self.temporal.execute_update_with_start_workflow(
                 "send_message", message, start_workflow_operation=start, result_type=SendResult

@@ -42,10 +42,14 @@ class Evals:
         if judge is None and (missing := [c.id for c in cases if c.criteria is not None]):
             raise ValueError(f"cases {', '.join(missing)} have criteria: give a judge")
         request = EvalInput(
-            spec=parse_spec(spec), cases=list(cases), agent=agent, concurrency=concurrency,
-            max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd,
+            spec=parse_spec(spec),
+            cases=list(cases),
+            agent=agent,
+            concurrency=concurrency,
+            max_total_tokens=max_total_tokens,
+            max_cost_usd=max_cost_usd,
             judge=parse_spec(judge) if judge is not None else None,
-        )  # fmt: skip
+        )
         check_fits(self.temporal.data_converter, request, "the evaluation's start")
         eval_id = eval_id or f"eval-{uuid.uuid4().hex[:10]}"
         await self.temporal.start_workflow(

@@ -36,8 +36,9 @@ from durable_agent.payloads import check_fits
 from ._connection import Connection, list_sessions
 from ._types import SessionSummary, parse_spec
 
-Overlap = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
-                  "allow_all"]  # fmt: skip
+Overlap = Literal[
+    "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"
+]
 OVERLAPS: dict[str, ScheduleOverlapPolicy] = {
     "skip": ScheduleOverlapPolicy.SKIP,
     "buffer_one": ScheduleOverlapPolicy.BUFFER_ONE,
@@ -85,8 +86,7 @@ class Schedules:
             raise ValueError("a schedule needs cron expressions or an interval (every)")
         parsed = parse_spec(spec)
         one_shot = parsed.session.model_copy(update={"end_after_reply": True})
-        request = AgentInput(spec=parsed.model_copy(update={"session": one_shot}),
-                             message=message)  # fmt: skip
+        request = AgentInput(spec=parsed.model_copy(update={"session": one_shot}), message=message)
         check_fits(self.temporal.data_converter, request, "the schedule's start")
         memo = {"schedule": name, **({"owner": owner} if owner else {})}
         queue = self._connection.task_queue
@@ -94,8 +94,12 @@ class Schedules:
             name,
             Schedule(
                 action=ScheduleActionStartWorkflow(
-                    WORKFLOW_NAME, request, id=f"{name}-run", task_queue=queue,
-                    memo=memo, static_summary=f"scheduled by {name}",
+                    WORKFLOW_NAME,
+                    request,
+                    id=f"{name}-run",
+                    task_queue=queue,
+                    memo=memo,
+                    static_summary=f"scheduled by {name}",
                 ),
                 spec=ScheduleSpec(
                     cron_expressions=list(cron),
@@ -104,7 +108,7 @@ class Schedules:
                 policy=SchedulePolicy(overlap=OVERLAPS[overlap]),
                 state=ScheduleState(paused=paused, note="paused at creation" if paused else None),
             ),
-        )  # fmt: skip
+        )
         return name
 
     def _schedule(self, name: str) -> ScheduleHandle:
@@ -126,12 +130,19 @@ class Schedules:
             if action.workflow != WORKFLOW_NAME:
                 continue
             info, state = described.info, described.schedule.state
-            found.append(ScheduleSummary(
-                name=listed.id, paused=state.paused, note=state.note or "",
-                next_runs=list(info.next_action_times[:3]),
-                recent_runs=[a.action.workflow_id for a in info.recent_actions
-                             if hasattr(a.action, "workflow_id")],
-            ))  # fmt: skip
+            found.append(
+                ScheduleSummary(
+                    name=listed.id,
+                    paused=state.paused,
+                    note=state.note or "",
+                    next_runs=list(info.next_action_times[:3]),
+                    recent_runs=[
+                        a.action.workflow_id
+                        for a in info.recent_actions
+                        if hasattr(a.action, "workflow_id")
+                    ],
+                )
+            )
         return sorted(found, key=lambda s: s.name)
 
     async def runs(self, name: str, *, limit: int = 100) -> builtins.list[SessionSummary]:

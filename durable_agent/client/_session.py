@@ -480,9 +480,13 @@ class SessionHandle:
             memo["owner"] = owner
         try:
             await temporal.start_workflow(
-                WORKFLOW_NAME, request, id=new_session_id, task_queue=self._connection.task_queue,
-                memo=memo, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )  # fmt: skip
+                WORKFLOW_NAME,
+                request,
+                id=new_session_id,
+                task_queue=self._connection.task_queue,
+                memo=memo,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
         except WorkflowAlreadyStartedError:
             raise SessionExistsError(new_session_id) from None
         return new_session_id

@@ -156,7 +156,12 @@ class ApproverKeys:
             wanted["dig"] = digest
         wrong = [k for k, v in wanted.items() if claims.get(k) != v]
         if wrong:
-            what = {"sub": "signer", "sid": "session", "aid": "call", "act": "action",
-                    "dig": "decision (its content, its call or the session's run)"}  # fmt: skip
+            what = {
+                "sub": "signer",
+                "sid": "session",
+                "aid": "call",
+                "act": "action",
+                "dig": "decision (its content, its call or the session's run)",
+            }
             raise ValueError(f"signed for another {', '.join(what[k] for k in wrong)}")
         return name

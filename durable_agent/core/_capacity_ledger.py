@@ -83,8 +83,9 @@ class Ledger:
         state = self.state
         state.limits = request.limits
         self._prune(now)
-        kept = next((x for x in state.leases if x.reserved and x.session_id == request.session_id),
-                    None)  # fmt: skip
+        kept = next(
+            (x for x in state.leases if x.reserved and x.session_id == request.session_id), None
+        )
         if kept is not None:  # counted from now: the request leaves now, not at the grant
             kept.reserved, kept.at, kept.tokens = False, now, request.tokens
             kept.until = now + request.hold_seconds
@@ -92,19 +93,31 @@ class Ledger:
         if request.spare:  # only from what nobody waits for
             if state.waiting or not self._room(now, request.tokens):
                 return CapacityAnswer()
-            return CapacityAnswer(lease=self._grant(now, request.session_id, request.tokens,
-                                                    request.hold_seconds).lease)  # fmt: skip
+            return CapacityAnswer(
+                lease=self._grant(
+                    now, request.session_id, request.tokens, request.hold_seconds
+                ).lease
+            )
         queued = next((w for w in state.waiting if w.session_id == request.session_id), None)
         if queued is None and not state.waiting and self._room(now, request.tokens):
             state.granted += 1
-            return CapacityAnswer(lease=self._grant(now, request.session_id, request.tokens,
-                                                    request.hold_seconds).lease)  # fmt: skip
+            return CapacityAnswer(
+                lease=self._grant(
+                    now, request.session_id, request.tokens, request.hold_seconds
+                ).lease
+            )
         if queued is None:
             state.waited += 1
             state.waiting.append(
-                Waiter(session_id=request.session_id, run_id=request.run_id, tenant=request.tenant,
-                       tokens=request.tokens, hold_seconds=request.hold_seconds, since=now)
-            )  # fmt: skip
+                Waiter(
+                    session_id=request.session_id,
+                    run_id=request.run_id,
+                    tenant=request.tenant,
+                    tokens=request.tokens,
+                    hold_seconds=request.hold_seconds,
+                    since=now,
+                )
+            )
         else:
             queued.run_id = request.run_id
         return CapacityAnswer(wait_seconds=self._patience())
@@ -183,8 +196,9 @@ class Ledger:
     def _grant(self, now: float, session_id: str, tokens: int, hold: float) -> Lease:
         state = self.state
         state.issued += 1
-        lease = Lease(lease=str(state.issued), session_id=session_id, at=now,
-                      until=now + hold, tokens=tokens)  # fmt: skip
+        lease = Lease(
+            lease=str(state.issued), session_id=session_id, at=now, until=now + hold, tokens=tokens
+        )
         state.leases.append(lease)
         return lease
 

@@ -2,10 +2,9 @@
 
 Storage keeps every message. Requests start after the latest ``flush`` marker (with
 every system message kept), a compaction summary stands in for the messages it
-replaces, and, over a context budget, the oldest exchanges are left out (swarm kit,
-Swift agents library, Prompty spec). Pure and deterministic: the workflow decides
-compaction with it, the model activity shapes requests with it, and both see the same
-numbers.
+replaces, and, over a context budget, the oldest exchanges are left out. Pure and
+deterministic: the workflow decides compaction with it, the model activity shapes
+requests with it, and both see the same numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from ._messages import (
 )
 from ._tokens import Tokenizer, as_tokens, count_text, text_units, tokenizer_available
 
-#: ``source`` of a summary message made by compaction (Swift agents library).
+#: ``source`` of a summary message made by compaction.
 COMPACTION = "compaction"
 #: How a summary reads in a request: the model knows what it is looking at.
 SUMMARY_PREFIX = "[Summary of earlier conversation] "

@@ -21,8 +21,10 @@ def _totals(report: EvalReport) -> str:
     mean = f"{sum(scored) / len(scored):.2f}" if scored else "-"
     cost = f", ${report.cost_usd:.4f}" if report.cost_usd is not None else ""
     counts = {s: sum(c.status == s for c in report.cases) for s in ("scored", "failed", "skipped")}
-    return (f"{report.eval_id}: mean {mean} over {counts['scored']} scored, {counts['failed']} "
-            f"failed, {counts['skipped']} skipped; {report.tokens} tokens{cost}")  # fmt: skip
+    return (
+        f"{report.eval_id}: mean {mean} over {counts['scored']} scored, {counts['failed']} "
+        f"failed, {counts['skipped']} skipped; {report.tokens} tokens{cost}"
+    )
 
 
 def report_table(report: EvalReport, against: EvalReport | None = None) -> list[str]:
@@ -83,17 +85,20 @@ def _case_section(case: CaseReport, transcript: Sequence[Message]) -> str:
     scores = "".join(
         f"<li><b>{_e(s.name)}</b> {s.score:.2f}: {_e(s.reason)}</li>" for s in case.scores
     )
-    calls = "".join(f"<li><code>{_e(name)}({_e(str(args))})</code></li>"
-                    for name, args in case.tool_calls)  # fmt: skip
+    calls = "".join(
+        f"<li><code>{_e(name)}({_e(str(args))})</code></li>" for name, args in case.tool_calls
+    )
     said = "".join(
         f'<div class="message"><span class="role">{_e(m.role)}</span> '
         f"{_e(m.content if isinstance(m.content, str) else '[parts]')}</div>"
         for m in transcript
     )
     error = f"<p class='error'>{_e(case.error)}</p>" if case.error else ""
-    return (f'<section id="case-{_e(case.id)}"><h2>{_e(case.id)}</h2>{error}'
-            f"<h3>Scores</h3><ul>{scores}</ul><h3>Tool calls</h3><ul>{calls}</ul>"
-            f"<h3>Transcript</h3>{said}</section>")  # fmt: skip
+    return (
+        f'<section id="case-{_e(case.id)}"><h2>{_e(case.id)}</h2>{error}'
+        f"<h3>Scores</h3><ul>{scores}</ul><h3>Tool calls</h3><ul>{calls}</ul>"
+        f"<h3>Transcript</h3>{said}</section>"
+    )
 
 
 def _cost(case: CaseReport) -> str:

@@ -34,10 +34,15 @@ def case_facts(messages: Sequence[Message], answer: str, structured: Any) -> Cas
                     arguments = json.loads(call.function.arguments or "{}")
                 except ValueError:
                     arguments = {"(unparsed)": call.function.arguments}
-                calls.append((call.function.name, arguments if isinstance(arguments, dict)
-                              else {"(value)": arguments}))  # fmt: skip
-    return CaseFacts(answer=answer, structured_output=structured, tool_calls=calls,
-                     messages=len(messages))  # fmt: skip
+                calls.append(
+                    (
+                        call.function.name,
+                        arguments if isinstance(arguments, dict) else {"(value)": arguments},
+                    )
+                )
+    return CaseFacts(
+        answer=answer, structured_output=structured, tool_calls=calls, messages=len(messages)
+    )
 
 
 def score_case(case: EvalCase, facts: CaseFacts) -> list[Score]:
@@ -45,31 +50,42 @@ def score_case(case: EvalCase, facts: CaseFacts) -> list[Score]:
     scores: list[Score] = []
     if case.expected is not None:
         same = facts.answer.strip() == case.expected.strip()
-        reason = "the answer is the expected text" if same else (
-            f"expected {case.expected.strip()!r}, got {facts.answer.strip()[:200]!r}"
-        )  # fmt: skip
+        reason = (
+            "the answer is the expected text"
+            if same
+            else (f"expected {case.expected.strip()!r}, got {facts.answer.strip()[:200]!r}")
+        )
         scores.append(Score(name="exact", score=float(same), reason=reason))
     if case.expected_output is not None:
         same = _json(facts.structured_output) == _json(case.expected_output)
-        reason = "the typed output is the expected one" if same else (
-            f"expected {_json(case.expected_output)[:200]}, got "
-            f"{_json(facts.structured_output)[:200]}"
-        )  # fmt: skip
+        reason = (
+            "the typed output is the expected one"
+            if same
+            else (
+                f"expected {_json(case.expected_output)[:200]}, got "
+                f"{_json(facts.structured_output)[:200]}"
+            )
+        )
         scores.append(Score(name="output", score=float(same), reason=reason))
     if case.schema_ is not None:
-        errors = sorted(Draft202012Validator(case.schema_).iter_errors(facts.structured_output),
-                        key=lambda e: list(e.path))  # fmt: skip
-        reason = "the typed output matches the schema" if not errors else (
-            f"{'/'.join(map(str, errors[0].path)) or 'output'}: {errors[0].message}"
-        )  # fmt: skip
+        errors = sorted(
+            Draft202012Validator(case.schema_).iter_errors(facts.structured_output),
+            key=lambda e: list(e.path),
+        )
+        reason = (
+            "the typed output matches the schema"
+            if not errors
+            else (f"{'/'.join(map(str, errors[0].path)) or 'output'}: {errors[0].message}")
+        )
         scores.append(Score(name="schema", score=float(not errors), reason=reason))
     if case.tools is not None:
         scores.append(tool_score(case.tools, facts.tool_calls))
     return scores
 
 
-def tool_score(expected: Sequence[ExpectedCall],
-               made: Sequence[tuple[str, dict[str, Any]]]) -> Score:  # fmt: skip
+def tool_score(
+    expected: Sequence[ExpectedCall], made: Sequence[tuple[str, dict[str, Any]]]
+) -> Score:
     """The share of positions where the call made is the one expected (its name, and
     the arguments the case gives), over the longer of the two sequences."""
     length = max(len(expected), len(made))

@@ -23,7 +23,7 @@ class _Frozen(BaseModel):
 
 
 MessageMode = Literal["user", "tool"]
-"""Where a message came from (swarm kit): a person (``user``), or a tool or a system
+"""Where a message came from: a person (``user``), or a tool or a system
 action such as a rescue or a compaction (``tool``)."""
 
 
@@ -35,16 +35,16 @@ class _Stored(_Frozen):
     """Extensions every message may carry; none of them is ever sent to a model."""
 
     id: str | None = Field(default=None, exclude_if=_unset)
-    """A stable id of the message (Swift agents library), kept as given; left out of
+    """A stable id of the message, kept as given; left out of
     payloads while unset, so arrays without ids cost nothing more."""
     source: str | None = Field(default=None, exclude_if=_unset)
-    """Set on messages the loop made rather than a person or a model (Swift agents
-    library): ``compaction`` marks a summary of earlier messages."""
+    """Set on messages the loop made rather than a person or a model: ``compaction``
+    marks a summary of earlier messages."""
     mode: MessageMode | None = None
     payload: Any = None
-    """Arbitrary JSON metadata (swarm kit), kept with the message, never sent."""
+    """Arbitrary JSON metadata, kept with the message, never sent."""
     agent_name: str | None = None
-    """In a swarm session (swarm kit): the agent that wrote the message (assistant, tool),
+    """In a swarm session: the agent that wrote the message (assistant, tool),
     was addressed (user) or whose prompt it is (system). Unset in one-agent sessions."""
 
 
@@ -156,7 +156,7 @@ class UserMessage(_Stored):
     @model_validator(mode="before")
     @classmethod
     def _images_as_parts(cls, value: Any) -> Any:
-        """The swarm kit's ``images`` (URLs or base64, or bytes as a list of numbers)
+        """``images`` (URLs or base64, or bytes as a list of numbers)
         become image parts after the text: one place for a message's content."""
         if not isinstance(value, dict) or not value.get("images"):
             return value
@@ -255,7 +255,7 @@ class ToolMessage(_Stored):
 
 
 class FlushMessage(_Stored):
-    """A history reset (swarm kit): requests after it start from the system messages and
+    """A history reset: requests after it start from the system messages and
     what follows it. Never sent itself."""
 
     role: Literal["flush"] = "flush"
@@ -269,14 +269,14 @@ RescueStrategy = Literal["correct", "flush", "fail"]
 
 
 class ResqueMessage(_Stored):
-    """A step of model rescue (the swarm kit's ``resque``): the model's last turn could not be
+    """A step of model rescue (a ``resque`` message): the model's last turn could not be
     used (``reason``), and ``strategy`` says what the loop did. With ``correct`` the
     content reaches the model as a user message; otherwise it is a record only."""
 
     role: Literal["resque"] = "resque"
     content: str
     reason: str | None = None
-    """Unset on a swarm kit array's own ``resque`` messages, which carry only content."""
+    """Unset on ``resque`` messages imported with only their content, which carry only content."""
     strategy: RescueStrategy | None = None
     """Unset on imported ones: a record only, never sent."""
     attempt: int = 1
@@ -347,7 +347,7 @@ _AUDIO_FORMATS = {
 
 
 def audio_format(media_type: str) -> str:
-    """Map an audio media type to OpenAI's ``input_audio.format`` (Prompty spec §7.1.2)."""
+    """Map an audio media type to OpenAI's ``input_audio.format``."""
     media_type = media_type.strip().lower()
     if media_type in _AUDIO_FORMATS:
         return _AUDIO_FORMATS[media_type]
@@ -416,12 +416,16 @@ def text_of(content: str | Iterable[Any]) -> str:
 
 
 #: First bytes of the image formats a seed array's bare base64 may hold.
-_IMAGE_MAGIC = ((b"\x89PNG", "image/png"), (b"\xff\xd8", "image/jpeg"), (b"GIF8", "image/gif"),
-                (b"RIFF", "image/webp"))  # fmt: skip
+_IMAGE_MAGIC = (
+    (b"\x89PNG", "image/png"),
+    (b"\xff\xd8", "image/jpeg"),
+    (b"GIF8", "image/gif"),
+    (b"RIFF", "image/webp"),
+)
 
 
 def image_from_seed(image: str | list[int]) -> ImagePart:
-    """One of the swarm kit's ``images``: a URL (or ``data:`` URL) as it is; bare
+    """One of a message's ``images``: a URL (or ``data:`` URL) as it is; bare
     base64 or bytes as a ``data:`` URL of the type their first bytes say (PNG if
     none does)."""
     if isinstance(image, str) and image.startswith(("http://", "https://", "data:")):

@@ -1,4 +1,4 @@
-"""What a model takes (seed 003's ``supportsVision``), and fitting a request to it.
+"""What a model takes (images, audio, files), and fitting a request to it.
 
 A model that takes no images (or audio, or files) must not fail a session because a
 person sent one: the part is left out of the request with a visible marker in its

@@ -28,7 +28,7 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
 class ModelOptions(BaseModel):
-    """Sampling and length options; each codec maps them to its API's names (Prompty spec §7.6).
+    """Sampling and length options; each codec maps them to its API's names.
 
     An option an API does not support is left out silently. ``extra`` is passed
     through unmapped (``logprobs``, ``parallel_tool_calls``, ``reasoning_effort``, ...);

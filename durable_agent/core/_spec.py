@@ -209,7 +209,7 @@ class SessionRules(_Spec):
 
 
 class SubAgentSpec(_Spec):
-    """Another agent as a tool (the Prompty spec's ``prompty`` kind): each call runs it as a child
+    """Another agent as a tool: each call runs it as a child
     session (a child workflow) with the call's ``task`` (or its ``inputs``) as its
     message; its final answer is the tool's result."""
 
@@ -220,7 +220,7 @@ class SubAgentSpec(_Spec):
     approval: ApprovalMode = "never"
     inputs: dict[str, Any] | None = None
     """The agent's inputs as a JSON Schema object, projected as the tool's parameters
-    (the ``prompty`` kind); a call's arguments, checked against it, are the child's
+    (an agent with typed inputs); a call's arguments, checked against it, are the child's
     message as JSON. Unset: one ``task`` string, which is the message."""
 
     @field_validator("inputs")
@@ -249,7 +249,7 @@ AGENT_NAME = r"^[A-Za-z0-9_-]{1,52}$"
 
 
 class SwarmAgentSpec(_Spec):
-    """One agent of a swarm (swarm kit): its own system prompt, model, tools and policies.
+    """One agent of a swarm: its own system prompt, model, tools and policies.
     The conversation moves between agents by handoff; every message records its agent."""
 
     name: str = Field(pattern=AGENT_NAME)

@@ -242,11 +242,16 @@ def messages_snapshot(thread_id: str, messages: Sequence[Message]) -> MessagesSn
         elif isinstance(message, SystemMessage):
             found.append(AguiSystem(id=ident, content=text_of(message.content)))
         elif isinstance(message, AssistantMessage):
-            calls = [ToolCall(id=c.id, function=FunctionCall(name=c.function.name,
-                                                             arguments=c.function.arguments))
-                     for c in message.tool_calls or []]  # fmt: skip
-            found.append(AguiAssistant(id=ident, content=message.content or None,
-                                       tool_calls=calls or None))  # fmt: skip
+            calls = [
+                ToolCall(
+                    id=c.id,
+                    function=FunctionCall(name=c.function.name, arguments=c.function.arguments),
+                )
+                for c in message.tool_calls or []
+            ]
+            found.append(
+                AguiAssistant(id=ident, content=message.content or None, tool_calls=calls or None)
+            )
         elif isinstance(message, ToolMessage):
             content = text_of(message.content)
             found.append(AguiTool(id=ident, content=content, tool_call_id=message.tool_call_id))

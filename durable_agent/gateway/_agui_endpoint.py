@@ -160,10 +160,21 @@ def _state(status: SessionStatus) -> StateSnapshotEvent:
     """What a front end shows beside the transcript: the session's status, in short."""
     shown = status.model_dump(
         mode="json",
-        include={"phase", "turn", "message_count", "queued_messages", "runs", "usage",
-                 "budget", "last_error", "agent", "version", "waiting_for_capacity"},
+        include={
+            "phase",
+            "turn",
+            "message_count",
+            "queued_messages",
+            "runs",
+            "usage",
+            "budget",
+            "last_error",
+            "agent",
+            "version",
+            "waiting_for_capacity",
+        },
         exclude_none=True,
-    )  # fmt: skip
+    )
     shown["pending_approvals"] = [p.approval_id for p in status.pending_approvals]
     return StateSnapshotEvent(snapshot=shown)
 

@@ -138,23 +138,27 @@ def create_app(
         body: ForkBody = await read_body(request, ForkBody)
         chosen = needs_spec(body.agent)
         try:
-            branch = await agents.session(parent).fork(body.at, chosen, body.message,
-                                       owner=owner_of(request))  # fmt: skip
+            branch = await agents.session(parent).fork(
+                body.at, chosen, body.message, owner=owner_of(request)
+            )
         except ValueError as error:
             raise HttpError(422, str(error), "at") from None
-        return JSONResponse({"session_id": branch, "forked_from": parent, "at": body.at},
-                            status_code=201)  # fmt: skip
+        return JSONResponse(
+            {"session_id": branch, "forked_from": parent, "at": body.at}, status_code=201
+        )
 
     async def diff_sessions(request: Request) -> Response:
         """Where two sessions the caller may see part, and what each says after."""
         left = await owned(request)
         right = await door.session(request, request.path_params["other"])
         found = await agents.diff(left, right)
-        return JSONResponse({
-            "common": found.common,
-            "left": dump_messages(found.left),
-            "right": dump_messages(found.right),
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "common": found.common,
+                "left": dump_messages(found.left),
+                "right": dump_messages(found.right),
+            }
+        )
 
     async def send_to_conversation(request: Request) -> Response:
         session_id = await door.conversation(request, request.path_params["conversation_id"])
@@ -174,8 +178,9 @@ def create_app(
         async def decide(request: Request) -> Response:
             body: DecisionBody = await read_body(request, DecisionBody)
             session_id, approval_id = await owned(request), request.path_params["approval_id"]
-            await door.decide(request, session_id, approval_id, approve,
-                              by=body.by, reason=body.reason)  # fmt: skip
+            await door.decide(
+                request, session_id, approval_id, approve, by=body.by, reason=body.reason
+            )
             return JSONResponse({"decided": "approved" if approve else "denied"}, status_code=202)
 
         return decide

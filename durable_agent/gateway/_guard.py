@@ -142,10 +142,16 @@ class GatewayAccess:
             )
         names = {host, *LOOPBACK_NAMES} if _loopback(host) else {host}
         return cls(
-            tokens=tokens, admins=admins, hosts=names | set(more_hosts), origins=origins,
-            jwks=jwks, signing_keys=keys, proxies=proxies, user_header=header,
+            tokens=tokens,
+            admins=admins,
+            hosts=names | set(more_hosts),
+            origins=origins,
+            jwks=jwks,
+            signing_keys=keys,
+            proxies=proxies,
+            user_header=header,
             codec_origins=codec_origins,
-        )  # fmt: skip
+        )
 
     def principal_for(self, token: str) -> Principal | None:
         """The principal a bearer token names (a configured token, else one the
@@ -213,8 +219,13 @@ class GuardMiddleware:
             # an identity provider's keys may need fetching: off the event loop
             principal = await asyncio.to_thread(self._principal, scope, headers)
             if principal is None:
-                await _answer(secure, 401, "a bearer token is required", "Authorization",
-                              extra=[(b"www-authenticate", b"Bearer")])  # fmt: skip
+                await _answer(
+                    secure,
+                    401,
+                    "a bearer token is required",
+                    "Authorization",
+                    extra=[(b"www-authenticate", b"Bearer")],
+                )
                 return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, _replay(body, receive) if body else receive, secure)
@@ -281,12 +292,16 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _answer(
-    send: Send, status: int, error: str, field: str | None = None,
+    send: Send,
+    status: int,
+    error: str,
+    field: str | None = None,
     extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     body: dict[str, Any] = {"error": error, **({"field": field} if field else {})}
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    await send({"type": "http.response.start", "status": status,
-                "headers": headers + (extra or [])})  # fmt: skip
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
     await send({"type": "http.response.body", "body": data})

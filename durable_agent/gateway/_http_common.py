@@ -113,8 +113,11 @@ def json_errors(handler: Handler) -> Handler:
         except UnknownApprovalError as error:
             return JSONResponse({"error": str(error), "field": "approval_id"}, status_code=404)
         except (
-            SessionClosedError, SessionExistsError, MessageRefusedError, DecisionRefusedError
-        ) as error:  # fmt: skip
+            SessionClosedError,
+            SessionExistsError,
+            MessageRefusedError,
+            DecisionRefusedError,
+        ) as error:
             return JSONResponse({"error": str(error)}, status_code=409)
         except NoWorkerError as error:
             return JSONResponse({"error": str(error)}, status_code=503)

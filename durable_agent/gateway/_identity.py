@@ -106,9 +106,13 @@ class JwksVerifier:
         try:
             key = self._client.get_signing_key_from_jwt(token).key
             claims = jwt.decode(
-                token, key, algorithms=ALGORITHMS, audience=self.audience, issuer=self.issuer,
+                token,
+                key,
+                algorithms=ALGORITHMS,
+                audience=self.audience,
+                issuer=self.issuer,
                 options={"require": ["exp", self.claim]},
-            )  # fmt: skip
+            )
         except jwt.PyJWTError:
             return None
         name = claims.get(self.claim)

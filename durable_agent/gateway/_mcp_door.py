@@ -92,8 +92,7 @@ def _progress(event: LiveEvent) -> str | None:
         return f"{event.name} done"
     if isinstance(event, ApprovalRequested):
         pending = event.approval
-        return (f"waiting for a person to approve {pending.tool_name} "
-                f"({pending.approval_id})")  # fmt: skip
+        return f"waiting for a person to approve {pending.tool_name} ({pending.approval_id})"
     return None
 
 

@@ -97,8 +97,7 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
             steps = follow_reply(door, session_id, after, at)
             return await _respond(body, session_id, at, steps)
         if array is None and not named_session:  # a new conversation: its history first
-            await agents.start(spec, message, session_id=session_id, history=history,
-                               owner=owner)  # fmt: skip
+            await agents.start(spec, message, session_id=session_id, history=history, owner=owner)
             after, before = -1, 0
         else:
             after = await door.offset(session_id)
@@ -146,8 +145,9 @@ def _history(raw: list[dict[str, Any]]) -> tuple[list[Message], UserMessage]:
             elif role == "assistant" and item.get("content") and not item.get("tool_calls"):
                 found.append(AssistantMessage(content=text_of(item["content"])))
         except ValidationError as error:
-            raise HttpError(400, f"messages.{k}: {error.errors()[0]['msg']}",
-                            f"messages.{k}") from None  # fmt: skip
+            raise HttpError(
+                400, f"messages.{k}: {error.errors()[0]['msg']}", f"messages.{k}"
+            ) from None
     last = found.pop() if found else None
     if not isinstance(last, UserMessage):
         raise HttpError(400, "messages: the last message must be the user's", "messages")
@@ -205,8 +205,12 @@ async def _respond(
         if isinstance(step, Reply):
             reply = step
     if reply.ended is not None:
-        error = {"message": f"the session ended: {reply.ended}", "type": "server_error",
-                 "param": None, "code": "session_ended"}  # fmt: skip
+        error = {
+            "message": f"the session ended: {reply.ended}",
+            "type": "server_error",
+            "param": None,
+            "code": "session_ended",
+        }
         return JSONResponse({"error": error}, status_code=502, headers=headers)
     return JSONResponse(_completion(ident, body.model, session_id, reply), headers=headers)
 
@@ -218,12 +222,20 @@ def _completion(ident: str, model: str, session_id: str, reply: Reply) -> dict[s
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": reply.text}}],
-        "usage": {"prompt_tokens": usage.prompt_tokens or 0,
-                  "completion_tokens": usage.completion_tokens or 0,
-                  "total_tokens": usage.total_tokens or 0},
-    }  # fmt: skip
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "logprobs": None,
+                "message": {"role": "assistant", "content": reply.text},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens or 0,
+            "completion_tokens": usage.completion_tokens or 0,
+            "total_tokens": usage.total_tokens or 0,
+        },
+    }
     if reply.pending:
         found["durable_agent"] = approvals_extension(session_id, reply.pending)
     return found
@@ -236,8 +248,14 @@ async def _chunks(
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> ServerSentEvent:
         choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
-        said = {"id": ident, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": choices, **more}  # fmt: skip
+        said = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": choices,
+            **more,
+        }
         return ServerSentEvent(data=_json(said), sep="\n")
 
     yield chunk({"role": "assistant", "content": ""})
@@ -255,11 +273,19 @@ async def _chunks(
     yield chunk({}, "stop", **extra)
     if include_usage:
         usage = reply.usage
-        totals = {"prompt_tokens": usage.prompt_tokens or 0,
-                  "completion_tokens": usage.completion_tokens or 0,
-                  "total_tokens": usage.total_tokens or 0}  # fmt: skip
-        said = {"id": ident, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [], "usage": totals}  # fmt: skip
+        totals = {
+            "prompt_tokens": usage.prompt_tokens or 0,
+            "completion_tokens": usage.completion_tokens or 0,
+            "total_tokens": usage.total_tokens or 0,
+        }
+        said = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": totals,
+        }
         yield ServerSentEvent(data=_json(said), sep="\n")
     yield ServerSentEvent(data="[DONE]", sep="\n")
 

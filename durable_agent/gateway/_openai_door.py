@@ -156,10 +156,14 @@ def approvals_extension(session_id: str, pending: list[PendingApproval]) -> dict
     return {
         "session_id": session_id,
         "pending_approvals": [
-            {"approval_id": p.approval_id, "tool": p.tool_name, "arguments": p.arguments,
-             "described": p.described_arguments,
-             "approve": f"{base}/{p.approval_id}/approve",
-             "deny": f"{base}/{p.approval_id}/deny"}
+            {
+                "approval_id": p.approval_id,
+                "tool": p.tool_name,
+                "arguments": p.arguments,
+                "described": p.described_arguments,
+                "approve": f"{base}/{p.approval_id}/approve",
+                "deny": f"{base}/{p.approval_id}/deny",
+            }
             for p in pending
         ],
-    }  # fmt: skip
+    }

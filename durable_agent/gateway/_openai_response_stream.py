@@ -44,8 +44,13 @@ class _Stream:
 
     def open_message(self) -> list[ServerSentEvent]:
         self.text = ""
-        item = {"id": self._item_id, "type": "message", "status": "in_progress",
-                "role": "assistant", "content": []}  # fmt: skip
+        item = {
+            "id": self._item_id,
+            "type": "message",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [],
+        }
         part = {"type": "output_text", "text": "", "annotations": []}
         return [
             self.event("response.output_item.added", output_index=len(self.items), item=item),
@@ -60,8 +65,13 @@ class _Stream:
         if self.text is None:
             return []
         part = {"type": "output_text", "text": self.text, "annotations": []}
-        item = {"id": self._item_id, "type": "message", "status": "completed",
-                "role": "assistant", "content": [part]}  # fmt: skip
+        item = {
+            "id": self._item_id,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [part],
+        }
         done = [
             self.event("response.output_text.done", **self._where, text=self.text, logprobs=[]),
             self.event("response.content_part.done", **self._where, part=part),
@@ -106,9 +116,13 @@ async def response_events(
     for event in stream.close_message():
         yield event
     for pending in reply.pending:
-        item = {"type": "mcp_approval_request", "id": pending.approval_id,
-                "name": pending.tool_name, "arguments": pending.arguments,
-                "server_label": "durable-agent"}  # fmt: skip
+        item = {
+            "type": "mcp_approval_request",
+            "id": pending.approval_id,
+            "name": pending.tool_name,
+            "arguments": pending.arguments,
+            "server_label": "durable-agent",
+        }
         for event in stream.add_item(item):
             yield event
     if reply.ended is not None:

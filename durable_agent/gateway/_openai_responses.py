@@ -58,8 +58,9 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
         body = parse_json(await request.body(), ResponsesRequest)
         for refused in ("tools", "instructions"):
             if getattr(body, refused):
-                raise HttpError(400, f"{refused}: the agent's spec decides them; send none",
-                                refused)  # fmt: skip
+                raise HttpError(
+                    400, f"{refused}: the agent's spec decides them; send none", refused
+                )
         spec = agent_for(door, named, body.model)
         owner = door.owner_of(request)
         users, decisions = _input(body.input)
@@ -73,11 +74,13 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
             session_id = None
         if session_id is None:
             if decisions or not users:
-                raise HttpError(400, "input: a new conversation begins with a user message",
-                                "input")  # fmt: skip
+                raise HttpError(
+                    400, "input: a new conversation begins with a user message", "input"
+                )
             session_id = f"session-{uuid.uuid4().hex[:12]}"
-            await agents.start(spec, users[-1], session_id=session_id, history=users[:-1],
-                               owner=owner)  # fmt: skip
+            await agents.start(
+                spec, users[-1], session_id=session_id, history=users[:-1], owner=owner
+            )
             after, before = -1, 0
         else:
             after = await door.offset(session_id)
@@ -92,8 +95,9 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                 before = (await agents.converse(session_id, message, spec, owner=owner)).before
         if body.stream:
             steps = follow_reply(door, session_id, after, before)
-            whole = functools.partial(_response, session_id, before, body.model,
-                                      body=body, conversation=conversation)  # fmt: skip
+            whole = functools.partial(
+                _response, session_id, before, body.model, body=body, conversation=conversation
+            )
 
             def shaped(reply: Reply, output: list[dict[str, Any]], status: str) -> dict[str, Any]:
                 return whole(reply, output=output, status=status)
@@ -103,8 +107,9 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
         reply = await wait_reply(door, session_id, after, before)
         if reply.ended is not None:
             raise HttpError(502, f"the session ended: {reply.ended}")
-        return JSONResponse(_response(session_id, before, body.model, reply, body=body,
-                                      conversation=conversation))  # fmt: skip
+        return JSONResponse(
+            _response(session_id, before, body.model, reply, body=body, conversation=conversation)
+        )
 
     async def retrieve(request: Request) -> Response:
         session_id, before = parse_id(request.path_params["response_id"])
@@ -159,15 +164,20 @@ def _input(given: str | list[dict[str, Any]]) -> tuple[list[UserMessage], list[D
         if kind == "mcp_approval_response":
             approval_id, approve = item.get("approval_request_id"), item.get("approve")
             if not isinstance(approval_id, str) or not isinstance(approve, bool):
-                raise HttpError(400, f"input.{k}: approval_request_id and approve are needed",
-                                f"input.{k}")  # fmt: skip
+                raise HttpError(
+                    400, f"input.{k}: approval_request_id and approve are needed", f"input.{k}"
+                )
             reason = item.get("reason")
             decisions.append((approval_id, approve, reason if isinstance(reason, str) else None))
         elif kind == "message" and item.get("role") == "user":
             users.append(UserMessage(content=_text(item.get("content"), k)))
         else:
-            raise HttpError(400, f"input.{k}: user messages and mcp_approval_response only "
-                            "(the session keeps the rest)", f"input.{k}")  # fmt: skip
+            raise HttpError(
+                400,
+                f"input.{k}: user messages and mcp_approval_response only "
+                "(the session keeps the rest)",
+                f"input.{k}",
+            )
     return users, decisions
 
 
@@ -175,8 +185,11 @@ def _text(content: Any, k: int) -> str:
     if isinstance(content, str) and content.strip():
         return content
     if isinstance(content, list):
-        text = " ".join(p.get("text", "") for p in content
-                        if isinstance(p, dict) and p.get("type") == "input_text")  # fmt: skip
+        text = " ".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "input_text"
+        )
         if text.strip():
             return text
     raise HttpError(400, f"input.{k}: a user message with text", f"input.{k}")
@@ -200,14 +213,25 @@ def _response(
         return _envelope(ident, model, reply, output, status, body, conversation, session_id)
     output = []
     if reply.text:
-        output.append({"type": "message", "id": f"msg_{ident[5:]}", "status": "completed",
-                       "role": "assistant",
-                       "content": [{"type": "output_text", "text": reply.text,
-                                    "annotations": []}]})  # fmt: skip
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{ident[5:]}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
     for p in reply.pending:
-        output.append({"type": "mcp_approval_request", "id": p.approval_id,
-                       "name": p.tool_name, "arguments": p.arguments,
-                       "server_label": "durable-agent"})  # fmt: skip
+        output.append(
+            {
+                "type": "mcp_approval_request",
+                "id": p.approval_id,
+                "name": p.tool_name,
+                "arguments": p.arguments,
+                "server_label": "durable-agent",
+            }
+        )
     return _envelope(ident, model, reply, output, status, body, conversation, session_id)
 
 
@@ -229,11 +253,13 @@ def _envelope(
         "status": status,
         "model": model,
         "output": output,
-        "usage": {"input_tokens": usage.prompt_tokens or 0,
-                  "output_tokens": usage.completion_tokens or 0,
-                  "total_tokens": usage.total_tokens or 0,
-                  "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens": 0}},
+        "usage": {
+            "input_tokens": usage.prompt_tokens or 0,
+            "output_tokens": usage.completion_tokens or 0,
+            "total_tokens": usage.total_tokens or 0,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
         "previous_response_id": body.previous_response_id if body else None,
         "conversation": {"id": conversation} if conversation else None,
         "parallel_tool_calls": True,
@@ -244,4 +270,4 @@ def _envelope(
         "instructions": None,
         "metadata": {},
         "durable_agent": {"session_id": session_id},
-    }  # fmt: skip
+    }

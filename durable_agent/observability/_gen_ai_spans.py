@@ -1,4 +1,4 @@
-"""GenAI spans (OpenTelemetry semantic conventions, Prompty spec §7.1.8): an ``execute``
+"""GenAI spans (the OpenTelemetry semantic conventions for generative AI): an ``execute``
 span per model call, and an ``execute_tool`` span per tool execution.
 
 Only the OpenTelemetry API is used here: without a configured SDK (``telemetry.py``)

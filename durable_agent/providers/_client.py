@@ -331,7 +331,7 @@ async def embed(
     texts: Sequence[str],
     options: ModelOptions | None = None,
 ) -> list[list[float]]:
-    """Embeddings of ``texts`` (Prompty spec §7.2: OpenAI's ``/embeddings``), one vector per
+    """Embeddings of ``texts`` (OpenAI's ``/embeddings``), one vector per
     text, in an ``embeddings`` span (for tools that search or compare)."""
     body = build_embeddings_request(
         [UserMessage(content=text) for text in texts], model=model, options=options
@@ -349,7 +349,7 @@ async def generate_image(
     prompt: str,
     options: ModelOptions | None = None,
 ) -> list[GeneratedImage]:
-    """Images for ``prompt`` (Prompty spec §7.3: OpenAI's ``/images/generations``; the
+    """Images for ``prompt`` (OpenAI's ``/images/generations``; the
     options carry size, quality and ``n``), in a ``generate_content`` span."""
     body = build_image_request([UserMessage(content=prompt)], model=model, options=options)
     with image_span(model) as span:

@@ -32,7 +32,7 @@ class Approvals:
         self._escalation = escalation
         self._paged = paged
         """Whether this run does approvals in pages (asked only once there is more than a
-        page to do: a run recorded before pages does it all)."""
+        page to do: a run recorded without pages does it all at once)."""
         self.newly_decided: list[str] = []
         """Ids decided since the live feed last took them, in order (not carried: a new
         run's feed counts the decisions it carries as told)."""
@@ -142,7 +142,7 @@ class Approvals:
                 self.decide(aid, denied)
 
     def take_all(self, aids: list[str]) -> list[ApprovalRecord]:
-        """Decided calls leave the books (with what their decisions carried): their
+        """Decided calls leave the pending list (with what their decisions carried): their
         records, in the order asked. A batch's pages leave from the front of the list."""
         pending = self._state.pending
         if [p.approval_id for p in pending[: len(aids)]] == aids:

@@ -2,7 +2,7 @@
 on each call; the approvals people must give; the groups of calls to run; and the results
 in request order, whatever order they finished in.
 
-A batch of thousands is judged and asked a page a task (``APPROVALS_PER_PAGE`` calls, a
+A batch of thousands is judged and asked one page per workflow task (``APPROVALS_PER_PAGE`` calls, a
 short durable timer apart, ``PAGE_BREAK``): no task makes, describes or announces
 thousands of approvals at once."""
 
@@ -84,7 +84,7 @@ class ToolBatch:
         self, message: AssistantMessage, known: frozenset[str] | None = None
     ) -> frozenset[str]:
         """The names of the tools ``message`` calls, worked out once a reply (``known``:
-        gathered as its pages were read, a page a task): the rescue's check and the
+        gathered as its pages were read, one page per workflow task): the rescue's check and the
         batch's opening both ask, and a reply of thousands is not gone over twice."""
         if known is not None:
             self._called = (message, known)
@@ -115,12 +115,13 @@ class ToolBatch:
             if command is not None:
                 return command
         if batch.asked and not batch.decided:
-            if self.state.sweeps:  # a grant approves a page a task (the first as it came)
+            # a grant approves one page per workflow task (the first as it came)
+            if self.state.sweeps:
                 self.sweeps.go_on()
                 return Pause(PAGE_BREAK)
             if not batch.taken:
                 return AwaitApprovals(list(batch.asked))
-            if self._take(batch, now):  # the decisions, taken a page a task
+            if self._take(batch, now):  # the decisions, taken one page per workflow task
                 return Pause(PAGE_BREAK)
         return self._run(batch)
 
@@ -287,7 +288,7 @@ class ToolBatch:
         """The wait for the batch's approvals ended: all decided (deadlines included), the
         session is ending (the rest are denied), or a continue-as-new is due (the batch
         stays open, its approvals carried). Decided, the decisions are taken into the
-        batch, a page a task (``next_command`` takes the rest)."""
+        batch, one page per workflow task (``next_command`` takes the rest)."""
         batch = self._current()
         ids = list(batch.asked)
         state = self.state
@@ -301,7 +302,7 @@ class ToolBatch:
         self._take(batch, now)
 
     def _take(self, batch: OpenBatch, now: datetime) -> bool:
-        """Take the next page of the batch's decisions off the books into its slots (or
+        """Take the next page of the batch's decisions out of the pending list into its slots (or
         its runs' approvals); whether a page is left (once none is, it is decided)."""
         ids = list(batch.asked)
         start = batch.taken
@@ -321,7 +322,7 @@ class ToolBatch:
                     is_error=True if accepted.is_error else None,
                     approval=record,
                     timestamp=int(now.timestamp() * 1000),
-                    mode="tool",  # its output given from outside (seed 002 commitToolOutput)
+                    mode="tool",  # its output given from outside the tool
                 )
             else:
                 batch.approvals[k] = record

@@ -44,8 +44,10 @@ class Budget:
     def raises(self, request: BudgetSignal) -> bool:
         """Whether ``request`` lets the session spend more than the limits in force."""
         now = self.limits()
-        pairs = [(request.max_total_tokens, now.max_total_tokens),
-                 (request.max_cost_usd, now.max_cost_usd)]  # fmt: skip
+        pairs = [
+            (request.max_total_tokens, now.max_total_tokens),
+            (request.max_cost_usd, now.max_cost_usd),
+        ]
         return any(new is not None and old is not None and new > old for new, old in pairs)
 
     def limits(self) -> BudgetSignal:

@@ -24,8 +24,8 @@ from durable_agent.core import (
 
 
 def setup_digest(setup: ModelSetup) -> str:
-    """Content hash of a session's model setup (canonical JSON; fields added later hash
-    as before when unset)."""
+    """Content hash of a session's model setup (canonical JSON; an unset field is left
+    out, so a setup hashes the same whatever fields it does not use)."""
     later = ("context", "agent", "instructions", "inputs", "hooks", "price")
     unset = {k for k in later if getattr(setup, k) is None}
     data = setup.model_dump(mode="json", exclude=unset)

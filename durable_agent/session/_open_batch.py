@@ -15,7 +15,7 @@ from ._gate import Question, Verdicts
 class JudgedPage:
     """Calls ``start`` to ``stop`` of a batch, judged together: the predicates asked about
     them, the gate's verdicts, the calls that wait for a person and their readable forms.
-    A batch of at most a page is one page; a larger one is judged a page a task."""
+    A batch of at most a page is one page; a larger one is judged one page per workflow task."""
 
     start: int
     stop: int
@@ -50,7 +50,7 @@ class OpenBatch:
     asked: dict[str, int] = field(default_factory=dict)
     """Approval id -> slot, as the pages' approvals were opened."""
     taken: int = 0
-    """Of ``asked``, the decisions taken into the batch so far (a page a task)."""
+    """Of ``asked``, the decisions taken into the batch so far (one page per workflow task)."""
     decided: bool = False
     handoff: Handoff | None = None
     """Where the batch hands the conversation (a swarm), once its results are in."""

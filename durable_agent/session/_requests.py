@@ -55,7 +55,7 @@ class Requests:
         self.spec = spec
         self._parts_counted = parts_counted
         """Whether the text of content parts counts against ``max_message_chars`` (asked
-        as each message arrives: sessions from before counted plain strings only)."""
+        as each message arrives: a run recorded without the rule counts plain strings only)."""
         self._counted = True
         self.state = state
         self.swarm = swarm

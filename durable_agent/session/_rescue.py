@@ -1,4 +1,4 @@
-"""Rescuing unusable model replies (the swarm kit's ``resque`` message): telling
+"""Rescuing unusable model replies (a ``resque`` message): telling
 an unusable turn apart, what the loop tells the model, and the spec's strategy applied
 (correct and ask again, flush and ask afresh, or fail the turn)."""
 

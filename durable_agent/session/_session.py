@@ -125,7 +125,7 @@ class Compatibility:
     context_overflow_trims: Callable[[], bool] = _always
     """A request the model refused as too long is tried again, shorter."""
     approvals_in_pages: Callable[[], bool] = _always
-    """A batch of thousands is judged, asked and announced a page a workflow task."""
+    """A batch of thousands is judged, asked and announced one page per workflow task."""
     parts_counted: Callable[[], bool] = _always
     """The text of content parts counts against ``max_message_chars``."""
 
@@ -310,7 +310,8 @@ class Session:
         """What the active agent's model calls share (sent once, then by digest): its
         model, options and tools; for a swarm, also its name and prompt."""
         model, swarm = self.model_spec, self._swarm
-        inputs = None if model.inputs == ModelInputs() else model.inputs  # unset: as before
+        # unset inputs are left out: the setup's digest stays what it was without them
+        inputs = None if model.inputs == ModelInputs() else model.inputs
         if purpose == "summary":
             return ModelSetup(
                 endpoint=model.endpoint,
@@ -827,7 +828,7 @@ class Session:
             )
         cut = truncated_reason(assistant)
         if cut is not None and not self._compat.truncation_checked():
-            cut = None  # asked only when an answer was cut: runs from before took it whole
+            cut = None  # asked only for a cut answer (a run recorded without the rule takes it)
         rule = self.spec.stop.on_truncated
         if reason is not None:
             self._rescued(self._rescue.unusable(assistant, reason))
@@ -901,7 +902,8 @@ class Session:
         last = self.messages[-1]
         assert isinstance(last, AssistantMessage) and last.tool_calls
         command = self._batch.next_command(last, now)
-        if isinstance(command, DescribeCalls | AwaitApprovals | Pause):  # (pages apart)
+        # (a batch's pages are described and asked each in a workflow task of its own)
+        if isinstance(command, DescribeCalls | AwaitApprovals | Pause):
             self.phase = "awaiting_approval"
         elif isinstance(command, RunTools):
             self._progressed = True

@@ -102,7 +102,7 @@ class SessionState(BaseModel):
     """Standing "always" approvals, in the order they were made."""
     grants_made: int = 0
     sweeps: dict[str, int] = Field(default_factory=dict)
-    """Grants still approving the calls that wait, a page a task: by grant id, how far
+    """Grants still approving the calls that wait, one page per workflow task: by grant id, how far
     into ``pending`` each has come (``durable_agent/session/_sweeps.py``)."""
     accepted: dict[str, ApprovalSignal] = Field(default_factory=dict)
     """The decisions behind ``decisions`` that carry more than a verdict (edited arguments,

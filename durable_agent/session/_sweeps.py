@@ -1,7 +1,7 @@
 """An "always" decision approves the other calls of its batch that wait and it covers,
-a page a workflow task: one grant over thousands of waiting calls would otherwise test
+one page per workflow task: one grant over thousands of waiting calls would otherwise test
 and decide them all in the task its decision arrives in. The first page is decided
-there and then (a batch of a page is decided as it always was); the rest, from the
+there and then (a batch of a page is decided at once); the rest, from the
 loop, a short durable timer apart. Pure, like the Session it is part of."""
 
 from __future__ import annotations

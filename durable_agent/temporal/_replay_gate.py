@@ -64,8 +64,10 @@ def explain(failure: str, history: WorkflowHistory) -> str:
     found = _MISMATCH.search(failure)
     if found is not None:
         what, recorded, _, now = found.groups()
-        change = (f"today's code issues a command whose {what.lower()} is {now!r} where the "
-                  f"history recorded {recorded!r}")  # fmt: skip
+        change = (
+            f"today's code issues a command whose {what.lower()} is {now!r} where the "
+            f"history recorded {recorded!r}"
+        )
     else:
         change = "today's code issues other commands than the history recorded"
     return (
@@ -78,9 +80,11 @@ async def check_histories(histories: Sequence[tuple[str, WorkflowHistory]]) -> l
     # in the sandbox: a change that reads the clock or a file fails the gate too
     plugin = DurableAgentPlugin(preload_tokenizers=False, sandboxed=True)
     # the SDK core logs every divergence as a warning: the verdicts say it once, better
-    quiet = Runtime(telemetry=TelemetryConfig(
-        logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
-    ))  # fmt: skip
+    quiet = Runtime(
+        telemetry=TelemetryConfig(
+            logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+        )
+    )
     replayer = Replayer(workflows=[], plugins=[plugin], runtime=quiet)
     verdicts = []
     for source, history in histories:

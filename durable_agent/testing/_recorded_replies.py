@@ -35,8 +35,10 @@ def _wire(messages: Sequence[Message]) -> list[Any]:
 
 
 def _said(message: dict[str, Any]) -> Any:
-    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
-             for c in message.get("tool_calls") or []]  # fmt: skip
+    calls = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+        for c in message.get("tool_calls") or []
+    ]
     return [message.get("role"), message.get("content"), calls, message.get("tool_call_id")]
 
 
@@ -94,13 +96,18 @@ class RecordedReplies:
                 self.replayed += 1
                 return reply
             self.fresh += 1
-            first = next((k for k, (a, b) in enumerate(zip(sent, self._wire, strict=False))
-                          if a != b), min(at, len(self._wire)))  # fmt: skip
-            self.departures.append(Departure(
-                request=number, message=first,
-                recorded=self._wire[first] if first < len(self._wire) else None,
-                now=sent[first] if first < len(sent) else None,
-            ))  # fmt: skip
+            first = next(
+                (k for k, (a, b) in enumerate(zip(sent, self._wire, strict=False)) if a != b),
+                min(at, len(self._wire)),
+            )
+            self.departures.append(
+                Departure(
+                    request=number,
+                    message=first,
+                    recorded=self._wire[first] if first < len(self._wire) else None,
+                    now=sent[first] if first < len(sent) else None,
+                )
+            )
         if self.fallback is not None:
             return self.fallback(request)
         return error_reply(

@@ -91,8 +91,10 @@ class RerunReport:
         at = self.diff.common
         old = self.diff.left[0] if self.diff.left else None
         new = self.diff.right[0] if self.diff.right else None
-        return (f"departs at message {at}: recorded {_short(old)}, now {_short(new)} "
-                f"({self.replayed} replies from the recording, {self.fresh} not)")  # fmt: skip
+        return (
+            f"departs at message {at}: recorded {_short(old)}, now {_short(new)} "
+            f"({self.replayed} replies from the recording, {self.fresh} not)"
+        )
 
 
 async def rerun(
@@ -125,8 +127,9 @@ async def rerun(
         owned = capabilities or Capabilities()
         owned = dataclasses.replace(owned, models={**owned.models, RECORDED: endpoint})
         ahead = [spec.model.model_copy(update={"fallbacks": []})] if live else []
-        model = spec.model.model_copy(update={"endpoint": RECORDED, "fallbacks": ahead,
-                                              "max_attempts": 1})  # fmt: skip
+        model = spec.model.model_copy(
+            update={"endpoint": RECORDED, "fallbacks": ahead, "max_attempts": 1}
+        )
         session = spec.session.model_copy(update={"end_after_reply": False})
         rules = [EVERY_CALL_WAITS, *spec.approvals.rules]
         approvals = spec.approvals.model_copy(update={"rules": rules})
@@ -134,9 +137,14 @@ async def rerun(
         answers = RecordedAnswers(recorded, run_tools)
         keys = _deciders(spec, registry if registry is not None else Registry(), recorded)
         verifying = ApproverKeys({n: k.private_key.public_key() for n, k in keys.items()})
-        async with build_worker(client, task_queue=queue, registry=registry,
-                                capabilities=owned, approver_keys=verifying,
-                                preload_tokenizers=False):  # fmt: skip
+        async with build_worker(
+            client,
+            task_queue=queue,
+            registry=registry,
+            capabilities=owned,
+            approver_keys=verifying,
+            preload_tokenizers=False,
+        ):
             agents = AgentClient(client, task_queue=queue)
             session_id = await agents.start(ours, users[0])
             await _answered(agents, session_id, 0, timeout, answers, keys)
@@ -145,8 +153,14 @@ async def rerun(
                 await _answered(agents, session_id, before, timeout, answers, keys)
             now = await agents.session(session_id).messages()
             await agents.session(session_id).end(reason="rerun over")
-    return RerunReport(session_id, diff_branches(recorded, now), replies.replayed,
-                       replies.fresh, replies.departures, replies.repeated)  # fmt: skip
+    return RerunReport(
+        session_id,
+        diff_branches(recorded, now),
+        replies.replayed,
+        replies.fresh,
+        replies.departures,
+        replies.repeated,
+    )
 
 
 class RecordedAnswers:
@@ -251,8 +265,9 @@ async def _answer(
     denied = recorded is not None and _denied(recorded)
     if denied or (recorded is None and answers.denied_before(pending)):
         reason = recorded.approval.reason if recorded and recorded.approval else None
-        await agents.session(session_id).deny(aid, by=by, key=key,
-                          reason=reason or "denied in the recording")  # fmt: skip
+        await agents.session(session_id).deny(
+            aid, by=by, key=key, reason=reason or "denied in the recording"
+        )
     elif answers.run_tools:
         await agents.session(session_id).approve(aid, by=by, key=key)
     elif recorded is not None:
@@ -261,10 +276,13 @@ async def _answer(
             aid, recorded.content, is_error=error, by=by, key=key
         )
     else:
-        await agents.session(session_id).deny(aid, by=by, key=key,
+        await agents.session(session_id).deny(
+            aid,
+            by=by,
+            key=key,
             reason="the recording has no result for this call (a rerun runs no tool; "
             "durable-agent replay --run-tools runs today's tools)",
-        )  # fmt: skip
+        )
 
 
 def _short(message: Message | None) -> str:

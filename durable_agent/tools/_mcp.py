@@ -21,15 +21,12 @@ from durable_agent.core import (
     DurableAgentError,
     McpServerSpec,
     NotAllowed,
-    NotRegistered,
-    OwnerFloor,
     ResolvedTool,
     ToolContext,
     ToolDefinition,
     ToolPolicy,
     ToolSource,
 )
-from durable_agent.core._tool_sources import narrowed
 from durable_agent.core.tool_kinds import McpCall, McpKind, McpTarget, WorkerSide
 
 #: Where a call's idempotency key travels, in the MCP request's ``_meta``.
@@ -120,16 +117,8 @@ class McpRunner(McpKind):
         assert isinstance(source, McpServerSpec)
         capabilities = worker.capabilities
         if not source.given_whole():
-            registered = capabilities.registered("mcp", source.name)
-            if not isinstance(registered, McpServerSpec):
-                raise NotRegistered(
-                    f"MCP server {source.name!r} is not registered on this worker "
-                    f"(registered: {capabilities.registered_names('mcp')})"
-                )
-            try:
-                return narrowed(registered, source)
-            except ValueError as error:
-                raise NotAllowed(str(error)) from None
+            server: McpServerSpec = capabilities.narrowed_source(source, "MCP server")
+            return server
         if not capabilities.policy.gives_whole("mcp"):
             what = f"a command ({source.command!r})" if source.command else f"a URL ({source.url})"
             raise NotAllowed(
@@ -143,11 +132,8 @@ class McpRunner(McpKind):
     async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
         """The server's tools; a registered server's approval is their floor."""
         listed = await list_server_tools(await self.admit(source, worker))
-        if source.given_whole():
-            return listed
-        registered = worker.capabilities.registered("mcp", source.name)
-        floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
-        return [t.model_copy(update={"floor": floor}) for t in listed]
+        floor = worker.capabilities.owner_floor(source)
+        return listed if floor is None else [t.model_copy(update={"floor": floor}) for t in listed]
 
     async def run(
         self, call: McpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
@@ -174,9 +160,11 @@ async def call_server_tool(
     """The call's result as text, and whether the server reported it as an error."""
     async with connected(server) as session:
         result = await session.call_tool(
-            tool, arguments, read_timeout_seconds=server.timeout_seconds,
+            tool,
+            arguments,
+            read_timeout_seconds=server.timeout_seconds,
             meta={IDEMPOTENCY_META: key},
-        )  # fmt: skip
+        )
     return result_text(result), bool(result.is_error)
 
 

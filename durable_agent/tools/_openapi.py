@@ -20,17 +20,13 @@ import httpx
 
 from durable_agent.core import (
     NotAllowed,
-    NotRegistered,
     OpenApiError,
     OpenApiSpec,
-    OwnerFloor,
     ResolvedTool,
     ToolContext,
-    ToolPolicy,
     ToolSource,
     operation_tools,
 )
-from durable_agent.core._tool_sources import narrowed
 from durable_agent.core.tool_kinds import HttpCall, HttpOperation, OpenApiKind, WorkerSide
 
 
@@ -97,9 +93,12 @@ async def call_operation(
     body = arguments.get("body") if operation.body else None
     async with httpx.AsyncClient(timeout=timeout_seconds, follow_redirects=False) as client:
         request = client.build_request(
-            operation.method, url, params=query, headers=headers,
+            operation.method,
+            url,
+            params=query,
+            headers=headers,
             json=body if operation.body and body is not None else None,
-        )  # fmt: skip
+        )
         if not _fits_template(request.url, operation):
             raise NotAllowed(
                 f"{operation.method} {request.url.path} is not the operation "
@@ -142,16 +141,8 @@ class OpenApiRunner(OpenApiKind):
         assert isinstance(source, OpenApiSpec)
         capabilities = worker.capabilities
         if not source.given_whole():
-            registered = capabilities.registered("openapi", source.name)
-            if not isinstance(registered, OpenApiSpec):
-                raise NotRegistered(
-                    f"OpenAPI service {source.name!r} is not registered on this worker "
-                    f"(registered: {capabilities.registered_names('openapi')})"
-                )
-            try:
-                return narrowed(registered, source)
-            except ValueError as error:
-                raise NotAllowed(str(error)) from None
+            service: OpenApiSpec = capabilities.narrowed_source(source, "OpenAPI service")
+            return service
         if not capabilities.policy.gives_whole("openapi"):
             raise NotAllowed(
                 f"OpenAPI service {source.name!r}: a spec may not carry its document "
@@ -173,11 +164,8 @@ class OpenApiRunner(OpenApiKind):
     async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
         """The service's operations; a registered service's approval is their floor."""
         listed = await list_api_tools(await self.admit(source, worker))
-        if source.given_whole():
-            return listed
-        registered = worker.capabilities.registered("openapi", source.name)
-        floor = OwnerFloor.of(ToolPolicy(approval=registered.approval))
-        return [t.model_copy(update={"floor": floor}) for t in listed]
+        floor = worker.capabilities.owner_floor(source)
+        return listed if floor is None else [t.model_copy(update={"floor": floor}) for t in listed]
 
     async def run(
         self, call: HttpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide

@@ -1,4 +1,4 @@
-"""Hooks over each round (seed 003's middleware): functions on the worker that may
+"""Hooks over each model call: functions on the worker that may
 rewrite what a model call sends, or the reply before it is recorded.
 
 A ``request`` hook gets the messages one model call is about to send and returns the

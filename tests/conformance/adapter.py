@@ -89,7 +89,7 @@ def property_schema(prop: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_from_properties(properties: list[dict[str, Any]]) -> dict[str, Any]:
-    """Prompty's property list as JSON Schema (the Prompty specification §7.1.4)."""
+    """A property list as JSON Schema."""
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {p["name"]: property_schema(p) for p in properties},

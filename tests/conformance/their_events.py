@@ -58,11 +58,13 @@ def their_events(ours: list[LiveEvent], messages: list[Message]) -> list[dict[st
                     theirs.append(_updated(messages, index))
         elif event.type == "tool_started":
             arguments = calls[event.call_id].function.arguments
-            theirs.append({"type": "tool_call_start",
-                           "data": {"name": event.name, "arguments": arguments}})  # fmt: skip
+            theirs.append(
+                {"type": "tool_call_start", "data": {"name": event.name, "arguments": arguments}}
+            )
         elif event.type == "tool_finished":
-            theirs.append({"type": "tool_result", "data": {"name": event.name,
-                                                           "result": event.result}})  # fmt: skip
+            theirs.append(
+                {"type": "tool_result", "data": {"name": event.name, "result": event.result}}
+            )
         elif event.type == "turn_ended" and event.reason == "cancelled":
             theirs.append({"type": "cancelled", "data": {}})
         elif event.type == "ended" and event.result is not None and event.result.final:

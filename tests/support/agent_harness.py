@@ -99,14 +99,28 @@ def start_worker_process(
     carry the scripted model's loopback endpoint)."""
     address = str(env.client.service_client.config.target_host)
     process = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--tools", "tests.support.cli_tools",
-         "--task-queue", task_queue, "--transcript-store", "memory:", "--log-level", "warning",
-         *(["--trust-specs"] if trust_specs else []), *args],
+        [
+            sys.executable,
+            "-m",
+            "durable_agent.cli",
+            "worker",
+            "--tools",
+            "tests.support.cli_tools",
+            "--task-queue",
+            task_queue,
+            "--transcript-store",
+            "memory:",
+            "--log-level",
+            "warning",
+            *(["--trust-specs"] if trust_specs else []),
+            *args,
+        ],
         cwd=Path(__file__).parents[2],
         env={**os.environ, "TEMPORAL_ADDRESS": address, **extra_env},
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
         stderr=stderr.open("w") if stderr is not None else None,
-    )  # fmt: skip
+    )
     assert process.stdout is not None
     assert "worker ready" in process.stdout.readline()
     return process

@@ -34,10 +34,14 @@ async def run_agent(
     ``runId``, ``resume``)."""
     need_agui_client()
     process = await asyncio.create_subprocess_exec(
-        "node", str(CLIENT / "run.mjs"), cwd=CLIENT,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, limit=2**24,
-    )  # fmt: skip
+        "node",
+        str(CLIENT / "run.mjs"),
+        cwd=CLIENT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=2**24,
+    )
     assert process.stdin is not None and process.stdout is not None
     given = {"url": url, "threadId": thread_id, "messages": messages, **more}
     process.stdin.write(json.dumps(given).encode())

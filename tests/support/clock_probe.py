@@ -1,7 +1,7 @@
 """A workflow that breaks the sandbox's rule on purpose: it reads the wall clock.
 
 Declared ``sandboxed=False``, as durable-agent's own workflows are, so which runner
-takes it is what ``tests/test_sandbox.py`` looks at."""
+takes it is what ``tests/temporal/test_sandbox.py`` looks at."""
 
 from __future__ import annotations
 

@@ -262,7 +262,7 @@ class LocalRun:
         if not session.all_decided(ids) and deadline is not None:
             self.clock = max(self.clock, deadline)
             while session.deadlines_passed(ids, self.clock):
-                pass  # (a page a workflow task in the workflow)
+                pass  # (one page per workflow task in the workflow)
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
         return None

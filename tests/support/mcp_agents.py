@@ -11,8 +11,12 @@ from durable_agent import Agent
 from durable_agent.core import ModelSpec, ProviderEndpoint
 
 URL = os.environ.get("MCP_DOOR_MODEL_URL", "http://127.0.0.1:9/v1")
-MODEL = ModelSpec(name="scripted", endpoint=ProviderEndpoint(base_url=URL, api_key_env=None),
-                  stream=False, max_attempts=1)  # fmt: skip
+MODEL = ModelSpec(
+    name="scripted",
+    endpoint=ProviderEndpoint(base_url=URL, api_key_env=None),
+    stream=False,
+    max_attempts=1,
+)
 
 
 class Timing(BaseModel):

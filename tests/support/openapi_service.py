@@ -24,8 +24,9 @@ DOCUMENT: dict[str, Any] = {
     },
     "paths": {
         "/orders/{order_id}": {
-            "parameters": [{"name": "order_id", "in": "path", "required": True,
-                            "schema": {"type": "string"}}],
+            "parameters": [
+                {"name": "order_id", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
             "get": {
                 "operationId": "getOrder",
                 "summary": "One order by id",
@@ -35,18 +36,29 @@ DOCUMENT: dict[str, Any] = {
         "/orders/{order_id}/label": {
             "get": {
                 "operationId": "getLabel",
-                "parameters": [{"name": "order_id", "in": "path", "required": True,
-                                "schema": {"type": "string"}}],
+                "parameters": [
+                    {
+                        "name": "order_id",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    }
+                ],
             },
         },
         "/orders": {
             "post": {
                 "operationId": "createOrder",
                 "summary": "Place an order",
-                "parameters": [{"name": "X-Request-Note", "in": "header",
-                                "schema": {"type": "string"}}],
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/NewOrder"}}}},
+                "parameters": [
+                    {"name": "X-Request-Note", "in": "header", "schema": {"type": "string"}}
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/NewOrder"}}
+                    },
+                },
             },
             "put": {
                 "operationId": "uploadOrders",
@@ -54,7 +66,7 @@ DOCUMENT: dict[str, Any] = {
             },
         },
     },
-}  # fmt: skip
+}
 
 
 class OrdersService(LocalHttpServer):
@@ -103,9 +115,12 @@ class OrdersService(LocalHttpServer):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 service.seen.append(
-                    {"post": body, "note": self.headers.get("X-Request-Note"),
-                     "key_ok": self.headers.get("X-Api-Key") == service.api_key}
-                )  # fmt: skip
+                    {
+                        "post": body,
+                        "note": self.headers.get("X-Request-Note"),
+                        "key_ok": self.headers.get("X-Api-Key") == service.api_key,
+                    }
+                )
                 if self.headers.get("X-Api-Key") != service.api_key:
                     return self._send(401, {"error": "bad key"})
                 return self._send(201, {"id": "o-1", **body})

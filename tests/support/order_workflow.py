@@ -1,4 +1,5 @@
-"""A user's own workflow that runs an agent session as a child (tests/test_in_workflow.py)."""
+"""A user's own workflow that runs an agent session as a child
+(tests/temporal/test_in_workflow.py)."""
 
 from __future__ import annotations
 

@@ -44,23 +44,41 @@ class PostgresServer:
             shutil.chown(self.root, "postgres")
         self.data = self.root / "data"
         subprocess.run(
-            [*self.as_user, str(self.bin / "initdb"), "-D", str(self.data), "-U", "agent",
-             "--auth=trust"],
+            [
+                *self.as_user,
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "agent",
+                "--auth=trust",
+            ],
             check=True,
             capture_output=True,
-        )  # fmt: skip
+        )
         self.port = free_port()
         self.url = f"postgresql://agent@127.0.0.1:{self.port}/postgres"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [*self.as_user, str(self.bin / "postgres"), "-D", str(self.data),
-             "-p", str(self.port), "-k", str(self.root),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+            [
+                *self.as_user,
+                str(self.bin / "postgres"),
+                "-D",
+                str(self.data),
+                "-p",
+                str(self.port),
+                "-k",
+                str(self.root),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 30
         while True:
             with socket.socket() as probe:

@@ -1,4 +1,4 @@
-"""Anthropic Messages API (the Prompty specification §7.5).
+"""Anthropic Messages API.
 
 Top-level ``system``; content always as block arrays; ``tool_use`` blocks on the
 assistant turn and every ``tool_result`` of one batch in one user turn; thinking

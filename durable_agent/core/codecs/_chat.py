@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions, the reference wire (the Prompty specification §7.1).
+"""OpenAI Chat Completions, the reference wire.
 
 Works with any compatible server (vLLM, Together, Groq, Fireworks, DeepSeek,
 OpenRouter, llama.cpp): the reasoning field on egress is set per provider by

@@ -1,4 +1,4 @@
-"""OpenAI embeddings and image-generation requests (the Prompty specification §7.2, §7.3)."""
+"""OpenAI embeddings and image-generation requests."""
 
 from __future__ import annotations
 

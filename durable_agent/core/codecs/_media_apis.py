@@ -1,6 +1,5 @@
-"""Embeddings and image generation as wire APIs (the Prompty specification §7.2 and
-§7.3, where ``model.apiType`` is ``embedding`` or ``image``): an agent whose endpoint
-names ``embeddings`` or ``images`` answers each turn with what that model makes.
+"""Embeddings and image generation as wire APIs: an agent whose endpoint names
+``embeddings`` or ``images`` answers each turn with what that model makes.
 
 The reply is an assistant message whose text is JSON: ``{"embeddings": [[...], ...]}``,
 one vector per text of the conversation, or ``{"images": [{"url" | "b64_json",

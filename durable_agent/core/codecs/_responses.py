@@ -1,4 +1,4 @@
-"""OpenAI Responses API (Prompty spec §7.4): input items, flat tools, ``text.format``."""
+"""OpenAI Responses API: input items, flat tools, ``text.format``."""
 
 from __future__ import annotations
 

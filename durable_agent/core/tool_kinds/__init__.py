@@ -10,24 +10,30 @@ from ._base import (
     FunctionTarget,
     OtherTarget,
     Placement,
-    ToolKind,
     ToolsetError,
     ToolTarget,
     UnknownToolKind,
     WorkerSide,
 )
+from ._built_in import BUILT_IN_KINDS, session_kind
 from ._function import FunctionKind
-from ._handoff import HandoffKind, HandoffTarget
-from ._mcp import McpCall, McpKind, McpTarget
-from ._openapi import HttpCall, HttpOperation, OpenApiKind
-from ._recorded import (
-    BUILT_IN_KINDS,
+from ._handoff import HandoffKind
+from ._kind import ToolKind
+from ._mcp import McpKind
+from ._openapi import OpenApiKind
+from ._sub_agent import Refused, SubAgentKind, child_message
+from ._targets import (
+    HandoffTarget,
+    HttpCall,
+    HttpOperation,
+    McpCall,
+    McpTarget,
     RecordedCall,
     RecordedTarget,
     ResolvedTool,
-    session_kind,
+    SubAgentCall,
+    SubAgentTarget,
 )
-from ._sub_agent import Refused, SubAgentCall, SubAgentKind, SubAgentTarget, child_message
 
 __all__ = [
     "BUILT_IN_KINDS",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import CallTarget, FunctionTarget, ToolKind
+from ._base import CallTarget, FunctionTarget
+from ._kind import ToolKind
 
 
 class FunctionKind(ToolKind[FunctionTarget, CallTarget]):

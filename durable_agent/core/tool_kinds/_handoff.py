@@ -4,15 +4,9 @@ at the batch's end: no worker runs them."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from ._base import CallTarget, ToolKind, ToolTarget
-
-
-class HandoffTarget(ToolTarget):
-    kind: Literal["handoff"] = "handoff"
-    to: str | None = None
-    """The agent the conversation goes to; ``None``: back to the previous one."""
+from ._base import CallTarget
+from ._kind import ToolKind
+from ._targets import HandoffTarget
 
 
 class HandoffKind(ToolKind[HandoffTarget, CallTarget]):

@@ -5,27 +5,10 @@ there. The worker side (the ``mcp`` SDK) is ``durable_agent.tools._mcp``."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from .._failures import Failure
 from .._spec import AgentSpec, McpServerSpec, ToolSource
-from ._base import CallTarget, ToolKind, ToolTarget
-
-
-class McpTarget(ToolTarget):
-    """Where an MCP tool lives: the spec's server, and the tool's own name there."""
-
-    kind: Literal["mcp"] = "mcp"
-    server: str
-    tool: str
-
-
-class McpCall(CallTarget):
-    """An MCP tool call's server (its spec entry: small, and the worker needs it)."""
-
-    kind: Literal["mcp"] = "mcp"
-    server: McpServerSpec
-    tool: str
+from ._kind import ToolKind
+from ._targets import McpCall, McpTarget
 
 
 class McpKind(ToolKind[McpTarget, McpCall]):

@@ -7,43 +7,10 @@ the registered service's document again before it sends anything. The worker sid
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
 from .._failures import Failure
 from .._spec import AgentSpec, OpenApiSpec, ToolSource
-from ._base import CallTarget, ToolKind, ToolTarget
-
-
-class HttpOperation(ToolTarget):
-    """How an OpenAPI operation is called: where each argument goes."""
-
-    kind: Literal["openapi"] = "openapi"
-    api: str
-    """The service: the name of the spec's ``openapi`` entry."""
-    method: str
-    url: str
-    """The full URL template (base URL and path), ``{name}`` for path parameters."""
-    path: list[str] = Field(default_factory=list)
-    query: list[str] = Field(default_factory=list)
-    header: list[str] = Field(default_factory=list)
-    body: bool = False
-    """The ``body`` argument is sent as JSON."""
-    operation_id: str | None = None
-    """The operation's ``operationId`` in the document (the tool's name less the prefix
-    the spec chose)."""
-
-
-class HttpCall(CallTarget):
-    """An OpenAPI tool call: the operation, the service's headers (variable names) and
-    the operations the session's entry narrows the service to."""
-
-    kind: Literal["openapi"] = "openapi"
-    operation: HttpOperation
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout_seconds: float = 60.0
-    operations: list[str] | None = None
+from ._kind import ToolKind
+from ._targets import HttpCall, HttpOperation
 
 
 class OpenApiKind(ToolKind[HttpOperation, HttpCall]):

@@ -5,25 +5,12 @@ spec, its approval settings made at least as strict as the calling session's."""
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from .._spec import AgentSpec
 from .._structured_output import parse_structured_output
-from ._base import CallTarget, ToolKind, ToolTarget
-
-
-class SubAgentTarget(ToolTarget):
-    kind: Literal["agent"] = "agent"
-    agent: str
-    """The spec's ``agents`` entry."""
-
-
-class SubAgentCall(CallTarget):
-    kind: Literal["agent"] = "agent"
-    spec: AgentSpec
-    """The child session's spec."""
-    inputs: dict[str, Any] | None = None
-    """The agent's input schema (unset: a ``task`` string)."""
+from ._kind import ToolKind
+from ._targets import SubAgentCall, SubAgentTarget
 
 
 class SubAgentKind(ToolKind[SubAgentTarget, SubAgentCall]):
