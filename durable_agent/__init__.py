@@ -86,9 +86,9 @@ def __getattr__(name: str) -> Any:
     module = _public().get(name)
     if module is None:
         raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module), name)
+    # through ``__import__``, as an import statement goes: a workflow sandbox that passes
+    # durable_agent through sees this import and passes it through too
+    value = getattr(__import__(module, fromlist=[name]), name)
     globals()[name] = value  # once loaded, an attribute like any other
     return value
 

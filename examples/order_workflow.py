@@ -9,14 +9,15 @@ console), and the workflow gets the agent's typed decision.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent import AgentClient
-    from durable_agent.client import SessionNotFoundError
+    from durable_agent.agents import RunResult
     from durable_agent.core import AgentSpec
-    from durable_agent.temporal import run_agent
+    from durable_agent.temporal import run_child_agent
     from examples.order_refund import RefundDecision, support_agent
 
 
@@ -26,10 +27,11 @@ class OrderWorkflow:
 
     @workflow.run
     async def run(self, order_id: str, complaint: str, spec: AgentSpec) -> RefundDecision:
-        result = await run_agent(spec, f"Order {order_id}: {complaint}", name="support")
-        if result.status != "done":
-            return RefundDecision(order_id=order_id, refunded=False, reason=result.error or "")
-        return RefundDecision.model_validate(result.structured_output)
+        # a child session: people find it (and approve its refund) by its id
+        result: RunResult[Any] = await run_child_agent(
+            spec, f"Order {order_id}: {complaint}", name="support"
+        )
+        return RefundDecision.model_validate(result.output)
 
 
 async def handle_complaint(agents: AgentClient, order: str, spec: AgentSpec) -> RefundDecision:
@@ -41,17 +43,13 @@ async def handle_complaint(agents: AgentClient, order: str, spec: AgentSpec) -> 
         id=f"order-{order}",
         task_queue=agents.task_queue,
     )
-    session = f"{handle.id}--support"
-    while True:  # the session exists once the workflow has started it
-        try:
-            outcome = await agents.session(session).wait(timeout=60)
-            break
-        except SessionNotFoundError:
-            await asyncio.sleep(0.2)
+    session = agents.session(f"{handle.id}--support")
+    await session.started(timeout=60)  # the workflow starts it
+    outcome = await session.wait(timeout=60)
     if outcome.kind == "approval":
         for pending in outcome.pending:
             print(f"approving {pending.tool_name} {pending.arguments}")
-            await agents.session(session).approve(pending.approval_id, by="example")
+            await session.approve(pending.approval_id, by="example")
     decision: RefundDecision = await handle.result()
     return decision
 

@@ -67,7 +67,7 @@ def reading_back(request: AgentInput | ContinuedInput) -> int:
 async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) -> bool:
     """Resolve the tools, open the conversation and title the session; ``True`` when
     the title waits for the first message (one sent with update-with-start)."""
-    await _resolve_tools(session)
+    await resolve_tools_of(session)
     chain = session.chain  # what is read back is stored in the session's chain
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
@@ -110,7 +110,9 @@ def _titled_at_start(title: str) -> bool:
         return False
 
 
-async def _resolve_tools(session: Session) -> None:
+async def resolve_tools_of(session: Session) -> None:
+    """The spec's tools, guardrails, hooks, toolsets and sub-agents as the workers have
+    them, told to the Session; fails the run if any is missing or named twice."""
     spec = session.spec
     names, guards, hooks = session.tool_names_to_resolve(), spec.guardrails, spec.approval_hooks()
     if names or guards.input or guards.output or hooks:

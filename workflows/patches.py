@@ -13,6 +13,10 @@ later is asked on its own until a new baseline takes it in, under a new id, firs
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from temporalio import workflow
 
 #: The baseline a new run records: every patch before it, and the task queues of a
@@ -150,8 +154,23 @@ class Patches:
         return patch_id in self._baselined or workflow.patched(patch_id)
 
 
+#: The patches of an agent run inside someone else's workflow (``workflows/inline.py``),
+#: while it runs: that workflow has no ``patches`` of its own.
+_RUN_PATCHES: ContextVar[Patches | None] = ContextVar("durable_agent_run_patches", default=None)
+
+
+@contextmanager
+def run_patches(patches: Patches) -> Iterator[None]:
+    """Within the block, ``patched`` answers with ``patches`` (the block's tasks too)."""
+    token = _RUN_PATCHES.set(patches)
+    try:
+        yield
+    finally:
+        _RUN_PATCHES.reset(token)
+
+
 def patched(patch_id: str) -> bool:
     """``workflow.patched`` as the session's run answers it (plain ``workflow.patched``
     in a workflow without ``patches``)."""
-    patches = getattr(workflow.instance(), "patches", None)
+    patches = _RUN_PATCHES.get() or getattr(workflow.instance(), "patches", None)
     return patches(patch_id) if isinstance(patches, Patches) else workflow.patched(patch_id)

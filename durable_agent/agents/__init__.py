@@ -3,7 +3,9 @@ from the owner's modules."""
 
 from __future__ import annotations
 
-from ._agent import Agent, AgentRunError, OutputT, RunResult
+from durable_agent.core import AgentRunError
+
+from ._agent import Agent, OutputT, RunResult
 from ._modules import AgentModuleError, agent_tools, load_agents, with_agent_tools, with_agents
 
 __all__ = [

@@ -17,32 +17,30 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from durable_agent.core import AgentResult, AgentSpec, DurableAgentError, McpServerSpec, ModelSpec
+from durable_agent.core import (
+    AgentResult,
+    AgentRunError,
+    AgentSpec,
+    McpServerSpec,
+    Message,
+    ModelSpec,
+)
 from durable_agent.tools import Tool
 
 OutputT = TypeVar("OutputT")
 
 
-class AgentRunError(DurableAgentError, RuntimeError):
-    """The session ended without a usable answer; ``result`` says how it ended (the
-    raw answer stays in the session's messages)."""
-
-    def __init__(self, session_id: str, result: AgentResult) -> None:
-        why = result.error or result.stop_reason
-        super().__init__(
-            f"session {session_id} ended {result.status} ({result.stop_reason}): {why}"
-        )
-        self.session_id = session_id
-        self.result = result
-
-
 @dataclass(frozen=True)
 class RunResult(Generic[OutputT]):
-    """A finished run: the typed ``output``, and the session's own ``result``."""
+    """A finished run: the typed ``output``, and the session's own ``result``.
+    ``messages``: the conversation after the instructions, for a run inside your own
+    workflow (``durable_agent.temporal.run_agent``), to go on from in a next run; a
+    session keeps its own (``SessionHandle.messages``)."""
 
     session_id: str
     output: OutputT
     result: AgentResult
+    messages: Sequence[Message] = ()
 
 
 @dataclass(frozen=True)

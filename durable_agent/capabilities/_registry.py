@@ -94,6 +94,10 @@ class Capabilities:
     limits: Mapping[str, ProviderLimits] = field(default_factory=dict)
     """Shared limits by registered endpoint name (every model on it), or by
     ``NAME/MODEL`` (that model alone, which then has no share of the endpoint's)."""
+    every_model: ProviderEndpoint | None = None
+    """Where every model call goes, whatever endpoint the spec names or carries: a
+    development or test model (``durable_agent.testing.TestModel``; ``durable-agent
+    worker --model test``). Unset: each call goes where its spec says."""
 
     def __post_init__(self) -> None:
         self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
@@ -117,7 +121,10 @@ class Capabilities:
 
     async def endpoint(self, ref: ProviderEndpoint | str) -> ProviderEndpoint:
         """The endpoint a spec names, or the inline one it carries when that is one the
-        worker registered or the policy allows (its URL checked)."""
+        worker registered or the policy allows (its URL checked); ``every_model`` when
+        the worker answers every call with one model."""
+        if self.every_model is not None:
+            return self.every_model
         if isinstance(ref, str):
             found = self.models.get(ref)
             if found is None:

@@ -96,6 +96,16 @@ def server_settings(args: argparse.Namespace) -> ServerSettings:
     )
 
 
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        choices=["test", "demo"],
+        help="answer every model call with a model served by this process, for development: "
+        "'test' calls each tool once and answers with a value of the agent's output type; "
+        "'demo' is the demo's weather model",
+    )
+
+
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument(

@@ -15,10 +15,10 @@ from pathlib import Path
 from durable_agent.agents import Agent
 from durable_agent.capabilities import Capabilities
 from durable_agent.client import AgentClient
-from durable_agent.core import DEFAULT_TASK_QUEUE, ModelSpec, ProviderEndpoint
+from durable_agent.core import DEFAULT_TASK_QUEUE, ModelSpec
 from durable_agent.providers import model_from_environment
 from durable_agent.temporal import free_port
-from durable_agent.testing import ScriptedProvider
+from durable_agent.testing import FunctionModel
 
 from ._demo_model import DEMO_MODEL, demo_model_reply
 from ._demo_tools import get_weather, send_report
@@ -52,10 +52,9 @@ async def run_demo(
     with ExitStack() as stack:
         found = model_from_environment()
         if found is None or isinstance(found.endpoint, str):
-            provider = stack.enter_context(ScriptedProvider(responder=demo_model_reply))
-            endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
-            name = DEMO_MODEL
-            out(f"model: the built-in demo model, over HTTP at {provider.base_url}")
+            demo = stack.enter_context(FunctionModel(demo_model_reply))
+            endpoint, name = demo.endpoint, DEMO_MODEL
+            out(f"model: the built-in demo model, over HTTP at {endpoint.base_url}")
         else:
             endpoint, name = found.endpoint, found.name
             out(f"model: {name} at {endpoint.base_url}")

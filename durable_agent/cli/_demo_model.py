@@ -1,9 +1,9 @@
 """A deterministic stand-in for a chat model, so the demo runs with no key and no network.
 
-It reads the Chat Completions request it is sent (the same bytes a real provider gets)
-and answers the way a tool-using model would: look up every city mentioned, in one
-parallel batch; then ask to send a report (which needs a person's approval); then
-answer from the tool results.
+A ``FunctionModel`` (``durable_agent.testing``): it reads the Chat Completions request
+it is sent (the same bytes a real provider gets) and answers the way a tool-using model
+would: look up every city mentioned, in one parallel batch; then ask to send a report
+(which needs a person's approval); then answer from the tool results.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from durable_agent.core import AssistantMessage
-from durable_agent.testing import RecordedRequest, assistant_calls, assistant_text
+from durable_agent.testing import ModelRequest, assistant_calls, assistant_text
 
 from ._demo_tools import WEATHER
 
@@ -27,7 +27,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def demo_model_reply(request: RecordedRequest) -> AssistantMessage:
+def demo_model_reply(request: ModelRequest) -> AssistantMessage:
     messages: list[dict[str, Any]] = request.body["messages"]
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     question = _text(messages[last_user]["content"])

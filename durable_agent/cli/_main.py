@@ -44,6 +44,7 @@ from durable_agent.temporal import (
 from ._approvals import add_approval_commands, cmd_approver_key, cmd_decide, cmd_revoke, cmd_rules
 from ._args import (
     CommandError,
+    add_model_argument,
     add_server_arguments,
     add_worker_arguments,
     server_settings,
@@ -310,10 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
             add_server_arguments(sub)
         return sub
 
-    add_worker_arguments(
-        command("dev", "embedded Temporal dev server and a worker; Ctrl-C stops both")
-    )
-    add_worker_arguments(command("worker", "a worker for an existing Temporal server"))
+    for name, what in (
+        ("dev", "embedded Temporal dev server and a worker; Ctrl-C stops both"),
+        ("worker", "a worker for an existing Temporal server"),
+    ):
+        serving = command(name, what)
+        add_worker_arguments(serving)
+        add_model_argument(serving)
     demo = command("demo", "run the sample agent end to end on a fresh machine", server=False)
     demo.add_argument("--data-dir", default=os.path.join(".data", "demo"))
     demo.add_argument("--keep", action="store_true", help="keep the server up for the UI")

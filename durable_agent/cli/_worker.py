@@ -40,9 +40,11 @@ from durable_agent.temporal import (
     start_dev_server,
     versioned,
 )
+from durable_agent.testing import FunctionModel, TestModel
 from durable_agent.tools import Registry
 
 from ._args import (
+    add_model_argument,
     add_server_arguments,
     add_worker_arguments,
     codec_keys,
@@ -66,6 +68,10 @@ async def serve(args: argparse.Namespace) -> None:
     registry = load_tool_modules([m for m in args.tools.split(",") if m])
     agents = load_agents([m for m in args.agents.split(",") if m])
     capabilities = worker_capabilities(args, agents.values())
+    model = development_model(args.model)
+    if model is not None:  # every model call of the worker goes to it
+        capabilities = dataclasses.replace(capabilities, every_model=model.start().endpoint)
+        print(f"every model call answered by the {args.model} model", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -114,8 +120,22 @@ async def serve(args: argparse.Namespace) -> None:
     finally:
         if env is not None:
             await env.shutdown()
+        if model is not None:
+            model.stop()
         flush_spans()
     print("stopped", flush=True)
+
+
+def development_model(name: str | None) -> FunctionModel | None:
+    """``--model``: ``test`` (calls each tool once, then answers with a value of the
+    output type) or ``demo`` (the demo's weather model); ``None``: real providers."""
+    if name == "test":
+        return TestModel()
+    if name == "demo":
+        from ._demo_model import demo_model_reply
+
+        return FunctionModel(demo_model_reply)
+    return None
 
 
 def registry_names(registry: Registry, agents: Iterable[Agent[Any]]) -> list[str]:
@@ -155,6 +175,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--dev", action="store_true", help="start the embedded Temporal dev server first"
     )
+    add_model_argument(parser)
     return parser.parse_args(argv)
 
 

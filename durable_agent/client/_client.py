@@ -9,6 +9,7 @@ state. ``session(id)`` is one session (``SessionHandle``: what people send and r
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -36,14 +37,14 @@ from durable_agent.core import (
     start_title,
 )
 from durable_agent.payloads import check_fits
-from durable_agent.temporal import ServerSettings, connect_client
+from durable_agent.temporal import DEFAULT_ADDRESS, ServerSettings, connect_client
 
 from ._connection import Connection, list_sessions
 from ._evals import Evals
 from ._resumption import StillRunning, ended_run
 from ._schedules import Schedules
 from ._session import SessionHandle, translated
-from ._types import SessionExistsError, SessionSummary, parse_spec, refusal
+from ._types import SessionExistsError, SessionSummary, SpecLike, parse_spec, refusal
 from ._versions import Versions
 
 
@@ -89,15 +90,21 @@ class AgentClient:
 
     @classmethod
     async def connect(
-        cls, settings: ServerSettings | None = None, *, task_queue: str = DEFAULT_TASK_QUEUE
+        cls, settings: ServerSettings | None = None, *, task_queue: str | None = None
     ) -> AgentClient:
-        return cls(await connect_client(settings or ServerSettings()), task_queue=task_queue)
+        """A client of the Temporal server ``settings`` name: by default, as the CLI's,
+        ``$TEMPORAL_ADDRESS`` (else 127.0.0.1:7233) and the task queue
+        ``$DURABLE_AGENT_TASK_QUEUE`` (else ``durable-agent``)."""
+        if settings is None:
+            settings = ServerSettings(address=os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS))
+        queue = task_queue or os.environ.get("DURABLE_AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+        return cls(await connect_client(settings), task_queue=queue)
 
     # --- starting sessions ------------------------------------------------------------
 
     async def start(
         self,
-        spec: AgentSpec | dict[str, Any] | str,
+        spec: SpecLike,
         message: str | UserMessage | None = None,
         *,
         session_id: str | None = None,
@@ -105,8 +112,11 @@ class AgentClient:
         owner: str | None = None,
         restart: bool = False,
         resume: bool = False,
+        one_reply: bool = False,
     ) -> str:
-        """Start a session and return its id (the workflow id); ``owner``: who it
+        """Start a session of ``spec`` (an ``Agent``, or a spec) and return its id (the
+        workflow id); ``one_reply``: it ends after its answer, rather than waiting for
+        the next message (a conversation); ``owner``: who it
         belongs to (memo ``owner``, which the gateway checks). ``SessionExistsError``
         when a session with that id runs, or has run: ``resume`` goes on with an ended
         one's conversation (its array, read back by the worker, then ``message``; it
@@ -122,7 +132,10 @@ class AgentClient:
         earlier = past[:-1] if len(past) > INLINE_HISTORY_MESSAGES else []
         inline = past[len(earlier) :]
         request = AgentInput(
-            spec=parse_spec(spec), message=message, history=inline, earlier=len(earlier)
+            spec=parse_spec(spec, one_reply=one_reply),
+            message=message,
+            history=inline,
+            earlier=len(earlier),
         )
         for value, what in ((request, "the session's start"), (earlier, "its history")):
             check_fits(self.temporal.data_converter, value, what)

@@ -323,6 +323,26 @@ class SessionHandle:
             raise self._translated(error) from None
         return description.status not in (None, WorkflowExecutionStatus.RUNNING)
 
+    async def started(self, *, timeout: float = 60, poll_seconds: float = 0.2) -> None:
+        """Wait until the session exists: a child session its parent workflow is about to
+        start, say (``run_child_agent``'s ``agent_session_id``). ``TimeoutError`` if it
+        has not started within ``timeout`` seconds."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    try:
+                        await self._handle.describe()
+                        return
+                    except RPCError as error:
+                        if not isinstance(self._translated(error), SessionNotFoundError):
+                            raise self._translated(error) from None
+                    await asyncio.sleep(poll_seconds)
+        except TimeoutError:
+            raise TimeoutError(
+                f"session {self.id!r} did not start within {timeout} s: is the workflow that "
+                "starts it running, on a worker that polls its task queue?"
+            ) from None
+
     async def owner(self) -> str | None:
         """Who the session belongs to (``None``: started without an owner)."""
         try:

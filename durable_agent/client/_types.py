@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
+from durable_agent.agents import Agent
 from durable_agent.core import (
     AgentResult,
     AgentSpec,
@@ -175,16 +176,33 @@ class WaitOutcome:
         return None
 
 
-def parse_spec(spec: AgentSpec | dict[str, Any] | str) -> AgentSpec:
-    """An ``AgentSpec`` from a model, a dict or JSON text; ``SpecError`` names bad fields."""
-    if isinstance(spec, AgentSpec):
-        return spec
+#: What starts a session: an ``Agent``, its spec, or the spec as a dict or JSON text.
+SpecLike = Agent[Any] | AgentSpec | dict[str, Any] | str
+
+
+def parse_spec(spec: SpecLike, *, one_reply: bool = False) -> AgentSpec:
+    """An ``AgentSpec`` from an ``Agent``, a spec, a dict or JSON text; ``SpecError``
+    names bad fields. ``one_reply``: the session ends after its answer."""
+    if isinstance(spec, Agent):
+        return spec.spec(one_reply=one_reply)
+    if not isinstance(spec, AgentSpec | dict | str):
+        raise SpecError(
+            f"a session starts from an Agent, an AgentSpec, a dict or JSON text, not a "
+            f"{type(spec).__name__}"
+        )
     try:
-        if isinstance(spec, str):
-            return AgentSpec.model_validate_json(spec)
-        return AgentSpec.model_validate(spec)
+        if isinstance(spec, AgentSpec):
+            parsed = spec
+        elif isinstance(spec, str):
+            parsed = AgentSpec.model_validate_json(spec)
+        else:
+            parsed = AgentSpec.model_validate(spec)
     except ValidationError as error:
         raise SpecError.from_validation(error) from None
+    if one_reply and not parsed.session.end_after_reply:
+        rules = parsed.session.model_copy(update={"end_after_reply": True})
+        parsed = parsed.model_copy(update={"session": rules})
+    return parsed
 
 
 class DecisionRefusedError(DurableAgentError, ValueError):

@@ -13,6 +13,7 @@ from ._approval_contracts import Grant, PendingApproval
 from ._context import ContextRules
 from ._contract import Contract
 from ._endpoint import ProviderEndpoint
+from ._errors import DurableAgentError
 from ._messages import ApprovalRecord, AssistantMessage, Message, SystemMessage, ToolMessage, Usage
 from ._model_inputs import ModelInputs
 from ._model_options import ModelOptions, ReasoningWire
@@ -397,6 +398,20 @@ class AgentResult(Contract):
     """By model (a fallback's apart), and by tool for what sub-agents spent."""
     events_offset: int | None = None
     """The offset after the run's last live event (a resumed run's events go on there)."""
+
+
+class AgentRunError(DurableAgentError, RuntimeError):
+    """The session ended without a usable answer; ``result`` says how it ended (the
+    raw answer stays in the session's messages). Raised in a workflow that runs an
+    agent, it fails that workflow (``DurableAgentPlugin`` declares it so)."""
+
+    def __init__(self, session_id: str, result: AgentResult) -> None:
+        why = result.error or result.stop_reason
+        super().__init__(
+            f"session {session_id} ended {result.status} ({result.stop_reason}): {why}"
+        )
+        self.session_id = session_id
+        self.result = result
 
 
 class ClosedRunInput(Contract):

@@ -7,7 +7,13 @@ from __future__ import annotations
 from ._binary import temporal_binary
 from ._connection import DEFAULT_ADDRESS, ServerSettings, ServerUnreachableError, connect_client
 from ._heap import freeze_startup_heap
-from ._in_workflow import run_agent
+from ._in_workflow import (
+    AgentRun,
+    agent_session_id,
+    run_agent,
+    run_child_agent,
+    start_child_agent,
+)
 from ._plugin import DurableAgentPlugin
 from ._ports import PortTaken, claimable, free_port
 from ._replay_gate import check_histories, recorded_histories, running_histories
@@ -27,11 +33,13 @@ __all__ = [
     "DEFAULT_DEPLOYMENT",
     "DEPLOYMENT_FIELD",
     "VERSION_FIELD",
+    "AgentRun",
     "DurableAgentPlugin",
     "PortTaken",
     "ServerSettings",
     "ServerUnreachableError",
     "Stopped",
+    "agent_session_id",
     "build_worker",
     "check_histories",
     "claimable",
@@ -43,8 +51,10 @@ __all__ = [
     "load_tool_modules",
     "recorded_histories",
     "run_agent",
+    "run_child_agent",
     "running_histories",
     "split_label",
+    "start_child_agent",
     "start_dev_server",
     "stoppable",
     "temporal_binary",

@@ -35,6 +35,7 @@ from durable_agent.core import (
     EVAL_WORKFLOW,
     LIMITER_WORKFLOW,
     WORKFLOW_NAME,
+    AgentRunError,
     ApproverKeys,
     SecretProvider,
     load_tokenizers,
@@ -171,6 +172,9 @@ class DurableAgentPlugin(SimplePlugin):
                 model.summarise_context,
             ],
             workflow_runner=with_pure_modules,
+            # an agent run inside the owner's workflow that ends without an answer fails
+            # that workflow, rather than its task retrying forever
+            workflow_failure_exception_types=_with_agent_run_error,
         )
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
@@ -208,6 +212,12 @@ class DurableAgentPlugin(SimplePlugin):
             runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
             config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
         return config
+
+
+def _with_agent_run_error(
+    existing: Sequence[type[BaseException]] | None,
+) -> Sequence[type[BaseException]]:
+    return [*(existing or ()), AgentRunError]
 
 
 def has_plugin(client: temporalio.client.Client) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._models import FunctionModel, ModelFunction, ModelRequest, TestModel, value_for
 from ._rate_limited import RateLimitedModel
 from ._rerun import rerun
 from ._scripted_provider import (
@@ -35,10 +36,14 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgentTestEnvironment",
+    "FunctionModel",
+    "ModelFunction",
+    "ModelRequest",
     "RateLimitedModel",
     "RecordedRequest",
     "Reply",
     "ScriptedProvider",
+    "TestModel",
     "approve_all",
     "assistant_calls",
     "assistant_text",
@@ -48,4 +53,5 @@ __all__ = [
     "json_reply",
     "rerun",
     "sse_reply",
+    "value_for",
 ]

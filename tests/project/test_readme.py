@@ -1,13 +1,14 @@
-"""The README's example, run as written in a fresh interpreter (its ``@tool`` functions
-register themselves there), against the test's dev server and a scripted model: only
-where the model lives is changed."""
+"""The README's example, run as written: a ``durable-agent worker`` loads it as its
+agents module (with a scripted model, and with the test model, where the README says
+``--model test``), and the example's ``main()`` runs in a fresh interpreter against the
+test's dev server. Only where the model lives changes; the example's text does not."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -17,28 +18,63 @@ from tests.project.test_cli import address_of
 
 ROOT = Path(__file__).parent.parent.parent
 
-RUNNER = """
-
-import asyncio
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-
-
-async def _run() -> None:
-    await main(await Client.connect({address!r}, data_converter=pydantic_data_converter))
-
-
-asyncio.run(_run())
-"""
-
 
 def readme_example() -> str:
     readme = (ROOT / "README.md").read_text()
     return readme[readme.index("## An example") :].split("```python\n", 1)[1].split("```", 1)[0]
 
 
+async def run_example(
+    env: WorkflowEnvironment, tmp_path: Path, task_queue: str, *worker_args: str
+) -> tuple[list[str], str]:
+    """Start the worker on the example's module, run ``python weather.py``; what the
+    example printed, and what the worker printed."""
+    (tmp_path / "weather.py").write_text(readme_example())
+    environment = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": address_of(env),
+        "DURABLE_AGENT_TASK_QUEUE": task_queue,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        "PYTHONFAULTHANDLER": "1",  # a crash shows its stacks
+    }
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "durable_agent.cli",
+        "worker",
+        "--agents",
+        "weather",
+        *worker_args,
+        cwd=tmp_path,
+        env=environment,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert worker.stdout is not None
+    said = []
+    while not said or not said[-1].startswith("worker ready"):
+        line = (await asyncio.wait_for(worker.stdout.readline(), 60)).decode()
+        assert line, "the worker stopped: " + "".join(said)
+        said.append(line.strip())
+    try:
+        example = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "weather.py",
+            cwd=tmp_path,
+            env=environment,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(example.communicate(), 120)
+    finally:
+        worker.terminate()
+        await worker.wait()
+    assert example.returncode == 0, f"{out.decode()[-1500:]}\n{err.decode()[-6000:]}"
+    return out.decode().strip().splitlines(), "\n".join(said)
+
+
 async def test_the_readme_example_asks_for_an_approval_and_answers_typed(
-    temporal_env: WorkflowEnvironment, tmp_path: Path
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
 ) -> None:
     script = [
         assistant_calls(("get_weather", {"city": "Oslo"})),
@@ -46,26 +82,24 @@ async def test_the_readme_example_asks_for_an_approval_and_answers_typed(
         assistant_text('{"city": "Oslo", "weather": "4C, rain", "mailed_to": "ana@example.com"}'),
     ]
     with ScriptedProvider(script) as provider:
-        example = readme_example()
-        assert 'base_url="https://api.openai.com/v1", api_key_env="OPENAI_API_KEY"' in example
-        example = example.replace("https://api.openai.com/v1", provider.base_url)
-        example = example.replace('api_key_env="OPENAI_API_KEY"', "api_key_env=None")
-        program = tmp_path / "example.py"
-        runner = RUNNER.format(address=address_of(temporal_env))
-        program.write_text(example + textwrap.dedent(runner))
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(program),
-            cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            # a crash (it segfaulted once in CI, with nothing on stderr) shows its stacks
-            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        # the worker's own `openai` endpoint is where the scripted model listens
+        capabilities = tmp_path / "capabilities.json"
+        endpoint = {"base_url": provider.base_url, "api_key_env": None}
+        capabilities.write_text(json.dumps({"models": {"openai": endpoint}}))
+        printed, _ = await run_example(
+            temporal_env, tmp_path, task_queue, "--capabilities", str(capabilities)
         )
-        out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, f"{out.decode()[-1500:]}\n{err.decode()[-6000:]}"
-    printed = out.decode().strip().splitlines()  # the worker's log lines, then the print
     # the typed answer, printed as the Report it is
-    assert printed[-1] == "city='Oslo' weather='4C, rain' mailed_to='ana@example.com'", printed[-5:]
+    assert printed[-1] == "city='Oslo' weather='4C, rain' mailed_to='ana@example.com'", printed
     sent = [m for m in provider.requests[2].body["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in sent] == ["4C, rain", "sent to ana@example.com"]
+
+
+async def test_a_worker_with_the_test_model_runs_the_readme_example_unchanged(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, task_queue: str
+) -> None:
+    """``durable-agent worker --model test``: no key, no provider. The test model calls
+    both tools (the report waits for the example's approval), then answers a Report."""
+    printed, worker = await run_example(temporal_env, tmp_path, task_queue, "--model", "test")
+    assert "answered by the test model" in worker
+    assert printed[-1] == "city='a' weather='a' mailed_to='a'", printed

@@ -1,4 +1,4 @@
-"""A user's own workflow that runs an agent session as a child
+"""A user's own workflow that runs an agent session as a child, typed
 (tests/temporal/test_in_workflow.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent.core import AgentSpec
-    from durable_agent.temporal import run_agent
+    from durable_agent.temporal import run_child_agent
 
 
 @workflow.defn
@@ -16,7 +16,5 @@ class OrderWorkflow:
 
     @workflow.run
     async def run(self, order_id: str, spec: AgentSpec) -> str:
-        result = await run_agent(spec, f"Refund order {order_id}?", name="refund-check")
-        if result.status != "done" or result.final is None:
-            return f"order {order_id}: no answer ({result.error})"
-        return f"order {order_id}: {result.final.content}"
+        result = await run_child_agent(spec, f"Refund order {order_id}?", name="refund-check")
+        return f"order {order_id}: {result.output}"

@@ -26,5 +26,6 @@ class StockWorkflow:
 
     @workflow.run
     async def run(self, sku: str, spec: AgentSpec) -> str:
-        result = await run_agent(spec, f"How many {sku} are left?", name="stock")
-        return result.final.content if result.final is not None else f"no answer: {result.error}"
+        result = await run_agent(spec, f"How many {sku} are left?")  # inline, in this workflow
+        answer: str = result.output
+        return answer

@@ -13,10 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from durable_agent import AgentClient, Registry, tool
-from durable_agent.client import SessionNotFoundError
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for
+from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.order_workflow import OrderWorkflow
 
 registry = Registry()
@@ -52,7 +51,7 @@ async def test_an_order_workflow_runs_an_agent_whose_call_is_approved_by_signal(
             )
             child = f"{order.id}--refund-check"
             agents = AgentClient(client, task_queue=task_queue)
-            await wait_for(lambda: _started(agents, child), timeout=60)
+            await agents.session(child).started(timeout=60)
             asked = await agents.session(child).wait(timeout=60)
             assert asked.kind == "approval" and refunds == [], "nothing runs before a person"
             signal = {"approval_id": asked.pending[0].approval_id, "by": "ana"}
@@ -80,14 +79,6 @@ async def test_an_order_workflow_runs_an_agent_whose_call_is_approved_by_signal(
         "child_workflow_execution_completed",
         "workflow_execution_completed",
     ], kinds
-
-
-async def _started(agents: AgentClient, session_id: str) -> bool:
-    try:
-        await agents.session(session_id).status()
-    except SessionNotFoundError:
-        return False  # the parent has not started it yet
-    return True
 
 
 def _payloads(history: WorkflowHistory) -> str:
