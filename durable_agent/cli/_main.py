@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 from temporalio.client import WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.agents import AgentModuleError
 from durable_agent.capabilities import CapabilitiesFileError
@@ -423,6 +424,27 @@ ACTIONABLE = (
 )
 
 
+#: What to do about each of Temporal's refusals.
+RPC_NEXT_STEPS = {
+    RPCStatusCode.NOT_FOUND: "check the session id and --namespace",
+    RPCStatusCode.ALREADY_EXISTS: "use another id, or end the one there first",
+    RPCStatusCode.FAILED_PRECONDITION: "start a worker for the session's task queue "
+    "(durable-agent worker --task-queue ...)",
+    RPCStatusCode.PERMISSION_DENIED: "check the API key or certificate (--api-key, --tls-cert)",
+    RPCStatusCode.UNAUTHENTICATED: "check the API key or certificate (--api-key, --tls-cert)",
+    RPCStatusCode.INVALID_ARGUMENT: "check the command's arguments",
+    RPCStatusCode.RESOURCE_EXHAUSTED: "the server is rate limiting: try again shortly",
+    RPCStatusCode.DEADLINE_EXCEEDED: "the server did not answer in time: try again",
+    RPCStatusCode.UNAVAILABLE: "is the Temporal server running at --address?",
+}
+
+
+def rpc_sentence(error: RPCError) -> str:
+    """A Temporal refusal as one sentence, with what to do about it."""
+    step = RPC_NEXT_STEPS.get(error.status, "try again, or see the server's log")
+    return f"Temporal refused the request: {error.message or error.status.name} ({step})"
+
+
 def run_command(argv: Sequence[str] | None = None) -> int:
     """Run one command and return its exit status (for use from Python)."""
     args = build_parser().parse_args(argv)
@@ -432,6 +454,13 @@ def run_command(argv: Sequence[str] | None = None) -> int:
     except ACTIONABLE as error:
         print(f"durable-agent: {visible(str(error), keep=chr(10))}", file=sys.stderr)
         return EXIT_USAGE
+    except RPCError as error:  # any other refusal of Temporal's, said as a sentence
+        print(f"durable-agent: {rpc_sentence(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush is quiet
+        return EXIT_OK
     except KeyboardInterrupt:
         return 130
     except Stopped as stopped:  # after everything it started has stopped

@@ -58,10 +58,18 @@ async def patient_query(
                 rpc_timeout=timedelta(seconds=min(left, QUERY_ATTEMPT_SECONDS)),
             )
         except RPCError as error:
+            if no_poller(error):  # a closed session: the server asks no worker to wait
+                raise Unanswered from None
             if error.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
                 raise
             if deadline - loop.time() < 1.0:
                 raise Unanswered from None
+
+
+def no_poller(error: RPCError) -> bool:
+    """The server refused a query at once because no worker polls the session's queue
+    (what it does for a session that has ended)."""
+    return error.status == RPCStatusCode.FAILED_PRECONDITION and "no poller" in error.message
 
 
 async def no_worker_error(

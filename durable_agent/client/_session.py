@@ -22,7 +22,12 @@ import uuid
 from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any, Literal
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -70,6 +75,7 @@ from ._types import (
     SessionChange,
     SessionClosedError,
     SessionExistsError,
+    SessionFailedError,
     SessionNotFoundError,
     UnknownApprovalError,
     WaitOutcome,
@@ -306,8 +312,12 @@ class SessionHandle:
         return view
 
     async def result(self) -> AgentResult:
-        """How the session ended (waits for the end)."""
-        return await self._handle.result()
+        """How the session ended (waits for the end); ``SessionFailedError`` (the reason
+        first) when it failed without a result: a refused spec, say."""
+        try:
+            return await self._handle.result()
+        except WorkflowFailureError as error:
+            raise SessionFailedError(self.id, error) from error.cause
 
     async def result_if_closed(self) -> AgentResult | None:
         try:

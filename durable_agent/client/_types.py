@@ -10,18 +10,21 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from durable_agent.agents import Agent
 from durable_agent.core import (
     AgentResult,
+    AgentRunError,
     AgentSpec,
     AssistantMessage,
     DurableAgentError,
+    Failure,
     Message,
     PendingApproval,
     SessionStatus,
+    Usage,
 )
 
 
@@ -203,6 +206,41 @@ def parse_spec(spec: SpecLike, *, one_reply: bool = False) -> AgentSpec:
         rules = parsed.session.model_copy(update={"end_after_reply": True})
         parsed = parsed.model_copy(update={"session": rules})
     return parsed
+
+
+#: What a failure of each type asks of whoever started the session.
+NEXT_STEPS: dict[str, str] = {
+    Failure.NOT_ADMITTED: "register what it names on the worker (its Capabilities or "
+    "--capabilities file), or change the spec to name what the worker has",
+    Failure.INVALID_INPUT: "fix the start's input (AgentSpec.model_validate shows the error)",
+    Failure.UNKNOWN_TOOL: "load the tool's module on the worker (--tools, or the agent's tools)",
+}
+
+
+class SessionFailedError(AgentRunError, WorkflowFailureError):
+    """The session failed before it could end with an answer: its worker refused its
+    spec, its input could not be read, a tool it names is missing. The message gives
+    the reason first and what to do; ``kind`` is the failure's type (``Failure``) and
+    ``cause`` Temporal's own error."""
+
+    def __init__(self, session_id: str, error: WorkflowFailureError) -> None:
+        cause = error.cause
+        kind = cause.type if isinstance(cause, ApplicationError) else None
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        next_step = NEXT_STEPS.get(kind or "")
+        text = f"{reason} (session {session_id} failed" + (f": {next_step})" if next_step else ")")
+        Exception.__init__(self, text)
+        self.__cause__ = cause
+        self.session_id = session_id
+        self.kind = kind
+        self.result = AgentResult(
+            status="failed",
+            stop_reason="error",
+            error=reason,
+            turns=0,
+            message_count=0,
+            usage=Usage(),
+        )
 
 
 class DecisionRefusedError(DurableAgentError, ValueError):
