@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_type_hints, overload
 
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, TypeAdapter, ValidationError, create_model
 
 from durable_agent.core import (
     ApprovalDecision,
@@ -55,6 +55,8 @@ class Tool:
     describe: CallDescriber | None = None
     check: EffectCheck | None = None
     """Asked before re-running a call whose worker was lost (see :data:`EffectCheck`)."""
+    null_means_default: frozenset[str] = frozenset()
+    """Parameters with a default whose type takes no ``None``."""
 
     @property
     def name(self) -> str:
@@ -77,6 +79,11 @@ class Tool:
         merged = {**raw, **bound}  # bound values win over anything the model sent
         if self.arguments_model is None:
             return merged
+        # strict mode makes every field required, an optional one nullable: a null for a
+        # parameter whose type takes none means "use its default"
+        for name in self.null_means_default & merged.keys():
+            if merged[name] is None:
+                del merged[name]
         try:
             return self.arguments_model.model_validate(merged).model_dump()
         except ValidationError as error:
@@ -87,7 +94,13 @@ class Tool:
             raise ToolArgumentsError(f"Invalid arguments for '{self.name}': {problems}") from error
 
     async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Call the function with ``arguments`` (validated, secrets filled in) as its
+        parameters are typed: a parameter declared as a pydantic model or a dataclass
+        gets one, not the dict it travelled as."""
         kwargs = dict(arguments)
+        if self.arguments_model is not None:
+            typed = self.arguments_model.model_validate(kwargs)
+            kwargs = {name: getattr(typed, name) for name in type(typed).model_fields}
         if self.context_parameter:
             kwargs[self.context_parameter] = context
         if self.arguments_model is None:
@@ -108,6 +121,18 @@ class Tool:
             return await self.check(context)
         found = await asyncio.to_thread(self.check, context)
         return await found if inspect.isawaitable(found) else found
+
+
+def _null_means_default(model: type[BaseModel]) -> frozenset[str]:
+    names = set()
+    for name, info in model.model_fields.items():
+        if info.is_required():
+            continue
+        try:
+            TypeAdapter(info.annotation or Any).validate_python(None)
+        except ValidationError:
+            names.add(name)
+    return frozenset(names)
 
 
 def _description(fn: Callable[..., Any]) -> str:
@@ -168,6 +193,7 @@ def _build_tool(
         predicate=predicate,
         describe=describe,
         check=check,
+        null_means_default=_null_means_default(model),
     )
 
 

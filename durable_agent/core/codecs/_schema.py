@@ -23,11 +23,21 @@ def wire_parameters(tool: ToolDefinition) -> dict[str, Any]:
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also takes ``null``, one level deep: an optional field pydantic
+    already wrote as ``anyOf [X, null]`` stays as it is (OpenAI's SDK writes it so too),
+    and its ``default: null`` goes (the null is the default now)."""
+    if schema.get("default", ...) is None:
+        schema = {k: v for k, v in schema.items() if k != "default"}
     kind = schema.get("type")
     if isinstance(kind, str):
         return {**schema, "type": [kind, "null"]} if kind != "null" else schema
     if isinstance(kind, list):
         return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        if any(isinstance(o, dict) and o.get("type") == "null" for o in options):
+            return schema
+        return {**schema, "anyOf": [*options, {"type": "null"}]}
     return {"anyOf": [schema, {"type": "null"}]}
 
 
