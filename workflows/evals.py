@@ -4,14 +4,19 @@ Each case is a one-shot child session of the agent under test, at most
 ``concurrency`` at once; when it ends, the ``score_case`` activity reads it back and
 scores it, and a case with ``criteria`` is judged by a second child session (the
 judge's model call is an activity like any other). A case starts only while the
-budget has room. The run survives a lost worker as any workflow does: finished cases
-are in its history and never run again, running ones are sessions of their own.
+budget has room. A case's session tells this workflow which of its calls wait for a
+person (the ``child_approvals`` signal, as a sub-agent tells its parent), and the
+evaluation's ``approvals`` policy answers them: fail the case, deny or approve them as
+its ``approver``, or leave them to a person (the report lists them). The run survives
+a lost worker as any workflow does: finished cases are in its history and never run
+again, running ones are sessions of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
@@ -24,17 +29,21 @@ with workflow.unsafe.imports_passed_through():
         AgentInput,
         AgentResult,
         AgentSpec,
+        ApprovalSignal,
         CaseReport,
         CaseScored,
         CaseToScore,
+        ChildApprovals,
         EvalCase,
         EvalInput,
         EvalReport,
+        PendingApproval,
         Score,
         judge_request,
         judge_score,
     )
 
+    from .patches import EVAL_APPROVALS_PATCH
     from .retries import LOST_WORK_RETRIES
 
 JUDGE_INSTRUCTIONS = "You judge an agent's answer against a rubric, strictly and briefly."
@@ -49,6 +58,10 @@ class EvalWorkflow:
         self._running = 0
         self._tokens = 0
         self._cost: float | None = None
+        self._asked: dict[str, list[PendingApproval]] = {}
+        """Each case session's calls waiting for a person, as it last reported them."""
+        self._failed_by_policy: dict[str, str] = {}
+        """Case sessions ended by the ``fail`` policy, and why."""
 
     @workflow.run
     async def run(self, request: EvalInput) -> EvalReport:
@@ -65,9 +78,16 @@ class EvalWorkflow:
         await asyncio.gather(*started)
         return self.report(done=True)
 
+    @workflow.signal(name="child_approvals")
+    def child_approvals(self, report: ChildApprovals) -> None:
+        """A case's session lists its calls waiting for a person (records only)."""
+        earlier = self._asked.get(report.child_id, []) if report.continued else []
+        self._asked[report.child_id] = [*earlier, *report.pending]
+
     @workflow.query(name="report")
     def report(self, done: bool = False) -> EvalReport:
         order = [c.id for c in self._request.cases]
+        prefix = f"{workflow.info().workflow_id}--"
         return EvalReport(
             eval_id=workflow.info().workflow_id,
             agent=self._request.agent,
@@ -75,6 +95,11 @@ class EvalWorkflow:
             cases=[self._reports[i] for i in order if i in self._reports],
             tokens=self._tokens,
             cost_usd=self._cost,
+            waiting={
+                child.removeprefix(prefix): [p.tool_name for p in pending]
+                for child, pending in self._asked.items()
+                if pending
+            },
         )
 
     async def _case(self, case: EvalCase) -> None:
@@ -104,9 +129,8 @@ class EvalWorkflow:
                 cost_usd=_cost(result),
             )
         except ChildWorkflowError as error:
-            report = CaseReport(
-                id=case.id, status="failed", session_id=session_id, error=_why(error)
-            )
+            why = self._failed_by_policy.pop(session_id, None) or _why(error)
+            report = CaseReport(id=case.id, status="failed", session_id=session_id, error=why)
         elapsed = workflow.now() - began
         self._reports[case.id] = report.model_copy(
             update={"duration_ms": int(elapsed.total_seconds() * 1000)}
@@ -115,18 +139,53 @@ class EvalWorkflow:
 
     async def _session(self, session_id: str, spec: AgentSpec, message: str) -> AgentResult:
         one_shot = spec.session.model_copy(update={"end_after_reply": True})
-        result: AgentResult = await workflow.execute_child_workflow(
+        handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
             AgentInput(spec=spec.model_copy(update={"session": one_shot}), message=message),
             id=session_id,
             result_type=AgentResult,
             static_summary=f"eval case {session_id}",
         )
+        if self._request.approvals != "person" and workflow.patched(EVAL_APPROVALS_PATCH):
+            await self._answer_approvals(session_id, handle)
+        result: AgentResult = await handle
         self._tokens += result.usage.prompt_tokens + result.usage.completion_tokens
         cost = _cost(result)
         if cost is not None:
             self._cost = (self._cost or 0.0) + cost
         return result
+
+    async def _answer_approvals(
+        self, session_id: str, handle: workflow.ChildWorkflowHandle[Any, AgentResult]
+    ) -> None:
+        """Until the case's session ends, answer its waiting calls by the policy."""
+        policy, answered = self._request.approvals, set()
+
+        def asked() -> list[PendingApproval]:
+            return [p for p in self._asked.get(session_id, []) if p.approval_id not in answered]
+
+        while True:
+            await workflow.wait_condition(lambda: handle.done() or bool(asked()))
+            if handle.done():
+                return
+            waiting = asked()
+            if policy == "fail":
+                calls = ", ".join(f"{p.tool_name} {p.arguments}" for p in waiting)
+                self._failed_by_policy[session_id] = (
+                    f"a call waited for a person ({calls}), and the evaluation's approvals "
+                    "policy is 'fail' (give approvals='approve', 'deny' or 'person')"
+                )
+                handle.cancel()
+                return
+            verb = "approve" if policy == "approve" else "deny"
+            for pending in waiting:
+                answered.add(pending.approval_id)
+                decision = ApprovalSignal(
+                    approval_id=pending.approval_id,
+                    by=self._request.approver,
+                    reason=f"the evaluation's approvals policy: {policy}",
+                )
+                await handle.signal(verb, decision)
 
     async def _judged(self, case: EvalCase, scored: CaseScored) -> Score:
         judge = self._request.judge

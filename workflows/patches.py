@@ -40,6 +40,9 @@ FIRST_BASELINE_PATCH = "baseline-2026-11"
 # Every patch of the workflows, and the path a run recorded before it took. An id is
 # recorded in histories: never reuse or rename one.
 
+#: An evaluation answers its cases' calls that wait for a person by its approvals
+#: policy (before, such a case waited for a person, silently).
+EVAL_APPROVALS_PATCH = "eval-approvals-policy"
 #: The spec is admitted by the session's worker (before, nothing was checked).
 ADMISSION_PATCH = "worker-admission"
 #: Carried state is taken only by a run the previous one continued as new.

@@ -4,10 +4,12 @@ table and write its HTML report (beside another run's, with ``--compare``)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from durable_agent.agents import load_agents
 from durable_agent.client import AgentClient, SpecError, parse_spec
 from durable_agent.core import (
     AgentSpec,
@@ -22,6 +24,9 @@ from durable_agent.core import (
 from ._args import CommandError
 from ._specs import add_agent_arguments, load_spec
 
+#: How often the command reads the evaluation's report while it runs.
+PROGRESS_SECONDS = 1.0
+
 
 def add_eval_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     sub = command("eval", "run a dataset of cases against an agent, as durable work")
@@ -31,6 +36,15 @@ def add_eval_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
     sub.add_argument("--instructions", help="system prompt for the default spec")
     sub.add_argument("--judge-spec", help="spec JSON file of the model judge (for criteria)")
+    sub.add_argument("--judge", help="the model judge: an agent of --agents' modules, by name")
+    sub.add_argument(
+        "--approvals",
+        choices=["fail", "deny", "approve", "person"],
+        default="fail",
+        help="what a case's call that waits for a person gets: fail the case (default), "
+        "deny or approve it as --approver, or leave it to a person",
+    )
+    sub.add_argument("--approver", default="eval", help="who --approvals decides as")
     sub.add_argument("--concurrency", type=int, default=4)
     sub.add_argument("--max-total-tokens", type=int)
     sub.add_argument("--max-cost-usd", type=float)
@@ -53,11 +67,13 @@ async def cmd_eval(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
             concurrency=args.concurrency,
             max_total_tokens=args.max_total_tokens,
             max_cost_usd=args.max_cost_usd,
-            judge=_judge(args.judge_spec),
+            judge=_judge(args),
             eval_id=args.eval_id,
+            approvals=args.approvals,
+            approver=args.approver,
         )
         print(f"evaluation {eval_id} started", file=out, flush=True)
-    report = await agents.evals.report(eval_id, wait=True)
+    report = await _watched(agents, eval_id, out)
     against = await agents.evals.report(args.compare) if args.compare else None
     for line in report_table(report, against):
         print(line, file=out)
@@ -76,7 +92,35 @@ def _cases(path: Path) -> list[EvalCase]:
         raise CommandError(f"{path}: {error}") from None
 
 
-def _judge(path: str | None) -> AgentSpec | None:
+async def _watched(agents: AgentClient, eval_id: str, out: TextIO) -> EvalReport:
+    """The report once the evaluation is over, telling each case as it finishes and each
+    that waits for a person, once."""
+    told: set[str] = set()
+    while True:
+        report = await agents.evals.report(eval_id)
+        for case in report.cases:
+            if case.id not in told:
+                told.add(case.id)
+                mean = sum(s.score for s in case.scores) / len(case.scores) if case.scores else None
+                said = f"{mean:.2f}" if mean is not None else case.error or ""
+                print(f"case {case.id}: {case.status} {said}".rstrip(), file=out, flush=True)
+        for case_id, tools in report.waiting.items():
+            if f"waiting {case_id}" not in told:
+                told.add(f"waiting {case_id}")
+                print(f"case {case_id}: waits for a person ({', '.join(tools)})", file=out)
+        if report.done:
+            return await agents.evals.report(eval_id, wait=True)
+        await asyncio.sleep(PROGRESS_SECONDS)
+
+
+def _judge(args: argparse.Namespace) -> AgentSpec | None:
+    if args.judge:
+        named = load_agents([m for m in args.agents.split(",") if m])
+        if args.judge not in named:
+            listed = ", ".join(sorted(named)) or "none: load them with --agents MODULE"
+            raise CommandError(f"--judge: no agent {args.judge!r} (agents: {listed})")
+        return named[args.judge].spec(one_reply=True)
+    path = args.judge_spec
     if path is None:
         return None
     try:

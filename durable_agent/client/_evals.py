@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_agent.core import EVAL_WORKFLOW, AgentSpec, EvalCase, EvalInput, EvalReport
+from durable_agent.core import EVAL_WORKFLOW, EvalApprovals, EvalCase, EvalInput, EvalReport
 from durable_agent.payloads import check_fits
 
 from ._connection import Connection
-from ._types import parse_spec
+from ._types import SpecLike, parse_spec
 
 
 class Evals:
@@ -25,20 +24,24 @@ class Evals:
 
     async def start(
         self,
-        spec: AgentSpec | dict[str, Any] | str,
+        spec: SpecLike,
         cases: Sequence[EvalCase],
         *,
         agent: str = "",
         concurrency: int = 4,
         max_total_tokens: int | None = None,
         max_cost_usd: float | None = None,
-        judge: AgentSpec | dict[str, Any] | str | None = None,
+        judge: SpecLike | None = None,
         eval_id: str | None = None,
+        approvals: EvalApprovals = "fail",
+        approver: str = "eval",
     ) -> str:
-        """Start an evaluation of ``spec`` over ``cases`` and return its id: each case a
-        one-shot session (``<eval id>--<case id>``), scored when it ends; ``judge``
-        answers cases with ``criteria``. ``ValueError`` for a case with criteria and no
-        judge, before anything starts."""
+        """Start an evaluation of ``spec`` (an ``Agent`` or a spec) over ``cases`` and
+        return its id: each case a one-shot session (``<eval id>--<case id>``), scored
+        when it ends; ``judge`` (an ``Agent`` or a spec) answers cases with ``criteria``.
+        ``approvals``: what a case's call that waits for a person gets (``fail`` the
+        case, ``deny`` or ``approve`` it as ``approver``, or leave it to a ``person``).
+        ``ValueError`` for a case with criteria and no judge, before anything starts."""
         if judge is None and (missing := [c.id for c in cases if c.criteria is not None]):
             raise ValueError(f"cases {', '.join(missing)} have criteria: give a judge")
         request = EvalInput(
@@ -49,6 +52,8 @@ class Evals:
             max_total_tokens=max_total_tokens,
             max_cost_usd=max_cost_usd,
             judge=parse_spec(judge) if judge is not None else None,
+            approvals=approvals,
+            approver=approver,
         )
         check_fits(self.temporal.data_converter, request, "the evaluation's start")
         eval_id = eval_id or f"eval-{uuid.uuid4().hex[:10]}"

@@ -65,6 +65,10 @@ def read_cases(text: str) -> list[EvalCase]:
     return cases
 
 
+#: What an evaluation does with a case's call that waits for a person.
+EvalApprovals = Literal["fail", "deny", "approve", "person"]
+
+
 class EvalInput(Contract):
     """An evaluation run: each case a one-shot session of ``spec``, at most
     ``concurrency`` at once, until the budget is spent (cases left then are
@@ -80,6 +84,13 @@ class EvalInput(Contract):
     judge: AgentSpec | None = None
     """The model judge, for cases with ``criteria``: a one-shot session whose answer
     (typed: ``{"score": 0..1, "reason": ...}``) scores the case."""
+    approvals: EvalApprovals = "fail"
+    """What a case's call that waits for a person gets: ``fail`` ends the case failed,
+    naming the call; ``deny`` and ``approve`` decide it as ``approver``; ``person``
+    leaves it to a person (the report lists what waits)."""
+    approver: str = Field(default="eval", min_length=1)
+    """Who ``approve`` and ``deny`` decide as (the tool's approvers must include them;
+    a tool whose owner takes only signed decisions cannot be decided so)."""
 
 
 class Score(Contract):
@@ -121,6 +132,8 @@ class EvalReport(Contract):
     cases: list[CaseReport]
     tokens: int = 0
     cost_usd: float | None = None
+    waiting: dict[str, list[str]] = Field(default_factory=dict)
+    """Cases whose calls wait for a person (``approvals: person``): case id, tools."""
 
 
 class CaseToScore(Contract):

@@ -11,8 +11,10 @@ disconnect) gets its answer, waited for if need be, and nothing is sent twice.
 ``Durable-Session-Id`` (a header) or ``metadata.session_id`` names a session instead.
 
 The answer is the reply's last text. Tool calls run on the workers; a call waiting
-for a person ends the reply with the ``durable_agent`` field, which says where to
-decide it. The session's id comes back in the ``Durable-Session-Id`` header.
+for a person is the reply's text (what waits, and how to decide it, for any chat
+window) and its ``durable_agent`` field (the same, for programs). The session's id
+comes back in the ``Durable-Session-Id`` header. A chat's session ends after
+``CHAT_IDLE_SECONDS`` without a message; the client's next request resumes it.
 """
 
 from __future__ import annotations
@@ -43,10 +45,15 @@ from ._openai_door import (
     openai_errors,
     reply_of,
     text_deltas,
+    waiting_text,
 )
 
 #: Sessions one caller may have begun with the same first message, for one agent.
 MAX_CHATS = 50
+#: How long a chat's session waits for the next message before it ends (unless its spec
+#: says sooner): a stateless client may never come back, and one that does resumes it
+#: from its history.
+CHAT_IDLE_SECONDS = 3600.0
 SESSION_HEADER = "Durable-Session-Id"
 
 
@@ -73,7 +80,7 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         body = parse_json(await request.body(), ChatRequest)
         if body.tools:
             raise HttpError(400, "tools: the agent's tools are the workers'; send none", "tools")
-        spec = agent_for(door, named, body.model)
+        spec = _ending(agent_for(door, named, body.model))
         owner = door.owner_of(request)
         history, message = _history(body.messages)
         asked = _said([*history, message])
@@ -110,6 +117,15 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         Route("/v1/models", openai_errors(models)),
         Route("/v1/chat/completions", openai_errors(completions), methods=["POST"]),
     ]
+
+
+def _ending(spec: AgentSpec) -> AgentSpec:
+    """``spec`` whose session ends after ``CHAT_IDLE_SECONDS`` without a message."""
+    idle = spec.session.idle_timeout_seconds
+    if idle is not None and idle <= CHAT_IDLE_SECONDS:
+        return spec
+    rules = spec.session.model_copy(update={"idle_timeout_seconds": CHAT_IDLE_SECONDS})
+    return spec.model_copy(update={"session": rules})
 
 
 async def _find(
@@ -227,7 +243,7 @@ def _completion(ident: str, model: str, session_id: str, reply: Reply) -> dict[s
                 "index": 0,
                 "finish_reason": "stop",
                 "logprobs": None,
-                "message": {"role": "assistant", "content": reply.text},
+                "message": {"role": "assistant", "content": _content(session_id, reply)},
             }
         ],
         "usage": {
@@ -239,6 +255,13 @@ def _completion(ident: str, model: str, session_id: str, reply: Reply) -> dict[s
     if reply.pending:
         found["durable_agent"] = approvals_extension(session_id, reply.pending)
     return found
+
+
+def _content(session_id: str, reply: Reply) -> str:
+    """The answer, or, when the reply waits for a person, what waits and how to decide."""
+    if reply.pending and not reply.text:
+        return waiting_text(session_id, reply.pending)
+    return reply.text
 
 
 async def _chunks(
@@ -265,6 +288,8 @@ async def _chunks(
             reply = step
         elif text := text_deltas(step):
             yield chunk({"content": text})
+    if reply.pending and not reply.text:  # a chat window shows what waits
+        yield chunk({"content": waiting_text(session_id, reply.pending)})
     extra = (
         {"durable_agent": approvals_extension(session_id, reply.pending)} if reply.pending else {}
     )

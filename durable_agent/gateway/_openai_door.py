@@ -149,6 +149,22 @@ def text_deltas(step: LiveEvent | Reply) -> str:
     return step.text if isinstance(step, TextDelta) else ""
 
 
+def waiting_text(session_id: str, pending: list[PendingApproval]) -> str:
+    """A reply that waits for a person, as text any chat window shows: each call whole,
+    and how to decide it (then the same message again reads the answer)."""
+    base = f"/api/sessions/{session_id}/approvals"
+    lines = [f"Waiting for a person to approve {len(pending)} call(s) before I go on:"]
+    for p in pending:
+        said = p.described_arguments or p.arguments
+        lines += [
+            f"- {p.tool_name}: {said} (approval {p.approval_id})",
+            f"  approve: POST {base}/{p.approval_id}/approve, deny: POST {base}/{p.approval_id}"
+            f"/deny, or `durable-agent approve {session_id} {p.approval_id}`",
+        ]
+    lines.append("Once decided, send your last message again to read the answer.")
+    return "\n".join(lines)
+
+
 def approvals_extension(session_id: str, pending: list[PendingApproval]) -> dict[str, Any]:
     """The ``durable_agent`` field of a reply that waits for a person: the calls, and
     where to decide them (the gateway's REST API, as the caller)."""

@@ -212,7 +212,12 @@ async def test_the_cli_runs_a_dataset_and_its_report_renders_in_a_browser(
             bad.write_text('{"id": "x", "input": "hi"}\n{"id": "y"}\n')
             refused = await acli("eval", str(bad), *common, address=address)
             assert refused.returncode != 0 and "line 2" in refused.stderr
-    table = second.stdout.splitlines()
+    said = second.stdout.splitlines()
+    header = next(i for i, line in enumerate(said) if line.split()[:2] == ["CASE", "STATUS"])
+    # each case told as it finished, before the table
+    progress = [line.split(":")[0] for line in said[:header] if line.startswith("case ")]
+    assert sorted(progress) == ["case c00", "case c01", "case c02", "case c03", "case c04"]
+    table = said[header - 1 :]
     assert table[1].split()[:2] == ["CASE", "STATUS"] and "WAS" in table[1]
     assert [line.split()[0] for line in table[2:7]] == ["c00", "c01", "c02", "c03", "c04"]
     assert table[6].split()[2:4] == ["0.50", "0.50"]  # c04: "wrong", no tool call

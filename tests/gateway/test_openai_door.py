@@ -93,6 +93,10 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
             again = await sdk.chat.completions.create(model="durable-agent", messages=history)  # type: ignore[arg-type]
             asked_again = len(provider.requests)
             array = await agents.session(session).messages()
+            first_event = (await client.get_workflow_handle(session).fetch_history()).events[0]
+            started_input = first_event.workflow_execution_started_event_attributes.input.payloads[
+                0
+            ].data.decode()
             # a call waiting for a person: the reply says where to decide it
             answer = second.choices[0].message.content
             clear = [
@@ -143,6 +147,12 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
         ("assistant", second.choices[0].message.content),
     ]
     assert pending["tool"] == "wipe_cache" and tiles_before == []  # it waited
+    # a stock chat window shows what waits and how to decide it
+    shown = waiting.choices[0].message.content or ""
+    assert shown.startswith("Waiting for a person to approve 1 call(s)"), shown
+    assert pending["approve"] in shown and "wipe_cache" in shown and '"tiles"' in shown
+    # the chat's session ends when nobody writes for an hour (a client back later resumes)
+    assert '"idle_timeout_seconds":3600.0' in started_input, started_input[:300]
     assert decided.status_code == 202 and wiped == ["tiles"]
     assert done.choices[0].message.content == "done: cache tiles cleared"
     assert other != session and said(other_array) == [
