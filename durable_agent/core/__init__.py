@@ -184,6 +184,7 @@ from ._model_inputs import ModelInputs, fit_request, json_object_format
 from ._model_options import ModelOptions, ReasoningWire
 from ._openapi import OpenApiError, operation_tools
 from ._pairing import pair_tool_results, repair_pairing
+from ._property_lists import property_schema, schema_from_properties
 from ._provider_limits import (
     CAPACITY_READY_SIGNAL,
     LIMITER_WORKFLOW,
@@ -471,6 +472,7 @@ __all__ = [
     "parse_test",
     "payload_bytes",
     "prepare_request_messages",
+    "property_schema",
     "read_cases",
     "read_event",
     "redact",
@@ -481,6 +483,7 @@ __all__ = [
     "result_text",
     "root_of",
     "safe_file_name",
+    "schema_from_properties",
     "score_case",
     "session_title",
     "squeezed",

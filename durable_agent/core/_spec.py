@@ -17,6 +17,7 @@ from ._endpoint import ProviderEndpoint
 from ._messages import ApprovalDecision, Message, RescueStrategy, Usage, UserMessage
 from ._model_inputs import ModelInputs, refusal
 from ._model_options import ModelOptions, NamedToolChoice, ReasoningWire
+from ._property_lists import schema_or_properties
 from ._secrets import SECRET_NAME, references
 from ._spec_base import SpecModel as _Spec
 from ._structured_output import check_output_schema
@@ -218,8 +219,9 @@ class SubAgentSpec(_Spec):
     spec: AgentSpec
     """The agent's own spec (it runs one reply: ``end_after_reply`` is set for it)."""
     approval: ApprovalMode = "never"
-    inputs: dict[str, Any] | None = None
-    """The agent's inputs as a JSON Schema object, projected as the tool's parameters
+    inputs: Annotated[dict[str, Any] | None, BeforeValidator(schema_or_properties)] = None
+    """The agent's inputs as a JSON Schema object (or a property list,
+    ``schema_from_properties``), projected as the tool's parameters
     (an agent with typed inputs); a call's arguments, checked against it, are the child's
     message as JSON. Unset: one ``task`` string, which is the message."""
 
@@ -327,8 +329,9 @@ class AgentSpec(_Spec):
     """Values tools can be bound to (``@tool(bind={"unit": "preferred_unit"})``); never
     shown to the model. Not a place for secrets: it is workflow state."""
     stop: StopRules = Field(default_factory=StopRules)
-    output_schema: dict[str, Any] | None = None
-    """JSON Schema of a structured final answer."""
+    output_schema: Annotated[dict[str, Any] | None, BeforeValidator(schema_or_properties)] = None
+    """JSON Schema of a structured final answer (or a property list of its fields,
+    ``schema_from_properties``)."""
     session: SessionRules = Field(default_factory=SessionRules)
     guardrails: GuardrailRules = Field(default_factory=GuardrailRules)
     hooks: HookNames = Field(default_factory=HookNames)

@@ -21,6 +21,7 @@ from durable_agent.core import (
     ToolMessage,
     UserMessage,
     parse_structured_output,
+    schema_from_properties,
 )
 from durable_agent.core._messages import (
     AudioPart,
@@ -62,42 +63,6 @@ def load_vectors(contract: str, operations: tuple[str, ...]) -> list[dict[str, A
         for e in data["vectors"]
         if e["contract"] == contract and e["operation"] in operations
     ]
-
-
-_KIND_TO_TYPE = {
-    "string": "string",
-    "integer": "integer",
-    "float": "number",
-    "number": "number",
-    "boolean": "boolean",
-    "array": "array",
-    "object": "object",
-}
-
-
-def property_schema(prop: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": _KIND_TO_TYPE[prop["kind"]]}
-    if prop.get("description"):
-        schema["description"] = prop["description"]
-    if prop.get("enumValues"):
-        schema["enum"] = prop["enumValues"]
-    if "items" in prop:
-        schema["items"] = property_schema(prop["items"])
-    if "properties" in prop:
-        schema.update(schema_from_properties(prop["properties"]))
-    return schema
-
-
-def schema_from_properties(properties: list[dict[str, Any]]) -> dict[str, Any]:
-    """A property list as JSON Schema."""
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {p["name"]: property_schema(p) for p in properties},
-    }
-    required = [p["name"] for p in properties if p.get("required")]
-    if required:
-        schema["required"] = required
-    return schema
 
 
 def _part(part: dict[str, Any]) -> Any:

@@ -61,6 +61,7 @@ CHECKED = {
     "error",
     "error_type",
     "trimmed_messages",
+    "summary_contains",
     "tools_executed",
     "events",
 }
@@ -397,6 +398,18 @@ async def test_turn_vector(
         # requests[0] asked for the summary; the first model turn's request is trimmed
         check(name, "trimmed_messages", expected["trimmed_messages"], requests[1]["messages"])
         assert len(messages) >= len(vector["input"]["messages"]), "the array keeps everything"
+    if "summary_contains" in expected:  # the summary the first trimmed request carries
+        summaries = [
+            m["content"]
+            for m in requests[1]["messages"]
+            if m["role"] == "system" and str(m["content"]).startswith(SUMMARY_PREFIX)
+        ]
+        check(
+            name,
+            "summary_contains",
+            True,
+            any(expected["summary_contains"] in s for s in summaries),
+        )
     if "events" in expected and where == "workflow":  # the live log is the workflow's
         theirs = their_events(run.events, messages)
         assert matches(expected["events"], theirs), f"{name}.events: {theirs}"

@@ -20,8 +20,5 @@ UNCHECKED_FIELD_REASONS: dict[str, str] = {
     "rust_expected_error": "what the vectors' Rust engine raises where it lacks a feature "
     "(parallel tool calls); durable-agent has the feature, and the vector's other fields "
     "are compared",
-    "summary_contains": "a text the vectors' own trimming summary contains; trimming here "
-    "leaves the oldest exchanges out without writing a summary (compaction writes one, by "
-    "a model call), and trimmed_messages is compared",
 }
 UNCHECKED_FIELDS = set(UNCHECKED_FIELD_REASONS)
