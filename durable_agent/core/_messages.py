@@ -10,6 +10,7 @@ state; codecs derive every provider's request body from it.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -45,7 +46,17 @@ class _Stored(_Frozen):
     """Arbitrary JSON metadata, kept with the message, never sent."""
     agent_name: str | None = None
     """In a swarm session: the agent that wrote the message (assistant, tool),
-    was addressed (user) or whose prompt it is (system). Unset in one-agent sessions."""
+    was addressed (user) or whose prompt it is (system). Unset in one-agent sessions.
+    An array written by an agent kit may call it ``agentName``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kit_agent_name(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "agentName" in value:
+            value = dict(value)
+            name = value.pop("agentName")
+            value.setdefault("agent_name", name)
+        return value
 
 
 # --- user content parts (already in OpenAI's content-part shape) -------------
@@ -101,7 +112,16 @@ ContentPart = Annotated[TextPart | ImagePart | AudioPart | FilePart, Field(discr
 class FunctionCall(_Frozen):
     name: str
     arguments: str
-    """The raw JSON string exactly as the model emitted it; parsed only by the tool activity."""
+    """The raw JSON string exactly as the model emitted it; parsed only by the tool
+    activity. An array that gives them as a JSON object (as agent kits write them) is
+    read with the object as its compact JSON text."""
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _object_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict | list):
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return value
 
 
 class ToolCall(_Frozen):
@@ -196,6 +216,16 @@ class AssistantMessage(_Stored):
     """Tool-call blocks the provider sent that could not be read as calls, kept raw."""
     blocked: str | None = None
     """An output guardrail stopped this answer (the reason): kept, never sent."""
+    images: list[ImagePart] | None = Field(default=None, exclude_if=_unset)
+    """Images an agent kit's array puts on this message (``images``: URLs, base64 or
+    bytes), kept with it; Chat Completions takes no image on this role, so none is sent."""
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _seed_images(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [i if isinstance(i, dict | ImagePart) else image_from_seed(i) for i in value]
+        return value
 
     @field_validator("content", mode="before")
     @classmethod
@@ -252,6 +282,16 @@ class ToolMessage(_Stored):
     timestamp: int | None = None
     usage: Usage | None = None
     """Model tokens the tool spent (a sub-agent, a model it asked), counted by budgets."""
+    images: list[ImagePart] | None = Field(default=None, exclude_if=_unset)
+    """Images an agent kit's array puts on this message (``images``: URLs, base64 or
+    bytes), kept with it; Chat Completions takes no image on this role, so none is sent."""
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _seed_images(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [i if isinstance(i, dict | ImagePart) else image_from_seed(i) for i in value]
+        return value
 
 
 class FlushMessage(_Stored):
@@ -310,6 +350,7 @@ LOCAL_EXTENSIONS = frozenset(
         "voided_usage",
         "compacts",
         "blocked",
+        "images",
     }
 )
 REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})

@@ -39,7 +39,7 @@ SEED_ARRAY: list[dict[str, Any]] = [
 
 
 def seed_array() -> list[dict[str, Any]]:
-    return [{k: v for k, v in m.items() if k != "agentName"} for m in SEED_ARRAY]
+    return [dict(m) for m in SEED_ARRAY]  # as written, ``agentName`` and all
 
 
 def test_a_seed_array_parses_and_round_trips() -> None:
@@ -128,3 +128,53 @@ def test_a_swarm_kit_messages_images_become_image_parts_after_its_text() -> None
     assert urls[1] == urls[2] == "data:image/png;base64," + base64.b64encode(png).decode()
     with pytest.raises(ValidationError):
         parse_message({"role": "user", "content": "x", "images": ["not base64!"]})
+
+
+KIT_ARRAY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Refund invoice 7", "agentName": "triage"},
+    {
+        "role": "assistant",
+        "content": None,
+        "agentName": "billing",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "refund", "arguments": {"invoice": 7, "note": "é"}},
+            }
+        ],
+        "images": ["https://example.com/chart.png"],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "refunded",
+        "agentName": "billing",
+        "images": [base64.b64encode(b"\x89PNG\r\n\x1a\n....").decode()],
+    },
+]
+
+
+def test_a_kit_array_imports_as_written_and_sends_only_what_the_wire_takes() -> None:
+    """``agentName`` on any message, tool-call arguments as an object, ``images`` on
+    assistant and tool messages: read, kept, and only the wire's fields sent."""
+    user, assistant, result = parse_messages(KIT_ARRAY)
+    assert (user.agent_name, assistant.agent_name, result.agent_name) == (
+        "triage",
+        "billing",
+        "billing",
+    )
+    assert isinstance(assistant, AssistantMessage) and assistant.tool_calls is not None
+    arguments = assistant.tool_calls[0].function.arguments
+    assert arguments == '{"invoice":7,"note":"é"}' and json.loads(arguments)["invoice"] == 7
+    assert assistant.images == [
+        ImagePart.model_validate({"image_url": {"url": "https://example.com/chart.png"}})
+    ]
+    assert isinstance(result, ToolMessage) and result.images is not None
+    assert result.images[0].image_url.url.startswith("data:image/png;base64,")
+    assert parse_messages(dump_messages([user, assistant, result])) == [user, assistant, result]
+    for api in ("chat", "responses", "anthropic"):
+        body = json.dumps(build_request(api, [user, assistant, result], model="m"))  # type: ignore[arg-type]
+        for local in ("agentName", "agent_name", "chart.png", "images", "data:image/png"):
+            assert local not in body, (api, local)
+        assert "invoice" in body, api  # the arguments went, as the call's JSON text
