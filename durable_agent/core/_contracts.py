@@ -390,6 +390,8 @@ class AgentResult(Contract):
     stop_reason: str
     final: AssistantMessage | ToolMessage | None = None
     structured_output: Any = None
+    """The answer parsed against the spec's ``output_schema``; when it does not parse or
+    match (and rescue did not mend it), the raw text, with ``error`` saying why."""
     error: str | None = None
     turns: int
     message_count: int

@@ -154,6 +154,10 @@ class RescueRules(_Spec):
     ``fail``: end the turn (a one-shot session fails with ``unusable_reply``)."""
     max_attempts: int = Field(default=2, ge=0)
     """Rescues per answer; one more unusable turn ends the turn as ``fail`` does."""
+    unparsed_output: Literal["rescue", "raw"] = "rescue"
+    """An answer that does not parse as the ``output_schema`` asks: ``rescue`` it as any
+    unusable turn, or take it as it is (``raw``): the session answers, its
+    ``structured_output`` the raw text and its ``error`` why it did not parse."""
 
 
 class GuardrailRules(_Spec):

@@ -819,10 +819,14 @@ class Session:
         reason = None
         if not assistant.is_error and self._compat.rescue():
             called = self._batch.tools_called(assistant) if checked else ()
+            # ``unparsed_output: raw``: an answer that fails the schema is taken as it is
+            rescued_schema = (
+                None if self.spec.rescue.unparsed_output == "raw" else (self.spec.output_schema)
+            )
             reason = unusable_reason(
                 assistant,
                 self.active_tools,
-                self.spec.output_schema,
+                rescued_schema,
                 checked=checked,
                 called=called,
             )
@@ -989,7 +993,8 @@ class Session:
         if schema is not None and isinstance(reply, AssistantMessage) and not reply.is_error:
             parsed = parse_structured_output(reply.content, schema)
             self._structured = parsed.value
-            if parsed.error:
+            if parsed.error:  # the raw text stands in, and the error says why
+                self._structured = parsed.raw
                 self._state.last_error = f"structured output: {parsed.error}"
 
     def _apply_cancel(self, now: datetime) -> None:

@@ -316,3 +316,18 @@ async def test_a_worker_missing_a_tool_fails_that_call_not_the_session(
     sent, missing = tool_messages(messages)
     assert sent.content == "sent 500 to eve"
     assert missing.is_error and "has not loaded it" in missing.content
+
+
+async def test_an_answer_that_does_not_parse_can_stand_as_the_raw_text(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """``rescue.unparsed_output: raw``: the answer is taken as it is; its raw text is the
+    structured output, and the error says why it did not parse. No rescue is asked."""
+    with ScriptedProvider([assistant_text("72F and sunny")]) as provider:
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            spec = spec_for(provider, output_schema=SCHEMA, rescue={"unparsed_output": "raw"})
+            handle = await start_session(client, task_queue, spec, "weather as JSON")
+            result = await handle.result()
+    assert result.status == "done" and result.structured_output == "72F and sunny"
+    assert result.error is not None and "not valid JSON" in result.error, result.error
+    assert len(provider.requests) == 1, "no rescue was asked"
