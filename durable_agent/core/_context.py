@@ -51,6 +51,11 @@ class ContextRules(BaseModel):
     Anthropic publishes no local tokenizer: use the estimate there."""
     chars_per_token: float = Field(default=4.0, gt=0)
     """The estimate: characters of text per token (1 counts characters)."""
+    trim_to: float = Field(default=0.6, gt=0, le=1)
+    """Past the budget, a request is cut to this share of it, and later requests keep
+    the same start until the budget is reached again: each request extends the one
+    before, which a provider's prompt cache serves at a fraction of the price (a cut on
+    every request would move the start each time, and nothing would be served)."""
     when_over: Literal["trim", "compact"] = "trim"
     """``trim``: leave the oldest exchanges out of the request. ``compact``: first ask a
     model for a summary of everything before the latest user message (a durable step;
@@ -177,40 +182,54 @@ def _latest_user_index(messages: Sequence[Message]) -> int | None:
 
 
 def fit_to_budget(window: list[Message], rules: ContextRules) -> list[Message]:
-    """Leave out the oldest exchanges until the window fits: system messages stay, the
-    latest user message and everything after it stay, and an assistant turn leaves
-    with its tool results (a call is never separated from its result)."""
+    """The window as it fits the budget, cut so that requests keep a stable start.
+
+    System messages always stay. Past the budget the window starts at a user message
+    (an exchange boundary, so no answer comes without its question and no call without
+    its result), chosen so that what follows fits ``trim_to`` of the budget; later
+    requests keep that start until the budget is reached again. Each request is then
+    the one before it with messages added at the end, which a provider's prompt cache
+    serves again. The start is worked out from the messages alone, as if a request had
+    been made after each one, so the workflow and every worker find the same."""
     budget = rules.budget_tokens
     if budget is None:
         return list(window)
-    # each message counted once; what leaves is taken off the total
     units = [text_units(message_text(m), rules.tokenizer) for m in window]
-    total = sum(units)
 
-    def over() -> bool:
-        return as_tokens(total, rules.tokenizer, rules.chars_per_token) > budget
+    def tokens(count: int) -> float:
+        return as_tokens(count, rules.tokenizer, rules.chars_per_token)
 
-    if not over():
+    if tokens(sum(units)) <= budget:
         return list(window)
-    protected_from = _latest_user_index(window)
-    if protected_from is None:
-        protected_from = len(window)
-    kept = list(window)
-    index = 0
-    while over():
-        while index < protected_from and isinstance(kept[index], SystemMessage):
-            index += 1
-        if index >= protected_from:
-            break  # only what must stay is left
-        end = index + 1
-        if isinstance(kept[index], AssistantMessage):
-            while end < protected_from and isinstance(kept[end], ToolMessage):
-                end += 1
-        removed = end - index
-        total -= sum(units[index:end])
-        del kept[index:end], units[index:end]
-        protected_from -= removed
-    return kept
+    low_water = budget * rules.trim_to
+    boundaries = [
+        i for i, m in enumerate(window) if isinstance(m, UserMessage) and m.blocked is None
+    ]
+    start, system, kept_units, next_boundary = 0, 0, 0, 0
+    # kept_units: the units of the non-system messages from ``start`` through ``end``
+    for end, message in enumerate(window):
+        if isinstance(message, SystemMessage):
+            system += units[end]
+        else:
+            kept_units += units[end]
+        if tokens(system + kept_units) <= budget:
+            continue
+        # over: move the start to the first boundary after which what is kept fits the
+        # low-water mark (or, if none does, the latest boundary: what must stay)
+        while next_boundary < len(boundaries) and boundaries[next_boundary] <= start:
+            next_boundary += 1
+        while next_boundary < len(boundaries) and boundaries[next_boundary] <= end:
+            candidate = boundaries[next_boundary]
+            kept_units -= sum(
+                units[i]
+                for i in range(start, candidate)
+                if not isinstance(window[i], SystemMessage)
+            )
+            start = candidate
+            next_boundary += 1
+            if tokens(system + kept_units) <= low_water:
+                break
+    return [m for i, m in enumerate(window) if i >= start or isinstance(m, SystemMessage)]
 
 
 def compaction_until(messages: Sequence[Message], rules: ContextRules | None) -> int | None:
