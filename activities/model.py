@@ -52,6 +52,7 @@ from durable_agent.core import (
     prepare_request_messages,
     root_of,
     summary_request,
+    with_prompt_cache,
 )
 from durable_agent.core.codecs import Codec
 from durable_agent.observability import model_call_span, record_failure, record_reply
@@ -288,7 +289,13 @@ class ModelActivities:
             prepared,
             model=setup.model,
             tools=setup.tools,
-            options=options_for_call(setup.options, conversation),
+            options=with_prompt_cache(
+                options_for_call(setup.options, conversation),
+                api,
+                setup.target.base_url,
+                session_id,
+                setup.agent,
+            ),
             output_schema=schema,
             reasoning=setup.reasoning,
             stream=setup.stream,

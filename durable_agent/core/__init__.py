@@ -181,7 +181,7 @@ from ._messages import (
     user_message,
 )
 from ._model_inputs import ModelInputs, fit_request, json_object_format
-from ._model_options import ModelOptions, ReasoningWire
+from ._model_options import ModelOptions, ReasoningWire, with_prompt_cache
 from ._openapi import OpenApiError, operation_tools
 from ._pairing import pair_tool_results, repair_pairing
 from ._property_lists import property_schema, schema_from_properties
@@ -501,4 +501,5 @@ __all__ = [
     "window_start",
     "with_calls",
     "with_instructions",
+    "with_prompt_cache",
 ]

@@ -138,6 +138,10 @@ class Usage(_Frozen):
     total_tokens: int = 0
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    """Of ``prompt_tokens``, those the provider served from its prompt cache."""
+    cache_write_tokens: int | None = None
+    """Of ``prompt_tokens``, those the provider wrote to its prompt cache (Anthropic
+    bills them above the input price)."""
 
     def __add__(self, other: Usage) -> Usage:
         def opt(a: int | None, b: int | None) -> int | None:
@@ -149,6 +153,7 @@ class Usage(_Frozen):
             total_tokens=self.total_tokens + other.total_tokens,
             reasoning_tokens=opt(self.reasoning_tokens, other.reasoning_tokens),
             cached_tokens=opt(self.cached_tokens, other.cached_tokens),
+            cache_write_tokens=opt(self.cache_write_tokens, other.cache_write_tokens),
         )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -37,6 +39,15 @@ class ModelOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    prompt_cache: bool | None = None
+    """Ask the provider to cache each request's prefix, so the next request (the same
+    with messages added) pays for it at the cached price: OpenAI's ``prompt_cache_key``
+    (one per session and agent) on Chat Completions and Responses, Anthropic's
+    ``cache_control`` breakpoints (the tools, the instructions, the conversation so
+    far). Unset: on where the provider is known to take it (OpenAI's own endpoint and
+    Anthropic's API); ``False`` sends none; ``True`` sends them to any endpoint."""
+    prompt_cache_key: str | None = None
+    """Set by the worker for each call when caching is on (never needed in a spec)."""
     temperature: float | None = Field(default=None, ge=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -74,3 +85,24 @@ class ReasoningWire(BaseModel):
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
         return nulls_kept(self, handler(self), info, ("field",))
+
+
+#: Hosts whose APIs take the cache fields, so caching is on unless a spec turns it off.
+CACHING_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
+#: The wire APIs that have the cache fields.
+CACHING_APIS = frozenset({"chat", "responses", "anthropic"})
+
+
+def with_prompt_cache(
+    options: ModelOptions, api: str, base_url: str, session_id: str, agent: str | None
+) -> ModelOptions:
+    """``options`` with the call's cache key when caching is on for this endpoint: one
+    key per session and agent, so a session's requests go to one cache (a digest: the
+    session's id never reaches the provider)."""
+    wanted = options.prompt_cache
+    if wanted is None:
+        wanted = api == "anthropic" or urlsplit(base_url).hostname in CACHING_HOSTS
+    if not wanted or api not in CACHING_APIS:
+        return options
+    key = hashlib.sha256(f"{session_id}\0{agent or ''}".encode()).hexdigest()[:32]
+    return options.model_copy(update={"prompt_cache_key": key})

@@ -34,10 +34,22 @@ class ModelPrice(_Spec):
 
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
+    cached_input_per_million: float | None = Field(default=None, ge=0)
+    """Input tokens the provider served from its prompt cache (unset: the input price)."""
+    cache_write_per_million: float | None = Field(default=None, ge=0)
+    """Input tokens written to the provider's prompt cache (unset: the input price)."""
 
     def cost_usd(self, usage: Usage) -> float:
+        """What ``usage`` cost: cached reads and cache writes at their own prices, the
+        rest of the input at the input price, the output at the output price."""
+        cached, written = usage.cached_tokens or 0, usage.cache_write_tokens or 0
+        fresh = max(0, usage.prompt_tokens - cached - written)
+        cached_price = self.cached_input_per_million
+        write_price = self.cache_write_per_million
         return (
-            usage.prompt_tokens * self.input_per_million
+            fresh * self.input_per_million
+            + cached * (self.input_per_million if cached_price is None else cached_price)
+            + written * (self.input_per_million if write_price is None else write_price)
             + usage.completion_tokens * self.output_per_million
         ) / 1_000_000
 

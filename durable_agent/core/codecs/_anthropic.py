@@ -209,7 +209,31 @@ def build_anthropic_request(
         }
     if stream:
         body["stream"] = True
+    if options is not None and options.prompt_cache_key is not None:
+        mark_cache_breakpoints(body)
     return body
+
+
+#: Anthropic's marker of a cache breakpoint: the prefix up to it is cached.
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Three of the four breakpoints the API allows: after the tools, after the
+    instructions, and at the request's last block (the conversation so far, which the
+    next request extends and so reads from the cache)."""
+    tools = body.get("tools")
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": EPHEMERAL}
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    turns = body.get("messages") or []
+    if turns and turns[-1]["content"]:
+        blocks = turns[-1]["content"]
+        last = blocks[-1]
+        if last.get("type") not in _THINKING_BLOCKS:  # thinking blocks take no marker
+            blocks[-1] = {**last, "cache_control": EPHEMERAL}
 
 
 def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:

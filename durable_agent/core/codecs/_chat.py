@@ -44,6 +44,7 @@ OPTION_NAMES = {
     "presence_penalty": "presence_penalty",
     "stop": "stop",
     "seed": "seed",
+    "prompt_cache_key": "prompt_cache_key",
 }
 
 _DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS

@@ -116,8 +116,15 @@ def usage_from(raw: Any, prompt: str, completion: str) -> Usage | None:
     details_out = raw.get("completion_tokens_details") or raw.get("output_tokens_details") or {}
     details_in = raw.get("prompt_tokens_details") or raw.get("input_tokens_details") or {}
     cached = _int(details_in.get("cached_tokens")) if isinstance(details_in, dict) else None
-    if cached is None:
-        cached = _int(raw.get("cache_read_input_tokens"))
+    written = None
+    if cached is None and (
+        "cache_read_input_tokens" in raw or "cache_creation_input_tokens" in raw
+    ):
+        # Anthropic counts cache reads and writes apart from ``input_tokens``: the prompt
+        # is all three, as OpenAI's ``prompt_tokens`` includes its cached tokens
+        cached = _int(raw.get("cache_read_input_tokens")) or 0
+        written = _int(raw.get("cache_creation_input_tokens")) or 0
+        prompt_tokens += cached + written
     return Usage(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
@@ -126,6 +133,7 @@ def usage_from(raw: Any, prompt: str, completion: str) -> Usage | None:
             _int(details_out.get("reasoning_tokens")) if isinstance(details_out, dict) else None
         ),
         cached_tokens=cached,
+        cache_write_tokens=written,
     )
 
 

@@ -41,6 +41,7 @@ OPTION_NAMES = {
     "temperature": "temperature",
     "max_output_tokens": "max_output_tokens",
     "top_p": "top_p",
+    "prompt_cache_key": "prompt_cache_key",
 }
 
 
