@@ -99,13 +99,16 @@ def sse_reply(
 # --- rendering an assistant turn ----------------------------------------------
 
 
-def _usage(usage: Usage | None) -> dict[str, int]:
+def _usage(usage: Usage | None) -> dict[str, Any]:
     usage = usage or Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    return {
+    said: dict[str, Any] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
+    if usage.cached_tokens is not None:  # as OpenAI reports what its cache served
+        said["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return said
 
 
 def _finish(message: AssistantMessage) -> str:

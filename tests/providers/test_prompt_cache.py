@@ -138,3 +138,39 @@ def test_anthropic_usage_counts_cache_reads_and_writes_in_the_prompt() -> None:
         9_000,
         1_000,
     )
+
+
+async def test_spend_equals_the_bill_with_cached_reads_across_continue_as_new(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Six turns, each reply reporting what the provider's cache served; the session
+    continues as new between them. Its spend is what the provider billed, cached reads
+    at their price, to the token."""
+    usages = [
+        Usage(prompt_tokens=2_000 + 500 * k, completion_tokens=40, cached_tokens=1_024 * (k > 0))
+        for k in range(6)
+    ]
+    script = [assistant_text(f"answer {k}", usage=u) for k, u in enumerate(usages)]
+    price = ModelPrice(input_per_million=2.5, cached_input_per_million=1.25, output_per_million=10)
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, session={"continue_as_new_after_events": 20})
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
+        async with running_worker(temporal_env, task_queue, Registry()):
+            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+            session = agents.session(await agents.start(spec, "question 0"))
+            await session.wait(timeout=60)
+            for k in range(1, 6):
+                after = len(await session.messages())
+                await session.send(f"question {k}")
+                await session.wait(after=after, timeout=60)
+            status = await session.status()
+            await session.end()
+    assert status.runs > 1, "the session continued as new"
+    [spent] = status.spend.values()
+    billed = sum(usages, Usage())
+    assert spent.usage.prompt_tokens == billed.prompt_tokens
+    assert spent.usage.cached_tokens == billed.cached_tokens == 5 * 1_024
+    assert spent.cost_usd == pytest.approx(price.cost_usd(billed), abs=1e-12)
+    assert spent.cost_usd < ModelPrice(input_per_million=2.5, output_per_million=10).cost_usd(
+        billed
+    ), "cached reads cost less"
