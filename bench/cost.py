@@ -224,7 +224,7 @@ class CachingModel:
         turn = int(asked.split()[1].rstrip(":")) if asked.startswith("question") else 0
         return assistant_calls(("fetch_record", {"turn": turn}))
 
-    def _usage(self, body: dict[str, Any]) -> dict[str, int]:
+    def _usage(self, body: dict[str, Any]) -> dict[str, Any]:
         output = 30
         if self.api == "anthropic":
             blocks, breakpoints = _anthropic_blocks(body)
@@ -249,7 +249,7 @@ class CachingModel:
             "prompt_tokens_details": {"cached_tokens": cached},
         }
 
-    def _reply(self, message: AssistantMessage, usage: dict[str, int]) -> Reply:
+    def _reply(self, message: AssistantMessage, usage: dict[str, Any]) -> Reply:
         from durable_agent.testing import json_reply
 
         if self.api == "anthropic":
@@ -305,7 +305,7 @@ async def run_session(
     queue = f"cost-{uuid.uuid4().hex[:8]}"
     with ScriptedProvider(responder=model, keep_requests=False) as provider:
         endpoint = ProviderEndpoint(api=api, base_url=provider.base_url, api_key_env=None)
-        context = ContextRules(budget_tokens=budget, when_over=when_over)  # type: ignore[arg-type]
+        context = ContextRules.model_validate({"budget_tokens": budget, "when_over": when_over})
         spec = AgentSpec.model_validate(
             {
                 "model": {
@@ -417,7 +417,7 @@ def priced(
     for request in requests_of(messages):
         shaped = prepare_request_messages(window(request, budget))
         body = build_request(
-            api,  # type: ignore[arg-type]
+            api,
             shaped,
             model="m",
             tools=tools,
