@@ -330,7 +330,7 @@ async def run_session(
             session = agents.session(await agents.start(spec, _question(0)))
             await session.wait(timeout=120)
             for turn in range(1, turns):
-                after = len(await session.messages())
+                after = (await session.status()).message_count
                 await session.send(_question(turn))
                 await session.wait(after=after, timeout=120)
             messages = await session.messages()

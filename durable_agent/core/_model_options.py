@@ -101,7 +101,7 @@ def with_prompt_cache(
     session's id never reaches the provider)."""
     wanted = options.prompt_cache
     if wanted is None:
-        wanted = api == "anthropic" or urlsplit(base_url).hostname in CACHING_HOSTS
+        wanted = urlsplit(base_url).hostname in CACHING_HOSTS
     if not wanted or api not in CACHING_APIS:
         return options
     key = hashlib.sha256(f"{session_id}\0{agent or ''}".encode()).hexdigest()[:32]
