@@ -454,7 +454,7 @@ async def main() -> None:
                     over = row.over_context_from
                     note = f"past the {CONTEXT_WINDOWS[api]:,}-token context from request {over}"
                     print(
-                        f"{api:<10} {name:<44} {row.requests:>8} {row.share():>7.2f} "
+                        f"{api:<10} {name:<44} {row.requests:>8} {row.share():>7.3f} "
                         f"{row.cost(api):>9.3f}  {note if over else ''}".rstrip()
                     )
 
