@@ -207,7 +207,9 @@ class ToolActivities:
         model to read; an exception in the tool, or its running out of time, is raised as
         ``ToolRaised`` for the workflow to count against the tool's attempts."""
         info = activity.info()
-        session_id = info.workflow_id or ""  # the session is the workflow
+        session_id = info.workflow_id or ""  # the session is the workflow...
+        if call.run is not None:  # ...or one of the agent runs inside it
+            session_id = f"{session_id}/{call.run}"
         capabilities = self._capabilities
         identity = await self._identity(call)
         secrets = SecretResolver(

@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from .fresh_run import resolve_tools_of
     from .model_calls import ModelCaller
     from .patches import CHAIN_V2_PATCH, Patches, run_patches
+    from .run_scope import run_scope
     from .tool_calls import check_guardrails, run_tool_groups
     from .transcript_sync import TranscriptSync
 
@@ -148,7 +149,8 @@ class InlineRun:
         # One patch marker for the whole run, as a session run records; the loop's code
         # asks its patches through it, so the caller's workflow gets no others.
         patches = Patches()
-        with run_patches(patches):
+        scope = f"run-{workflow.uuid4().hex[:12]}"  # this run's calls apart from others'
+        with run_patches(patches), run_scope(scope):
             state = SessionState(chain=2 if patches(CHAIN_V2_PATCH) else None)
             session = Session(
                 self.spec, state, Compatibility(), run_chain=workflow.info().first_execution_run_id

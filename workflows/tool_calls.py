@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
 
     from .patches import CALLS_IN_RUNNERS_PATCH, CHILD_ID_PATCH, ROUTES_CHECKED_PATCH, patched
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
+    from .run_scope import current_run
     from .start_checks import start_check
 
 
@@ -214,7 +215,9 @@ async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[Tool
         return failed.model_copy(update={"approval": run.approval}), False
     one_shot = agent.session.model_copy(update={"end_after_reply": True})
     info = workflow.info()
-    child_id = f"{info.workflow_id}--{call.function.name}-t{turn}c{run.slot}"
+    scope = current_run()
+    within = f"{info.workflow_id}--{scope}" if scope is not None else info.workflow_id
+    child_id = f"{within}--{call.function.name}-t{turn}c{run.slot}"
     if patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
         child_id += f"-{info.first_execution_run_id[:8]}"
     # the child is its parent's owner's: its model calls count under the same tenant
@@ -366,6 +369,7 @@ async def run_tool(
                     target=run.target,
                     agent_name=run.agent_name,
                     digested=digests is not None or None,
+                    run=current_run(),
                 ),
                 result_type=ToolMessage if digests is None else ToolReturn,
                 task_queue=policy.task_queue,

@@ -218,6 +218,9 @@ class ToolCallInput(Contract):
     """The swarm agent whose call this is, recorded on the result."""
     digested: bool | None = None
     """Answer with a ``digests.ToolReturn`` (the result with its digest and size)."""
+    run: str | None = None
+    """An agent run inside another workflow: which one (its calls' session id is the
+    workflow's id and this)."""
 
     @model_validator(mode="before")
     @classmethod

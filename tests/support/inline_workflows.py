@@ -15,7 +15,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent import Agent, ModelSpec, tool
-    from durable_agent.core import DecisionRequest, DecisionResult, PendingApproval
+    from durable_agent.core import DecisionRequest, DecisionResult, PendingApproval, ToolContext
     from durable_agent.temporal import AgentRun, run_agent, run_child_agent
 
 
@@ -26,14 +26,22 @@ class Verdict(BaseModel):
 
 
 @tool
-async def order_history(order_id: str) -> str:
+async def order_history(order_id: str, ctx: ToolContext) -> str:
     """The order's payment history."""
+    keys = os.environ.get("INLINE_KEYS")
+    if keys:  # which call this is, as the tool sees it
+        _append(Path(keys), ctx.idempotency_key)
     ledger = os.environ.get("INLINE_LEDGER")
     if ledger:  # the killed-worker test: the first attempt hangs until the kill
         attempts = _note_attempt(Path(ledger), order_id)
         if attempts == 1:
             await asyncio.sleep(3600)
     return f"{order_id}: 3 chargebacks in 30 days"
+
+
+def _append(path: Path, line: str) -> None:
+    with path.open("a") as out:
+        out.write(line + "\n")
 
 
 def _note_attempt(ledger: Path, order_id: str) -> int:
@@ -116,3 +124,14 @@ class ChildFraudCheck:
         result = await run_child_agent(fraud_check, f"Is order {order_id} fraud?", name="fraud")
         verdict: Verdict = result.output
         return verdict
+
+
+@workflow.defn
+class TwoChecks:
+    """Two inline runs of the same agent, one after the other, in one workflow."""
+
+    @workflow.run
+    async def run(self, order_id: str) -> list[str]:
+        first = await run_agent(fraud_check, f"Is order {order_id} fraud?")
+        second = await run_agent(fraud_check, f"Is order {order_id} fraud, again?")
+        return [first.output.model_dump_json(), second.output.model_dump_json()]

@@ -243,3 +243,35 @@ async def test_an_inline_run_survives_a_worker_killed_mid_tool(
         "order_history o-7 attempt 2",
     ]
     assert len(provider.requests) == 3, "two calls of the first run, one of the second: none again"
+
+
+async def test_two_inline_runs_in_one_workflow_keep_their_calls_apart(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Each run starts at turn 1: its calls' idempotency keys (what a tool's effect
+    check keys on) must still differ, or the second run's call would be taken for the
+    first's."""
+    keys = tmp_path / "keys.txt"
+    os.environ["INLINE_KEYS"] = str(keys)
+    script = [
+        assistant_calls(("order_history", {"order_id": "o-2"})),
+        assistant_text(verdict_json("o-2", False, 0.1)),
+    ] * 2
+    client = temporal_env.client
+    try:
+        with ScriptedProvider(script) as provider:
+            async with Worker(
+                client,
+                task_queue=task_queue,
+                workflows=[user.TwoChecks],
+                plugins=[plugin_for(provider)],
+            ):
+                workflow_id = f"two-{uuid.uuid4().hex[:8]}"
+                await client.execute_workflow(
+                    user.TwoChecks.run, "o-2", id=workflow_id, task_queue=task_queue
+                )
+    finally:
+        os.environ.pop("INLINE_KEYS", None)
+    first, second = keys.read_text().splitlines()
+    assert first != second, "each run's call has its own key"
+    assert first.startswith(f"{workflow_id}/run-") and second.startswith(f"{workflow_id}/run-")
