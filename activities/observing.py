@@ -71,6 +71,13 @@ def count_tokens(model: str, usage: Usage | None, price: ModelPrice | None = Non
     )
     counter.add(usage.prompt_tokens, {"direction": "input", "model": model})
     counter.add(usage.completion_tokens, {"direction": "output", "model": model})
+    if usage.cached_tokens or usage.cache_write_tokens:  # of the input, the cache's part
+        cache = meter.create_counter(
+            "durable_agent_model_cache_tokens",
+            "input tokens the provider's prompt cache served (read) or took (write)",
+        )
+        cache.add(usage.cached_tokens or 0, {"kind": "read", "model": model})
+        cache.add(usage.cache_write_tokens or 0, {"kind": "write", "model": model})
     if price is not None:
         cost = meter.create_counter(
             "durable_agent_model_cost_microusd", "cost of model calls by their price (1e-6 USD)"

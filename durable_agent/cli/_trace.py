@@ -48,9 +48,16 @@ async def read_timeline(agents: AgentClient, session_id: str) -> Timeline:
     return timeline_from_history(session_id, histories, converter, messages)
 
 
+def _cache(cached: int, written: int) -> str:
+    """What of the input the provider's cache served and took, if anything."""
+    parts = [f"{cached} cached"] * bool(cached) + [f"{written} written"] * bool(written)
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def describe(span: Span) -> str:
     if span.kind == "model":
-        tokens = f"{span.input_tokens} in / {span.output_tokens} out"
+        cache = _cache(span.cached_tokens, span.cache_write_tokens)
+        tokens = f"{span.input_tokens} in{cache} / {span.output_tokens} out"
         cost = f" ${span.cost_usd:.4f}" if span.cost_usd is not None else ""
         model = f"{span.model}: " if span.model else ""
         return f"{model}{tokens}{cost}  {span.detail}".rstrip()
@@ -64,12 +71,13 @@ def _seconds(spans: list[Span]) -> float:
 def render_text(timeline: Timeline) -> list[str]:
     models, tools, approvals = (timeline.of(k) for k in ("model", "tool", "approval"))
     tokens_in = sum(s.input_tokens for s in models)
+    cache = _cache(sum(s.cached_tokens for s in models), sum(s.cache_write_tokens for s in models))
     tokens_out = sum(s.output_tokens for s in models)
     priced = [s.cost_usd for s in models if s.cost_usd is not None]
     cost = f", ${sum(priced):.4f}" if priced else ""
     lines = [
         f"session {timeline.session_id}: {len(models)} model calls ({_seconds(models):.2f} s, "
-        f"{tokens_in} in / {tokens_out} out tokens{cost}), {len(tools)} tool runs "
+        f"{tokens_in} in{cache} / {tokens_out} out tokens{cost}), {len(tools)} tool runs "
         f"({_seconds(tools):.2f} s), {len(approvals)} approvals ({_seconds(approvals):.2f} s "
         "waiting for people)"
     ]

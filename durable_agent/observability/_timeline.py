@@ -35,6 +35,10 @@ class Span:
     turn: int
     detail: str = ""
     input_tokens: int = 0
+    cached_tokens: int = 0
+    """Of ``input_tokens``, those the provider's prompt cache served."""
+    cache_write_tokens: int = 0
+    """Of ``input_tokens``, those written to the provider's prompt cache."""
     output_tokens: int = 0
     error: bool = False
     model: str = ""
@@ -169,6 +173,8 @@ def _model_span(
         turn=call.turn,
         detail=detail,
         input_tokens=sum(u.prompt_tokens for u in billed),
+        cached_tokens=sum(u.cached_tokens or 0 for u in billed),
+        cache_write_tokens=sum(u.cache_write_tokens or 0 for u in billed),
         output_tokens=sum(u.completion_tokens for u in billed),
         error=bool(reply.is_error),
         model=setup.model if setup is not None else "",

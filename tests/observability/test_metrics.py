@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import ModelPrice
+from durable_agent.core import ModelPrice, Usage
 from durable_agent.temporal import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import spec_for, worker_process
@@ -48,7 +48,11 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
             ("wipe_cache", {"name": "b"}),
             ("get_time", {"city": "NYC"}),
         ),
-        assistant_text("done"),
+        # the provider's cache served 8 of the answer's 10 input tokens
+        assistant_text(
+            "done",
+            usage=Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15, cached_tokens=8),
+        ),
     ]
     metrics = ("--metrics-address", f"127.0.0.1:{port}", "--otlp-endpoint")
     # no collector listens at ``absent``
@@ -85,6 +89,7 @@ async def test_a_worker_serves_sdk_session_and_export_metrics(
     assert total(found, "temporal_workflow_completed_total", **queue) == 1, ours
     assert total(found, "durable_agent_model_tokens_total", direction="input", **queue) == 20
     assert total(found, "durable_agent_model_tokens_total", direction="output", **queue) == 10
+    assert total(found, "durable_agent_model_cache_tokens_total", kind="read", **queue) == 8
     # by the model's price: 20 in at $1000/M, 10 out at $2000/M, in millionths of a dollar
     assert total(found, "durable_agent_model_cost_microusd_total", model="scripted-model") == 40_000
     assert total(found, "durable_agent_tool_calls_total", tool="wipe_cache", error="false") == 2

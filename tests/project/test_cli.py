@@ -19,7 +19,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
-from durable_agent.core import ModelPrice
+from durable_agent.core import ModelPrice, Usage
 from durable_agent.temporal import free_port
 from durable_agent.testing import (
     ScriptedProvider,
@@ -499,6 +499,10 @@ async def test_run_prints_the_answer_as_it_streams(
     assert f"assistant {answer}\n" in seen and "session ended: done (final_answer)" in seen
 
 
+def body_of(lines: list[str]) -> str:
+    return "\n".join(lines[1:])
+
+
 async def test_trace_prints_the_timeline_and_draws_it(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
@@ -507,7 +511,8 @@ async def test_trace_prints_the_timeline_and_draws_it(
     script = [
         assistant_calls(("wipe_cache", {"name": "tiles"}), ("get_time", {"city": "NYC"})),
         assistant_text("tiles cleared; 09:00 in NYC"),
-        assistant_text("bye"),
+        # the provider's cache served 6 of the last call's 10 input tokens
+        assistant_text("bye", usage=Usage(prompt_tokens=10, completion_tokens=5, cached_tokens=6)),
     ]
     address = address_of(temporal_env)
     queue = ("--task-queue", task_queue)
@@ -538,7 +543,8 @@ async def test_trace_prints_the_timeline_and_draws_it(
     lines = traced.stdout.splitlines()
     assert lines[0].startswith(f"session {sid}: 3 model calls")
     assert "3 model calls" in lines[0] and "2 tool runs" in lines[0] and "1 approvals" in lines[0]
-    assert "30 in / 15 out tokens, $0.0600" in lines[0]  # by the model's price
+    assert "30 in (6 cached) / 15 out tokens, $0.0600" in lines[0]  # by the model's price
+    assert "scripted-model: 10 in (6 cached) / 5 out $0.0200" in body_of(lines)
     body = "\n".join(lines[1:])
     assert "turn 1   model" in body
     assert "scripted-model: 10 in / 5 out $0.0200  2 tool calls" in body
