@@ -211,11 +211,15 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
 ) -> None:
     """The provider answered (and billed) the first attempt; its worker died before
     reporting. The retry's reply carries the lost attempt's usage, and the budget and
-    the per-model spend count both."""
+    the per-model spend count both, the lost attempt's cached reads at their price."""
     fifo = tmp_path / "hold"
     os.mkfifo(fifo)
-    first_usage = Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)
-    script = [assistant_text("lost", usage=first_usage), assistant_text("kept")]
+    first_usage = Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120, cached_tokens=64)
+    kept_usage = Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+    script = [assistant_text("lost", usage=first_usage), assistant_text("kept", usage=kept_usage)]
+    price = ModelPrice(
+        input_per_million=1_000, cached_input_per_million=100, output_per_million=2_000
+    )
     store = f"sqlite:///{tmp_path / 'store.db'}"
     with ScriptedProvider(script) as provider:
         spec = spec_for(
@@ -223,6 +227,7 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
             hooks={"reply": ["hold_while_flagged"]},
             session={"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS, "end_after_reply": True},
         )
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
         held = ("--transcript-store", store)
         first = await asyncio.to_thread(
             start_worker_process, temporal_env, task_queue, *held, DA_TEST_HOLD_FIFO=str(fifo)
@@ -245,6 +250,12 @@ async def test_an_attempt_billed_before_its_worker_was_lost_is_counted(
     assert result.usage.total_tokens == 120 + 15  # the lost attempt's and the kept one's
     assert result.spend["scripted-model"].calls == 2
     assert len(provider.requests) == 2
+    # what the provider billed, to the token: both attempts, cached reads at their price
+    spent = result.spend["scripted-model"]
+    assert spent.usage.cached_tokens == 64
+    assert spent.cost_usd == pytest.approx(
+        price.cost_usd(first_usage) + price.cost_usd(kept_usage), abs=1e-12
+    )
 
 
 async def _exists(path: Path) -> bool:
