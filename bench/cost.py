@@ -16,10 +16,11 @@ the provider does:
   boundaries within 20 blocks before a ``cache_control`` breakpoint, that an earlier
   request wrote; it writes the prefixes up to its own breakpoints.
 
-The same conversation is then priced, with the same caching rules, as other windows
-would have sent it: the sliding window this project had before (each request leaving
-out just enough of the oldest exchanges), and the peers' defaults as their docs set
-them up (the whole history each request: the OpenAI Agents SDK's sessions and Pydantic
+A session that compacts past its budget (``when_over: compact``, its summaries written
+by the double) runs the same way. The same conversation is then priced, with the same
+caching rules, as other windows would have sent it: the sliding window this project
+had before (each request leaving out just enough of the oldest exchanges), and the
+peers' defaults as their docs set them up (the whole history each request: the OpenAI Agents SDK's sessions and Pydantic
 AI's message history; LangGraph's ``trim_messages(strategy="last")`` before each call,
 a sliding window). Tokens are estimated at four characters each.
 """
@@ -210,6 +211,11 @@ class CachingModel:
         return self._reply(reply, usage)
 
     def _answer(self, body: dict[str, Any]) -> AssistantMessage:
+        if not body.get("tools"):  # a compaction's request for a summary
+            return text_reply(
+                "Earlier, the user asked where the parcels of their orders were; each had "
+                "shipped with DHL and weighed 2.4 kg."
+            )
         messages = body["messages"]
         last = messages[-1]
         if self.api == "anthropic":
@@ -431,6 +437,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", default="100,1000")
     parser.add_argument("--budget", type=int, default=6000)
+    parser.add_argument(
+        "--compaction-only",
+        action="store_true",
+        help="run only the sessions that compact (when_over: compact) past the budget",
+    )
     args = parser.parse_args()
     budget = args.budget
     configure_logging("warning")
@@ -439,6 +450,14 @@ async def main() -> None:
             print(f"\n{turns} turns, a {budget}-token budget, 1.5 KB tool results")
             print(f"{'API':<10} {'window':<44} {'requests':>8} {'cached':>7} {'cost USD':>9}  note")
             for api in ("chat", "anthropic"):
+                compacted, _ = await run_session(client, api, turns, budget, "compact")
+                row = "durable-agent: compaction (the workflow)"
+                print(
+                    f"{api:<10} {row:<44} {compacted.requests:>8} {compacted.share():>7.3f} "
+                    f"{compacted.cost(api):>9.3f}"
+                )
+                if args.compaction_only:
+                    continue
                 bill, messages = await run_session(client, api, turns, budget)
                 rows = [("durable-agent: stable window (the workflow)", bill)]
                 array = parse_messages([m.model_dump(mode="json") for m in messages])
