@@ -20,9 +20,9 @@ A session that compacts past its budget (``when_over: compact``, its summaries w
 by the double) runs the same way. The same conversation is then priced, with the same
 caching rules, as other windows would have sent it: the sliding window this project
 had before (each request leaving out just enough of the oldest exchanges), and the
-peers' defaults as their docs set them up (the whole history each request: the OpenAI Agents SDK's sessions and Pydantic
-AI's message history; LangGraph's ``trim_messages(strategy="last")`` before each call,
-a sliding window). Tokens are estimated at four characters each.
+peers' defaults as their docs set them up (the whole history each request: the OpenAI
+Agents SDK's sessions and Pydantic AI's message history; LangGraph's
+``trim_messages(strategy="last")`` before each call, a sliding window). Tokens are estimated at four characters each.
 """
 
 from __future__ import annotations
