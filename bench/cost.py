@@ -22,7 +22,8 @@ caching rules, as other windows would have sent it: the sliding window this proj
 had before (each request leaving out just enough of the oldest exchanges), and the
 peers' defaults as their docs set them up (the whole history each request: the OpenAI
 Agents SDK's sessions and Pydantic AI's message history; LangGraph's
-``trim_messages(strategy="last")`` before each call, a sliding window). Tokens are estimated at four characters each.
+``trim_messages(strategy="last")`` before each call, a sliding window). Tokens are
+estimated at four characters each.
 """
 
 from __future__ import annotations
@@ -401,12 +402,11 @@ def last_from_human(window: list[Message], budget: int) -> list[Message]:
     return system + kept
 
 
-def priced(
-    api: str,
-    messages: Sequence[Message],
-    window: Callable[[list[Message], int], list[Message]],
-    budget: int,
-) -> Bill:
+#: A way of shaping a request's window: the array, the budget -> the messages sent.
+Window = Callable[[list[Message], int], list[Message]]
+
+
+def priced(api: str, messages: Sequence[Message], window: Window, budget: int) -> Bill:
     """The conversation's requests, each as ``window`` shapes it, billed by the API's
     caching rules (the cache fields asked for, as each peer can)."""
     from durable_agent.core import ToolDefinition
@@ -442,6 +442,7 @@ async def main() -> None:
         action="store_true",
         help="run only the sessions that compact (when_over: compact) past the budget",
     )
+    parser.add_argument("--skip-compaction", action="store_true", help="run no compacting session")
     args = parser.parse_args()
     budget = args.budget
     configure_logging("warning")
@@ -450,31 +451,30 @@ async def main() -> None:
             print(f"\n{turns} turns, a {budget}-token budget, 1.5 KB tool results")
             print(f"{'API':<10} {'window':<44} {'requests':>8} {'cached':>7} {'cost USD':>9}  note")
             for api in ("chat", "anthropic"):
-                compacted, _ = await run_session(client, api, turns, budget, "compact")
-                row = "durable-agent: compaction (the workflow)"
-                print(
-                    f"{api:<10} {row:<44} {compacted.requests:>8} {compacted.share():>7.3f} "
-                    f"{compacted.cost(api):>9.3f}"
-                )
+                if not args.skip_compaction:
+                    compacted, _ = await run_session(client, api, turns, budget, "compact")
+                    row = "durable-agent: compaction (the workflow)"
+                    print(
+                        f"{api:<10} {row:<44} {compacted.requests:>8} {compacted.share():>7.3f} "
+                        f"{compacted.cost(api):>9.3f}"
+                    )
                 if args.compaction_only:
                     continue
                 bill, messages = await run_session(client, api, turns, budget)
                 rows = [("durable-agent: stable window (the workflow)", bill)]
                 array = parse_messages([m.model_dump(mode="json") for m in messages])
-                rows += [
-                    ("durable-agent before: sliding window", priced(api, array, sliding, budget)),
-                    (
-                        "OpenAI Agents SDK, Pydantic AI: whole history",
-                        priced(api, array, whole, budget),
-                    ),
-                    ("LangGraph trim_messages(strategy=last)", priced(api, array, sliding, budget)),
+                others: list[tuple[str, Window]] = [
+                    ("durable-agent before: sliding window", sliding),
+                    ("OpenAI Agents SDK, Pydantic AI: whole history", whole),
+                    ("LangGraph trim_messages(strategy=last)", last_from_human),
                 ]
-                for name, row in rows:
-                    over = row.over_context_from
+                rows += [(name, priced(api, array, shape, budget)) for name, shape in others]
+                for name, bill_of in rows:
+                    over = bill_of.over_context_from
                     note = f"past the {CONTEXT_WINDOWS[api]:,}-token context from request {over}"
                     print(
-                        f"{api:<10} {name:<44} {row.requests:>8} {row.share():>7.3f} "
-                        f"{row.cost(api):>9.3f}  {note if over else ''}".rstrip()
+                        f"{api:<10} {name:<44} {bill_of.requests:>8} {bill_of.share():>7.3f} "
+                        f"{bill_of.cost(api):>9.3f}  {note if over else ''}".rstrip()
                     )
 
 
