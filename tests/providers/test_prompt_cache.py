@@ -174,3 +174,76 @@ async def test_spend_equals_the_bill_with_cached_reads_across_continue_as_new(
     assert spent.cost_usd < ModelPrice(input_per_million=2.5, output_per_million=10).cost_usd(
         billed
     ), "cached reads cost less"
+
+
+def anthropic_reply(text: str, fresh: int, read: int, written: int) -> Any:
+    from durable_agent.testing import json_reply
+
+    return json_reply(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": fresh,
+                "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": written,
+                "output_tokens": 30,
+            },
+        }
+    )
+
+
+async def test_spend_equals_an_anthropic_bill_with_cache_writes_across_continue_as_new(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Anthropic bills cache writes above the input price and reads far below it; four
+    turns across continue-as-new: the session's spend is the bill, to the token."""
+    turns = [(1_500, 0, 2_000), (200, 2_000, 600), (180, 2_600, 500), (210, 3_100, 450)]
+    script = [anthropic_reply(f"answer {k}", *t) for k, t in enumerate(turns)]
+    price = ModelPrice(
+        input_per_million=3.0,
+        cached_input_per_million=0.3,
+        cache_write_per_million=3.75,
+        output_per_million=15.0,
+    )
+    billed = sum(
+        (
+            price.cost_usd(
+                Usage(
+                    prompt_tokens=f + r + w,
+                    completion_tokens=30,
+                    cached_tokens=r,
+                    cache_write_tokens=w,
+                )
+            )
+            for f, r, w in turns
+        ),
+        0.0,
+    )
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, session={"continue_as_new_after_events": 20})
+        endpoint = spec.model.endpoint.model_copy(update={"api": "anthropic"})  # type: ignore[union-attr]
+        model = spec.model.model_copy(
+            update={"price": price, "endpoint": endpoint, "stream": False}
+        )
+        spec = spec.model_copy(update={"model": model})
+        async with running_worker(temporal_env, task_queue, Registry()):
+            agents = AgentClient(temporal_env.client, task_queue=task_queue)
+            session = agents.session(await agents.start(spec, "question 0"))
+            await session.wait(timeout=60)
+            for k in range(1, len(turns)):
+                after = (await session.status()).message_count
+                await session.send(f"question {k}")
+                await session.wait(after=after, timeout=60)
+            status = await session.status()
+            await session.end()
+    assert status.runs > 1, "the session continued as new"
+    [spent] = status.spend.values()
+    assert spent.usage.cached_tokens == sum(r for _, r, _ in turns)
+    assert spent.usage.cache_write_tokens == sum(w for _, _, w in turns)
+    assert spent.usage.prompt_tokens == sum(f + r + w for f, r, w in turns)
+    assert spent.cost_usd == pytest.approx(billed, abs=1e-12)
