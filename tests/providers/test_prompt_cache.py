@@ -155,6 +155,7 @@ async def test_spend_equals_the_bill_with_cached_reads_across_continue_as_new(
     with ScriptedProvider(script) as provider:
         spec = spec_for(provider, session={"continue_as_new_after_events": 20})
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"price": price})})
+        spec = spec.model_copy(update={"stop": spec.stop.model_copy(update={"max_cost_usd": 100})})
         async with running_worker(temporal_env, task_queue, Registry()):
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             session = agents.session(await agents.start(spec, "question 0"))
@@ -171,6 +172,7 @@ async def test_spend_equals_the_bill_with_cached_reads_across_continue_as_new(
     assert spent.usage.prompt_tokens == billed.prompt_tokens
     assert spent.usage.cached_tokens == billed.cached_tokens == 5 * 1_024
     assert spent.cost_usd == pytest.approx(price.cost_usd(billed), abs=1e-12)
+    assert status.budget.cost_usd == pytest.approx(price.cost_usd(billed), abs=1e-12)
     assert spent.cost_usd < ModelPrice(input_per_million=2.5, output_per_million=10).cost_usd(
         billed
     ), "cached reads cost less"
@@ -231,6 +233,7 @@ async def test_spend_equals_an_anthropic_bill_with_cache_writes_across_continue_
             update={"price": price, "endpoint": endpoint, "stream": False}
         )
         spec = spec.model_copy(update={"model": model})
+        spec = spec.model_copy(update={"stop": spec.stop.model_copy(update={"max_cost_usd": 100})})
         async with running_worker(temporal_env, task_queue, Registry()):
             agents = AgentClient(temporal_env.client, task_queue=task_queue)
             session = agents.session(await agents.start(spec, "question 0"))
@@ -247,3 +250,4 @@ async def test_spend_equals_an_anthropic_bill_with_cache_writes_across_continue_
     assert spent.usage.cache_write_tokens == sum(w for _, _, w in turns)
     assert spent.usage.prompt_tokens == sum(f + r + w for f, r, w in turns)
     assert spent.cost_usd == pytest.approx(billed, abs=1e-12)
+    assert status.budget.cost_usd == pytest.approx(billed, abs=1e-12), "the budget counts it"
