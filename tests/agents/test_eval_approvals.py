@@ -38,6 +38,7 @@ def model(request: RecordedRequest) -> AssistantMessage:
     return assistant_text(f"result: {results[0]['content']}")
 
 
+@pytest.mark.timeout(600)  # beside two benchmarks and the suite, one run took over 180 s
 @pytest.mark.parametrize("policy", ["fail", "deny", "approve"])
 async def test_a_case_that_waits_for_a_person_is_answered_by_the_policy(
     temporal_env: WorkflowEnvironment, task_queue: str, policy: str
