@@ -22,6 +22,7 @@ from durable_agent.core import (
     OwnerFloor,
     ProviderEndpoint,
     ProviderLimits,
+    ResolvedTool,
     ToolPolicy,
 )
 from durable_agent.core._tool_sources import Registrable, narrowed
@@ -197,6 +198,13 @@ class Capabilities:
         if registered is None:
             return None
         return OwnerFloor.of(ToolPolicy(approval=registered.approval))
+
+    def floored(
+        self, entry: McpServerSpec | OpenApiSpec, tools: list[ResolvedTool]
+    ) -> list[ResolvedTool]:
+        """A source's tools with its owner's floor on each (as listed, without one)."""
+        floor = self.owner_floor(entry)
+        return tools if floor is None else [t.model_copy(update={"floor": floor}) for t in tools]
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and

@@ -132,8 +132,8 @@ class McpRunner(McpKind):
     async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
         """The server's tools; a registered server's approval is their floor."""
         listed = await list_server_tools(await self.admit(source, worker))
-        floor = worker.capabilities.owner_floor(source)
-        return listed if floor is None else [t.model_copy(update={"floor": floor}) for t in listed]
+        floored: list[ResolvedTool] = worker.capabilities.floored(source, listed)
+        return floored
 
     async def run(
         self, call: McpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide

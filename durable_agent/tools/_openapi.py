@@ -164,8 +164,8 @@ class OpenApiRunner(OpenApiKind):
     async def tools(self, source: ToolSource, worker: WorkerSide) -> list[ResolvedTool]:
         """The service's operations; a registered service's approval is their floor."""
         listed = await list_api_tools(await self.admit(source, worker))
-        floor = worker.capabilities.owner_floor(source)
-        return listed if floor is None else [t.model_copy(update={"floor": floor}) for t in listed]
+        floored: list[ResolvedTool] = worker.capabilities.floored(source, listed)
+        return floored
 
     async def run(
         self, call: HttpCall, arguments: dict[str, Any], context: ToolContext, worker: WorkerSide
