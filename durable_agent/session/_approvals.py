@@ -1,5 +1,5 @@
 """Approvals as data: the pending calls and the decisions recorded for them, kept in the
-session state itself (so they cross continue-as-new as they are). Pure: the time is
+part's slice of the session state (so they cross continue-as-new as they are). Pure: the time is
 given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``).
 
 A batch may ask thousands at once: what goes over many approvals goes over the list
@@ -12,9 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from durable_agent.core import ApprovalDecision, ApprovalRecord, Escalation, PendingApproval
+from durable_agent.core import (
+    ApprovalDecision,
+    ApprovalRecord,
+    ApprovalSignal,
+    Escalation,
+    PendingApproval,
+)
 
-from ._state import SessionState
+from ._state import ApprovalsState
 
 #: Approvals one workflow task asks, decides by a grant or announces at most: a batch of
 #: thousands that wait for people is asked in pages, a durable timer apart.
@@ -24,7 +30,7 @@ APPROVALS_PER_PAGE = 250
 class Approvals:
     def __init__(
         self,
-        state: SessionState,
+        state: ApprovalsState,
         escalation: Escalation | None = None,
         paged: Callable[[], bool] = lambda: True,
     ) -> None:
@@ -46,6 +52,29 @@ class Approvals:
         if count <= APPROVALS_PER_PAGE or not self._paged():
             return max(count, 0)
         return APPROVALS_PER_PAGE
+
+    def asked(self) -> list[PendingApproval]:
+        """Every approval asked and not yet taken into its batch, decided or not."""
+        return self._state.pending
+
+    def decided(self) -> Mapping[str, ApprovalRecord]:
+        """The decisions recorded and not yet taken into their batch, by approval id."""
+        return self._state.decisions
+
+    def accept(self, aid: str, signal: ApprovalSignal) -> None:
+        """Keep what a decision carries beyond its verdict (edited arguments, a response)."""
+        self._state.accepted[aid] = signal
+
+    def accepted(self, aid: str) -> ApprovalSignal | None:
+        return self._state.accepted.get(aid)
+
+    def to_notify(self) -> list[str]:
+        """Approval ids escalated whose second group is still to be told."""
+        return self._state.to_notify
+
+    def notified(self) -> None:
+        """The second groups were told of every escalation so far."""
+        self._state.to_notify = []
 
     def find(self, aid: str) -> PendingApproval | None:
         return self.find_all().get(aid)

@@ -35,10 +35,11 @@ from ._commands import (
     ToolRun,
     ToolRuns,
 )
+from ._decisions import Decisions
 from ._gate import Gate, Verdicts
 from ._loop_rules import approval_id, epoch_ms, execution_groups
 from ._open_batch import Joined, JudgedPage, Noted, OpenBatch
-from ._state import SessionState
+from ._requests import Requests
 from ._swarm import Swarm
 from ._sweeps import GrantSweeps
 from ._tool_results import (
@@ -48,6 +49,7 @@ from ._tool_results import (
     guardrail_denial,
     over_call_limit,
 )
+from ._toolbox import Toolbox
 
 BatchCommand = CheckApprovals | DescribeCalls | Pause | AwaitApprovals | RunTools
 #: The durable wait between two pages of a batch's judging or of a grant's approvals: it
@@ -61,19 +63,24 @@ class ToolBatch:
     def __init__(
         self,
         spec: AgentSpec,
-        state: SessionState,
         gate: Gate,
         approvals: Approvals,
-        tools: Callable[[], dict[str, ResolvedTool]],
+        sweeps: GrantSweeps,
+        decisions: Decisions,
+        requests: Requests,
+        toolbox: Toolbox,
         swarm: Swarm | None,
     ) -> None:
+        """Keeps no slice of the carried state: a new run decides the open batch again
+        from the array and the approvals carried."""
         self.spec = spec
-        self.state = state
         self.gate = gate
         self.approvals = approvals
-        self._tools = tools
+        self.sweeps = sweeps
+        self.decisions = decisions
+        self.requests = requests
+        self._toolbox = toolbox
         self.swarm = swarm
-        self.sweeps = GrantSweeps(state, approvals, gate, tools)
         self.open: OpenBatch | None = None
         self.children: set[str] = set()
         """The child sessions the open batch's sub-agent calls started (not carried:
@@ -104,11 +111,11 @@ class ToolBatch:
         it runs before anything else."""
         return self.open is not None and (self.open.decided or self.open.taken > 0)
 
-    def next_command(self, last: AssistantMessage, now: datetime) -> BatchCommand:
+    def next_command(self, last: AssistantMessage, turn: int, now: datetime) -> BatchCommand:
         """What the batch needs next: its next page judged (predicates, descriptions, the
         gate, people asked), a grant's next page of approvals, people, or its run."""
         if self.open is None:
-            self.open = self._open(last)
+            self.open = self._open(last, turn)
         batch = self.open
         while batch.judged < len(batch.calls):
             command = self._judge(batch, now)
@@ -116,7 +123,7 @@ class ToolBatch:
                 return command
         if batch.asked and not batch.decided:
             # a grant approves one page per workflow task (the first as it came)
-            if self.state.sweeps:
+            if self.sweeps.going:
                 self.sweeps.go_on()
                 return Pause(PAGE_BREAK)
             if not batch.taken:
@@ -127,17 +134,18 @@ class ToolBatch:
 
     # --- the gate ------------------------------------------------------------------------
 
-    def _open(self, last: AssistantMessage) -> OpenBatch:
+    def _open(self, last: AssistantMessage, turn: int) -> OpenBatch:
         """A batch that needs nobody's judgment is judged whole by its tools; the gate
         judges any other a page at a time (``_judge``)."""
         calls = last.tool_calls or []
         slots: list[ToolMessage | None] = [None] * len(calls)
         limit = self.spec.stop.max_tool_calls_per_turn
-        names, tools = self.tools_called(last), self._tools()
-        if len(calls) <= limit and not self.state.pending and self._all_unjudged(names, tools):
+        names, tools = self.tools_called(last), self._toolbox.active
+        asked = self.approvals.asked()
+        if len(calls) <= limit and not asked and self._all_unjudged(names, tools):
             # (a batch of thousands: judged by its tools, not call by call)
-            return OpenBatch(calls, slots, judged=len(calls), unjudged=names)
-        return OpenBatch(calls, slots)
+            return OpenBatch(turn, calls, slots, judged=len(calls), unjudged=names)
+        return OpenBatch(turn, calls, slots)
 
     def _judge(self, batch: OpenBatch, now: datetime) -> BatchCommand | None:
         """The next step of the page being judged (a new page if none is): its
@@ -170,7 +178,8 @@ class ToolBatch:
         """Calls ``start`` to ``start + size``: what needs nobody decided (over the limit,
         unknown); the predicates the gate needs for the rest."""
         page = JudgedPage(start, start + size, [])
-        limit, tools, calls = self.spec.stop.max_tool_calls_per_turn, self._tools(), batch.calls
+        limit, calls = self.spec.stop.max_tool_calls_per_turn, batch.calls
+        tools = self._toolbox.active
         for k in range(page.start, page.stop):
             call = calls[k]
             resolved = tools.get(call.function.name)
@@ -186,13 +195,13 @@ class ToolBatch:
         """Each call of the page the gate decides: run (by policy, a rule or a standing
         grant), refused (the result says why), or waiting for a person."""
         page.verdicts = verdicts
-        tools = self._tools()
-        pending = self.approvals.find_all() if self.state.pending else {}
+        tools = self._toolbox.active
+        pending = self.approvals.find_all() if self.approvals.asked() else {}
         for k in range(page.start, page.stop):
             call = batch.calls[k]
             if batch.slots[k] is not None:
                 continue
-            asked = pending.get(approval_id(self.state.turn, k)) if pending else None
+            asked = pending.get(approval_id(batch.turn, k)) if pending else None
             if asked is not None:  # asked in an earlier run: its decision stands
                 page.waiting.append(k)
                 if asked.rule is not None:
@@ -227,7 +236,7 @@ class ToolBatch:
         handoff = None if self.swarm is None else self.swarm.unknown_handoff(name)
         if handoff is not None:
             return handoff
-        available = ", ".join(sorted(self._tools())) or "none"
+        available = ", ".join(sorted(self._toolbox.active)) or "none"
         return f"Tool not registered: {name} (available: {available})"
 
     def approvals_checked(self, verdicts: list[bool]) -> None:
@@ -245,25 +254,25 @@ class ToolBatch:
 
     def _describing(self, batch: OpenBatch, waiting: list[int]) -> list[int]:
         """The waiting calls whose tools describe them."""
-        tools = self._tools()
+        tools = self._toolbox.active
         return [k for k in waiting if tools[batch.calls[k].function.name].describes]
 
     def _ask(self, batch: OpenBatch, page: JudgedPage, now: datetime) -> None:
         descriptions = page.descriptions or {}
-        tools = self._tools()
+        tools = self._toolbox.active
         opening: list[PendingApproval] = []
         for k in page.waiting:
             call = batch.calls[k]
             tool = tools[call.function.name]
             timeout = tool.policy.approval_timeout_seconds
-            aid = approval_id(self.state.turn, k)
+            aid = approval_id(batch.turn, k)
             batch.asked[aid] = k
             name, arguments = call.function.name, call.function.arguments
             owned = tool.floor is not None and tool.floor.approvers is not None
             opening.append(
                 PendingApproval(
                     approval_id=aid,
-                    turn=self.state.turn,
+                    turn=batch.turn,
                     slot=k,
                     tool_name=name,
                     arguments=arguments,
@@ -279,7 +288,7 @@ class ToolBatch:
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
         """What a deadline decides for a call: its tool's default."""
-        decision: ApprovalDecision = self._tools()[
+        decision: ApprovalDecision = self._toolbox.active[
             pending.tool_name
         ].policy.approval_timeout_decision
         return decision
@@ -291,12 +300,12 @@ class ToolBatch:
         batch, one page per workflow task (``next_command`` takes the rest)."""
         batch = self._current()
         ids = list(batch.asked)
-        state = self.state
-        if state.ending is not None:
-            reason = state.ending.reason or "the session ended before a decision"
-            self.approvals.close_all(ids, state.ending.by, reason, now)
+        ending = self.requests.ending
+        if ending is not None:
+            reason = ending.reason or "the session ended before a decision"
+            self.approvals.close_all(ids, ending.by, reason, now)
         if not self.approvals.all_decided(ids):
-            if not (state.unverified or state.to_notify or state.sweeps):
+            if not self.decisions.work_waiting():
                 self.open = None  # decided again by the next run
             return
         self._take(batch, now)
@@ -307,7 +316,7 @@ class ToolBatch:
         ids = list(batch.asked)
         start = batch.taken
         taking = ids[start : start + self.approvals.page_for(len(ids) - start)]
-        accepted_by_id = {aid: self.state.accepted.get(aid) for aid in taking}
+        accepted_by_id = {aid: self.approvals.accepted(aid) for aid in taking}
         records = self.approvals.take_all(taking)
         for aid, record in zip(taking, records, strict=True):
             accepted, k = accepted_by_id[aid], batch.asked[aid]
@@ -330,19 +339,19 @@ class ToolBatch:
         batch.decided = batch.taken == len(ids)
         return not batch.decided
 
-    def cancel(self, last: AssistantMessage, why: str, now: datetime) -> None:
+    def cancel(self, last: AssistantMessage, turn: int, why: str, now: datetime) -> None:
         """Approvals this turn still has open are closed as denied; the calls without a
         result get one saying they were cancelled when the batch finishes."""
         if self.open is None:
-            self.open = self._open(last)
-        open_ids = [p.approval_id for p in self.state.pending if p.turn == self.state.turn]
+            self.open = self._open(last, turn)
+        open_ids = [p.approval_id for p in self.approvals.asked() if p.turn == turn]
         self.approvals.close_all(open_ids, None, why, now)
         self.approvals.take_all(open_ids)
 
     # --- running and joining -------------------------------------------------------------
 
     def _run(self, batch: OpenBatch) -> RunTools:
-        tools, calls = self._tools(), batch.calls
+        tools, calls = self._toolbox.active, batch.calls
         batch.noted = Noted()
         if batch.unjudged is not None:  # every call approved, with nothing to look at
             approved, named = list(range(len(calls))), batch.unjudged
@@ -369,12 +378,12 @@ class ToolBatch:
             in_groups = execution_groups(approved, modes)
         make = self._tool_runs(batch)
         groups = [ToolRuns(group, make) for group in in_groups]
-        return RunTools(self.state.turn, groups, self.spec.session.max_concurrent_tool_calls)
+        return RunTools(batch.turn, groups, self.spec.session.max_concurrent_tool_calls)
 
     def _tool_runs(self, batch: OpenBatch) -> Callable[[int], ToolRun]:
         """How a slot's call is made into its ``ToolRun``, with everything it depends on
         taken now: the runs are made later, as runners take them (``ToolRuns``)."""
-        tools, spec, approvals = self._tools(), self.spec, dict(batch.approvals)
+        tools, spec, approvals = self._toolbox.active, self.spec, dict(batch.approvals)
         calls = batch.calls
         active = None if self.swarm is None else self.swarm.active
 
@@ -452,7 +461,7 @@ class ToolBatch:
         spent = [in_order[k] for k in sorted(noted.spent)]
         self.open = None
         self.children.clear()
-        self.state.sweeps.clear()  # (a grant made while the batch was judged, then cancelled)
+        self.sweeps.clear()  # (a grant made while the batch was judged, then cancelled)
         return Joined(in_order, batch.handoff, spent, stop)
 
     def _current(self) -> OpenBatch:

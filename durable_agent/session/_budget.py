@@ -13,13 +13,14 @@ from durable_agent.core import (
     Usage,
 )
 
-from ._state import SessionState
+from ._state import BudgetState
 
 
 class Budget:
-    """Counts usage and cost into the carried state and says when a limit is reached."""
+    """Counts usage and cost into its slice of the carried state and says when a limit
+    is reached."""
 
-    def __init__(self, spec: AgentSpec, state: SessionState) -> None:
+    def __init__(self, spec: AgentSpec, state: BudgetState) -> None:
         self.spec = spec
         self.state = state
         self.prices: dict[str, ModelPrice] = {}
@@ -34,8 +35,8 @@ class Budget:
             return "set_budget: no limit given"
         if request.max_cost_usd is not None and self.price_of(self.spec.model) is None:
             return "set_budget: max_cost_usd needs a price for the model (spec or worker)"
-        old = self.state.budget or BudgetSignal()
-        self.state.budget = BudgetSignal(
+        old = self.state.limits or BudgetSignal()
+        self.state.limits = BudgetSignal(
             max_total_tokens=request.max_total_tokens or old.max_total_tokens,
             max_cost_usd=request.max_cost_usd or old.max_cost_usd,
         )
@@ -52,7 +53,7 @@ class Budget:
 
     def limits(self) -> BudgetSignal:
         """The limits in force: a person's, else the spec's."""
-        stop, override = self.spec.stop, self.state.budget or BudgetSignal()
+        stop, override = self.spec.stop, self.state.limits or BudgetSignal()
         return BudgetSignal(
             max_total_tokens=override.max_total_tokens or stop.max_total_tokens,
             max_cost_usd=override.max_cost_usd or stop.max_cost_usd,
@@ -92,6 +93,15 @@ class Budget:
         self.state.spend[by] = ModelSpend(
             calls=was.calls + 1, usage=was.usage + usage, cost_usd=spent
         )
+
+    @property
+    def usage(self) -> Usage:
+        return self.state.usage
+
+    @property
+    def spend(self) -> dict[str, ModelSpend]:
+        """What the session spent, by model (and by tool, for sub-agents)."""
+        return self.state.spend
 
     def status(self) -> BudgetStatus | None:
         limits = self.limits()

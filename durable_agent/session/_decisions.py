@@ -5,7 +5,6 @@ grants revoked, and escalations to tell. Pure, like the Session it is part of.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 from durable_agent.core import (
@@ -17,7 +16,6 @@ from durable_agent.core import (
     EscalationNotice,
     PendingApproval,
     RecordedDecision,
-    ResolvedTool,
     RevokeGrantSignal,
     TokenCheck,
     TokenVerdict,
@@ -26,8 +24,10 @@ from durable_agent.core import (
 
 from ._approvals import Approvals
 from ._gate import DECISION_KINDS, RECORDED_DECISIONS, Gate
-from ._state import SessionState, Unverified
+from ._requests import Requests
+from ._state import DecisionsState, Unverified
 from ._sweeps import GrantSweeps
+from ._toolbox import Toolbox
 
 
 def child_approval_id(child_id: str, approval_id: str) -> str:
@@ -37,41 +37,58 @@ def child_approval_id(child_id: str, approval_id: str) -> str:
 
 class Decisions:
     """The Session's collaborator for people's decisions: it records what arrives and
-    answers why a decision cannot be taken; the Session alone decides what runs."""
+    answers why a decision cannot be taken; the Session alone decides what runs. Its
+    slice of the carried state holds signed decisions waiting for their check and the
+    sub-agents' approvals decided through this session."""
 
     def __init__(
         self,
         spec: AgentSpec,
-        state: SessionState,
+        state: DecisionsState,
         approvals: Approvals,
         gate: Gate,
-        tools: Callable[[], dict[str, ResolvedTool]],
-        reject: Callable[[str], str],
-        interrupted: Callable[[bool], bool],
-        children: Callable[[], set[str]] = set,
+        sweeps: GrantSweeps,
+        toolbox: Toolbox,
+        requests: Requests,
         run_chain: str = "",
     ) -> None:
         self.spec = spec
         self.state = state
         self.approvals = approvals
         self.gate = gate
-        self._tools = tools
-        self.reject = reject
-        """Keep a refusal that changed nothing visible in ``status`` (the Session's)."""
-        self.interrupted = interrupted
-        """Whether a wait must end early (the Session's rule)."""
-        self._children = children
-        """The child sessions running now for this session's sub-agent calls."""
+        self.sweeps = sweeps
+        self._toolbox = toolbox
+        self._requests = requests
         self.outcomes: dict[str, DecisionResult | str] = {}
         """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.run_chain = run_chain
         """The session's first run id: what signed decisions are bound to."""
-        self.sweeps = GrantSweeps(state, approvals, gate, tools)
+
+    def reject(self, text: str) -> str:
+        """Keep a refusal that changed nothing visible in ``status``."""
+        return self._requests.reject(text)
 
     @property
-    def active_tools(self) -> dict[str, ResolvedTool]:
-        """The tools of the agent answering now."""
-        return self._tools()
+    def unverified(self) -> bool:
+        """Signed decisions wait for the workers to check their tokens."""
+        return bool(self.state.unverified)
+
+    def forwards_waiting(self, child_id: str) -> bool:
+        """Decisions made through this session wait to be passed on to the child."""
+        return any(forward[0] == child_id for forward in self.state.forwards)
+
+    def take_forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
+        """The decisions to pass on to the child (the signal's name and argument), in the
+        order they were made; they are the caller's to send from now on."""
+        forwards = self.state.forwards
+        mine = [(verb, signal) for child, verb, signal in forwards if child == child_id]
+        forwards[:] = [forward for forward in forwards if forward[0] != child_id]
+        return mine
+
+    def batch_over(self) -> None:
+        """The batch's sub-agents are all over: their approvals and decisions with them."""
+        self.state.child_pending.clear()
+        self.state.forwards.clear()
 
     def decision_arrived(
         self,
@@ -134,9 +151,10 @@ class Decisions:
         pending = self.approvals.find(aid)
         if pending is None:
             return f"{what}: no pending approval has this id"
-        if aid in self.state.decisions:
-            return f"{what}: already {self.state.decisions[aid].decision}"
-        tool = self.active_tools.get(pending.tool_name)
+        decided = self.approvals.decided().get(aid)
+        if decided is not None:
+            return f"{what}: already {decided.decision}"
+        tool = self._toolbox.active.get(pending.tool_name)
         problem = self.gate.request_problem(signal, DECISION_KINDS[decision], tool)
         if problem is None and signal.token is None:
             problem = self.gate.identity_problem(
@@ -162,7 +180,7 @@ class Decisions:
             record = record.model_copy(update={"grant": grant.grant_id})
         self.approvals.decide(pending.approval_id, record)
         if signal.arguments is not None or kind == "respond":
-            self.state.accepted[pending.approval_id] = signal
+            self.approvals.accept(pending.approval_id, signal)
         if grant is not None:  # it also approves the calls of the batch it covers
             self.sweeps.start(grant)
         result = DecisionResult(
@@ -199,7 +217,7 @@ class Decisions:
     def revoke_problem(self, signal: RevokeGrantSignal) -> str | None:
         what = f"revoke {signal.grant_id!r}"
         if self.gate.grant_named(signal.grant_id) is None:
-            held = ", ".join(g.grant_id for g in self.state.grants) or "none"
+            held = ", ".join(g.grant_id for g in self.gate.grants) or "none"
             return f"{what}: no such grant (grants: {held})"
         if signal.token is None:
             return self.gate.identity_problem(signal.by, self.spec.approvals.approvers, False, what)
@@ -252,7 +270,7 @@ class Decisions:
             what = f"{recorded} {signal.approval_id!r}"
             pending = self.approvals.find(signal.approval_id)
             problem = None
-            if pending is None or signal.approval_id in self.state.decisions:
+            if pending is None or signal.approval_id in self.approvals.decided():
                 problem = self.decision_problem(signal, recorded) or f"{what}: already decided"
             else:
                 problem = self._token_problem(verdict, what, pending.approvers)
@@ -271,10 +289,11 @@ class Decisions:
     def escalations(self) -> EscalationNotice | None:
         """Calls whose deadline passed once, for their second group to hear of."""
         escalation = self.spec.approvals.escalation
-        if not self.state.to_notify or escalation is None:
+        to_notify = self.approvals.to_notify()
+        if not to_notify or escalation is None:
             return None
         pending = self.approvals.find_all()
-        waiting = [pending.get(aid) for aid in self.state.to_notify]
+        waiting = [pending.get(aid) for aid in to_notify]
         return EscalationNotice(
             notifier=escalation.notifier,
             notify=escalation.notify,
@@ -282,23 +301,20 @@ class Decisions:
         )
 
     def escalation_sent(self) -> None:
-        self.state.to_notify = []
+        self.approvals.notified()
 
-    def approval_wait_over(self, suggested: bool) -> bool:
-        """Waiting for decisions ends early (besides ``interrupted``) to check a token,
-        tell a second group or let a grant approve its next page."""
-        state = self.state
-        return bool(state.unverified or state.to_notify or state.sweeps) or self.interrupted(
-            suggested
-        )
+    def work_waiting(self) -> bool:
+        """Work for the loop while people decide: a token to check, a second group to
+        tell, or a grant's next page of approvals."""
+        return self.unverified or bool(self.approvals.to_notify()) or self.sweeps.going
 
-    def child_approvals(self, report: ChildApprovals) -> None:
-        """A sub-agent session's undecided approvals (it reports each change, a page a
-        signal). Only a child this session runs now may add to the view (anyone can send
-        a signal); an empty report only takes a child's entries away."""
+    def child_approvals(self, report: ChildApprovals, running: set[str]) -> None:
+        """A sub-agent session's undecided approvals (it reports each change, one page per
+        signal). Only a child this session runs now (``running``) may add to the view
+        (anyone can send a signal); an empty report only takes a child's entries away."""
         if not report.pending:
             self.state.child_pending.pop(report.child_id, None)
-        elif report.child_id in self._children():
+        elif report.child_id in running:
             earlier = self.state.child_pending.get(report.child_id, [])
             pages = [*earlier, *report.pending] if report.continued else report.pending
             self.state.child_pending[report.child_id] = pages

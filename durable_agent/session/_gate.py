@@ -33,7 +33,7 @@ from durable_agent.core import (
 )
 from durable_agent.core.codecs import wire_parameters
 
-from ._state import SessionState
+from ._state import GateState
 
 Question = tuple[int, str | None]
 """(slot, predicate): a rule's named predicate, or ``None`` for the tool's own."""
@@ -108,7 +108,7 @@ def rule_matches(rule: ApprovalRule, arguments: Any) -> bool:
 
 
 class Gate:
-    def __init__(self, settings: ApprovalSettings, state: SessionState) -> None:
+    def __init__(self, settings: ApprovalSettings, state: GateState) -> None:
         self.settings = settings
         self.state = state
 
@@ -297,6 +297,11 @@ class Gate:
         found = len(kept) < len(self.state.grants)
         self.state.grants = kept
         return found
+
+    @property
+    def grants(self) -> list[Grant]:
+        """Standing grants, in the order they were made."""
+        return self.state.grants
 
     def grant_named(self, grant_id: str) -> Grant | None:
         return next((g for g in self.state.grants if g.grant_id == grant_id), None)

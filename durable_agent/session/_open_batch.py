@@ -37,6 +37,8 @@ class OpenBatch:
     Not carried: a new run decides it again (approvals already asked keep their ids,
     deadlines and decisions, which the state carries)."""
 
+    turn: int
+    """The model turn whose reply asked for the calls (approval ids are made from it)."""
     calls: list[ToolCall]
     slots: list[ToolMessage | None]
     judged: int = 0

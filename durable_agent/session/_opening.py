@@ -7,21 +7,19 @@ from datetime import datetime
 
 from durable_agent.core import AgentInput, AgentSpec, SystemMessage, Transcript, UserMessage
 
-from ._loop_rules import epoch_ms, stage_after
-from ._state import SessionState
+from ._loop_rules import epoch_ms
 
 
 def open_conversation(
     spec: AgentSpec,
-    state: SessionState,
     messages: Transcript,
     request: AgentInput,
     agent: tuple[str | None, str | None],
     now: datetime,
-) -> None:
-    """Fill the array (empty, or an ended run's when resuming) and say where the
-    session stands. ``agent``: the name and
-    instructions of a swarm's first agent (``None, None`` for one agent)."""
+) -> UserMessage | None:
+    """Fill the array (empty, or an ended run's when resuming); the first message when
+    input guardrails check it before it joins. ``agent``: the name and instructions of a
+    swarm's first agent (``None, None`` for one agent)."""
     at = epoch_ms(now)
     name = agent[0]
     system = instructions_message(spec, agent, now)
@@ -42,10 +40,10 @@ def open_conversation(
         first = last
     messages.extend(history)
     if first is not None and guarded:
-        state.inbox.append(first)
-    elif first is not None:
+        return first
+    if first is not None:
         messages.append(first)
-    state.stage = stage_after(messages)
+    return None
 
 
 def instructions_message(

@@ -24,7 +24,7 @@ from durable_agent.core import (
 from ._budget import Budget
 from ._gate import Gate
 from ._loop_rules import epoch_ms
-from ._state import SessionState
+from ._state import RequestsState
 from ._swarm import Swarm
 
 MAX_REJECTED_SIGNALS_KEPT = 50
@@ -41,12 +41,13 @@ def text_size(message: UserMessage, parts_counted: bool) -> int | None:
 
 
 class Requests:
-    """Records requests into the carried state; answers why one was refused."""
+    """Records requests into its slice of the carried state until the Session takes
+    them at a safe point; answers why one was refused."""
 
     def __init__(
         self,
         spec: AgentSpec,
-        state: SessionState,
+        state: RequestsState,
         swarm: Swarm | None,
         budget: Budget,
         gate: Gate,
@@ -129,7 +130,7 @@ class Requests:
         """A person moves a swarm session to another agent (at the next safe point)."""
         if self.swarm is None:
             return self.reject("move_to_agent: this session has one agent")
-        rejection = self.swarm.move_rejection(request)
+        rejection = self.swarm.move_rejection(request, self.state.move is not None)
         if rejection is None:
             rejection = self._identity_problem(request.by, f"move_to_agent {request.agent}")
         if rejection is not None:
@@ -162,6 +163,56 @@ class Requests:
                 FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
             )
         self.state.flushes.clear()
+
+    # --- what waits, and the Session taking it ---------------------------------------
+
+    @property
+    def inbox(self) -> list[UserMessage]:
+        """Messages waiting for the next turn boundary (read it; ``take_*`` empties it)."""
+        return self.state.inbox
+
+    @property
+    def ending(self) -> EndSessionSignal | None:
+        """Someone asked the session to end."""
+        return self.state.ending
+
+    @property
+    def move(self) -> MoveToAgentSignal | None:
+        """A person's move waiting for the next safe point."""
+        return self.state.move
+
+    @property
+    def rejected_signals(self) -> list[str]:
+        return self.state.rejected_signals
+
+    def waiting(self) -> bool:
+        """Something waits for a safe point: a message, an injection, a flush, a move."""
+        state = self.state
+        return bool(state.inbox or state.injected or state.flushes or state.move)
+
+    def flushes_waiting(self) -> int:
+        return len(self.state.flushes)
+
+    def queue(self, message: UserMessage) -> None:
+        """A message the Session itself queues (a fresh session's first, to be checked)."""
+        self.state.inbox.append(message)
+
+    def take_next_message(self) -> UserMessage:
+        """The oldest queued message, for its input guardrails to check."""
+        return self.state.inbox.pop(0)
+
+    def take_inbox(self) -> list[UserMessage]:
+        """Every queued message, in the order they arrived."""
+        taken, self.state.inbox = self.state.inbox, []
+        return taken
+
+    def take_injected(self) -> list[SystemMessage | AssistantMessage]:
+        taken, self.state.injected = self.state.injected, []
+        return taken
+
+    def take_move(self) -> MoveToAgentSignal | None:
+        move, self.state.move = self.state.move, None
+        return move
 
     def reject(self, text: str) -> str:
         """Keep a signal that changed nothing visible in ``status``; returns the text."""

@@ -20,7 +20,7 @@ from durable_agent.core import (
     parse_structured_output,
 )
 
-from ._state import SessionState
+from ._state import RescueState
 from ._tool_results import error_result
 
 
@@ -103,10 +103,12 @@ def not_run_results(reply: AssistantMessage, reason: str) -> list[ToolMessage]:
 
 
 class Rescue:
-    """Applies the spec's rescue strategy to the array and the carried state. Each method
-    answers why the turn must end instead (strategy ``fail``, or attempts spent)."""
+    """Applies the spec's rescue strategy to the array and its slice of the carried
+    state. Each method answers why the turn must end instead (strategy ``fail``, or
+    attempts spent); otherwise the model is asked again, or (``correct`` with calls to
+    run) the calls run first and ``after_tools`` says why the rescue follows them."""
 
-    def __init__(self, spec: AgentSpec, state: SessionState, messages: Transcript) -> None:
+    def __init__(self, spec: AgentSpec, state: RescueState, messages: Transcript) -> None:
         self.spec = spec
         self.state = state
         self.messages = messages
@@ -117,10 +119,9 @@ class Rescue:
         otherwise its calls get results saying they did not run, and the rescue is now."""
         state = self.state
         self.messages.append(reply)
-        attempts_left = state.rescues_this_reply < self.spec.rescue.max_attempts
+        attempts_left = state.attempts < self.spec.rescue.max_attempts
         if reply.tool_calls and attempts_left and self.spec.rescue.strategy == "correct":
-            state.rescue_after_tools = reason
-            state.stage = "tools"
+            state.after_tools = reason
             return None
         self.messages.extend(not_run_results(reply, reason))
         return self.rescue(reason, reply.timestamp)
@@ -141,8 +142,8 @@ class Rescue:
         """Record the rescue step and apply the strategy (the spec's unless given;
         ``fail`` once attempts are out)."""
         state = self.state
-        state.rescues_this_reply += 1
-        attempt = state.rescues_this_reply
+        state.attempts += 1
+        attempt = state.attempts
         strategy = strategy or self.spec.rescue.strategy
         if attempt > self.spec.rescue.max_attempts:
             strategy = "fail"
@@ -166,8 +167,21 @@ class Rescue:
             )
             if latest is not None:  # asked again, afresh
                 self.messages.append(latest.model_copy(update={"mode": "tool", "timestamp": at}))
-        state.stage = "model"
         return None
+
+    @property
+    def calls_first(self) -> bool:
+        """The unusable turn's calls run before its rescue (``correct`` with calls)."""
+        return self.state.after_tools is not None
+
+    def new_reply(self) -> None:
+        """A new reply is asked for: its attempts start at none."""
+        self.state.attempts = 0
+
+    def take_after_tools(self) -> str | None:
+        """Why a rescue follows the batch that just finished (``None``: none does)."""
+        reason, self.state.after_tools = self.state.after_tools, None
+        return reason
 
     def _latest_user_message(self) -> UserMessage | None:
         for message in reversed(self.messages):

@@ -9,10 +9,12 @@ approvals, run tool groups, wait for a message, continue as new, or finish), and
 through an ``Effects`` of the caller's: the workflow's Temporal primitives, or, in a
 test, functions in the same process.
 
-The work of deciding is shared with collaborators that each keep one part of the
-rules: the tool batch (slots, the gate, run groups, results), people's decisions,
-approvals as data, budgets, rescue of unusable replies, the swarm, what people send.
-They are the Session's own: nothing outside it reaches them.
+The work of deciding is shared with parts that each keep one part of the rules: the
+tool batch (slots, the gate, run groups, results), people's decisions, approvals as
+data, budgets, rescue of unusable replies, the swarm, what people send. Each part owns
+its slice of the state (``SessionState.approvals``, ``.budget``, ...) and reads the
+others' only through their methods; the Session keeps the loop's own fields. The parts
+are the Session's own: nothing outside it reaches them.
 
 No I/O, no clock (times are given), no randomness: deterministic by construction.
 """
@@ -85,13 +87,14 @@ from ._commands import (
 )
 from ._decisions import Decisions
 from ._gate import Gate
-from ._loop_rules import epoch_ms, last_reply, latest_finish_reason
+from ._loop_rules import epoch_ms, last_reply, latest_finish_reason, stage_after
 from ._model_step import ModelStep
 from ._opening import instructions_message, open_conversation
 from ._requests import Requests
 from ._rescue import Rescue, truncated_reason, unusable_reason
 from ._state import SessionState
 from ._swarm import Swarm
+from ._sweeps import GrantSweeps
 from ._tool_results import cancel_text, guardrail_text, not_completed
 from ._toolbox import Toolbox
 
@@ -166,29 +169,21 @@ class Session:
         """The array (read it; only the Session writes it)."""
         self._window_marks = WindowMarks()
         """Where requests start, kept up as the array grows (``status`` reads it)."""
-        self._approvals = Approvals(state, spec.approvals.escalation, compat.approvals_in_pages)
-        self._swarm = Swarm(spec, spec.swarm, state) if spec.swarm is not None else None
-        self._toolbox = Toolbox(spec, state, self._swarm)
-        self._gate = Gate(spec.approvals, state)
-        self._budget = Budget(spec, state)
-        self._requests = Requests(
-            spec, state, self._swarm, self._budget, self._gate, compat.parts_counted
+        # each part is made with its own slice, after the parts it asks
+        approvals = Approvals(state.approvals, spec.approvals.escalation, compat.approvals_in_pages)
+        swarm = Swarm(spec, spec.swarm, state.swarm) if spec.swarm is not None else None
+        toolbox = Toolbox(spec, state.tools, swarm)
+        gate = Gate(spec.approvals, state.gate)
+        budget = Budget(spec, state.budget)
+        requests = Requests(spec, state.requests, swarm, budget, gate, compat.parts_counted)
+        sweeps = GrantSweeps(state.sweeps, approvals, gate, toolbox)
+        decisions = Decisions(
+            spec, state.decisions, approvals, gate, sweeps, toolbox, requests, run_chain
         )
-        self._batch = ToolBatch(
-            spec, state, self._gate, self._approvals, lambda: self.active_tools, self._swarm
-        )
-        self._decisions = Decisions(
-            spec,
-            state,
-            self._approvals,
-            self._gate,
-            lambda: self.active_tools,
-            self._requests.reject,
-            self.interrupted,
-            self._batch.running_children,
-            run_chain,
-        )
-        self._rescue = Rescue(spec, state, self.messages)
+        self._approvals, self._swarm, self._toolbox, self._gate = approvals, swarm, toolbox, gate
+        self._budget, self._requests, self._decisions = budget, requests, decisions
+        self._batch = ToolBatch(spec, gate, approvals, sweeps, decisions, requests, toolbox, swarm)
+        self._rescue = Rescue(spec, state.rescue, self.messages)
         self._step = ModelStep(self.messages)
         self.phase: Phase = "starting"
         self._progressed = False
@@ -252,7 +247,7 @@ class Session:
 
     @property
     def usage(self) -> Usage:
-        return self._state.usage
+        return self._budget.usage
 
     @property
     def runs(self) -> int:
@@ -267,7 +262,7 @@ class Session:
     @property
     def queued(self) -> int:
         """Messages waiting for the next turn boundary."""
-        return len(self._state.inbox)
+        return len(self._requests.inbox)
 
     @property
     def batch_open(self) -> bool:
@@ -282,7 +277,7 @@ class Session:
     @property
     def ending(self) -> bool:
         """Someone asked the session to end."""
-        return self._state.ending is not None
+        return self._requests.ending is not None
 
     @property
     def move_to_current(self) -> bool:
@@ -355,22 +350,22 @@ class Session:
             message_count=len(messages),
             pending_approvals=pending[:STATUS_PENDING_SHOWN],
             pending_count=len(pending),
-            usage=state.usage,
-            spend=dict(state.spend),
+            usage=self._budget.usage,
+            spend=dict(self._budget.spend),
             last_error=state.last_error,
-            rejected_signals=list(state.rejected_signals),
-            queued_messages=len(state.inbox),
+            rejected_signals=list(self._requests.rejected_signals),
+            queued_messages=len(self._requests.inbox),
             runs=state.runs,
             cancel_pending=state.cancel is not None,
-            flushes_pending=len(state.flushes),
+            flushes_pending=self._requests.flushes_waiting(),
             compacted=marks.counted(messages, marks.window(messages)[0]),
             budget=self._budget.status(),
             trimmed=self.trimmed,
-            grants=list(state.grants),
+            grants=list(self._gate.grants),
             agent=self.agent_name,
-            agent_stack=list(state.agent_stack),
+            agent_stack=[] if self._swarm is None else list(self._swarm.stack),
             agents=self.spec.agent_names(),
-            move_pending=state.move.agent if state.move is not None else None,
+            move_pending=None if self._requests.move is None else self._requests.move.agent,
             finish_reason=latest_finish_reason(messages),
             waiting_for_capacity=self._waiting_for_capacity,
             upgrade=self.spec.session.upgrade,
@@ -388,11 +383,11 @@ class Session:
 
     def asked(self) -> list[PendingApproval]:
         """Every approval asked and not yet taken into its batch, decided or not."""
-        return self._state.pending
+        return self._approvals.asked()
 
     def decided(self) -> Mapping[str, Any]:
         """The decisions recorded and not yet taken into their batch, by approval id."""
-        return self._state.decisions
+        return self._approvals.decided()
 
     def approvals_by_id(self) -> Mapping[str, PendingApproval]:
         return self._approvals.find_all()
@@ -410,14 +405,14 @@ class Session:
             if tool.policy.approvers is not None
         }
         return ApprovalPolicyView(
-            settings=self.spec.approvals, tool_approvers=approvers, grants=self._state.grants
+            settings=self.spec.approvals, tool_approvers=approvers, grants=self._gate.grants
         )
 
     def grants(self) -> list[Grant]:
-        return self._state.grants
+        return self._gate.grants
 
     def spend(self) -> dict[str, ModelSpend]:
-        return self._state.spend
+        return self._budget.spend
 
     def for_next_run(self) -> SessionState:
         """The state a fresh run continues from (the array inline; the workflow swaps it
@@ -435,21 +430,21 @@ class Session:
 
     def forwards_waiting(self, child_id: str) -> bool:
         """Decisions made through this session wait to be passed on to the child."""
-        return any(forward[0] == child_id for forward in self._state.forwards)
+        return self._decisions.forwards_waiting(child_id)
 
     def take_forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
         """The decisions to pass on to the child (the signal's name and argument), in the
         order they were made; they are the caller's to send from now on."""
-        forwards = self._state.forwards
-        mine = [(verb, signal) for child, verb, signal in forwards if child == child_id]
-        forwards[:] = [forward for forward in forwards if forward[0] != child_id]
-        return mine
+        return self._decisions.take_forwards(child_id)
 
     # --- opening a run ------------------------------------------------------------------
 
     def start(self, request: AgentInput, now: datetime) -> None:
         """The conversation of a fresh session: instructions, given history, first message."""
-        open_conversation(self.spec, self._state, self.messages, request, self._first(), now)
+        checked_first = open_conversation(self.spec, self.messages, request, self._first(), now)
+        if checked_first is not None:
+            self._requests.queue(checked_first)
+        self._state.stage = stage_after(self.messages)
 
     def opening_message(self, now: datetime) -> SystemMessage | None:
         """The system message ``start`` opens an empty conversation with."""
@@ -524,7 +519,7 @@ class Session:
         """Stop the current turn at its next safe point; why not, if there is no turn."""
         state = self._state
         running = state.stage != "idle" or self._checking is not None or self._held is not None
-        if not running and not state.inbox and self.phase != "starting":
+        if not running and not self._requests.inbox and self.phase != "starting":
             return self._requests.reject("cancel_turn: no turn is running")
         if state.cancel is None:
             state.cancel = request
@@ -562,7 +557,7 @@ class Session:
 
     def child_approvals(self, report: ChildApprovals) -> None:
         """A sub-agent session's undecided approvals, as it reports them."""
-        self._decisions.child_approvals(report)
+        self._decisions.child_approvals(report, self._batch.running_children())
 
     def capacity_kept(self) -> None:
         """The endpoint's limiter keeps room for the waiting model call."""
@@ -592,7 +587,7 @@ class Session:
 
     def _inbox_carries(self) -> bool:
         """Queued messages are small enough to carry (else they join the array first)."""
-        queued = sum(len(text_of(m.content)) for m in self._state.inbox)
+        queued = sum(len(text_of(m.content)) for m in self._requests.inbox)
         return queued <= INBOX_CARRY_CHARS
 
     def continue_as_new_deferred(self) -> None:
@@ -602,24 +597,22 @@ class Session:
     def interrupted(self, suggested: bool) -> bool:
         """A wait must end early: the session is ending, the turn is cancelled, or a
         continue-as-new is due."""
-        state = self._state
         return (
-            state.ending is not None
-            or state.cancel is not None
+            self._requests.ending is not None
+            or self._state.cancel is not None
             or self.continue_as_new_due(suggested)
         )
 
     def idle_wait_over(self, suggested: bool, changed: bool = False) -> bool:
         """Waiting for a message ends: one arrived, a flush is due, a move to the current
         build is due, or as ``interrupted``."""
-        state = self._state
-        waiting = state.inbox or state.injected or state.flushes or state.move or state.unverified
-        return bool(waiting) or self.interrupted(suggested) or self.move_due(changed)
+        waiting = self._requests.waiting() or self._decisions.unverified
+        return waiting or self.interrupted(suggested) or self.move_due(changed)
 
     def approval_wait_over(self, suggested: bool) -> bool:
         """Waiting for decisions ends early (besides ``interrupted``) to check a token,
         tell a second group or let a grant approve its next page."""
-        return self._decisions.approval_wait_over(suggested)
+        return self._decisions.work_waiting() or self.interrupted(suggested)
 
     def all_decided(self, ids: list[str]) -> bool:
         return self._approvals.all_decided(ids)
@@ -660,30 +653,29 @@ class Session:
         if self._held is not None:
             self.phase = "checking_guardrails"
             return CheckGuardrails("output", self.spec.guardrails.output, self._held.content)
-        if state.unverified:
+        if self._decisions.unverified:
             return VerifyTokens(self._decisions.tokens_to_check())
         notice = self._decisions.escalations()
         if notice is not None:
             return NotifyEscalation(notice)
-        if state.ending is not None and state.stage != "tools":
+        requests = self._requests
+        if requests.ending is not None and state.stage != "tools":
             return self._finish("done", "ended", final=last_reply(self.messages))
         if state.cancel is not None:
             self._apply_cancel(now)
-        if state.stage == "idle" and state.flushes:
-            self._requests.apply_flushes(self.messages, now)
-        if state.move is not None and state.stage != "tools":
+        if state.stage == "idle" and requests.flushes_waiting():
+            requests.apply_flushes(self.messages, now)
+        if requests.move is not None and state.stage != "tools":
             self._apply_move()
-        if state.stage != "tools" and state.injected:  # a safe point: no batch is open
-            self.messages.extend(state.injected)
-            state.injected.clear()
-        if state.stage != "tools" and state.inbox:
+        if state.stage != "tools":  # a safe point: no batch is open
+            self.messages.extend(requests.take_injected())
+        if state.stage != "tools" and requests.inbox:
             if self.spec.guardrails.input:
-                self._checking = state.inbox.pop(0)
+                self._checking = requests.take_next_message()
                 self.phase = "checking_guardrails"
                 text = text_of(self._checking.content)
                 return CheckGuardrails("input", self.spec.guardrails.input, text)
-            self._deliver(list(state.inbox))
-            state.inbox.clear()
+            self._deliver(requests.take_inbox())
         rules = self.spec.session
         if state.stage == "idle" and rules.end_after_reply:
             if self._turn_failed is not None:
@@ -852,9 +844,12 @@ class Session:
             self._replied(assistant, "final_answer")
 
     def _rescued(self, failure: str | None) -> None:
-        """A rescue that could not help ends the turn with its words."""
+        """A rescue that could not help ends the turn with its words; one that helps
+        asks the model again, or first runs the unusable turn's calls."""
         if failure is not None:
             self._end_turn("unusable_reply", failure)
+        else:
+            self._state.stage = "tools" if self._rescue.calls_first else "model"
 
     def model_failed(
         self, kind: str | None, text: str, retry_after: timedelta | None, now: datetime
@@ -905,7 +900,7 @@ class Session:
     def _batch_command(self, now: datetime) -> Command:
         last = self.messages[-1]
         assert isinstance(last, AssistantMessage) and last.tool_calls
-        command = self._batch.next_command(last, now)
+        command = self._batch.next_command(last, self._state.turn, now)
         # (a batch's pages are described and asked each in a workflow task of its own)
         if isinstance(command, DescribeCalls | AwaitApprovals | Pause):
             self.phase = "awaiting_approval"
@@ -941,17 +936,17 @@ class Session:
         """The batch's calls are done (``results``: by slot, those not told as they
         arrived, ``tool_arrived``): its results are appended in request order, whatever
         order they finished in."""
-        joined = self._batch.finished(results, not_completed(self._state), now)
+        why = not_completed(self._state.cancel, self._requests.ending)
+        joined = self._batch.finished(results, why, now)
         self.messages.extend(joined.results)
         if joined.handoff is not None and self._swarm is not None:
             self._swarm.hand_over(joined.handoff)
-        self._state.child_pending.clear()  # the batch's sub-agents are all over
-        self._state.forwards.clear()
+        self._decisions.batch_over()
         for result in joined.spent:  # what tools spent on models (sub-agents) counts too
             assert result.usage is not None
             self._budget.count(result.usage, self.price, f"tool {result.tool_name}")
         self._state.stage = "model"
-        reason, self._state.rescue_after_tools = self._state.rescue_after_tools, None
+        reason = self._rescue.take_after_tools()
         if reason is not None:
             self._rescued(self._rescue.rescue(reason, joined.results[-1].timestamp))
             return
@@ -968,7 +963,7 @@ class Session:
         state = self._state
         if state.stage == "idle":
             state.model_calls_this_reply = 0
-            state.rescues_this_reply = 0
+            self._rescue.new_reply()
         state.stage = "model"
         self.phase = "calling_model"  # busy from here (a continue-as-new may come first)
         self._reply, self._turn_failed = None, None
@@ -1007,7 +1002,7 @@ class Session:
         if state.stage == "tools":
             last = self.messages[-1]
             assert isinstance(last, AssistantMessage)
-            self._batch.cancel(last, why, now)
+            self._batch.cancel(last, state.turn, why, now)
             self.tools_finished({}, now)
         state.cancel = None
         if state.stage == "model":
@@ -1017,11 +1012,10 @@ class Session:
 
     def _apply_move(self) -> None:
         """Between turns or model calls (never in a tool batch or a model call)."""
-        state = self._state
-        assert self._swarm is not None and state.move is not None
-        if state.move.agent != self._swarm.active:
-            self._swarm.go_to(state.move.agent)
-        state.move = None
+        move = self._requests.take_move()
+        assert self._swarm is not None and move is not None
+        if move.agent != self._swarm.active:
+            self._swarm.go_to(move.agent)
 
     def _finish(
         self, status: Any, stop_reason: str, *, final: Reply | None = None, error: str | None = None
@@ -1042,7 +1036,7 @@ class Session:
                 error=error,
                 turns=state.turn,
                 message_count=len(self.messages),
-                usage=state.usage,
-                spend=dict(state.spend),
+                usage=self._budget.usage,
+                spend=dict(self._budget.spend),
             )
         )

@@ -1,8 +1,8 @@
 """The swarm's side of a session: which agent is active, the navigation stack, each
 agent's tools, and handing the conversation over (by a handoff tool or a person).
 
-Everything it keeps is in ``SessionState`` (``agent``, ``agent_stack``,
-``agent_tools``, ``move``), so continue-as-new carries it as it is.
+Everything it keeps is in its slice of the session state (``SwarmState``), so
+continue-as-new carries it as it is.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from durable_agent.core.tool_kinds import HandoffTarget
 
 from ._gate import arguments_of
 from ._loop_rules import apply_overrides
-from ._state import SessionState
+from ._state import SwarmState
 from ._tool_results import error_result
 
 #: Navigation kept for ``transfer_back``: a deeper stack drops its oldest entries.
@@ -34,7 +34,7 @@ MAX_STACK = 100
 
 
 class Swarm:
-    def __init__(self, spec: AgentSpec, swarm: SwarmSpec, state: SessionState) -> None:
+    def __init__(self, spec: AgentSpec, swarm: SwarmSpec, state: SwarmState) -> None:
         self.spec = spec
         self.swarm = swarm
         self.state = state
@@ -64,6 +64,15 @@ class Swarm:
             mode = agent.tool_execution or self.spec.tool_execution
             own = apply_overrides(agent.tools, mode, resolved)
             self.state.agent_tools[agent.name] = list(own.values())
+
+    def own_tool_names(self) -> set[str]:
+        """The names of every agent's own tools."""
+        return {t.definition.name for own in self.state.agent_tools.values() for t in own}
+
+    @property
+    def stack(self) -> list[str]:
+        """Where ``transfer_back`` goes, the most recent last."""
+        return self.state.agent_stack
 
     def tools(self, shared: dict[str, ResolvedTool]) -> dict[str, ResolvedTool]:
         """The active agent's tools: the session's shared ones, its own, its handoffs."""
@@ -146,11 +155,12 @@ class Swarm:
             state.agent_stack = [*state.agent_stack, self.active][-MAX_STACK:]
         state.agent = target
 
-    def move_rejection(self, request: MoveToAgentSignal) -> str | None:
+    def move_rejection(self, request: MoveToAgentSignal, moving: bool) -> str | None:
+        """Why a person's move cannot be made (``moving``: another move waits already)."""
         names = [a.name for a in self.swarm.agents]
         if request.agent not in names:
             return f"move_to_agent: no agent {request.agent!r} (agents: {', '.join(names)})"
-        if request.agent == self.active and self.state.move is None:
+        if request.agent == self.active and not moving:
             return f"move_to_agent: {request.agent} is the active agent already"
         if self.swarm.agent(request.agent).handoff_approval == "deny":
             return f"move_to_agent: handing over to {request.agent} is refused (handoff_approval)"

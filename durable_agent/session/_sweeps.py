@@ -6,45 +6,53 @@ loop, a short durable timer apart. Pure, like the Session it is part of."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from durable_agent.core import (
     ApprovalRecord,
     Grant,
     PendingApproval,
-    ResolvedTool,
     as_validated,
     tests_hold,
 )
 
 from ._approvals import Approvals
 from ._gate import Gate, arguments_of
-from ._state import SessionState
+from ._toolbox import Toolbox
 
 
 class GrantSweeps:
     def __init__(
         self,
-        state: SessionState,
+        sweeps: dict[str, int],
         approvals: Approvals,
         gate: Gate,
-        tools: Callable[[], dict[str, ResolvedTool]],
+        toolbox: Toolbox,
     ) -> None:
-        self.state = state
+        self._sweeps = sweeps
+        """Its slice of the session state: by grant id, how far into the pending calls
+        each sweep has come."""
         self.approvals = approvals
         self.gate = gate
-        self._tools = tools
+        self._toolbox = toolbox
+
+    @property
+    def going(self) -> bool:
+        """A grant still has calls to approve (the next page waits for its task)."""
+        return bool(self._sweeps)
+
+    def clear(self) -> None:
+        """The batch is over: whatever a sweep had left to approve left with it."""
+        self._sweeps.clear()
 
     def start(self, grant: Grant) -> None:
         """A new grant: its first page of the waiting calls decided now."""
-        self.state.sweeps[grant.grant_id] = 0
+        self._sweeps[grant.grant_id] = 0
         self.go_on()
 
     def go_on(self) -> None:
-        """Decide the next page of a grant's sweep (the state's ``sweeps`` say what is left).
+        """Decide the next page of a grant's sweep (the slice says what is left).
         A sweep goes on to calls asked after its grant (a batch asked in pages): the
         gate, deciding them then, would have let the grant approve them too."""
-        sweeps, pending = self.state.sweeps, self.state.pending
+        sweeps, pending = self._sweeps, self.approvals.asked()
         if not sweeps:
             return
         grant_id, start = next(iter(sweeps.items()))
@@ -60,7 +68,7 @@ class GrantSweeps:
     def _cover(self, grant: Grant, waiting: list[PendingApproval]) -> None:
         """The calls among ``waiting`` that still wait and the grant covers, approved
         (their arguments judged only for a grant with tests; one record per rule)."""
-        decided, tools = self.state.decisions, self._tools()
+        decided, tools = self.approvals.decided(), self._toolbox.active
         records: dict[str | None, ApprovalRecord] = {}
         for pending in waiting:
             if pending.tool_name != grant.tool or pending.approval_id in decided:

@@ -3,9 +3,14 @@ denied, cancelled, over the limit, failed; and a call's one-line summary."""
 
 from __future__ import annotations
 
-from durable_agent.core import ApprovalRecord, GuardrailVerdict, ToolCall, ToolMessage
-
-from ._state import SessionState
+from durable_agent.core import (
+    ApprovalRecord,
+    CancelTurnSignal,
+    EndSessionSignal,
+    GuardrailVerdict,
+    ToolCall,
+    ToolMessage,
+)
 
 
 def error_result(call: ToolCall, text: str) -> ToolMessage:
@@ -68,12 +73,12 @@ def call_summary(call: ToolCall, limit: int = 120) -> str:
     return f"{call.function.name} {arguments}"
 
 
-def not_completed(state: SessionState) -> str | None:
+def not_completed(cancel: CancelTurnSignal | None, ending: EndSessionSignal | None) -> str | None:
     """Why calls without a result did not complete: a cancellation, or the end."""
-    if state.cancel is not None:
-        return cancel_text(state.cancel.by, state.cancel.reason)
-    if state.ending is not None:
-        return cancel_text(state.ending.by, state.ending.reason or "the session ended")
+    if cancel is not None:
+        return cancel_text(cancel.by, cancel.reason)
+    if ending is not None:
+        return cancel_text(ending.by, ending.reason or "the session ended")
     return None
 
 

@@ -13,7 +13,6 @@ from durable_agent.core import (
 from durable_agent.core.tool_kinds import SubAgentTarget
 
 from ._loop_rules import apply_overrides
-from ._state import SessionState
 from ._swarm import Swarm
 
 SUB_AGENT_PARAMETERS = {
@@ -24,13 +23,14 @@ SUB_AGENT_PARAMETERS = {
 
 
 class Toolbox:
-    """Keeps ``state.tools`` (carried across continue-as-new) and answers by name."""
+    """Keeps its slice of the session state, the resolved tools (carried across
+    continue-as-new), and answers by name."""
 
-    def __init__(self, spec: AgentSpec, state: SessionState, swarm: Swarm | None) -> None:
+    def __init__(self, spec: AgentSpec, tools: list[ResolvedTool], swarm: Swarm | None) -> None:
         self.spec = spec
-        self.state = state
+        self._carried = tools
         self.swarm = swarm
-        self.tools: dict[str, ResolvedTool] = {t.definition.name: t for t in state.tools}
+        self.tools: dict[str, ResolvedTool] = {t.definition.name: t for t in tools}
         """The tools every agent has (a one-agent session's tools)."""
 
     @property
@@ -50,7 +50,7 @@ class Toolbox:
             lacking = ", ".join(result.missing_hooks)
             return f"spec.approvals names predicates or notifiers no worker has loaded: {lacking}"
         self.tools = apply_overrides(self.spec.tools, self.spec.tool_execution, result.tools)
-        self.state.tools = list(self.tools.values())
+        self._carried[:] = self.tools.values()
         if self.swarm is not None:
             self.swarm.own_tools_resolved(result.tools)
         return None
@@ -61,7 +61,7 @@ class Toolbox:
         taken = set(self.tools)
         if self.swarm is not None:
             taken |= self.swarm.handoff_names()
-            taken |= {t.definition.name for own in self.state.agent_tools.values() for t in own}
+            taken |= self.swarm.own_tool_names()
         clash = sorted({t.definition.name for t in tools} & taken)
         names = [t.definition.name for t in tools]
         clash += sorted({n for n in names if names.count(n) > 1})
@@ -71,7 +71,7 @@ class Toolbox:
                 "OpenAPI document, or rename one"
             )
         self.tools.update({t.definition.name: t for t in tools})
-        self.state.tools = list(self.tools.values())
+        self._carried[:] = self.tools.values()
         return None
 
     def sub_agents(self) -> list[ResolvedTool]:

@@ -456,16 +456,18 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
         arguments="{}",
         requested_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    state = SessionState(child_pending={"s-1--researcher-t1c0": [pending]})
+    state = SessionState.model_validate(
+        {"decisions": {"child_pending": {"s-1--researcher-t1c0": [pending]}}}
+    )
     session = Session(payments_spec(), state)
     signed = ApprovalSignal(approval_id="researcher-t1c0/turn1-call0", token="x.y.z")
     problem = session.decision_problem(signed, "approved")
     assert problem is not None and "goes to its own session (s-1--researcher-t1c0" in problem
     assert session.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC)) == problem
-    assert state.forwards == []  # nothing passed on
+    assert state.decisions.forwards == []  # nothing passed on
     unsigned = signed.model_copy(update={"token": None})
     assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
-    assert [f[0] for f in state.forwards] == ["s-1--researcher-t1c0"]
+    assert [f[0] for f in state.decisions.forwards] == ["s-1--researcher-t1c0"]
 
 
 def test_a_decided_batch_runs_before_a_continue_as_new() -> None:

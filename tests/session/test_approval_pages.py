@@ -119,7 +119,7 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     commands: list[Command] = []
     while not commands or not isinstance(commands[-1], AwaitApprovals):
         command = session.next_command(suggested=False, now=driver.clock)
-        opened_at.append(len(state.pending))
+        opened_at.append(len(state.approvals.pending))
         commands.append(command)
         if isinstance(command, DescribeCalls):
             session.calls_described([f"refund {c.function.arguments}" for c in command.calls])
@@ -136,7 +136,7 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     last = commands[-1]
     assert isinstance(last, AwaitApprovals)
     assert last.ids == [f"turn1-call{k}" for k in range(10)]
-    assert [p.slot for p in state.pending] == list(range(10))
+    assert [p.slot for p in state.approvals.pending] == list(range(10))
     refund = session.approvals_by_id().get("turn1-call6")
     assert refund is not None and refund.described_arguments == 'refund {"invoice": 1}'
 
@@ -150,22 +150,26 @@ def test_one_always_approves_the_rest_a_page_a_task_and_they_run_once() -> None:
     assert isinstance(until_waiting(session, driver)[-1], AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
     assert session.decision_arrived(always, "approved", driver.clock) is None
-    assert len(state.decisions) == PAGE and state.sweeps == {"grant-1": PAGE}
+    assert len(state.approvals.decisions) == PAGE and state.sweeps == {"grant-1": PAGE}
     assert session.approval_wait_over(False)  # the wait ends for the next page
     now = driver.clock
     session.approvals_waited(now)  # not all decided: the batch stays open
     decided = []
     while not isinstance(command := session.next_command(suggested=False, now=now), AwaitApprovals):
         assert command == Pause(PAGE_BREAK)
-        decided.append(len(state.decisions))
+        decided.append(len(state.approvals.decisions))
     assert decided == [8, 10] and not state.sweeps
     session.approvals_waited(driver.clock)  # the first page taken into the batch
-    assert len(state.pending) == 10 - PAGE
+    assert len(state.approvals.pending) == 10 - PAGE
     taken = []
     while isinstance(command := session.next_command(suggested=False, now=now), Pause):
-        taken.append(len(state.pending))
+        taken.append(len(state.approvals.pending))
     assert taken == [2]  # the second page; the third taken as the batch runs
-    assert isinstance(command, RunTools) and not state.pending and not state.decisions
+    assert (
+        isinstance(command, RunTools)
+        and not state.approvals.pending
+        and not state.approvals.decisions
+    )
     runs = [run for group in command.groups for run in group]
     assert [r.slot for r in runs] == list(range(10))
     assert all(r.approval is not None and r.approval.grant == "grant-1" for r in runs)
@@ -179,9 +183,9 @@ def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None
     assert session.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
     assert session.decision_arrived(always, "approved", driver.clock) is None
-    assert len(state.decisions) == PAGE and not state.sweeps
+    assert len(state.approvals.decisions) == PAGE and not state.sweeps
     command = until_waiting(session, driver)[-1]
-    assert isinstance(command, AwaitApprovals) and len(state.pending) == PAGE
+    assert isinstance(command, AwaitApprovals) and len(state.approvals.pending) == PAGE
     session.approvals_waited(driver.clock)
     command = session.next_command(suggested=False, now=driver.clock)
     assert isinstance(command, RunTools)
@@ -203,13 +207,13 @@ def test_a_grants_sweep_goes_on_after_continue_as_new() -> None:
     assert again.carried.sweeps == {"grant-1": PAGE}
     next_state = again.carried
     next_run = Session(again.spec, next_state)
-    asked_before = [p.requested_at for p in next_state.pending]
+    asked_before = [p.requested_at for p in next_state.approvals.pending]
     commands = until_waiting(next_run, driver)
     assert [type(c).__name__ for c in commands].count("AwaitApprovals") == 1
-    assert [p.requested_at for p in next_state.pending] == asked_before  # none anew
+    assert [p.requested_at for p in next_state.approvals.pending] == asked_before  # none anew
     while not next_run.all_decided([f"turn1-call{k}" for k in range(10)]):
         assert next_run.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
-    assert all(r.grant == "grant-1" for r in next_state.decisions.values())
+    assert all(r.grant == "grant-1" for r in next_state.approvals.decisions.values())
 
 
 @pytest.mark.usefixtures("pages_of_four")
@@ -222,14 +226,14 @@ def test_deadlines_that_pass_together_are_decided_a_page_a_task() -> None:
     ids, later = [f"turn1-call{k}" for k in range(10)], driver.clock + timedelta(seconds=61)
     pages = [session.deadlines_passed(ids, later) for _ in range(3)]
     assert pages == [True, True, False] and session.all_decided(ids)
-    assert {r.decision for r in state.decisions.values()} == {"denied"}
-    assert all(r.timed_out for r in state.decisions.values())
+    assert {r.decision for r in state.approvals.decisions.values()} == {"denied"}
+    assert all(r.timed_out for r in state.approvals.decisions.values())
 
     escalation = {"extend_seconds": 600, "notify": ["oncall"], "notifier": "page_oncall"}
     session, driver, state = opened(transfers(10), approvals={"escalation": escalation})
     until_waiting(session, driver)
     assert session.deadlines_passed(ids, later)
-    assert len(state.to_notify) == PAGE and not state.decisions
+    assert len(state.approvals.to_notify) == PAGE and not state.approvals.decisions
     command = session.next_command(suggested=False, now=later)
     assert isinstance(command, NotifyEscalation)
     assert [p.slot for p in command.notice.approvals] == [0, 1, 2, 3]
@@ -237,7 +241,7 @@ def test_deadlines_that_pass_together_are_decided_a_page_a_task() -> None:
     session.escalation_sent()
     assert session.deadlines_passed(ids, later)
     assert not session.deadlines_passed(ids, later)
-    assert [p.escalated_to for p in state.pending] == [["oncall"]] * 10
+    assert [p.escalated_to for p in state.approvals.pending] == [["oncall"]] * 10
 
 
 def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
@@ -247,7 +251,7 @@ def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
     assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
     session.decision_arrived(always, "approved", driver.clock)
-    assert len(state.decisions) == approval_books.APPROVALS_PER_PAGE
+    assert len(state.approvals.decisions) == approval_books.APPROVALS_PER_PAGE
     assert not state.sweeps
     session.approvals_waited(driver.clock)
     assert isinstance(session.next_command(suggested=False, now=driver.clock), RunTools)
@@ -267,7 +271,7 @@ def test_a_run_recorded_before_pages_does_a_large_batch_at_once(pages_of_four: N
     assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
     always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
     session.decision_arrived(always, "approved", driver.clock)
-    assert len(state.decisions) == 10 and not state.sweeps and asked
+    assert len(state.approvals.decisions) == 10 and not state.sweeps and asked
 
 
 noted: list[int] = []

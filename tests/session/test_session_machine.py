@@ -124,13 +124,13 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule(text=st.sampled_from(["", "more please", "x" * 10, "and again"]))
     def send_message(self, text: str) -> None:
-        before = len(self.state.rejected_signals)
+        before = len(self.state.requests.rejected_signals)
         rejection = self.session.message_arrived(UserMessage(content=text), self.now)
         if rejection is None:
             self.accepted.append(text)
         else:
-            assert len(self.state.rejected_signals) == min(before + 1, 50)
-            assert text == "" or self.state.ending is not None
+            assert len(self.state.requests.rejected_signals) == min(before + 1, 50)
+            assert text == "" or self.state.requests.ending is not None
 
     @precondition(lambda self: not self.finished)
     @rule(
@@ -139,7 +139,7 @@ class SessionMachine(RuleBasedStateMachine):
     )
     def decide(self, pick: int, decision: Any) -> None:
         pending = self.session.undecided()
-        known = [p.approval_id for p in self.state.pending]
+        known = [p.approval_id for p in self.state.approvals.pending]
         ids = [*known, "turn99-call9"]  # decided ones again, and one nobody asked for
         aid = ids[pick % len(ids)]
         signal = ApprovalSignal(approval_id=aid, by="machine")
@@ -266,7 +266,7 @@ class SessionMachine(RuleBasedStateMachine):
             m.content
             for m in session.messages
             if isinstance(m, UserMessage) and m.mode != "tool"  # not a rescue's copy
-        ] + [m.content for m in self.state.inbox]
+        ] + [m.content for m in self.state.requests.inbox]
         checking = session._checking  # (inside: a message its input guardrails check)
         if checking is not None:
             delivered.append(checking.content)
@@ -282,7 +282,7 @@ class SessionMachine(RuleBasedStateMachine):
     def approvals_wait_only_inside_a_batch(self) -> None:
         state = self.state
         if state.stage != "tools":
-            assert not state.pending, "an approval outlived its batch"
+            assert not state.approvals.pending, "an approval outlived its batch"
 
     @invariant()
     def a_persons_answer_is_the_result(self) -> None:
@@ -291,14 +291,16 @@ class SessionMachine(RuleBasedStateMachine):
             if record is not None and record.decision == "responded":
                 assert message.content.startswith("answered turn"), message.content
         state = self.state
-        assert set(state.accepted) <= {p.approval_id for p in state.pending}, "an answer leaked"
+        assert set(state.approvals.accepted) <= {p.approval_id for p in state.approvals.pending}, (
+            "an answer leaked"
+        )
 
     @invariant()
     def a_decision_is_never_asked_again(self) -> None:
         state = self.state
-        for pending in state.pending:
+        for pending in state.approvals.pending:
             aid = pending.approval_id
-            assert aid not in self.decided or aid in state.decisions, f"{aid} asked again"
+            assert aid not in self.decided or aid in state.approvals.decisions, f"{aid} asked again"
 
     @invariant()
     def the_state_is_json(self) -> None:
