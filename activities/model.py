@@ -308,6 +308,8 @@ class ModelActivities:
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
         if setup.agent is not None:
             message = message.model_copy(update={"agent_name": setup.agent})
+        if call.message_id is not None and message.id is None:
+            message = message.model_copy(update={"id": call.message_id})
         bound.info(
             "model turn", tool_calls=len(message.tool_calls or ()), chars=len(message.content)
         )

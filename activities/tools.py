@@ -237,6 +237,7 @@ class ToolActivities:
             """The slot's final message; stored so the next model call can refer to it
             instead of carrying it into history a second time."""
             message = ToolMessage(
+                id=call.message_id,
                 tool_call_id=call.tool_call_id,
                 content=secrets.redact(content),  # a value never leaves as itself
                 tool_name=call.tool_name,

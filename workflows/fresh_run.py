@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from .continued_input import ContinuedInput
     from .patches import (
         CHAIN_V2_PATCH,
+        MESSAGE_IDS_PATCH,
         SESSION_TITLE_PATCH,
         TITLE_AT_START_PATCH,
         TITLE_FROM_FIRST_MESSAGE_PATCH,
@@ -35,11 +36,20 @@ with workflow.unsafe.imports_passed_through():
 
 def run_state(request: AgentInput | ContinuedInput, patches: Patches) -> SessionState:
     """The state a run starts from: the one carried, or a new session's (whose transcript
-    is in the second chain since ``CHAIN_V2_PATCH``; a session keeps its chain). Asked
-    of the run's ``patches`` (the workflow is not yet the instance ``patched`` asks)."""
+    is in the second chain since ``CHAIN_V2_PATCH``, whose messages have ids since
+    ``MESSAGE_IDS_PATCH``; a session keeps both for its life). Asked of the run's
+    ``patches`` (the workflow is not yet the instance ``patched`` asks)."""
     if isinstance(request, ContinuedInput):
         return request.carried
-    return SessionState(chain=2 if patches(CHAIN_V2_PATCH) else None)
+    return new_session_state(patches)
+
+
+def new_session_state(patches: Patches) -> SessionState:
+    """A new session's state, in the newest transcript chain and with message ids (a
+    run recorded before either replays without it)."""
+    return SessionState(
+        chain=2 if patches(CHAIN_V2_PATCH) else None, message_ids=patches(MESSAGE_IDS_PATCH)
+    )
 
 
 def events_carried(request: AgentInput | ContinuedInput) -> WorkflowStreamState | None:

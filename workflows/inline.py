@@ -54,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
         Pause,
         RunTools,
         Session,
-        SessionState,
         Summarise,
         VerifyTokens,
         WaitForMessage,
@@ -64,9 +63,9 @@ with workflow.unsafe.imports_passed_through():
     from .admission import admit
     from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
     from .approval_wait import wait_for_decisions
-    from .fresh_run import resolve_tools_of
+    from .fresh_run import new_session_state, resolve_tools_of
     from .model_calls import ModelCaller
-    from .patches import CHAIN_V2_PATCH, Patches, run_patches
+    from .patches import Patches, run_patches
     from .run_scope import run_scope
     from .tool_calls import check_guardrails, run_tool_groups
     from .transcript_sync import TranscriptSync
@@ -151,7 +150,7 @@ class InlineRun:
         patches = Patches()
         scope = f"run-{workflow.uuid4().hex[:12]}"  # this run's calls apart from others'
         with run_patches(patches), run_scope(scope):
-            state = SessionState(chain=2 if patches(CHAIN_V2_PATCH) else None)
+            state = new_session_state(patches)
             session = Session(
                 self.spec, state, Compatibility(), run_chain=workflow.info().first_execution_run_id
             )

@@ -127,6 +127,9 @@ class ModelCaller:
             digests = not extra and self._reply_digested()
             if digests:
                 fields["digested"] = True
+            reply_id = self._session.reply_id
+            if reply_id is not None and not extra:
+                fields["message_id"] = reply_id
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.model_call_sent()
             handle = workflow.start_activity(

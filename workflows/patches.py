@@ -19,16 +19,18 @@ from contextvars import ContextVar
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and the task queues of a
-#: batch's calls checked with the session's worker before any is sent.
-BASELINE_PATCH = "baseline-2026-11-28"
+#: The baseline a new run records: every patch before it, and stable ids on the
+#: messages of a new session.
+BASELINE_PATCH = "baseline-2026-11-28b"
 #: The baselines before (runs recorded with one replay with what it stood for): the
-#: seventh took in a message of more tool calls than one page read a page per workflow
-#: task, the sixth took in a model's reply joined to the array by the digest and size its worker
-#: worked out, the fifth an array carried by reference without its stored prefix sent
-#: again, the fourth the transcript's second chain and a title the start's memo holds
-#: not upserted again, the third pages of the array of at most 500 messages, the second
-#: the two checks at a run's start made on the workflow's own worker.
+#: eighth took in the task queues of a batch's calls checked with the session's worker
+#: before any is sent, the seventh a message of more tool calls than one page read one
+#: page per workflow task, the sixth a model's reply joined to the array by the digest
+#: and size its worker worked out, the fifth an array carried by reference without its
+#: stored prefix sent again, the fourth the transcript's second chain and a title the
+#: start's memo holds not upserted again, the third pages of the array of at most 500
+#: messages, the second the two checks at a run's start made on the workflow's own worker.
+EIGHTH_BASELINE_PATCH = "baseline-2026-11-28"
 SEVENTH_BASELINE_PATCH = "baseline-2026-11-27"
 SIXTH_BASELINE_PATCH = "baseline-2026-11-26e"
 FIFTH_BASELINE_PATCH = "baseline-2026-11-26d"
@@ -101,6 +103,9 @@ ROUTES_CHECKED_PATCH = "tool-routes-checked"
 READ_BACK_LOST_CARRY_PATCH = "read-back-lost-carry"
 #: A limiter on a build no longer current goes on as a new run on the current one.
 LIMITER_MOVES_PATCH = "limiter-moves-to-current-build"
+#: Every message a new session adds to its array gets a stable id, for the session's
+#: life (``SessionState.message_ids``); a session opened before keeps its array as it was.
+MESSAGE_IDS_PATCH = "message-ids"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/temporal/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -128,10 +133,12 @@ FOURTH_BASELINED = THIRD_BASELINED | {CHAIN_V2_PATCH, TITLE_AT_START_PATCH}
 FIFTH_BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
 SIXTH_BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
 SEVENTH_BASELINED = SIXTH_BASELINED | {CALLS_IN_PAGES_PATCH}
-BASELINED = SEVENTH_BASELINED | {ROUTES_CHECKED_PATCH}
+EIGHTH_BASELINED = SEVENTH_BASELINED | {ROUTES_CHECKED_PATCH}
+BASELINED = EIGHTH_BASELINED | {MESSAGE_IDS_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),
+    (EIGHTH_BASELINE_PATCH, EIGHTH_BASELINED),
     (SEVENTH_BASELINE_PATCH, SEVENTH_BASELINED),
     (SIXTH_BASELINE_PATCH, SIXTH_BASELINED),
     (FIFTH_BASELINE_PATCH, FIFTH_BASELINED),

@@ -175,10 +175,15 @@ async def run_tool_groups(
         async with places:  # a batch of any size runs in bounded waves
             if watcher is not None:
                 watcher.tool_started(command.turn, run)
+            result_id = session.result_id(run.slot)
             if run.runs_in == "child_session":
                 result, unchanged = await run_sub_agent(command.turn, run, session)
             else:
-                result, unchanged = await run_tool(command.turn, run, rules, digests, refused)
+                result, unchanged = await run_tool(
+                    command.turn, run, rules, digests, refused, result_id
+                )
+            if result_id is not None and result.id != result_id:  # made here, or elsewhere
+                result, unchanged = result.model_copy(update={"id": result_id}), False
             messages.encode_ahead(result)  # (nothing, if its digest came with it)
             session.tool_arrived(run.slot, result)
             if watcher is not None:
@@ -338,17 +343,20 @@ async def run_tool(
     rules: SessionRules,
     digests: Transcript | None = None,
     refused: Mapping[str, str] | None = None,
+    result_id: str | None = None,
 ) -> tuple[ToolMessage, bool]:
     """The slot's result, and whether it is exactly what the activity returned (then
     ``digests``, when given, is told the digest and size the activity worked out). A
-    call recorded for a task queue in ``refused`` is not sent: its result says why."""
+    call recorded for a task queue in ``refused`` is not sent: its result says why.
+    ``result_id``: the stable id the result takes, told to a worker of the session's
+    own task queue (another queue's may be of a build that does not know it)."""
     call, policy = run.call, run.tool.policy
     why = (refused or {}).get(policy.task_queue or "")
     if why is not None:
         failed = tool_error_result(call, f"Not allowed on this worker: {why}")
         return failed.model_copy(update={"approval": run.approval}), False
     if policy.task_queue is not None:
-        digests = None  # its workers may be of another build, which would not know to
+        digests = result_id = None  # its workers may be of another build, which would not know to
     limit = policy.timeout_seconds + TOOL_TIMEOUT_GRACE_SECONDS
     attempt = 1
     while True:
@@ -370,6 +378,7 @@ async def run_tool(
                     agent_name=run.agent_name,
                     digested=digests is not None or None,
                     run=current_run(),
+                    message_id=result_id,
                 ),
                 result_type=ToolMessage if digests is None else ToolReturn,
                 task_queue=policy.task_queue,

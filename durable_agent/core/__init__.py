@@ -245,6 +245,7 @@ from ._transcript import (
     chain_of,
     content_hash,
     json_digest,
+    message_id,
     payload_bytes,
     root_of,
 )
@@ -462,6 +463,7 @@ __all__ = [
     "judge_score",
     "limiter_id",
     "load_tokenizers",
+    "message_id",
     "message_line",
     "operation_tools",
     "options_for_call",

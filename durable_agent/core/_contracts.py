@@ -160,6 +160,9 @@ class ModelCallInput(Contract):
     """The call waited for room on its endpoint's limit, which keeps room for it now."""
     digested: bool | None = None
     """Answer with a ``digests.ModelReturn`` (the reply with its digest and size)."""
+    message_id: str | None = None
+    """The stable id the reply takes in the array (``core.message_id``): set on it
+    before it is digested and stored, so the message the workflow joins is the same."""
 
 
 class SummaryCallInput(ModelCallInput):
@@ -218,6 +221,8 @@ class ToolCallInput(Contract):
     """The swarm agent whose call this is, recorded on the result."""
     digested: bool | None = None
     """Answer with a ``digests.ToolReturn`` (the result with its digest and size)."""
+    message_id: str | None = None
+    """The stable id the result takes in the array, as ``ModelCallInput.message_id``."""
     run: str | None = None
     """An agent run inside another workflow: which one (its calls' session id is the
     workflow's id and this)."""

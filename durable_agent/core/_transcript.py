@@ -109,6 +109,14 @@ def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
 _Ahead = tuple[Message, bytes | None, int, str | None]
 
 
+def message_id(index: int) -> str:
+    """The stable id a session gives the message at ``index`` of its array: the array
+    only grows (compaction and trimming leave messages where they are), so a message's
+    id never changes, and no two messages of one session share one. A reader joining
+    several sessions' arrays prefixes it with the session id."""
+    return f"m{index}"
+
+
 class Transcript(Sequence[Message]):
     """An append-only message list that knows the chain hash and JSON size of every prefix.
 
@@ -117,8 +125,12 @@ class Transcript(Sequence[Message]):
     that wants the prefix of 2,000 pays for 2,000 (the workflow spreads the rest over
     the tasks that store the array in pieces). The values are the same either way."""
 
-    def __init__(self, messages: Iterable[Message] = (), root: str = EMPTY_HASH) -> None:
+    def __init__(
+        self, messages: Iterable[Message] = (), root: str = EMPTY_HASH, *, ids: bool = False
+    ) -> None:
         self._messages: list[Message] = list(messages)
+        self.ids = ids
+        """``join`` gives each message without an id its stable id (``message_id``)."""
         self._hashes: list[str] = [root]
         self._contents: list[str] = []
         self._sizes: list[int] = [0]
@@ -127,10 +139,12 @@ class Transcript(Sequence[Message]):
         message is kept too: its id cannot be taken by another while the entry lives)."""
 
     @classmethod
-    def adopt(cls, messages: list[Message], root: str = EMPTY_HASH) -> Transcript:
+    def adopt(
+        cls, messages: list[Message], root: str = EMPTY_HASH, *, ids: bool = False
+    ) -> Transcript:
         """A transcript over ``messages`` itself: what is appended lands in that very list
         (the session state's, so it is carried without a copy)."""
-        transcript = cls(root=root)
+        transcript = cls(root=root, ids=ids)
         transcript._messages = messages
         return transcript
 
@@ -187,10 +201,31 @@ class Transcript(Sequence[Message]):
             self._ahead.clear()  # what was encoded and never appended (a copy went in)
 
     def append(self, message: Message) -> None:
+        """Add a message exactly as it is (one read back from the store, say)."""
         self._messages.append(message)
 
     def extend(self, messages: Iterable[Message]) -> None:
         self._messages.extend(messages)
+
+    def next_id(self, offset: int = 0) -> str | None:
+        """The id ``join`` gives the message ``offset`` places after the last one now
+        (``None``: this array gives no ids). A worker that makes the message is told
+        it, so the message it returns, digests and stores is the one that joins."""
+        return message_id(len(self._messages) + offset) if self.ids else None
+
+    def join(self, message: Message) -> None:
+        """Add a message the session made or took in: one without an id gets its stable
+        id (``ids``); an id given is kept as it is."""
+        if self.ids and message.id is None:
+            message = message.model_copy(update={"id": message_id(len(self._messages))})
+        self._messages.append(message)
+
+    def join_all(self, messages: Iterable[Message]) -> None:
+        if not self.ids:
+            self._messages.extend(messages)
+            return
+        for message in messages:
+            self.join(message)
 
     def hash_at(self, count: int) -> str:
         """The hash naming the first ``count`` messages."""

@@ -76,7 +76,7 @@ class ModelStep:
     def summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         assert self.summarising is not None
-        self.messages.append(summary_message(summary.content, self.summarising, epoch_ms(now)))
+        self.messages.join(summary_message(summary.content, self.summarising, epoch_ms(now)))
         self.summarising, self.failures = None, 0
 
     def fell_back(self, kind: str | None, fallbacks: int) -> bool:

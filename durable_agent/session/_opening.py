@@ -18,13 +18,15 @@ def open_conversation(
     now: datetime,
 ) -> UserMessage | None:
     """Fill the array (empty, or an ended run's when resuming); the first message when
-    input guardrails check it before it joins. ``agent``: the name and instructions of a
+    input guardrails check it before it joins. The history given joins exactly as
+    given (as a long one read back from the store does); what the session adds gets
+    its stable id. ``agent``: the name and instructions of a
     swarm's first agent (``None, None`` for one agent)."""
     at = epoch_ms(now)
     name = agent[0]
     system = instructions_message(spec, agent, now)
     if system is not None and not messages:  # a resumed conversation has its own already
-        messages.append(system)
+        messages.join(system)
     history = list(request.history)
     first = request.message
     if isinstance(first, str):
@@ -38,11 +40,11 @@ def open_conversation(
     if guarded and first is None and isinstance(last, UserMessage):
         history.pop()  # the message that starts the turn is checked first
         first = last
-    messages.extend(history)
+    messages.extend(history)  # a history given is kept exactly as given
     if first is not None and guarded:
         return first
     if first is not None:
-        messages.append(first)
+        messages.join(first)
     return None
 
 

@@ -159,7 +159,7 @@ class Requests:
         """The flushes asked for join the array (the Session calls this between turns)."""
         at = epoch_ms(now)
         for request in self.state.flushes:
-            messages.append(
+            messages.join(
                 FlushMessage(by=request.by, reason=request.reason, mode="user", timestamp=at)
             )
         self.state.flushes.clear()

@@ -118,18 +118,18 @@ class Rescue:
         run as usual (the model reads their errors) and the rescue follows their results;
         otherwise its calls get results saying they did not run, and the rescue is now."""
         state = self.state
-        self.messages.append(reply)
+        self.messages.join(reply)
         attempts_left = state.attempts < self.spec.rescue.max_attempts
         if reply.tool_calls and attempts_left and self.spec.rescue.strategy == "correct":
             state.after_tools = reason
             return None
-        self.messages.extend(not_run_results(reply, reason))
+        self.messages.join_all(not_run_results(reply, reason))
         return self.rescue(reason, reply.timestamp)
 
     def truncated(self, reply: AssistantMessage, reason: str) -> str | None:
         """A cut answer joins the array and the model is asked to go on (``correct``
         with the words for it), while attempts are left."""
-        self.messages.append(reply)
+        self.messages.join(reply)
         return self.rescue(reason, reply.timestamp, "correct", continue_text(reason))
 
     def rescue(
@@ -148,7 +148,7 @@ class Rescue:
         if attempt > self.spec.rescue.max_attempts:
             strategy = "fail"
         content = (text or corrective_text(reason)) if strategy == "correct" else reason
-        self.messages.append(
+        self.messages.join(
             ResqueMessage(
                 content=content,
                 reason=reason,
@@ -162,11 +162,12 @@ class Rescue:
             return f"the model's reply could not be used: {reason}"
         if strategy == "flush":
             latest = self._latest_user_message()
-            self.messages.append(
-                FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at)
-            )
-            if latest is not None:  # asked again, afresh
-                self.messages.append(latest.model_copy(update={"mode": "tool", "timestamp": at}))
+            self.messages.join(FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at))
+            if latest is not None:  # asked again, afresh (a message of its own: its own id)
+                again: dict[str, Any] = {"mode": "tool", "timestamp": at}
+                if self.messages.ids:
+                    again["id"] = None
+                self.messages.join(latest.model_copy(update=again))
         return None
 
     @property

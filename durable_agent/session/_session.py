@@ -165,7 +165,9 @@ class Session:
         self.spec = spec
         self._state = state
         self._compat = compat
-        self.messages = Transcript.adopt(state.messages, root_of(state.chain))
+        self.messages = Transcript.adopt(
+            state.messages, root_of(state.chain), ids=state.message_ids
+        )
         """The array (read it; only the Session writes it)."""
         self._window_marks = WindowMarks()
         """Where requests start, kept up as the array grows (``status`` reads it)."""
@@ -258,6 +260,17 @@ class Session:
     def chain(self) -> Literal[2] | None:
         """The transcript chain the session's messages are stored in."""
         return self._state.chain
+
+    @property
+    def reply_id(self) -> str | None:
+        """The stable id the model's reply takes when it joins the array (``None``: this
+        session gives no ids); the worker that makes the reply is told it."""
+        return self.messages.next_id()
+
+    def result_id(self, slot: int) -> str | None:
+        """The stable id the open batch's result in ``slot`` takes: the results join
+        right after the message that asked for them, in slot order."""
+        return self.messages.next_id(slot)
 
     @property
     def queued(self) -> int:
@@ -668,7 +681,7 @@ class Session:
         if requests.move is not None and state.stage != "tools":
             self._apply_move()
         if state.stage != "tools":  # a safe point: no batch is open
-            self.messages.extend(requests.take_injected())
+            self.messages.join_all(requests.take_injected())
         if state.stage != "tools" and requests.inbox:
             if self.spec.guardrails.input:
                 self._checking = requests.take_next_message()
@@ -720,10 +733,10 @@ class Session:
         if self._held is not None:
             answer, self._held = self._held, None
             if allowed:
-                self.messages.append(answer)
+                self.messages.join(answer)
                 self._replied(answer, "final_answer")
                 return
-            self.messages.append(answer.model_copy(update={"blocked": reason}))
+            self.messages.join(answer.model_copy(update={"blocked": reason}))
             self._end_turn("guardrail", guardrail_text("output", verdict, reason))
             return
         message, self._checking = self._checking, None
@@ -731,7 +744,7 @@ class Session:
         if allowed:
             self._deliver([message])
             return
-        self.messages.append(message.model_copy(update={"blocked": reason}))
+        self.messages.join(message.model_copy(update={"blocked": reason}))
         text = guardrail_text("input", verdict, reason)
         if self._state.stage == "idle":
             self._end_turn("guardrail", text)
@@ -832,15 +845,15 @@ class Session:
             failure = self._rescue.truncated(assistant, cut) if rule == "continue" else cut
             if failure is not None:
                 if rule == "fail":
-                    self.messages.append(assistant)
+                    self.messages.join(assistant)
                 self._end_turn("truncated", f"the model's answer was cut off: {cut}")
         elif assistant.tool_calls:
-            self.messages.append(assistant)
+            self.messages.join(assistant)
             state.stage = "tools"
         elif self.spec.guardrails.output and not assistant.is_error:
             self._held = assistant  # the answer joins the array with its verdict
         else:
-            self.messages.append(assistant)
+            self.messages.join(assistant)
             self._replied(assistant, "final_answer")
 
     def _rescued(self, failure: str | None) -> None:
@@ -870,7 +883,7 @@ class Session:
             self._end_turn("compaction_failed", f"compaction failed: {text}")
             return
         self._state.last_error = text
-        self.messages.append(
+        self.messages.join(
             AssistantMessage(
                 content="",
                 is_error=True,
@@ -938,7 +951,7 @@ class Session:
         order they finished in."""
         why = not_completed(self._state.cancel, self._requests.ending)
         joined = self._batch.finished(results, why, now)
-        self.messages.extend(joined.results)
+        self.messages.join_all(joined.results)
         if joined.handoff is not None and self._swarm is not None:
             self._swarm.hand_over(joined.handoff)
         self._decisions.batch_over()
@@ -959,7 +972,7 @@ class Session:
         """Queued messages join the array and start (or steer) a turn."""
         if self._swarm is not None:  # addressed to the agent answering
             messages = [m.model_copy(update={"agent_name": self.agent_name}) for m in messages]
-        self.messages.extend(messages)
+        self.messages.join_all(messages)
         state = self._state
         if state.stage == "idle":
             state.model_calls_this_reply = 0

@@ -180,6 +180,10 @@ class SessionState(BaseModel):
     move_to_current: bool = False
     """A person asked this (pinned) session to go to the current build at its next turn
     boundary."""
+    message_ids: bool = False
+    """Every message the session adds to the array gets a stable id (``message_id``): sessions
+    opened since ``MESSAGE_IDS_PATCH``, for their whole life. A session opened before
+    keeps its array as it was, so the stored transcript and recorded runs still match."""
 
     tools: list[ResolvedTool] = Field(default_factory=list)
     """The ``Toolbox`` part's: every tool the session resolved."""

@@ -84,6 +84,7 @@ def test_a_flat_state_reads_into_the_slices(where: str, flat: dict[str, Any]) ->
         else:
             moved.setdefault(part, {})[field] = value
     assert "pending" not in moved, where
+    assert not state.message_ids  # runs before ids: the array stays as it was
     # each field where its part finds it, and nothing left behind
     assert SessionState.model_validate(moved) == state, where
     # the sliced state reads back as it is (the next run's input)

@@ -64,14 +64,14 @@ class _NoProvider:
 
 
 async def drive(
-    replies: list[AssistantMessage], **spec: Any
+    replies: list[AssistantMessage], *, message_ids: bool = False, **spec: Any
 ) -> tuple[Any, list[Message], list[Any]]:
     """The replies in order on the pure Session; the result, the array, the requests."""
     answers = iter(replies)
     provider: Any = _NoProvider()
     built = spec_for(provider, ["get_weather"], instructions="Be brief.", **spec)
     built = built.model_copy(update={"model": built.model.model_copy(update={"stream": False})})
-    driver = LocalRun(built, registry, lambda body: next(answers))
+    driver = LocalRun(built, registry, lambda body: next(answers), message_ids=message_ids)
     result = await driver.run(AgentInput(spec=built, message="weather in Oslo?"))
     return result, list(driver.session.messages), driver.requests
 
@@ -110,6 +110,20 @@ async def test_an_answer_off_its_schema_is_corrected() -> None:
     assert result.structured_output == {"temp": 55} and result.error is None
     [resque] = [m for m in messages if isinstance(m, ResqueMessage)]
     assert "does not match the output schema" in resque.reason
+
+
+@pytest.mark.parametrize("ids", [False, True])
+async def test_a_message_asked_again_is_a_message_of_its_own(ids: bool) -> None:
+    """With ids, each message the loop adds has its own, the user's message asked again
+    afresh too (not its original's); a session opened before ids adds none."""
+    _, messages, _ = await drive(
+        [UNKNOWN_TOOL, GOOD], message_ids=ids, rescue={"strategy": "flush"}
+    )
+    if ids:
+        assert [m.id for m in messages] == [f"m{k}" for k in range(len(messages))]
+    else:
+        assert [m.id for m in messages] == [None] * len(messages)
+    assert messages[6].content == messages[1].content  # (the message asked again)
 
 
 async def test_flush_starts_afresh_from_the_latest_user_message() -> None:

@@ -103,6 +103,8 @@ class LocalRun:
     """Called before the Session is asked for each command: where a test sends messages
     or decisions mid-session, as people would between two workflow tasks."""
     session_id: str = "local-session"
+    message_ids: bool = False
+    """Give the array's messages stable ids (a new session's, since ``MESSAGE_IDS_PATCH``)."""
     clock: datetime = START
     """The time the Session is told (it moves only when a command waits)."""
     keys: ApproverKeys = field(default_factory=ApproverKeys)
@@ -119,7 +121,7 @@ class LocalRun:
         return int(self.clock.timestamp() * 1000)
 
     async def run(self, request: AgentInput) -> AgentResult:
-        self.session = Session(self.spec, SessionState())
+        self.session = Session(self.spec, SessionState(message_ids=self.message_ids))
         self.runs = 1
         problem = self.session.tools_resolved(self._resolved(self.session))
         if problem:

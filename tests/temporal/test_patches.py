@@ -16,6 +16,8 @@ import durable_agent.workflows as workflow_package
 from durable_agent.workflows.patches import (
     BASELINE_PATCH,
     BASELINED,
+    EIGHTH_BASELINE_PATCH,
+    EIGHTH_BASELINED,
     FIFTH_BASELINE_PATCH,
     FIFTH_BASELINED,
     FIRST_BASELINE_PATCH,
@@ -24,6 +26,8 @@ from durable_agent.workflows.patches import (
     FOURTH_BASELINED,
     SECOND_BASELINE_PATCH,
     SECOND_BASELINED,
+    SEVENTH_BASELINE_PATCH,
+    SEVENTH_BASELINED,
     SIXTH_BASELINE_PATCH,
     SIXTH_BASELINED,
     THIRD_BASELINE_PATCH,
@@ -58,6 +62,8 @@ def test_the_baseline_stands_for_patches_the_code_names() -> None:
     assert named >= BASELINED, BASELINED - named  # a typo would never be asked
     baselines = {
         BASELINE_PATCH,
+        EIGHTH_BASELINE_PATCH,
+        SEVENTH_BASELINE_PATCH,
         SIXTH_BASELINE_PATCH,
         FIFTH_BASELINE_PATCH,
         FOURTH_BASELINE_PATCH,
@@ -65,10 +71,11 @@ def test_the_baseline_stands_for_patches_the_code_names() -> None:
         SECOND_BASELINE_PATCH,
         FIRST_BASELINE_PATCH,
     }
-    assert baselines <= named and len(baselines) == 7
+    assert baselines <= named and len(baselines) == 9
     assert not baselines & BASELINED
     assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED
-    assert FOURTH_BASELINED < FIFTH_BASELINED < SIXTH_BASELINED < BASELINED
+    assert FOURTH_BASELINED < FIFTH_BASELINED < SIXTH_BASELINED < SEVENTH_BASELINED
+    assert SEVENTH_BASELINED < EIGHTH_BASELINED < BASELINED
     assert len(FIRST_BASELINED) == 14
 
 
