@@ -261,6 +261,13 @@ class ToolActivities:
                 "not loaded it)",
                 True,
             )
+        if found.policy.external_output:  # (the session never sends one: a second lock)
+            log.error("a call of a tool whose output comes from outside", tool=call.tool_name)
+            return await result(
+                f"Not run: {call.tool_name}'s output comes from outside, and it never runs "
+                "on a worker",
+                True,
+            )
         if unresolved is not None:
             return await result(unresolved, True)
         try:

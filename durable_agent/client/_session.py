@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent.core import (
     MOVE_TO_CURRENT_SIGNAL,
+    NO_WAITING_CALL,
     WORKFLOW_NAME,
     AgentInput,
     AgentResult,
@@ -219,6 +220,21 @@ class SessionHandle:
         extra = {"content": content, "is_error": is_error}
         return await self._decide("respond", approval_id, by, reason, key, extra)
 
+    async def commit_tool_output(
+        self,
+        approval_id: str,
+        content: str,
+        *,
+        is_error: bool = False,
+        by: str | None = None,
+        key: ApproverKey | None = None,
+    ) -> DecisionResult:
+        """Give the output of a call whose tool takes it from outside (registered with
+        ``external_output=True``; its pending approval says ``awaits_output``): the
+        call's result is ``content``. The same decision as ``respond``, by the same
+        people; a call that runs on a worker makes its own result, and this refuses it."""
+        return await self.respond(approval_id, content, is_error=is_error, by=by, key=key)
+
     async def revoke_grant(
         self, grant_id: str, *, by: str | None = None, key: ApproverKey | None = None
     ) -> DecisionResult:
@@ -247,7 +263,7 @@ class SessionHandle:
         request = request.model_copy(update={"by": by, "token": token})
         problem = await self._query("decision_problem", str | None, request)
         if problem is not None:
-            if problem.endswith("no pending approval has this id"):
+            if NO_WAITING_CALL in problem:
                 pending = [p.approval_id for p in await self.pending_approvals()]
                 raise UnknownApprovalError(self.id, approval_id, pending)
             raise DecisionRefusedError(self.id, problem)

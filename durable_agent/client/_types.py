@@ -256,6 +256,8 @@ class UnknownApprovalError(DurableAgentError, LookupError):
     def __init__(self, session_id: str, approval_id: str, pending: Sequence[str]) -> None:
         waiting = ", ".join(pending) if pending else "none"
         super().__init__(
-            f"session {session_id!r} has no pending approval {approval_id!r} (pending: {waiting})"
+            f"session {session_id!r} has no call waiting under {approval_id!r} for a decision "
+            f"or its output (waiting: {waiting}); a call that runs on a worker makes its own "
+            "result"
         )
         self.approval_id = approval_id

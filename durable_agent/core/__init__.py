@@ -6,6 +6,7 @@ process can use it as it is."""
 from __future__ import annotations
 
 from ._approval_contracts import (
+    NO_WAITING_CALL,
     ApprovalCheckInput,
     ApprovalPolicyView,
     ApprovalSignal,
@@ -266,6 +267,7 @@ __all__ = [
     "LIMITER_WORKFLOW",
     "MESSAGE_EVENT_MAX_BYTES",
     "MOVE_TO_CURRENT_SIGNAL",
+    "NO_WAITING_CALL",
     "ROOTS",
     "TOOL_TIMEOUT_GRACE_SECONDS",
     "WORKFLOW_NAME",

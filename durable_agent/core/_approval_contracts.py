@@ -152,6 +152,14 @@ class PendingApproval(Contract):
     signed_only: bool | None = None
     """The worker's owner names who decides the tool's calls: only their signed
     decisions count, and an escalation asks no one else to decide."""
+    awaits_output: bool | None = None
+    """The call waits for its output from outside (``respond`` commits it; ``deny``
+    refuses it), not for leave to run: its tool never runs on a worker."""
+
+
+#: How a session says no call waits under an approval id (the client knows it by this,
+#: and answers with the ids that do wait).
+NO_WAITING_CALL = "no call waits for a decision or its output under this id"
 
 
 class ChildApprovals(Contract):

@@ -88,10 +88,15 @@ class ToolPolicy(BaseModel):
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
     approval_timeout_decision: ApprovalDecision = "denied"
     max_result_chars: int = Field(default=100_000, ge=100)
-    approvers: list[str] | None = None
-    """Who may decide this tool's calls (unset: the session's ``approvals.approvers``)."""
     """Longer results are cut to this many characters with a marker saying so (the
     whole result is kept in the transcript store and named in the marker and the log)."""
+    approvers: list[str] | None = None
+    """Who may decide this tool's calls (unset: the session's ``approvals.approvers``)."""
+    external_output: bool | None = None
+    """The call's output comes from outside (a page, another system): the tool never
+    runs on a worker; its calls wait until someone who may decide them commits the
+    output (``respond``), or are denied. Only the tool's owner sets it (a session's
+    settings have no such field)."""
 
 
 class OwnerFloor(BaseModel):
@@ -103,13 +108,20 @@ class OwnerFloor(BaseModel):
     approval: ApprovalMode = "never"
     approvers: list[str] | None = None
     """Only these may decide its calls, and only with a signed decision."""
+    external_output: bool | None = None
+    """Its calls' output comes from outside (``ToolPolicy.external_output``)."""
 
     @classmethod
     def of(cls, policy: ToolPolicy) -> OwnerFloor | None:
         """The floor a registered policy sets (``None``: the owner gates nothing)."""
-        if policy.approval == "never" and policy.approvers is None:
+        gates = policy.approval != "never" or policy.approvers is not None
+        if not gates and not policy.external_output:
             return None
-        return cls(approval=policy.approval, approvers=policy.approvers)
+        return cls(
+            approval=policy.approval,
+            approvers=policy.approvers,
+            external_output=policy.external_output,
+        )
 
 
 def tightened(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:

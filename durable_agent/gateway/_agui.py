@@ -89,6 +89,12 @@ APPROVAL_ANSWER = {
     "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
     "required": ["approved"],
 }
+#: The answer to a call whose output the client gives (``{"approved": false}`` denies it).
+OUTPUT_ANSWER = {
+    "type": "object",
+    "properties": {"output": {"type": "string"}},
+    "required": ["output"],
+}
 
 
 class AguiTranslator:
@@ -156,10 +162,10 @@ class AguiTranslator:
         interrupts = [
             Interrupt(
                 id=p.approval_id,
-                reason="tool_approval",
+                reason="tool_output" if p.awaits_output else "tool_approval",
                 message=p.described_arguments or f"{p.tool_name}({p.arguments})",
                 tool_call_id=self._calls.get(p.slot),
-                response_schema=APPROVAL_ANSWER,
+                response_schema=OUTPUT_ANSWER if p.awaits_output else APPROVAL_ANSWER,
                 expires_at=p.deadline.isoformat() if p.deadline else None,
             )
             for p in pending

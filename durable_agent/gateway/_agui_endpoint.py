@@ -8,7 +8,9 @@ does one of three things:
   starting the session if need be, and the run streams until the session answers,
   or ends with the ``interrupt`` outcome when a tool call waits for a person;
 - **``resume``**: each entry answers one of those interrupts (``{"approved": bool,
-  "reason"?}``, or ``cancelled``: denied), as the caller, and the run streams on;
+  "reason"?}``, or ``cancelled``: denied; ``{"output": "..."}`` for an interrupt of
+  reason ``tool_output``, a call whose output the client gives), as the caller, and
+  the run streams on;
 - **neither** (a client back after a disconnect, sending what it had): the run
   starts with a ``MESSAGES_SNAPSHOT`` of the session's array and streams whatever
   is still under way to its end.
@@ -56,6 +58,10 @@ def agui_routes(door: Door) -> list[Route]:
             if after < 0:
                 raise HttpError(404, f"resume: thread {run.thread_id!r} has no session", "resume")
             for entry in run.resume:
+                output = _output(entry)
+                if output is not None:  # a call whose output the client gives
+                    await door.commit_output(request, session_id, entry.interrupt_id, output)
+                    continue
                 approved, reason = _answer(entry)
                 await door.decide(request, session_id, entry.interrupt_id, approved, reason=reason)
             return _stream(_follow(door, session_id, after, -1, translator))
@@ -207,6 +213,16 @@ async def _delivered(door: Door, session_id: str, message_id: str) -> bool:
     return any(isinstance(m, UserMessage) and m.id == message_id for m in latest)
 
 
+def _output(entry: ResumeEntry) -> str | None:
+    """The output a resume entry gives a call whose tool takes it from outside (an
+    interrupt of reason ``tool_output``), if it gives one."""
+    payload = entry.payload
+    if entry.status == "cancelled" or not isinstance(payload, dict):
+        return None
+    output = payload.get("output")
+    return output if isinstance(output, str) else None
+
+
 def _answer(entry: ResumeEntry) -> tuple[bool, str | None]:
     """A resume entry as a decision: approved or not, and why."""
     if entry.status == "cancelled":
@@ -217,4 +233,9 @@ def _answer(entry: ResumeEntry) -> tuple[bool, str | None]:
     if isinstance(payload, dict) and isinstance(payload.get("approved"), bool):
         reason = payload.get("reason")
         return payload["approved"], reason if isinstance(reason, str) else None
-    raise HttpError(400, 'resume: payload is {"approved": true|false, "reason"?}', "resume")
+    raise HttpError(
+        400,
+        'resume: payload is {"approved": true|false, "reason"?}, or {"output": "..."} for a '
+        "call whose output the client gives",
+        "resume",
+    )

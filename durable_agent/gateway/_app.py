@@ -65,6 +65,14 @@ class DecisionBody(Body):
     reason: str | None = Field(default=None, max_length=2000)
 
 
+class OutputBody(Body):
+    """The output of a call whose tool takes it from outside."""
+
+    content: str
+    is_error: bool = False
+    by: str | None = Field(default=None, max_length=200)
+
+
 def create_app(
     agents: AgentClient,
     spec: AgentSpec | None,
@@ -185,6 +193,14 @@ def create_app(
 
         return decide
 
+    async def commit_output(request: Request) -> Response:
+        body: OutputBody = await read_body(request, OutputBody)
+        session_id, approval_id = await owned(request), request.path_params["approval_id"]
+        await door.commit_output(
+            request, session_id, approval_id, body.content, is_error=body.is_error, by=body.by
+        )
+        return JSONResponse({"decided": "responded"}, status_code=202)
+
     async def end(request: Request) -> Response:
         body: DecisionBody = await read_body(request, DecisionBody)
         by = door.decided_by(request, body.by)
@@ -242,6 +258,11 @@ def create_app(
         Route(
             "/api/sessions/{session_id}/approvals/{approval_id:path}/deny",
             json_errors(decision(False)),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/sessions/{session_id}/approvals/{approval_id:path}/output",
+            json_errors(commit_output),
             methods=["POST"],
         ),
         Route(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from durable_agent.client import AgentClient, SessionNotFoundError
-from durable_agent.core import AgentSpec
+from durable_agent.core import AgentSpec, ApproverKey
 
 from ._guard import GatewayAccess
 from ._http_common import conversation_session, legacy_conversation_session
@@ -121,10 +121,32 @@ class Door:
     ) -> None:
         """Approve or deny, as the caller: signed with their key when the gateway has
         users (a name in a body never picks a key)."""
-        principal = self.principal_of(request)
-        decider = self.decided_by(request, by)
-        access = self.access
-        key = access.signing_keys.get(principal) if access.authenticated and principal else None
+        decider, key = self._decider(request, by)
         session = self.agents.session(session_id)
         door = session.approve if approve else session.deny
         await door(approval_id, by=decider, reason=reason, key=key)
+
+    async def commit_output(
+        self,
+        request: Request,
+        session_id: str,
+        approval_id: str,
+        content: str,
+        *,
+        is_error: bool = False,
+        by: str | None = None,
+    ) -> None:
+        """Give the output of a call whose tool takes it from outside, as the caller
+        (the same people, and the same signature, as a decision)."""
+        decider, key = self._decider(request, by)
+        await self.agents.session(session_id).commit_tool_output(
+            approval_id, content, is_error=is_error, by=decider, key=key
+        )
+
+    def _decider(self, request: Request, by: str | None) -> tuple[str | None, ApproverKey | None]:
+        """Who decides, and the key their decision is signed with when the gateway has
+        users (a name in a body never picks a key)."""
+        principal = self.principal_of(request)
+        access = self.access
+        key = access.signing_keys.get(principal) if access.authenticated and principal else None
+        return self.decided_by(request, by), key

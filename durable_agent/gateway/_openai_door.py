@@ -156,11 +156,17 @@ def waiting_text(session_id: str, pending: list[PendingApproval]) -> str:
     lines = [f"Waiting for a person to approve {len(pending)} call(s) before I go on:"]
     for p in pending:
         said = p.described_arguments or p.arguments
-        lines += [
-            f"- {p.tool_name}: {said} (approval {p.approval_id})",
+        lines.append(f"- {p.tool_name}: {said} (approval {p.approval_id})")
+        if p.awaits_output:  # its output comes from outside: nothing to approve
+            lines.append(
+                f'  its output: POST {base}/{p.approval_id}/output {{"content": "..."}}, '
+                f"deny: POST {base}/{p.approval_id}/deny"
+            )
+            continue
+        lines.append(
             f"  approve: POST {base}/{p.approval_id}/approve, deny: POST {base}/{p.approval_id}"
-            f"/deny, or `durable-agent approve {session_id} {p.approval_id}`",
-        ]
+            f"/deny, or `durable-agent approve {session_id} {p.approval_id}`"
+        )
     lines.append("Once decided, send your last message again to read the answer.")
     return "\n".join(lines)
 

@@ -282,16 +282,17 @@ class ToolBatch:
                     approvers=self.gate.approvers(tool),
                     rule=batch.rules.get(k),
                     signed_only=owned or None,
+                    awaits_output=tool.policy.external_output or None,
                 )
             )
         self.approvals.open_all(opening)
 
     def timeout_decision(self, pending: PendingApproval) -> ApprovalDecision:
-        """What a deadline decides for a call: its tool's default."""
-        decision: ApprovalDecision = self._toolbox.active[
-            pending.tool_name
-        ].policy.approval_timeout_decision
-        return decision
+        """What a deadline decides for a call: its tool's default (a denial for a call
+        whose output never came: there is nothing to run)."""
+        policy = self._toolbox.active[pending.tool_name].policy
+        decision: ApprovalDecision = policy.approval_timeout_decision
+        return "denied" if policy.external_output else decision
 
     def approvals_waited(self, now: datetime) -> None:
         """The wait for the batch's approvals ended: all decided (deadlines included), the

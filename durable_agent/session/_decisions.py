@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_agent.core import (
+    NO_WAITING_CALL,
     AgentSpec,
     ApprovalSignal,
     ChildApprovals,
@@ -150,7 +151,7 @@ class Decisions:
         what = f"{decision} {aid!r}"
         pending = self.approvals.find(aid)
         if pending is None:
-            return f"{what}: no pending approval has this id"
+            return f"{what}: {NO_WAITING_CALL} (a call that runs on a worker makes its own result)"
         decided = self.approvals.decided().get(aid)
         if decided is not None:
             return f"{what}: already {decided.decision}"

@@ -117,8 +117,9 @@ class Gate:
     def runs_unjudged(self, tool: ResolvedTool) -> bool:
         """Every call of ``tool`` runs, whatever its arguments: no rule to test, no
         predicate to ask, no person to wait for (its calls need no question and no
-        decision)."""
-        return not self.settings.rules and tool.policy.approval == "never"
+        decision). A tool whose output comes from outside never runs: its calls wait."""
+        policy = tool.policy
+        return not self.settings.rules and policy.approval == "never" and not policy.external_output
 
     def questions(self, slot: int, call: ToolCall, tool: ResolvedTool) -> list[Question]:
         """The predicates to ask before ``decide`` can: the rules' named predicates up to
@@ -172,6 +173,8 @@ class Gate:
                 outcome = _ASK
             else:
                 outcome = _RUN
+        if tool.policy.external_output:  # nothing runs: the call waits for its output
+            return _ASK if outcome.action == "run" else outcome
         if outcome.action == "ask" and self.state.grants:
             grant = self.grant_for(call.function.name, arguments)
             if grant is not None:
@@ -241,6 +244,11 @@ class Gate:
     ) -> str | None:
         """What is wrong with what the decision asks (before anyone's identity counts)."""
         what = f"{kind} {signal.approval_id!r}"
+        if kind == "approve" and tool is not None and tool.policy.external_output:
+            return (
+                f"{what}: {tool.definition.name}'s output comes from outside (its owner "
+                "registered it so) and it never runs: commit its output (respond), or deny it"
+            )
         if kind == "respond" and signal.content is None:
             return f"{what}: give the tool's result as content"
         if kind != "approve" and (signal.arguments is not None or signal.always is not None):

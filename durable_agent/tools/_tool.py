@@ -220,6 +220,7 @@ def tool(
     check: EffectCheck | None = None,
     describe: CallDescriber | None = None,
     approvers: list[str] | None = None,
+    external_output: bool = False,
     registry: Registers | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -244,6 +245,7 @@ def tool(
     check: EffectCheck | None = None,
     describe: CallDescriber | None = None,
     approvers: list[str] | None = None,
+    external_output: bool = False,
     registry: Registers | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a typed function (and add it to ``registry``, when one is given).
@@ -258,7 +260,13 @@ def tool(
 
     ``describe``: a function of the validated arguments that says in a few words what a
     call waiting for approval would do (``described_arguments``); ``approvers``: who
-    may decide its calls."""
+    may decide its calls.
+
+    ``external_output``: the calls' output comes from outside (a page the person is
+    on, another system): the function is never run, its signature and docstring only
+    describe the tool to the model; each call waits until someone who may decide the
+    session's calls commits its output (``SessionHandle.commit_tool_output``) or denies
+    it, or its deadline (``approval_timeout_seconds``) denies it."""
 
     def wrap(f: Callable[..., Any]) -> Tool:
         built = _build_tool(
@@ -280,6 +288,7 @@ def tool(
                 "approval_timeout_decision": approval_timeout_decision,
                 "max_result_chars": max_result_chars,
                 "approvers": approvers,
+                "external_output": external_output or None,
             },
         )
         if registry is not None:

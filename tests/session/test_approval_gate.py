@@ -267,7 +267,7 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
     await driver.run(AgentInput(spec=driver.spec, message="pay"))
     assert seen[0] is not None and "amount: 'lots' is not of type 'integer'" in seen[0]
     assert seen[1] is not None and "'amount' is a required property" in seen[1]
-    assert seen[2] == "approved 'turn9-call9': no pending approval has this id"
+    assert seen[2].startswith("approved 'turn9-call9': no call waits for a decision or its")
     assert seen[3] is not None and "needs at least one test" in seen[3]
     assert seen[4] is not None and "give the tool's result as content" in seen[4]
     assert ran == [("transfer", {"to": "ann", "amount": 1})]  # as the model asked

@@ -211,7 +211,7 @@ async def test_approval_by_temporal_cli_one_approved_one_denied(
     assert status.phase == "done" and status.pending_approvals == []
     assert len(status.rejected_signals) == 2
     assert "already approved" in status.rejected_signals[0]
-    assert "no pending approval" in status.rejected_signals[1]
+    assert "no call waits for a decision" in status.rejected_signals[1]
 
 
 async def test_queries_by_temporal_cli_return_the_message_array(
