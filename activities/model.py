@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from temporalio import activity
@@ -90,6 +90,13 @@ def transcript_unknown(what: str) -> ApplicationError:
         type=Failure.TRANSCRIPT_UNKNOWN,
         non_retryable=True,
     )
+
+
+class _Reply(NamedTuple):
+    message: AssistantMessage
+    encoded: str
+    per_page: int | None
+    left_out: int
 
 
 class ModelActivities:
@@ -226,23 +233,31 @@ class ModelActivities:
     async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
         """The model's reply (with its digest and size when the call asks: the workflow
         then joins it to the array without encoding it, whatever its size)."""
-        message, encoded, per_page = await self._reply(call)
+        reply = await self._reply(call)
+        message, encoded = reply.message, reply.encoded
         if not call.digested:
             return message
         digest, size = digested(message, encoded)
-        first, calls = first_calls(message, per_page)
+        left_out = (reply.left_out or None) if call.count_left_out else None
+        first, calls = first_calls(message, reply.per_page)
         if calls is None:
-            return ModelReturn(message=message, digest=digest, size=size)
+            return ModelReturn(message=message, digest=digest, size=size, left_out=left_out)
         # kept whole, where ``reply_calls`` reads the rest; checked here, not in the workflow
         await self.transcripts.put_message(message, encoded)
         checked = arguments_checked(message)
         return ModelReturn(
-            message=first, digest=digest, size=size, calls=calls, arguments_checked=checked
+            message=first,
+            digest=digest,
+            size=size,
+            calls=calls,
+            arguments_checked=checked,
+            left_out=left_out,
         )
 
-    async def _reply(self, call: ModelCallInput) -> tuple[AssistantMessage, str, int | None]:
-        """The reply, its canonical JSON (encoded once: the store's link, the digest) and
-        the most calls it may bring at once (``ModelSetup.calls_per_page``)."""
+    async def _reply(self, call: ModelCallInput) -> _Reply:
+        """The reply, its canonical JSON (encoded once: the store's link, the digest),
+        the most calls it may bring at once (``ModelSetup.calls_per_page``) and how many
+        messages the request left out to fit the context budget."""
         streamed = 0
         live = LiveDeltas(call.turn)
 
@@ -261,7 +276,7 @@ class ModelActivities:
 
     async def _call_model(
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
-    ) -> tuple[AssistantMessage, str, int | None]:
+    ) -> _Reply:
         setup, room = await self._setup(call)
         if setup.agent is not None:
             structlog.contextvars.bind_contextvars(agent=setup.agent)
@@ -321,7 +336,7 @@ class ModelActivities:
             await self.transcripts.extend(head, conversation, [message], [encoded])
         except Exception as error:
             bound.warning("transcript store unavailable; reply not kept", error=str(error))
-        return message, encoded, setup.calls_per_page
+        return _Reply(message, encoded, setup.calls_per_page, prepared.left_out)
 
     async def _hooked(
         self, rewrite: Any, names: list[str], value: Any, context: HookContext

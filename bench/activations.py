@@ -4,7 +4,10 @@ carrying 100, 1,000 and 10,000 messages (and answers one more message), one turn
 person, who approves them with one decision ("always" for the tool).
 
     ./run bench-activations [--sizes-messages 100,1000,10000] [--sizes-calls 100,1000,2500]
-                            [--sizes-gated 100,1000,2500]
+                            [--sizes-gated 100,1000,2500] [--budget-tokens N]
+
+``--budget-tokens``: the long sessions' model has a context budget of that many tokens,
+so each request leaves most of the array out (and that is counted).
 
 The figure is the SDK's own ``temporal_workflow_task_execution_latency`` (from the
 task's start on the worker to its completion), read from an in-process metric buffer:
@@ -47,6 +50,7 @@ from durable_agent.client import AgentClient
 from durable_agent.core import (
     AgentSpec,
     AssistantMessage,
+    ContextRules,
     Message,
     ModelSpec,
     ProviderEndpoint,
@@ -76,13 +80,19 @@ def replies(request: RecordedRequest) -> AssistantMessage:
 
 
 def spec(
-    provider: ScriptedProvider, model: str, calls: int = 0, queue: str = "", gated: bool = False
+    provider: ScriptedProvider,
+    model: str,
+    calls: int = 0,
+    queue: str = "",
+    gated: bool = False,
+    budget: int | None = None,
 ) -> AgentSpec:
     endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
     session = {"max_concurrent_tool_calls": 50, "end_after_reply": bool(calls)}
     echo = {"name": "echo", "task_queue": f"{queue}-tools"}
+    context = ContextRules(budget_tokens=budget)
     return AgentSpec(
-        model=ModelSpec(name=model, endpoint=endpoint, stream=False),
+        model=ModelSpec(name=model, endpoint=endpoint, stream=False, context=context),
         tools=[{**echo, "approval": "always"} if gated else echo] if calls else [],
         stop={"max_tool_calls_per_turn": max(calls, 1)},
         session=session,
@@ -169,7 +179,12 @@ async def approved_at_once(agents: AgentClient, session: str, calls: int) -> Non
     await agents.session(session).approve(pending[0].approval_id, by="bench", always="tool")
 
 
-async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: list[int]) -> None:
+async def main(
+    message_sizes: list[int],
+    call_sizes: list[int],
+    gated_sizes: list[int],
+    budget: int | None = None,
+) -> None:
     watch_activations()
     buffer = MetricBuffer(1_000_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
@@ -196,7 +211,7 @@ async def main(message_sizes: list[int], call_sizes: list[int], gated_sizes: lis
 
                     async def long_session(size: int = size) -> None:
                         session = await agents.start(
-                            spec(provider, "talk"), "go", history=carried(size)
+                            spec(provider, "talk", budget=budget), "go", history=carried(size)
                         )
                         await agents.session(session).wait(after=size, timeout=300)
                         await agents.session(session).send("and one more")
@@ -278,6 +293,7 @@ if __name__ == "__main__":
     parser.add_argument("--sizes-messages", type=sizes, default=[100, 1000, 10000])
     parser.add_argument("--sizes-calls", type=sizes, default=[100, 1000, 2500])
     parser.add_argument("--sizes-gated", type=sizes, default=[100, 1000, 2500])
+    parser.add_argument("--budget-tokens", type=int, default=None)
     args = parser.parse_args()
     configure_logging("warning")  # a log line per call would be the figure
-    asyncio.run(main(args.sizes_messages, args.sizes_calls, args.sizes_gated))
+    asyncio.run(main(args.sizes_messages, args.sizes_calls, args.sizes_gated, args.budget_tokens))

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         MOVE_TO_CURRENT_PATCH,
         TRUNCATED_ANSWERS_PATCH,
         TURN_FAILURES_PATCH,
+        WORKERS_COUNT_TRIMMED_PATCH,
         Patches,
     )
     from .session_log import session_log
@@ -78,6 +79,8 @@ class AgentWorkflow(SessionHandlers):
             context_overflow_trims=lambda: patches(CONTEXT_OVERFLOW_PATCH),
             approvals_in_pages=lambda: patches(APPROVALS_IN_PAGES_PATCH),
             parts_counted=lambda: patches(MESSAGE_PARTS_PATCH),
+            # (only a reply that comes with its digest can bring the count)
+            workers_count_trimmed=lambda: state.chain == 2 and patches(WORKERS_COUNT_TRIMMED_PATCH),
         )
         # signed decisions are bound to the session's run chain (new for a new session)
         self._session = session = Session(

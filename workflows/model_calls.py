@@ -130,6 +130,9 @@ class ModelCaller:
             reply_id = self._session.reply_id
             if reply_id is not None and not extra:
                 fields["message_id"] = reply_id
+            counted = digests and self._session.trimmed_by_workers
+            if counted:
+                fields["count_left_out"] = True
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.model_call_sent()
             handle = workflow.start_activity(
@@ -188,6 +191,8 @@ class ModelCaller:
                         self._session.usage_counted(reply.usage)
                         continue
                 self._session.messages.encode_ahead(reply, returned.digest, returned.size)
+                if counted:
+                    self._session.request_trimmed(returned.left_out or 0)
                 self._session.reply_read(reply, called, bool(returned.arguments_checked))
                 return reply
             return returned

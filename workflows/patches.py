@@ -19,8 +19,8 @@ from contextvars import ContextVar
 
 from temporalio import workflow
 
-#: The baseline a new run records: every patch before it, and stable ids on the
-#: messages of a new session.
+#: The baseline a new run records: every patch before it, stable ids on the messages of
+#: a new session, and what a request leaves out counted by its worker.
 BASELINE_PATCH = "baseline-2026-11-28b"
 #: The baselines before (runs recorded with one replay with what it stood for): the
 #: eighth took in the task queues of a batch's calls checked with the session's worker
@@ -106,6 +106,9 @@ LIMITER_MOVES_PATCH = "limiter-moves-to-current-build"
 #: Every message a new session adds to its array gets a stable id, for the session's
 #: life (``SessionState.message_ids``); a session opened before keeps its array as it was.
 MESSAGE_IDS_PATCH = "message-ids"
+#: What a request leaves out to fit the context budget is counted by the worker that
+#: shapes it, not in the workflow (``Compatibility.workers_count_trimmed``).
+WORKERS_COUNT_TRIMMED_PATCH = "workers-count-trimmed"
 
 #: The session's patches as of ``FIRST_BASELINE_PATCH`` (``tests/temporal/test_patches.py`` checks
 #: each is one the workflow code names).
@@ -134,7 +137,7 @@ FIFTH_BASELINED = FOURTH_BASELINED | {STORED_PREFIX_KEPT_PATCH}
 SIXTH_BASELINED = FIFTH_BASELINED | {MODEL_REPLY_DIGEST_PATCH}
 SEVENTH_BASELINED = SIXTH_BASELINED | {CALLS_IN_PAGES_PATCH}
 EIGHTH_BASELINED = SEVENTH_BASELINED | {ROUTES_CHECKED_PATCH}
-BASELINED = EIGHTH_BASELINED | {MESSAGE_IDS_PATCH}
+BASELINED = EIGHTH_BASELINED | {MESSAGE_IDS_PATCH, WORKERS_COUNT_TRIMMED_PATCH}
 #: Newest first: a run takes the first its history has (a new run, the newest).
 BASELINES = (
     (BASELINE_PATCH, BASELINED),

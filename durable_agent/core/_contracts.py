@@ -163,6 +163,9 @@ class ModelCallInput(Contract):
     message_id: str | None = None
     """The stable id the reply takes in the array (``core.message_id``): set on it
     before it is digested and stored, so the message the workflow joins is the same."""
+    count_left_out: bool | None = None
+    """With ``digested``: say how many messages the request left out to fit the context
+    budget (``ModelReturn.left_out``)."""
 
 
 class SummaryCallInput(ModelCallInput):

@@ -49,6 +49,9 @@ class ModelReturn(_Digested):
     arguments_checked: bool | None = None
     """With ``calls``: every tool call's arguments are a JSON object (``arguments_problem``
     found none), so the workflow does not parse thousands of them again."""
+    left_out: int | None = None
+    """Messages the request left out to fit the context budget, when the call asked
+    (``ModelCallInput.count_left_out``; unset: none)."""
 
 
 class TranscriptPage(Contract):

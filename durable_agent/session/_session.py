@@ -131,6 +131,10 @@ class Compatibility:
     """A batch of thousands is judged, asked and announced one page per workflow task."""
     parts_counted: Callable[[], bool] = _always
     """The text of content parts counts against ``max_message_chars``."""
+    workers_count_trimmed: Callable[[], bool] = _always
+    """What a request leaves out to fit the context budget is counted by the worker
+    that shapes it (``request_trimmed``), not in the workflow, where the count is work
+    that grows with the array."""
 
 
 @dataclass(frozen=True)
@@ -762,8 +766,19 @@ class Session:
             self.phase = "compacting"
             return command
         self.phase = "calling_model"
-        self.trimmed = self._trimmed_count()
+        if not self._compat.workers_count_trimmed():
+            self.trimmed = self._trimmed_count()
         return command
+
+    @property
+    def trimmed_by_workers(self) -> bool:
+        """The worker that makes a model call counts what its request left out."""
+        return self._compat.workers_count_trimmed()
+
+    def request_trimmed(self, left_out: int) -> None:
+        """The worker's count of the messages the latest request left out to fit the
+        context budget."""
+        self.trimmed = left_out
 
     def _trimmed_count(self) -> int:
         """Messages the request about to be made leaves out to fit the context budget."""

@@ -46,6 +46,7 @@ from durable_agent.core import (
     UserMessage,
     as_seen_by,
     options_for_call,
+    prepare_request_messages,
     summary_request,
 )
 from durable_agent.core.codecs import build_request
@@ -200,6 +201,8 @@ class LocalRun:
             context=setup.context,
         )
         self.requests.append(body)
+        if session.trimmed_by_workers:  # as the worker that shapes the request counts it
+            session.request_trimmed(prepare_request_messages(messages, setup.context).left_out)
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
         reply = self.model(body).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
