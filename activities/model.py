@@ -73,6 +73,7 @@ from durable_agent.tools import (
 
 from .billing import with_voided_usage
 from .capacity import CapacityGate, Lease, Room
+from .files import FileFetcher
 from .heartbeat import heartbeating, heartbeats
 from .live_deltas import LiveDeltas
 from .message_feed import MessageFeed
@@ -114,6 +115,7 @@ class ModelActivities:
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self._gate = CapacityGate(self._capabilities)
+        self._files = FileFetcher(self._capabilities.file_fetchable)
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
@@ -289,6 +291,8 @@ class ModelActivities:
             messages = as_seen_by(conversation, setup.agent, setup.instructions)
         # parts the model does not take left out (marked); a schema asked for in words
         api = setup.target.api
+        if api == "chat":  # it takes no file by URL: one the owner allows goes inline
+            messages = await self._files.inline(messages)
         messages, schema = fit_request(messages, setup.inputs, api, setup.output_schema)
         hooks = setup.hooks
         session_id = activity.info().workflow_id or ""

@@ -1,6 +1,7 @@
 """A worker's registries in a file (TOML or JSON), for workers started from the CLI.
 
     task_queues = ["gpu-tools"]
+    file_origins = ["https://files.example.com"]   # files by URL fetched for Chat Completions
 
     [models.openai]
     base_url = "https://api.openai.com/v1"
@@ -102,6 +103,7 @@ class _File(_Strict):
     policy: _Policy = Field(default_factory=_Policy)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     limits: dict[str, ProviderLimits] = Field(default_factory=dict)
+    file_origins: list[str] = Field(default_factory=list)
 
 
 class CapabilitiesFileError(DurableAgentError, ValueError):
@@ -132,6 +134,7 @@ def load_capabilities(path: Path) -> Capabilities:
             policy=parsed.policy.policy(),
             prices=parsed.prices,
             limits=parsed.limits,
+            file_origins=parsed.file_origins,
         )
     except ValidationError as error:
         raise CapabilitiesFileError(f"{path}: {_first(error)}") from None

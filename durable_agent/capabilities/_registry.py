@@ -29,7 +29,7 @@ from durable_agent.core._tool_sources import Registrable, narrowed
 from durable_agent.providers import model_from_environment
 
 from ._policy import SpecPolicy
-from ._urls import UrlRefused, check_url
+from ._urls import UrlRefused, check_url, origin, url_host
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,11 @@ class Capabilities:
     """Where every model call goes, whatever endpoint the spec names or carries: a
     development or test model (``durable_agent.testing.TestModel``; ``durable-agent
     worker --model test``). Unset: each call goes where its spec says."""
+    file_origins: Collection[str] = ()
+    """Where the worker may fetch a file a message gives by URL, for a model whose wire
+    takes no file by URL (Chat Completions): origins such as
+    ``https://files.example.com``. The file is sent inline; one from anywhere else is
+    never fetched, and the request says it was left out."""
 
     def __post_init__(self) -> None:
         self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
@@ -106,6 +111,9 @@ class Capabilities:
         for source in self.toolsets:
             source.check_registrable()
             self._sources[(source.kind, source.name)] = source
+        for url in self.file_origins:
+            url_host(url)  # (an http(s) URL with a host, or a sentence saying why not)
+        self._file_origins = frozenset(origin(url) for url in self.file_origins)
         for key in self.limits:
             if key.split("/", 1)[0] not in self.models:
                 raise ValueError(
@@ -205,6 +213,14 @@ class Capabilities:
         """A source's tools with its owner's floor on each (as listed, without one)."""
         floor = self.owner_floor(entry)
         return tools if floor is None else [t.model_copy(update={"floor": floor}) for t in tools]
+
+    def file_fetchable(self, url: str) -> bool:
+        """A file a message gives at ``url`` may be fetched: its origin is one the owner
+        registered (``file_origins``)."""
+        try:
+            return url_host(url) != "" and origin(url) in self._file_origins
+        except (UrlRefused, ValueError):
+            return False
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and

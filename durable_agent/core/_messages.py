@@ -95,7 +95,8 @@ class FileData(_Frozen):
     file_id: str | None = None
     file_url: str | None = None
     """A file by URL, which the provider fetches (Responses, Anthropic; Chat Completions
-    has no such part: the request says the file was left out)."""
+    has no such part: the worker sends it inline from an origin its owner registered,
+    and otherwise the request says the file was left out)."""
     filename: str | None = None
 
 
@@ -435,7 +436,8 @@ def file_part(data: bytes, filename: str, media_type: str = "application/pdf") -
 
 
 def file_part_from_url(url: str, filename: str | None = None) -> FilePart:
-    """A file the provider fetches by URL (the worker never does)."""
+    """A file by URL: the provider fetches it (on Chat Completions, which takes none by
+    URL, the worker does, from the origins its owner registered)."""
     return FilePart(file=FileData(file_url=url, filename=filename))
 
 

@@ -114,7 +114,8 @@ def _left_out(part: ContentPart, takes: frozenset[PartKind]) -> PartKind | None:
     return kind if kind is not None and kind not in takes else None
 
 
-#: Chat Completions carries a file inline or by id, never by URL.
+#: Chat Completions carries a file inline or by id, never by URL (a file the worker
+#: fetched from a registered origin is inline by now).
 FILE_BY_URL_MARKER = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
 
 

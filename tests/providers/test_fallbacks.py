@@ -199,7 +199,9 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
     assert result.final is not None and result.final.content == "from b"
     assert result.final.model == "model-b"
     assert [c.split(" turn")[0] for c in calls] == ["call_model model-a", "call_model model-b"]
-    assert len(a.requests) == 1 and len(b.requests) == 2 and len(c.requests) == 0
+    # (a's one call may be asked again by Temporal when a loaded machine's heartbeat is
+    # late: lost work, the same scheduled call, never a move; ``calls`` shows the moves)
+    assert len(a.requests) >= 1 and len(b.requests) == 2 and len(c.requests) == 0
 
 
 async def _asked(provider: ScriptedProvider) -> bool:

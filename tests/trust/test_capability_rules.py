@@ -125,6 +125,7 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
     path = tmp_path / "capabilities.toml"
     path.write_text(
         'task_queues = ["gpu"]\n'
+        'file_origins = ["https://files.example.com"]\n'
         '[models.local]\nbase_url = "http://10.0.0.5:11434/v1"\napi_key_env = "LOCAL_KEY"\n'
         '[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n'
         '[openapi.billing]\ndocument = "https://billing.example.com/openapi.json"\n'
@@ -140,6 +141,14 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
         loaded.secret_variable("GITHUB_TOKEN", "create_issue", "body")
     assert loaded.task_queue_allowed("gpu", "main") and not loaded.task_queue_allowed("x", "main")
     assert loaded.policy.inline_endpoints and not loaded.policy.gives_whole("mcp")
+    # files by URL: that origin alone (its port, its scheme), whatever the path
+    assert loaded.file_fetchable("https://files.example.com/a/report.pdf")
+    assert not loaded.file_fetchable("https://files.example.com:8443/report.pdf")
+    assert not loaded.file_fetchable("http://files.example.com/report.pdf")
+    assert not loaded.file_fetchable("https://files.example.com.evil.test/report.pdf")
+    assert not loaded.file_fetchable("file:///etc/passwd")
+    with pytest.raises(ValueError, match="only http:// and https://"):
+        Capabilities(file_origins=["ftp://files.example.com"])
     path.write_text('[mcp_servers.time]\ncomand = "uvx"\n')
     with pytest.raises(
         CapabilitiesFileError,
