@@ -40,6 +40,16 @@ def wipe_cache(name: str) -> str:
     return f"cache {name} cleared"
 
 
+picked: list[str] = []
+
+
+@tool(registry=registry, external_output=True)
+def pick_colour(question: str) -> str:
+    """Ask the person at the page to pick a colour (the page answers)."""
+    picked.append(question)
+    return "never: the page gives the output"
+
+
 def kinds(run: dict[str, Any]) -> list[str]:
     return [e["type"] for e in run["events"]]
 
@@ -242,3 +252,39 @@ async def test_the_manuals_example_runs_with_the_official_client(
     lines = out.decode().splitlines()
     assert lines[-2].startswith("approving: ") and "tiles" in lines[-2]
     assert lines[-1] == "tiles cleared" and wiped == ["tiles"]
+
+
+async def test_a_front_end_tool_is_answered_by_the_page_with_a_resume(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """A tool whose output comes from outside, as the official client sees it: the run
+    ends with an interrupt of reason ``tool_output`` asking for ``output``; the next
+    run's ``resume`` gives it, and it is the call's result (the function never ran)."""
+    picked.clear()
+    script = [assistant_calls(("pick_colour", {"question": "which?"})), assistant_text("teal")]
+    with ScriptedProvider(script) as provider:
+        async with served(
+            temporal_env, task_queue, provider, ["pick_colour"], registry, tmp_path
+        ) as (client, base):
+            url, thread = f"{base}/api/agui", f"thread-{task_queue}"
+            asked = [{"id": "u1", "role": "user", "content": "pick a colour"}]
+            first = await run_agent(url, thread, asked)
+            [interrupt] = first["events"][-1]["outcome"]["interrupts"]
+            resume = [
+                {
+                    "interruptId": interrupt["id"],
+                    "status": "resolved",
+                    "payload": {"output": "teal"},
+                }
+            ]
+            second = await run_agent(url, thread, first["messages"], resume=resume)
+            handle = client.get_workflow_handle(f"conversation-{thread}")
+            await handle.signal("end_session")
+            await handle.result()
+    assert first["error"] is None and second["error"] is None
+    assert interrupt["reason"] == "tool_output"
+    assert interrupt["responseSchema"]["required"] == ["output"]
+    result = next(e for e in second["events"] if e["type"] == "TOOL_CALL_RESULT")
+    assert result["content"] == "teal"
+    text = "".join(e["delta"] for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "teal" and picked == []

@@ -7,6 +7,7 @@ call that runs on a worker makes its own result: a commit for it changes nothing
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent.client import DecisionRefusedError, UnknownApprovalError
-from durable_agent.core import ToolMessage
+from durable_agent.core import PendingApproval, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.tools import Registry, tool
 from tests.gateway.test_gateway import address_of, events_until
@@ -191,3 +192,27 @@ async def test_a_page_gives_the_output_through_the_gateway(
     [result] = [m for m in messages if m["role"] == "tool"]
     assert result["content"] == "teal" and result["approval"]["decision"] == "responded"
     assert ran == []
+
+
+def test_a_chat_window_is_told_how_to_give_an_output_not_to_approve() -> None:
+    """The OpenAI door's text for a reply that waits: a call whose output comes from
+    outside is given at its ``output`` route; a gated call is approved or denied."""
+    from durable_agent.gateway._openai_door import waiting_text
+
+    asked = PendingApproval(
+        approval_id="turn1-call0",
+        turn=1,
+        slot=0,
+        tool_name="pick_colour",
+        arguments='{"question": "which?"}',
+        requested_at=datetime.now(UTC),
+        awaits_output=True,
+    )
+    gated = asked.model_copy(
+        update={"approval_id": "turn1-call1", "slot": 1, "tool_name": "wipe", "awaits_output": None}
+    )
+    shown = waiting_text("s-1", [asked, gated]).splitlines()
+    base = "/api/sessions/s-1/approvals"
+    assert shown[2].startswith(f'  its output: POST {base}/turn1-call0/output {{"content": "..."}}')
+    assert "approve" not in shown[2]
+    assert shown[4].startswith(f"  approve: POST {base}/turn1-call1/approve")
