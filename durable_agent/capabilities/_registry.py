@@ -218,8 +218,9 @@ class Capabilities:
         """A file a message gives at ``url`` may be fetched: its origin is one the owner
         registered (``file_origins``)."""
         try:
-            return url_host(url) != "" and origin(url) in self._file_origins
-        except (UrlRefused, ValueError):
+            url_host(url)  # an http(s) URL with a host
+            return origin(url) in self._file_origins
+        except (UrlRefused, ValueError):  # (a port that is not a number: ValueError)
             return False
 
     async def check_url(self, url: str) -> None:

@@ -195,7 +195,23 @@ class UserMessage(_Stored):
         return value
 
 
-class AssistantMessage(_Stored):
+class _CarriesImages(_Stored):
+    """Assistant and tool messages: they may carry images an agent kit's array puts on
+    them."""
+
+    images: list[ImagePart] | None = Field(default=None, exclude_if=_unset)
+    """Images an agent kit's array puts on this message (``images``: URLs, base64 or
+    bytes), kept with it; Chat Completions takes no image on this role, so none is sent."""
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _seed_images(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [i if isinstance(i, dict | ImagePart) else image_from_seed(i) for i in value]
+        return value
+
+
+class AssistantMessage(_CarriesImages):
     role: Literal["assistant"] = "assistant"
     content: str = ""
     """Always a string: a provider's ``null`` (pure tool-call turn) becomes ``""``."""
@@ -222,16 +238,6 @@ class AssistantMessage(_Stored):
     """Tool-call blocks the provider sent that could not be read as calls, kept raw."""
     blocked: str | None = None
     """An output guardrail stopped this answer (the reason): kept, never sent."""
-    images: list[ImagePart] | None = Field(default=None, exclude_if=_unset)
-    """Images an agent kit's array puts on this message (``images``: URLs, base64 or
-    bytes), kept with it; Chat Completions takes no image on this role, so none is sent."""
-
-    @field_validator("images", mode="before")
-    @classmethod
-    def _seed_images(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [i if isinstance(i, dict | ImagePart) else image_from_seed(i) for i in value]
-        return value
 
     @field_validator("content", mode="before")
     @classmethod
@@ -277,7 +283,7 @@ class ApprovalRecord(_Frozen):
     """The deadline was extended once and a second group asked (``approvals.escalation``)."""
 
 
-class ToolMessage(_Stored):
+class ToolMessage(_CarriesImages):
     role: Literal["tool"] = "tool"
     tool_call_id: str
     content: str
@@ -288,16 +294,6 @@ class ToolMessage(_Stored):
     timestamp: int | None = None
     usage: Usage | None = None
     """Model tokens the tool spent (a sub-agent, a model it asked), counted by budgets."""
-    images: list[ImagePart] | None = Field(default=None, exclude_if=_unset)
-    """Images an agent kit's array puts on this message (``images``: URLs, base64 or
-    bytes), kept with it; Chat Completions takes no image on this role, so none is sent."""
-
-    @field_validator("images", mode="before")
-    @classmethod
-    def _seed_images(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [i if isinstance(i, dict | ImagePart) else image_from_seed(i) for i in value]
-        return value
 
 
 class FlushMessage(_Stored):

@@ -207,6 +207,8 @@ class Requests:
         return taken
 
     def take_injected(self) -> list[SystemMessage | AssistantMessage]:
+        if not self.state.injected:  # (asked at every safe point: most find none)
+            return []
         taken, self.state.injected = self.state.injected, []
         return taken
 
