@@ -25,6 +25,21 @@ from .heartbeat import heartbeats
 
 log = structlog.get_logger("durable_agent.approvals")
 
+#: The most of a tool's own description of a call an approver is shown; past it the
+#: text says how much was left out (every screen shows the whole call beside it).
+MAX_DESCRIPTION_CHARS = 500
+
+
+def shortened(text: str) -> str:
+    """``text`` as an approver reads it: whole, or cut with a marker saying so."""
+    if len(text) <= MAX_DESCRIPTION_CHARS:
+        return text
+    left = len(text) - MAX_DESCRIPTION_CHARS
+    return (
+        f"{text[:MAX_DESCRIPTION_CHARS]} [... {left} more characters not shown; "
+        "the call's arguments are shown whole]"
+    )
+
 
 def answer_predicates(registry: Registry, request: ApprovalCheckInput) -> list[bool]:
     """Each call's predicate over its validated arguments: the tool's own (does it need
@@ -63,7 +78,7 @@ def describe_calls(registry: Registry, request: DescribeCallsInput) -> list[str]
                 text = str(found.describe(found.validate_arguments(arguments, {})))
             except Exception as error:  # a describer's bug must not hold the approval
                 log.warning("describe failed", tool=name, error=str(error))
-        described.append(visible(text[:500]))  # as an approver will read it
+        described.append(shortened(visible(text)))  # as an approver will read it
     return described
 
 

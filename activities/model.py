@@ -10,6 +10,8 @@ that is away) is Temporal's to retry, without using up an attempt.
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -30,6 +32,7 @@ from durable_agent.core import (
     ModelCallInput,
     ModelReturn,
     ModelSetup,
+    ProviderEndpoint,
     ReplyCallsInput,
     StoredMessageRef,
     StoreTranscriptInput,
@@ -50,6 +53,7 @@ from durable_agent.core import (
     options_for_call,
     payload_bytes,
     prepare_request_messages,
+    room_left,
     root_of,
     summary_request,
     with_prompt_cache,
@@ -83,6 +87,9 @@ from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.model")
 
+#: The secret every worker of a fleet derives prompt cache keys with (optional).
+CACHE_KEY_SECRET_ENV = "DURABLE_AGENT_CACHE_KEY_SECRET"
+
 
 def transcript_unknown(what: str) -> ApplicationError:
     """The error the workflow answers by sending the whole array (once)."""
@@ -115,10 +122,21 @@ class ModelActivities:
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self._gate = CapacityGate(self._capabilities)
-        self._files = FileFetcher(self._capabilities.file_fetchable)
+        self._files = FileFetcher(self._capabilities.file_fetchable, self._capabilities.file_limits)
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
+        self._own_secret = secrets.token_bytes(32)
+
+    def _cache_key_secret(self, endpoint: ProviderEndpoint) -> bytes:
+        """What prompt cache keys are derived with: the fleet's own secret
+        (``$DURABLE_AGENT_CACHE_KEY_SECRET``), else the endpoint's API key (every worker
+        that calls it holds it), else a secret of this worker's alone."""
+        shared = os.environ.get(CACHE_KEY_SECRET_ENV)
+        if shared:
+            return shared.encode()
+        api_key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+        return b"api-key\0" + api_key.encode() if api_key else self._own_secret
 
     async def _setup(self, call: ModelCallInput) -> tuple[ModelSetup, Room]:
         """The session's model setup (sent inline, cached here, or in the shared store),
@@ -291,9 +309,10 @@ class ModelActivities:
             messages = as_seen_by(conversation, setup.agent, setup.instructions)
         # parts the model does not take left out (marked); a schema asked for in words
         api = setup.target.api
-        if api == "chat":  # it takes no file by URL: one the owner allows goes inline
-            messages = await self._files.inline(messages)
-        messages, schema = fit_request(messages, setup.inputs, api, setup.output_schema)
+        fetching = api == "chat"  # it takes no file by URL: one the owner allows goes inline
+        messages, schema = fit_request(
+            messages, setup.inputs, api, setup.output_schema, fetching_files=fetching
+        )
         hooks = setup.hooks
         session_id = activity.info().workflow_id or ""
         context = HookContext(session_id=session_id, turn=call.turn, agent=setup.agent)
@@ -303,6 +322,14 @@ class ModelActivities:
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
             bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
+        if fetching:  # after fitting: only the window's files, within what it leaves
+            rules = setup.context
+            prepared = await self._files.inline(
+                prepared,
+                session_id,
+                room_tokens=room_left(prepared, rules),
+                chars_per_token=rules.chars_per_token if rules is not None else 4.0,
+            )
         body = self._request_body(
             setup,
             prepared,
@@ -314,6 +341,7 @@ class ModelActivities:
                 setup.target.base_url,
                 session_id,
                 setup.agent,
+                self._cache_key_secret(setup.target),
             ),
             output_schema=schema,
             reasoning=setup.reasoning,

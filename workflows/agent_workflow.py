@@ -82,9 +82,15 @@ class AgentWorkflow(SessionHandlers):
             # (only a reply that comes with its digest can bring the count)
             workers_count_trimmed=lambda: state.chain == 2 and patches(WORKERS_COUNT_TRIMMED_PATCH),
         )
-        # signed decisions are bound to the session's run chain (new for a new session)
+        # signed decisions are bound to the run that asked (a reset asks anew) and
+        # revocations to the session's run chain (new for a new session)
+        info = workflow.info()
         self._session = session = Session(
-            request.spec, state, compatibility, run_chain=workflow.info().first_execution_run_id
+            request.spec,
+            state,
+            compatibility,
+            run_chain=info.first_execution_run_id,
+            run=info.run_id,
         )
         self._feed = LiveFeed(WorkflowStream(events_carried(request)), session)
         self._reading_back = reading_back(request)

@@ -151,8 +151,15 @@ class InlineRun:
         scope = f"run-{workflow.uuid4().hex[:12]}"  # this run's calls apart from others'
         with run_patches(patches), run_scope(scope):
             state = new_session_state(patches)
+            # a decision signed for one run's call is worth nothing in another run of
+            # the same workflow: both bindings name this run
+            info = workflow.info()
             session = Session(
-                self.spec, state, Compatibility(), run_chain=workflow.info().first_execution_run_id
+                self.spec,
+                state,
+                Compatibility(),
+                run_chain=f"{info.first_execution_run_id}/{scope}",
+                run=f"{info.run_id}/{scope}",
             )
             self._session = session
             admission = await admit(self.spec, carried=False)

@@ -6,12 +6,13 @@ from durable_agent.core import NotAllowed, NotRegistered
 from ._admission import admission_problems, registered_prices
 from ._config_file import CapabilitiesFileError, load_capabilities
 from ._policy import SpecPolicy
-from ._registry import Capabilities, SecretGrant
+from ._registry import Capabilities, FileLimits, SecretGrant
 from ._urls import UrlRefused, check_url
 
 __all__ = [
     "Capabilities",
     "CapabilitiesFileError",
+    "FileLimits",
     "NotAllowed",
     "NotRegistered",
     "SecretGrant",

@@ -56,6 +56,13 @@ async def admission_problems(
         models += [(f"{base}.fallbacks[{k}].endpoint", f) for k, f in enumerate(model.fallbacks)]
     cost_budget = spec.stop.max_cost_usd is not None
     for field, model in models:
+        options = model.options
+        if options.prompt_cache_key is not None or "prompt_cache_key" in options.extra:
+            problems.append(
+                f"{where}{field.removesuffix('.endpoint')}.options.prompt_cache_key: the "
+                "worker derives each session's cache key with a secret of its own, so no "
+                "session can name another's; remove it (prompt_cache turns caching on or off)"
+            )
         endpoint = await check(field, capabilities.endpoint(model.endpoint))
         if endpoint is not None and endpoint.api not in registry.apis():
             problems.append(

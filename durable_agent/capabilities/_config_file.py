@@ -1,7 +1,8 @@
 """A worker's registries in a file (TOML or JSON), for workers started from the CLI.
 
     task_queues = ["gpu-tools"]
-    file_origins = ["https://files.example.com"]   # files by URL fetched for Chat Completions
+    file_origins = ["https://files.example.com/reports/"]   # files by URL, for Chat Completions
+    file_limits = {max_files = 10, max_bytes = 33554432}   # per request (FileLimits)
 
     [models.openai]
     base_url = "https://api.openai.com/v1"
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,7 +57,7 @@ from durable_agent.core import (
 )
 
 from ._policy import SpecPolicy
-from ._registry import Capabilities, SecretGrant, default_models
+from ._registry import Capabilities, FileLimits, SecretGrant, default_models
 
 
 class _Strict(BaseModel):
@@ -104,6 +106,7 @@ class _File(_Strict):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     limits: dict[str, ProviderLimits] = Field(default_factory=dict)
     file_origins: list[str] = Field(default_factory=list)
+    file_limits: dict[str, float] = Field(default_factory=dict)
 
 
 class CapabilitiesFileError(DurableAgentError, ValueError):
@@ -135,11 +138,21 @@ def load_capabilities(path: Path) -> Capabilities:
             prices=parsed.prices,
             limits=parsed.limits,
             file_origins=parsed.file_origins,
+            file_limits=_file_limits(parsed.file_limits),
         )
     except ValidationError as error:
         raise CapabilitiesFileError(f"{path}: {_first(error)}") from None
     except ValueError as error:
         raise CapabilitiesFileError(f"{path}: {error}") from None
+
+
+def _file_limits(given: dict[str, float]) -> FileLimits:
+    known = {f.name: f.type for f in fields(FileLimits)}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(f"file_limits: no setting {unknown[0]!r} (settings: {', '.join(known)})")
+    counts = {k: int(v) if known[k] == "int" else float(v) for k, v in given.items()}
+    return FileLimits(**counts)  # type: ignore[arg-type]
 
 
 _Model = TypeVar("_Model", McpServerSpec, OpenApiSpec)

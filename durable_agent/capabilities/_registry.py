@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from durable_agent.core import (
     McpServerSpec,
@@ -29,7 +30,36 @@ from durable_agent.core._tool_sources import Registrable, narrowed
 from durable_agent.providers import model_from_environment
 
 from ._policy import SpecPolicy
-from ._urls import UrlRefused, check_url, origin, url_host
+from ._urls import UrlRefused, check_url, normalised_path, origin, under, url_host
+
+
+@dataclass(frozen=True)
+class FileLimits:
+    """How much a worker fetches for files that messages give by URL (``file_origins``),
+    per model request: a message chooses its files, the worker's owner how many and how
+    large. A file past a limit is left out of the request, and the model reads why."""
+
+    max_files: int = 10
+    """Files fetched for one request (each part counts: the same URL twice is two)."""
+    max_bytes: int = 32 * 1024 * 1024
+    """Their bytes in all, before base64 (OpenAI takes at most 32 MB of files a
+    request)."""
+    max_file_bytes: int = 20 * 1024 * 1024
+    """One file's bytes."""
+    fetch_seconds: float = 30.0
+    """The whole of one fetch, from connecting to the last byte."""
+    cache_bytes: int = 64 * 1024 * 1024
+    """Files kept between a session's calls on this worker (each session has its own)."""
+    cache_seconds: float = 600.0
+    """How long a kept file may be used (each use asks its origin first whether it
+    changed, with its ``ETag`` or ``Last-Modified``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_files", "max_bytes", "max_file_bytes", "cache_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"file_limits.{name} cannot be negative")
+        if self.fetch_seconds <= 0 or self.cache_seconds < 0:
+            raise ValueError("file_limits: fetch_seconds must be positive, cache_seconds >= 0")
 
 
 @dataclass(frozen=True)
@@ -102,8 +132,12 @@ class Capabilities:
     file_origins: Collection[str] = ()
     """Where the worker may fetch a file a message gives by URL, for a model whose wire
     takes no file by URL (Chat Completions): origins such as
-    ``https://files.example.com``. The file is sent inline; one from anywhere else is
-    never fetched, and the request says it was left out."""
+    ``https://files.example.com``, or an origin and a path (``https://host/public/``:
+    that folder only, dot segments and escapes resolved first). The file is sent
+    inline; one from anywhere else is never fetched, and the request says it was left
+    out."""
+    file_limits: FileLimits = field(default_factory=FileLimits)
+    """How many files, and how many bytes, one request fetches (``FileLimits``)."""
 
     def __post_init__(self) -> None:
         self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
@@ -113,7 +147,9 @@ class Capabilities:
             self._sources[(source.kind, source.name)] = source
         for url in self.file_origins:
             url_host(url)  # (an http(s) URL with a host, or a sentence saying why not)
-        self._file_origins = frozenset(origin(url) for url in self.file_origins)
+        self._file_origins = [
+            (origin(url), normalised_path(urlsplit(url).path)) for url in self.file_origins
+        ]
         for key in self.limits:
             if key.split("/", 1)[0] not in self.models:
                 raise ValueError(
@@ -214,14 +250,24 @@ class Capabilities:
         floor = self.owner_floor(entry)
         return tools if floor is None else [t.model_copy(update={"floor": floor}) for t in tools]
 
-    def file_fetchable(self, url: str) -> bool:
-        """A file a message gives at ``url`` may be fetched: its origin is one the owner
-        registered (``file_origins``)."""
+    def file_fetchable(self, url: str) -> str | None:
+        """The URL to fetch for a file a message gives at ``url``, when an entry of
+        ``file_origins`` allows it (its origin, and its path prefix if it has one);
+        ``None`` otherwise. What is fetched is the path as checked (escapes and dot
+        segments resolved), without user info, so the server reads what was allowed."""
         try:
             url_host(url)  # an http(s) URL with a host
-            return origin(url) in self._file_origins
+            parts = urlsplit(url)
+            where, path = origin(url), normalised_path(parts.path)
         except (UrlRefused, ValueError):  # (a port that is not a number: ValueError)
-            return False
+            return None
+        if not any(where == o and under(path, prefix) for o, prefix in self._file_origins):
+            return None
+        netloc = parts.hostname or ""
+        netloc = f"[{netloc}]" if ":" in netloc else netloc
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        return urlunsplit((parts.scheme, netloc, quote(path), parts.query, ""))
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from durable_agent.core import DurableAgentError
 
@@ -66,8 +66,11 @@ def _blocked(address: str) -> tuple[str, str] | None:
         inner = _blocked(str(carried))
         if inner is not None:
             return inner[0], f"{carried} inside {ip}"
-    for kind in ("unspecified", "loopback", "link_local", "multicast", "private", "reserved"):
-        if getattr(ip, f"is_{kind}"):
+    kinds = ("unspecified", "loopback", "link_local", "site_local", "multicast", "private")
+    for kind in (*kinds, "reserved"):
+        # (site-local, fec0::/10, is deprecated but still routed inside some networks,
+        # and ``is_global`` counts it as global; IPv4 addresses have no such attribute)
+        if getattr(ip, f"is_{kind}", False):
             return kind.replace("_", "-"), str(ip)
     if ip.is_global and not any(ip in network for network in NOT_HOSTS):
         return None
@@ -112,3 +115,42 @@ def origin(url: str) -> str:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def normalised_path(path: str) -> str:
+    """A URL path as a server would read it at worst: percent-escapes decoded until none
+    is left (``%252e`` is ``%2e`` to one server and ``.`` to the next), backslashes
+    read as slashes, and dot segments resolved. What an origin entry's path must
+    prefix."""
+    for _ in range(4):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    segments: list[str] = []
+    for segment in path.replace("\\", "/").split("/"):
+        if segment == "..":
+            if len(segments) > 1:
+                segments.pop()
+        elif segment != ".":
+            segments.append(segment)
+    normal = "/".join(segments)
+    return normal if normal.startswith("/") else "/" + normal
+
+
+def under(path: str, prefix: str) -> bool:
+    """``path`` is ``prefix`` or inside it (``/public`` holds ``/public/a``, not
+    ``/publicity``)."""
+    if path == prefix or prefix in ("", "/"):
+        return True
+    return path.startswith(prefix if prefix.endswith("/") else prefix + "/")
+
+
+def without_secrets(url: str) -> str:
+    """``url`` as a log line may show it: no user info, query or fragment (a signed
+    link's token lives there)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))

@@ -127,7 +127,7 @@ def format_grant(grant: Grant) -> str:
 
 def format_pending(pending: PendingApproval) -> str:
     """One waiting call: what it would do, who may decide it, until when."""
-    what = pending.described_arguments or f"{pending.tool_name} {pending.arguments}"
+    what = pending.for_approver()
     notes = []
     if pending.deadline:
         notes.append(f"deadline {pending.deadline:%Y-%m-%d %H:%M:%S}Z")

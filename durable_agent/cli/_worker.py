@@ -57,7 +57,9 @@ log = structlog.get_logger("durable_agent.worker")
 
 async def serve(args: argparse.Namespace) -> None:
     """Run until SIGINT/SIGTERM; with ``--dev`` the dev server stops with the worker."""
-    configure_logging(args.log_level, json_lines=args.log_json, once=True)
+    # with codec keys, history and the store hold users' words encrypted: so must the log
+    withhold = codec_keys(args) is not None
+    configure_logging(args.log_level, json_lines=args.log_json, once=True, withhold=withhold)
     metrics = WorkerMetrics.serve(args.metrics_address) if args.metrics_address else None
     configure_tracing(
         args.otlp_endpoint,

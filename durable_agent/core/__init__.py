@@ -41,6 +41,7 @@ from ._context import (
     compaction_until,
     context_overflow,
     is_summary,
+    room_left,
     squeezed,
     summary_message,
     summary_request,
@@ -198,7 +199,7 @@ from ._provider_limits import (
     limiter_id,
 )
 from ._redaction import redact
-from ._request_messages import options_for_call, prepare_request_messages
+from ._request_messages import PreparedMessages, options_for_call, prepare_request_messages
 from ._schema_values import as_validated
 from ._secrets import SecretError, SecretProvider, SecretResolver, environment_secrets, references
 from ._spec import (
@@ -246,6 +247,7 @@ from ._transcript import (
     chain_hash,
     chain_of,
     content_hash,
+    given_id_problem,
     json_digest,
     message_id,
     payload_bytes,
@@ -374,6 +376,7 @@ __all__ = [
     "PayloadTooLarge",
     "PendingApproval",
     "Phase",
+    "PreparedMessages",
     "ProviderEndpoint",
     "ProviderLimits",
     "ReasoningDelta",
@@ -457,6 +460,7 @@ __all__ = [
     "first_calls",
     "fit_request",
     "fork_problem",
+    "given_id_problem",
     "handoff_tools",
     "image_part",
     "image_part_from_bytes",
@@ -487,6 +491,7 @@ __all__ = [
     "report_html",
     "report_table",
     "result_text",
+    "room_left",
     "root_of",
     "safe_file_name",
     "schema_from_properties",

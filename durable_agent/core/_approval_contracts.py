@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ._approval_policy import ApprovalSettings, ArgumentTest
+from ._approval_policy import ApprovalSettings, ArgumentTest, describe_arguments
 from ._contract import Contract
 
 
@@ -155,6 +155,20 @@ class PendingApproval(Contract):
     awaits_output: bool | None = None
     """The call waits for its output from outside (``respond`` commits it; ``deny``
     refuses it), not for leave to run: its tool never runs on a worker."""
+
+    def for_approver(self) -> str:
+        """What every screen shows an approver: the tool's own words for the call, when
+        it has some, and always the call itself with every argument whole (an owner's
+        describer may leave out what matters, or be cut; the arguments are what runs)."""
+        whole = describe_arguments(self.tool_name, self.arguments)
+        said = self.described_arguments
+        return whole if not said or said == whole else f"{said}\n  the call: {whole}"
+
+    run: str | None = None
+    """The workflow run that asked (with the inline run's own name inside a user's
+    workflow): a signed decision names it (``decision_digest``), so a token for this
+    call is worth nothing for the same approval id asked by another run, after a reset
+    or in the next inline run of the same workflow."""
 
 
 #: How a session says no call waits under an approval id (the client knows it by this,

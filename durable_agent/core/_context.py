@@ -107,6 +107,14 @@ def _tokens(messages: Sequence[Message], rules: ContextRules) -> int:
     return estimate_tokens(messages, rules.chars_per_token, rules.tokenizer)
 
 
+def room_left(messages: Sequence[Message], rules: ContextRules | None) -> float | None:
+    """The tokens a request of ``messages`` leaves under its budget for what the worker
+    adds to it (files fetched by URL); ``None`` without a budget."""
+    if rules is None or rules.budget_tokens is None:
+        return None
+    return float(max(0, rules.budget_tokens - _tokens(messages, rules)))
+
+
 def window_start(messages: Sequence[Message]) -> tuple[int, int | None]:
     """Where requests start (after the latest flush, or what the latest summary covers)
     and that summary's index."""

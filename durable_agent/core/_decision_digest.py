@@ -1,11 +1,12 @@
 """What a signed decision is signed for: a digest of the whole decision and of the call
-it decides, in the session run chain it was made in.
+it decides, in the workflow run that asked for it.
 
 A token that named only the session, the approval id and the action let anything else
 ride along unsigned: edited arguments, an "always" scope, a response's content, or the
-same approval id in a new session started under the same id. The digest covers each of
-those, so a token is worth exactly the decision its signer saw. Pure: the workflow
-computes it for the workers to compare, the client for the signer to sign.
+same approval id in a new session started under the same id, in the next agent run
+inline in the same workflow, or after a reset. The digest covers each of those, so a
+token is worth exactly the decision its signer saw. Pure: the workflow computes it for
+the workers to compare, the client for the signer to sign.
 """
 
 from __future__ import annotations
@@ -33,8 +34,12 @@ def decision_digest(
 ) -> str:
     """The digest a token for ``action`` on ``subject`` (an approval or grant id) signs:
     the decision's content (why, edited arguments, scope and its tests, a response and
-    whether it is an error), the call's tool and arguments, and ``run`` (the session's
-    first run id, the same across continue-as-new and new for a new session)."""
+    whether it is an error), the call's tool and arguments, and the run it was asked
+    in: the call's own ``run`` when it names one, else ``run`` (the session's first run
+    id, the same across continue-as-new and new for a new session; what a grant's
+    revocation is bound to)."""
+    if call is not None and call.run:
+        run = call.run
     content: dict[str, Any] = {}
     if decision is not None:
         content = decision.model_dump(

@@ -148,12 +148,16 @@ def fit_request(
     inputs: ModelInputs | None,
     api: str,
     output_schema: dict[str, Any] | None,
+    *,
+    fetching_files: bool = False,
 ) -> tuple[list[Message], dict[str, Any] | None]:
     """The request's messages as the model takes them, and the schema to put in its
-    structured-output field (``None`` when the mode asks in words instead)."""
+    structured-output field (``None`` when the mode asks in words instead).
+    ``fetching_files``: files by URL stay for the worker to fetch (or mark) once the
+    request is fitted, where the wire takes none by URL."""
     inputs = inputs or ModelInputs()
     takes = inputs.kinds() & WIRE_TAKES.get(api, WIRE_TAKES["chat"])
-    file_urls = api != "chat"  # Chat Completions has no file-by-URL part
+    file_urls = api != "chat" or fetching_files  # Chat Completions has no file-by-URL part
     fitted = _marked(messages, lambda part: _marker(part, takes, file_urls=file_urls))
     if output_schema is None or inputs.structured_output == "json_schema":
         return fitted, output_schema

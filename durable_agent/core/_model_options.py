@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -47,7 +48,8 @@ class ModelOptions(BaseModel):
     far). Unset: on where the provider is known to take it (OpenAI's own endpoint and
     Anthropic's API); ``False`` sends none; ``True`` sends them to any endpoint."""
     prompt_cache_key: str | None = None
-    """Set by the worker for each call when caching is on (never needed in a spec)."""
+    """Set by the worker for each call when caching is on; a spec that sets it is
+    refused at admission (the worker derives it with a secret of its own)."""
     temperature: float | None = Field(default=None, ge=0)
     max_output_tokens: int | None = Field(default=None, gt=0)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -94,15 +96,26 @@ CACHING_APIS = frozenset({"chat", "responses", "anthropic"})
 
 
 def with_prompt_cache(
-    options: ModelOptions, api: str, base_url: str, session_id: str, agent: str | None
+    options: ModelOptions,
+    api: str,
+    base_url: str,
+    session_id: str,
+    agent: str | None,
+    secret: bytes,
 ) -> ModelOptions:
-    """``options`` with the call's cache key when caching is on for this endpoint: one
-    key per session and agent, so a session's requests go to one cache (a digest: the
-    session's id never reaches the provider)."""
+    """``options`` with the call's cache key when caching is on for this endpoint, and
+    none otherwise (whatever the spec carried): one key per session and agent, so a
+    session's requests go to one cache. The key is a keyed digest (HMAC) with a
+    ``secret`` only the workers hold: the session's id never reaches the provider, and
+    whoever can start a workflow cannot compute another session's key to share its
+    cache."""
+    extra = {k: v for k, v in options.extra.items() if k != "prompt_cache_key"}
+    options = options.model_copy(update={"prompt_cache_key": None, "extra": extra})
     wanted = options.prompt_cache
     if wanted is None:
         wanted = urlsplit(base_url).hostname in CACHING_HOSTS
     if not wanted or api not in CACHING_APIS:
         return options
-    key = hashlib.sha256(f"{session_id}\0{agent or ''}".encode()).hexdigest()[:32]
+    named = f"{session_id}\0{agent or ''}".encode()
+    key = hmac.new(secret, named, hashlib.sha256).hexdigest()[:32]
     return options.model_copy(update={"prompt_cache_key": key})

@@ -27,6 +27,7 @@ from ._tool_sources import OpenApiSpec as OpenApiSpec
 from ._tool_sources import ToolsetSpec as ToolsetSpec
 from ._tool_sources import ToolSource as ToolSource
 from ._tool_sources import sources_from_old_fields
+from ._transcript import given_id_problem
 
 
 class ModelPrice(_Spec):
@@ -518,7 +519,7 @@ class AgentInput(_Spec):
         if sum(bool(x) for x in (self.resume, self.history or self.earlier, self.fork)) > 1:
             raise ValueError("resume, history, fork: a session's past comes from one of them")
         if isinstance(self.message, UserMessage) and (
-            why := self._first_model().refuses(self.message)
+            why := self._first_model().refuses(self.message) or given_id_problem(self.message)
         ):
             raise ValueError(f"message: {why}")
         return self

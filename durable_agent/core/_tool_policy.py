@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._errors import DurableAgentError
 from ._messages import ApprovalDecision, Usage
@@ -91,12 +91,22 @@ class ToolPolicy(BaseModel):
     """Longer results are cut to this many characters with a marker saying so (the
     whole result is kept in the transcript store and named in the marker and the log)."""
     approvers: list[str] | None = None
-    """Who may decide this tool's calls (unset: the session's ``approvals.approvers``)."""
+    """Who may decide this tool's calls (unset: the session's ``approvals.approvers``).
+    Naming them without an ``approval`` mode gates every call."""
     external_output: bool | None = None
     """The call's output comes from outside (a page, another system): the tool never
     runs on a worker; its calls wait until someone who may decide them commits the
     output (``respond``), or are denied. Only the tool's owner sets it (a session's
     settings have no such field)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _approvers_gate(cls, data: Any) -> Any:
+        """Approvers named without an approval mode gate every call: who may decide is
+        moot for a call nobody is asked about."""
+        if isinstance(data, dict) and data.get("approvers") and "approval" not in data:
+            return {**data, "approval": "always"}
+        return data
 
 
 class OwnerFloor(BaseModel):

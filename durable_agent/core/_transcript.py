@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
@@ -115,6 +116,22 @@ def message_id(index: int) -> str:
     id never changes, and no two messages of one session share one. A reader joining
     several sessions' arrays prefixes it with the session id."""
     return f"m{index}"
+
+
+_OWN_FORM = re.compile(r"m[0-9]+")
+
+
+def given_id_problem(message: Message) -> str | None:
+    """Why a message someone sends may not keep the id it carries: one of the form the
+    session gives its own messages (``message_id``) would name another message of the
+    array, and readers that go by id (a message log, a chat client that skips what it
+    holds) would take one for the other."""
+    if message.id is None or not _OWN_FORM.fullmatch(message.id):
+        return None
+    return (
+        f"the id {message.id!r} has the form this session gives its own messages "
+        "(m<position>) and would name another one; give another id, or none"
+    )
 
 
 class Transcript(Sequence[Message]):

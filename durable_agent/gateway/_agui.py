@@ -163,7 +163,7 @@ class AguiTranslator:
             Interrupt(
                 id=p.approval_id,
                 reason="tool_output" if p.awaits_output else "tool_approval",
-                message=p.described_arguments or f"{p.tool_name}({p.arguments})",
+                message=p.for_approver(),
                 tool_call_id=self._calls.get(p.slot),
                 response_schema=OUTPUT_ANSWER if p.awaits_output else APPROVAL_ANSWER,
                 expires_at=p.deadline.isoformat() if p.deadline else None,

@@ -155,8 +155,7 @@ def waiting_text(session_id: str, pending: list[PendingApproval]) -> str:
     base = f"/api/sessions/{session_id}/approvals"
     lines = [f"Waiting for a person to approve {len(pending)} call(s) before I go on:"]
     for p in pending:
-        said = p.described_arguments or p.arguments
-        lines.append(f"- {p.tool_name}: {said} (approval {p.approval_id})")
+        lines.append(f"- {p.for_approver()} (approval {p.approval_id})")
         if p.awaits_output:  # its output comes from outside: nothing to approve
             lines.append(
                 f'  its output: POST {base}/{p.approval_id}/output {{"content": "..."}}, '

@@ -283,6 +283,7 @@ class ToolBatch:
                     rule=batch.rules.get(k),
                     signed_only=owned or None,
                     awaits_output=tool.policy.external_output or None,
+                    run=self.decisions.run or None,
                 )
             )
         self.approvals.open_all(opening)

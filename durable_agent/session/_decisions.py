@@ -52,6 +52,7 @@ class Decisions:
         toolbox: Toolbox,
         requests: Requests,
         run_chain: str = "",
+        run: str = "",
     ) -> None:
         self.spec = spec
         self.state = state
@@ -63,7 +64,9 @@ class Decisions:
         self.outcomes: dict[str, DecisionResult | str] = {}
         """What became of each ``decide`` update (by update id): accepted, or why not."""
         self.run_chain = run_chain
-        """The session's first run id: what signed decisions are bound to."""
+        """The session's first run id: what signed revocations are bound to."""
+        self.run = run
+        """The run asking for approvals now: what signed decisions on its calls name."""
 
     def reject(self, text: str) -> str:
         """Keep a refusal that changed nothing visible in ``status``."""
@@ -226,7 +229,8 @@ class Decisions:
 
     def tokens_to_check(self) -> list[TokenCheck]:
         """Each signed decision, with the digest its token must sign: the decision as it
-        arrived, the call as it waits, and this session's run chain."""
+        arrived, the call as it waits (with the run that asked for it), and for a
+        revocation this session's run chain."""
         checks = []
         pending = self.approvals.find_all() if self.state.unverified else {}
         for item in self.state.unverified:

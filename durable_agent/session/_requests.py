@@ -14,11 +14,13 @@ from durable_agent.core import (
     EndSessionSignal,
     FlushMessage,
     FlushSignal,
+    Message,
     MoveToAgentSignal,
     SystemMessage,
     TextPart,
     Transcript,
     UserMessage,
+    given_id_problem,
 )
 
 from ._budget import Budget
@@ -85,17 +87,22 @@ class Requests:
         """Why a message cannot be queued (the update's validator asks too)."""
         empty = message.content in ("", [])
         size = text_size(message, self._counted)
-        problem = self._queue_problem("send_message", empty, size)
+        problem = self._queue_problem("send_message", empty, size, message)
         model = self.spec.model if self.swarm is None else self.swarm.model  # who answers
         refused = model.refuses(message)
         return problem or (f"send_message: {refused}" if refused else None)
 
-    def _queue_problem(self, door: str, empty: bool, size: int | None) -> str | None:
+    def _queue_problem(
+        self, door: str, empty: bool, size: int | None, message: Message
+    ) -> str | None:
         """What every message sent to the session is checked for: some text, within
-        ``max_message_chars``, and a session that is not ending."""
+        ``max_message_chars``, an id that is not of the session's own form, and a
+        session that is not ending."""
         limit = self.spec.session.max_message_chars
         if empty:
             return f"{door}: empty message"
+        if (taken := given_id_problem(message)) is not None:
+            return f"{door}: {taken}"
         if size is not None and size > limit:
             return f"{door}: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
@@ -124,7 +131,7 @@ class Requests:
         )
         if isinstance(message, AssistantMessage) and message.tool_calls:
             return "inject_message: an assistant message with tool calls would have no results"
-        return self._queue_problem("inject_message", not text.strip(), len(text))
+        return self._queue_problem("inject_message", not text.strip(), len(text), message)
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:
         """A person moves a swarm session to another agent (at the next safe point)."""

@@ -162,9 +162,13 @@ class Session:
         compat: Compatibility | None = None,
         *,
         run_chain: str = "",
+        run: str = "",
     ) -> None:
-        """``run_chain``: the session's first run id, which signed decisions are bound to
-        (the same across continue-as-new, new for a new session under the same id)."""
+        """``run_chain``: the session's first run id, which signed revocations of grants
+        are bound to (the same across continue-as-new, new for a new session under the
+        same id); ``run``: the workflow run asking for approvals now, which each waiting
+        call names (``PendingApproval.run``) and a signed decision on it must name too.
+        An agent run inline in a user's workflow adds its own name to both."""
         compat = compat or Compatibility()
         self.spec = spec
         self._state = state
@@ -184,7 +188,7 @@ class Session:
         requests = Requests(spec, state.requests, swarm, budget, gate, compat.parts_counted)
         sweeps = GrantSweeps(state.sweeps, approvals, gate, toolbox)
         decisions = Decisions(
-            spec, state.decisions, approvals, gate, sweeps, toolbox, requests, run_chain
+            spec, state.decisions, approvals, gate, sweeps, toolbox, requests, run_chain, run
         )
         self._approvals, self._swarm, self._toolbox, self._gate = approvals, swarm, toolbox, gate
         self._budget, self._requests, self._decisions = budget, requests, decisions

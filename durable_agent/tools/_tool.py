@@ -146,7 +146,7 @@ def _build_tool(
     description: str | None,
     strict: bool,
     bind: dict[str, str] | None,
-    approval: ApprovalMode | ApprovalPredicate,
+    approval: ApprovalMode | ApprovalPredicate | None,
     check: EffectCheck | None,
     policy_fields: dict[str, Any],
     describe: CallDescriber | None = None,
@@ -174,6 +174,15 @@ def _build_tool(
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     predicate = None
+    approvers = policy_fields.get("approvers")
+    if approval == "never" and approvers:
+        raise TypeError(
+            f"tool {name or fn.__name__}: approvers= names who decides its calls, but "
+            "approval='never' asks no one; leave approval= out (approvers alone gates "
+            "every call) or drop approvers="
+        )
+    if approval is None:  # naming approvers gates every call
+        approval = "always" if approvers else "never"
     if callable(approval):
         predicate, approval = approval, "predicate"
     definition = ToolDefinition(
@@ -206,7 +215,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    approval: ApprovalMode | ApprovalPredicate = "never",
+    approval: ApprovalMode | ApprovalPredicate | None = None,
     execution_mode: ExecutionMode = "parallel",
     timeout_seconds: float = 300.0,
     max_attempts: int = 3,
@@ -231,7 +240,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    approval: ApprovalMode | ApprovalPredicate = "never",
+    approval: ApprovalMode | ApprovalPredicate | None = None,
     execution_mode: ExecutionMode = "parallel",
     timeout_seconds: float = 300.0,
     max_attempts: int = 3,
@@ -260,7 +269,8 @@ def tool(
 
     ``describe``: a function of the validated arguments that says in a few words what a
     call waiting for approval would do (``described_arguments``); ``approvers``: who
-    may decide its calls.
+    may decide its calls. Naming approvers gates every call (``approval="always"``
+    unless ``approval`` says otherwise); ``approval="never"`` with approvers is refused.
 
     ``external_output``: the calls' output comes from outside (a page the person is
     on, another system): the function is never run, its signature and docstring only

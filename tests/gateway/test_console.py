@@ -56,7 +56,9 @@ async def test_a_person_starts_approves_and_watches_the_answer_stream_in(
                     await page.click("#start-button")
                     card = page.locator(".approval")
                     await card.wait_for(timeout=30_000)
-                    assert "wipe_cache" in await card.inner_text()
+                    card_text = await card.inner_text()
+                    # the call whole (what runs) beside its readable form
+                    assert 'wipe_cache({"name": "tiles"})' in card_text, card_text
                     await card.get_by_role("button", name="Approve").click()
                     await page.locator(".approval .decision").wait_for(timeout=30_000)
                     decision = await page.locator(".approval .decision").inner_text()

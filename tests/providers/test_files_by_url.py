@@ -21,6 +21,7 @@ from durable_agent.core import file_part_from_url, user_message
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
+from tests.support.file_origin import FileOrigin
 
 PDF = b"%PDF-1.4 a small report"
 
@@ -81,7 +82,8 @@ async def _ask(
 async def test_a_file_from_a_registered_origin_goes_inline_fetched_once(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    with file_server() as (base, asked):
+    with FileOrigin(files={"/report.pdf": PDF}) as origin:
+        base = origin.url
         allowed = Capabilities.development(file_origins=[base])
         sent, messages = await _ask(temporal_env, task_queue, f"{base}/report.pdf", allowed)
     inline = {
@@ -92,7 +94,9 @@ async def test_a_file_from_a_registered_origin_goes_inline_fetched_once(
         },
     }
     assert [parts[1] for parts in sent] == [inline, inline]
-    assert asked == ["/report.pdf"], "fetched once for both calls"
+    # fetched once; the second call asked whether it changed (its ETag: not modified)
+    assert origin.paths() == ["/report.pdf", "/report.pdf"]
+    assert origin.asked[0].if_none_match is None and origin.asked[1].if_none_match
     # the array keeps the file as the message gave it
     assert messages[0].content[1].file.file_url == f"{base}/report.pdf"
 

@@ -61,20 +61,29 @@ def test_the_cache_fields_on_each_wire_and_none_when_off(api: str) -> None:
 
 def test_caching_is_on_where_the_provider_takes_it_and_as_the_spec_says() -> None:
     auto = ModelOptions()
-    openai = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", None)
-    other = with_prompt_cache(auto, "chat", "http://127.0.0.1:8000/v1", "s-1", None)
-    anthropic = with_prompt_cache(auto, "anthropic", "https://api.anthropic.com", "s-1", None)
-    forced = with_prompt_cache(ModelOptions(prompt_cache=True), "chat", "http://x/v1", "s-1", None)
-    refused = with_prompt_cache(
-        ModelOptions(prompt_cache=False), "chat", "https://api.openai.com/v1", "s-1", None
+    openai = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", None, SECRET)
+    other = with_prompt_cache(auto, "chat", "http://127.0.0.1:8000/v1", "s-1", None, SECRET)
+    anthropic = with_prompt_cache(
+        auto, "anthropic", "https://api.anthropic.com", "s-1", None, SECRET
     )
-    embeddings = with_prompt_cache(auto, "embeddings", "https://api.openai.com/v1", "s-1", None)
+    forced = with_prompt_cache(
+        ModelOptions(prompt_cache=True), "chat", "http://x/v1", "s-1", None, SECRET
+    )
+    refused = with_prompt_cache(
+        ModelOptions(prompt_cache=False), "chat", "https://api.openai.com/v1", "s-1", None, SECRET
+    )
+    embeddings = with_prompt_cache(
+        auto, "embeddings", "https://api.openai.com/v1", "s-1", None, SECRET
+    )
     assert openai.prompt_cache_key and anthropic.prompt_cache_key and forced.prompt_cache_key
     assert other.prompt_cache_key is None and refused.prompt_cache_key is None
     assert embeddings.prompt_cache_key is None, "a wire without caching gets none"
-    swarm = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", "billing")
+    swarm = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", "billing", SECRET)
     assert swarm.prompt_cache_key != openai.prompt_cache_key, "one per agent in a swarm"
     assert "s-1" not in str(openai.prompt_cache_key), "the session id never leaves"
+
+
+SECRET = b"the workers' secret"
 
 
 @tool

@@ -135,3 +135,48 @@ class TwoChecks:
         first = await run_agent(fraud_check, f"Is order {order_id} fraud?")
         second = await run_agent(fraud_check, f"Is order {order_id} fraud, again?")
         return [first.output.model_dump_json(), second.output.model_dump_json()]
+
+
+@tool(approval="always", approvers=["alice"])
+def transfer(to: str, amount: int) -> str:
+    """Send money (only alice's signed decision lets a transfer run)."""
+    ledger = os.environ.get("INLINE_TRANSFERS")
+    if ledger:
+        _append(Path(ledger), f"{to} {amount}")
+    return f"sent {amount} to {to}"
+
+
+payer = Agent(
+    name="payer",
+    model=ModelSpec(name="scripted-model", endpoint="scripted", initial_retry_seconds=0.1),
+    instructions="Pay what you are asked to.",
+    tools=[transfer],
+)
+
+
+@workflow.defn
+class TwoPayments:
+    """Two inline runs of the same agent, one after the other; people decide the run
+    that waits through ``decide``, and ``pending`` shows its calls."""
+
+    @workflow.init
+    def __init__(self, to: str) -> None:
+        self.runs = [AgentRun(payer), AgentRun(payer)]
+        self.current = 0
+
+    @workflow.update
+    async def decide(self, decision: DecisionRequest) -> DecisionResult:
+        return await self.runs[self.current].decide(decision)
+
+    @workflow.query
+    def pending(self) -> list[PendingApproval]:
+        return self.runs[self.current].pending()
+
+    @workflow.run
+    async def run(self, to: str) -> list[str]:
+        answers = []
+        for k, agent_run in enumerate(self.runs):
+            self.current = k
+            result = await agent_run.run(f"Pay {to} 100.")
+            answers.append(str(result.output))
+        return answers

@@ -54,6 +54,9 @@ from tests.support.recording_server import RecordingServer
         ("http://[64:ff9b::a00:7]/x", "private"),
         ("http://[2001::1]/x", "unspecified"),
         ("http://[fd00:ec2::254]/x", "private"),
+        # site-local (fec0::/10), which ``is_global`` alone lets through
+        ("http://[fec0::1]/x", "site-local"),
+        ("http://[feff:ffff::1]/x", "site-local"),
     ],
 )
 async def test_urls_to_the_workers_own_networks_are_refused(url: str, kind: str) -> None:
@@ -125,7 +128,8 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
     path = tmp_path / "capabilities.toml"
     path.write_text(
         'task_queues = ["gpu"]\n'
-        'file_origins = ["https://files.example.com"]\n'
+        'file_origins = ["https://files.example.com", "https://docs.example.com/public/"]\n'
+        "file_limits = {max_files = 4, max_bytes = 1000000}\n"
         '[models.local]\nbase_url = "http://10.0.0.5:11434/v1"\napi_key_env = "LOCAL_KEY"\n'
         '[mcp_servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n'
         '[openapi.billing]\ndocument = "https://billing.example.com/openapi.json"\n'
@@ -147,6 +151,15 @@ def test_the_workers_file_registers_what_it_names(tmp_path: Path) -> None:
     assert not loaded.file_fetchable("http://files.example.com/report.pdf")
     assert not loaded.file_fetchable("https://files.example.com.evil.test/report.pdf")
     assert not loaded.file_fetchable("file:///etc/passwd")
+    # an entry with a path: that path alone, as the origin would resolve it
+    shown = "https://docs.example.com/public/a%20b.pdf?v=2"
+    assert loaded.file_fetchable(shown) == shown
+    assert not loaded.file_fetchable("https://docs.example.com/private/a.pdf")
+    assert not loaded.file_fetchable("https://docs.example.com/public/%2e%2e/private/a.pdf")
+    assert loaded.file_limits.max_files == 4 and loaded.file_limits.max_bytes == 1_000_000
+    path.write_text("file_limits = {max_file = 4}\n")
+    with pytest.raises(CapabilitiesFileError, match="no setting 'max_file'"):
+        load_capabilities(path)
     with pytest.raises(ValueError, match="only http:// and https://"):
         Capabilities(file_origins=["ftp://files.example.com"])
     path.write_text('[mcp_servers.time]\ncomand = "uvx"\n')

@@ -1,0 +1,179 @@
+"""Files a message gives by URL are fetched only as the worker's owner allows: an origin
+entry with a path allows that path alone (after dot segments and escapes), a request
+fetches at most so many files and bytes and only what its context budget leaves room
+for, a kept file belongs to one session and is asked after at its origin at each use,
+one deadline bounds a whole fetch, and a log line never shows a URL's query. Each is
+shown by what reached the origin and what the request carried, over real HTTP."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from durable_agent.activities.files import FileFetcher
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
+from durable_agent.capabilities import Capabilities, FileLimits
+from durable_agent.core import (
+    ContextRules,
+    FilePart,
+    Message,
+    ModelInputs,
+    PreparedMessages,
+    TextPart,
+    file_part_from_url,
+    user_message,
+)
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.tools import Registry
+from tests.support.agent_harness import running_worker, spec_for
+from tests.support.file_origin import FileOrigin
+
+PDF = b"%PDF-1.4 " + b"r" * 1000
+
+
+def prepared(*urls: str, context: ContextRules | None = None) -> PreparedMessages:
+    message = user_message("read these", *(file_part_from_url(u) for u in urls))
+    return PreparedMessages([message], context, 0)
+
+
+def parts(messages: list[Message]) -> list[Any]:
+    content = messages[0].content
+    assert isinstance(content, list)
+    return content[1:]
+
+
+def inline_count(messages: list[Message]) -> int:
+    return sum(isinstance(p, FilePart) and bool(p.file.file_data) for p in parts(messages))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/private/secret.txt",
+        "/public/../private/secret.txt",
+        "/public/%2e%2e/private/secret.txt",
+        "/public/%252e%252e/private/secret.txt",
+        "/public/..%2fprivate/secret.txt",
+        "/public/..\\private/secret.txt",
+        "/publicity/secret.txt",
+    ],
+)
+async def test_an_origin_entry_with_a_path_allows_that_path_alone(path: str) -> None:
+    with FileOrigin(files={"/private/secret.txt": b"secret", "/publicity/secret.txt": b"x"}) as o:
+        allowed = Capabilities(file_origins=[f"{o.url}/public/"])
+        fetcher = FileFetcher(allowed.file_fetchable)
+        sent = await fetcher.inline(prepared(o.url + path), "s-1")
+    assert o.asked == [], "no request reached the origin"
+    assert parts(sent) == [TextPart(text="[file omitted: Chat Completions takes no file by URL]")]
+
+
+async def test_a_file_inside_the_allowed_path_is_fetched_as_checked() -> None:
+    with FileOrigin(files={"/public/report.pdf": PDF}) as o:
+        allowed = Capabilities(file_origins=[f"{o.url}/public"])
+        fetcher = FileFetcher(allowed.file_fetchable)
+        sent = await fetcher.inline(prepared(f"{o.url}/public/drafts/../report.pdf"), "s-1")
+    assert o.paths() == ["/public/report.pdf"], "the path as checked is the one asked"
+    [part] = parts(sent)
+    assert isinstance(part, FilePart)
+    assert part.file.file_data == "data:application/pdf;base64," + base64.b64encode(PDF).decode()
+
+
+async def test_a_request_fetches_at_most_its_files_and_bytes_newest_first() -> None:
+    urls = [f"/f{k}.pdf" for k in range(20)]
+    with FileOrigin(files={u: PDF for u in urls}) as o:
+        fetcher = FileFetcher(
+            Capabilities(file_origins=[o.url]).file_fetchable,
+            FileLimits(max_files=3, max_bytes=10 * len(PDF)),
+        )
+        sent = await fetcher.inline(prepared(*(o.url + u for u in urls)), "s-1")
+        by_bytes = FileFetcher(
+            Capabilities(file_origins=[o.url]).file_fetchable,
+            FileLimits(max_files=20, max_bytes=2 * len(PDF) + 10),
+        )
+        o.asked.clear()
+        sent_by_bytes = await by_bytes.inline(prepared(*(o.url + u for u in urls)), "s-2")
+    got = parts(sent)
+    assert inline_count(sent) == 3
+    assert [isinstance(p, FilePart) for p in got[-3:]] == [True] * 3, "the newest first"
+    assert "file_limits.max_files" in got[0].text
+    assert inline_count(sent_by_bytes) == 2
+    # past the bytes left, a file is refused by its declared size: its body is never read
+    assert "larger than" in parts(sent_by_bytes)[0].text
+
+
+async def test_a_file_counts_against_the_context_budget() -> None:
+    with FileOrigin(files={"/a.pdf": PDF, "/b.pdf": PDF}) as o:
+        fetcher = FileFetcher(Capabilities(file_origins=[o.url]).file_fetchable)
+        rules = ContextRules(budget_tokens=400, chars_per_token=4.0)
+        message = prepared(f"{o.url}/a.pdf", f"{o.url}/b.pdf", context=rules)
+        # the text takes 3 tokens; one file of 1,009 bytes counts 253: one fits, not two
+        sent = await fetcher.inline(message, "s-1", room_tokens=397.0, chars_per_token=4.0)
+    assert inline_count(sent) == 1
+    assert "context budget" in parts(sent)[0].text
+
+
+async def test_a_kept_file_is_one_sessions_and_asked_after_at_each_use() -> None:
+    with FileOrigin(files={"/report.pdf": PDF}) as o:
+        fetcher = FileFetcher(Capabilities(file_origins=[o.url]).file_fetchable)
+        url = f"{o.url}/report.pdf"
+        first = await fetcher.inline(prepared(url), "alice-session")
+        again = await fetcher.inline(prepared(url), "alice-session")
+        o.forbidden = True  # the origin stops serving the file
+        other = await fetcher.inline(prepared(url), "bob-session")
+        later = await fetcher.inline(prepared(url), "alice-session")
+    assert inline_count(first) == inline_count(again) == 1
+    tags = [a.if_none_match for a in o.asked]
+    assert tags[0] is None and tags[1] is not None, "the second use asked with its ETag"
+    assert tags[2] is None, "another session's first use is its own fetch"
+    assert inline_count(other) == 0 and "HTTP 403" in parts(other)[0].text
+    assert inline_count(later) == 0, "a file the origin refuses is not served from memory"
+
+
+async def test_one_deadline_bounds_a_whole_fetch() -> None:
+    with FileOrigin(files={"/slow.pdf": PDF}, trickle={"/slow.pdf"}) as o:
+        fetcher = FileFetcher(
+            Capabilities(file_origins=[o.url]).file_fetchable, FileLimits(fetch_seconds=1.0)
+        )
+        sent = await fetcher.inline(prepared(f"{o.url}/slow.pdf"), "s-1")
+    # each byte came well within any per-read timeout; the whole did not come in time
+    assert inline_count(sent) == 0
+    assert "not fetched within 1.0 s" in parts(sent)[0].text
+
+
+async def test_a_failed_fetch_logs_no_query_or_user_info(capfd: pytest.CaptureFixture[str]) -> None:
+    with FileOrigin() as o:
+        fetcher = FileFetcher(Capabilities(file_origins=[o.url]).file_fetchable)
+        host = o.url.removeprefix("http://")
+        url = f"http://ana:pw-canary@{host}/gone.pdf?access_token=tok-canary"
+        await fetcher.inline(prepared(url), "s-1")
+    logged = capfd.readouterr()
+    lines = logged.out + logged.err
+    assert "/gone.pdf" in lines, "the failure is logged"
+    assert "tok-canary" not in lines and "pw-canary" not in lines
+    assert [a.path for a in o.asked] == ["/gone.pdf?access_token=tok-canary"]
+
+
+async def test_a_model_that_takes_no_files_fetches_none(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """End to end: a spec whose model takes no files sends a marker, and no request
+    reaches the registered origin."""
+    with FileOrigin(files={"/report.pdf": PDF}) as o:
+        allowed = Capabilities.development(file_origins=[o.url])
+        with ScriptedProvider([assistant_text("no file")]) as provider:
+            spec = spec_for(provider, [], session={})
+            model = spec.model.model_copy(update={"inputs": ModelInputs(files=False)})
+            spec = spec.model_copy(update={"model": model})
+            async with running_worker(
+                temporal_env, task_queue, Registry(), capabilities=allowed
+            ) as c:
+                agents = AgentClient(c, task_queue=task_queue)
+                message = user_message("read", file_part_from_url(f"{o.url}/report.pdf"))
+                sid = await agents.start(spec, message)
+                await agents.session(sid).wait(timeout=60)
+        sent = provider.requests[0].body["messages"][0]["content"]
+    assert o.asked == []
+    assert "this model takes no files" in sent[1]["text"]
