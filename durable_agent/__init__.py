@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from durable_agent._version import __version__ as __version__
+
 if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (below)
     from durable_agent.activities import JSONLMessageLog as JSONLMessageLog
     from durable_agent.activities import MessageContext as MessageContext
@@ -55,35 +57,59 @@ if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (
     from durable_agent.tools import tool as tool
 
 
-def _public() -> dict[str, str]:
-    """Each public name and the package it comes from, read from the imports above when a
-    name is first asked for. ``import durable_agent`` itself imports and reads nothing:
-    the CLI starts quickly, and the workflow sandbox, which imports this package afresh
-    for each run, takes the pure packages it needs as passed-through imports, never
-    second copies of them."""
-    global _PUBLIC
-    if _PUBLIC is None:
-        import ast
-        from pathlib import Path
-
-        tree = ast.parse(Path(__file__).read_text())
-        block = next(node for node in tree.body if isinstance(node, ast.If))
-        _PUBLIC = {
-            alias.asname or alias.name: str(node.module)
-            for node in block.body
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
-        }
-    return _PUBLIC
-
-
-_PUBLIC: dict[str, str] | None = None
+#: Each public name and the package it comes from: the names above, written out so an
+#: install with only bytecode (no source to read) finds them; a test keeps the two the
+#: same. ``import durable_agent`` itself imports nothing: the CLI starts quickly, and the
+#: workflow sandbox, which imports this package afresh for each run, takes the pure
+#: packages it needs as passed-through imports, never second copies of them.
+_PUBLIC: dict[str, str] = {
+    "Agent": "durable_agent.agents",
+    "AgentClient": "durable_agent.client",
+    "AgentResult": "durable_agent.core",
+    "AgentSpec": "durable_agent.core",
+    "approval_predicate": "durable_agent.tools",
+    "ApproverKey": "durable_agent.core",
+    "AssistantMessage": "durable_agent.core",
+    "audio_part": "durable_agent.core",
+    "build_worker": "durable_agent.temporal",
+    "Capabilities": "durable_agent.capabilities",
+    "DurableAgentError": "durable_agent.core",
+    "DurableAgentPlugin": "durable_agent.temporal",
+    "escalation_notifier": "durable_agent.tools",
+    "guardrail": "durable_agent.tools",
+    "HookContext": "durable_agent.tools",
+    "image_part": "durable_agent.core",
+    "JSONLMessageLog": "durable_agent.activities",
+    "LiveEvent": "durable_agent.core",
+    "McpServerSpec": "durable_agent.core",
+    "Message": "durable_agent.core",
+    "MessageContext": "durable_agent.activities",
+    "ModelPrice": "durable_agent.core",
+    "ModelSpec": "durable_agent.core",
+    "OpenApiSpec": "durable_agent.core",
+    "parse_messages": "durable_agent.core",
+    "PendingApproval": "durable_agent.core",
+    "ProviderEndpoint": "durable_agent.core",
+    "ProviderLimits": "durable_agent.core",
+    "Registry": "durable_agent.tools",
+    "round_hook": "durable_agent.tools",
+    "RunResult": "durable_agent.agents",
+    "SecretGrant": "durable_agent.capabilities",
+    "SessionStatus": "durable_agent.core",
+    "SpecPolicy": "durable_agent.capabilities",
+    "SystemMessage": "durable_agent.core",
+    "tool": "durable_agent.tools",
+    "ToolContext": "durable_agent.core",
+    "ToolMessage": "durable_agent.core",
+    "user_message": "durable_agent.core",
+    "UserMessage": "durable_agent.core",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name == "__all__":
-        return sorted(_public())
-    module = _public().get(name)
+        return sorted(_PUBLIC)
+    module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'durable_agent' has no attribute {name!r}")
     # through ``__import__``, as an import statement goes: a workflow sandbox that passes
@@ -94,4 +120,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_public()})
+    return sorted({*globals(), *_PUBLIC})

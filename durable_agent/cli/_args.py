@@ -65,6 +65,17 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds, zero or more (argparse says which argument is wrong)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds cannot be negative")
+    return seconds
+
+
 def codec_keys(args: argparse.Namespace) -> CodecKeys | None:
     """The encryption keys the ``--codec-keys-env`` variable holds (``None``: unset)."""
     text = os.environ.get(args.codec_keys_env) if args.codec_keys_env else None
@@ -163,6 +174,13 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("DURABLE_AGENT_SANDBOXED") == "1",
         help="run the sessions' workflows inside temporalio's sandbox too (more CPU; CI "
         "replays them there anyway) (or DURABLE_AGENT_SANDBOXED=1)",
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=_seconds,
+        default=_seconds(env("DURABLE_AGENT_DRAIN_SECONDS", "120")),
+        help="on SIGTERM, stop taking work and let calls in flight finish for up to this "
+        "long before handing them over (default 120; or DURABLE_AGENT_DRAIN_SECONDS)",
     )
     parser.add_argument("--log-level", default=env("DURABLE_AGENT_LOG_LEVEL", "info"))
     parser.add_argument(

@@ -31,6 +31,7 @@ from durable_agent.observability import (
 )
 from durable_agent.temporal import (
     build_worker,
+    calls_in_flight,
     claimable,
     connect_client,
     exit_without_teardown,
@@ -106,6 +107,7 @@ async def serve(args: argparse.Namespace) -> None:
             deployment=versioned(args.build_id, args.deployment) if args.build_id else None,
             sandboxed=args.sandboxed,
             agents=list(agents.values()),
+            drain_seconds=args.drain_seconds,
         )
         freeze_startup_heap()  # all loaded: later full collections skip it
         async with worker:
@@ -119,6 +121,18 @@ async def serve(args: argparse.Namespace) -> None:
             )
             log.info("worker started", task_queue=args.task_queue, tools=tools)
             await stop.wait()
+            calls = calls_in_flight(worker)
+            log.info(
+                "stopping: no new work; calls in flight finish first",
+                in_flight=len(calls.running),
+                calls=calls.kinds() or "none",
+                drain_seconds=args.drain_seconds,
+            )
+        log.info(
+            "stopped",
+            finished_while_draining=calls.finished_while_stopping,
+            handed_over=calls.handed_over,
+        )
     finally:
         if env is not None:
             await env.shutdown()

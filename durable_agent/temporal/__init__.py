@@ -14,7 +14,7 @@ from ._in_workflow import (
     run_child_agent,
     start_child_agent,
 )
-from ._plugin import DurableAgentPlugin
+from ._plugin import DRAIN_SECONDS, DurableAgentPlugin, calls_in_flight
 from ._ports import PortTaken, claimable, free_port
 from ._replay_gate import check_histories, recorded_histories, running_histories
 from ._shutdown import Stopped, exit_without_teardown, stoppable
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "DEFAULT_DEPLOYMENT",
     "DEPLOYMENT_FIELD",
+    "DRAIN_SECONDS",
     "VERSION_FIELD",
     "AgentRun",
     "DurableAgentPlugin",
@@ -41,6 +42,7 @@ __all__ = [
     "Stopped",
     "agent_session_id",
     "build_worker",
+    "calls_in_flight",
     "check_histories",
     "claimable",
     "connect_client",

@@ -13,16 +13,19 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import structlog
 import temporalio.client
+import temporalio.worker
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
 
 from durable_agent.activities import MessageSink
 from durable_agent.activities.admission import AdmissionActivities
 from durable_agent.activities.approvals import ApprovalActivities
+from durable_agent.activities.draining import CallsInFlight
 from durable_agent.activities.evals import EvalActivities
 from durable_agent.activities.model import ModelActivities
 from durable_agent.activities.observing import ObservingInterceptor
@@ -58,6 +61,9 @@ PLUGIN_NAME = "durable-agent"
 #: default is 3: a batch of four had its fourth call polled for, and its result
 #: mostly came back in a workflow task of its own.
 EAGER_ACTIVITIES = 10
+#: How long a stopping worker lets its calls in flight finish by default: a long model
+#: reply or a typical tool (a supervisor allows the worker a little longer to stop).
+DRAIN_SECONDS = 120.0
 #: temporalio's default, which a worker given no other value has.
 SDK_EAGER_ACTIVITIES = 3
 #: The workflows the plugin registers, by name (``sandboxed=False``: see ``sandbox``).
@@ -99,7 +105,11 @@ class DurableAgentPlugin(SimplePlugin):
     replaying recorded histories in the sandbox: ``durable_agent.temporal._sandbox``).
     ``eager_activities``: activity slots a workflow task may reserve for what it
     schedules (``EAGER_ACTIVITIES``), for a worker given no value of its own for
-    ``max_eager_activity_reservations_per_workflow_task``."""
+    ``max_eager_activity_reservations_per_workflow_task``. ``drain_seconds``: how long
+    a stopping worker lets the calls it runs finish (``DRAIN_SECONDS``; temporalio's
+    ``graceful_shutdown_timeout``, for a worker given none of its own): a model call
+    or a tool in flight at SIGTERM finishes here instead of running again elsewhere;
+    ``calls_in_flight`` says what it drained and what it handed over."""
 
     def __init__(
         self,
@@ -116,6 +126,7 @@ class DurableAgentPlugin(SimplePlugin):
         message_log: MessageSink | None = None,
         sandboxed: bool = False,
         eager_activities: int = EAGER_ACTIVITIES,
+        drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         if eager_activities < 1:
             raise ValueError(
@@ -125,6 +136,11 @@ class DurableAgentPlugin(SimplePlugin):
         self._payload_storage = payload_storage
         self._sandboxed = sandboxed
         self._eager_activities = eager_activities
+        if drain_seconds < 0:
+            raise ValueError(f"drain_seconds cannot be negative ({drain_seconds})")
+        self._drain = timedelta(seconds=drain_seconds)
+        self.calls_in_flight = CallsInFlight()
+        """What the worker runs now, and what its stop drained or handed over."""
         capabilities = with_agents(capabilities or Capabilities(), agents)
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
@@ -148,7 +164,7 @@ class DurableAgentPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._converter,
-            interceptors=[ObservingInterceptor()],
+            interceptors=[ObservingInterceptor(), self.calls_in_flight],
             workflows=[AgentWorkflow, EndpointLimiter, EvalWorkflow],
             activities=[
                 admission.admit_session,
@@ -190,6 +206,8 @@ class DurableAgentPlugin(SimplePlugin):
         eager = config.get("max_eager_activity_reservations_per_workflow_task")
         if eager in (None, SDK_EAGER_ACTIVITIES):
             config["max_eager_activity_reservations_per_workflow_task"] = self._eager_activities
+        if not config.get("graceful_shutdown_timeout"):  # temporalio's default: none
+            config["graceful_shutdown_timeout"] = self._drain
         if self._sandboxed:
             runners = config.get("workflow_runner"), config.get("unsandboxed_workflow_runner")
             config["unsandboxed_workflow_runner"] = sandboxing_ours(OUR_WORKFLOWS, *runners)
@@ -218,6 +236,17 @@ def _with_agent_run_error(
     existing: Sequence[type[BaseException]] | None,
 ) -> Sequence[type[BaseException]]:
     return [*(existing or ()), AgentRunError]
+
+
+def calls_in_flight(worker: temporalio.worker.Worker) -> CallsInFlight:
+    """What a worker running durable-agent runs now, and what its stop drained or
+    handed over (a worker given the plugin, or made from a client that has it)."""
+    config = worker.config()
+    plugins = [*config.get("plugins", []), *config["client"].config().get("plugins", [])]
+    for plugin in plugins:
+        if isinstance(plugin, DurableAgentPlugin):
+            return plugin.calls_in_flight
+    raise ValueError("this worker has no DurableAgentPlugin: it runs no durable-agent calls")
 
 
 def has_plugin(client: temporalio.client.Client) -> bool:

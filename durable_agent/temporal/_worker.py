@@ -43,7 +43,7 @@ from durable_agent.providers import ProviderClient
 from durable_agent.tools import Registry
 
 from ._binary import temporal_binary
-from ._plugin import DurableAgentPlugin, has_plugin
+from ._plugin import DRAIN_SECONDS, DurableAgentPlugin, has_plugin
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -65,6 +65,7 @@ def build_worker(
     deployment: WorkerDeploymentConfig | None = None,
     sandboxed: bool = False,
     agents: Sequence[Agent[Any]] = (),
+    drain_seconds: float = DRAIN_SECONDS,
 ) -> Worker:
     """A worker for sessions on ``task_queue`` with the tools of ``registry``: a
     temporalio ``Worker`` with ``DurableAgentPlugin`` (see there for the other options).
@@ -77,7 +78,8 @@ def build_worker(
     ``deployment``: this build's version (``versioned(BUILD_ID)``; see ``versions``);
     ``sandboxed``: run the sessions' workflows in temporalio's sandbox (see ``sandbox``);
     ``agents``: agents written in Python whose tools, endpoints and MCP servers the
-    worker registers.
+    worker registers; ``drain_seconds``: how long a stopping worker lets its calls in
+    flight finish (``DRAIN_SECONDS``).
     ``preload_tokenizers`` loads the installed tokenizers now (0.6 s of CPU), as sessions
     whose context budget counts with one need: turn it off only for workers that never
     run those."""
@@ -97,6 +99,7 @@ def build_worker(
         message_log=message_log,
         sandboxed=sandboxed,
         agents=agents,
+        drain_seconds=drain_seconds,
     )
     return Worker(
         client,

@@ -47,13 +47,9 @@ from durable_agent.core.codecs import (
 )
 from durable_agent.core.codecs._sse import SSEEvent
 
-VECTORS = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "conformance"
-    / "prompty"
-    / "vectors.json"
-)
+#: The Prompty conformance vectors (MIT, ``vectors/LICENSE``), kept in the repository:
+#: the suite reads nothing outside it.
+VECTORS = Path(__file__).resolve().parent / "vectors" / "vectors.json"
 
 
 def load_vectors(contract: str, operations: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -31,7 +31,13 @@ from durable_agent.core import (
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support import inline_workflows as user
-from tests.support.agent_harness import running_worker, spec_for, temporal_cli, wait_for
+from tests.support.agent_harness import (
+    record_history,
+    running_worker,
+    spec_for,
+    temporal_cli,
+    wait_for,
+)
 from tests.support.approval_fixtures import payments_registry
 from tests.trust.test_human_in_the_loop import TOOLS, pending_count, results, scripted
 
@@ -177,6 +183,7 @@ async def test_a_signed_approval_from_before_a_reset_decides_nothing_after_it(
                 return results(await agents.session(session).messages()) or None
 
             [result] = await wait_for(paid, timeout=30)
+            await record_history(handle, "approval_asked_again_after_reset")
     assert after.approval_id == before.approval_id and after.arguments == before.arguments
     assert any("signed for another decision" in r for r in refusals), refusals
     assert ran_before_fresh == [], "the token from before the reset ran nothing"
