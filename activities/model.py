@@ -41,6 +41,7 @@ from durable_agent.core import (
     TranscriptPage,
     TranscriptRef,
     Usage,
+    WorkerLacks,
     arguments_checked,
     as_seen_by,
     canonical_json,
@@ -250,10 +251,21 @@ class ModelActivities:
         return message.tool_calls[page.start : page.stop]
 
     @activity.defn(name="call_model")
-    async def call_model(self, call: ModelCallInput) -> AssistantMessage | ModelReturn:
+    async def call_model(
+        self, call: ModelCallInput
+    ) -> AssistantMessage | ModelReturn | WorkerLacks:
         """The model's reply (with its digest and size when the call asks: the workflow
-        then joins it to the array without encoding it, whatever its size)."""
-        reply = await self._reply(call)
+        then joins it to the array without encoding it, whatever its size); or, from a
+        worker that has not seen the session, what the workflow must send again."""
+        try:
+            reply = await self._reply(call)
+        except ApplicationError as error:
+            lacks = await self._lacks(call, error)
+            if not lacks:
+                raise
+            # a session new to this worker (a deploy, a crash): normal, and no failure
+            _log_for(call).info("session new to this worker; its workflow sends", lacks=lacks)
+            return WorkerLacks(lacks=lacks)
         message, encoded = reply.message, reply.encoded
         if not call.digested:
             return message
@@ -273,6 +285,22 @@ class ModelActivities:
             arguments_checked=checked,
             left_out=left_out,
         )
+
+    async def _lacks(self, call: ModelCallInput, error: ApplicationError) -> list[Any]:
+        """What this worker lacks that the call referred to, when the workflow asks to be
+        told (``asks_again``) rather than failed: its model setup, its transcript (a
+        worker missing the setup is new to the session: it likely lacks both)."""
+        if not call.asks_again:
+            return []
+        lacks: list[Any] = []
+        if error.type == Failure.MODEL_SETUP_UNKNOWN:
+            lacks.append("setup")
+            ref = call.transcript
+            if ref is not None and await self.transcripts.load(ref.hash) is None:
+                lacks.append("transcript")
+        elif error.type == Failure.TRANSCRIPT_UNKNOWN:
+            lacks.append("transcript")
+        return lacks
 
     async def _reply(self, call: ModelCallInput) -> _Reply:
         """The reply, its canonical JSON (encoded once: the store's link, the digest),

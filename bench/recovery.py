@@ -8,7 +8,7 @@ again (its ledger line), or the provider asked again. Each kill lands in a new c
 where Temporal's backoff between lost attempts adds up. Several kill streams run side
 by side, each with its own worker, task queue and provider.
 
-    ./run bench-recovery [--kills 30] [--streams 3] [--repeat 6]
+    ./run bench-recovery [--kills 30] [--streams 3] [--repeat 6] [--heartbeat-seconds 15]
 
 Prints p50, p95 and the worst case per kind, over ``--kills`` kills each.
 """
@@ -30,8 +30,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from durable_agent.client import AgentClient
 from durable_agent.core import AgentSpec, ModelSpec, ProviderEndpoint, ToolContext
@@ -62,7 +64,7 @@ def _note_start(key: str) -> None:
 async def long_task(n: int, ctx: ToolContext) -> str:
     """A task that takes a while (kills land in the middle)."""
     await asyncio.to_thread(_note_start, ctx.idempotency_key)
-    await asyncio.sleep(TOOL_SECONDS)
+    await asyncio.sleep(float(os.environ.get("RECOVERY_TOOL_SECONDS", TOOL_SECONDS)))
     return f"task {n} done"
 
 
@@ -91,10 +93,16 @@ def responder(kind: str, calls: int) -> Callable[[RecordedRequest], Reply]:
 class Worker:
     """One worker process on its own task queue; ``restart`` SIGKILLs and replaces it."""
 
-    def __init__(self, address: str, task_queue: str, ledger: Path) -> None:
+    def __init__(
+        self, address: str, task_queue: str, ledger: Path, tool_seconds: float = TOOL_SECONDS
+    ) -> None:
         store = f"sqlite:///{ledger.with_suffix('.sqlite')}"  # shared by its workers
         self.args = [sys.executable, "-m", "bench.recovery", "worker", address, task_queue, store]
-        self.env = {**os.environ, "RECOVERY_LEDGER": str(ledger)}
+        self.env = {
+            **os.environ,
+            "RECOVERY_LEDGER": str(ledger),
+            "RECOVERY_TOOL_SECONDS": str(tool_seconds),
+        }
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
@@ -128,7 +136,14 @@ async def _until(check: Callable[[], bool], timeout: float = 300) -> float:
 
 
 async def kill_stream(
-    address: str, kind: str, stream: int, kills: int, repeat: int, tmp: Path, rng: random.Random
+    address: str,
+    kind: str,
+    stream: int,
+    kills: int,
+    repeat: int,
+    tmp: Path,
+    rng: random.Random,
+    heartbeat: float,
 ) -> tuple[list[float], list[float]]:
     """Kill the worker once in each of ``kills`` calls, then ``repeat`` times in one
     more call; the recovery time of each kill, for the first and for the repeated."""
@@ -146,7 +161,7 @@ async def kill_stream(
             {
                 "model": ModelSpec(name="scripted", endpoint=endpoint).model_dump(),
                 "tools": ["long_task"] if kind == "tool" else ["tick"],
-                "session": {"end_after_reply": True},
+                "session": {"end_after_reply": True, "heartbeat_timeout_seconds": heartbeat},
             }
         )
 
@@ -185,23 +200,72 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
 
 
-async def main(kills: int, streams: int, repeat: int) -> None:
-    from durable_agent.temporal import start_dev_server
+def heartbeat_requests(metrics: str) -> float:
+    """The server's count of activity heartbeats it was sent (its Prometheus page)."""
+    text = httpx.get(metrics, timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("service_requests{") and 'operation="RecordActivityTaskHeartbeat' in line
+    )
+
+
+async def heartbeats_per_call_minute(
+    address: str, metrics: str, tmp: Path, heartbeat: float
+) -> float:
+    """Server heartbeat requests per minute of a call running: one tool call of a
+    minute, no kill (each heartbeat is a server action, billed on Temporal Cloud)."""
+    queue = "recovery-heartbeats"
+    ledger = tmp / f"{queue}.ledger"
+    ledger.touch()
+    worker = Worker(address, queue, ledger, tool_seconds=60)
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    agents = AgentClient(client, task_queue=queue)
+    with ScriptedProvider(responder=responder("tool", 1)) as provider:
+        endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        spec = AgentSpec.model_validate(
+            {
+                "model": ModelSpec(name="scripted", endpoint=endpoint).model_dump(),
+                "tools": ["long_task"],
+                "session": {"end_after_reply": True, "heartbeat_timeout_seconds": heartbeat},
+            }
+        )
+        worker.start()
+        try:
+            before = heartbeat_requests(metrics)
+            session = await agents.start(spec, "one long task")
+            await asyncio.wait_for(agents.session(session).result(), 300)
+            after = heartbeat_requests(metrics)
+        finally:
+            worker.stop()
+    return after - before
+
+
+async def main(kills: int, streams: int, repeat: int, heartbeat: float) -> None:
+    from durable_agent.temporal import temporal_binary
 
     rng = random.Random(20261122)
     per_stream = math.ceil(kills / streams)
     with tempfile.TemporaryDirectory() as tmp:
-        env = await start_dev_server(Path(tmp) / "server", free_port(), free_port())
+        metrics_port = free_port()
+        env = await WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=temporal_binary(),
+            port=free_port(),
+            dev_server_extra_args=["--metrics-port", str(metrics_port)],
+        )
         address = env.client.service_client.config.target_host
+        metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         try:
             started = time.monotonic()
             results = await asyncio.gather(
                 *(
-                    kill_stream(address, kind, s, per_stream, repeat, Path(tmp), rng)
+                    kill_stream(address, kind, s, per_stream, repeat, Path(tmp), rng, heartbeat)
                     for kind in ("tool", "model")
                     for s in range(streams)
                 )
             )
+            beats = await heartbeats_per_call_minute(address, metrics, Path(tmp), heartbeat)
         finally:
             await env.shutdown()
     took = time.monotonic() - started
@@ -211,7 +275,10 @@ async def main(kills: int, streams: int, repeat: int) -> None:
         f"tool call, killed {repeat} times in a row": [r[1] for r in results[:streams]],
         f"model call, killed {repeat} times in a row": [r[1] for r in results[streams:]],
     }
-    print(f"Recovery after SIGKILL, default settings ({took:.0f} s, {streams} streams a kind)\n")
+    print(
+        f"Recovery after SIGKILL, heartbeat_timeout_seconds={heartbeat:g} ({took:.0f} s, "
+        f"{streams} streams a kind); server heartbeats per call-minute: {beats:.0f}\n"
+    )
     print("| call | kills | p50 | p95 | worst |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, per_stream_values in rows.items():
@@ -253,6 +320,12 @@ if __name__ == "__main__":
         parser.add_argument("--kills", type=int, default=30, help="kills per kind (>= 30)")
         parser.add_argument("--streams", type=int, default=3, help="kill streams per kind")
         parser.add_argument("--repeat", type=int, default=6, help="kills of one call in a row")
+        parser.add_argument(
+            "--heartbeat-seconds",
+            type=float,
+            default=15.0,
+            help="the sessions' session.heartbeat_timeout_seconds (default: the project's)",
+        )
         args = parser.parse_args()
-        asyncio.run(main(args.kills, args.streams, args.repeat))
+        asyncio.run(main(args.kills, args.streams, args.repeat, args.heartbeat_seconds))
     exit_without_teardown(0)

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ModelReturn,
         ModelSetup,
         SummaryCallInput,
+        WorkerLacks,
     )
     from durable_agent.session import (
         ModelCancelled,
@@ -133,12 +134,14 @@ class ModelCaller:
             counted = digests and self._session.trimmed_by_workers
             if counted:
                 fields["count_left_out"] = True
+            if digests:  # a worker new to the session says what it lacks: no failure
+                fields["asks_again"] = True
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
             self._session.model_call_sent()
             handle = workflow.start_activity(
                 activity,
                 call,
-                result_type=ModelReturn if digests else AssistantMessage,
+                result_type=ModelReturn | WorkerLacks if digests else AssistantMessage,
                 start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
                 schedule_to_close_timeout=give_up_after(
@@ -154,7 +157,7 @@ class ModelCaller:
                     await handle
                 return ModelCancelled()
             try:
-                returned: AssistantMessage | ModelReturn = await handle
+                returned: AssistantMessage | ModelReturn | WorkerLacks = await handle
             except ActivityError as error:
                 cause = error.cause
                 kind = cause.type if isinstance(cause, ApplicationError) else None
@@ -172,6 +175,21 @@ class ModelCaller:
                     self._sync.lost()
                     continue
                 return failure(error, rules.recovery_limit_seconds)
+            if isinstance(returned, WorkerLacks):  # a worker new to the session
+                if ("setup" in returned.lacks and send) or (
+                    "transcript" in returned.lacks and lost_store >= MAX_STORE_REFILLS
+                ):
+                    return ModelFailure(
+                        Failure.TRANSCRIPT_UNKNOWN,
+                        f"a worker lacks the session's {' and '.join(returned.lacks)} after "
+                        "it was sent: do all workers share one transcript store?",
+                    )
+                if "setup" in returned.lacks:
+                    self._known.discard(digest)
+                if "transcript" in returned.lacks:
+                    lost_store += 1
+                    self._sync.lost()
+                continue
             self._known.add(digest)
             if isinstance(returned, ModelReturn):
                 reply, called = returned.message, None

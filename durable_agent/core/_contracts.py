@@ -166,6 +166,10 @@ class ModelCallInput(Contract):
     count_left_out: bool | None = None
     """With ``digested``: say how many messages the request left out to fit the context
     budget (``ModelReturn.left_out``)."""
+    asks_again: bool | None = None
+    """With ``digested``: a worker that has not seen the session answers with what it
+    lacks (``WorkerLacks``) instead of failing the call; set by workflow code that
+    reads that answer (a worker of an earlier release does not)."""
 
 
 class SummaryCallInput(ModelCallInput):

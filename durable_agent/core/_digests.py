@@ -6,7 +6,7 @@ workflow then joins them to the array without encoding or hashing them itself, s
 from __future__ import annotations
 
 import json
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 from pydantic import Field, model_validator
 
@@ -52,6 +52,16 @@ class ModelReturn(_Digested):
     left_out: int | None = None
     """Messages the request left out to fit the context budget, when the call asked
     (``ModelCallInput.count_left_out``; unset: none)."""
+
+
+class WorkerLacks(Contract):
+    """``call_model``'s answer from a worker that has not seen the session (a fresh
+    worker after a deploy or a crash, its store its own) when the call asks for it
+    (``ModelCallInput.asks_again``): what the workflow sends again, the model setup,
+    the whole transcript or both. A move between workers is no failure: no attempt is
+    used, and nothing is logged as one."""
+
+    lacks: list[Literal["setup", "transcript"]] = Field(min_length=1)
 
 
 class TranscriptPage(Contract):

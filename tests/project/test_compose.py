@@ -231,3 +231,15 @@ def test_workers_export_to_the_collector_which_feeds_the_trace_viewer(
     scrape = config["receivers"]["prometheus"]["config"]["scrape_configs"][0]
     assert scrape["dns_sd_configs"][0] == {"names": ["worker"], "type": "A", "port": 9464}
     assert worker["DURABLE_AGENT_METRICS_ADDRESS"].endswith(":9464")
+
+
+def test_each_worker_may_drain_before_it_is_killed(compose: dict[str, Any]) -> None:
+    """A stop sends SIGTERM, then SIGKILL after the stop grace: the grace must outlast
+    the worker's drain, or a call in flight is cut short and runs again elsewhere."""
+    svc = services(compose)
+    for name in ("worker", "worker-next"):
+        drain = float(svc[name]["environment"]["DURABLE_AGENT_DRAIN_SECONDS"])
+        grace = svc[name]["stop_grace_period"]
+        assert grace.endswith("s") and float(grace[:-1]) > drain, name
+    args = build_parser().parse_args(["worker"])
+    assert args.drain_seconds == 120.0, "the compose file's drain is the worker's default"

@@ -30,7 +30,7 @@ from durable_agent.testing import (
     chat_stream_events,
     sse_reply,
 )
-from tests.support.agent_harness import wait_for
+from tests.support.agent_harness import record_history, wait_for
 
 ROOT = Path(__file__).parents[2]
 
@@ -120,7 +120,7 @@ async def test_a_tool_in_flight_at_sigterm_finishes_once_and_the_session_goes_on
         async with worker(temporal_env, task_queue, provider, tmp_path, "a") as old:
             session = await agents.start(spec(), "migrate users")
             await wait_for(lambda: _in(ledger, "start users"), timeout=60)
-            async with worker(temporal_env, task_queue, provider, tmp_path, "b"):
+            async with worker(temporal_env, task_queue, provider, tmp_path, "b") as new:
                 old.process.send_signal(signal.SIGTERM)
                 await wait_for(lambda: _said(old, "in_flight=1"), timeout=60)
                 running_while_stopping = ledger.read_text()
@@ -129,6 +129,7 @@ async def test_a_tool_in_flight_at_sigterm_finishes_once_and_the_session_goes_on
                 result = await agents.session(session).result()
                 messages = await agents.session(session).messages()
                 history = await client.get_workflow_handle(session).fetch_history()
+                await record_history(client.get_workflow_handle(session), "moved_by_a_deploy")
                 # the same conversation, undisturbed, for the reference
                 calm = agents.session(await agents.start(spec(), "migrate users"))
                 await calm.result()
@@ -144,6 +145,10 @@ async def test_a_tool_in_flight_at_sigterm_finishes_once_and_the_session_goes_on
     # the session went on at once on the other worker: no task waited for a timeout
     assert _events(history, "workflow_task_timed_out") == 0
     assert _events(history, "activity_task_timed_out") == 0
+    # the new worker, with a store of its own, was sent what it lacked: no call failed
+    assert _events(history, "activity_task_failed") == 0
+    assert "lacks=['setup', 'transcript']" in new.said()
+    assert "Traceback" not in new.said() and "Unknown" not in new.said(), new.said()[-2000:]
 
 
 async def test_a_model_call_in_flight_at_sigterm_is_sent_once(

@@ -82,6 +82,7 @@ def test_histories_are_recorded() -> None:
         "tool_calls_in_pages_continued",  # and the page read back that holds it
         "approvals_in_pages",  # 260 calls that wait, asked and approved in pages (its patch)
         "approval_asked_again_after_reset",  # a reset run asks anew; the old token refused
+        "moved_by_a_deploy",  # a drained tool; the next worker told what it lacked
     }
 
 
