@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -51,6 +51,10 @@ MAX_STORE_REFILLS = 2
 #: the wait is over (``False``): turn, endpoint.
 CapacityNotice = Callable[[int, str, bool], None]
 
+
+#: What a model call that asks for digests answers: the reply with its digest, or what a
+#: worker new to the session lacks (temporalio's ``result_type`` is typed as a class).
+DIGESTED_ANSWER = cast(type, ModelReturn | WorkerLacks)
 
 class ModelCaller:
     def __init__(
@@ -141,7 +145,7 @@ class ModelCaller:
             handle = workflow.start_activity(
                 activity,
                 call,
-                result_type=ModelReturn | WorkerLacks if digests else AssistantMessage,
+                result_type=DIGESTED_ANSWER if digests else AssistantMessage,
                 start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
                 schedule_to_close_timeout=give_up_after(
