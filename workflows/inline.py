@@ -96,12 +96,18 @@ class InlineRun:
         self._session: Session | None = None
         self._updates = 0
         self._asking: dict[str, asyncio.Task[None]] = {}
+        self.failure: str | None = None
+        """Why the run failed, once it has."""
         self.approver_failed: str | None = None
         """Why the approver's decision was refused, if it was: the run fails with it
         (the call would otherwise wait for a decision that never comes)."""
 
     def pending(self) -> list[PendingApproval]:
-        """The run's calls waiting for a person (none before the run starts)."""
+        """The run's calls waiting for a person (none before the run starts); once the
+        run has failed, ``InlineRunError`` saying why (a caller polling for calls to
+        decide learns that none will come)."""
+        if self.failure is not None:
+            raise InlineRunError(f"the agent run failed: {self.failure}")
         return [] if self._session is None else self._session.pending_approvals()
 
     @property
@@ -145,6 +151,16 @@ class InlineRun:
         ``message``; how it ended (``AgentResult``; the messages are in ``messages``)."""
         if self._session is not None:
             raise InlineRunError("an InlineRun runs once: make another for the next run")
+        try:
+            result = await self._run(message, history)
+        except BaseException as error:  # refused at admission, say: no call will wait
+            self.failure = str(error) or type(error).__name__
+            raise
+        if result.status == "failed":
+            self.failure = result.error or result.stop_reason
+        return result
+
+    async def _run(self, message: str | UserMessage, history: Sequence[Message]) -> AgentResult:
         # One patch marker for the whole run, as a session run records; the loop's code
         # asks its patches through it, so the caller's workflow gets no others.
         patches = Patches()

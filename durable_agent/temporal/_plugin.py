@@ -11,6 +11,7 @@ client with that converter too. ``Replayer(plugins=[...])`` replays sessions wit
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -146,6 +147,13 @@ class DurableAgentPlugin(SimplePlugin):
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
             log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
+        for name, endpoint in capabilities.models.items():  # said now, not at a first call
+            if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
+                log.warning(
+                    "a model endpoint's key variable is unset: its calls fail until it is set",
+                    endpoint=name,
+                    variable=endpoint.api_key_env,
+                )
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()

@@ -57,9 +57,24 @@ def patch_markers(history: WorkflowHistory) -> list[str]:
     return found
 
 
+def known_patches() -> set[str]:
+    """The patch ids today's workflow code knows (``workflows/patches.py``)."""
+    from durable_agent.workflows import patches
+
+    return {value for name, value in vars(patches).items() if name.endswith("_PATCH")}
+
+
 def explain(failure: str, history: WorkflowHistory) -> str:
     """What a nondeterminism failure means for the person about to deploy."""
     markers = patch_markers(history)
+    newer = [marker for marker in markers if marker not in known_patches()]
+    if newer:  # a rollback: a patch in today's code cannot help
+        return (
+            f"the history was recorded by newer code than today's: it carries patch markers "
+            f"today's code does not know ({newer}). No patch fixes that: deploy the newer "
+            "code again, or let these sessions end (or move to a newer build) before rolling "
+            "back (docs/how-to/changing-workflow-code.md)."
+        )
     carried = f"the run carries patch markers {markers}" if markers else "it has no patch markers"
     found = _MISMATCH.search(failure)
     if found is not None:

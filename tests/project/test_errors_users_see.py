@@ -107,3 +107,19 @@ async def test_output_cut_short_by_head_ends_quietly(
             )
     assert done.stdout.count("\n") == 1, done.stdout[:500]
     assert done.stderr == "", done.stderr[-2000:]
+
+
+def test_a_worker_whose_endpoint_lacks_its_key_says_so_at_start(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from durable_agent import Capabilities, ProviderEndpoint
+    from durable_agent.temporal import DurableAgentPlugin
+
+    monkeypatch.delenv("UNSET_KEY_FOR_THIS_TEST", raising=False)
+    endpoint = ProviderEndpoint(
+        base_url="https://api.example.com/v1", api_key_env="UNSET_KEY_FOR_THIS_TEST"
+    )
+    DurableAgentPlugin(preload_tokenizers=False, capabilities=Capabilities(models={"x": endpoint}))
+    said = capfd.readouterr()
+    lines = said.out + said.err
+    assert "key variable is unset" in lines and "UNSET_KEY_FOR_THIS_TEST" in lines

@@ -6,6 +6,7 @@ markers and the fix; running sessions are checked from the server."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -74,3 +75,27 @@ async def test_running_sessions_are_checked_from_the_server(
             await agents.session(session).end()
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
     assert f"running {session}: replays" in checked.stdout
+
+
+def test_a_history_newer_than_the_code_is_a_rollback_not_a_patch() -> None:
+    """A history that carries a patch marker today's code does not know was recorded by
+    newer code (a rollback): the gate says to roll forward or let those sessions end,
+    not to add a patch."""
+    from temporalio.client import WorkflowHistory
+
+    from durable_agent.temporal._replay_gate import explain
+
+    text = (HISTORIES / "multi_turn_session.json").read_text()
+    # the run's one marker, renamed as a later release would have named a new one
+    marker = base64.b64encode(b'{"id":"session-title-memo","deprecated":false}').decode()
+    assert (
+        marker == "eyJpZCI6InNlc3Npb24tdGl0bGUtbWVtbyIsImRlcHJlY2F0ZWQiOmZhbHNlfQ=="
+        and marker in text
+    )
+    renamed = base64.b64encode(b'{"id":"from-a-newer-release","deprecated":false}').decode()
+    newer = WorkflowHistory.from_json("s", text.replace(marker, renamed))
+    said = explain("Nondeterminism error: ...", newer)
+    assert "recorded by newer code than today's" in said and "from-a-newer-release" in said
+    assert "workflow.patched" not in said
+    today = WorkflowHistory.from_json("s", text)
+    assert 'workflow.patched("<a new id>")' in explain("Nondeterminism error: ...", today)

@@ -13,7 +13,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from temporalio.client import WorkflowFailureError
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -275,3 +276,30 @@ async def test_two_inline_runs_in_one_workflow_keep_their_calls_apart(
     first, second = keys.read_text().splitlines()
     assert first != second, "each run's call has its own key"
     assert first.startswith(f"{workflow_id}/run-") and second.startswith(f"{workflow_id}/run-")
+
+
+async def test_a_failed_inline_run_answers_its_query_with_the_failure(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A client polling ``pending`` for calls to decide learns that the run failed, and
+    why, instead of reading "nothing waits" for ever."""
+    client = temporal_env.client
+    plugin = DurableAgentPlugin(
+        registry=Registry([user.order_history, user.hold_order]),
+        preload_tokenizers=False,
+        capabilities=Capabilities(),  # the agent's endpoint is not registered: refused
+    )
+    async with Worker(
+        client, task_queue=task_queue, workflows=[user.FraudCheckWorkflow], plugins=[plugin]
+    ):
+        handle = await client.start_workflow(
+            user.FraudCheckWorkflow.run,
+            "o-2",
+            id=f"failed-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        with pytest.raises(WorkflowQueryFailedError) as asked:
+            await handle.query(user.FraudCheckWorkflow.pending)
+    assert "the agent run failed" in str(asked.value) and "does not admit" in str(asked.value)
