@@ -111,6 +111,8 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
         spec, args.prompt, session_id=args.session_id, restart=args.restart, resume=args.resume
     )
     print(f"session {session_id}", file=out, flush=True)
+    # a worker must answer within the client's wait: else NoWorkerError says whom to start
+    await agents.session(session_id).status()
     await follow(agents, session_id, after=-1, before=0, approver=_approver(args, out), out=out)
     try:
         result = await agents.session(session_id).result()

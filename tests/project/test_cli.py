@@ -628,3 +628,24 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
     read_after = [json.loads(line) for line in context.stdout.splitlines()]
     assert read_after == [{k: v for k, v in line.items() if k != "run"} for line in lines]
     assert refused.returncode == 2 and "--jsonl" in refused.stderr
+
+
+async def test_run_with_no_worker_says_whom_to_start_and_exits_2(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    with ScriptedProvider([assistant_text("never")]) as provider:
+        spec = write_spec(tmp_path, provider, [])
+        nobody = f"{task_queue}-nobody"
+        ran = await acli(
+            "run",
+            "--spec",
+            spec,
+            "--task-queue",
+            nobody,
+            "hello",
+            address=address_of(temporal_env),
+            timeout=120,
+        )
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "no worker" in ran.stderr and "durable-agent worker" in ran.stderr, ran.stderr
+    assert provider.requests == [], "nothing ran"
