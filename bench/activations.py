@@ -5,6 +5,7 @@ person, who approves them with one decision ("always" for the tool).
 
     ./run bench-activations [--sizes-messages 100,1000,10000] [--sizes-calls 100,1000,2500]
                             [--sizes-gated 100,1000,2500] [--budget-tokens N]
+                            [--heartbeat-seconds S]
 
 ``--budget-tokens``: the long sessions' model has a context budget of that many tokens,
 so each request leaves most of the array out (and that is counted).
@@ -88,7 +89,10 @@ def spec(
     budget: int | None = None,
 ) -> AgentSpec:
     endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
-    session = {"max_concurrent_tool_calls": 50, "end_after_reply": bool(calls)}
+    session: dict[str, Any] = {"max_concurrent_tool_calls": 50, "end_after_reply": bool(calls)}
+    heartbeat = os.environ.get("BENCH_HEARTBEAT_SECONDS")
+    if heartbeat:  # --heartbeat-seconds: the recovery setting under a big batch
+        session["heartbeat_timeout_seconds"] = float(heartbeat)
     echo = {"name": "echo", "task_queue": f"{queue}-tools"}
     context = ContextRules(budget_tokens=budget)
     return AgentSpec(
@@ -294,6 +298,14 @@ if __name__ == "__main__":
     parser.add_argument("--sizes-calls", type=sizes, default=[100, 1000, 2500])
     parser.add_argument("--sizes-gated", type=sizes, default=[100, 1000, 2500])
     parser.add_argument("--budget-tokens", type=int, default=None)
+    parser.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=None,
+        help="the sessions' session.heartbeat_timeout_seconds (default: the project's)",
+    )
     args = parser.parse_args()
     configure_logging("warning")  # a log line per call would be the figure
+    if args.heartbeat_seconds is not None:
+        os.environ["BENCH_HEARTBEAT_SECONDS"] = str(args.heartbeat_seconds)
     asyncio.run(main(args.sizes_messages, args.sizes_calls, args.sizes_gated, args.budget_tokens))

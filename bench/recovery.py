@@ -201,12 +201,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def heartbeat_requests(metrics: str) -> float:
-    """The server's count of activity heartbeats it was sent (its Prometheus page)."""
+    """The server's count of the heartbeats it was sent, as actions (what Temporal Cloud
+    bills: one each), from its Prometheus page."""
     text = httpx.get(metrics, timeout=10).text
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("service_requests{") and 'operation="RecordActivityTaskHeartbeat' in line
+        if line.startswith("action{") and 'action_type="grpc_RecordActivityTaskHeartbeat"' in line
     )
 
 
