@@ -60,7 +60,7 @@ from durable_agent.core import (
 from durable_agent.observability import configure_logging
 from durable_agent.temporal import build_worker, freeze_startup_heap
 from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import tool
+from durable_agent.tools import Registry, tool
 
 LATENCY = "temporal_workflow_task_execution_latency"
 
@@ -204,6 +204,8 @@ async def main(
             worker = build_worker(
                 client,
                 task_queue=queue,
+                # the session's worker resolves the tools it routes (they run elsewhere)
+                registry=Registry([echo]),
                 preload_tokenizers=False,
                 capabilities=Capabilities.development(),
                 transcripts=open_transcript_store(f"sqlite:///{store}"),

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import os
 import platform
+import re
 import signal
 import statistics
 import sys
@@ -53,6 +54,12 @@ def answer(request: RecordedRequest) -> AssistantMessage | Reply:
     return sse_reply(events, delay=CHUNK_SECONDS)
 
 
+def _figure(log: str, name: str) -> int:
+    """A count a stopping worker logged (``in_flight=2``), 0 if it logged none."""
+    found = re.findall(rf"{name}=(\d+)", log)
+    return int(found[-1]) if found else 0
+
+
 def request_key(request: RecordedRequest) -> tuple[str, int]:
     """Which session and which point of it a request is (the same twice: sent twice)."""
     messages = request.body["messages"]
@@ -76,7 +83,7 @@ class Workers:
                 *("--address", self.address, "--task-queue", self.queue),
                 *("--tools", "bench.deploy_tools", "--capabilities", str(capabilities)),
                 *("--data-dir", str(self.folder / f"data-{self.count}")),
-                *("--drain-seconds", str(self.drain), "--log-level", "warning"),
+                *("--drain-seconds", str(self.drain), "--log-level", "info"),
                 cwd=ROOT,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
@@ -124,6 +131,8 @@ async def main(sessions: int, turns: int, workers: int, drain: float) -> None:
             calm_requests = len(provider.requests)
             ledger.write_text("")
             exits: list[float] = []
+            in_flight: list[int] = []
+            handed: list[int] = []
 
             async def roll() -> None:
                 await asyncio.sleep(4)  # sessions in flight: tools and replies running
@@ -134,6 +143,9 @@ async def main(sessions: int, turns: int, workers: int, drain: float) -> None:
                     old.send_signal(signal.SIGTERM)
                     await old.wait()
                     exits.append(time.monotonic() - stopped)
+                    said = (here / f"worker-{k + 1}.log").read_text()
+                    in_flight.append(_figure(said, "in_flight"))
+                    handed.append(_figure(said, "handed_over"))
                     await asyncio.sleep(2)
 
             _, deployed = await asyncio.gather(
@@ -158,6 +170,7 @@ async def main(sessions: int, turns: int, workers: int, drain: float) -> None:
     p95 = added[min(len(added) - 1, int(0.95 * len(added)))]
     print(f"added latency per session: p50 {statistics.median(added):.1f} s, p95 {p95:.1f} s")
     print("worker exits after SIGTERM: " + ", ".join(f"{e:.1f} s" for e in exits))
+    print(f"calls in flight at each SIGTERM: {in_flight}; handed over: {handed}")
 
 
 if __name__ == "__main__":
