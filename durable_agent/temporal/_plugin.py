@@ -147,7 +147,9 @@ class DurableAgentPlugin(SimplePlugin):
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
             log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
-        for name, endpoint in capabilities.models.items():  # said now, not at a first call
+        # said now, not at a first call (unless every call goes to a development model)
+        registered = {} if capabilities.every_model is not None else capabilities.models
+        for name, endpoint in registered.items():
             if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
                 log.warning(
                     "a model endpoint's key variable is unset: its calls fail until it is set",

@@ -173,6 +173,23 @@ def temporal_cli(env: WorkflowEnvironment, *args: str) -> str:
     return done.stdout
 
 
+async def reset_to_first_task(env: WorkflowEnvironment, workflow_id: str) -> None:
+    """An operator's reset of the workflow to its first workflow task (`temporal
+    workflow reset`): a new run replays that task and goes on from there."""
+    await asyncio.to_thread(
+        temporal_cli,
+        env,
+        "workflow",
+        "reset",
+        "--workflow-id",
+        workflow_id,
+        "--type",
+        "FirstWorkflowTask",
+        "--reason",
+        "an operator's reset",
+    )
+
+
 async def cli_json(env: WorkflowEnvironment, *args: str) -> Any:
     out = await asyncio.to_thread(temporal_cli, env, *args, "--output", "json")
     return json.loads(out)

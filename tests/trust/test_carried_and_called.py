@@ -52,9 +52,9 @@ from durable_agent.tools import Registry, tool
 from durable_agent.tools._mcp import McpRunner
 from tests.support.agent_harness import (
     record_history,
+    reset_to_first_task,
     running_worker,
     spec_for,
-    temporal_cli,
     tool_messages,
     wait_for,
 )
@@ -193,18 +193,7 @@ async def test_a_reset_continued_session_goes_on(
                 await agents.session(session).wait(after=before, timeout=60)
             status = await agents.session(session).status()
             assert status.runs >= 2, "the session continued as new"
-            await asyncio.to_thread(
-                temporal_cli,
-                temporal_env,
-                "workflow",
-                "reset",
-                "--workflow-id",
-                session,
-                "--type",
-                "FirstWorkflowTask",
-                "--reason",
-                "an operator's reset",
-            )
+            await reset_to_first_task(temporal_env, session)
             before = await agents.session(session).send("after the reset")
             await agents.session(session).wait(after=before, timeout=60)
             said = [m.content for m in await agents.session(session).messages() if m.role == "user"]

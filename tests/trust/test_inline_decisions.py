@@ -6,7 +6,6 @@ asking the same approval id again) a token from before it decides nothing either
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
@@ -33,9 +32,9 @@ from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_t
 from tests.support import inline_workflows as user
 from tests.support.agent_harness import (
     record_history,
+    reset_to_first_task,
     running_worker,
     spec_for,
-    temporal_cli,
     wait_for,
 )
 from tests.support.approval_fixtures import payments_registry
@@ -150,18 +149,7 @@ async def test_a_signed_approval_from_before_a_reset_decides_nothing_after_it(
             session = await agents.start(spec, "pay ann", session_id=f"reset-{task_queue}")
             [before] = await pending_count(agents, session, 1)
             kept = signed_approval(alice, session, before)
-            await asyncio.to_thread(
-                temporal_cli,
-                temporal_env,
-                "workflow",
-                "reset",
-                "--workflow-id",
-                session,
-                "--type",
-                "FirstWorkflowTask",
-                "--reason",
-                "an operator's reset",
-            )
+            await reset_to_first_task(temporal_env, session)
 
             async def asked_again() -> Any:
                 found = await agents.session(session).pending_approvals()
