@@ -140,6 +140,7 @@ class DurableAgentPlugin(SimplePlugin):
         if drain_seconds < 0:
             raise ValueError(f"drain_seconds cannot be negative ({drain_seconds})")
         self._drain = timedelta(seconds=drain_seconds)
+        self._capabilities = capabilities
         self.calls_in_flight = CallsInFlight()
         """What the worker runs now, and what its stop drained or handed over."""
         capabilities = with_agents(capabilities or Capabilities(), agents)
@@ -147,15 +148,6 @@ class DurableAgentPlugin(SimplePlugin):
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
             log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
-        # said now, not at a first call (unless every call goes to a development model)
-        registered = {} if capabilities.every_model is not None else capabilities.models
-        for name, endpoint in registered.items():
-            if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
-                log.warning(
-                    "a model endpoint's key variable is unset: its calls fail until it is set",
-                    endpoint=name,
-                    variable=endpoint.api_key_env,
-                )
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()
@@ -213,6 +205,7 @@ class DurableAgentPlugin(SimplePlugin):
         worker's client was made without this plugin; ``eager_activities`` slots a
         workflow task may reserve, unless the worker was given its own number."""
         config = super().configure_worker(config)
+        _warn_of_missing_keys(self._capabilities)
         eager = config.get("max_eager_activity_reservations_per_workflow_task")
         if eager in (None, SDK_EAGER_ACTIVITIES):
             config["max_eager_activity_reservations_per_workflow_task"] = self._eager_activities
@@ -246,6 +239,19 @@ def _with_agent_run_error(
     existing: Sequence[type[BaseException]] | None,
 ) -> Sequence[type[BaseException]]:
     return [*(existing or ()), AgentRunError]
+
+
+def _warn_of_missing_keys(capabilities: Capabilities) -> None:
+    """Say when a worker starts, not at a session's first call, that a registered
+    endpoint's key variable is unset (not when every call goes to a development model)."""
+    registered = {} if capabilities.every_model is not None else capabilities.models
+    for name, endpoint in registered.items():
+        if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
+            log.warning(
+                "a model endpoint's key variable is unset: its calls fail until it is set",
+                endpoint=name,
+                variable=endpoint.api_key_env,
+            )
 
 
 def calls_in_flight(worker: temporalio.worker.Worker) -> CallsInFlight:

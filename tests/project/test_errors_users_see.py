@@ -109,9 +109,16 @@ async def test_output_cut_short_by_head_ends_quietly(
     assert done.stderr == "", done.stderr[-2000:]
 
 
-def test_a_worker_whose_endpoint_lacks_its_key_says_so_at_start(
-    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+async def test_a_worker_whose_endpoint_lacks_its_key_says_so_at_start(
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    temporal_env: WorkflowEnvironment,
+    task_queue: str,
 ) -> None:
+    """Said when the worker is made, not at a session's first call; a replay (the
+    gate) makes no worker and says nothing."""
+    from temporalio.worker import Replayer, Worker
+
     from durable_agent import Capabilities, ProviderEndpoint
     from durable_agent.temporal import DurableAgentPlugin
 
@@ -119,7 +126,12 @@ def test_a_worker_whose_endpoint_lacks_its_key_says_so_at_start(
     endpoint = ProviderEndpoint(
         base_url="https://api.example.com/v1", api_key_env="UNSET_KEY_FOR_THIS_TEST"
     )
-    DurableAgentPlugin(preload_tokenizers=False, capabilities=Capabilities(models={"x": endpoint}))
+    capabilities = Capabilities(models={"x": endpoint})
+    plugin = DurableAgentPlugin(preload_tokenizers=False, capabilities=capabilities)
+    Replayer(workflows=[], plugins=[plugin])
+    quiet = capfd.readouterr()
+    Worker(temporal_env.client, task_queue=task_queue, plugins=[plugin])
     said = capfd.readouterr()
     lines = said.out + said.err
     assert "key variable is unset" in lines and "UNSET_KEY_FOR_THIS_TEST" in lines
+    assert "key variable" not in quiet.out + quiet.err

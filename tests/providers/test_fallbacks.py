@@ -168,7 +168,8 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
     released = threading.Event()
     held = dataclasses.replace(json_reply({"choices": []}), hold=released, sse=True, chunks=(b"",))
     with (
-        ScriptedProvider([error_reply(503, "overloaded")]) as a,
+        # (a loaded machine may ask model-a's call again, lost work: it hears the same)
+        ScriptedProvider([error_reply(503, "overloaded")] * 3) as a,
         ScriptedProvider([held, assistant_text("from b")]) as b,
         ScriptedProvider([assistant_text("never asked")]) as c,
     ):
