@@ -140,10 +140,10 @@ class DurableAgentPlugin(SimplePlugin):
         if drain_seconds < 0:
             raise ValueError(f"drain_seconds cannot be negative ({drain_seconds})")
         self._drain = timedelta(seconds=drain_seconds)
-        self._capabilities = capabilities
         self.calls_in_flight = CallsInFlight()
         """What the worker runs now, and what its stop drained or handed over."""
         capabilities = with_agents(capabilities or Capabilities(), agents)
+        self._capabilities = capabilities
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
