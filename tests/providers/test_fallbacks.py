@@ -174,10 +174,13 @@ async def test_a_worker_killed_during_a_hop_costs_a_retry_of_that_hop_not_a_move
         ScriptedProvider([assistant_text("never asked")]) as c,
     ):
         spec = chain(a, (b, "model-b", "chat"), (c, "model-c", "chat"))
+        # the project's default heartbeat: a shorter one, on a machine running the whole
+        # suite, lets the server time out model-a's call before its failure is heard,
+        # again and again (lost work each time), and the chain never moves on
         spec = spec.model_copy(
             update={
                 "session": spec.session.model_copy(
-                    update={"heartbeat_timeout_seconds": KILL_HEARTBEAT_SECONDS}
+                    update={"heartbeat_timeout_seconds": 3 * KILL_HEARTBEAT_SECONDS}
                 )
             }
         )
