@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import structlog
 from temporalio import activity
@@ -286,13 +286,15 @@ class ModelActivities:
             left_out=left_out,
         )
 
-    async def _lacks(self, call: ModelCallInput, error: ApplicationError) -> list[Any]:
+    async def _lacks(
+        self, call: ModelCallInput, error: ApplicationError
+    ) -> list[Literal["setup", "transcript"]]:
         """What this worker lacks that the call referred to, when the workflow asks to be
         told (``asks_again``) rather than failed: its model setup, its transcript (a
         worker missing the setup is new to the session: it likely lacks both)."""
         if not call.asks_again:
             return []
-        lacks: list[Any] = []
+        lacks: list[Literal["setup", "transcript"]] = []
         if error.type == Failure.MODEL_SETUP_UNKNOWN:
             lacks.append("setup")
             ref = call.transcript

@@ -54,6 +54,10 @@ class ModelReturn(_Digested):
     (``ModelCallInput.count_left_out``; unset: none)."""
 
 
+#: What a worker new to a session may lack of what a model call refers to.
+Lack = Literal["setup", "transcript"]
+
+
 class WorkerLacks(Contract):
     """``call_model``'s answer from a worker that has not seen the session (a fresh
     worker after a deploy or a crash, its store its own) when the call asks for it
@@ -61,7 +65,7 @@ class WorkerLacks(Contract):
     the whole transcript or both. A move between workers is no failure: no attempt is
     used, and nothing is logged as one."""
 
-    lacks: list[Literal["setup", "transcript"]] = Field(min_length=1)
+    lacks: list[Lack] = Field(min_length=1)
 
 
 class TranscriptPage(Contract):
