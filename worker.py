@@ -4,7 +4,7 @@ A thin door onto ``durable-agent worker`` (the same arguments); the installed pa
 carries everything, so nothing here is installed.
 """
 
-from durable_agent.cli._worker import main
+from durable_agent._cli._worker import main
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 """Every side effect of a session: model calls over HTTP, tool execution, the checks a
 run starts with, the transcript store.
 
-Installed as ``durable_agent.activities``; inside, modules import each other
+Installed as ``durable_agent._activities``; inside, modules import each other
 relatively."""
 
 from __future__ import annotations

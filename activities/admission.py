@@ -7,9 +7,15 @@ import structlog
 from temporalio import activity
 from temporalio.api.enums.v1 import ContinueAsNewInitiator
 
-from durable_agent.capabilities import Capabilities, admission_problems, registered_prices
-from durable_agent.core import Admission, AdmissionInput, ToolRoutes, ToolRoutesInput
-from durable_agent.tools import Registry
+from durable_agent._contracts._contracts import (
+    Admission,
+    AdmissionInput,
+    ToolRoutes,
+    ToolRoutesInput,
+)
+from durable_agent._tools._registry import Registry
+from durable_agent.capabilities import Capabilities
+from durable_agent.capabilities._admission import admission_problems, registered_prices
 
 from .heartbeat import heartbeats
 

@@ -9,17 +9,17 @@ import inspect
 import structlog
 from temporalio import activity
 
-from durable_agent.core import (
+from durable_agent._contracts._approval_contracts import (
     ApprovalCheckInput,
-    ApproverKeys,
     DescribeCallsInput,
     EscalationNotice,
     TokenCheck,
     TokenVerdict,
-    ToolArgumentsError,
-    visible,
 )
-from durable_agent.tools import Registry
+from durable_agent._contracts._approver_tokens import ApproverKeys
+from durable_agent._spec._tool_policy import ToolArgumentsError
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._visible_text import visible
 
 from .heartbeat import heartbeats
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import structlog
 from temporalio import activity
 
-from durable_agent.core import AssistantMessage, Usage
+from durable_agent._wire._messages import AssistantMessage, Usage
 
 from .transcript_store import TranscriptStore
 

@@ -16,16 +16,12 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from durable_agent._contracts._contracts import ModelCallInput, ModelSetup
+from durable_agent._failures import Failure
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._provider_limits import CapacityRelease, CapacityRequest
+from durable_agent._wire._messages import Usage
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import (
-    CapacityRelease,
-    CapacityRequest,
-    Failure,
-    ModelCallInput,
-    ModelSetup,
-    ProviderEndpoint,
-    Usage,
-)
 
 from .limiter_link import LimiterLink
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from durable_agent.core import AgentResult, CaseScored, CaseToScore, case_facts, score_case
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._contracts._eval_cases import CaseScored, CaseToScore
+from durable_agent._contracts._eval_scoring import case_facts, score_case
 
 from .heartbeat import heartbeats
 from .resumption import read_messages

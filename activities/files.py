@@ -29,9 +29,10 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from durable_agent._wire._messages import FileData, FilePart, Message, TextPart
+from durable_agent._wire._request_messages import PreparedMessages
 from durable_agent.capabilities import FileLimits
 from durable_agent.capabilities._urls import without_secrets
-from durable_agent.core import FileData, FilePart, Message, PreparedMessages, TextPart
 
 log = structlog.get_logger()
 

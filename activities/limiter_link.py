@@ -27,12 +27,12 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from durable_agent.core import (
+from durable_agent._contracts._capacity_ledger import LedgerState
+from durable_agent._spec._provider_limits import (
     LIMITER_WORKFLOW,
     CapacityAnswer,
     CapacityRelease,
     CapacityRequest,
-    LedgerState,
     ProviderLimits,
     limiter_id,
 )

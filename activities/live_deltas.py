@@ -22,7 +22,12 @@ import structlog
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from durable_agent.core import EVENTS_TOPIC, AttemptRestarted, ReasoningDelta, TextDelta
+from durable_agent._contracts._events import (
+    EVENTS_TOPIC,
+    AttemptRestarted,
+    ReasoningDelta,
+    TextDelta,
+)
 
 log = structlog.get_logger("durable_agent.live")
 

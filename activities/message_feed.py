@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import structlog
 from temporalio import activity
 
-from durable_agent.core import AssistantMessage, Message, UserMessage
+from durable_agent._wire._messages import AssistantMessage, Message, UserMessage
 
 from .message_sinks import MessageContext, MessageSink
 

@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from durable_agent.core import Message
+from durable_agent._wire._messages import Message
 
 
 class MessageContext(BaseModel):

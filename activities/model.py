@@ -22,59 +22,62 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
-from durable_agent.core import (
-    DIGEST_BYTES,
-    AssistantMessage,
-    Failure,
+from durable_agent._contracts._contracts import (
     LoadTranscriptInput,
-    Message,
     ModelCallInput,
-    ModelReturn,
     ModelSetup,
-    ProviderEndpoint,
-    ReplyCallsInput,
     StoredMessageRef,
     StoreTranscriptInput,
     SummaryCallInput,
-    ToolCall,
-    TranscriptPage,
     TranscriptRef,
-    Usage,
+)
+from durable_agent._contracts._digests import (
+    DIGEST_BYTES,
+    ModelReturn,
+    ReplyCallsInput,
+    TranscriptPage,
     WorkerLacks,
     arguments_checked,
-    as_seen_by,
-    canonical_json,
-    chain_of,
-    content_hash,
     digested,
     first_calls,
-    fit_request,
-    json_object_format,
-    options_for_call,
-    payload_bytes,
-    prepare_request_messages,
-    room_left,
-    root_of,
-    summary_request,
-    with_prompt_cache,
 )
-from durable_agent.core.codecs import Codec
-from durable_agent.observability import model_call_span, record_failure, record_reply
-from durable_agent.providers import (
+from durable_agent._failures import Failure
+from durable_agent._observability._gen_ai_spans import (
+    model_call_span,
+    record_failure,
+    record_reply,
+)
+from durable_agent._providers._client import (
     ProviderClient,
     ProviderConfigurationError,
     ProviderError,
     ResponseFacts,
     shared_client,
 )
-from durable_agent.tools import (
+from durable_agent._session._swarm_view import as_seen_by
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._round_hooks import (
     HookContext,
     HookFailed,
-    Registry,
     rewrite_reply,
     rewrite_request,
 )
+from durable_agent._wire._context import room_left, summary_request
+from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
+from durable_agent._wire._model_inputs import fit_request, json_object_format
+from durable_agent._wire._model_options import with_prompt_cache
+from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
+from durable_agent._wire._transcript import (
+    canonical_json,
+    chain_of,
+    content_hash,
+    payload_bytes,
+    root_of,
+)
+from durable_agent._wire.codecs import Codec
+from durable_agent.capabilities import Capabilities
+from durable_agent.extending import NotAllowed, NotRegistered
 
 from .billing import with_voided_usage
 from .capacity import CapacityGate, Lease, Room

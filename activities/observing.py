@@ -17,7 +17,8 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from durable_agent.core import ModelPrice, Usage
+from durable_agent._spec._spec import ModelPrice
+from durable_agent._wire._messages import Usage
 
 from .transcript_store import transcript_scope
 

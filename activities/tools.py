@@ -22,50 +22,49 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent.capabilities import Capabilities, NotAllowed, NotRegistered
-from durable_agent.core import (
+from durable_agent._contracts._contracts import (
     TOOL_TIMEOUT_GRACE_SECONDS,
-    Failure,
     GuardrailInput,
     GuardrailVerdict,
     ListRemoteToolsInput,
-    Message,
-    OpenApiError,
-    OwnerFloor,
     ResolvedTool,
     ResolveToolsInput,
     ResolveToolsResult,
+    ToolCallInput,
+)
+from durable_agent._contracts._digests import ToolReturn, digested
+from durable_agent._failures import Failure
+from durable_agent._observability._gen_ai_spans import (
+    record_failure,
+    record_tool_result,
+    tool_span,
+)
+from durable_agent._spec._secrets import (
     SecretError,
     SecretProvider,
     SecretResolver,
-    ToolArgumentsError,
-    ToolCallInput,
-    ToolContext,
-    ToolMessage,
-    ToolReturn,
-    digested,
     environment_secrets,
-    explain,
 )
-from durable_agent.core.tool_kinds import (
+from durable_agent._spec._tool_policy import OwnerFloor, ToolArgumentsError, ToolContext
+from durable_agent._spec.tool_kinds._base import (
     CallTarget,
-    ToolKind,
     ToolsetError,
     UnknownToolKind,
     WorkerSide,
 )
-from durable_agent.observability import record_failure, record_tool_result, tool_span
-from durable_agent.tools import (
-    McpServerError,
-    Registry,
-    error_reason,
-    run_guardrails,
-)
+from durable_agent._spec.tool_kinds._kind import ToolKind
+from durable_agent._tools._mcp import McpServerError, error_reason
+from durable_agent._tools._openapi_document import OpenApiError
+from durable_agent._tools._registry import Registry, run_guardrails
+from durable_agent._wire._contract import explain
+from durable_agent._wire._messages import Message, ToolMessage
+from durable_agent.capabilities import Capabilities
+from durable_agent.extending import NotAllowed, NotRegistered
 
 from .heartbeat import heartbeats
 from .observing import count_tool_call
 
-log = structlog.get_logger("durable_agent.tools")
+log = structlog.get_logger("durable_agent._tools")
 
 
 def _as_text(result: Any) -> str:

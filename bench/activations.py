@@ -40,27 +40,25 @@ from pathlib import Path
 from typing import Any
 
 import temporalio.worker._workflow_instance
-from durable_agent.activities.transcript_store import open_transcript_store
+from durable_agent._activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from bench.run import dev_server
+from durable_agent._client._client import AgentClient
+from durable_agent._observability._logs import configure_logging
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentSpec, ModelSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import AssistantMessage, Message, UserMessage
 from durable_agent.capabilities import Capabilities
-from durable_agent.client import AgentClient
-from durable_agent.core import (
-    AgentSpec,
-    AssistantMessage,
-    ContextRules,
-    Message,
-    ModelSpec,
-    ProviderEndpoint,
-    UserMessage,
-)
-from durable_agent.observability import configure_logging
-from durable_agent.temporal import build_worker, freeze_startup_heap
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
+from durable_agent.temporal import build_worker
+from durable_agent.temporal._heap import freeze_startup_heap
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 
 LATENCY = "temporal_workflow_task_execution_latency"
 
@@ -268,7 +266,7 @@ def tool_worker(address: str, task_queue: str, store: str) -> subprocess.Popen[s
         [
             sys.executable,
             "-m",
-            "durable_agent.cli",
+            "durable_agent._cli",
             "worker",
             "--tools",
             "bench.activations",

@@ -39,27 +39,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.run import dev_server
-from durable_agent.capabilities import Capabilities
-from durable_agent.client import AgentClient
-from durable_agent.core import (
-    AgentSpec,
+from durable_agent._client._client import AgentClient
+from durable_agent._observability._logs import configure_logging
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentSpec, ModelPrice
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import (
     AssistantMessage,
-    ContextRules,
     Message,
-    ModelOptions,
-    ModelPrice,
-    ProviderEndpoint,
     SystemMessage,
     ToolMessage,
     UserMessage,
     parse_messages,
-    prepare_request_messages,
 )
-from durable_agent.observability import configure_logging
+from durable_agent._wire._model_options import ModelOptions
+from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
-from durable_agent.testing import RecordedRequest, Reply, ScriptedProvider, assistant_calls
+from durable_agent.testing import ScriptedProvider, assistant_calls
 from durable_agent.testing import assistant_text as text_reply
-from durable_agent.tools import Registry, tool
+from durable_agent.testing._scripted_provider import RecordedRequest, Reply
 
 #: The models' context windows (tokens): a request past it is refused by the provider.
 CONTEXT_WINDOWS = {"chat": 128_000, "anthropic": 200_000}
@@ -118,7 +119,7 @@ class Bill:
         return self.cached / self.input if self.input else 0.0
 
     def cost(self, api: str) -> float:
-        from durable_agent.core import Usage
+        from durable_agent._wire._messages import Usage
 
         usage = Usage(
             prompt_tokens=self.input,
@@ -257,7 +258,7 @@ class CachingModel:
         }
 
     def _reply(self, message: AssistantMessage, usage: dict[str, Any]) -> Reply:
-        from durable_agent.testing import json_reply
+        from durable_agent.testing._scripted_provider import json_reply
 
         if self.api == "anthropic":
             content: list[dict[str, Any]] = []
@@ -283,7 +284,7 @@ class CachingModel:
                 "usage": usage,
             }
             return json_reply(body)
-        from durable_agent.testing import chat_completion_body
+        from durable_agent.testing._scripted_provider import chat_completion_body
 
         answer = chat_completion_body(message)
         answer["usage"] = usage
@@ -409,8 +410,8 @@ Window = Callable[[list[Message], int], list[Message]]
 def priced(api: str, messages: Sequence[Message], window: Window, budget: int) -> Bill:
     """The conversation's requests, each as ``window`` shapes it, billed by the API's
     caching rules (the cache fields asked for, as each peer can)."""
-    from durable_agent.core import ToolDefinition
-    from durable_agent.core.codecs import build_request
+    from durable_agent._wire._tool_definition import ToolDefinition
+    from durable_agent._wire.codecs import build_request
 
     model = CachingModel(api)
     tools = [

@@ -31,13 +31,12 @@ from pathlib import Path
 
 from bench.run import ROOT, dev_server
 from durable_agent import AgentClient, ModelSpec
-from durable_agent.core import AgentSpec, AssistantMessage
-from durable_agent.testing import (
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import (
     RecordedRequest,
     Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
     chat_stream_events,
     sse_reply,
 )
@@ -79,7 +78,7 @@ class Workers:
         log = self.folder / f"worker-{self.count}.log"
         with log.open("w") as out:
             process = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "durable_agent.cli", "worker"),
+                *(sys.executable, "-m", "durable_agent._cli", "worker"),
                 *("--address", self.address, "--task-queue", self.queue),
                 *("--tools", "bench.deploy_tools", "--capabilities", str(capabilities)),
                 *("--data-dir", str(self.folder / f"data-{self.count}")),

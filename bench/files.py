@@ -30,7 +30,8 @@ from typing import Any
 from bench.gateway_body import memory_mb
 from bench.run import ROOT, dev_server
 from durable_agent import AgentClient, ModelSpec
-from durable_agent.core import AgentSpec, file_part_from_url, user_message
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import file_part_from_url, user_message
 from durable_agent.testing import ScriptedProvider, assistant_text
 
 
@@ -73,7 +74,7 @@ async def main(parts: int, megabytes: int) -> None:
         async with dev_server() as (address, client):
             worker = subprocess.Popen(
                 [
-                    *(sys.executable, "-m", "durable_agent.cli", "worker", "--address", address),
+                    *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
                     *("--task-queue", "files", "--capabilities", str(capabilities)),
                     *("--data-dir", data, "--log-level", "error"),
                 ],

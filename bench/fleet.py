@@ -32,15 +32,11 @@ from temporalio.client import Client
 
 from bench.run import PROMPT, ROOT, dev_server
 from bench.workloads import C, bench_model
-from durable_agent.client import AgentClient, NoWorkerError
-from durable_agent.core import (
-    WORKFLOW_NAME,
-    AgentInput,
-    AgentResult,
-    AgentSpec,
-    ModelSpec,
-    ProviderEndpoint,
-)
+from durable_agent._client._client import AgentClient
+from durable_agent._client._types import NoWorkerError
+from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent.testing import ScriptedProvider
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres

@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 
 from bench.run import ROOT, dev_server
-from durable_agent.payloads import CodecKeys
-from durable_agent.temporal import free_port
+from durable_agent._payloads._encryption import CodecKeys
+from durable_agent.temporal._ports import free_port
 
 TOKEN = "bench-token-0123456789abcdef"
 
@@ -62,7 +62,7 @@ async def main(megabytes: int) -> None:
             "DURABLE_AGENT_CODEC_KEYS": CodecKeys.generate("k1"),
         }
         gateway = subprocess.Popen(
-            [sys.executable, "-m", "durable_agent.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "durable_agent._cli", "serve", "--port", str(port)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

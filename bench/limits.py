@@ -41,17 +41,18 @@ from typing import Any
 from temporalio.client import Client
 
 from bench.run import ROOT, dev_server
-from durable_agent.client import AgentClient
-from durable_agent.core import (
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._capacity_ledger import LedgerState
+from durable_agent._spec._provider_limits import (
     LIMITER_WORKFLOW,
-    AgentSpec,
     CapacityAnswer,
     CapacityRequest,
-    LedgerState,
     ProviderLimits,
     limiter_id,
 )
-from durable_agent.testing import RateLimitedModel, ScriptedProvider
+from durable_agent._spec._spec import AgentSpec
+from durable_agent.testing import ScriptedProvider
+from durable_agent.testing._rate_limited import RateLimitedModel
 
 CALLS = 40
 
@@ -63,7 +64,7 @@ def start_workers(address: str, queue: str, caps: Path, count: int) -> list[subp
             [
                 sys.executable,
                 "-m",
-                "durable_agent.cli",
+                "durable_agent._cli",
                 "worker",
                 "--task-queue",
                 queue,

@@ -31,21 +31,17 @@ from temporalio.client import Client
 
 from bench.run import PROMPT, ROOT, Bench, dev_server
 from bench.workloads import A, bench_model
-from durable_agent.client import AgentClient
-from durable_agent.core import (
-    AgentInput,
-    AgentResult,
-    AgentSpec,
-    AssistantMessage,
-    ModelSpec,
-    ProviderEndpoint,
-)
-from durable_agent.temporal import exit_without_teardown, free_port
-from durable_agent.testing import (
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.testing._scripted_provider import (
     RecordedRequest,
     Reply,
-    ScriptedProvider,
-    assistant_text,
     chat_stream_events,
     sse_reply,
 )
@@ -159,7 +155,7 @@ async def gateway_readers(
         [
             sys.executable,
             "-m",
-            "durable_agent.cli",
+            "durable_agent._cli",
             "serve",
             "--task-queue",
             task_queue,

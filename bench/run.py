@@ -39,9 +39,13 @@ from bench.paired import describe, turn_order
 from bench.peer_kinds import PEERS, peers_python, worker_command
 from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
-from durable_agent.client import AgentClient
-from durable_agent.core import AgentResult, AgentSpec, ModelSpec, ProviderEndpoint
-from durable_agent.temporal import exit_without_teardown, free_port, temporal_binary
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentSpec, ModelSpec
+from durable_agent.temporal._binary import temporal_binary
+from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._shutdown import exit_without_teardown
 from durable_agent.testing import ScriptedProvider
 
 ROOT = Path(__file__).parent.parent

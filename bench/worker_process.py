@@ -12,16 +12,18 @@ import signal
 import sys
 from pathlib import Path
 
-from durable_agent.activities.transcript_store import default_store_url, open_transcript_store
+from durable_agent._activities.transcript_store import default_store_url, open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
+from durable_agent._observability._logs import configure_logging
 from durable_agent.capabilities import Capabilities
-from durable_agent.observability import configure_logging
-from durable_agent.temporal import build_worker, exit_without_teardown, freeze_startup_heap
+from durable_agent.temporal import build_worker
+from durable_agent.temporal._heap import freeze_startup_heap
+from durable_agent.temporal._shutdown import exit_without_teardown
 
 
 async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from durable_agent import Agent, DurableAgentPlugin, ModelSpec, Registry
-from durable_agent.providers import model_from_environment
-from durable_agent.temporal import free_port, start_dev_server
+from durable_agent import Agent, ModelSpec, Registry
+from durable_agent._providers._environment import model_from_environment
+from durable_agent.temporal import DurableAgentPlugin, start_dev_server
 
 
 def model_or_exit() -> ModelSpec:
@@ -34,7 +34,7 @@ async def running(
 ) -> AsyncIterator[Client]:
     """An embedded dev server (its data in a fresh folder) and a worker on it, with
     ``registry``'s tools and the ``agents``' tools and MCP servers registered."""
-    env = await start_dev_server(Path(mkdtemp()), free_port(), free_port())
+    env = await start_dev_server(Path(mkdtemp()))
     try:
         plugin = DurableAgentPlugin(registry=registry, agents=agents)
         worker = Worker(

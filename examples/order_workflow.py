@@ -14,9 +14,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent import AgentClient
-    from durable_agent.agents import RunResult
-    from durable_agent.core import AgentSpec
+    from durable_agent import AgentClient, AgentSpec, RunResult
     from durable_agent.temporal import run_child_agent
     from examples.order_refund import RefundDecision, support_agent
 

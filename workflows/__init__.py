@@ -2,7 +2,7 @@
 workflow, which carries out the Session's commands with Temporal's primitives, and the
 workflows beside it (evaluations, the shared endpoint limiter).
 
-Installed as ``durable_agent.workflows``; inside, modules import each other relatively."""
+Installed as ``durable_agent._workflows``; inside, modules import each other relatively."""
 
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import Admission, AdmissionInput, AgentSpec, Failure
+    from durable_agent._contracts._contracts import Admission, AdmissionInput
+    from durable_agent._failures import Failure
+    from durable_agent._spec._spec import AgentSpec
 
     from .patches import ADMISSION_PATCH, CARRIED_ONLY_WHEN_CONTINUED_PATCH, patched
     from .start_checks import start_check

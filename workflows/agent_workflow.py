@@ -1,6 +1,6 @@
 """AgentWorkflow: one session, one conversation, carried out on Temporal.
 
-Every rule lives in the pure ``Session`` (``durable_agent.session``): it says what to
+Every rule lives in the pure ``Session`` (``durable_agent._session``): it says what to
 do next and takes the outcome back. This class opens the run (reads its input, has the
 spec admitted, opens or carries the conversation), then has ``carry_out`` do the
 Session's commands through ``SessionEffects``; its doors (``SessionHandlers``) record
@@ -18,16 +18,11 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        WORKFLOW_NAME,
-        AgentInput,
-        AgentResult,
-        AgentSpec,
-        Failure,
-        ModelSpec,
-        PayloadTooLarge,
-    )
-    from durable_agent.session import Compatibility, Session, carry_out
+    from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
+    from durable_agent._errors import PayloadTooLarge
+    from durable_agent._failures import Failure
+    from durable_agent._session import Compatibility, Session, carry_out
+    from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 
     from .admission import admit, refuse_forged_carry
     from .continued_input import ContinuedInput

@@ -9,13 +9,13 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
+    from durable_agent._contracts._approval_contracts import (
         ApprovalCheckInput,
         DescribeCallsInput,
-        SessionRules,
         TokenVerdict,
     )
-    from durable_agent.session import CheckApprovals, DescribeCalls, NotifyEscalation, VerifyTokens
+    from durable_agent._session import CheckApprovals, DescribeCalls, NotifyEscalation, VerifyTokens
+    from durable_agent._spec._spec import SessionRules
 
     from .retries import LOST_WORK_RETRIES
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.session import PAGE_BREAK, Session
+    from durable_agent._session import PAGE_BREAK, Session
 
 
 async def wait_for_decisions(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import ChildApprovals
-    from durable_agent.session import Session
+    from durable_agent._contracts._approval_contracts import ChildApprovals
+    from durable_agent._session import Session
 
 
 async def report_to_parent(session: Session) -> None:

@@ -10,8 +10,8 @@ import logging
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import TranscriptRef
-    from durable_agent.session import Session
+    from durable_agent._contracts._contracts import TranscriptRef
+    from durable_agent._session import Session
 
     from .continued_input import ContinuedInput
     from .live_feed import LiveFeed

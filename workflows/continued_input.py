@@ -7,8 +7,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from durable_agent.core import AgentSpec
-from durable_agent.session import SessionState
+from durable_agent._session import SessionState
+from durable_agent._spec._spec import AgentSpec
 
 
 class ContinuedInput(BaseModel):

@@ -14,15 +14,9 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        AgentResult,
-        AssistantMessage,
-        GuardrailVerdict,
-        TokenVerdict,
-        ToolMessage,
-        session_title,
-    )
-    from durable_agent.session import (
+    from durable_agent._contracts._approval_contracts import TokenVerdict
+    from durable_agent._contracts._contracts import AgentResult, GuardrailVerdict
+    from durable_agent._session import (
         AwaitApprovals,
         CallModel,
         CheckApprovals,
@@ -40,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
         VerifyTokens,
         WaitForMessage,
     )
+    from durable_agent._wire._messages import AssistantMessage, ToolMessage
+    from durable_agent._wire._titles import session_title
 
     from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
     from .approval_wait import wait_for_decisions
@@ -52,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 class SessionEffects:
-    """The ``Effects`` of the session workflow (``durable_agent.session.Effects``)."""
+    """The ``Effects`` of the session workflow (``durable_agent._session.Effects``)."""
 
     def __init__(
         self,

@@ -22,26 +22,24 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        EVAL_WORKFLOW,
-        JUDGE_SCHEMA,
-        WORKFLOW_NAME,
-        AgentInput,
-        AgentResult,
-        AgentSpec,
+    from durable_agent._contracts._approval_contracts import (
         ApprovalSignal,
+        ChildApprovals,
+        PendingApproval,
+    )
+    from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
+    from durable_agent._contracts._eval_cases import (
+        EVAL_WORKFLOW,
         CaseReport,
         CaseScored,
         CaseToScore,
-        ChildApprovals,
         EvalCase,
         EvalInput,
         EvalReport,
-        PendingApproval,
         Score,
-        judge_request,
-        judge_score,
     )
+    from durable_agent._contracts._eval_scoring import JUDGE_SCHEMA, judge_request, judge_score
+    from durable_agent._spec._spec import AgentInput, AgentSpec
 
     from .patches import EVAL_APPROVALS_PATCH
     from .retries import LOST_WORK_RETRIES

@@ -10,15 +10,11 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        AgentInput,
-        ClosedRunInput,
-        Failure,
-        ForkInput,
-        StartedHistoryInput,
-        session_title,
-    )
-    from durable_agent.session import Session, SessionState
+    from durable_agent._contracts._contracts import ClosedRunInput, ForkInput, StartedHistoryInput
+    from durable_agent._failures import Failure
+    from durable_agent._session import Session, SessionState
+    from durable_agent._spec._spec import AgentInput
+    from durable_agent._wire._titles import session_title
 
     from .continued_input import ContinuedInput
     from .patches import (

@@ -17,33 +17,37 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        BUILD_CHANGED_SIGNAL,
-        CAPACITY_READY_SIGNAL,
-        EARLIER_HISTORY_SIGNAL,
-        MOVE_TO_CURRENT_SIGNAL,
+    from durable_agent._contracts._approval_contracts import (
         ApprovalPolicyView,
         ApprovalSignal,
-        AssistantMessage,
-        BudgetSignal,
-        CancelTurnSignal,
         ChildApprovals,
         DecisionRequest,
         DecisionResult,
-        EndSessionSignal,
-        Failure,
-        FlushSignal,
-        Message,
-        MoveToAgentSignal,
         PendingApproval,
-        RecordedDecision,
         RevokeGrantSignal,
+    )
+    from durable_agent._contracts._contracts import (
+        BUILD_CHANGED_SIGNAL,
+        EARLIER_HISTORY_SIGNAL,
+        MOVE_TO_CURRENT_SIGNAL,
+        BudgetSignal,
+        CancelTurnSignal,
+        EndSessionSignal,
+        FlushSignal,
+        MoveToAgentSignal,
         SendResult,
         SessionStatus,
+    )
+    from durable_agent._failures import Failure
+    from durable_agent._session import RECORDED_DECISIONS, Session
+    from durable_agent._spec._provider_limits import CAPACITY_READY_SIGNAL
+    from durable_agent._wire._messages import (
+        AssistantMessage,
+        Message,
+        RecordedDecision,
         SystemMessage,
         UserMessage,
     )
-    from durable_agent.session import RECORDED_DECISIONS, Session
 
     from .inputs import InvalidInput, decode
     from .live_feed import LiveFeed

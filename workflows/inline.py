@@ -22,24 +22,16 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        AgentInput,
-        AgentResult,
-        AgentSpec,
-        AssistantMessage,
+    from durable_agent._contracts._approval_contracts import (
         DecisionRequest,
         DecisionResult,
-        DurableAgentError,
-        Failure,
-        GuardrailVerdict,
-        Message,
-        PayloadTooLarge,
         PendingApproval,
         TokenVerdict,
-        ToolMessage,
-        UserMessage,
     )
-    from durable_agent.session import (
+    from durable_agent._contracts._contracts import AgentResult, GuardrailVerdict
+    from durable_agent._errors import DurableAgentError, PayloadTooLarge
+    from durable_agent._failures import Failure
+    from durable_agent._session import (
         RECORDED_DECISIONS,
         AwaitApprovals,
         CallModel,
@@ -59,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
         WaitForMessage,
         carry_out,
     )
+    from durable_agent._spec._spec import AgentInput, AgentSpec
+    from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
 
     from .admission import admit
     from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens

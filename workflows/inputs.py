@@ -14,7 +14,9 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import AgentInput, DurableAgentError, explain
+    from durable_agent._errors import DurableAgentError
+    from durable_agent._spec._spec import AgentInput
+    from durable_agent._wire._contract import explain
 
     from .continued_input import ContinuedInput
 

@@ -24,16 +24,14 @@ from temporalio import workflow
 AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
+    from durable_agent._contracts._capacity_ledger import Ledger, LedgerState, Waiter
+    from durable_agent._spec._provider_limits import (
         CAPACITY_READY_SIGNAL,
         LIMITER_WORKFLOW,
         CapacityAnswer,
         CapacityReady,
         CapacityRelease,
         CapacityRequest,
-        Ledger,
-        LedgerState,
-        Waiter,
     )
 
     from .patches import LIMITER_MOVES_PATCH

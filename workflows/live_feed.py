@@ -22,14 +22,15 @@ from temporalio.contrib.workflow_streams import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
+    from durable_agent._workflows.loop_events import result_text, step_events
+
+    from durable_agent._contracts._contracts import AgentResult
+    from durable_agent._contracts._events import (
         EVENTS_TOPIC,
         MESSAGE_EVENT_MAX_BYTES,
         AgentChanged,
-        AgentResult,
         ApprovalDecided,
         ApprovalRequested,
-        AssistantMessage,
         CapacityGranted,
         CapacityWait,
         Ended,
@@ -38,16 +39,14 @@ with workflow.unsafe.imports_passed_through():
         MessageAppended,
         ModelStarted,
         ToolFinished,
-        ToolMessage,
         ToolStarted,
         Trimmed,
         TurnEnded,
         TurnStarted,
         UsageReported,
-        result_text,
-        step_events,
     )
-    from durable_agent.session import PAGE_BREAK, Session, ToolRun, epoch_ms
+    from durable_agent._session import PAGE_BREAK, Session, ToolRun, epoch_ms
+    from durable_agent._wire._messages import AssistantMessage, ToolMessage
 
     from .session_metrics import SessionMetrics
 

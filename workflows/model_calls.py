@@ -19,16 +19,10 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        AssistantMessage,
-        Failure,
-        ModelCallInput,
-        ModelReturn,
-        ModelSetup,
-        SummaryCallInput,
-        WorkerLacks,
-    )
-    from durable_agent.session import (
+    from durable_agent._contracts._contracts import ModelCallInput, ModelSetup, SummaryCallInput
+    from durable_agent._contracts._digests import ModelReturn, WorkerLacks
+    from durable_agent._failures import Failure
+    from durable_agent._session import (
         ModelCancelled,
         ModelFailure,
         ModelOutcome,
@@ -36,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         Session,
         setup_digest,
     )
+    from durable_agent._wire._messages import AssistantMessage
 
     from .patches import MODEL_REPLY_DIGEST_PATCH, patched
     from .reply_pages import calls_per_page, whole_message

@@ -79,7 +79,7 @@ STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
 #: Pages, pieces and carried arrays of at most ``transcript_sync.PAGE_MESSAGES``.
 SMALL_PAGES_PATCH = "transcript-pages-of-500"
-#: A new session's transcript in the second chain (``durable_agent.core``'s transcript):
+#: A new session's transcript in the second chain (``durable_agent._wire._transcript``):
 #: tool results and pages read back join it with the digests their workers worked out.
 CHAIN_V2_PATCH = "transcript-chain-2"
 #: A title the start's memo already holds is not upserted again (``fresh_run``).

@@ -18,14 +18,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
-        AssistantMessage,
-        Failure,
-        Message,
-        ReplyCallsInput,
-        ToolCall,
-        with_calls,
-    )
+    from durable_agent._contracts._digests import ReplyCallsInput, with_calls
+    from durable_agent._failures import Failure
+    from durable_agent._wire._messages import AssistantMessage, Message, ToolCall
 
     from .patches import CALLS_IN_PAGES_PATCH, patched
     from .retries import LOST_WORK_RETRIES

@@ -9,7 +9,7 @@ import logging
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.session import Session
+    from durable_agent._session import Session
 
 
 def session_log(session: Session, level: int, text: str, *args: object) -> None:

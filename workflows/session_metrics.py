@@ -15,7 +15,8 @@ from temporalio import workflow
 from temporalio.common import MetricHistogramTimedelta
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import ApprovalRecord, PendingApproval
+    from durable_agent._contracts._approval_contracts import PendingApproval
+    from durable_agent._wire._messages import ApprovalRecord
 
 
 class SessionMetrics:

@@ -26,29 +26,23 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
+    from durable_agent._contracts._contracts import (
         TOOL_TIMEOUT_GRACE_SECONDS,
         WORKFLOW_NAME,
-        AgentInput,
         AgentResult,
-        AgentSpec,
-        Failure,
         GuardrailInput,
         GuardrailVerdict,
         ListRemoteToolsInput,
         ResolvedTool,
         ResolveToolsInput,
         ResolveToolsResult,
-        SessionRules,
         ToolCallInput,
-        ToolMessage,
-        ToolReturn,
         ToolRoutes,
         ToolRoutesInput,
-        Transcript,
     )
-    from durable_agent.core.tool_kinds import Refused, SubAgentCall, child_message
-    from durable_agent.session import (
+    from durable_agent._contracts._digests import ToolReturn
+    from durable_agent._failures import Failure
+    from durable_agent._session import (
         CheckGuardrails,
         RunTools,
         Session,
@@ -58,6 +52,11 @@ with workflow.unsafe.imports_passed_through():
         tool_error_result,
         tool_retry_delay,
     )
+    from durable_agent._spec._spec import AgentInput, AgentSpec, SessionRules
+    from durable_agent._spec.tool_kinds._sub_agent import Refused, child_message
+    from durable_agent._spec.tool_kinds._targets import SubAgentCall
+    from durable_agent._wire._messages import ToolMessage
+    from durable_agent._wire._transcript import Transcript
 
     from .patches import CALLS_IN_RUNNERS_PATCH, CHILD_ID_PATCH, ROUTES_CHECKED_PATCH, patched
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after

@@ -14,19 +14,18 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import (
+    from durable_agent._contracts._contracts import (
         ClosedRunInput,
-        Failure,
         LoadTranscriptInput,
-        Message,
-        PayloadTooLarge,
         StoredMessageRef,
         StoreTranscriptInput,
-        Transcript,
-        TranscriptPage,
         TranscriptRef,
-        chain_of,
     )
+    from durable_agent._contracts._digests import TranscriptPage
+    from durable_agent._errors import PayloadTooLarge
+    from durable_agent._failures import Failure
+    from durable_agent._wire._messages import Message
+    from durable_agent._wire._transcript import Transcript, chain_of
 
     from .patches import (
         LOAD_PAGES_BY_COUNT_PATCH,

@@ -1,25 +1,25 @@
-"""What a worker lets sessions use: its registries, its policy for what a spec may
-carry, and the checks at a session's start and at every use."""
+"""What a worker lets sessions use, by name: model endpoints and their limits and prices,
+tool sources, secrets, files by URL, the signing keys of approvers, and its policy for
+what a spec may carry. A session's spec names these; the worker checks each name when
+the session starts and again at every use."""
 
-from durable_agent.core import NotAllowed, NotRegistered
+from durable_agent._contracts._approver_tokens import ApproverKey
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._provider_limits import ProviderLimits
+from durable_agent._spec._spec import ModelPrice
 
-from ._admission import admission_problems, registered_prices
-from ._config_file import CapabilitiesFileError, load_capabilities
+from ._config_file import load_capabilities
 from ._policy import SpecPolicy
 from ._registry import Capabilities, FileLimits, SecretGrant
-from ._urls import UrlRefused, check_url
 
 __all__ = [
+    "ApproverKey",
     "Capabilities",
-    "CapabilitiesFileError",
     "FileLimits",
-    "NotAllowed",
-    "NotRegistered",
+    "ModelPrice",
+    "ProviderEndpoint",
+    "ProviderLimits",
     "SecretGrant",
     "SpecPolicy",
-    "UrlRefused",
-    "admission_problems",
-    "check_url",
     "load_capabilities",
-    "registered_prices",
 ]

@@ -11,16 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from durable_agent.core import (
-    AgentSpec,
-    ModelPrice,
-    ModelSpec,
-    NotAllowed,
-    NotRegistered,
-    ToolSettings,
-)
-from durable_agent.core.tool_kinds import UnknownToolKind, WorkerSide
-from durable_agent.tools import Registry
+from durable_agent._errors import NotAllowed, NotRegistered
+from durable_agent._spec._spec import AgentSpec, ModelPrice, ModelSpec, ToolSettings
+from durable_agent._spec.tool_kinds._base import UnknownToolKind, WorkerSide
+from durable_agent._tools._registry import Registry
 
 from ._registry import Capabilities
 

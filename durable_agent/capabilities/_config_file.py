@@ -47,14 +47,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from durable_agent.core import (
-    DurableAgentError,
-    McpServerSpec,
-    ModelPrice,
-    OpenApiSpec,
-    ProviderEndpoint,
-    ProviderLimits,
-)
+from durable_agent._errors import DurableAgentError
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._provider_limits import ProviderLimits
+from durable_agent._spec._spec import McpServerSpec, ModelPrice, OpenApiSpec
 
 from ._policy import SpecPolicy
 from ._registry import Capabilities, FileLimits, SecretGrant, default_models

@@ -14,20 +14,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from durable_agent.core import (
-    McpServerSpec,
-    ModelPrice,
-    NotAllowed,
-    NotRegistered,
-    OpenApiSpec,
-    OwnerFloor,
-    ProviderEndpoint,
-    ProviderLimits,
-    ResolvedTool,
-    ToolPolicy,
-)
-from durable_agent.core._tool_sources import Registrable, narrowed
-from durable_agent.providers import model_from_environment
+from durable_agent._contracts._contracts import ResolvedTool
+from durable_agent._errors import NotAllowed, NotRegistered
+from durable_agent._providers._environment import model_from_environment
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._provider_limits import ProviderLimits
+from durable_agent._spec._spec import McpServerSpec, ModelPrice, OpenApiSpec
+from durable_agent._spec._tool_policy import OwnerFloor, ToolPolicy
+from durable_agent._spec._tool_sources import Registrable, narrowed
 
 from ._policy import SpecPolicy
 from ._urls import UrlRefused, check_url, normalised_path, origin, under, url_host

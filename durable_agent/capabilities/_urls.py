@@ -18,7 +18,7 @@ import ipaddress
 import socket
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from durable_agent.core import DurableAgentError
+from durable_agent._errors import DurableAgentError
 
 
 class UrlRefused(DurableAgentError, ValueError):

@@ -1,14 +1,8 @@
-"""``durable-agent serve``: the HTTP gateway (REST, SSE and AG-UI), its shared
-per-session polls and the web console page."""
+"""``durable-agent serve`` as an ASGI app of your own: the HTTP gateway (REST, SSE, AG-UI
+and the OpenAI-compatible endpoints) and the web console, with the access rule each
+request passes."""
 
 from ._app import create_app
 from ._guard import AccessError, GatewayAccess
-from ._mcp_door import mcp_http_app, mcp_server
 
-__all__ = [
-    "AccessError",
-    "GatewayAccess",
-    "create_app",
-    "mcp_http_app",
-    "mcp_server",
-]
+__all__ = ["AccessError", "GatewayAccess", "create_app"]

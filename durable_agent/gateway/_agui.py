@@ -63,22 +63,24 @@ from ag_ui.core import (
     UserMessage as AguiUser,
 )
 
-from durable_agent.core import (
-    AssistantMessage,
+from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._contracts._events import (
     AttemptRestarted,
     Ended,
     Idle,
     LiveEvent,
-    Message,
     MessageAppended,
     ModelStarted,
-    PendingApproval,
     ReasoningDelta,
-    SystemMessage,
     TextDelta,
     ToolFinished,
-    ToolMessage,
     ToolStarted,
+)
+from durable_agent._wire._messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
     UserMessage,
     text_of,
 )

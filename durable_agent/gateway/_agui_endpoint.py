@@ -35,7 +35,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from durable_agent.core import Ended, Idle, LiveEvent, SessionStatus, UserMessage
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._contracts._events import Ended, Idle, LiveEvent
+from durable_agent._wire._messages import UserMessage
 
 from ._agui import AguiTranslator, messages_snapshot
 from ._door import Door

@@ -26,9 +26,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from durable_agent.client import AgentClient
-from durable_agent.core import AgentSpec, LiveEvent, dump_messages
-from durable_agent.payloads import EncryptionCodec
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._events import LiveEvent
+from durable_agent._payloads._encryption import EncryptionCodec
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import dump_messages
 
 from ._agui import AguiTranslator
 from ._agui_endpoint import agui_routes, agui_sse

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from durable_agent.client import AgentClient, SessionNotFoundError
-from durable_agent.core import AgentSpec, ApproverKey
+from durable_agent._client._client import AgentClient
+from durable_agent._client._types import SessionNotFoundError
+from durable_agent._contracts._approver_tokens import ApproverKey
+from durable_agent._spec._spec import AgentSpec
 
 from ._guard import GatewayAccess
 from ._http_common import conversation_session, legacy_conversation_session

@@ -26,7 +26,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from durable_agent.core import ApproverKey, DurableAgentError
+from durable_agent._contracts._approver_tokens import ApproverKey
+from durable_agent._errors import DurableAgentError
 
 from ._identity import (
     USER_NAME,

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent.client import (
+from durable_agent._client._types import (
     DecisionRefusedError,
     MessageRefusedError,
     NoWorkerError,
@@ -22,7 +22,7 @@ from durable_agent.client import (
     SessionNotFoundError,
     UnknownApprovalError,
 )
-from durable_agent.core import DurableAgentError
+from durable_agent._errors import DurableAgentError
 
 from ._identity import Principal
 

@@ -9,8 +9,8 @@ import bisect
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from durable_agent.client import AgentClient
-from durable_agent.core import LiveEvent
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._events import LiveEvent
 
 #: Events a hub keeps for readers that join late (older ones read the log themselves).
 HUB_EVENTS = 5000

@@ -22,7 +22,8 @@ from typing import Literal, get_args
 
 import jwt
 
-from durable_agent.core import ApproverKey, DurableAgentError
+from durable_agent._contracts._approver_tokens import ApproverKey
+from durable_agent._errors import DurableAgentError
 
 #: What a user name may hold (it becomes part of conversation session ids).
 USER_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-@")

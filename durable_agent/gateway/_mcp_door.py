@@ -19,9 +19,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from durable_agent.agents import Agent, AgentRunError
-from durable_agent.client import AgentClient
-from durable_agent.core import (
+from durable_agent._agents._agent import Agent
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._contracts import AgentRunError
+from durable_agent._contracts._events import (
     ApprovalRequested,
     Ended,
     LiveEvent,

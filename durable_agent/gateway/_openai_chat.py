@@ -30,8 +30,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from durable_agent.client import SessionNotFoundError
-from durable_agent.core import AgentSpec, AssistantMessage, Message, UserMessage, text_of
+from durable_agent._client._types import SessionNotFoundError
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import AssistantMessage, Message, UserMessage, text_of
 
 from ._door import Door
 from ._http_common import HttpError, parse_json

@@ -17,18 +17,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from durable_agent.client import AgentClient
-from durable_agent.core import (
-    AgentSpec,
-    AssistantMessage,
-    Ended,
-    Idle,
-    LiveEvent,
-    Message,
-    PendingApproval,
-    TextDelta,
-    Usage,
-)
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._contracts._events import Ended, Idle, LiveEvent, TextDelta
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import AssistantMessage, Message, Usage
 
 from ._door import Door
 from ._http_common import HttpError, json_errors

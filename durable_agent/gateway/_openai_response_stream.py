@@ -15,7 +15,7 @@ from typing import Any
 
 from sse_starlette import ServerSentEvent
 
-from durable_agent.core import ModelStarted, TextDelta
+from durable_agent._contracts._events import ModelStarted, TextDelta
 
 from ._openai_door import Reply
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from durable_agent.core import (
-    AssistantMessage,
+from durable_agent._contracts._events import (
     AttemptRestarted,
     LiveEvent,
     MessageAppended,
@@ -22,6 +21,7 @@ from durable_agent.core import (
     ReasoningDelta,
     TextDelta,
 )
+from durable_agent._wire._messages import AssistantMessage
 
 
 async def whole_replies(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveEvent]:

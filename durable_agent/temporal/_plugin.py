@@ -23,33 +23,32 @@ import temporalio.worker
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
 
-from durable_agent.activities import MessageSink
-from durable_agent.activities.admission import AdmissionActivities
-from durable_agent.activities.approvals import ApprovalActivities
-from durable_agent.activities.draining import CallsInFlight
-from durable_agent.activities.evals import EvalActivities
-from durable_agent.activities.model import ModelActivities
-from durable_agent.activities.observing import ObservingInterceptor
-from durable_agent.activities.resumption import ResumptionActivities
-from durable_agent.activities.tools import ToolActivities
-from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.agents import Agent, with_agent_tools, with_agents
+from durable_agent._activities import MessageSink
+from durable_agent._activities.admission import AdmissionActivities
+from durable_agent._activities.approvals import ApprovalActivities
+from durable_agent._activities.draining import CallsInFlight
+from durable_agent._activities.evals import EvalActivities
+from durable_agent._activities.model import ModelActivities
+from durable_agent._activities.observing import ObservingInterceptor
+from durable_agent._activities.resumption import ResumptionActivities
+from durable_agent._activities.tools import ToolActivities
+from durable_agent._activities.transcript_store import TranscriptStore
+from durable_agent._agents._agent import Agent
+from durable_agent._agents._modules import with_agent_tools, with_agents
+from durable_agent._contracts._approver_tokens import ApproverKeys
+from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentRunError
+from durable_agent._contracts._eval_cases import EVAL_WORKFLOW
+from durable_agent._payloads._lean import LeanPayloadConverter, lean_data_converter
+from durable_agent._payloads._storage import with_payload_storage
+from durable_agent._providers._client import ProviderClient
+from durable_agent._spec._provider_limits import LIMITER_WORKFLOW
+from durable_agent._spec._secrets import SecretProvider
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._tokens import load_tokenizers
+from durable_agent._workflows import AgentWorkflow
+from durable_agent._workflows.evals import EvalWorkflow
+from durable_agent._workflows.limiter import EndpointLimiter
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import (
-    EVAL_WORKFLOW,
-    LIMITER_WORKFLOW,
-    WORKFLOW_NAME,
-    AgentRunError,
-    ApproverKeys,
-    SecretProvider,
-    load_tokenizers,
-)
-from durable_agent.payloads import LeanPayloadConverter, lean_data_converter, with_payload_storage
-from durable_agent.providers import ProviderClient
-from durable_agent.tools import Registry
-from durable_agent.workflows import AgentWorkflow
-from durable_agent.workflows.evals import EvalWorkflow
-from durable_agent.workflows.limiter import EndpointLimiter
 
 from ._sandbox import sandboxing_ours, with_pure_modules
 
@@ -98,9 +97,9 @@ class DurableAgentPlugin(SimplePlugin):
     the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
     agents written in Python whose tools, endpoints and MCP servers the worker registers;
     ``payload_storage``: where payloads over its threshold go, history keeping a
-    reference (``durable_agent.payloads._storage``; every client and worker of the
+    reference (``durable_agent._payloads._storage``; every client and worker of the
     namespace needs the same); ``message_log``: a sink given every message of the
-    sessions the worker serves, once each (``durable_agent.activities.message_sinks``);
+    sessions the worker serves, once each (``durable_agent._activities.message_sinks``);
     ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
     quarter more worker CPU under load; by default they run outside it, their determinism checked by
     replaying recorded histories in the sandbox: ``durable_agent.temporal._sandbox``).

@@ -6,7 +6,7 @@ import random
 import socket
 from pathlib import Path
 
-from durable_agent.core import DurableAgentError
+from durable_agent._errors import DurableAgentError
 
 #: Where Linux keeps the range it takes ports from for outgoing connections and for
 #: ``bind`` to port 0.

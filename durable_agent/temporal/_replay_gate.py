@@ -22,7 +22,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Replayer
 
-from durable_agent.core import EVAL_WORKFLOW, LIMITER_WORKFLOW, WORKFLOW_NAME
+from durable_agent._contracts._contracts import WORKFLOW_NAME
+from durable_agent._contracts._eval_cases import EVAL_WORKFLOW
+from durable_agent._spec._provider_limits import LIMITER_WORKFLOW
 
 from ._plugin import DurableAgentPlugin
 
@@ -59,7 +61,7 @@ def patch_markers(history: WorkflowHistory) -> list[str]:
 
 def known_patches() -> set[str]:
     """The patch ids today's workflow code knows (``workflows/patches.py``)."""
-    from durable_agent.workflows import patches
+    from durable_agent._workflows import patches
 
     return {value for name, value in vars(patches).items() if name.endswith("_PATCH")}
 

@@ -29,10 +29,17 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 #: What workflow code imports that the sandbox takes as it is, instead of importing a
-#: second copy for every run: the pure core (an import-linter contract keeps it free of
-#: temporalio and HTTP clients). The session's own package is not among them: it holds
-#: the loop's rules, which the sandbox guards as workflow code.
-PURE_MODULES: Sequence[str] = ("durable_agent.core",)
+#: second copy for every run: the messages, the spec, the contracts and the errors (an
+#: import-linter contract keeps them free of temporalio and HTTP clients). The session's
+#: own package is not among them: it holds the loop's rules, which the sandbox guards as
+#: workflow code.
+PURE_MODULES: Sequence[str] = (
+    "durable_agent._errors",
+    "durable_agent._failures",
+    "durable_agent._wire",
+    "durable_agent._spec",
+    "durable_agent._contracts",
+)
 
 
 def with_pure_modules(existing: WorkflowRunner | None) -> WorkflowRunner:

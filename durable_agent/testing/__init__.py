@@ -1,25 +1,18 @@
-"""Test doubles that speak the real protocols over real sockets, for our tests and yours;
-``AgentTestEnvironment`` runs your agents end to end against a scripted model."""
+"""Testing agents: ``AgentTestEnvironment`` runs your agents end to end on a local
+Temporal server and a worker, against ``TestModel`` (answers from the tools' schemas) or
+``FunctionModel`` (your function decides each reply); ``ScriptedProvider`` speaks a
+provider's real wire over HTTP on 127.0.0.1; evals read cases and print a report."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._models import FunctionModel, ModelFunction, ModelRequest, TestModel, value_for
-from ._rate_limited import RateLimitedModel
+from durable_agent._contracts._eval_cases import read_cases
+
+from ._eval_report import report_table
+from ._models import FunctionModel, ModelRequest, TestModel
 from ._rerun import rerun
-from ._scripted_provider import (
-    RecordedRequest,
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_completion_body,
-    chat_stream_events,
-    error_reply,
-    json_reply,
-    sse_reply,
-)
+from ._scripted_provider import ScriptedProvider, assistant_calls, assistant_text, error_reply
 
 if TYPE_CHECKING:
     from ._environment import AgentTestEnvironment, approve_all
@@ -37,21 +30,14 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AgentTestEnvironment",
     "FunctionModel",
-    "ModelFunction",
     "ModelRequest",
-    "RateLimitedModel",
-    "RecordedRequest",
-    "Reply",
     "ScriptedProvider",
     "TestModel",
     "approve_all",
     "assistant_calls",
     "assistant_text",
-    "chat_completion_body",
-    "chat_stream_events",
     "error_reply",
-    "json_reply",
+    "read_cases",
+    "report_table",
     "rerun",
-    "sse_reply",
-    "value_for",
 ]

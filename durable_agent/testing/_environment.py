@@ -25,12 +25,16 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent.agents import Agent, OutputT, RunResult, agent_tools
+from durable_agent._agents._agent import Agent, OutputT, RunResult
+from durable_agent._agents._modules import agent_tools
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._tools._registry import Registry
 from durable_agent.capabilities import Capabilities
-from durable_agent.client import AgentClient
-from durable_agent.core import PendingApproval, ProviderEndpoint
-from durable_agent.temporal import DurableAgentPlugin, free_port, temporal_binary
-from durable_agent.tools import Registry
+from durable_agent.temporal import DurableAgentPlugin
+from durable_agent.temporal._binary import temporal_binary
+from durable_agent.temporal._ports import free_port
 
 from ._scripted_provider import ScriptedProvider
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
-from durable_agent.core import AssistantMessage, Message, ProviderEndpoint, parse_messages
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._wire._messages import AssistantMessage, Message, parse_messages
 
 from ._scripted_provider import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 

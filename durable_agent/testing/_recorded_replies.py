@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from durable_agent.core import AssistantMessage, Message
-from durable_agent.core.codecs import build_request
+from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._wire.codecs import build_request
 
 from ._scripted_provider import error_reply
 

@@ -24,26 +24,17 @@ from typing import Any
 
 from temporalio.client import Client
 
+from durable_agent._client._client import AgentClient
+from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
+from durable_agent._spec._approval_policy import ApprovalRule
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import HANDOFF_PREFIX, AgentSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._branches import BranchDiff, diff_branches, message_line
+from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.capabilities import Capabilities
-from durable_agent.client import AgentClient
-from durable_agent.core import (
-    HANDOFF_PREFIX,
-    AgentSpec,
-    ApprovalRule,
-    ApproverKey,
-    ApproverKeys,
-    AssistantMessage,
-    BranchDiff,
-    Message,
-    PendingApproval,
-    ProviderEndpoint,
-    ToolMessage,
-    UserMessage,
-    diff_branches,
-    message_line,
-)
 from durable_agent.temporal import build_worker
-from durable_agent.tools import Registry
 
 from ._recorded_replies import Departure, Fallback, RecordedReplies
 from ._scripted_provider import ScriptedProvider

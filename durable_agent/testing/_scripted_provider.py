@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from durable_agent.core import AssistantMessage, ToolCall, Usage
+from durable_agent._wire._messages import AssistantMessage, ToolCall, Usage
 
 # --- what the server received -------------------------------------------------
 

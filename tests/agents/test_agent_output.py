@@ -13,10 +13,14 @@ from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient
-from durable_agent.agents import AgentRunError
-from durable_agent.core import ModelSpec, ProviderEndpoint, ResqueMessage
-from durable_agent.testing import Reply, ScriptedProvider, json_reply
-from durable_agent.tools import Registry, tool
+from durable_agent._contracts._contracts import AgentRunError
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import ModelSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ResqueMessage
+from durable_agent.testing import ScriptedProvider
+from durable_agent.testing._scripted_provider import Reply, json_reply
 from tests.support.agent_harness import running_worker
 
 

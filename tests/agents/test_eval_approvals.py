@@ -9,9 +9,12 @@ import json
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import Agent, AgentClient, ModelSpec, ProviderEndpoint, Registry, tool
-from durable_agent.core import AssistantMessage, EvalCase
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from durable_agent import Agent, AgentClient, ModelSpec, Registry, tool
+from durable_agent._contracts._eval_cases import EvalCase
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.capabilities import ProviderEndpoint
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import running_worker, spec_for
 
 wiped: list[str] = []

@@ -13,10 +13,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import MessageRefusedError
-from durable_agent.core import AssistantMessage, SystemMessage, ToolCall
+from durable_agent._client._types import MessageRefusedError
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage, SystemMessage, ToolCall
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.project.test_cli import acli, address_of
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 

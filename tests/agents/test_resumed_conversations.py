@@ -20,10 +20,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import SessionExistsError
+from durable_agent._client._types import SessionExistsError
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import error_reply
-from durable_agent.tools import Registry, tool
 from tests.project.test_cli import acli, address_of
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.gateway_harness import gateway, read_sse

@@ -13,15 +13,11 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AgentSpec, AssistantMessage, ModelSpec, ProviderEndpoint, ToolMessage
-from durable_agent.testing import (
-    RecordedRequest,
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    json_reply,
-)
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentSpec, ModelSpec
+from durable_agent._wire._messages import AssistantMessage, ToolMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest, Reply, json_reply
 from tests.project.test_cli import acli, address_of
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,

@@ -11,28 +11,26 @@ import json
 from pathlib import Path
 from typing import Any
 
-from durable_agent.core import (
+from durable_agent._spec._property_lists import schema_from_properties
+from durable_agent._spec._structured_output import parse_structured_output
+from durable_agent._wire._messages import (
     AssistantMessage,
-    Message,
-    ModelOptions,
-    SystemMessage,
-    TextPart,
-    ToolDefinition,
-    ToolMessage,
-    UserMessage,
-    parse_structured_output,
-    schema_from_properties,
-)
-from durable_agent.core._messages import (
     AudioPart,
     FileData,
     FilePart,
     ImagePart,
     ImageURL,
     InputAudio,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolMessage,
+    UserMessage,
     audio_format,
 )
-from durable_agent.core.codecs import (
+from durable_agent._wire._model_options import ModelOptions
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs import (
     build_anthropic_request,
     build_chat_request,
     build_embeddings_request,
@@ -45,7 +43,7 @@ from durable_agent.core.codecs import (
     parse_image_response,
     parse_responses_response,
 )
-from durable_agent.core.codecs._sse import SSEEvent
+from durable_agent._wire.codecs._sse import SSEEvent
 
 #: The Prompty conformance vectors (MIT, ``vectors/LICENSE``), kept in the repository:
 #: the suite reads nothing outside it.

@@ -20,26 +20,18 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import (
-    AgentInput,
-    AgentResult,
-    AgentSpec,
-    AssistantMessage,
-    CancelTurnSignal,
-    ContextRules,
-    LiveEvent,
-    Message,
-    ToolContext,
-    ToolMessage,
-    ToolPolicy,
-    UserMessage,
-)
-from durable_agent.core._context import SUMMARY_PREFIX
-from durable_agent.core.codecs import parse_response
-from durable_agent.testing import ScriptedProvider, json_reply
-from durable_agent.tools import Registry
-from durable_agent.tools._guardrails import guardrail
-from durable_agent.tools._tool import schema_tool
+from durable_agent._contracts._contracts import AgentResult, CancelTurnSignal
+from durable_agent._contracts._events import LiveEvent
+from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._spec._tool_policy import ToolContext, ToolPolicy
+from durable_agent._tools._guardrails import guardrail
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import schema_tool
+from durable_agent._wire._context import SUMMARY_PREFIX, ContextRules
+from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent._wire.codecs import parse_response
+from durable_agent.testing import ScriptedProvider
+from durable_agent.testing._scripted_provider import json_reply
 from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.their_events import matches, their_events
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS

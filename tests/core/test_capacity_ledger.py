@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from durable_agent.core import (
+from durable_agent._contracts._capacity_ledger import (
+    RECOVERY_STEP,
+    RESERVATION_SECONDS,
+    Ledger,
+    LedgerState,
+)
+from durable_agent._spec._provider_limits import (
     CapacityAnswer,
     CapacityRelease,
     CapacityRequest,
-    Ledger,
-    LedgerState,
     ProviderLimits,
 )
-from durable_agent.core._capacity_ledger import RECOVERY_STEP, RESERVATION_SECONDS
 
 
 def ask(

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 from durable_agent import AssistantMessage, SystemMessage, ToolMessage, parse_messages, user_message
-from durable_agent.core import ReasoningWire, dump_messages, prepare_request_messages
-from durable_agent.core._pairing import pair_tool_results
-from durable_agent.core.codecs import (
+from durable_agent._wire._messages import dump_messages
+from durable_agent._wire._model_options import ReasoningWire
+from durable_agent._wire._pairing import pair_tool_results
+from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire.codecs import (
     build_anthropic_request,
     build_chat_request,
     build_responses_request,

@@ -16,7 +16,7 @@ from durable_agent import (
     image_part,
     parse_messages,
 )
-from durable_agent.core import (
+from durable_agent._wire._messages import (
     ApprovalRecord,
     FunctionCall,
     ToolCall,
@@ -24,9 +24,9 @@ from durable_agent.core import (
     dump_messages,
     text_part,
 )
-from durable_agent.core.codecs import stream_to_message
-from durable_agent.core.codecs._sse import parse_sse
-from durable_agent.testing import chat_stream_events
+from durable_agent._wire.codecs import stream_to_message
+from durable_agent._wire.codecs._sse import parse_sse
+from durable_agent.testing._scripted_provider import chat_stream_events
 
 text = st.text(max_size=40)
 json_scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | text

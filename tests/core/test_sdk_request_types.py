@@ -16,16 +16,16 @@ from durable_agent import (
     image_part,
     user_message,
 )
-from durable_agent.core import (
-    ModelOptions,
-    ToolDefinition,
+from durable_agent._wire._messages import (
     file_part,
     file_part_from_id,
     file_part_from_url,
-    fit_request,
     image_part_from_bytes,
 )
-from durable_agent.core.codecs import build_request
+from durable_agent._wire._model_inputs import fit_request
+from durable_agent._wire._model_options import ModelOptions
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs import build_request
 from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(

@@ -13,8 +13,11 @@ from pydantic import ValidationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import (
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import (
     AssistantMessage,
+    ImagePart,
     ResqueMessage,
     ToolMessage,
     UserMessage,
@@ -22,10 +25,8 @@ from durable_agent.core import (
     parse_message,
     parse_messages,
 )
-from durable_agent.core._messages import ImagePart
-from durable_agent.core.codecs import build_request
+from durable_agent._wire.codecs import build_request
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for
 
 SEED_ARRAY: list[dict[str, Any]] = [

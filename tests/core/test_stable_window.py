@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import itertools
 
-from durable_agent.core import (
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import (
     AssistantMessage,
-    ContextRules,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
-    prepare_request_messages,
 )
+from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent.testing import assistant_calls
 
 RULES = ContextRules(budget_tokens=6000)  # about 24,000 characters

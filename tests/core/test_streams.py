@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from durable_agent.core.codecs import parse_chat_completion, stream_to_message
+from durable_agent._wire.codecs import parse_chat_completion, stream_to_message
 
 
 def sse(*events: Any, done: bool = True) -> list[bytes]:

@@ -11,7 +11,8 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import describe_arguments, safe_file_name, visible
+from durable_agent._spec._approval_policy import describe_arguments
+from durable_agent._wire._visible_text import safe_file_name, visible
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.project.test_cli import acli, address_of, registry
 from tests.support.agent_harness import running_worker, spec_for

@@ -19,9 +19,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import UserMessage
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.observability.test_live_events import paced
 from tests.support.agent_harness import record_history
 from tests.support.agui_client import CLIENT, need_agui_client, run_agent

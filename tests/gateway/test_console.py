@@ -12,14 +12,9 @@ from pathlib import Path
 from playwright.async_api import Locator
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.testing import (
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-    sse_reply,
-)
-from durable_agent.tools import Registry
+from durable_agent._tools._registry import Registry
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.browser import chromium_page, need_chromium

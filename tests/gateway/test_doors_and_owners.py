@@ -34,13 +34,15 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage, SessionStatus
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._payloads._encryption import CodecKeys, with_encryption
+from durable_agent._payloads._lean import lean_data_converter
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage
 from durable_agent.gateway._openai_responses import response_id
-from durable_agent.payloads import CodecKeys
-from durable_agent.payloads._encryption import with_encryption
-from durable_agent.payloads._lean import lean_data_converter
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
 

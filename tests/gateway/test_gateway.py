@@ -20,9 +20,9 @@ from ag_ui.core.events import Event as AguiEvent
 from pydantic import TypeAdapter
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.client import AgentClient
+from durable_agent._client._client import AgentClient
+from durable_agent._tools._registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry
 from tests.conftest import started_on_free_port
 from tests.support import cli_tools
 from tests.support.agent_harness import record_history, running_worker, spec_for
@@ -256,7 +256,7 @@ async def test_a_stopped_gateway_ends_its_streams_and_exits_without_a_traceback(
         spec = spec_file(tmp_path, provider)
         env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}
         env.pop("OPENAI_API_KEY", None)
-        args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
+        args = [sys.executable, "-m", "durable_agent._cli", "serve", "--task-queue", task_queue]
         errors = tmp_path / "stderr.txt"
         async with running_worker(temporal_env, task_queue, registry):
             with errors.open("w") as stderr:

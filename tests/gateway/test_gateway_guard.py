@@ -23,9 +23,11 @@ from jwt.algorithms import RSAAlgorithm
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import ApproverKey, ApproverKeys, ToolMessage
+from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
 from tests.support.recording_server import RecordingServer
@@ -199,7 +201,7 @@ async def test_a_sub_agents_approval_is_decided_over_rest(
 def test_off_loopback_the_gateway_does_not_start_without_tokens() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_AGENT_GATEWAY_TOKENS"}
     done = subprocess.run(
-        [sys.executable, "-m", "durable_agent.cli", "serve", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "durable_agent._cli", "serve", "--host", "0.0.0.0"],
         cwd=ROOT,
         env=env,
         capture_output=True,

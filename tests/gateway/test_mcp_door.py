@@ -22,9 +22,10 @@ from mcp.client.streamable_http import streamable_http_client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.conftest import started_on_free_port
 from tests.project.test_cli import address_of
 from tests.support import cli_tools
@@ -56,7 +57,7 @@ def server_env(env: WorkflowEnvironment, provider: ScriptedProvider, **more: str
 def command(task_queue: str, *more: str) -> list[str]:
     return [
         "-m",
-        "durable_agent.cli",
+        "durable_agent._cli",
         "mcp-serve",
         "--agents",
         "tests.support.mcp_agents",

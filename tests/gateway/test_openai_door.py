@@ -20,13 +20,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage, UserMessage
-from durable_agent.testing import (
-    RecordedRequest,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-)
+from durable_agent._wire._messages import AssistantMessage, UserMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.gateway.test_agui_client import FRONT_DOORS, registry, wiped
 from tests.project.test_cli import address_of
 from tests.support.agent_harness import (

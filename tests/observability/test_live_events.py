@@ -12,22 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent.activities import live_deltas
+from durable_agent._activities import live_deltas
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage, LiveEvent, ToolMessage, UserMessage
-from durable_agent.testing import (
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-    sse_reply,
-)
-from durable_agent.tools import Registry, tool
+from durable_agent._contracts._events import LiveEvent
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from durable_agent.workflows import AgentWorkflow
+from durable_agent._workflows import AgentWorkflow
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -23,11 +23,12 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent import AgentClient
-from durable_agent.core import ModelOptions
-from durable_agent.observability._telemetry import bounded_batches
+from durable_agent._observability._telemetry import bounded_batches
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._model_options import ModelOptions
 from durable_agent.temporal import build_worker
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, json_reply
-from durable_agent.tools import Registry
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import json_reply
 from tests.support import cli_tools
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 from tests.support.otlp_receiver import OtlpReceiver, absent_collector

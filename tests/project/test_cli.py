@@ -19,16 +19,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
-from durable_agent.core import ModelPrice, Usage
-from durable_agent.temporal import free_port
-from durable_agent.testing import (
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-    sse_reply,
-)
-from durable_agent.tools import Registry
+from durable_agent._spec._spec import ModelPrice
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import Usage
+from durable_agent.temporal._ports import free_port
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.conftest import owns_listener
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for
@@ -43,7 +39,7 @@ def cli(*args: str, address: str | None = None, stdin: str = "", timeout: float 
     if address:
         env["TEMPORAL_ADDRESS"] = address
     return subprocess.run(
-        [sys.executable, "-m", "durable_agent.cli", *args],
+        [sys.executable, "-m", "durable_agent._cli", *args],
         cwd=ROOT,
         env=env,
         input=stdin,
@@ -233,7 +229,7 @@ def _dev_on(data_dir: Path, port: int) -> subprocess.Popen[str] | None:
         [
             sys.executable,
             "-m",
-            "durable_agent.cli",
+            "durable_agent._cli",
             "dev",
             "--data-dir",
             str(data_dir),
@@ -380,7 +376,7 @@ def _run_on_terminal(args: list[str], address: str, answers: list[str]) -> tuple
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     env["TEMPORAL_ADDRESS"] = address
     process = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", *args],
+        [sys.executable, "-m", "durable_agent._cli", *args],
         cwd=ROOT,
         env=env,
         stdin=follower,
@@ -433,7 +429,7 @@ def test_demo_keep_stopped_by_a_signal_stops_the_server_it_started(
     process starts with SIGINT ignored, as a background job of a script does."""
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     demo = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent.cli", "demo", "--keep", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "durable_agent._cli", "demo", "--keep", "--data-dir", str(tmp_path)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -474,7 +470,7 @@ async def test_run_prints_the_answer_as_it_streams(
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "durable_agent.cli",
+                "durable_agent._cli",
                 "run",
                 "--spec",
                 spec,
@@ -584,7 +580,7 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
             follower = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "durable_agent.cli",
+                "durable_agent._cli",
                 "history",
                 sid,
                 "--jsonl",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from durable_agent.cli._main import build_parser
+from durable_agent._cli._main import build_parser
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -157,7 +157,7 @@ def test_ui_and_worker_point_at_the_temporal_service(compose: dict[str, Any]) ->
 
 
 def test_workers_share_the_postgresql_transcript_store(compose: dict[str, Any]) -> None:
-    from durable_agent.activities.transcript_store import open_transcript_store
+    from durable_agent._activities.transcript_store import open_transcript_store
 
     svc = services(compose)
     url = svc["worker"]["environment"]["DURABLE_AGENT_TRANSCRIPT_STORE"]

@@ -15,11 +15,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient, ModelSpec, user_message
+from durable_agent._client._types import SessionFailedError, SpecError
+from durable_agent._contracts._contracts import AgentRunError
+from durable_agent._tools._registry import Registry
 from durable_agent.capabilities import Capabilities
-from durable_agent.client import SessionFailedError, SpecError
-from durable_agent.core import AgentRunError
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import Registry
 from tests.project.test_cli import address_of, cli
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.gateway_harness import ROOT, gateway
@@ -92,7 +92,7 @@ async def test_output_cut_short_by_head_ends_quietly(
             sid = await agents.start(spec_for(provider), "sum up", history=history)
             await asyncio.wait_for(agents.session(sid).result(), 60)
             command = (
-                f"{sys.executable} -m durable_agent.cli history {sid} --task-queue {task_queue}"
+                f"{sys.executable} -m durable_agent._cli history {sid} --task-queue {task_queue}"
                 " | head -1"
             )
             env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}
@@ -119,7 +119,7 @@ async def test_a_worker_whose_endpoint_lacks_its_key_says_so_at_start(
     gate) makes no worker and says nothing."""
     from temporalio.worker import Replayer, Worker
 
-    from durable_agent import Capabilities, ProviderEndpoint
+    from durable_agent.capabilities import Capabilities, ProviderEndpoint
     from durable_agent.temporal import DurableAgentPlugin
 
     monkeypatch.delenv("UNSET_KEY_FOR_THIS_TEST", raising=False)

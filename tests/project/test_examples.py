@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from durable_agent import ModelSpec, ProviderEndpoint
+from durable_agent import ModelSpec
+from durable_agent.capabilities import ProviderEndpoint
 from durable_agent.testing import AgentTestEnvironment, assistant_calls, assistant_text
 from examples import order_refund, order_workflow, support_swarm, time_report
 

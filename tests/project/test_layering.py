@@ -24,18 +24,70 @@ def loaded_by(module: str) -> list[str]:
 
 
 def test_workflow_code_never_loads_an_http_client() -> None:
-    loaded = loaded_by("durable_agent.workflows.agent_workflow")
+    loaded = loaded_by("durable_agent._workflows.agent_workflow")
     assert "temporalio.workflow" in loaded, "the import did happen"
     assert not [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "mcp")], loaded
 
 
 def test_the_session_core_loads_no_temporalio() -> None:
-    loaded = loaded_by("durable_agent.session._session")
-    assert "durable_agent.session._batch" in loaded, "the import did happen"
+    loaded = loaded_by("durable_agent._session._session")
+    assert "durable_agent._session._batch" in loaded, "the import did happen"
     assert not [m for m in loaded if m.split(".")[0] in ("temporalio", "httpx")], loaded
 
 
-def test_the_package_face_imports_nothing_and_names_at_most_forty() -> None:
+#: The public face: these modules, and every name in their ``__all__``. Every other
+#: module has a name with a leading underscore on its path.
+PUBLIC_MODULES = (
+    "durable_agent",
+    "durable_agent.temporal",
+    "durable_agent.capabilities",
+    "durable_agent.testing",
+    "durable_agent.gateway",
+    "durable_agent.extending",
+)
+PUBLIC_NAMES_AT_MOST = 80
+
+
+def package_modules() -> list[str]:
+    """Every module of the package as it installs (the workflow and activity folders
+    under it), by its dotted name."""
+    root = Path(__file__).parents[2]
+    found = []
+    for folder, prefix in (
+        (root / "durable_agent", "durable_agent"),
+        (root / "workflows", "durable_agent._workflows"),
+        (root / "activities", "durable_agent._activities"),
+    ):
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found.append(".".join([prefix, *parts]))
+    return sorted(found)
+
+
+def public_lists() -> dict[str, list[str]]:
+    code = (
+        "import importlib, json; print(json.dumps({m: list(importlib.import_module(m).__all__)"
+        f" for m in {list(PUBLIC_MODULES)!r}}}))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lists: dict[str, list[str]] = json.loads(run.stdout)
+    return lists
+
+
+def test_the_public_face_is_six_modules_and_at_most_eighty_names_each_in_one_place() -> None:
+    private = [m for m in package_modules() if m not in PUBLIC_MODULES]
+    assert private, "the walk found the package"
+    assert [m for m in private if not any(p.startswith("_") for p in m.split(".")[1:])] == []
+    lists = public_lists()
+    every = [name for names in lists.values() for name in names]
+    assert 0 < len(every) <= PUBLIC_NAMES_AT_MOST, {m: len(n) for m, n in lists.items()}
+    assert sorted(every) == sorted(set(every)), "a name is public in one place only"
+    assert not [n for n in every if n.startswith("_")]
+
+
+def test_the_package_face_imports_nothing_until_a_name_is_used() -> None:
     """``import durable_agent`` loads no module of the package but its version; its
     public names load on first use, and the table they load from names exactly the
     imports type checkers read."""
@@ -43,18 +95,34 @@ def test_the_package_face_imports_nothing_and_names_at_most_forty() -> None:
     assert [m for m in loaded if m.startswith("durable_agent.")] == ["durable_agent._version"]
     import durable_agent
 
-    assert 0 < len(durable_agent.__all__) <= 40
     for name in durable_agent.__all__:
         assert getattr(durable_agent, name) is not None, name
     source = Path(durable_agent.__file__).read_text()
     imported = dict(
         (name, module)
         for module, name in re.findall(
-            r"\n    from (durable_agent\.\w+) import (\w+) as \w+", source
+            r"\n    from (durable_agent[\w.]+) import (\w+) as \w+", source
         )
     )
     assert imported == durable_agent._PUBLIC
+    assert sorted(durable_agent.__all__) == sorted(imported)
     assert durable_agent.__version__
+
+
+#: How many of the project's modules a program that only talks to sessions loads.
+CLIENT_MODULES_AT_MOST = 60
+
+
+def test_a_client_loads_no_worker() -> None:
+    """The client and what it answers with load no workflow, activity, session or worker
+    module, and at most sixty of the project's modules in all."""
+    loaded = loaded_by("durable_agent; durable_agent.AgentClient")
+    ours = [m for m in loaded if m == "durable_agent" or m.startswith("durable_agent.")]
+    assert "durable_agent._client._client" in ours, "the import did happen"
+    worker_side = ("_workflows", "_activities", "_session", "_providers", "temporal")
+    assert [m for m in ours if m.split(".")[1:2] and m.split(".")[1] in worker_side] == []
+    assert not [m for m in loaded if m.split(".")[0] in ("httpx", "httpcore", "mcp")]
+    assert len(ours) <= CLIENT_MODULES_AT_MOST, (len(ours), ours)
 
 
 def test_an_install_with_only_bytecode_finds_every_public_name(tmp_path: Path) -> None:
@@ -65,7 +133,7 @@ def test_an_install_with_only_bytecode_finds_every_public_name(tmp_path: Path) -
     shutil.copytree(root / "durable_agent", package, ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("workflows", "activities"):
         shutil.copytree(
-            root / folder, package / folder, ignore=shutil.ignore_patterns("__pycache__")
+            root / folder, package / f"_{folder}", ignore=shutil.ignore_patterns("__pycache__")
         )
     assert compileall.compile_dir(package, legacy=True, quiet=1)
     for source in package.rglob("*.py"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_agent.temporal import temporal_binary
+from durable_agent.temporal._binary import temporal_binary
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -33,9 +33,9 @@ from temporalio.testing import WorkflowEnvironment
 
 import durable_agent
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import ProviderEndpoint
-from durable_agent.core import AgentSpec, ModelSpec
-from durable_agent.client import AgentClient
+from durable_agent.capabilities import ProviderEndpoint
+from durable_agent import AgentSpec, ModelSpec
+from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.temporal import build_worker
 
@@ -92,8 +92,8 @@ def test_the_wheel_holds_only_durable_agent(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/", 1)[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"durable_agent"}, tops
-    assert "durable_agent/workflows/agent_workflow.py" in names
-    assert "durable_agent/activities/model.py" in names
+    assert "durable_agent/_workflows/agent_workflow.py" in names
+    assert "durable_agent/_activities/model.py" in names
     assert "durable_agent/gateway/console.html" in names
     assert not any(name.startswith(("workflows/", "activities/", "worker.py")) for name in names)
 

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from durable_agent import Agent, ModelSpec, ProviderEndpoint, Registry, tool
-from durable_agent.client import SessionNotFoundError, WaitOutcome
+from durable_agent import Agent, ModelSpec, Registry, tool
+from durable_agent._client._types import SessionNotFoundError, WaitOutcome
+from durable_agent.capabilities import ProviderEndpoint
 from durable_agent.testing import (
     AgentTestEnvironment,
     ScriptedProvider,

@@ -21,12 +21,13 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
+from durable_agent._spec._spec import ModelPrice
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import AssistantMessage, Usage
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems
-from durable_agent.core import AssistantMessage, ModelPrice, Usage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import error_reply, json_reply
-from durable_agent.tools import Registry
 from tests.support import cli_tools
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,

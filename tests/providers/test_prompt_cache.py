@@ -14,15 +14,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Registry, tool
-from durable_agent.core import (
-    ModelOptions,
-    ModelPrice,
-    ToolDefinition,
-    Usage,
-    user_message,
-    with_prompt_cache,
-)
-from durable_agent.core.codecs import build_request, built_in_codec
+from durable_agent._spec._spec import ModelPrice
+from durable_agent._wire._messages import Usage, user_message
+from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs import build_request, built_in_codec
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.sdk_types import validate_request
@@ -34,7 +30,7 @@ TOOLS = [
 
 
 def body_for(api: str, options: ModelOptions) -> dict[str, Any]:
-    from durable_agent.core import SystemMessage
+    from durable_agent._wire._messages import SystemMessage
 
     messages = [SystemMessage(content="Be brief."), user_message("hello")]
     return build_request(api, messages, model="m", tools=TOOLS, options=options)  # type: ignore[arg-type]
@@ -188,7 +184,7 @@ async def test_spend_equals_the_bill_with_cached_reads_across_continue_as_new(
 
 
 def anthropic_reply(text: str, fresh: int, read: int, written: int) -> Any:
-    from durable_agent.testing import json_reply
+    from durable_agent.testing._scripted_provider import json_reply
 
     return json_reply(
         {

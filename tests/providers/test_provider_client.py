@@ -6,18 +6,17 @@ import httpx
 import pytest
 
 from durable_agent import user_message
-from durable_agent.core.codecs import build_chat_request
-from durable_agent.providers import ProviderClient, ProviderError, shared_client
-from durable_agent.providers._client import USER_AGENT, ProviderEndpoint, parse_retry_after
-from durable_agent.testing import (
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    error_reply,
-    json_reply,
-    sse_reply,
+from durable_agent._providers._client import (
+    USER_AGENT,
+    ProviderClient,
+    ProviderEndpoint,
+    ProviderError,
+    parse_retry_after,
+    shared_client,
 )
+from durable_agent._wire.codecs import build_chat_request
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
+from durable_agent.testing._scripted_provider import Reply, json_reply, sse_reply
 
 BODY = build_chat_request([user_message("hi")], model="test-model")
 SECRET = "sk-test-secret-value-123"

@@ -10,17 +10,11 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.core import SessionStatus
-from durable_agent.testing import (
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-    error_reply,
-    sse_reply,
-)
-from durable_agent.tools import Registry, tool
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
+from durable_agent.testing._scripted_provider import Reply, chat_stream_events, sse_reply
 from tests.support.agent_harness import (
     query_messages,
     record_history,

@@ -14,23 +14,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.core import (
-    AgentInput,
-    AgentSpec,
+from durable_agent._contracts._approval_contracts import (
     ApprovalSignal,
-    ApproverKey,
-    ApproverKeys,
-    ArgumentTest,
-    AssistantMessage,
     PendingApproval,
-    RecordedDecision,
     RevokeGrantSignal,
-    ToolMessage,
-    decision_digest,
-    describe_arguments,
-    parse_test,
 )
-from durable_agent.session import (
+from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
+from durable_agent._contracts._decision_digest import decision_digest
+from durable_agent._session import (
     AwaitApprovals,
     CallModel,
     Pause,
@@ -39,6 +30,9 @@ from durable_agent.session import (
     SessionState,
     ToolRun,
 )
+from durable_agent._spec._approval_policy import ArgumentTest, describe_arguments, parse_test
+from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._wire._messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.testing import assistant_calls
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
 from tests.support.local_run import Approver, LocalRun

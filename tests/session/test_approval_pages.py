@@ -10,27 +10,19 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from durable_agent.activities.approvals import describe_calls
-from durable_agent.workflows.continued_input import ContinuedInput
-from durable_agent.workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
+from durable_agent._activities.approvals import describe_calls
+from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import SessionHandle
-from durable_agent.client import _session as client_module
-from durable_agent.core import (
-    AgentInput,
-    AgentSpec,
-    ApprovalDecided,
-    ApprovalRequested,
-    ApprovalSignal,
-    DescribeCallsInput,
-    ToolMessage,
-    ToolStarted,
-)
-from durable_agent.session import (
+from durable_agent._client import _session as client_module
+from durable_agent._client._session import SessionHandle
+from durable_agent._contracts._approval_contracts import ApprovalSignal, DescribeCallsInput
+from durable_agent._contracts._events import ApprovalDecided, ApprovalRequested, ToolStarted
+from durable_agent._session import (
     PAGE_BREAK,
     AwaitApprovals,
     CallModel,
@@ -43,15 +35,14 @@ from durable_agent.session import (
     Session,
     SessionState,
 )
-from durable_agent.session import _approvals as approval_books
-from durable_agent.session import _session as session_rules
-from durable_agent.testing import (
-    RecordedRequest,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-)
-from durable_agent.tools import Registry, tool
+from durable_agent._session import _approvals as approval_books
+from durable_agent._session import _session as session_rules
+from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ToolMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
 from tests.support.local_run import LocalRun

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from durable_agent.session import SessionState
+from durable_agent._session import SessionState
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 SESSION = Path(__file__).parent.parent.parent / "durable_agent" / "session"

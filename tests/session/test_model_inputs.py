@@ -14,20 +14,15 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent.client import MessageRefusedError
-from durable_agent.core import (
-    AgentInput,
-    ModelInputs,
-    MoveToAgentSignal,
-    TextPart,
-    UserMessage,
-)
-from durable_agent.core._messages import audio_part, image_part
-from durable_agent.core._model_inputs import fit_to_model
-from durable_agent.session import Session, SessionState
+from durable_agent._client._types import MessageRefusedError
+from durable_agent._contracts._contracts import MoveToAgentSignal
+from durable_agent._session import Session, SessionState
+from durable_agent._spec._spec import AgentInput
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import TextPart, UserMessage, audio_part, image_part
+from durable_agent._wire._model_inputs import ModelInputs, fit_to_model
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
-from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.swarm_fixtures import swarm_section
 

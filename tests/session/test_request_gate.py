@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent.core import AgentSpec, BudgetSignal, MoveToAgentSignal
-from durable_agent.session import Session, SessionState
+from durable_agent._contracts._contracts import BudgetSignal, MoveToAgentSignal
+from durable_agent._session import Session, SessionState
+from durable_agent._spec._spec import AgentSpec
 
 
 def session(**approvals: Any) -> Session:

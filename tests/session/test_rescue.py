@@ -12,8 +12,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import (
-    AgentInput,
+from durable_agent._spec._spec import AgentInput
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import (
     AssistantMessage,
     FlushMessage,
     Message,
@@ -21,8 +23,8 @@ from durable_agent.core import (
     ToolMessage,
     UserMessage,
 )
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_text
-from durable_agent.tools import Registry, tool
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import (
     query_messages,
     record_history,

@@ -16,29 +16,21 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continued_input import ContinuedInput
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from durable_agent.core import (
-    AgentInput,
-    AgentSpec,
-    ApprovalSignal,
-    AssistantMessage,
+from durable_agent._contracts._approval_contracts import ApprovalSignal
+from durable_agent._contracts._contracts import (
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
     GuardrailVerdict,
-    ModelSpec,
     ResolvedTool,
     ResolveToolsResult,
-    ToolDefinition,
-    ToolMessage,
-    ToolPolicy,
-    UserMessage,
 )
-from durable_agent.session import (
+from durable_agent._session import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -52,6 +44,10 @@ from durable_agent.session import (
     Summarise,
     WaitForMessage,
 )
+from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent._spec._tool_policy import ToolPolicy
+from durable_agent._wire._messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent.testing import assistant_calls, assistant_text
 
 TOOLS = {

@@ -11,22 +11,19 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent.cli._render import format_history
-from durable_agent.core import (
-    AgentInput,
-    AgentSpec,
-    ApprovalSignal,
+from durable_agent._cli._render import format_history
+from durable_agent._contracts._approval_contracts import ApprovalSignal, PendingApproval
+from durable_agent._contracts._contracts import MoveToAgentSignal
+from durable_agent._session._swarm_view import as_seen_by
+from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent._wire._messages import (
     AssistantMessage,
     Message,
-    ModelSpec,
-    MoveToAgentSignal,
-    PendingApproval,
     RecordedDecision,
     ToolMessage,
     UserMessage,
-    as_seen_by,
 )
-from durable_agent.core.codecs import build_request
+from durable_agent._wire.codecs import build_request
 from durable_agent.testing import assistant_calls, assistant_text
 from tests.support.local_run import LocalRun
 from tests.support.swarm_fixtures import (

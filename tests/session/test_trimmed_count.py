@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durable_agent.core import AgentInput, AgentSpec, AssistantMessage, UserMessage
-from durable_agent.session import CallModel, Compatibility, Session, SessionState
+from durable_agent._session import CallModel, Compatibility, Session, SessionState
+from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._wire._messages import AssistantMessage, UserMessage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

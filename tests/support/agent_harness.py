@@ -17,20 +17,15 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent._contracts._contracts import AgentResult, SessionStatus
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import Message, ToolMessage
 from durable_agent.capabilities import Capabilities
-from durable_agent.core import (
-    AgentInput,
-    AgentResult,
-    AgentSpec,
-    Message,
-    ModelSpec,
-    ProviderEndpoint,
-    SessionStatus,
-    ToolMessage,
-)
-from durable_agent.temporal import build_worker, temporal_binary
+from durable_agent.temporal import build_worker
+from durable_agent.temporal._binary import temporal_binary
 from durable_agent.testing import ScriptedProvider
-from durable_agent.tools import Registry
 
 #: The policy of a developer's own machine: these tests' specs carry the scripted model's
 #: loopback endpoint, MCP commands and OpenAPI documents, as the starter owns the worker.
@@ -102,7 +97,7 @@ def start_worker_process(
         [
             sys.executable,
             "-m",
-            "durable_agent.cli",
+            "durable_agent._cli",
             "worker",
             "--tools",
             "tests.support.cli_tools",

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable_agent.core import ApprovalMode, AssistantMessage
+from durable_agent._spec._tool_policy import ApprovalMode
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import approval_predicate, escalation_notifier, tool
+from durable_agent._wire._messages import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
-from durable_agent.tools._tool import approval_predicate, escalation_notifier
 
 Call = tuple[str, dict[str, Any]]
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from durable_agent.activities.transcript_store import open_transcript_store
+from durable_agent._activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from durable_agent._observability._logs import configure_logging
+from durable_agent._tools._registry import Registry
 from durable_agent.capabilities import Capabilities
-from durable_agent.observability import configure_logging
-from durable_agent.temporal import build_worker, exit_without_teardown
-from durable_agent.tools import Registry
+from durable_agent.temporal import build_worker
+from durable_agent.temporal._shutdown import exit_without_teardown
 
 
 async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:

@@ -6,11 +6,11 @@ import asyncio
 import os
 from pathlib import Path
 
-from durable_agent.core import AssistantMessage, ProviderEndpoint
-from durable_agent.providers import shared_client
-from durable_agent.providers._client import embed, generate_image
-from durable_agent.tools import HookContext, tool
-from durable_agent.tools._round_hooks import round_hook
+from durable_agent._providers._client import embed, generate_image, shared_client
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._tools._round_hooks import HookContext, round_hook
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage
 
 
 @tool

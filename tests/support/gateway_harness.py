@@ -17,8 +17,8 @@ import httpx
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from durable_agent._tools._registry import Registry
 from durable_agent.testing import ScriptedProvider
-from durable_agent.tools import Registry
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import running_worker, spec_for
 
@@ -42,7 +42,7 @@ def gateway(
     gateway's)."""
     env = {**os.environ, "TEMPORAL_ADDRESS": address, **variables}
     env.pop("OPENAI_API_KEY", None)
-    args = [sys.executable, "-m", "durable_agent.cli", "serve", "--task-queue", task_queue]
+    args = [sys.executable, "-m", "durable_agent._cli", "serve", "--task-queue", task_queue]
     args += [*(["--spec", str(spec_file)] if spec_file else []), *more]
     process, port = started_on_free_port(
         lambda port: subprocess.Popen(

@@ -16,41 +16,29 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable_agent.activities.approvals import answer_predicates, check_tokens, describe_calls
-from durable_agent.activities.tools import _as_text
-from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent._activities.approvals import answer_predicates, check_tokens, describe_calls
+from durable_agent._activities.tools import _as_text
+from durable_agent._workflows.continued_input import ContinuedInput
 
-from durable_agent.core import (
-    AgentInput,
-    AgentResult,
-    AgentSpec,
+from durable_agent._contracts._approval_contracts import (
     ApprovalCheckInput,
     ApprovalSignal,
-    ApproverKeys,
-    AssistantMessage,
     DescribeCallsInput,
-    EndSessionSignal,
     EscalationNotice,
-    Failure,
+    PendingApproval,
+    TokenVerdict,
+)
+from durable_agent._contracts._approver_tokens import ApproverKeys
+from durable_agent._contracts._contracts import (
+    AgentResult,
+    EndSessionSignal,
     GuardrailInput,
     GuardrailVerdict,
-    PendingApproval,
-    ProviderEndpoint,
-    RecordedDecision,
     ResolvedTool,
     ResolveToolsResult,
-    TokenVerdict,
-    ToolArgumentsError,
-    ToolContext,
-    ToolMessage,
-    UserMessage,
-    as_seen_by,
-    options_for_call,
-    prepare_request_messages,
-    summary_request,
 )
-from durable_agent.core.codecs import build_request
-from durable_agent.session import (
+from durable_agent._failures import Failure
+from durable_agent._session import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -73,7 +61,20 @@ from durable_agent.session import (
     tool_error_result,
     tool_retry_delay,
 )
-from durable_agent.tools import Registry, run_guardrails
+from durable_agent._session._swarm_view import as_seen_by
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._spec._tool_policy import ToolArgumentsError, ToolContext
+from durable_agent._tools._registry import Registry, run_guardrails
+from durable_agent._wire._context import summary_request
+from durable_agent._wire._messages import (
+    AssistantMessage,
+    RecordedDecision,
+    ToolMessage,
+    UserMessage,
+)
+from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
+from durable_agent._wire.codecs import build_request
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[

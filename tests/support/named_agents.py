@@ -9,7 +9,8 @@ import os
 
 from pydantic import BaseModel
 
-from durable_agent import Agent, ModelSpec, ProviderEndpoint
+from durable_agent import Agent, ModelSpec
+from durable_agent.capabilities import ProviderEndpoint
 from tests.support.cli_tools import get_time
 
 MODEL = ModelSpec(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable_agent.core import AssistantMessage
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 
 PROMPTS = {
     "triage": "You are triage: send billing questions to billing, faults to tech.",

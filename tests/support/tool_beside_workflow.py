@@ -6,9 +6,9 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.core import AgentSpec
+    from durable_agent._spec._spec import AgentSpec
+    from durable_agent._tools._tool import tool
     from durable_agent.temporal import run_agent
-    from durable_agent.tools import tool
 
 looked_up: list[str] = []
 

@@ -10,9 +10,11 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AssistantMessage, parse_messages
-from durable_agent.core import SessionStatus, ToolContext
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._spec._tool_policy import ToolContext
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     cli_query,
     query_messages,

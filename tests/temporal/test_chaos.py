@@ -30,17 +30,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from durable_agent import AgentClient
-from durable_agent.client import NoWorkerError, SessionNotFoundError
-from durable_agent.core import AgentResult, AssistantMessage
-from durable_agent.temporal import free_port
-from durable_agent.testing import (
-    RecordedRequest,
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-)
+from durable_agent._client._types import NoWorkerError, SessionNotFoundError
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.temporal._ports import free_port
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest, Reply, chat_stream_events
 from tests.support.agent_harness import default_spec
 from tests.support.arrays import without_times
 

@@ -19,16 +19,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage, ToolMessage
-from durable_agent.temporal import free_port
-from durable_agent.testing import (
-    RecordedRequest,
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-)
+from durable_agent._wire._messages import AssistantMessage, ToolMessage
+from durable_agent.temporal._ports import free_port
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest, Reply, chat_stream_events
 from tests.support.agent_harness import default_spec, wait_for
 from tests.temporal.test_chaos import WorkerPool, _retrying, ledger_effects
 

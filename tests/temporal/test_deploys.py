@@ -22,14 +22,10 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, ModelSpec
-from durable_agent.core import AgentSpec, Message
-from durable_agent.testing import (
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-    sse_reply,
-)
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import Message
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.support.agent_harness import record_history, wait_for
 
 ROOT = Path(__file__).parents[2]
@@ -60,7 +56,7 @@ async def worker(
     log = folder / f"{name}.log"
     address = str(env.client.service_client.config.target_host)
     command = [
-        *(sys.executable, "-m", "durable_agent.cli", "worker", "--address", address),
+        *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
         *("--task-queue", task_queue, "--tools", "tests.support.deploy_tools"),
         *("--capabilities", str(capabilities), "--data-dir", str(folder / name)),
     ]

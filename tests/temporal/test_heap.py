@@ -11,7 +11,7 @@ PROBE = """
 import gc, json
 before = gc.get_threshold()
 import durable_agent.temporal._worker  # a worker's imports, as ``durable-agent worker`` has them
-from durable_agent.temporal import freeze_startup_heap
+from durable_agent.temporal._heap import freeze_startup_heap
 from durable_agent.temporal._heap import WORKER_GC_THRESHOLDS
 frozen = freeze_startup_heap()
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": frozen,

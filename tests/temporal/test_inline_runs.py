@@ -18,9 +18,9 @@ from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent import ProviderEndpoint, Registry
-from durable_agent.capabilities import Capabilities
-from durable_agent.core import DecisionRequest
+from durable_agent import Registry
+from durable_agent._contracts._approval_contracts import DecisionRequest
+from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support import inline_workflows as user

@@ -16,21 +16,25 @@ from typing import Any
 
 import httpx
 import pytest
-from durable_agent.activities.transcript_store import SqliteBackend, TranscriptStore
+from durable_agent._activities.transcript_store import SqliteBackend, TranscriptStore
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import SessionNotFoundError
-from durable_agent.core import Message, PayloadTooLarge, UserMessage
-from durable_agent.core import _transcript as transcript
-from durable_agent.core._messages import image_part, text_part
-from durable_agent.payloads import PayloadStorageError, payload_storage
-from durable_agent.payloads._storage import with_payload_storage
+from durable_agent._client._types import SessionNotFoundError
+from durable_agent._errors import PayloadTooLarge
+from durable_agent._payloads._storage import (
+    PayloadStorageError,
+    payload_storage,
+    with_payload_storage,
+)
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire import _transcript as transcript
+from durable_agent._wire._messages import Message, UserMessage, image_part, text_part
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for, wait_for, worker_process
 
@@ -428,7 +432,7 @@ async def test_the_command_line_worker_takes_a_payload_store(
 
 def test_a_worker_given_a_store_it_cannot_use_says_why_before_it_starts() -> None:
     refused = subprocess.run(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--payload-store", "ftp://x/y"],
+        [sys.executable, "-m", "durable_agent._cli", "worker", "--payload-store", "ftp://x/y"],
         capture_output=True,
         text=True,
         timeout=60,

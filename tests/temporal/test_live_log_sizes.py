@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent.workflows.live_feed import (
+    from durable_agent._workflows.live_feed import (
         EventSizes,
         keep_newest,
         log_over,

@@ -12,9 +12,11 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import UserMessage, message_id
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import UserMessage
+from durable_agent._wire._transcript import message_id
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.histories import activity_inputs
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.client import AgentClient, NoWorkerError
+from durable_agent._client._client import AgentClient
+from durable_agent._client._types import NoWorkerError
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import spec_for, start_worker_process
 

@@ -12,8 +12,8 @@ import importlib
 import pkgutil
 import uuid
 
-import durable_agent.workflows as workflow_package
-from durable_agent.workflows.patches import (
+import durable_agent._workflows as workflow_package
+from durable_agent._workflows.patches import (
     BASELINE_PATCH,
     BASELINED,
     EIGHTH_BASELINE_PATCH,
@@ -37,7 +37,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AgentInput, AgentResult
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._spec._spec import AgentInput
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (
     record_history,
@@ -50,7 +51,7 @@ from tests.temporal.test_agent_workflow import registry
 
 def _named_patches() -> set[str]:
     named = set()
-    for module in pkgutil.walk_packages(workflow_package.__path__, "durable_agent.workflows."):
+    for module in pkgutil.walk_packages(workflow_package.__path__, "durable_agent._workflows."):
         for name, value in vars(importlib.import_module(module.name)).items():
             if name.endswith("_PATCH") and isinstance(value, str):
                 named.add(value)

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from durable_agent.activities.transcript_store import (
+from durable_agent._activities.transcript_store import (
     SqliteBackend,
     TranscriptStore,
     transcript_scope,
@@ -17,10 +17,11 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import Message
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import Message
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     record_history,

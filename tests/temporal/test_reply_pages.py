@@ -8,25 +8,21 @@ import json
 from typing import Any
 
 import pytest
-from durable_agent.activities.model import ModelActivities
-from durable_agent.activities.transcript_store import TranscriptStore
-from durable_agent.workflows import reply_pages
+from durable_agent._activities.model import ModelActivities
+from durable_agent._activities.transcript_store import TranscriptStore
+from durable_agent._workflows import reply_pages
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.cli._trace import read_timeline
-from durable_agent.core import (
-    AgentResult,
-    Failure,
-    Message,
-    ReplyCallsInput,
-    ToolCall,
-    ToolMessage,
-)
-from durable_agent.core._messages import FunctionCall
+from durable_agent._cli._trace import read_timeline
+from durable_agent._contracts._contracts import AgentResult
+from durable_agent._contracts._digests import ReplyCallsInput
+from durable_agent._failures import Failure
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import FunctionCall, Message, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.histories import activity_inputs, activity_results
 

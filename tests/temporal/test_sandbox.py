@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker, WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from durable_agent.cli._args import add_worker_arguments
+from durable_agent._cli._args import add_worker_arguments
 from durable_agent.temporal import DurableAgentPlugin, build_worker
 from durable_agent.temporal._sandbox import SandboxingOurs, sandboxing_ours
 from tests.support.clock_probe import CLOCK_PROBE, ClockProbe

@@ -12,11 +12,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Message
-from durable_agent.client import MessageRefusedError
-from durable_agent.core import UserMessage, dump_messages
-from durable_agent.core._messages import image_part, text_part
+from durable_agent._client._types import MessageRefusedError
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import UserMessage, dump_messages, image_part, text_part
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     record_history,
     running_worker,

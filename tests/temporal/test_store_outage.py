@@ -9,13 +9,14 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from durable_agent.activities.transcript_store import PostgresBackend, TranscriptStore
+from durable_agent._activities.transcript_store import PostgresBackend, TranscriptStore
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.core import ToolMessage
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ToolMessage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     LOCAL_DEVELOPMENT,
     query_messages,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent.activities.transcript_store import (
+from durable_agent._activities.transcript_store import (
     PostgresBackend,
     SqliteBackend,
     TranscriptStore,
@@ -22,25 +22,30 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, user_message
-from durable_agent.core import (
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire import _transcript as transcript_module
+from durable_agent._wire._messages import (
     AssistantMessage,
+    FunctionCall,
     Message,
     ToolCall,
     ToolMessage,
-    Transcript,
     UserMessage,
+)
+from durable_agent._wire._transcript import (
+    EMPTY_HASH,
+    ROOT_V2,
+    Transcript,
     canonical_json,
     chain_hash,
     chain_of,
     content_hash,
+    hash_messages,
     payload_bytes,
 )
-from durable_agent.core import _transcript as transcript_module
-from durable_agent.core._messages import FunctionCall
-from durable_agent.core._transcript import EMPTY_HASH, ROOT_V2, hash_messages
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, spec_for
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres

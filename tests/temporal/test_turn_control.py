@@ -14,26 +14,21 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import (
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._spec._spec import ModelPrice
+from durable_agent._spec._tool_policy import ToolContext
+from durable_agent._tools._guardrails import guardrail
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import (
     AssistantMessage,
     FlushMessage,
-    ModelPrice,
-    SessionStatus,
-    ToolContext,
     ToolMessage,
     Usage,
     UserMessage,
 )
-from durable_agent.testing import (
-    RecordedRequest,
-    Reply,
-    ScriptedProvider,
-    assistant_calls,
-    assistant_text,
-    chat_stream_events,
-)
-from durable_agent.tools import Registry, tool
-from durable_agent.tools._guardrails import guardrail
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest, Reply, chat_stream_events
 from tests.project.test_cli import acli, address_of
 from tests.support.agent_harness import (
     cli_json,

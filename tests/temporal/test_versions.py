@@ -13,10 +13,13 @@ import uuid
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AssistantMessage, ProviderLimits, limiter_id
-from durable_agent.temporal._versions import versioned
-from durable_agent.testing import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
+from durable_agent._connection._versions import versioned
+from durable_agent._spec._provider_limits import ProviderLimits, limiter_id
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import AssistantMessage
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of
 from tests.providers.test_provider_limits import capabilities, limiter_ledger, named_spec, registry
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for

@@ -13,11 +13,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import user_message
-from durable_agent.core import Failure, ProviderEndpoint
-from durable_agent.core.codecs import WireCodec, built_in_codec
-from durable_agent.providers import ProviderClient
-from durable_agent.testing import ScriptedProvider, json_reply
-from durable_agent.tools import Registry
+from durable_agent._failures import Failure
+from durable_agent._providers._client import ProviderClient
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._tools._registry import Registry
+from durable_agent._wire.codecs import WireCodec, built_in_codec
+from durable_agent.testing import ScriptedProvider
+from durable_agent.testing._scripted_provider import json_reply
 from tests.support.agent_harness import running_worker, spec_for, start_session
 from tests.support.docs_page import page_block, run_page_block
 

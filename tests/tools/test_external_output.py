@@ -16,10 +16,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import DecisionRefusedError, UnknownApprovalError
-from durable_agent.core import PendingApproval, ToolMessage
+from durable_agent._client._types import DecisionRefusedError, UnknownApprovalError
+from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.gateway.test_gateway import address_of, events_until
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway

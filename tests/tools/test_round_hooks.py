@@ -15,15 +15,10 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, HookContext, round_hook
-from durable_agent.core import AssistantMessage, Message, UserMessage
-from durable_agent.testing import (
-    Reply,
-    ScriptedProvider,
-    assistant_text,
-    chat_stream_events,
-    sse_reply,
-)
-from durable_agent.tools import Registry
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import AssistantMessage, Message, UserMessage
+from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.testing._scripted_provider import Reply, chat_stream_events, sse_reply
 from tests.support.agent_harness import record_history, running_worker, spec_for
 
 registry = Registry()

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from durable_agent.activities.tools import ToolActivities
+from durable_agent._activities.tools import ToolActivities
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -20,23 +20,28 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.core import AgentSpec, Failure, ResolvedTool, ToolCallInput, ToolMessage
-from durable_agent.core.tool_kinds import (
+from durable_agent._contracts._contracts import ResolvedTool, ToolCallInput
+from durable_agent._failures import Failure
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._spec.tool_kinds._base import (
     CallTarget,
     FunctionTarget,
+    OtherTarget,
+    ToolTarget,
+    UnknownToolKind,
+)
+from durable_agent._spec.tool_kinds._kind import ToolKind
+from durable_agent._spec.tool_kinds._targets import (
     HandoffTarget,
     HttpCall,
     HttpOperation,
     McpCall,
     McpTarget,
-    OtherTarget,
     SubAgentTarget,
-    ToolKind,
-    ToolTarget,
-    UnknownToolKind,
 )
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.docs_page import page_block, run_page_block
 from tests.support.recording_server import RecordingServer

@@ -14,7 +14,7 @@ from pydantic import BaseModel, create_model
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Registry, tool
-from durable_agent.core.codecs import wire_parameters
+from durable_agent._wire.codecs import wire_parameters
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 

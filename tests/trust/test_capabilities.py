@@ -17,16 +17,19 @@ from typing import Any
 
 import httpx
 import pytest
-from durable_agent.workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continued_input import ContinuedInput
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent._session import SessionState
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import AgentSpec, McpServerSpec, OpenApiSpec
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent._wire._messages import ToolMessage
 from durable_agent.capabilities import Capabilities, SecretGrant, SpecPolicy
-from durable_agent.core import AgentSpec, McpServerSpec, OpenApiSpec, ProviderEndpoint, ToolMessage
-from durable_agent.session import SessionState
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import (
     record_history,
     running_worker,
@@ -483,7 +486,7 @@ async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_t
                 [
                     sys.executable,
                     "-m",
-                    "durable_agent.cli",
+                    "durable_agent._cli",
                     "run",
                     "--agents",
                     module,
@@ -506,7 +509,7 @@ async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_t
                 [
                     sys.executable,
                     "-m",
-                    "durable_agent.cli",
+                    "durable_agent._cli",
                     "run",
                     "--agents",
                     module,
@@ -548,7 +551,7 @@ def test_a_worker_with_an_unusable_capabilities_file_does_not_start(tmp_path: Pa
     path = tmp_path / "worker.toml"
     path.write_text('[openapi.billing]\nbase_url = "https://billing.example.com"\n')
     done = subprocess.run(
-        [sys.executable, "-m", "durable_agent.cli", "worker", "--capabilities", str(path)],
+        [sys.executable, "-m", "durable_agent._cli", "worker", "--capabilities", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

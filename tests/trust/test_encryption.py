@@ -16,19 +16,25 @@ from pathlib import Path
 
 import httpx
 import pytest
-from durable_agent.activities.transcript_store import open_transcript_store
-from durable_agent.workflows import AgentWorkflow
+from durable_agent._activities.transcript_store import open_transcript_store
+from durable_agent._workflows import AgentWorkflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent import AgentClient
-from durable_agent.payloads import CodecKeyError, CodecKeys, EncryptionCodec
-from durable_agent.payloads._encryption import with_encryption
-from durable_agent.temporal import DurableAgentPlugin, build_worker, free_port, start_dev_server
+from durable_agent._payloads._encryption import (
+    CodecKeyError,
+    CodecKeys,
+    EncryptionCodec,
+    with_encryption,
+)
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
+from durable_agent.temporal import DurableAgentPlugin, build_worker, start_dev_server
+from durable_agent.temporal._ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, spec_for
 from tests.support.docs_page import run_page_block
 from tests.support.gateway_harness import gateway
@@ -112,7 +118,7 @@ async def test_a_canary_is_in_no_byte_of_the_server_or_the_store_and_keys_rotate
                     [
                         sys.executable,
                         "-m",
-                        "durable_agent.cli",
+                        "durable_agent._cli",
                         "history",
                         session,
                         "--task-queue",

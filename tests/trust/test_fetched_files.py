@@ -11,23 +11,23 @@ import base64
 from typing import Any
 
 import pytest
-from durable_agent.activities.files import FileFetcher
+from durable_agent._activities.files import FileFetcher
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.capabilities import Capabilities, FileLimits
-from durable_agent.core import (
-    ContextRules,
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import (
     FilePart,
     Message,
-    ModelInputs,
-    PreparedMessages,
     TextPart,
     file_part_from_url,
     user_message,
 )
+from durable_agent._wire._model_inputs import ModelInputs
+from durable_agent._wire._request_messages import PreparedMessages
+from durable_agent.capabilities import Capabilities, FileLimits
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.file_origin import FileOrigin
 

@@ -12,10 +12,10 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.client import MessageRefusedError
-from durable_agent.core import SystemMessage, UserMessage
+from durable_agent._client._types import MessageRefusedError
+from durable_agent._tools._registry import Registry
+from durable_agent._wire._messages import SystemMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_text
-from durable_agent.tools import Registry
 from tests.support.agent_harness import running_worker, spec_for
 
 

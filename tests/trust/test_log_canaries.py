@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 from durable_agent import AgentClient
-from durable_agent.observability._logs import withhold_text
-from durable_agent.payloads import CodecKeys
-from durable_agent.temporal import free_port, start_dev_server
+from durable_agent._observability._logs import withhold_text
+from durable_agent._payloads._encryption import CodecKeys
+from durable_agent.temporal import start_dev_server
+from durable_agent.temporal._ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, error_reply
 from tests.support.agent_harness import spec_for
 from tests.trust.test_encryption import encodings
@@ -41,7 +42,7 @@ async def test_a_worker_with_codec_keys_logs_no_user_text(tmp_path: Path) -> Non
                 f'[models.scripted]\nbase_url = "{provider.base_url}"\napi_key_env = ""\n'
             )
             command = [
-                *(sys.executable, "-m", "durable_agent.cli", "worker", "--address", address),
+                *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
                 *("--task-queue", "canary", "--tools", "tests.support.canary_tools"),
                 *("--capabilities", str(capabilities), "--data-dir", str(tmp_path / "data")),
                 *("--log-level", "debug"),

@@ -11,11 +11,12 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent.cli._render import format_pending
+from durable_agent._cli._render import format_pending
+from durable_agent._tools._registry import Registry
+from durable_agent._tools._tool import tool
 from durable_agent.gateway._agui import AguiTranslator
 from durable_agent.gateway._openai_door import approvals_extension, waiting_text
 from durable_agent.testing import ScriptedProvider, assistant_calls
-from durable_agent.tools import Registry, tool
 from tests.support.agent_harness import running_worker, spec_for
 from tests.trust.test_human_in_the_loop import pending_count
 

@@ -1,0 +1,94 @@
+"""Queries that wait out a busy worker, and the error that says which worker is missing
+when none answers in time.
+
+A query is answered by the worker that holds the session (or, if none does, by any
+worker of the session's task queue), between that session's workflow tasks. "No answer"
+has three causes a person fixes differently: no worker ever came for the queue (start
+one), the workers stopped (restart them), or they are alive and busy (wait, add workers,
+or give queries longer). The server knows who asked the queue for work and when, so the
+error says which it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent._errors import DurableAgentError
+
+from ._types import NoWorkerError
+
+#: Longest one query attempt waits: past the server's 10 s window for a worker that
+#: stopped asking for work, so the next attempt reaches the others.
+QUERY_ATTEMPT_SECONDS = 12.0
+#: How long finding out who serves the queue may add to the error (a busy server answers
+#: describe calls late too, and without its answer the error can only ask).
+DIAGNOSIS_SECONDS = 10.0
+
+
+class Unanswered(DurableAgentError):
+    """No attempt was answered before the query's time was up."""
+
+
+async def patient_query(
+    handle: WorkflowHandle[Any, Any], name: str, args: list[Any], result_type: Any, seconds: float
+) -> Any:
+    """Ask in attempts of at most ``QUERY_ATTEMPT_SECONDS`` until ``seconds`` are up. A
+    query goes first to the worker that holds the session; one that hangs or died while
+    answering never does, and the server sends the next attempt to the other workers once
+    the silent one has not asked for work for about 10 s. Temporal's other refusals are
+    raised as they are; ``Unanswered`` when time ran out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        left = deadline - loop.time()
+        try:
+            return await handle.query(
+                name,
+                args=args,
+                result_type=result_type,
+                rpc_timeout=timedelta(seconds=min(left, QUERY_ATTEMPT_SECONDS)),
+            )
+        except RPCError as error:
+            if no_poller(error):  # a closed session: the server asks no worker to wait
+                raise Unanswered from None
+            if error.status not in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                raise
+            if deadline - loop.time() < 1.0:
+                raise Unanswered from None
+
+
+def no_poller(error: RPCError) -> bool:
+    """The server refused a query at once because no worker polls the session's queue
+    (what it does for a session that has ended)."""
+    return error.status == RPCStatusCode.FAILED_PRECONDITION and "no poller" in error.message
+
+
+async def no_worker_error(
+    temporal: Client, handle: WorkflowHandle[Any, Any], task_queue: str, seconds: float
+) -> NoWorkerError:
+    """The error for a session no worker answered for, saying who serves its task queue
+    (the session's own, which need not be this client's): nobody, workers that stopped,
+    or workers alive but busy. Without an answer from the server, the plain question."""
+    try:
+        timeout = timedelta(seconds=DIAGNOSIS_SECONDS)
+        queue = (await handle.describe(rpc_timeout=timeout)).task_queue or task_queue
+        request = DescribeTaskQueueRequest(
+            namespace=temporal.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        described = await temporal.workflow_service.describe_task_queue(request, timeout=timeout)
+    except RPCError:
+        return NoWorkerError(handle.id, task_queue, seconds)
+    now = time.time()
+    polled = [max(0.0, now - p.last_access_time.ToMicroseconds() / 1e6) for p in described.pollers]
+    return NoWorkerError(handle.id, queue, seconds, polled_seconds_ago=polled)

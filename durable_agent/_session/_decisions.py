@@ -1,0 +1,347 @@
+"""People's decisions on a session's waiting calls, as the Session takes them: who may
+decide (approvers, signed tokens checked by the workers), what a decision may ask
+(edited arguments, a response, an "always" grant), decisions passed on to a sub-agent,
+grants revoked, and escalations to tell. Pure, like the Session it is part of."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from durable_agent._contracts._approval_contracts import (
+    NO_WAITING_CALL,
+    ApprovalSignal,
+    ChildApprovals,
+    DecisionKind,
+    DecisionResult,
+    EscalationNotice,
+    PendingApproval,
+    RevokeGrantSignal,
+    TokenCheck,
+    TokenVerdict,
+)
+from durable_agent._contracts._decision_digest import decision_digest
+from durable_agent._spec._spec import AgentSpec
+from durable_agent._wire._messages import RecordedDecision
+
+from ._approvals import Approvals
+from ._gate import DECISION_KINDS, RECORDED_DECISIONS, Gate
+from ._requests import Requests
+from ._state import DecisionsState, Unverified
+from ._sweeps import GrantSweeps
+from ._toolbox import Toolbox
+
+
+def child_approval_id(child_id: str, approval_id: str) -> str:
+    """A child's approval as its parent shows it: ``<agent>-t<turn>c<slot>/<its id>``."""
+    return f"{child_id.rsplit('--', 1)[-1]}/{approval_id}"
+
+
+class Decisions:
+    """The Session's collaborator for people's decisions: it records what arrives and
+    answers why a decision cannot be taken; the Session alone decides what runs. Its
+    slice of the carried state holds signed decisions waiting for their check and the
+    sub-agents' approvals decided through this session."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        state: DecisionsState,
+        approvals: Approvals,
+        gate: Gate,
+        sweeps: GrantSweeps,
+        toolbox: Toolbox,
+        requests: Requests,
+        run_chain: str = "",
+        run: str = "",
+    ) -> None:
+        self.spec = spec
+        self.state = state
+        self.approvals = approvals
+        self.gate = gate
+        self.sweeps = sweeps
+        self._toolbox = toolbox
+        self._requests = requests
+        self.outcomes: dict[str, DecisionResult | str] = {}
+        """What became of each ``decide`` update (by update id): accepted, or why not."""
+        self.run_chain = run_chain
+        """The session's first run id: what signed revocations are bound to."""
+        self.run = run
+        """The run asking for approvals now: what signed decisions on its calls name."""
+
+    def reject(self, text: str) -> str:
+        """Keep a refusal that changed nothing visible in ``status``."""
+        return self._requests.reject(text)
+
+    @property
+    def unverified(self) -> bool:
+        """Signed decisions wait for the workers to check their tokens."""
+        return bool(self.state.unverified)
+
+    def forwards_waiting(self, child_id: str) -> bool:
+        """Decisions made through this session wait to be passed on to the child."""
+        return any(forward[0] == child_id for forward in self.state.forwards)
+
+    def take_forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
+        """The decisions to pass on to the child (the signal's name and argument), in the
+        order they were made; they are the caller's to send from now on."""
+        forwards = self.state.forwards
+        mine = [(verb, signal) for child, verb, signal in forwards if child == child_id]
+        forwards[:] = [forward for forward in forwards if forward[0] != child_id]
+        return mine
+
+    def batch_over(self) -> None:
+        """The batch's sub-agents are all over: their approvals and decisions with them."""
+        self.state.child_pending.clear()
+        self.state.forwards.clear()
+
+    def decision_arrived(
+        self,
+        signal: ApprovalSignal,
+        decision: RecordedDecision,
+        now: datetime,
+        key: str | None = None,
+    ) -> str | None:
+        """A person decides a pending call (``key``: the ``decide`` update waiting for the
+        outcome). A signed decision waits for its token to be checked; anything that may
+        not change the call is rejected, visibly, and changes nothing."""
+        kind = DECISION_KINDS[decision]
+        child = self._child_of(signal.approval_id)
+        if child is not None and signal.token is not None:
+            return self._refuse(key, self.decision_problem(signal, decision) or "")
+        if child is not None:  # a sub-agent's approval, decided through this session
+            problem = self.decision_problem(signal, decision)
+            if problem is not None:
+                return self._refuse(key, problem)
+            child_id, own_id = child
+            forwarded = signal.model_copy(update={"approval_id": own_id})
+            verb = "approve" if kind == "approve" else kind
+            self.state.forwards.append((child_id, verb, forwarded))
+            self.state.child_pending[child_id] = [
+                p for p in self.state.child_pending[child_id] if p.approval_id != own_id
+            ]
+            self._settle(key, DecisionResult(approval_id=signal.approval_id, decision=kind))
+            return None
+        problem = self.decision_problem(signal, decision)
+        if problem is not None:
+            return self._refuse(key, problem)
+        if signal.token is not None:
+            waiting = Unverified(kind=kind, decision=signal, key=key)
+            self.state.unverified = [*self.state.unverified, waiting]
+            return None
+        self._apply_decision(signal, kind, now, verified=False, key=key)
+        return None
+
+    def decision_problem(self, signal: ApprovalSignal, decision: RecordedDecision) -> str | None:
+        """Why a decision would change nothing (the ``decide`` update's validator asks
+        this before anything is recorded); ``None``: it may."""
+        aid = signal.approval_id
+        child = self._child_of(aid)
+        if child is not None and signal.token is not None:
+            return (
+                f"{decision} {aid!r}: a signed decision on a sub-agent's call goes to its own "
+                f"session ({child[0]}, approval {child[1]}), which checks the token"
+            )
+        if child is not None:  # this session's identity rule first, then the child's
+            what = f"{decision} {aid!r}"
+            waiting = next(
+                p for p in self.state.child_pending[child[0]] if p.approval_id == child[1]
+            )
+            approvers = self.spec.approvals.approvers
+            if approvers is None:
+                approvers = waiting.approvers
+            problem: str | None = self.gate.identity_problem(signal.by, approvers, False, what)
+            return problem
+        what = f"{decision} {aid!r}"
+        pending = self.approvals.find(aid)
+        if pending is None:
+            return f"{what}: {NO_WAITING_CALL} (a call that runs on a worker makes its own result)"
+        decided = self.approvals.decided().get(aid)
+        if decided is not None:
+            return f"{what}: already {decided.decision}"
+        tool = self._toolbox.active.get(pending.tool_name)
+        problem = self.gate.request_problem(signal, DECISION_KINDS[decision], tool)
+        if problem is None and signal.token is None:
+            problem = self.gate.identity_problem(
+                signal.by, pending.approvers, False, what, bool(pending.signed_only)
+            )
+        return problem
+
+    def _apply_decision(
+        self,
+        signal: ApprovalSignal,
+        kind: DecisionKind,
+        now: datetime,
+        *,
+        verified: bool,
+        key: str | None,
+    ) -> None:
+        pending = self.approvals.find(signal.approval_id)
+        assert pending is not None
+        record = self.gate.record_for(signal, kind, pending, now, verified)
+        grant = None
+        if signal.always is not None:
+            grant = self.gate.grant(signal, pending, now, verified)
+            record = record.model_copy(update={"grant": grant.grant_id})
+        self.approvals.decide(pending.approval_id, record)
+        if signal.arguments is not None or kind == "respond":
+            self.approvals.accept(pending.approval_id, signal)
+        if grant is not None:  # it also approves the calls of the batch it covers
+            self.sweeps.start(grant)
+        result = DecisionResult(
+            approval_id=pending.approval_id,
+            decision=kind,
+            by=signal.by,
+            verified=verified,
+            grant_id=None if grant is None else grant.grant_id,
+        )
+        self._settle(key, result)
+
+    def _settle(self, key: str | None, outcome: DecisionResult | str) -> None:
+        if key is not None:
+            self.outcomes[key] = outcome
+
+    def _refuse(self, key: str | None, text: str) -> str:
+        self._settle(key, text)
+        return self.reject(text)
+
+    def revoke_requested(self, signal: RevokeGrantSignal, key: str | None = None) -> str | None:
+        """Take back a standing grant: later calls of its tool are asked about again."""
+        problem = self.revoke_problem(signal)
+        if problem is not None:
+            return self._refuse(key, problem)
+        if signal.token is not None:
+            waiting = Unverified(kind="revoke", revoke=signal, key=key)
+            self.state.unverified = [*self.state.unverified, waiting]
+            return None
+        self.gate.revoke(signal.grant_id)
+        revoked = DecisionResult(approval_id=signal.grant_id, decision="revoke", by=signal.by)
+        self._settle(key, revoked)
+        return None
+
+    def revoke_problem(self, signal: RevokeGrantSignal) -> str | None:
+        what = f"revoke {signal.grant_id!r}"
+        if self.gate.grant_named(signal.grant_id) is None:
+            held = ", ".join(g.grant_id for g in self.gate.grants) or "none"
+            return f"{what}: no such grant (grants: {held})"
+        if signal.token is None:
+            return self.gate.identity_problem(signal.by, self.spec.approvals.approvers, False, what)
+        return None
+
+    def tokens_to_check(self) -> list[TokenCheck]:
+        """Each signed decision, with the digest its token must sign: the decision as it
+        arrived, the call as it waits (with the run that asked for it), and for a
+        revocation this session's run chain."""
+        checks = []
+        pending = self.approvals.find_all() if self.state.unverified else {}
+        for item in self.state.unverified:
+            if item.decision is not None:
+                subject, token = item.decision.approval_id, item.decision.token
+                call = pending.get(subject)
+            else:
+                assert item.revoke is not None
+                subject, token, call = item.revoke.grant_id, item.revoke.token, None
+            assert token is not None
+            digest = decision_digest(item.kind, subject, self.run_chain, call, item.decision)
+            checks.append(TokenCheck(token=token, subject=subject, action=item.kind, digest=digest))
+        return checks
+
+    def tokens_checked(self, verdicts: list[TokenVerdict], now: datetime) -> None:
+        """The workers' word on each signed decision: who signed it, or why it counts for
+        nothing. The signer must be one who may decide, as for unsigned ones."""
+        # those checked (more may have arrived while the workers checked them)
+        checked = len(verdicts)
+        waiting = self.state.unverified[:checked]
+        self.state.unverified = self.state.unverified[checked:]
+        for item, verdict in zip(waiting, verdicts, strict=True):
+            if item.revoke is not None:
+                revoke = item.revoke.model_copy(update={"by": verdict.approver, "token": None})
+                what = f"revoke {revoke.grant_id!r}"
+                problem = self._token_problem(verdict, what, self.spec.approvals.approvers)
+                if problem is None and self.gate.grant_named(revoke.grant_id) is None:
+                    problem = f"{what}: no such grant"
+                if problem is not None:
+                    self._refuse(item.key, problem)
+                    continue
+                self.gate.revoke(revoke.grant_id)
+                result = DecisionResult(
+                    approval_id=revoke.grant_id, decision="revoke", by=revoke.by, verified=True
+                )
+                self._settle(item.key, result)
+                continue
+            assert item.decision is not None and item.kind != "revoke"
+            kind: DecisionKind = item.kind
+            signal = item.decision.model_copy(update={"by": verdict.approver})
+            recorded = RECORDED_DECISIONS[kind]
+            what = f"{recorded} {signal.approval_id!r}"
+            pending = self.approvals.find(signal.approval_id)
+            problem = None
+            if pending is None or signal.approval_id in self.approvals.decided():
+                problem = self.decision_problem(signal, recorded) or f"{what}: already decided"
+            else:
+                problem = self._token_problem(verdict, what, pending.approvers)
+            if problem is not None:
+                self._refuse(item.key, problem)
+                continue
+            self._apply_decision(signal, kind, now, verified=True, key=item.key)
+
+    def _token_problem(
+        self, verdict: TokenVerdict, what: str, approvers: list[str] | None
+    ) -> str | None:
+        if verdict.error is not None:
+            return f"{what}: the token was refused ({verdict.error})"
+        return self.gate.identity_problem(verdict.approver, approvers, True, what)
+
+    def escalations(self) -> EscalationNotice | None:
+        """Calls whose deadline passed once, for their second group to hear of."""
+        escalation = self.spec.approvals.escalation
+        to_notify = self.approvals.to_notify()
+        if not to_notify or escalation is None:
+            return None
+        pending = self.approvals.find_all()
+        waiting = [pending.get(aid) for aid in to_notify]
+        return EscalationNotice(
+            notifier=escalation.notifier,
+            notify=escalation.notify,
+            approvals=[p for p in waiting if p is not None],
+        )
+
+    def escalation_sent(self) -> None:
+        self.approvals.notified()
+
+    def work_waiting(self) -> bool:
+        """Work for the loop while people decide: a token to check, a second group to
+        tell, or a grant's next page of approvals."""
+        return self.unverified or bool(self.approvals.to_notify()) or self.sweeps.going
+
+    def child_approvals(self, report: ChildApprovals, running: set[str]) -> None:
+        """A sub-agent session's undecided approvals (it reports each change, one page per
+        signal). Only a child this session runs now (``running``) may add to the view
+        (anyone can send a signal); an empty report only takes a child's entries away."""
+        if not report.pending:
+            self.state.child_pending.pop(report.child_id, None)
+        elif report.child_id in running:
+            earlier = self.state.child_pending.get(report.child_id, [])
+            pages = [*earlier, *report.pending] if report.continued else report.pending
+            self.state.child_pending[report.child_id] = pages
+        else:
+            self.reject(f"child_approvals: {report.child_id!r} is no sub-agent of this session")
+
+    def _child_of(self, approval_id: str) -> tuple[str, str] | None:
+        """(child session id, the child's own approval id) for a child's approval id as
+        this session shows it (``<agent>-t<turn>c<slot>/<id>``)."""
+        for child_id, pending in self.state.child_pending.items():
+            for p in pending:
+                if approval_id == child_approval_id(child_id, p.approval_id):
+                    return child_id, p.approval_id
+        return None
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Undecided approvals: this session's, then its sub-agents' (their ids prefixed
+        with the child's call, decided through this session)."""
+        mine = self.approvals.undecided()
+        children = [
+            p.model_copy(update={"approval_id": child_approval_id(child_id, p.approval_id)})
+            for child_id, pending in self.state.child_pending.items()
+            for p in pending
+        ]
+        return mine + children

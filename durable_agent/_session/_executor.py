@@ -1,0 +1,148 @@
+"""Carrying out the Session's commands: the one loop that asks ``next_command``, has
+the command done, and tells the Session what came of it.
+
+How each command is done is the caller's ``Effects``: the session workflow does them
+with Temporal's primitives (activities, durable timers, conditions), an agent run inside
+someone's own workflow does the same in that workflow, and a test does them in its own
+process. Which event each result becomes is decided here, once for all of them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, assert_never
+
+from durable_agent._contracts._approval_contracts import TokenVerdict
+from durable_agent._contracts._contracts import AgentResult, GuardrailVerdict
+from durable_agent._wire._messages import ToolMessage
+
+from ._commands import (
+    AwaitApprovals,
+    CallModel,
+    CheckApprovals,
+    CheckGuardrails,
+    Command,
+    ContinueAsNew,
+    DescribeCalls,
+    Finish,
+    NotifyEscalation,
+    Pause,
+    RunTools,
+    Summarise,
+    VerifyTokens,
+    WaitForMessage,
+)
+from ._session import ModelOutcome, Session
+
+
+class Effects(Protocol):
+    """What doing the Session's commands takes. Each method does one command and
+    returns what came of it; the executor tells the Session."""
+
+    def now(self) -> datetime:
+        """The time the Session is told (a workflow's ``workflow.now()``)."""
+
+    def continue_suggested(self) -> bool:
+        """The run's history is long enough to hand over to a fresh run."""
+
+    def build_changed(self) -> bool:
+        """The workers' owner made another build current since this run started."""
+
+    async def before(self, command: Command) -> None:
+        """Before each command is done (announcements catch up, say)."""
+
+    async def finish(self, result: AgentResult) -> AgentResult:
+        """The session ends with ``result``; what the caller gets."""
+
+    async def continue_as_new(self, command: ContinueAsNew) -> None:
+        """Hand the state to a fresh run (returns only when it cannot be carried yet)."""
+
+    async def call_model(self, command: CallModel) -> ModelOutcome: ...
+
+    def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
+        """After the Session took the outcome of a call that was sent ``sent`` messages."""
+
+    async def summarise(self, command: Summarise) -> ModelOutcome: ...
+
+    def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
+        """After the Session took the outcome of a summary of ``sent`` messages."""
+
+    async def check_guardrails(
+        self, command: CheckGuardrails
+    ) -> tuple[GuardrailVerdict | None, str | None]:
+        """The verdict, or ``None`` and why the guardrails could not give one."""
+
+    async def pause(self, command: Pause) -> None: ...
+
+    async def check_approvals(self, command: CheckApprovals) -> list[bool]: ...
+
+    async def describe_calls(self, command: DescribeCalls) -> list[str]: ...
+
+    async def verify_tokens(self, command: VerifyTokens) -> list[TokenVerdict]: ...
+
+    async def notify_escalation(self, command: NotifyEscalation) -> None: ...
+
+    async def await_approvals(self, command: AwaitApprovals) -> None:
+        """Until the batch's calls are decided, their deadlines pass (the Session's
+        ``deadlines_passed``), or the loop must act first."""
+
+    async def approvals_taken(self, command: AwaitApprovals) -> None:
+        """After the Session took the decisions into the batch."""
+
+    async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
+        """The calls' results by slot (those not told as they arrived: the Session's
+        ``tool_arrived``)."""
+
+    async def wait_for_message(self, command: WaitForMessage) -> bool:
+        """Until the Session's ``idle_wait_over`` (``True``) or the command's timeout
+        (``False``)."""
+
+
+async def carry_out(session: Session, effects: Effects) -> AgentResult:
+    """Do the Session's commands until it finishes; its result."""
+    while True:
+        command = session.next_command(
+            suggested=effects.continue_suggested(),
+            now=effects.now(),
+            changed=effects.build_changed(),
+        )
+        await effects.before(command)
+        match command:
+            case Finish():
+                return await effects.finish(command.result)
+            case ContinueAsNew():
+                await effects.continue_as_new(command)
+            case CallModel():
+                sent = len(session.messages)
+                outcome = await effects.call_model(command)
+                session.model_answered(outcome, effects.now())
+                effects.model_done(command, outcome, sent)
+            case Summarise():
+                sent = len(session.messages)
+                outcome = await effects.summarise(command)
+                session.summary_answered(outcome, effects.now())
+                effects.summary_done(command, outcome, sent)
+            case CheckGuardrails():
+                session.guardrails_checked(*await effects.check_guardrails(command))
+            case Pause():
+                await effects.pause(command)
+            case CheckApprovals():
+                session.approvals_checked(await effects.check_approvals(command))
+            case DescribeCalls():
+                session.calls_described(await effects.describe_calls(command))
+            case VerifyTokens():
+                session.tokens_checked(await effects.verify_tokens(command), effects.now())
+            case NotifyEscalation():
+                await effects.notify_escalation(command)
+                session.escalation_sent()
+            case AwaitApprovals():
+                await effects.await_approvals(command)
+                session.approvals_waited(effects.now())
+                await effects.approvals_taken(command)
+            case RunTools():
+                session.tools_finished(await effects.run_tools(command), effects.now())
+            case WaitForMessage():
+                if not await effects.wait_for_message(command):
+                    session.idle_timed_out()
+            case _:  # mypy proves every command has its case
+                assert_never(command)

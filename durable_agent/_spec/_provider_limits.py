@@ -1,0 +1,87 @@
+"""Shared provider limits: what a worker's owner says one model endpoint may take, and
+what sessions and the endpoint's limiter say to each other. Pure: the limiter workflow
+and the model activity both import it.
+
+A limit is the owner's, never a spec's: it is registered with the endpoint
+(``Capabilities.limits``, ``[limits.NAME]`` in the capabilities file) and holds for
+every worker process and session on the namespace, because one long-lived limiter
+workflow per endpoint keeps the count (``workflows/limiter.py``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable_agent._wire._contract import Contract
+
+#: The limiter's workflow type (one workflow per limited endpoint, id ``limiter_id``).
+LIMITER_WORKFLOW = "durable-agent-limiter"
+#: The signal a limiter sends a session whose call waited: capacity is kept for it.
+CAPACITY_READY_SIGNAL = "capacity_ready"
+
+
+class ProviderLimits(BaseModel):
+    """What one endpoint (or one model on it) may take, across all workers and sessions.
+    Every field is optional; a request waits until all that are set have room."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Counted per request as its estimated input plus its output cap, then corrected by
+    the usage its reply reports."""
+    concurrent_requests: int | None = Field(default=None, ge=1)
+    window_seconds: float = Field(default=60.0, gt=0)
+    """The "minute" the per-minute figures count over (shorter only to test or measure)."""
+    margin_seconds: float = Field(default=1.0, ge=0)
+    """Grants are counted as if the window were this much longer: the time between a
+    grant and its request reaching the provider, whose own window counts arrivals."""
+
+
+def limiter_id(key: str) -> str:
+    """The workflow id of the limiter of ``key`` (an endpoint name, or ``NAME/MODEL``)."""
+    return f"durable-agent-limiter:{key}"
+
+
+class CapacityRequest(Contract):
+    """A model call asking for room (the ``acquire`` update)."""
+
+    limits: ProviderLimits
+    """The asking worker's limits for the endpoint (the limiter keeps the newest)."""
+    session_id: str
+    run_id: str
+    tenant: str = ""
+    """Whose call it is (the session's owner): capacity is shared fairly between them."""
+    tokens: int = Field(default=0, ge=0)
+    hold_seconds: float = Field(gt=0)
+    """How long the call may take: a lease its worker never gives back ends then."""
+    spare: bool = False
+    """A worker's lease in advance, for its next call: granted only when nobody waits and
+    there is room, never a place in line."""
+
+
+class CapacityAnswer(Contract):
+    lease: str | None = None
+    """Granted: the lease to give back when the call is over."""
+    wait_seconds: float = 0.0
+    """Not granted: the call waits in line; the session hears ``capacity_ready`` when
+    room is kept for it, and asks again after this long if it has heard nothing."""
+
+
+class CapacityRelease(Contract):
+    """A call is over (the ``release`` signal): its lease back, its tokens as billed."""
+
+    lease: str
+    tokens: int | None = None
+    """What the reply's usage says it cost (``None``: keep the estimate)."""
+    rate_limited: bool = False
+    """The provider answered 429: the endpoint slows down for everyone."""
+    retry_after: float | None = None
+    unused: bool = False
+    """A spare lease its worker did not use in time: it never counted."""
+
+
+class CapacityReady(Contract):
+    """Room is kept for the session's waiting call on this endpoint."""
+
+    key: str

@@ -1,0 +1,224 @@
+"""Wire codecs: pure functions from the message array to request bodies and back.
+
+No I/O and no clock, so they run inside the workflow sandbox and in tests alike. One
+module per provider API (``chat``, ``responses``, ``anthropic``, and the media APIs)
+and one entry each in ``BUILT_IN_CODECS``, below; a worker speaks more when its owner
+adds a ``Codec`` to the worker's ``Registry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._wire._model_options import ModelOptions, ReasoningWire
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs import _anthropic as anthropic
+from durable_agent._wire.codecs import _chat as chat
+from durable_agent._wire.codecs import _media_apis as media_apis
+from durable_agent._wire.codecs import _responses as responses
+from durable_agent._wire.codecs._anthropic import (
+    AnthropicStreamAccumulator,
+    build_anthropic_request,
+    parse_anthropic_message,
+)
+from durable_agent._wire.codecs._chat import (
+    ChatStreamAccumulator,
+    build_chat_request,
+    parse_chat_completion,
+)
+from durable_agent._wire.codecs._codec import (
+    Codec,
+    StreamingCodec,
+    StreamingWireCodec,
+    WireCodec,
+    bearer_auth,
+)
+from durable_agent._wire.codecs._common import (
+    StreamAccumulator,
+    UnsupportedContentError,
+    error_text,
+    response_id_of,
+)
+from durable_agent._wire.codecs._media import (
+    EMBEDDINGS_PATH,
+    GeneratedImage,
+    build_embeddings_request,
+    build_image_request,
+    parse_embeddings_response,
+    parse_image_response,
+)
+from durable_agent._wire.codecs._media_apis import IMAGES_PATH
+from durable_agent._wire.codecs._responses import (
+    ResponsesStreamAccumulator,
+    build_responses_request,
+    parse_responses_response,
+)
+from durable_agent._wire.codecs._schema import wire_parameters
+from durable_agent._wire.codecs._sse import SSEDecoder, SSEEvent, parse_sse
+
+WireAPI = str
+"""A wire API's name: built in, ``chat``, ``responses``, ``anthropic``, ``embeddings``
+and ``images``; a worker's ``Registry`` may add more."""
+
+__all__ = [
+    "BUILT_IN_CODECS",
+    "EMBEDDINGS_PATH",
+    "IMAGES_PATH",
+    "AnthropicStreamAccumulator",
+    "ChatStreamAccumulator",
+    "Codec",
+    "GeneratedImage",
+    "ResponsesStreamAccumulator",
+    "SSEDecoder",
+    "SSEEvent",
+    "StreamAccumulator",
+    "StreamingCodec",
+    "StreamingWireCodec",
+    "UnsupportedContentError",
+    "WireAPI",
+    "WireCodec",
+    "bearer_auth",
+    "build_anthropic_request",
+    "build_chat_request",
+    "build_embeddings_request",
+    "build_image_request",
+    "build_request",
+    "build_responses_request",
+    "built_in_codec",
+    "error_text",
+    "new_stream_accumulator",
+    "parse_anthropic_message",
+    "parse_chat_completion",
+    "parse_embeddings_response",
+    "parse_image_response",
+    "parse_response",
+    "parse_responses_response",
+    "parse_sse",
+    "request_path",
+    "response_id_of",
+    "stream_to_message",
+    "wire_parameters",
+]
+
+
+def _anthropic_auth(key: str | None) -> dict[str, str]:
+    headers = {"anthropic-version": anthropic.API_VERSION}
+    if key:
+        headers["x-api-key"] = key
+    return headers
+
+
+BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
+    {
+        codec.api: codec
+        for codec in (
+            StreamingWireCodec(
+                "chat",
+                chat.PATH,
+                build_chat_request,
+                parse_chat_completion,
+                ChatStreamAccumulator,
+                provider_name="openai",
+                sends_reasoning=True,
+            ),
+            StreamingWireCodec(
+                "responses",
+                responses.PATH,
+                build_responses_request,
+                parse_responses_response,
+                ResponsesStreamAccumulator,
+                provider_name="openai",
+            ),
+            WireCodec(
+                "embeddings",
+                media_apis.EMBEDDINGS_PATH,
+                media_apis.build_embeddings_turn,
+                media_apis.parse_embeddings_turn,
+                provider_name="openai",
+                operation="embeddings",
+            ),
+            WireCodec(
+                "images",
+                media_apis.IMAGES_PATH,
+                media_apis.build_image_turn,
+                media_apis.parse_image_turn,
+                provider_name="openai",
+                operation="generate_content",
+            ),
+            StreamingWireCodec(
+                "anthropic",
+                anthropic.PATH,
+                build_anthropic_request,
+                parse_anthropic_message,
+                AnthropicStreamAccumulator,
+                provider_name="anthropic",
+                auth=_anthropic_auth,
+            ),
+        )
+    }
+)
+"""The wire APIs every worker speaks, by name (read-only: a worker's ``Registry``
+starts from these and its owner adds more)."""
+
+
+def built_in_codec(api: str) -> Codec:
+    """The built-in codec of ``api``; ``ValueError`` naming the built-in ones for any
+    other (a worker's own are its ``Registry``'s: ``Registry.codec``)."""
+    found = BUILT_IN_CODECS.get(api)
+    if found is None:
+        known = ", ".join(sorted(BUILT_IN_CODECS))
+        raise ValueError(f"{api!r} is not a built-in wire API (built in: {known})")
+    return found
+
+
+def build_request(
+    api: str,
+    messages: Sequence[Message],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition] = (),
+    options: ModelOptions | None = None,
+    output_schema: dict[str, Any] | None = None,
+    reasoning: ReasoningWire | None = None,
+    stream: bool = False,
+    context: ContextRules | None = None,
+) -> dict[str, Any]:
+    """The request body for the built-in ``api`` (``Codec.build_request``)."""
+    return built_in_codec(api).build_request(
+        messages,
+        model=model,
+        tools=tools,
+        options=options,
+        output_schema=output_schema,
+        reasoning=reasoning,
+        stream=stream,
+        context=context,
+    )
+
+
+def request_path(api: str) -> str:
+    """Path appended to the endpoint's base URL (which includes ``/v1``)."""
+    return built_in_codec(api).path
+
+
+def parse_response(api: str, body: dict[str, Any]) -> AssistantMessage:
+    return built_in_codec(api).parse_response(body)
+
+
+def new_stream_accumulator(api: str) -> StreamAccumulator:
+    codec = built_in_codec(api)
+    if not isinstance(codec, StreamingCodec):
+        raise ValueError(f"wire API {api!r} does not stream")
+    return codec.new_stream_accumulator()
+
+
+def stream_to_message(api: str, chunks: Sequence[bytes]) -> AssistantMessage:
+    """A recorded SSE byte stream (split anywhere) as the assistant message it yields."""
+    accumulator = new_stream_accumulator(api)
+    for event in parse_sse(chunks):
+        accumulator.add(event)
+    return accumulator.finish()

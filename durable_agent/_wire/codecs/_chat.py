@@ -1,0 +1,272 @@
+"""OpenAI Chat Completions, the reference wire.
+
+Works with any compatible server (vLLM, Together, Groq, Fireworks, DeepSeek,
+OpenRouter, llama.cpp): the reasoning field on egress is set per provider by
+:class:`ReasoningWire`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durable_agent._wire._messages import (
+    LOCAL_EXTENSIONS,
+    REASONING_FIELDS,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    UserMessage,
+)
+from durable_agent._wire._model_options import ModelOptions, ReasoningWire
+from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs._common import (
+    StreamAccumulator,
+    chosen_tool,
+    error_text,
+    finish_message,
+    flat_reasoning,
+    map_options,
+    tool_calls_from_openai,
+    usage_from,
+)
+from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
+
+PATH = "/chat/completions"
+
+OPTION_NAMES = {
+    "temperature": "temperature",
+    "max_output_tokens": "max_completion_tokens",  # not the deprecated max_tokens
+    "top_p": "top_p",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "stop": "stop",
+    "seed": "seed",
+    "prompt_cache_key": "prompt_cache_key",
+}
+
+_DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS
+
+
+def chat_message(message: Message, reasoning: ReasoningWire) -> dict[str, Any]:
+    """One prepared message in Chat Completions form."""
+    wire = message.model_dump(mode="json", exclude_none=True, exclude=set(_DROP_ON_EGRESS))
+    if isinstance(message, UserMessage | SystemMessage):
+        content = message.content
+        if isinstance(content, list) and len(content) == 1 and isinstance(content[0], TextPart):
+            wire["content"] = content[0].text  # single text part -> plain string
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        wire.update(reasoning_fields(message, reasoning))
+    return wire
+
+
+def reasoning_fields(message: AssistantMessage, policy: ReasoningWire) -> dict[str, Any]:
+    """The reasoning to resend with a tool-call turn: verbatim details or the flat string."""
+    if message.reasoning_details and policy.send_details:
+        return {"reasoning_details": message.reasoning_details}
+    if policy.field is None:
+        return {}
+    if message.reasoning or policy.send_empty:
+        return {policy.field: message.reasoning or ""}
+    return {}
+
+
+def chat_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    wire = []
+    for tool in tools:
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description}
+        if tool.strict:
+            function["strict"] = True
+        function["parameters"] = wire_parameters(tool)
+        wire.append({"type": "function", "function": function})
+    return wire
+
+
+def response_format(schema: dict[str, Any], name: str = "structured_output") -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": name, "strict": True, "schema": strict_schema(schema)},
+    }
+
+
+def build_chat_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition] = (),
+    options: ModelOptions | None = None,
+    output_schema: dict[str, Any] | None = None,
+    reasoning: ReasoningWire | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    policy = reasoning or ReasoningWire()
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [chat_message(m, policy) for m in prepare_request_messages(messages)],
+        **map_options(options, OPTION_NAMES),
+    }
+    if tools:
+        body["tools"] = chat_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "function", "function": {"name": named}}
+        elif choice is not None:
+            body["tool_choice"] = choice
+    if output_schema:
+        body["response_format"] = response_format(output_schema)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _reasoning_text(source: dict[str, Any]) -> str | None:
+    # vLLM / OpenAI-style "reasoning", DeepSeek "reasoning_content": read either, one per source.
+    for key in ("reasoning", "reasoning_content"):
+        value = source.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def parse_chat_completion(body: dict[str, Any]) -> AssistantMessage:
+    """A whole (non-streamed) chat completion as one assistant message."""
+    if "error" in body and not body.get("choices"):
+        return finish_message(content="", tool_calls=[], malformed=[], error=error_text(body))
+    choices = body.get("choices") or []
+    if not choices:
+        return finish_message(
+            content="", tool_calls=[], malformed=[], error="response has no choices"
+        )
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls, malformed = tool_calls_from_openai(message.get("tool_calls"))
+    details = message.get("reasoning_details")
+    details = details if isinstance(details, list) and details else None
+    reasoning = _reasoning_text(message)
+    if reasoning is None and details:
+        reasoning = flat_reasoning(details)
+    content = message.get("content")
+    return finish_message(
+        content=content if isinstance(content, str) else "",
+        tool_calls=calls,
+        malformed=malformed,
+        refusal=message.get("refusal") or None,
+        reasoning=reasoning,
+        reasoning_details=details,
+        finish_reason=choice.get("finish_reason"),
+        usage=usage_from(body.get("usage"), "prompt_tokens", "completion_tokens"),
+    )
+
+
+class ChatStreamAccumulator(StreamAccumulator):
+    """Chat Completions SSE chunks: deltas accumulated by choice-0, tool calls by index."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._details: dict[int, dict[str, Any]] = {}
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def _on_chunk(self, event: str, data: dict[str, Any]) -> str:
+        if "error" in data and not data.get("choices"):
+            self.fail(f"provider error in stream: {error_text(data)}")
+            return ""
+        if isinstance(data.get("usage"), dict):
+            self._usage = data["usage"]
+        text = ""
+        for choice in data.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                text += delta["content"]
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
+            reasoning = _reasoning_text(delta)
+            if reasoning:
+                self._reasoning.append(reasoning)
+                self._reasoned(reasoning)
+            self._add_details(delta.get("reasoning_details"))
+            self._add_tool_calls(delta.get("tool_calls"))
+            if choice.get("finish_reason"):
+                self._finish_reason = choice["finish_reason"]
+        self._content.append(text)
+        return text
+
+    def _refused(self) -> bool:
+        return bool(self._refusal)
+
+    def _add_tool_calls(self, fragments: Any) -> None:
+        if not isinstance(fragments, list):
+            return
+        for fragment in fragments:
+            if not isinstance(fragment, dict):
+                continue
+            index = fragment.get("index")
+            if not isinstance(index, int):
+                # No index: a new id starts a new call; otherwise it continues the last one.
+                last = max(self._calls) if self._calls else None
+                new_id = fragment.get("id")
+                if last is None or (new_id and self._calls[last]["id"] not in ("", new_id)):
+                    index = 0 if last is None else last + 1
+                else:
+                    index = last
+            call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+            if isinstance(fragment.get("id"), str) and fragment["id"] and not call["id"]:
+                call["id"] = fragment["id"]
+            function = fragment.get("function") or {}
+            name = function.get("name")
+            if isinstance(name, str) and name and not call["name"]:
+                call["name"] = name
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                call["arguments"].append(arguments)
+
+    def _add_details(self, fragments: Any) -> None:
+        if not isinstance(fragments, list):
+            return
+        for fragment in fragments:
+            if not isinstance(fragment, dict):
+                continue
+            index = fragment.get("index")
+            if not isinstance(index, int):
+                index = len(self._details)
+            block = self._details.setdefault(index, {})
+            for key, value in fragment.items():
+                if key in ("text", "summary") and isinstance(value, str):
+                    block[key] = block.get(key, "") + value
+                elif key == "signature" and value:
+                    block[key] = value
+                elif key not in block or block[key] is None:
+                    block[key] = value  # encrypted data and ids stay opaque
+
+    def _build(self, error: str | None) -> AssistantMessage:
+        raw_calls = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": "".join(c["arguments"])},
+            }
+            for _, c in sorted(self._calls.items())
+        ]
+        calls, malformed = tool_calls_from_openai(raw_calls)
+        details = [block for _, block in sorted(self._details.items())] or None
+        reasoning = "".join(self._reasoning) or (flat_reasoning(details) if details else None)
+        return finish_message(
+            content="".join(self._content),
+            tool_calls=calls,
+            malformed=malformed,
+            refusal="".join(self._refusal) or None,
+            reasoning=reasoning,
+            reasoning_details=details,
+            finish_reason=self._finish_reason,
+            usage=usage_from(self._usage, "prompt_tokens", "completion_tokens"),
+            error=error,
+        )

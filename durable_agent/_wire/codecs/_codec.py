@@ -1,0 +1,167 @@
+"""What a wire API is: the ``Codec`` protocol, and ``WireCodec``, which makes one of
+functions.
+
+A codec holds everything one provider API needs: its name (what an endpoint's ``api``
+says), its path, its authentication headers, its name in telemetry, how a request is
+built and how a response becomes an assistant message. An API that streams also makes
+stream accumulators (``StreamingCodec``); one that never streams need not. A worker's
+``Registry`` holds the codecs it speaks: the built-in ones (``BUILT_IN_CODECS``) and any
+its owner adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from durable_agent._wire._context import ContextRules
+from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._wire._model_options import ModelOptions, ReasoningWire
+from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs._common import SHAPE_ERRORS, StreamAccumulator, finish_message
+
+AuthHeaders = Callable[[str | None], dict[str, str]]
+"""The headers that carry an endpoint's key (``None``: no key is sent)."""
+
+
+def bearer_auth(key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer KEY``, as OpenAI and compatible servers take it."""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """One provider API on the wire. Pure: no I/O and no clock."""
+
+    @property
+    def api(self) -> str:
+        """Its name, as an endpoint's ``api`` gives it."""
+
+    @property
+    def path(self) -> str:
+        """What is appended to the endpoint's base URL."""
+
+    @property
+    def provider_name(self) -> str:
+        """The ``gen_ai.provider.name`` of its spans."""
+
+    @property
+    def operation(self) -> str:
+        """The ``gen_ai.operation.name`` of its spans (``chat``, ``embeddings``, ...)."""
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The headers a request carries for ``key`` (``None``: no key is sent), and any
+        it always needs, such as a version header."""
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[ToolDefinition] = (),
+        options: ModelOptions | None = None,
+        output_schema: dict[str, Any] | None = None,
+        reasoning: ReasoningWire | None = None,
+        stream: bool = False,
+        context: ContextRules | None = None,
+    ) -> dict[str, Any]:
+        """The request body for the message array."""
+
+    def parse_response(self, body: dict[str, Any]) -> AssistantMessage:
+        """A whole response as one assistant message (an ``is_error`` one for a body of
+        an unexpected shape, never an exception)."""
+
+
+@runtime_checkable
+class StreamingCodec(Codec, Protocol):
+    """A codec whose API streams: it makes an accumulator for each streamed reply."""
+
+    def new_stream_accumulator(self) -> StreamAccumulator: ...
+
+
+class WireCodec:
+    """A ``Codec`` made of functions: ``build`` takes a prepared message array
+    (``prepare_request_messages``) and the request's fields; ``parse`` turns a whole
+    response body into an assistant message; ``sends_reasoning``: the builder takes the
+    reasoning wire settings. ``StreamingWireCodec`` adds the stream accumulator."""
+
+    def __init__(
+        self,
+        api: str,
+        path: str,
+        build: Callable[..., dict[str, Any]],
+        parse: Callable[[dict[str, Any]], AssistantMessage],
+        *,
+        provider_name: str,
+        auth: AuthHeaders = bearer_auth,
+        sends_reasoning: bool = False,
+        operation: str = "chat",
+    ) -> None:
+        self.api = api
+        self.operation = operation
+        """Its ``gen_ai.operation.name`` (``chat``, ``embeddings``, ``generate_content``)."""
+        self.path = path
+        self.provider_name = provider_name
+        self._build = build
+        self._parse = parse
+        self._auth = auth
+        self._sends_reasoning = sends_reasoning
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """The headers a request to this API carries for ``key`` (and any it always
+        needs, such as a version header)."""
+        return self._auth(key)
+
+    def build_request(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str,
+        tools: Sequence[ToolDefinition] = (),
+        options: ModelOptions | None = None,
+        output_schema: dict[str, Any] | None = None,
+        reasoning: ReasoningWire | None = None,
+        stream: bool = False,
+        context: ContextRules | None = None,
+    ) -> dict[str, Any]:
+        """The request body. The array is shaped here, once (with the context budget);
+        an array already shaped for the same budget is taken as it is."""
+        extra = {"reasoning": reasoning} if self._sends_reasoning else {}
+        return self._build(
+            prepare_request_messages(messages, context),
+            model=model,
+            tools=tools,
+            options=options,
+            output_schema=output_schema,
+            stream=stream,
+            **extra,
+        )
+
+    def parse_response(self, body: dict[str, Any]) -> AssistantMessage:
+        """A whole response as one assistant message; one of an unexpected shape becomes
+        an ``is_error`` message (a failed turn, retried), never an exception."""
+        try:
+            return self._parse(body)
+        except SHAPE_ERRORS as error:
+            reason = f"unexpected response shape ({error!r}): {str(body)[:200]}"
+            return finish_message(content="", tool_calls=[], malformed=[], error=reason)
+
+
+class StreamingWireCodec(WireCodec):
+    """A ``WireCodec`` whose API streams: ``accumulator`` makes one for each reply."""
+
+    def __init__(
+        self,
+        api: str,
+        path: str,
+        build: Callable[..., dict[str, Any]],
+        parse: Callable[[dict[str, Any]], AssistantMessage],
+        accumulator: Callable[[], StreamAccumulator],
+        **settings: Any,
+    ) -> None:
+        super().__init__(api, path, build, parse, **settings)
+        self._accumulator = accumulator
+
+    def new_stream_accumulator(self) -> StreamAccumulator:
+        return self._accumulator()

@@ -1,0 +1,292 @@
+"""Pieces every codec shares: option mapping, ids, usage, reasoning, stream plumbing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durable_agent._errors import DurableAgentError
+from durable_agent._wire._messages import AssistantMessage, FunctionCall, Message, ToolCall, Usage
+from durable_agent._wire._model_options import ModelOptions, NamedToolChoice
+from durable_agent._wire._pairing import call_positions
+from durable_agent._wire.codecs._sse import SSEEvent
+
+
+class UnsupportedContentError(DurableAgentError, ValueError):
+    """A message holds content the target API cannot carry (it is never dropped silently)."""
+
+
+def chosen_tool(options: ModelOptions | None) -> tuple[str | None, str | None]:
+    """``tool_choice`` as (``auto``/``none``/``required``, the one tool it names)."""
+    choice = options.tool_choice if options is not None else None
+    if isinstance(choice, NamedToolChoice):
+        return None, choice.name
+    return choice, None
+
+
+def map_options(options: ModelOptions | None, names: dict[str, str]) -> dict[str, Any]:
+    """Options renamed for one API; unsupported ones left out, ``extra`` passed through."""
+    if options is None:
+        return {}
+    mapped: dict[str, Any] = {}
+    for ours, theirs in names.items():
+        value = getattr(options, ours)
+        if value is not None:
+            mapped[theirs] = value
+    for key, value in options.extra.items():
+        mapped.setdefault(key, value)
+    return mapped
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def unique_call_ids(
+    messages: Sequence[Message], sanitize: Callable[[str], str] = lambda s: s
+) -> tuple[dict[tuple[int, int], str], dict[int, str]]:
+    """Ids unique across the conversation, for APIs that reject repeats.
+
+    Returns (call ids keyed by (assistant index, call position), result ids keyed
+    by tool message index). The first use of an id keeps it; a repeat gets a
+    deterministic suffix. Results take the id of the call they answer by position.
+    """
+    seen: set[str] = set()
+    call_ids: dict[tuple[int, int], str] = {}
+    for i, message in enumerate(messages):
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            continue
+        for k, call in enumerate(message.tool_calls):
+            base = sanitize(call.id) or f"call_{i}_{k}"
+            unique, n = base, 2
+            while unique in seen:
+                unique, n = f"{base}_{n}", n + 1
+            seen.add(unique)
+            call_ids[(i, k)] = unique
+    result_ids = {index: call_ids[pos] for index, pos in call_positions(messages).items()}
+    return call_ids, result_ids
+
+
+_ANTHROPIC_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def anthropic_safe_id(call_id: str) -> str:
+    return _ANTHROPIC_ID.sub("_", call_id)
+
+
+def tool_calls_from_openai(raw_calls: Any) -> tuple[list[ToolCall], list[str]]:
+    """Read OpenAI-shaped tool calls; unreadable ones are kept raw, never dropped."""
+    calls: list[ToolCall] = []
+    malformed: list[str] = []
+    if not isinstance(raw_calls, list):
+        return calls, malformed
+    for position, raw in enumerate(raw_calls):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            malformed.append(compact_json(raw))
+            continue
+        arguments = function.get("arguments")  # type: ignore[union-attr]
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            arguments = compact_json(arguments)  # some servers send an object
+        call_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+        calls.append(
+            ToolCall(
+                id=call_id or f"call_{position}",
+                function=FunctionCall(name=name, arguments=arguments),
+            )
+        )
+    return calls, malformed
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_from(raw: Any, prompt: str, completion: str) -> Usage | None:
+    """Normalise a usage object given the API's names for the two main counts."""
+    if not isinstance(raw, dict):
+        return None
+    prompt_tokens = _int(raw.get(prompt)) or 0
+    completion_tokens = _int(raw.get(completion)) or 0
+    details_out = raw.get("completion_tokens_details") or raw.get("output_tokens_details") or {}
+    details_in = raw.get("prompt_tokens_details") or raw.get("input_tokens_details") or {}
+    cached = _int(details_in.get("cached_tokens")) if isinstance(details_in, dict) else None
+    written = None
+    if cached is None and (
+        "cache_read_input_tokens" in raw or "cache_creation_input_tokens" in raw
+    ):
+        # Anthropic counts cache reads and writes apart from ``input_tokens``: the prompt
+        # is all three, as OpenAI's ``prompt_tokens`` includes its cached tokens
+        cached = _int(raw.get("cache_read_input_tokens")) or 0
+        written = _int(raw.get("cache_creation_input_tokens")) or 0
+        prompt_tokens += cached + written
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=_int(raw.get("total_tokens")) or prompt_tokens + completion_tokens,
+        reasoning_tokens=(
+            _int(details_out.get("reasoning_tokens")) if isinstance(details_out, dict) else None
+        ),
+        cached_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+def flat_reasoning(details: Sequence[dict[str, Any]]) -> str | None:
+    """The human-readable view of structured reasoning blocks."""
+    texts: list[str] = []
+    for block in details:
+        for key in ("text", "summary", "thinking"):
+            value = block.get(key)
+            if isinstance(value, str) and value:
+                texts.append(value)
+    return "\n".join(texts) if texts else None
+
+
+def finish_message(
+    *,
+    content: str,
+    tool_calls: list[ToolCall],
+    malformed: list[str],
+    refusal: str | None = None,
+    reasoning: str | None = None,
+    reasoning_details: list[dict[str, Any]] | None = None,
+    finish_reason: str | None = None,
+    usage: Usage | None = None,
+    error: str | None = None,
+    blank_is_error: bool = True,
+) -> AssistantMessage:
+    """Assemble the assistant message of a turn and decide whether the turn failed.
+
+    A failed turn keeps its partial text but never carries tool calls (they could
+    be incomplete); they are kept raw in ``malformed_tool_calls``.
+    """
+    if error is None and refusal:
+        error = f"Model refused: {refusal}"
+    if (
+        error is None
+        and blank_is_error
+        and not content
+        and not tool_calls
+        and not reasoning
+        and not reasoning_details
+    ):
+        error = "empty completion: the model returned no content and no tool calls"
+    if error is not None and refusal is None and tool_calls:
+        malformed = malformed + [c.model_dump_json() for c in tool_calls]
+        tool_calls = []
+    return AssistantMessage(
+        content=content,
+        tool_calls=tool_calls or None,
+        refusal=refusal,
+        reasoning=reasoning if reasoning else None,
+        reasoning_details=reasoning_details or None,
+        finish_reason=finish_reason,
+        usage=usage,
+        is_error=True if error is not None else None,
+        error=error,
+        malformed_tool_calls=malformed or None,
+    )
+
+
+#: What reading a provider's JSON raises when a field is not of the type its API says.
+SHAPE_ERRORS = (TypeError, KeyError, IndexError, AttributeError, ValueError)
+
+
+class StreamAccumulator:
+    """Builds one assistant message from a provider's SSE events.
+
+    ``add`` returns the text that event added (for live display and heartbeats);
+    ``fail`` records a transport failure; ``finish`` returns the message, with
+    ``is_error`` when the stream broke, came back blank or never completed.
+    """
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.complete = False
+        self._new_reasoning: list[str] = []
+        self.response_id: str | None = None
+        """The provider's id for the response (for tracing), from the first event with one."""
+
+    def take_reasoning(self) -> str:
+        """The reasoning text the events since the last call added (for live display)."""
+        text = "".join(self._new_reasoning)
+        self._new_reasoning.clear()
+        return text
+
+    def _reasoned(self, text: str) -> None:
+        if text:
+            self._new_reasoning.append(text)
+
+    def add(self, event: SSEEvent) -> str:
+        if self.error is not None or self.complete:
+            return ""
+        if event.data.strip() == "[DONE]":
+            self.complete = True
+            return ""
+        try:
+            data = json.loads(event.data)
+        except ValueError:
+            self.fail(f"malformed JSON in stream chunk: {event.data[:200]!r}")
+            return ""
+        if not isinstance(data, dict):
+            self.fail(f"unexpected stream chunk (not a JSON object): {event.data[:200]!r}")
+            return ""
+        if self.response_id is None:
+            self.response_id = response_id_of(data)
+        try:
+            return self._on_chunk(event.event, data)
+        except SHAPE_ERRORS as error:  # a field of an unexpected type: the turn failed
+            self.fail(f"unexpected stream chunk shape ({error!r}): {event.data[:200]!r}")
+            return ""
+
+    def fail(self, reason: str) -> None:
+        if self.error is None:
+            self.error = reason
+
+    def finish(self) -> AssistantMessage:
+        # A refusal is the model's determinate answer; a missing end marker after it
+        # does not turn it into a retryable transport failure.
+        if self.error is None and not self.complete and not self._refused():
+            self.error = f"stream ended before {self._end_marker}"
+        try:
+            return self._build(self.error)
+        except SHAPE_ERRORS as error:  # the final event said the turn in a shape we cannot read
+            reason = f"unexpected stream shape ({error!r})"
+            return finish_message(content="", tool_calls=[], malformed=[], error=reason)
+
+    _end_marker = "[DONE]"
+
+    def _refused(self) -> bool:
+        return False
+
+    def _on_chunk(self, event: str, data: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _build(self, error: str | None) -> AssistantMessage:
+        raise NotImplementedError
+
+
+def response_id_of(data: dict[str, Any]) -> str | None:
+    """The response id a chunk or a whole response carries: at the top (Chat Completions,
+    Anthropic's whole message), under ``response`` (Responses) or ``message`` (Anthropic's
+    ``message_start``)."""
+    for holder in (data, data.get("response"), data.get("message")):
+        if isinstance(holder, dict) and isinstance(holder.get("id"), str):
+            return str(holder["id"])
+    return None
+
+
+def error_text(data: dict[str, Any]) -> str:
+    """The message of a provider error object, whatever its nesting."""
+    error = data.get("error", data)
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("detail") or compact_json(error)
+        kind = error.get("type") or error.get("code")
+        return f"{kind}: {message}" if isinstance(kind, str) else str(message)
+    return str(error)

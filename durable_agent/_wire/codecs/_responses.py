@@ -1,0 +1,259 @@
+"""OpenAI Responses API: input items, flat tools, ``text.format``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durable_agent._wire._messages import (
+    AssistantMessage,
+    AudioPart,
+    FilePart,
+    FunctionCall,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    text_of,
+)
+from durable_agent._wire._model_options import ModelOptions
+from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs._common import (
+    StreamAccumulator,
+    UnsupportedContentError,
+    chosen_tool,
+    error_text,
+    finish_message,
+    flat_reasoning,
+    map_options,
+    unique_call_ids,
+    usage_from,
+)
+from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
+
+PATH = "/responses"
+
+OPTION_NAMES = {
+    "temperature": "temperature",
+    "max_output_tokens": "max_output_tokens",
+    "top_p": "top_p",
+    "prompt_cache_key": "prompt_cache_key",
+}
+
+
+def _part(part: Any) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {
+            "type": "input_image",
+            "image_url": part.image_url.url,
+            "detail": part.image_url.detail or "auto",
+        }
+    if isinstance(part, FilePart):
+        return {"type": "input_file", **part.file.model_dump(exclude_none=True)}
+    if isinstance(part, AudioPart):
+        raise UnsupportedContentError(
+            "the OpenAI Responses API takes no input_audio parts; use Chat Completions"
+        )
+    raise UnsupportedContentError(f"unsupported content part: {part!r}")
+
+
+def _content(content: str | list[Any]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    if len(content) == 1 and isinstance(content[0], TextPart):
+        return content[0].text
+    return [_part(p) for p in content]
+
+
+def responses_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    # strict is always sent: the API defaults it to true when absent, which would make
+    # a non-strict tool strict behind its author's back.
+    return [
+        {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": wire_parameters(tool),
+            "strict": tool.strict,
+        }
+        for tool in tools
+    ]
+
+
+def build_responses_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition] = (),
+    options: ModelOptions | None = None,
+    output_schema: dict[str, Any] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    prepared = prepare_request_messages(messages)
+    call_ids, result_ids = unique_call_ids(prepared)
+    leading = 0
+    while leading < len(prepared) and isinstance(prepared[leading], SystemMessage):
+        leading += 1
+    instructions = "\n\n".join(text_of(m.content) for m in prepared[:leading])
+
+    items: list[dict[str, Any]] = []
+    for i, message in enumerate(prepared[leading:], start=leading):
+        if isinstance(message, SystemMessage | UserMessage):
+            items.append({"role": message.role, "content": _content(message.content)})
+        elif isinstance(message, AssistantMessage):
+            if message.tool_calls and message.reasoning_details:
+                items.extend(d for d in message.reasoning_details if d.get("type") == "reasoning")
+            text = message.content or message.refusal or ""
+            if text:
+                items.append({"role": "assistant", "content": text})
+            for k, call in enumerate(message.tool_calls or ()):
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call_ids[(i, k)],
+                        "name": call.function.name,
+                        "arguments": call.function.arguments,
+                    }
+                )
+        elif isinstance(message, ToolMessage):
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": result_ids[i],
+                    "output": message.content,
+                }
+            )
+
+    body: dict[str, Any] = {"model": model}
+    if instructions:
+        body["instructions"] = instructions
+    body["input"] = items
+    body.update(map_options(options, OPTION_NAMES))
+    if tools:
+        body["tools"] = responses_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "function", "name": named}
+        elif choice is not None:
+            body["tool_choice"] = choice
+    if output_schema:
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": "structured_output",
+                "strict": True,
+                "schema": strict_schema(output_schema),
+            }
+        }
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def _finish_reason(body: dict[str, Any], has_calls: bool) -> str | None:
+    status = body.get("status")
+    if status == "incomplete":
+        reason = (body.get("incomplete_details") or {}).get("reason")
+        return "length" if reason == "max_output_tokens" else "content_filter"
+    if status == "completed":
+        return "tool_calls" if has_calls else "stop"
+    return None
+
+
+def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
+    """A whole Responses API response as one assistant message."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[ToolCall] = []
+    malformed: list[str] = []
+    details: list[dict[str, Any]] = []
+    saw_message = False
+    for item in body.get("output") or []:
+        kind = item.get("type")
+        if kind == "message":
+            saw_message = True
+            for block in item.get("content") or []:
+                if block.get("type") == "output_text":
+                    texts.append(block.get("text", ""))
+                elif block.get("type") == "refusal":
+                    refusals.append(block.get("refusal", ""))
+        elif kind == "function_call":
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                malformed.append(str(item))
+                continue
+            call_id = item.get("call_id") or item.get("id") or f"call_{len(calls)}"
+            calls.append(
+                ToolCall(
+                    id=call_id,
+                    function=FunctionCall(name=name, arguments=item.get("arguments") or ""),
+                )
+            )
+        elif kind == "reasoning":
+            details.append(item)
+    if not saw_message and isinstance(body.get("output_text"), str):
+        texts.append(body["output_text"])
+    error = None
+    if body.get("status") == "failed" or body.get("error"):
+        error = error_text(body) if body.get("error") else "response failed"
+    summaries = [
+        {"text": s.get("text", "")}
+        for d in details
+        for s in (d.get("summary") or []) + (d.get("content") or [])
+        if isinstance(s, dict)
+    ]
+    return finish_message(
+        content="".join(texts),
+        tool_calls=calls,
+        malformed=malformed,
+        refusal="".join(refusals) or None,
+        reasoning=flat_reasoning(summaries),
+        reasoning_details=details or None,
+        finish_reason=_finish_reason(body, bool(calls)),
+        usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
+        error=error,
+    )
+
+
+#: Events carrying reasoning text as it streams (the summary, or the raw text).
+_REASONING_DELTAS = frozenset(
+    {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
+)
+
+
+class ResponsesStreamAccumulator(StreamAccumulator):
+    """Responses API events: text deltas for display; the final response object is truth."""
+
+    _end_marker = "response.completed"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._text: list[str] = []
+        self._final: dict[str, Any] | None = None
+
+    def _on_chunk(self, event: str, data: dict[str, Any]) -> str:
+        kind = data.get("type") or event
+        if kind == "response.output_text.delta" and isinstance(data.get("delta"), str):
+            self._text.append(data["delta"])
+            return str(data["delta"])
+        if kind in _REASONING_DELTAS and isinstance(data.get("delta"), str):
+            self._reasoned(data["delta"])
+        elif kind in ("response.completed", "response.incomplete"):
+            self._final = data.get("response") or {}
+            self.complete = True
+        elif kind == "response.failed":
+            self.fail(f"response failed: {error_text(data.get('response') or {})}")
+        elif kind == "error":
+            self.fail(f"provider error in stream: {error_text(data)}")
+        return ""
+
+    def _build(self, error: str | None) -> AssistantMessage:
+        if error is None and self._final is not None:
+            return parse_responses_response(self._final)
+        return finish_message(content="".join(self._text), tool_calls=[], malformed=[], error=error)
