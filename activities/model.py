@@ -65,7 +65,7 @@ from durable_agent._tools._round_hooks import (
 )
 from durable_agent._wire._context import room_left, summary_request
 from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
-from durable_agent._wire._model_inputs import fit_request, json_object_format
+from durable_agent._wire._model_inputs import fit_request
 from durable_agent._wire._model_options import with_prompt_cache
 from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
 from durable_agent._wire._transcript import (
@@ -340,12 +340,10 @@ class ModelActivities:
         messages = list(conversation)
         if setup.agent is not None:  # a swarm: the conversation as this agent sees it
             messages = as_seen_by(conversation, setup.agent, setup.instructions)
-        # parts the model does not take left out (marked); a schema asked for in words
-        api = setup.target.api
-        fetching = api == "chat"  # it takes no file by URL: one the owner allows goes inline
-        messages, schema = fit_request(
-            messages, setup.inputs, api, setup.output_schema, fetching_files=fetching
-        )
+        # parts neither the model nor its wire takes left out (marked); a schema asked
+        # for in words
+        codec = self._codec(setup)
+        messages, schema = fit_request(messages, setup.inputs, codec.takes, setup.output_schema)
         hooks = setup.hooks
         session_id = activity.info().workflow_id or ""
         context = HookContext(session_id=session_id, turn=call.turn, agent=setup.agent)
@@ -355,7 +353,7 @@ class ModelActivities:
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
             bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
-        if fetching:  # after fitting: only the window's files, within what it leaves
+        if not codec.takes_file_urls:  # after fitting: the window's files, in what it leaves
             rules = setup.context
             prepared = await self._files.inline(
                 prepared,
@@ -364,13 +362,13 @@ class ModelActivities:
                 chars_per_token=rules.chars_per_token if rules is not None else 4.0,
             )
         body = self._request_body(
-            setup,
+            codec,
             prepared,
             model=setup.model,
             tools=setup.tools,
             options=with_prompt_cache(
                 options_for_call(setup.options, conversation),
-                api,
+                codec.caches_prompts,
                 setup.target.base_url,
                 session_id,
                 setup.agent,
@@ -381,7 +379,7 @@ class ModelActivities:
             stream=setup.stream,
         )
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
-            json_object_format(api, body, setup.output_schema)
+            codec.ask_json_object(body, setup.output_schema)
         message = await self._complete(setup, body, bound, on_text, live.reasoning, room)
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
@@ -421,7 +419,7 @@ class ModelActivities:
             setup, room = await self._setup(call)
             _, conversation = await self._conversation(call)
             body = self._request_body(
-                setup,
+                self._codec(setup),
                 summary_request(conversation, call.until, call.prompt),
                 model=setup.model,
                 options=setup.options,
@@ -493,11 +491,10 @@ class ModelActivities:
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None
 
-    def _request_body(
-        self, setup: ModelSetup, messages: list[Message], **fields: Any
-    ) -> dict[str, Any]:
+    @staticmethod
+    def _request_body(codec: Codec, messages: list[Message], **fields: Any) -> dict[str, Any]:
         try:
-            return self._codec(setup).build_request(messages, **fields)
+            return codec.build_request(messages, **fields)
         except ValueError as error:
             raise ApplicationError(
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True

@@ -49,8 +49,8 @@ def request_attributes(setup: ModelSetup, codec: Codec) -> dict[str, Any]:
         "gen_ai.provider.name": codec.provider_name,
         "gen_ai.request.model": setup.model,
     }
-    if codec.api == "images":
-        attributes["gen_ai.output.type"] = "image"
+    if codec.output_type != "text":
+        attributes["gen_ai.output.type"] = codec.output_type
     options = setup.options
     for field, name in _OPTION_NAMES.items():
         value = getattr(options, field)

@@ -35,7 +35,8 @@ from durable_agent._wire._messages import (
 PartKind = Literal["image", "audio", "file"]
 StructuredOutputMode = Literal["json_schema", "json_object", "instructions"]
 
-#: What each wire API can carry at all.
+#: What the built-in wire APIs can carry at all (each codec declares its own, from
+#: here; a spec naming its endpoint's wire is judged by these when a message is sent).
 WIRE_TAKES: dict[str, frozenset[PartKind]] = {
     "chat": frozenset({"image", "audio", "file"}),
     "responses": frozenset({"image", "file"}),
@@ -86,15 +87,13 @@ def omitted(kind: PartKind) -> TextPart:
 
 def fit_to_model(messages: Sequence[Message], takes: frozenset[PartKind]) -> list[Message]:
     """The messages with every part the model does not take replaced by a marker."""
-    return _marked(messages, lambda part: _marker(part, takes, file_urls=True))
+    return _marked(messages, lambda part: _marker(part, takes))
 
 
-def _marker(part: ContentPart, takes: frozenset[PartKind], *, file_urls: bool) -> TextPart | None:
+def _marker(part: ContentPart, takes: frozenset[PartKind]) -> TextPart | None:
     """What stands in a part's place in the request (``None``: the part itself)."""
     kind = _left_out(part, takes)
-    if kind is not None:
-        return omitted(kind)
-    return FILE_BY_URL_MARKER if not file_urls and _by_url(part) else None
+    return omitted(kind) if kind is not None else None
 
 
 def _marked(
@@ -113,14 +112,6 @@ def _left_out(part: ContentPart, takes: frozenset[PartKind]) -> PartKind | None:
     kind = part_kind(part)
     return kind if kind is not None and kind not in takes else None
 
-
-#: Chat Completions carries a file inline or by id, never by URL (a file the worker
-#: fetched from a registered origin is inline by now).
-FILE_BY_URL_MARKER = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
-
-
-def _by_url(part: ContentPart) -> bool:
-    return isinstance(part, FilePart) and bool(part.file.file_url) and not part.file.file_data
 
 
 def refusal(message: UserMessage, inputs: ModelInputs, wire: str | None) -> str | None:
@@ -146,28 +137,16 @@ def schema_instruction(schema: dict[str, Any]) -> SystemMessage:
 def fit_request(
     messages: Sequence[Message],
     inputs: ModelInputs | None,
-    api: str,
+    wire_takes: frozenset[PartKind],
     output_schema: dict[str, Any] | None,
-    *,
-    fetching_files: bool = False,
 ) -> tuple[list[Message], dict[str, Any] | None]:
-    """The request's messages as the model takes them, and the schema to put in its
-    structured-output field (``None`` when the mode asks in words instead).
-    ``fetching_files``: files by URL stay for the worker to fetch (or mark) once the
-    request is fitted, where the wire takes none by URL."""
+    """The request's messages as the model takes them (of the kinds of part the wire
+    carries, ``wire_takes``), and the schema to put in its structured-output field
+    (``None`` when the mode asks in words instead). Files by URL stay as they are: the
+    worker fetches them, or marks them, once the request is fitted."""
     inputs = inputs or ModelInputs()
-    takes = inputs.kinds() & WIRE_TAKES.get(api, WIRE_TAKES["chat"])
-    file_urls = api != "chat" or fetching_files  # Chat Completions has no file-by-URL part
-    fitted = _marked(messages, lambda part: _marker(part, takes, file_urls=file_urls))
+    takes = inputs.kinds() & wire_takes
+    fitted = _marked(messages, lambda part: _marker(part, takes))
     if output_schema is None or inputs.structured_output == "json_schema":
         return fitted, output_schema
     return [*fitted, schema_instruction(output_schema)], None
-
-
-def json_object_format(api: str, body: dict[str, Any], schema: dict[str, Any]) -> None:
-    """Ask for a JSON object in the form the wire knows (``structured_output:
-    json_object``; the schema is in the instructions too)."""
-    if api == "chat":
-        body["response_format"] = {"type": "json_object", "schema": schema}
-    elif api == "responses":
-        body.setdefault("text", {})["format"] = {"type": "json_object"}

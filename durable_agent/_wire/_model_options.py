@@ -91,20 +91,19 @@ class ReasoningWire(BaseModel):
 
 #: Hosts whose APIs take the cache fields, so caching is on unless a spec turns it off.
 CACHING_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
-#: The wire APIs that have the cache fields.
-CACHING_APIS = frozenset({"chat", "responses", "anthropic"})
 
 
 def with_prompt_cache(
     options: ModelOptions,
-    api: str,
+    wire_caches: bool,
     base_url: str,
     session_id: str,
     agent: str | None,
     secret: bytes,
 ) -> ModelOptions:
-    """``options`` with the call's cache key when caching is on for this endpoint, and
-    none otherwise (whatever the spec carried): one key per session and agent, so a
+    """``options`` with the call's cache key when caching is on for this endpoint (and
+    its wire has the cache fields: ``wire_caches``), and none otherwise (whatever the
+    spec carried): one key per session and agent, so a
     session's requests go to one cache. The key is a keyed digest (HMAC) with a
     ``secret`` only the workers hold: the session's id never reaches the provider, and
     whoever can start a workflow cannot compute another session's key to share its
@@ -114,7 +113,7 @@ def with_prompt_cache(
     wanted = options.prompt_cache
     if wanted is None:
         wanted = urlsplit(base_url).hostname in CACHING_HOSTS
-    if not wanted or api not in CACHING_APIS:
+    if not wanted or not wire_caches:
         return options
     named = f"{session_id}\0{agent or ''}".encode()
     key = hmac.new(secret, named, hashlib.sha256).hexdigest()[:32]

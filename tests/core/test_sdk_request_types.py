@@ -25,7 +25,7 @@ from durable_agent._wire._messages import (
 from durable_agent._wire._model_inputs import fit_request
 from durable_agent._wire._model_options import ModelOptions
 from durable_agent._wire._tool_definition import ToolDefinition
-from durable_agent._wire.codecs import build_request
+from durable_agent._wire.codecs import build_request, built_in_codec
 from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(
@@ -127,10 +127,11 @@ def test_file_id_validates_everywhere() -> None:
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
 def test_a_file_by_url_validates_as_each_wire_carries_it(api: str) -> None:
     """Responses and Anthropic take the URL (the provider fetches it, never the worker);
-    Chat Completions has no such part, so the request says the file was left out."""
+    Chat Completions has no such part, so its codec says the file was left out (the
+    worker sends inline only the files its owner lets it fetch)."""
     url = "https://example.com/report.pdf"
     messages = [user_message("read", file_part_from_url(url, "report.pdf"))]
-    fitted, _ = fit_request(messages, None, api, None)
+    fitted, _ = fit_request(messages, None, built_in_codec(api).takes, None)
     body = build_request(api, fitted, model="m")  # type: ignore[arg-type]
     validate_request(api, body)
     part = body["input" if api == "responses" else "messages"][0]["content"][1]

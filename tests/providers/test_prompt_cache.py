@@ -28,6 +28,9 @@ TOOLS = [
     ToolDefinition(name="b", description="second", parameters={"type": "object"}),
 ]
 
+#: Whether each built-in wire has the cache fields, as its codec declares.
+CACHES = {api: built_in_codec(api).caches_prompts for api in ("chat", "anthropic", "embeddings")}
+
 
 def body_for(api: str, options: ModelOptions) -> dict[str, Any]:
     from durable_agent._wire._messages import SystemMessage
@@ -57,24 +60,33 @@ def test_the_cache_fields_on_each_wire_and_none_when_off(api: str) -> None:
 
 def test_caching_is_on_where_the_provider_takes_it_and_as_the_spec_says() -> None:
     auto = ModelOptions()
-    openai = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", None, SECRET)
-    other = with_prompt_cache(auto, "chat", "http://127.0.0.1:8000/v1", "s-1", None, SECRET)
+    openai = with_prompt_cache(
+        auto, CACHES["chat"], "https://api.openai.com/v1", "s-1", None, SECRET
+    )
+    other = with_prompt_cache(auto, CACHES["chat"], "http://127.0.0.1:8000/v1", "s-1", None, SECRET)
     anthropic = with_prompt_cache(
-        auto, "anthropic", "https://api.anthropic.com", "s-1", None, SECRET
+        auto, CACHES["anthropic"], "https://api.anthropic.com", "s-1", None, SECRET
     )
     forced = with_prompt_cache(
-        ModelOptions(prompt_cache=True), "chat", "http://x/v1", "s-1", None, SECRET
+        ModelOptions(prompt_cache=True), CACHES["chat"], "http://x/v1", "s-1", None, SECRET
     )
     refused = with_prompt_cache(
-        ModelOptions(prompt_cache=False), "chat", "https://api.openai.com/v1", "s-1", None, SECRET
+        ModelOptions(prompt_cache=False),
+        CACHES["chat"],
+        "https://api.openai.com/v1",
+        "s-1",
+        None,
+        SECRET,
     )
     embeddings = with_prompt_cache(
-        auto, "embeddings", "https://api.openai.com/v1", "s-1", None, SECRET
+        auto, CACHES["embeddings"], "https://api.openai.com/v1", "s-1", None, SECRET
     )
     assert openai.prompt_cache_key and anthropic.prompt_cache_key and forced.prompt_cache_key
     assert other.prompt_cache_key is None and refused.prompt_cache_key is None
     assert embeddings.prompt_cache_key is None, "a wire without caching gets none"
-    swarm = with_prompt_cache(auto, "chat", "https://api.openai.com/v1", "s-1", "billing", SECRET)
+    swarm = with_prompt_cache(
+        auto, CACHES["chat"], "https://api.openai.com/v1", "s-1", "billing", SECRET
+    )
     assert swarm.prompt_cache_key != openai.prompt_cache_key, "one per agent in a swarm"
     assert "s-1" not in str(openai.prompt_cache_key), "the session id never leaves"
 

@@ -21,7 +21,7 @@ from durable_agent._contracts._contracts import AgentResult, SessionStatus
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import Message, ToolMessage
+from durable_agent._wire._messages import Message, ToolMessage, UserMessage
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
 from durable_agent.temporal._binary import temporal_binary
@@ -142,7 +142,11 @@ def worker_process(
 
 
 async def start_session(
-    client: Client, task_queue: str, spec: AgentSpec, message: str, session_id: str | None = None
+    client: Client,
+    task_queue: str,
+    spec: AgentSpec,
+    message: str | UserMessage,
+    session_id: str | None = None,
 ) -> WorkflowHandle[Any, AgentResult]:
     return await client.start_workflow(
         "AgentWorkflow",

@@ -12,13 +12,15 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent import user_message
+from durable_agent import audio_part, user_message
 from durable_agent._failures import Failure
 from durable_agent._providers._client import ProviderClient
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._tools._registry import Registry
+from durable_agent._wire._model_inputs import ModelInputs
+from durable_agent._wire._model_options import ModelOptions
 from durable_agent._wire.codecs import WireCodec, built_in_codec
-from durable_agent.testing import ScriptedProvider
+from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
 from tests.support.agent_harness import running_worker, spec_for, start_session
 from tests.support.docs_page import page_block, run_page_block
@@ -102,3 +104,58 @@ async def test_a_session_on_the_pages_wire_api(
     assert result.status == "done" and result.final is not None
     assert result.final.content == "Hei!"
     assert provider.requests[0].body["messages"][-1] == {"role": "user", "content": "Hallo?"}
+
+
+async def test_an_owners_wire_api_gets_what_its_codec_declares(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A codec the owner registers takes part in all the worker does around the body,
+    as the built-in ones do, from what it declares: the kinds of part it carries (audio
+    left out with a marker), the prompt-cache key, and how a JSON object is asked for.
+    Its name is nothing the worker knows."""
+    chat = built_in_codec("chat")
+    asked: list[dict[str, object]] = []
+
+    def ask(body: dict[str, object], schema: dict[str, object]) -> None:
+        asked.append(schema)
+        body["json_wanted"] = True
+
+    mine = WireCodec(
+        "house-chat",
+        "/chat/completions",
+        lambda messages, **fields: chat.build_request(messages, **fields),
+        chat.parse_response,
+        provider_name="house",
+        takes={"image"},
+        caches_prompts=True,
+        json_object=ask,
+    )
+    with ScriptedProvider([assistant_text('{"city": "Oslo"}')]) as provider:
+        spec = spec_for(provider)
+        endpoint = spec.model.endpoint.model_copy(update={"api": "house-chat"})
+        model = spec.model.model_copy(
+            update={
+                "endpoint": endpoint,
+                "stream": False,
+                "options": ModelOptions(prompt_cache=True),
+                "inputs": ModelInputs(structured_output="json_object"),
+            }
+        )
+        schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+        spec = spec.model_copy(update={"model": model, "output_schema": schema})
+        message = user_message("Where?", audio_part(b"RIFF....WAVE", "audio/wav"))
+        async with running_worker(temporal_env, task_queue, Registry([mine])) as client:
+            result = await (await start_session(client, task_queue, spec, message)).result()
+    assert result.status == "done", result
+    [request] = provider.requests
+    sent = request.body["messages"][-2]["content"]
+    assert {"type": "text", "text": "[audio omitted: this model takes no audio]"} in sent
+    assert not [p for p in sent if p.get("type") == "input_audio"]
+    assert request.body.get("prompt_cache_key"), "the cache key its codec has a field for"
+    assert request.body["json_wanted"] is True and asked == [schema]
+    # the same codec declaring nothing gets none of it
+    plain = WireCodec("plain", "/x", mine.build_request, mine.parse_response, provider_name="p")
+    assert plain.takes == frozenset() and not plain.caches_prompts and not plain.takes_file_urls
+    body: dict[str, object] = {}
+    plain.ask_json_object(body, schema)
+    assert body == {}

@@ -14,11 +14,15 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
+from durable_agent._wire.codecs import built_in_codec
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 from tests.trust.test_capabilities import refused, registered
 
 VICTIM = hashlib.sha256(b"victim-session\0").hexdigest()[:32]
+
+#: Whether each built-in wire has the cache fields, as its codec declares.
+CACHES = {api: built_in_codec(api).caches_prompts for api in ("chat", "anthropic", "embeddings")}
 
 
 @pytest.mark.parametrize(
@@ -58,7 +62,12 @@ async def test_the_key_sent_is_not_one_a_client_can_compute(
     assert sent and sent != guessable and sid not in sent
     # the same secret on any worker of the fleet gives the same key (one cache)
     again = with_prompt_cache(
-        ModelOptions(prompt_cache=True), "chat", "http://x/v1", sid, None, b"the fleet's secret"
+        ModelOptions(prompt_cache=True),
+        CACHES["chat"],
+        "http://x/v1",
+        sid,
+        None,
+        b"the fleet's secret",
     )
     assert again.prompt_cache_key == sent
 
@@ -70,7 +79,7 @@ def test_a_key_a_spec_carried_past_admission_is_never_sent() -> None:
     for cache in (True, False):
         sent = with_prompt_cache(
             carried.model_copy(update={"prompt_cache": cache}),
-            "chat",
+            CACHES["chat"],
             "http://x/v1",
             "s",
             None,

@@ -14,6 +14,7 @@ from typing import Any
 
 from durable_agent._wire._context import ContextRules
 from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._wire._model_inputs import WIRE_TAKES
 from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent._wire.codecs import _anthropic as anthropic
@@ -124,6 +125,10 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 ChatStreamAccumulator,
                 provider_name="openai",
                 sends_reasoning=True,
+                takes=WIRE_TAKES["chat"],
+                takes_file_urls=False,  # a file goes inline or by id, never by URL
+                caches_prompts=True,
+                json_object=chat.ask_chat_json_object,
             ),
             StreamingWireCodec(
                 "responses",
@@ -132,6 +137,10 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 parse_responses_response,
                 ResponsesStreamAccumulator,
                 provider_name="openai",
+                takes=WIRE_TAKES["responses"],
+                takes_file_urls=True,
+                caches_prompts=True,
+                json_object=responses.ask_responses_json_object,
             ),
             WireCodec(
                 "embeddings",
@@ -148,6 +157,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 media_apis.parse_image_turn,
                 provider_name="openai",
                 operation="generate_content",
+                output_type="image",
             ),
             StreamingWireCodec(
                 "anthropic",
@@ -157,6 +167,9 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 AnthropicStreamAccumulator,
                 provider_name="anthropic",
                 auth=_anthropic_auth,
+                takes=WIRE_TAKES["anthropic"],
+                takes_file_urls=True,
+                caches_prompts=True,
             ),
         )
     }

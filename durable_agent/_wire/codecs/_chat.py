@@ -14,6 +14,8 @@ from durable_agent._wire._messages import (
     LOCAL_EXTENSIONS,
     REASONING_FIELDS,
     AssistantMessage,
+    ContentPart,
+    FilePart,
     Message,
     SystemMessage,
     TextPart,
@@ -49,9 +51,23 @@ OPTION_NAMES = {
 
 _DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS
 
+#: Chat Completions carries a file inline or by id, never by URL. The worker sends inline
+#: each file its owner lets it fetch (this codec says ``takes_file_urls=False``); any
+#: other file by URL is left out with this marker, so the model knows.
+FILE_BY_URL_LEFT_OUT = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
+
+
+def _by_url(part: ContentPart) -> bool:
+    return isinstance(part, FilePart) and bool(part.file.file_url) and not part.file.file_data
+
 
 def chat_message(message: Message, reasoning: ReasoningWire) -> dict[str, Any]:
     """One prepared message in Chat Completions form."""
+    if isinstance(message, UserMessage) and isinstance(message.content, list):
+        parts = message.content
+        if any(_by_url(part) for part in parts):
+            kept = [FILE_BY_URL_LEFT_OUT if _by_url(p) else p for p in parts]
+            message = message.model_copy(update={"content": kept})
     wire = message.model_dump(mode="json", exclude_none=True, exclude=set(_DROP_ON_EGRESS))
     if isinstance(message, UserMessage | SystemMessage):
         content = message.content
@@ -89,6 +105,11 @@ def response_format(schema: dict[str, Any], name: str = "structured_output") -> 
         "type": "json_schema",
         "json_schema": {"name": name, "strict": True, "schema": strict_schema(schema)},
     }
+
+
+def ask_chat_json_object(body: dict[str, Any], schema: dict[str, Any]) -> None:
+    """``response_format`` as llama.cpp's server and others take a JSON object."""
+    body["response_format"] = {"type": "json_object", "schema": schema}
 
 
 def build_chat_request(

@@ -2,20 +2,24 @@
 functions.
 
 A codec holds everything one provider API needs: its name (what an endpoint's ``api``
-says), its path, its authentication headers, its name in telemetry, how a request is
-built and how a response becomes an assistant message. An API that streams also makes
-stream accumulators (``StreamingCodec``); one that never streams need not. A worker's
+says), its path, its authentication headers, its name in telemetry, what its requests
+carry (which kinds of part, files by URL or only inline, the prompt-cache fields, a JSON
+object asked for), how a request is built and how a response becomes an assistant
+message. The worker asks the codec each of these; nothing else tells wire APIs apart.
+An API that streams also makes stream accumulators (``StreamingCodec``); one that never
+streams need not. A worker's
 ``Registry`` holds the codecs it speaks: the built-in ones (``BUILT_IN_CODECS``) and any
 its owner adds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from durable_agent._wire._context import ContextRules
 from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
@@ -23,6 +27,10 @@ from durable_agent._wire.codecs._common import SHAPE_ERRORS, StreamAccumulator, 
 
 AuthHeaders = Callable[[str | None], dict[str, str]]
 """The headers that carry an endpoint's key (``None``: no key is sent)."""
+
+JsonObjectAsk = Callable[[dict[str, Any], dict[str, Any]], None]
+"""Puts the wire's request for a JSON object into a request body (the body, the
+schema): for models whose endpoint says ``structured_output: json_object``."""
 
 
 def bearer_auth(key: str | None) -> dict[str, str]:
@@ -49,6 +57,28 @@ class Codec(Protocol):
     @property
     def operation(self) -> str:
         """The ``gen_ai.operation.name`` of its spans (``chat``, ``embeddings``, ...)."""
+
+    @property
+    def output_type(self) -> str:
+        """The ``gen_ai.output.type`` of its replies (``text``, ``image``)."""
+
+    @property
+    def takes(self) -> frozenset[PartKind]:
+        """The kinds of part besides text its requests carry (``image``, ``audio``,
+        ``file``); any other is left out of the request with a marker."""
+
+    @property
+    def takes_file_urls(self) -> bool:
+        """Whether a file part may go by its URL; if not, the worker fetches each file
+        its owner allows and sends it inline."""
+
+    @property
+    def caches_prompts(self) -> bool:
+        """Whether its requests take the prompt-cache fields (``prompt_cache_key``)."""
+
+    def ask_json_object(self, body: dict[str, Any], schema: dict[str, Any]) -> None:
+        """Ask for a JSON object in ``body`` (``structured_output: json_object``; the
+        schema is in the instructions too). A wire with no such field leaves the body."""
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         """The headers a request carries for ``key`` (``None``: no key is sent), and any
@@ -84,7 +114,10 @@ class WireCodec:
     """A ``Codec`` made of functions: ``build`` takes a prepared message array
     (``prepare_request_messages``) and the request's fields; ``parse`` turns a whole
     response body into an assistant message; ``sends_reasoning``: the builder takes the
-    reasoning wire settings. ``StreamingWireCodec`` adds the stream accumulator."""
+    reasoning wire settings. What its requests carry is declared: ``takes`` (kinds of
+    part; none by default), ``takes_file_urls`` (else the worker sends files inline),
+    ``caches_prompts``, and ``json_object`` (how a JSON object is asked for; ``None``:
+    in the instructions only). ``StreamingWireCodec`` adds the stream accumulator."""
 
     def __init__(
         self,
@@ -97,10 +130,20 @@ class WireCodec:
         auth: AuthHeaders = bearer_auth,
         sends_reasoning: bool = False,
         operation: str = "chat",
+        output_type: str = "text",
+        takes: Collection[PartKind] = (),
+        takes_file_urls: bool = False,
+        caches_prompts: bool = False,
+        json_object: JsonObjectAsk | None = None,
     ) -> None:
         self.api = api
         self.operation = operation
         """Its ``gen_ai.operation.name`` (``chat``, ``embeddings``, ``generate_content``)."""
+        self.output_type = output_type
+        self.takes = frozenset(takes)
+        self.takes_file_urls = takes_file_urls
+        self.caches_prompts = caches_prompts
+        self._json_object = json_object
         self.path = path
         self.provider_name = provider_name
         self._build = build
@@ -112,6 +155,10 @@ class WireCodec:
         """The headers a request to this API carries for ``key`` (and any it always
         needs, such as a version header)."""
         return self._auth(key)
+
+    def ask_json_object(self, body: dict[str, Any], schema: dict[str, Any]) -> None:
+        if self._json_object is not None:
+            self._json_object(body, schema)
 
     def build_request(
         self,

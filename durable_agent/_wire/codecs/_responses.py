@@ -86,6 +86,11 @@ def responses_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     ]
 
 
+def ask_responses_json_object(body: dict[str, Any], schema: dict[str, Any]) -> None:
+    """``text.format`` asking for a JSON object (the schema is in the instructions)."""
+    body.setdefault("text", {})["format"] = {"type": "json_object"}
+
+
 def build_responses_request(
     messages: Sequence[Message],
     *,
