@@ -1,6 +1,6 @@
 """The worker process, as a script beside the project: ``python worker.py --dev``.
 
-A thin door onto ``durable-agent worker`` (the same arguments); the installed package
+A thin entry point onto ``durable-agent worker`` (the same arguments); the installed package
 carries everything, so nothing here is installed.
 """
 

@@ -1,8 +1,8 @@
 """The model activity's side of shared provider limits: ask the endpoint's limiter for
-room before the request leaves, give it back when the reply is in.
+capacity before the request leaves, give it back when the reply is in.
 
-A call with room goes on at once (it takes its worker's spare lease, or asks the
-limiter: one update round trip; ``limiter_link``). A call without room ends its
+A call with capacity goes on at once (it takes its worker's spare lease, or asks the
+limiter: one update round trip; ``limiter_link``). A call without capacity ends its
 activity with ``CapacityWait``: the session waits durably for the limiter's
 ``capacity_ready`` and calls again, and no attempt of the model is used up.
 """
@@ -40,8 +40,8 @@ def estimated_tokens(body: dict[str, Any]) -> int:
     return len(text) // 4 + (cap if cap is not None else DEFAULT_OUTPUT_TOKENS)
 
 
-class Room(NamedTuple):
-    """What a call asks its endpoint's limit for room as: the endpoint as the spec names
+class LimitedCall(NamedTuple):
+    """What a call asks its endpoint's limit for capacity as: the endpoint as the spec names
     it (a registered name is its own limit, whatever its URL), and the call."""
 
     endpoint: ProviderEndpoint | str
@@ -49,7 +49,7 @@ class Room(NamedTuple):
 
 
 class Lease:
-    """Room held for one request: given back once, with what the reply cost."""
+    """Capacity held for one request: given back once, with what the reply cost."""
 
     def __init__(self, gate: CapacityGate, key: str, lease: str) -> None:
         self._gate, self.key, self.lease = gate, key, lease
@@ -74,15 +74,15 @@ class CapacityGate:
         self._link = LimiterLink(activity.client, lambda: activity.info().task_queue)
 
     async def acquire(
-        self, room: Room, setup: ModelSetup, body: dict[str, Any], hold_seconds: float
+        self, limited: LimitedCall, setup: ModelSetup, body: dict[str, Any], hold_seconds: float
     ) -> Lease | None:
-        """Room for this request (``None``: the endpoint is not limited), or
+        """Capacity for this request (``None``: the endpoint is not limited), or
         ``CapacityWait`` raised for the workflow to wait on."""
-        found = self._capabilities.limits_for(room.endpoint, setup.model)
+        found = self._capabilities.limits_for(limited.endpoint, setup.model)
         if found is None:
             return None
         key, limits = found
-        info, tenant = activity.info(), room.call.tenant
+        info, tenant = activity.info(), limited.call.tenant
         request = CapacityRequest(
             limits=limits,
             session_id=info.workflow_id or "",
@@ -91,8 +91,8 @@ class CapacityGate:
             tokens=estimated_tokens(body),
             hold_seconds=hold_seconds,
         )
-        # a call woken for room kept for it claims that room, never a spare
-        answer = await self._link.ask(key, request, spare=not room.call.waited)
+        # a call woken for capacity kept for it claims that capacity, never a spare
+        answer = await self._link.ask(key, request, spare=not limited.call.waited)
         if answer.lease is None:
             log.info("waiting for capacity", endpoint=key, tenant=tenant)
             raise ApplicationError(

@@ -88,15 +88,15 @@ class FileFetcher:
         messages: PreparedMessages,
         session: str,
         *,
-        room_tokens: float | None = None,
+        tokens_left: float | None = None,
         chars_per_token: float = 4.0,
     ) -> PreparedMessages:
         """``messages`` with each file by URL sent inline where the owner allows it and
-        the limits leave room (newest first), and a marker for every other one; the
+        the limits leave space (newest first), and a marker for every other one; the
         array the session keeps is not touched. ``room_tokens``: what the context budget
         leaves for files (``None``: no budget)."""
         limits = self.limits
-        left = _Allowance(limits.max_files, limits.max_bytes, room_tokens, chars_per_token)
+        left = _Allowance(limits.max_files, limits.max_bytes, tokens_left, chars_per_token)
         out: list[Message] = list(messages)
         for index in range(len(out) - 1, -1, -1):
             content = getattr(out[index], "content", None)

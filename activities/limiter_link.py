@@ -9,7 +9,7 @@ lone ask leaves at once.
 
 A call under the limit should not wait for a round trip either, so each process keeps
 one **spare lease** per limiter: asked for behind each call that got one, granted only
-while nobody waits in line and there is room, and taken by the next call at once. A
+while nobody waits in line and there is capacity, and taken by the next call at once. A
 spare is good for half the limit's ``margin_seconds`` (the margin covers the time it
 was counted before its request left); one not taken by then goes back unused.
 """

@@ -3,7 +3,7 @@
 Deltas are coalesced: the first batch goes ``first_after`` the first text, later ones
 in one event per ``interval``, each batch one signal (``WorkflowStreamClient``,
 deduplicated by publisher and sequence). A reply streamed whole before its first batch
-was due sends none: its text reaches readers with the reply's own event (the doors make
+was due sends none: its text reaches readers with the reply's own event (the entry points make
 a delta of it, ``gateway/unstreamed.py``), which spares a short call its signal and
 the workflow task the signal wakes. Nothing is made before the first text: a reply of
 tool calls alone (most of an agent's calls) costs no publisher, no task and no timer.

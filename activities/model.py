@@ -63,15 +63,15 @@ from durable_agent._tools._round_hooks import (
     rewrite_reply,
     rewrite_request,
 )
-from durable_agent._wire._context import room_left, summary_request
+from durable_agent._wire._context import summary_request, tokens_left
 from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent._wire._model_inputs import fit_request
 from durable_agent._wire._model_options import with_prompt_cache
 from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
 from durable_agent._wire._transcript import (
     canonical_json,
-    chain_of,
     content_hash,
+    hash_version,
     payload_bytes,
     root_of,
 )
@@ -80,7 +80,7 @@ from durable_agent.capabilities import Capabilities
 from durable_agent.extending import NotAllowed, NotRegistered
 
 from .billing import with_voided_usage
-from .capacity import CapacityGate, Lease, Room
+from .capacity import CapacityGate, Lease, LimitedCall
 from .files import FileFetcher
 from .heartbeat import heartbeating, heartbeats
 from .live_deltas import LiveDeltas
@@ -142,9 +142,9 @@ class ModelActivities:
         api_key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
         return b"api-key\0" + api_key.encode() if api_key else self._own_secret
 
-    async def _setup(self, call: ModelCallInput) -> tuple[ModelSetup, Room]:
+    async def _setup(self, call: ModelCallInput) -> tuple[ModelSetup, LimitedCall]:
         """The session's model setup (sent inline, cached here, or in the shared store),
-        its endpoint resolved; and what its calls ask the endpoint's limit for room as."""
+        its endpoint resolved; and what its calls ask the endpoint's limit for capacity as."""
         digest = call.setup_digest
         setup = call.setup or self._setups.get(digest)
         if setup is None:
@@ -168,7 +168,7 @@ class ModelActivities:
             raise ApplicationError(
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None
-        return setup.model_copy(update={"endpoint": endpoint}), Room(setup.endpoint, call)
+        return setup.model_copy(update={"endpoint": endpoint}), LimitedCall(setup.endpoint, call)
 
     async def _resolve(self, item: Message | StoredMessageRef) -> Message:
         if not isinstance(item, StoredMessageRef):
@@ -183,7 +183,7 @@ class ModelActivities:
     ) -> tuple[str, tuple[Message, ...]]:
         """The referenced prefix from the store with ``new`` after it, stored for the next
         call; with ``check``, it must hash to the workflow's ``head``."""
-        base = ref.hash if ref else root_of(chain_of(head))  # the head names its chain
+        base = ref.hash if ref else root_of(hash_version(head))  # the head names its chain
         prefix = await self.transcripts.load(base)
         if prefix is None:
             raise transcript_unknown(f"no prefix {base} ({ref.count if ref else 0} messages)")
@@ -330,7 +330,7 @@ class ModelActivities:
     async def _call_model(
         self, call: ModelCallInput, on_text: Callable[[str], None], live: LiveDeltas
     ) -> _Reply:
-        setup, room = await self._setup(call)
+        setup, limited = await self._setup(call)
         if setup.agent is not None:
             structlog.contextvars.bind_contextvars(agent=setup.agent)
         if setup.live and setup.stream:
@@ -358,7 +358,7 @@ class ModelActivities:
             prepared = await self._files.inline(
                 prepared,
                 session_id,
-                room_tokens=room_left(prepared, rules),
+                tokens_left=tokens_left(prepared, rules),
                 chars_per_token=rules.chars_per_token if rules is not None else 4.0,
             )
         body = self._request_body(
@@ -380,7 +380,7 @@ class ModelActivities:
         )
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
             codec.ask_json_object(body, setup.output_schema)
-        message = await self._complete(setup, body, bound, on_text, live.reasoning, room)
+        message = await self._complete(setup, body, bound, on_text, live.reasoning, limited)
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
@@ -416,7 +416,7 @@ class ModelActivities:
         """A summary of the conversation's first ``until`` messages (compaction): the
         setup's model answers the prompt over them as plain lines."""
         async with heartbeating(lambda: 0):
-            setup, room = await self._setup(call)
+            setup, limited = await self._setup(call)
             _, conversation = await self._conversation(call)
             body = self._request_body(
                 self._codec(setup),
@@ -426,7 +426,7 @@ class ModelActivities:
                 reasoning=setup.reasoning,
             )
             bound = _log_for(call)
-            message = await self._complete(setup, body, bound, lambda text: None, None, room)
+            message = await self._complete(setup, body, bound, lambda text: None, None, limited)
             if not message.content.strip():
                 raise ApplicationError(
                     "the summary came back empty",
@@ -443,13 +443,17 @@ class ModelActivities:
         bound: Any,
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None] | None = None,
-        room: Room | None = None,
+        limited: LimitedCall | None = None,
     ) -> AssistantMessage:
-        """One provider call, with room on the endpoint's shared limit when it has one;
+        """One provider call, with capacity on the endpoint's shared limit when it has one;
         its failures as the workflow tells them apart."""
         client, facts = self._client or shared_client(), ResponseFacts()
         hold = activity.info().start_to_close_timeout or timedelta(minutes=10)
-        lease = await self._gate.acquire(room, setup, body, hold.total_seconds()) if room else None
+        lease = (
+            await self._gate.acquire(limited, setup, body, hold.total_seconds())
+            if limited
+            else None
+        )
         codec = self._codec(setup)
         with model_call_span(setup, codec, body.get("messages") or body.get("input") or []) as span:
             try:
@@ -465,7 +469,7 @@ class ModelActivities:
                 _give_back(lease, error)
                 record_failure(span, type(error).__name__, error.message)
                 raise self._failure(error, bound) from error
-            except BaseException:  # cancelled, or the stream broke: the room goes back
+            except BaseException:  # cancelled, or the stream broke: the capacity goes back
                 _give_back(lease)
                 raise
             _give_back(lease, message.usage)

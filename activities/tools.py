@@ -45,7 +45,7 @@ from durable_agent._spec._secrets import (
     SecretResolver,
     environment_secrets,
 )
-from durable_agent._spec._tool_policy import OwnerFloor, ToolArgumentsError, ToolContext
+from durable_agent._spec._tool_policy import OwnerGates, ToolArgumentsError, ToolContext
 from durable_agent._spec.tool_kinds._base import (
     CallTarget,
     ToolsetError,
@@ -132,7 +132,7 @@ class ToolActivities:
                     policy=found.policy,
                     bind=found.bind,
                     describes=found.describe is not None,
-                    floor=OwnerFloor.of(found.policy),
+                    floor=OwnerGates.of(found.policy),
                 )
             )
         registry = self._registry

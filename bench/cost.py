@@ -390,13 +390,15 @@ def last_from_human(window: list[Message], budget: int) -> list[Message]:
     """LangGraph's ``trim_messages(strategy="last", max_tokens=budget, start_on="human",
     include_system=True)``: the newest messages that fit, starting at a user message."""
     system = [m for m in window if isinstance(m, SystemMessage)]
-    room = budget - sum(tokens(len(json.dumps(m.model_dump(exclude_none=True)))) for m in system)
+    capacity = budget - sum(
+        tokens(len(json.dumps(m.model_dump(exclude_none=True)))) for m in system
+    )
     kept: list[Message] = []
     for message in reversed([m for m in window if not isinstance(m, SystemMessage)]):
         size = tokens(len(json.dumps(message.model_dump(exclude_none=True))))
-        if size > room:
+        if size > capacity:
             break
-        room -= size
+        capacity -= size
         kept.insert(0, message)
     while kept and not isinstance(kept[0], UserMessage):
         kept.pop(0)

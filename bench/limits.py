@@ -141,7 +141,7 @@ async def per_call_ms(agents: AgentClient, endpoint: str) -> float:
 
 
 async def ask_round_trip_ms(client: Client, queue: str) -> float:
-    """What a call without a spare lease pays: one ask of a limiter with room (a
+    """What a call without a spare lease pays: one ask of a limiter with capacity (a
     fresh one, on the workers' queue), median of 50 after 5 to warm up."""
     limits = ProviderLimits(requests_per_minute=10**6)
     handle = client.get_workflow_handle(limiter_id("probe"))

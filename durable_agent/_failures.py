@@ -37,7 +37,7 @@ class Failure(StrEnum):
     HOOK_FAILED = "HookFailed"
     """A request or reply hook raised: the turn ends with its words."""
     CAPACITY_WAIT = "CapacityWait"
-    """No room on the endpoint's shared limit: the session waits for the limiter's
+    """No capacity on the endpoint's shared limit: the session waits for the limiter's
     ``capacity_ready`` and calls again (no attempt used)."""
     GUARDRAIL_FAILED = "GuardrailFailed"
     """A guardrail raised (or is not loaded): retried, then the turn fails closed."""

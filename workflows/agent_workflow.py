@@ -3,7 +3,7 @@
 Every rule lives in the pure ``Session`` (``durable_agent._session``): it says what to
 do next and takes the outcome back. This class opens the run (reads its input, has the
 spec admitted, opens or carries the conversation), then has ``carry_out`` do the
-Session's commands through ``SessionEffects``; its doors (``SessionHandlers``) record
+Session's commands through ``SessionEffects``; its entry points (``SessionHandlers``) record
 signals and updates into the Session and answer queries from it.
 """
 

@@ -47,8 +47,8 @@ async def hand_over(
         events = feed.state_for_next_run()
         bare = state.model_copy(update={"messages": []})
         others = len(ContinuedInput(spec=spec, carried=bare, events=events).model_dump_json())
-        room = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
-        by_reference = others + messages.json_bytes() > room
+        capacity = spec.session.payload_budget_bytes - PAYLOAD_MARGIN_BYTES // 8
+        by_reference = others + messages.json_bytes() > capacity
     if by_reference:
         # too big for one payload (or too long): the store gets what it lacks, in pieces,
         # and the next run reads the array back from there. What the model calls stored

@@ -4,7 +4,7 @@ Each case is a one-shot child session of the agent under test, at most
 ``concurrency`` at once; when it ends, the ``score_case`` activity reads it back and
 scores it, and a case with ``criteria`` is judged by a second child session (the
 judge's model call is an activity like any other). A case starts only while the
-budget has room. A case's session tells this workflow which of its calls wait for a
+budget has capacity. A case's session tells this workflow which of its calls wait for a
 person (the ``child_approvals`` signal, as a sub-agent tells its parent), and the
 evaluation's ``approvals`` policy answers them: fail the case, deny or approve them as
 its ``approver``, or leave them to a person (the report lists them). The run survives

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
 
 def run_state(request: AgentInput | ContinuedInput, patches: Patches) -> SessionState:
     """The state a run starts from: the one carried, or a new session's (whose transcript
-    is in the second chain since ``CHAIN_V2_PATCH``, whose messages have ids since
+    is in the version-2 hash chain since ``CHAIN_V2_PATCH``, whose messages have ids since
     ``MESSAGE_IDS_PATCH``; a session keeps both for its life). Asked of the run's
     ``patches`` (the workflow is not yet the instance ``patched`` asks)."""
     if isinstance(request, ContinuedInput):

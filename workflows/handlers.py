@@ -1,4 +1,4 @@
-"""The session's doors: signals and updates record into the Session, queries read it.
+"""The session's entry points: signals and updates record into the Session, queries read it.
 The main loop (AgentWorkflow) decides what follows.
 
 A person's decision comes through signals (``approve``, ``deny``, ``respond``,
@@ -118,7 +118,7 @@ class SessionHandlers:
     @workflow.update(name="inject_message")
     def inject_message_now(self, message: SystemMessage | AssistantMessage) -> None:
         """A system notice or an assistant message a program adds (not a person's: it
-        starts no turn), at the next safe point; the caller learns at once if it was
+        starts no turn), at the next checkpoint; the caller learns at once if it was
         refused."""
         self._session.inject_arrived(message, workflow.now())
 
@@ -153,7 +153,7 @@ class SessionHandlers:
 
     @workflow.signal(name=CAPACITY_READY_SIGNAL)
     def capacity_ready(self, raw: RawValue = NO_PAYLOAD) -> None:
-        """The limiter kept room for the waiting model call. Trusted for nothing: a
+        """The limiter kept capacity for the waiting model call. Trusted for nothing: a
         forged one only makes the call ask its limiter again sooner."""
         self._session.capacity_kept()
 

@@ -1,5 +1,5 @@
 """One endpoint's limiter: a long-lived workflow that every worker's model calls ask for
-room (the ``acquire`` update) and give it back to (the ``release`` signal).
+capacity (the ``acquire`` update) and give it back to (the ``release`` signal).
 
 Why a workflow: the limit must hold across every worker process and session on the
 namespace, and Temporal is the one shared, durable thing they all reach; there is no
@@ -9,7 +9,7 @@ fairly between tenants, and a call it holds back waits without a trace in ``stat
 
 A call under the limit pays one update round trip. A call over it is told to wait:
 its session waits durably (``status`` shows it) until this workflow signals
-``capacity_ready``, when room is kept for it. The book itself is the pure ``Ledger``.
+``capacity_ready``, when capacity is kept for it. The book itself is the pure ``Ledger``.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ class EndpointLimiter:
                 await workflow.wait_condition(lambda: self._changed, timeout=timeout)
 
     async def _tell(self, waiter: Waiter) -> None:
-        """Signal the waiting session; one that ended gives its kept room back."""
+        """Signal the waiting session; one that ended gives its kept capacity back."""
         handle = workflow.get_external_workflow_handle(waiter.session_id, run_id=waiter.run_id)
         try:
             await handle.signal(CAPACITY_READY_SIGNAL, CapacityReady(key=self._key))
-        except Exception:  # the session is gone: nobody claims the room
+        except Exception:  # the session is gone: nobody claims the capacity
             self._ledger.forget(waiter.session_id)
         self._changed = True
 

@@ -58,7 +58,7 @@ TRIM_EVERY_TURNS = 10
 #: ...and events the loop publishes between two looks within a turn (a turn of thousands
 #: of tool calls logs two events a call): what a cut frees at once stays bounded.
 TRIM_EVERY_EVENTS = 1_000
-#: What continue-as-new carries of the log (the rest of the state needs the room): at
+#: What continue-as-new carries of the log (the rest of the state needs the capacity): at
 #: most this, and a tenth of the session's payload budget.
 CARRIED_LOG_BYTES = 200_000
 #: Messages one look announces one by one; a step that adds more (a session started
@@ -148,13 +148,13 @@ class LiveFeed:
         while first > 0 and pending[first - 1].approval_id not in self._asked:
             first -= 1
         new = pending[first:]
-        room = len(new) if everything else self._session.takes_page(len(new))
-        asked = new[:room]
+        capacity = len(new) if everything else self._session.takes_page(len(new))
+        asked = new[:capacity]
         for approval in asked:
             self._asked.add(approval.approval_id)
             self._publish(ApprovalRequested(approval=approval))
         self.metrics.approvals_requested(asked)
-        return room == len(new)
+        return capacity == len(new)
 
     def _decided_now(self, everything: bool) -> bool:
         """Announce the decisions on announced approvals since the last look (a page of
@@ -163,8 +163,8 @@ class LiveFeed:
         decisions, queue = session.decided(), session.newly_decided()
         known = [aid for aid in dict.fromkeys(queue) if aid in decisions and aid not in self._told]
         ready = [aid for aid in known if aid in self._asked]
-        room = len(ready) if everything else session.takes_page(len(ready))
-        decided = [(aid, decisions[aid]) for aid in ready[:room]]
+        capacity = len(ready) if everything else session.takes_page(len(ready))
+        decided = [(aid, decisions[aid]) for aid in ready[:capacity]]
         for aid, record in decided:
             self._told.add(aid)
             self._publish(ApprovalDecided(approval_id=aid, record=record))
@@ -172,7 +172,7 @@ class LiveFeed:
         if decided:
             by_id = session.approvals_by_id()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
-        return room == len(ready)
+        return capacity == len(ready)
 
     def _loop_state(self) -> None:
         """A turn that ended without an answer, another agent answering, a request
@@ -210,7 +210,7 @@ class LiveFeed:
         self._publish(ErrorReported(turn=turn, text=text, kind=kind))
 
     def capacity(self, turn: int, endpoint: str, waiting: bool) -> None:
-        """A model call waits for room on a limited endpoint, or got it."""
+        """A model call waits for capacity on a limited endpoint, or got it."""
         kind = CapacityWait if waiting else CapacityGranted
         self._publish(kind(turn=turn, endpoint=endpoint))
 
@@ -257,9 +257,9 @@ class LiveFeed:
         of tool calls logs thousands of events; a hand-over that is deferred keeps only
         these too)."""
         self.metrics.handed_over()
-        room = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
+        capacity = min(CARRIED_LOG_BYTES, self._session.spec.session.payload_budget_bytes // 10)
         whole = logged(self._stream)[1]
-        keep_newest(self._stream, room, self._sizes)
+        keep_newest(self._stream, capacity, self._sizes)
         if logged(self._stream)[1] is not whole:
             # the events cut are freed with this run, not in the task that continues as
             # new (freeing thousands took milliseconds there); a deferred hand-over's

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
 MAX_STORE_REFILLS = 2
 
 
-#: Told when a call starts waiting for room on a limited endpoint (``True``) and when
+#: Told when a call starts waiting for capacity on a limited endpoint (``True``) and when
 #: the wait is over (``False``): turn, endpoint.
 CapacityNotice = Callable[[int, str, bool], None]
 
@@ -111,7 +111,7 @@ class ModelCaller:
         while True:
             send = digest not in self._known
             setup_bytes = len(setup.model_dump_json()) if send else 0
-            await self._sync.store_pieces(until_inline_bytes=self._sync.room - setup_bytes)
+            await self._sync.store_pieces(until_inline_bytes=self._sync.capacity - setup_bytes)
             fields = {
                 "turn": turn,
                 "setup_digest": digest,
@@ -216,11 +216,11 @@ class ModelCaller:
 
     def _reply_digested(self) -> bool:
         """Whether the model call returns its reply's digest and size (a session in the
-        transcript's second chain, on today's code)."""
+        transcript's version-2 hash chain, on today's code)."""
         return self._session.messages.takes_digests and patched(MODEL_REPLY_DIGEST_PATCH)
 
     async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
-        """Wait durably until the endpoint's limiter keeps room for the call (or, if no
+        """Wait durably until the endpoint's limiter keeps capacity for the call (or, if no
         word comes, for its patience, then ask again); ``False``: the turn was cancelled."""
         session = self._session
         key, patience = str(cause.details[0]), float(cause.details[1])

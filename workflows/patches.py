@@ -27,7 +27,7 @@ BASELINE_PATCH = "baseline-2026-11-28b"
 #: before any is sent, the seventh a message of more tool calls than one page read one
 #: page per workflow task, the sixth a model's reply joined to the array by the digest
 #: and size its worker worked out, the fifth an array carried by reference without its
-#: stored prefix sent again, the fourth the transcript's second chain and a title the
+#: stored prefix sent again, the fourth the transcript's version-2 hash chain and a title the
 #: start's memo holds not upserted again, the third pages of the array of at most 500
 #: messages, the second the two checks at a run's start made on the workflow's own worker.
 EIGHTH_BASELINE_PATCH = "baseline-2026-11-28"
@@ -79,7 +79,7 @@ STORE_PIECES_BY_COUNT_PATCH = "transcript-pieces-by-count"
 START_CHECKS_LOCAL_PATCH = "start-checks-local"
 #: Pages, pieces and carried arrays of at most ``transcript_sync.PAGE_MESSAGES``.
 SMALL_PAGES_PATCH = "transcript-pages-of-500"
-#: A new session's transcript in the second chain (``durable_agent._wire._transcript``):
+#: A new session's transcript in the version-2 hash chain (``durable_agent._wire._transcript``):
 #: tool results and pages read back join it with the digests their workers worked out.
 CHAIN_V2_PATCH = "transcript-chain-2"
 #: A title the start's memo already holds is not upserted again (``fresh_run``).

@@ -157,7 +157,7 @@ async def run_tool_groups(
     then told to ``watcher``; ``returned`` is told each slot whose result is exactly what
     its activity returned (and stored), so the next model call can refer to it. Once the
     turn is cancelled, running calls are cancelled through Temporal and later groups do
-    not start: those slots are left for the Session to fill. In the array's second chain
+    not start: those slots are left for the Session to fill. In the array's version-2 hash chain
     each activity works out its result's digest and size, so no result is encoded here.
     Calls recorded to go to another task queue are sent only where the session's worker
     routes tool calls now (asked once per batch), whatever the record says: the others'

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._errors import PayloadTooLarge
     from durable_agent._failures import Failure
     from durable_agent._wire._messages import Message
-    from durable_agent._wire._transcript import Transcript, chain_of
+    from durable_agent._wire._transcript import Transcript, hash_version
 
     from .patches import (
         LOAD_PAGES_BY_COUNT_PATCH,
@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES
 
-#: Room kept in every payload for what is not messages (ids, hashes, summaries).
+#: Capacity kept in every payload for what is not messages (ids, hashes, summaries).
 PAYLOAD_MARGIN_BYTES = 8_192
 #: What a tool result sent by reference costs in a model call's input.
 REFERENCE_BYTES = 48
@@ -72,8 +72,8 @@ class TranscriptSync:
         """How many messages (a prefix) were sent to an activity that feeds the log."""
 
     @property
-    def room(self) -> int:
-        """Bytes of messages one payload may carry, leaving room for everything else."""
+    def capacity(self) -> int:
+        """Bytes of messages one payload may carry, leaving space for everything else."""
         return self.budget_bytes - min(PAYLOAD_MARGIN_BYTES, self.budget_bytes // 8)
 
     def stored_by_tool(self, first: int) -> Callable[[int], None]:
@@ -132,12 +132,12 @@ class TranscriptSync:
         """Send the unstored tail to the store in budget-sized pieces (of at most
         ``PAGE_MESSAGES``) until a model call's input would fit
         ``until_inline_bytes`` and carry at most that many messages."""
-        messages, room = self.messages, self.room
+        messages, capacity = self.messages, self.capacity
         most = _most_in_one(len(messages) - self.stored, STORE_PIECES_BY_COUNT_PATCH)
         while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
             start = self.stored
             limit = len(messages) if most is None else min(len(messages), start + most)
-            end = messages.end_within(start, limit, room)
+            end = messages.end_within(start, limit, capacity)
             if end == start and self.payload_store_bytes is not None:
                 end = start + 1
             elif end == start:
@@ -214,7 +214,9 @@ class TranscriptSync:
                 raise
             workflow.logger.warning("the store lost the carried array: reading it back")
             summary = f"closed_conversation of run {previous} (the store lost it)"
-            closed = ClosedRunInput(run_id=previous, chain=2 if chain_of(ref.hash) == 2 else None)
+            closed = ClosedRunInput(
+                run_id=previous, chain=2 if hash_version(ref.hash) == 2 else None
+            )
             again = await self.read_back("closed_conversation", closed, summary)
             if again != ref:
                 raise ApplicationError(
@@ -237,7 +239,7 @@ class TranscriptSync:
             request = LoadTranscriptInput(
                 transcript=ref,
                 start=start,
-                max_bytes=self.room,
+                max_bytes=self.capacity,
                 max_messages=most,
                 digested=digested,
                 calls_per_page=most_calls,
@@ -251,7 +253,7 @@ class TranscriptSync:
                 retry_policy=LOST_WORK_RETRIES,
                 summary=f"load_transcript from message {len(self.messages)}",
             )
-            if isinstance(page, TranscriptPage):  # the second chain: nothing encoded here
+            if isinstance(page, TranscriptPage):  # the version-2 hash chain: nothing encoded here
                 if page.calls is not None:  # its last message's calls, one page per workflow task
                     last = page.messages[-1]
                     whole = await whole_message(last, page.digests[-1], page.calls, self._heartbeat)

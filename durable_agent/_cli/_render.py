@@ -187,7 +187,7 @@ def format_status(status: SessionStatus) -> str:
         left_out = f"{status.trimmed} old messages left out of the last request (context)"
         lines.append(f"trimmed:        {left_out}")
     if status.waiting_for_capacity:
-        lines.append(f"waiting:        for room on {status.waiting_for_capacity} (shared limit)")
+        lines.append(f"waiting:        for capacity on {status.waiting_for_capacity} (shared limit)")
     if status.cancel_pending:
         lines.append("cancel:         pending (next safe point)")
     if status.flushes_pending:

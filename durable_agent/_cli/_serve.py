@@ -91,7 +91,7 @@ async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
     try:
         import uvicorn  # noqa: F401  (the extra is there)
 
-        from durable_agent.gateway._mcp_door import mcp_http_app, mcp_server
+        from durable_agent.gateway._mcp_server import mcp_http_app, mcp_server
     except ImportError as error:
         raise CommandError(
             f"mcp-serve needs the gateway and mcp extras: pip install "
@@ -115,7 +115,7 @@ async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
 def gateway_access(
     host: str, trusted: list[str], origins: list[str] | None = None, codec: list[str] | None = None
 ) -> Any:
-    """Who may call an HTTP door, from the environment (``GatewayAccess``)."""
+    """Who may call an HTTP entry point, from the environment (``GatewayAccess``)."""
     from durable_agent.gateway import AccessError, GatewayAccess
 
     try:

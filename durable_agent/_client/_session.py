@@ -116,7 +116,7 @@ class SessionHandle:
 
     async def inject(self, message: SystemMessage | AssistantMessage) -> None:
         """Add a system notice or an assistant message (a program's, not a person's: it
-        starts no turn) at the session's next safe point (``MessageRefusedError``: why
+        starts no turn) at the session's next checkpoint (``MessageRefusedError``: why
         not, such as an assistant message with tool calls)."""
         check_fits(self._connection.temporal.data_converter, message, "the message")
         try:
@@ -143,7 +143,7 @@ class SessionHandle:
     async def move_to_agent(
         self, agent: str, *, by: str | None = None, reason: str | None = None
     ) -> None:
-        """Move a swarm session to another agent: at the next safe point (between model
+        """Move a swarm session to another agent: at the next checkpoint (between model
         calls, never inside a tool batch), as if the active agent had handed over. An
         unknown agent, one whose handoffs are refused, or a ``by`` the session's
         approvers do not include changes nothing (``status`` says so under

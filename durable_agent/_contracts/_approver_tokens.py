@@ -3,7 +3,7 @@ approver's private key does.
 
 A token is a JWT (EdDSA, Ed25519) whose key id and subject are the approver's name,
 bound to one session, one approval (or grant) and one action, and short-lived. The
-approver (or a door that authenticated them) signs with the private key; the workers
+approver (or an entry point that authenticated them) signs with the private key; the workers
 verify with the public keys they hold (``DURABLE_AGENT_APPROVER_KEYS``: a JSON file of
 name -> PEM public key). Neither key ever enters a workflow payload; the token does,
 and it is worth nothing for any other decision.

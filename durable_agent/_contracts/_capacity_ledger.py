@@ -1,4 +1,4 @@
-"""The limiter's book: who holds room on an endpoint, who waits, and who is next.
+"""The limiter's book: who holds capacity on an endpoint, who waits, and who is next.
 
 Pure and clock-free (every method takes ``now``, in seconds), so the limiter workflow
 replays it and tests drive it directly. Its state is one pydantic model the limiter
@@ -11,7 +11,7 @@ carries across continue-as-new.
 - **A 429** halves what the endpoint takes and pauses every grant for its
   ``Retry-After``; each call that succeeds gives back a twentieth, up to the limit.
 - **Fairness.** A call waits in line when others wait (nobody jumps the line), and
-  room that frees goes to the waiting tenants in turn, so a tenant with many sessions
+  capacity that frees goes to the waiting tenants in turn, so a tenant with many sessions
   cannot starve one with few.
 """
 
@@ -34,7 +34,7 @@ MIN_FACTOR = 0.1
 RECOVERY_STEP = 0.05
 #: A pause when a 429 named no Retry-After.
 DEFAULT_PAUSE_SECONDS = 1.0
-#: How long room kept for a waiting session stays kept (it may have ended meanwhile).
+#: How long capacity kept for a waiting session stays kept (it may have ended meanwhile).
 RESERVATION_SECONDS = 60.0
 
 
@@ -83,7 +83,7 @@ class Ledger:
     # --- sessions asking, and giving back ---------------------------------------------
 
     def acquire(self, now: float, request: CapacityRequest) -> CapacityAnswer:
-        """A lease at once when there is room and nobody waits (or room was kept for
+        """A lease at once when there is capacity and nobody waits (or capacity was kept for
         this session); otherwise a place in line, kept if the session already had one."""
         state = self.state
         state.limits = request.limits
@@ -146,7 +146,7 @@ class Ledger:
             state.factor = min(1.0, state.factor + RECOVERY_STEP)
 
     def forget(self, session_id: str) -> None:
-        """A session the limiter could not tell (it ended): its kept room goes back."""
+        """A session the limiter could not tell (it ended): its kept capacity goes back."""
         for lease in self.state.leases:
             if lease.reserved and lease.session_id == session_id:
                 lease.until = lease.at
@@ -154,7 +154,7 @@ class Ledger:
     # --- the line ----------------------------------------------------------------------
 
     def serve(self, now: float) -> list[Waiter]:
-        """Keep room for waiting sessions while there is room, tenants in turn."""
+        """Keep capacity for waiting sessions while there is capacity, tenants in turn."""
         state = self.state
         self._prune(now)
         served: list[Waiter] = []
@@ -170,8 +170,8 @@ class Ledger:
         return served
 
     def next_change(self, now: float) -> float | None:
-        """When room may free for the line (``None``: nobody waits, or only a release
-        can make room)."""
+        """When capacity may free for the line (``None``: nobody waits, or only a release
+        can make space)."""
         state = self.state
         if not state.waiting:
             return None
@@ -240,7 +240,7 @@ class Ledger:
         return self._span() + RESERVATION_SECONDS
 
     def view(self, now: float) -> dict[str, object]:
-        """What the limiter shows (its query): the line, the room taken, the rate."""
+        """What the limiter shows (its query): the line, the capacity taken, the rate."""
         state, span = self.state, self._span()
         return {
             "limits": state.limits.model_dump(exclude_none=True),

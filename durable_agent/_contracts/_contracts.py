@@ -164,7 +164,7 @@ class ModelCallInput(Contract):
     """Whose call it is (the session's owner), where the workers limit endpoints: the
     limit's capacity is shared fairly between tenants."""
     waited: bool = False
-    """The call waited for room on its endpoint's limit, which keeps room for it now."""
+    """The call waited for capacity on its endpoint's limit, which keeps capacity for it now."""
     digested: bool | None = None
     """Answer with a ``digests.ModelReturn`` (the reply with its digest and size)."""
     message_id: str | None = None
@@ -271,7 +271,7 @@ class CancelTurnSignal(Contract):
 
 
 class MoveToAgentSignal(Contract):
-    """Move a swarm session to another agent (``move_to_agent``): at the next safe point,
+    """Move a swarm session to another agent (``move_to_agent``): at the next checkpoint,
     as a handoff would (the agent it leaves is pushed on the navigation stack)."""
 
     agent: str
@@ -359,7 +359,7 @@ class SessionStatus(Contract):
     runs: int = 1
     """Runs of this session (1 + continue-as-new cycles)."""
     cancel_pending: bool = False
-    """A ``cancel_turn`` waits for the next safe point."""
+    """A ``cancel_turn`` waits for the next checkpoint."""
     flushes_pending: int = 0
     """``flush`` requests waiting for the current turn to end."""
     compacted: int = 0
@@ -376,13 +376,13 @@ class SessionStatus(Contract):
     agents: list[str] = Field(default_factory=list)
     """The swarm's agents."""
     move_pending: str | None = None
-    """An agent a person moved the session to, waiting for the turn's safe point."""
+    """An agent a person moved the session to, waiting for the turn's checkpoint."""
     finish_reason: str | None = None
     """How the model's latest turn ended, as the provider said (``stop``, ``tool_calls``,
     ``length``, ``content_filter``): a cut answer shows here (``stop.on_truncated``)."""
     waiting_for_capacity: str | None = None
     """The limited endpoint (or ``ENDPOINT/MODEL``) whose shared limit the model call
-    waits for room on."""
+    waits for capacity on."""
     version: str | None = None
     """The worker build running the session (``DEPLOYMENT:BUILD_ID``; unset: unversioned)."""
     upgrade: Literal["auto", "pinned"] = "auto"
@@ -443,7 +443,7 @@ class ClosedRunInput(Contract):
 
     run_id: str
     chain: Literal[2] | None = None
-    """The chain the reference is made in (``transcript.chain_of``; ``None``: the first)."""
+    """The chain the reference is made in (``transcript.hash_version``; ``None``: the first)."""
 
 
 class ForkInput(Contract):

@@ -1,5 +1,5 @@
 """What a worker tells the workflow of the messages it hands over: each one's content
-hash and size in a payload. In the transcript's second chain (``transcript``) the
+hash and size in a payload. In the transcript's version-2 hash chain (``transcript``) the
 workflow then joins them to the array without encoding or hashing them itself, so a
 20 MB tool result costs its task the decoding and nothing more."""
 

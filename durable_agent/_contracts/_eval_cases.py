@@ -87,7 +87,7 @@ class EvalInput(Contract):
     approvals: EvalApprovals = "fail"
     """What a case's call that waits for a person gets: ``fail`` ends the case failed,
     naming the call; ``deny`` and ``approve`` decide it as ``approver``; ``person``
-    leaves it to a person (the report lists what waits)."""
+    leaves it to a person (the report lists the calls that wait)."""
     approver: str = Field(default="eval", min_length=1)
     """Who ``approve`` and ``deny`` decide as (the tool's approvers must include them;
     a tool whose owner takes only signed decisions cannot be decided so)."""

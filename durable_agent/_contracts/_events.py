@@ -177,8 +177,8 @@ class TurnEnded(_Event):
 
 
 class CapacityWait(_Event):
-    """The model call found no room on its endpoint's shared limit: the session waits in
-    line (``status.waiting_for_capacity``) until the limiter keeps room for it."""
+    """The model call found no capacity on its endpoint's shared limit: the session waits in
+    line (``status.waiting_for_capacity``) until the limiter keeps capacity for it."""
 
     type: Literal["capacity_wait"] = "capacity_wait"
     turn: int
@@ -186,7 +186,7 @@ class CapacityWait(_Event):
 
 
 class CapacityGranted(_Event):
-    """Room was kept for the waiting call: it is made now."""
+    """Capacity was kept for the waiting call: it is made now."""
 
     type: Literal["capacity_granted"] = "capacity_granted"
     turn: int

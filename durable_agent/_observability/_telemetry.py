@@ -125,7 +125,7 @@ class CountingSpanExporter:
     def export(self, spans: Any) -> Any:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
-        with self._lock:  # taken from the queue: room for as many more
+        with self._lock:  # taken from the queue: capacity for as many more
             self._waiting = max(0, self._waiting - len(spans))
         try:
             result = self._exporter.export(spans)

@@ -1,6 +1,6 @@
 """The session: the pure state machine that holds every rule of the turn loop.
 
-``Session`` is the one door to the rules: it takes events, answers ``next_command``, and
+``Session`` is the one entry point to the rules: it takes events, answers ``next_command``, and
 shows its status; its collaborators (the tool batch, people's decisions, approvals,
 budgets, rescue, the swarm) are its own. ``carry_out`` is the one executor of its
 commands, through an ``Effects`` of the caller's (the workflow's Temporal primitives,

@@ -41,7 +41,7 @@ from ._loop_rules import approval_id, epoch_ms, execution_groups
 from ._open_batch import Joined, JudgedPage, Noted, OpenBatch
 from ._requests import Requests
 from ._swarm import Swarm
-from ._sweeps import GrantSweeps
+from ._sweeps import StandingGrants
 from ._tool_results import (
     cancelled_result,
     denial_result,
@@ -65,7 +65,7 @@ class ToolBatch:
         spec: AgentSpec,
         gate: Gate,
         approvals: Approvals,
-        sweeps: GrantSweeps,
+        sweeps: StandingGrants,
         decisions: Decisions,
         requests: Requests,
         toolbox: Toolbox,

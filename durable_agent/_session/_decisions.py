@@ -27,7 +27,7 @@ from ._approvals import Approvals
 from ._gate import DECISION_KINDS, RECORDED_DECISIONS, Gate
 from ._requests import Requests
 from ._state import DecisionsState, Unverified
-from ._sweeps import GrantSweeps
+from ._sweeps import StandingGrants
 from ._toolbox import Toolbox
 
 
@@ -48,7 +48,7 @@ class Decisions:
         state: DecisionsState,
         approvals: Approvals,
         gate: Gate,
-        sweeps: GrantSweeps,
+        sweeps: StandingGrants,
         toolbox: Toolbox,
         requests: Requests,
         run_chain: str = "",

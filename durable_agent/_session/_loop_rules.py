@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from durable_agent._contracts._contracts import ModelSetup, ResolvedTool, Stage
 from durable_agent._spec._spec import ToolSettings
-from durable_agent._spec._tool_policy import ExecutionMode, ToolPolicy, tightened
+from durable_agent._spec._tool_policy import ExecutionMode, ToolPolicy, stricter_settings
 from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
 
 
@@ -39,7 +39,7 @@ def apply_overrides(
             if value is not None
         }
         if base.floor is not None:
-            update = tightened(base.policy, update)
+            update = stricter_settings(base.policy, update)
         if execution == "sequential":
             update["execution_mode"] = "sequential"
         policy = base.policy.model_copy(update=update) if update else base.policy

@@ -11,7 +11,7 @@ from durable_agent._wire._context import (
     ContextRules,
     compaction_until,
     context_overflow,
-    squeezed,
+    shorter_context_rules,
     summary_message,
 )
 from durable_agent._wire._messages import AssistantMessage
@@ -21,7 +21,7 @@ from ._commands import CallModel, Pause, Summarise
 from ._loop_rules import backoff, epoch_ms
 
 #: Shorter requests one step tries after "context too long" before the turn ends.
-SQUEEZES = 3
+SHORTENINGS_AT_MOST = 3
 
 
 class ModelStep:
@@ -38,25 +38,29 @@ class ModelStep:
         """Compaction in progress: the summary is to stand in for this many messages."""
         self.hop = 0
         """Which model of the chain the step calls: 0 the model, then its fallbacks."""
-        self.squeeze: ContextRules | None = None
+        self.shortened_context: ContextRules | None = None
         """Tighter context rules after the model said the request was too long."""
-        self.squeezes = 0
+        self.shortenings = 0
 
     def begin(self) -> None:
         self.calling, self.failures, self.hop = True, 0, 0
-        self.squeeze, self.squeezes = None, 0
+        self.shortened_context, self.shortenings = None, 0
 
     def overflowed(self, kind: str | None, text: str) -> bool:
         """The model refused the request as longer than its context, and a shorter one
-        is still to try (half of it, then a quarter, at most ``SQUEEZES`` times)."""
+        is still to try (half of it, then a quarter, at most ``SHORTENINGS_AT_MOST`` times)."""
         return (
-            kind == Failure.PROVIDER_ERROR and context_overflow(text) and self.squeezes < SQUEEZES
+            kind == Failure.PROVIDER_ERROR
+            and context_overflow(text)
+            and self.shortenings < SHORTENINGS_AT_MOST
         )
 
-    def squeeze_more(self, model: ModelSpec) -> None:
+    def shorten_request(self, model: ModelSpec) -> None:
         """The next attempt sends half of what this one did, the oldest left out."""
-        self.squeeze = squeezed(self.messages, self.squeeze or model.context, 0.5)
-        self.squeezes += 1
+        self.shortened_context = shorter_context_rules(
+            self.messages, self.shortened_context or model.context, 0.5
+        )
+        self.shortenings += 1
 
     def stop(self) -> None:
         """The step is over (answered, failed for good, or cancelled)."""

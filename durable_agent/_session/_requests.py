@@ -1,6 +1,6 @@
 """What people send a session between its steps (signals and updates record only): a
 message to queue, a move to another agent, the end, a flush, a new budget. Each is kept
-for the Session to act on at its next safe point, or refused visibly in ``status``."""
+for the Session to act on at its next checkpoint, or refused visibly in ``status``."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def text_size(message: UserMessage, parts_counted: bool) -> int | None:
 
 class Requests:
     """Records requests into its slice of the carried state until the Session takes
-    them at a safe point; answers why one was refused."""
+    them at a checkpoint; answers why one was refused."""
 
     def __init__(
         self,
@@ -94,26 +94,26 @@ class Requests:
         return problem or (f"send_message: {refused}" if refused else None)
 
     def _queue_problem(
-        self, door: str, empty: bool, size: int | None, message: Message
+        self, entry: str, empty: bool, size: int | None, message: Message
     ) -> str | None:
         """What every message sent to the session is checked for: some text, within
         ``max_message_chars``, an id that is not of the session's own form, and a
         session that is not ending."""
         limit = self.spec.session.max_message_chars
         if empty:
-            return f"{door}: empty message"
+            return f"{entry}: empty message"
         if (taken := given_id_problem(message)) is not None:
-            return f"{door}: {taken}"
+            return f"{entry}: {taken}"
         if size is not None and size > limit:
-            return f"{door}: {size} characters is over the limit of {limit}"
+            return f"{entry}: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
-            return f"{door}: the session is ending"
+            return f"{entry}: the session is ending"
         return None
 
     def inject_arrived(
         self, message: SystemMessage | AssistantMessage, now: datetime
     ) -> str | None:
-        """Queue a system notice or an assistant message for the array's next safe point
+        """Queue a system notice or an assistant message for the array's next checkpoint
         (between turns, or before the next model call: never inside a tool batch); why
         it was rejected, if it was."""
         problem = self.inject_problem(message)
@@ -135,7 +135,7 @@ class Requests:
         return self._queue_problem("inject_message", not text.strip(), len(text), message)
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:
-        """A person moves a swarm session to another agent (at the next safe point)."""
+        """A person moves a swarm session to another agent (at the next checkpoint)."""
         if self.swarm is None:
             return self.reject("move_to_agent: this session has one agent")
         rejection = self.swarm.move_rejection(request, self.state.move is not None)
@@ -172,7 +172,7 @@ class Requests:
             )
         self.state.flushes.clear()
 
-    # --- what waits, and the Session taking it ---------------------------------------
+    # --- the calls that wait, and the Session taking it ---------------------------------------
 
     @property
     def inbox(self) -> list[UserMessage]:
@@ -186,7 +186,7 @@ class Requests:
 
     @property
     def move(self) -> MoveToAgentSignal | None:
-        """A person's move waiting for the next safe point."""
+        """A person's move waiting for the next checkpoint."""
         return self.state.move
 
     @property
@@ -194,7 +194,7 @@ class Requests:
         return self.state.rejected_signals
 
     def waiting(self) -> bool:
-        """Something waits for a safe point: a message, an injection, a flush, a move."""
+        """Something waits for a checkpoint: a message, an injection, a flush, a move."""
         state = self.state
         return bool(state.inbox or state.injected or state.flushes or state.move)
 
@@ -215,7 +215,7 @@ class Requests:
         return taken
 
     def take_injected(self) -> list[SystemMessage | AssistantMessage]:
-        if not self.state.injected:  # (asked at every safe point: most find none)
+        if not self.state.injected:  # (asked at every checkpoint: most find none)
             return []
         taken, self.state.injected = self.state.injected, []
         return taken

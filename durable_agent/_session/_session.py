@@ -94,7 +94,7 @@ from ._requests import Requests
 from ._rescue import Rescue, truncated_reason, unusable_reason
 from ._state import SessionState
 from ._swarm import Swarm
-from ._sweeps import GrantSweeps
+from ._sweeps import StandingGrants
 from ._tool_results import cancel_text, guardrail_text, not_completed
 from ._toolbox import Toolbox
 
@@ -186,7 +186,7 @@ class Session:
         gate = Gate(spec.approvals, state.gate)
         budget = Budget(spec, state.budget)
         requests = Requests(spec, state.requests, swarm, budget, gate, compat.parts_counted)
-        sweeps = GrantSweeps(state.sweeps, approvals, gate, toolbox)
+        sweeps = StandingGrants(state.sweeps, approvals, gate, toolbox)
         decisions = Decisions(
             spec, state.decisions, approvals, gate, sweeps, toolbox, requests, run_chain, run
         )
@@ -212,9 +212,9 @@ class Session:
         self.trimmed = 0
         """Messages the latest request left out to fit the context budget."""
         self._waiting_for_capacity: str | None = None
-        """The limited endpoint the model call waits for room on (``status`` shows it)."""
+        """The limited endpoint the model call waits for capacity on (``status`` shows it)."""
         self._capacity_ready = False
-        """The endpoint's limiter said room is kept for the waiting call."""
+        """The endpoint's limiter said capacity is kept for the waiting call."""
         self._checked_reply: AssistantMessage | None = None
         """A reply whose calls' arguments its worker found to be JSON objects."""
 
@@ -292,7 +292,7 @@ class Session:
 
     @property
     def cancelling(self) -> bool:
-        """A ``cancel_turn`` waits for the next safe point."""
+        """A ``cancel_turn`` waits for the next checkpoint."""
         return self._state.cancel is not None
 
     @property
@@ -346,7 +346,8 @@ class Session:
             stream=model.stream,
             output_schema=spec.output_schema,
             tools=[t.definition for t in self.active_tools.values()],
-            context=self._step.squeeze or (model.context if model.context.budget_tokens else None),
+            context=self._step.shortened_context
+            or (model.context if model.context.budget_tokens else None),
             agent=None if swarm is None else swarm.active,
             instructions=None if swarm is None else swarm.agent.instructions,
             # a reply hook rewrites the reply: its raw text must not stream to readers first
@@ -358,9 +359,9 @@ class Session:
 
     def setup_key(self, purpose: Purpose) -> str:
         """What the model setup of ``purpose`` changes with (the agent, a fallback, a
-        squeeze): calls with the same key share one setup."""
+        shorten): calls with the same key share one setup."""
         step = self._step
-        return f"{purpose}:{self.agent_name or ''}:{step.hop}:{step.squeezes}"
+        return f"{purpose}:{self.agent_name or ''}:{step.hop}:{step.shortenings}"
 
     def status(self) -> SessionStatus:
         state, messages, marks = self._state, self.messages, self._window_marks
@@ -537,7 +538,7 @@ class Session:
         return self._requests.move_requested(request)
 
     def cancel_requested(self, request: CancelTurnSignal) -> str | None:
-        """Stop the current turn at its next safe point; why not, if there is no turn."""
+        """Stop the current turn at its next checkpoint; why not, if there is no turn."""
         state = self._state
         running = state.stage != "idle" or self._checking is not None or self._held is not None
         if not running and not self._requests.inbox and self.phase != "starting":
@@ -581,7 +582,7 @@ class Session:
         self._decisions.child_approvals(report, self._batch.running_children())
 
     def capacity_kept(self) -> None:
-        """The endpoint's limiter keeps room for the waiting model call."""
+        """The endpoint's limiter keeps capacity for the waiting model call."""
         self._capacity_ready = True
 
     # --- waiting ------------------------------------------------------------------------
@@ -653,7 +654,7 @@ class Session:
         self._capacity_ready = False
 
     def waiting_for_room(self, endpoint: str | None) -> None:
-        """The model call waits for room on a limited endpoint (``None``: no longer)."""
+        """The model call waits for capacity on a limited endpoint (``None``: no longer)."""
         self._waiting_for_capacity = endpoint
 
     def idle_timed_out(self) -> None:
@@ -688,7 +689,7 @@ class Session:
             requests.apply_flushes(self.messages, now)
         if requests.move is not None and state.stage != "tools":
             self._apply_move()
-        if state.stage != "tools":  # a safe point: no batch is open
+        if state.stage != "tools":  # a checkpoint: no batch is open
             self.messages.join_all(requests.take_injected())
         if state.stage != "tools" and requests.inbox:
             if self.spec.guardrails.input:
@@ -786,7 +787,7 @@ class Session:
 
     def _trimmed_count(self) -> int:
         """Messages the request about to be made leaves out to fit the context budget."""
-        rules = self._step.squeeze or self.model_spec.context
+        rules = self._step.shortened_context or self.model_spec.context
         if rules.budget_tokens is None:
             return 0
         return prepare_request_messages(self.messages, rules).left_out
@@ -892,7 +893,7 @@ class Session:
         if self._step.retried(kind, retry_after, self.model_spec):
             return
         if self._step.overflowed(kind, text) and self._compat.context_overflow_trims():
-            self._step.squeeze_more(self.model_spec)
+            self._step.shorten_request(self.model_spec)
             return
         if self._step.fell_back(kind, len(self._base_model.fallbacks)):
             return
@@ -1025,7 +1026,7 @@ class Session:
                 self._state.last_error = f"structured output: {parsed.error}"
 
     def _apply_cancel(self, now: datetime) -> None:
-        """A ``cancel_turn``, at a safe point: a batch's unrun calls get results saying so,
+        """A ``cancel_turn``, at a checkpoint: a batch's unrun calls get results saying so,
         a turn waiting for the model ends."""
         state = self._state
         request = state.cancel

@@ -113,20 +113,20 @@ class SwarmState(BaseModel):
 
 
 class RequestsState(BaseModel):
-    """The ``Requests`` part's: what people sent that waits for a safe point."""
+    """The ``Requests`` part's: what people sent that waits for a checkpoint."""
 
     model_config = ConfigDict(extra="forbid")
 
     inbox: list[UserMessage] = Field(default_factory=list)
     injected: list[SystemMessage | AssistantMessage] = Field(default_factory=list)
     """System notices and assistant messages a program added (``inject_message``), for
-    the array at the next safe point; they start no turn."""
+    the array at the next checkpoint; they start no turn."""
     rejected_signals: list[str] = Field(default_factory=list)
     ending: EndSessionSignal | None = None
     flushes: list[FlushSignal] = Field(default_factory=list)
     """``flush`` requests waiting for the turn to end."""
     move: MoveToAgentSignal | None = None
-    """A person's ``move_to_agent`` waiting for the next safe point."""
+    """A person's ``move_to_agent`` waiting for the next checkpoint."""
 
 
 class RescueState(BaseModel):
@@ -171,7 +171,7 @@ class SessionState(BaseModel):
     stored_count: int = 0
     """How many of ``messages`` the workers' transcript store holds (by chain hash)."""
     chain: Literal[2] | None = None
-    """The transcript's chain (``transcript.chain_of``): 2 for sessions opened since
+    """The transcript's chain (``transcript.hash_version``): 2 for sessions opened since
     ``CHAIN_V2_PATCH``, ``None`` (the first) before; kept for the session's life."""
     stage: Stage = "idle"
     turn: int = 0
@@ -180,7 +180,7 @@ class SessionState(BaseModel):
     runs: int = 1
     """Runs of this session so far (1 + continue-as-new cycles)."""
     cancel: CancelTurnSignal | None = None
-    """A ``cancel_turn`` waiting for the next safe point."""
+    """A ``cancel_turn`` waiting for the next checkpoint."""
     move_to_current: bool = False
     """A person asked this (pinned) session to go to the current build at its next turn
     boundary."""
@@ -192,7 +192,7 @@ class SessionState(BaseModel):
     tools: list[ResolvedTool] = Field(default_factory=list)
     """The ``Toolbox`` part's: every tool the session resolved."""
     sweeps: dict[str, int] = Field(default_factory=dict)
-    """The ``GrantSweeps`` part's: grants still approving the calls that wait, one page
+    """The ``StandingGrants`` part's: grants still approving the calls that wait, one page
     per workflow task; by grant id, how far into the pending calls each has come."""
     approvals: ApprovalsState = Field(default_factory=ApprovalsState)
     gate: GateState = Field(default_factory=GateState)

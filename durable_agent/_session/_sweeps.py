@@ -16,7 +16,7 @@ from ._gate import Gate, arguments_of
 from ._toolbox import Toolbox
 
 
-class GrantSweeps:
+class StandingGrants:
     def __init__(
         self,
         sweeps: dict[str, int],

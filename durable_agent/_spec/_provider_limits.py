@@ -22,7 +22,7 @@ CAPACITY_READY_SIGNAL = "capacity_ready"
 
 class ProviderLimits(BaseModel):
     """What one endpoint (or one model on it) may take, across all workers and sessions.
-    Every field is optional; a request waits until all that are set have room."""
+    Every field is optional; a request waits until all that are set have capacity."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,7 +44,7 @@ def limiter_id(key: str) -> str:
 
 
 class CapacityRequest(Contract):
-    """A model call asking for room (the ``acquire`` update)."""
+    """A model call asking for capacity (the ``acquire`` update)."""
 
     limits: ProviderLimits
     """The asking worker's limits for the endpoint (the limiter keeps the newest)."""
@@ -57,7 +57,7 @@ class CapacityRequest(Contract):
     """How long the call may take: a lease its worker never gives back ends then."""
     spare: bool = False
     """A worker's lease in advance, for its next call: granted only when nobody waits and
-    there is room, never a place in line."""
+    there is capacity, never a place in line."""
 
 
 class CapacityAnswer(Contract):
@@ -65,7 +65,7 @@ class CapacityAnswer(Contract):
     """Granted: the lease to give back when the call is over."""
     wait_seconds: float = 0.0
     """Not granted: the call waits in line; the session hears ``capacity_ready`` when
-    room is kept for it, and asks again after this long if it has heard nothing."""
+    capacity is kept for it, and asks again after this long if it has heard nothing."""
 
 
 class CapacityRelease(Contract):
@@ -82,6 +82,6 @@ class CapacityRelease(Contract):
 
 
 class CapacityReady(Contract):
-    """Room is kept for the session's waiting call on this endpoint."""
+    """Capacity is kept for the session's waiting call on this endpoint."""
 
     key: str

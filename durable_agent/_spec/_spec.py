@@ -201,7 +201,7 @@ class SessionRules(_Spec):
     idle_timeout_seconds: float | None = Field(default=None, gt=0)
     """End a session that has waited this long for a message (a durable timer)."""
     continue_as_new_after_events: int | None = Field(default=None, ge=20)
-    """Continue-as-new at the next safe point once a run's history holds this many events.
+    """Continue-as-new at the next checkpoint once a run's history holds this many events.
     Unset: only when the Temporal server suggests it."""
     max_message_chars: int = Field(default=200_000, ge=1)
     """Longest user message ``send_message`` accepts, in characters of its text (a string,

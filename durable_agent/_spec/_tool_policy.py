@@ -109,7 +109,7 @@ class ToolPolicy(BaseModel):
         return data
 
 
-class OwnerFloor(BaseModel):
+class OwnerGates(BaseModel):
     """What the worker's owner set on a tool that gates its calls, kept with the tool:
     a session's settings and rules may make it stricter, never looser."""
 
@@ -122,7 +122,7 @@ class OwnerFloor(BaseModel):
     """Its calls' output comes from outside (``ToolPolicy.external_output``)."""
 
     @classmethod
-    def of(cls, policy: ToolPolicy) -> OwnerFloor | None:
+    def of(cls, policy: ToolPolicy) -> OwnerGates | None:
         """The floor a registered policy sets (``None``: the owner gates nothing)."""
         gates = policy.approval != "never" or policy.approvers is not None
         if not gates and not policy.external_output:
@@ -134,7 +134,7 @@ class OwnerFloor(BaseModel):
         )
 
 
-def tightened(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:
+def stricter_settings(owner: ToolPolicy, asked: dict[str, Any]) -> dict[str, Any]:
     """The per-session settings ``asked`` over a tool whose owner gates it, keeping only
     what makes it stricter: a stricter approval mode, approvers among the owner's (names
     outside the owner's list count for nothing), a deadline that denies (one that

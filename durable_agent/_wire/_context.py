@@ -113,7 +113,7 @@ def _tokens(messages: Sequence[Message], rules: ContextRules) -> int:
     return estimate_tokens(messages, rules.chars_per_token, rules.tokenizer)
 
 
-def room_left(messages: Sequence[Message], rules: ContextRules | None) -> float | None:
+def tokens_left(messages: Sequence[Message], rules: ContextRules | None) -> float | None:
     """The tokens a request of ``messages`` leaves under its budget for what the worker
     adds to it (files fetched by URL); ``None`` without a budget."""
     if rules is None or rules.budget_tokens is None:
@@ -320,7 +320,9 @@ def context_overflow(text: str) -> bool:
     return bool(_OVERFLOW.search(text))
 
 
-def squeezed(messages: Sequence[Message], rules: ContextRules, share: float) -> ContextRules:
+def shorter_context_rules(
+    messages: Sequence[Message], rules: ContextRules, share: float
+) -> ContextRules:
     """Rules that trim the next request to ``share`` of what the current one holds (by
     the session's own way of counting), for a model that said it was too long."""
     counting = rules.model_copy(update={"budget_tokens": 1, "when_over": "trim"})

@@ -6,7 +6,7 @@ it (pure, deterministic); workers keep transcripts by it, so a model call can sa
 prefix you hold as H, plus these new messages" instead of carrying the whole array into
 history again.
 
-Two chains, told apart by their root (a hash names its chain: see ``chain_of``):
+Two chains, told apart by their root (a hash names its chain: see ``hash_version``):
 
 - the first, ``hash[i] = sha256(hash[i-1] + canonical_json(message[i-1]))``, which
   sessions opened before the second came keep for good;
@@ -34,12 +34,12 @@ def _digest(data: bytes) -> str:
 
 
 EMPTY_HASH = _digest(b"durable-agent transcript v1")
-#: The second chain's root; its hashes start with a letter no hex digest has.
+#: The version-2 hash chain's root; its hashes start with a letter no hex digest has.
 ROOT_V2 = "v" + hashlib.sha256(b"durable-agent transcript v2").hexdigest()[:31]
 ROOTS = frozenset({EMPTY_HASH, ROOT_V2})
 
 
-def chain_of(head: str) -> int:
+def hash_version(head: str) -> int:
     """Which chain a hash is a link of (1 or 2)."""
     return 2 if head.startswith("v") else 1
 
@@ -70,13 +70,13 @@ def chain_hash(previous: str, message_json: str) -> str:
     """The link after ``previous`` for the message encoded as ``message_json``, in
     ``previous``'s chain."""
     encoded = message_json.encode()
-    if chain_of(previous) == 2:
+    if hash_version(previous) == 2:
         return _linked(previous, _digest(encoded))
     return _chained(previous, encoded)
 
 
 def _linked(previous: str, content: str) -> str:
-    """A link of the second chain: the previous link and the message's content hash."""
+    """A link of the version-2 hash chain: the previous link and the message's content hash."""
     return "v" + hashlib.sha256(f"{previous}\n{content}".encode()).hexdigest()[:31]
 
 
@@ -106,7 +106,7 @@ def hash_messages(messages: Iterable[Message], start: str = EMPTY_HASH) -> str:
 
 
 #: A message encoded before it was appended: itself, its canonical JSON (``None`` in the
-#: second chain when its digest came with it), its ``payload_bytes``, its content hash.
+#: version-2 hash chain when its digest came with it), its ``payload_bytes``, its content hash.
 _Ahead = tuple[Message, bytes | None, int, str | None]
 
 
@@ -171,9 +171,9 @@ class Transcript(Sequence[Message]):
 
     @property
     def takes_digests(self) -> bool:
-        """Its links take a message's content hash alone (the second chain): a digest
+        """Its links take a message's content hash alone (the version-2 hash chain): a digest
         and size a worker works out spare the workflow encoding the message."""
-        return chain_of(self.root) == 2
+        return hash_version(self.root) == 2
 
     def encode_ahead(
         self, message: Message, digest: str | None = None, size: int | None = None

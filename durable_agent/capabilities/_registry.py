@@ -20,7 +20,7 @@ from durable_agent._providers._environment import model_from_environment
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._provider_limits import ProviderLimits
 from durable_agent._spec._spec import McpServerSpec, ModelPrice, OpenApiSpec
-from durable_agent._spec._tool_policy import OwnerFloor, ToolPolicy
+from durable_agent._spec._tool_policy import OwnerGates, ToolPolicy
 from durable_agent._spec._tool_sources import Registrable, narrowed
 
 from ._policy import SpecPolicy
@@ -227,7 +227,7 @@ class Capabilities:
         except ValueError as error:
             raise NotAllowed(str(error)) from None
 
-    def owner_floor(self, entry: McpServerSpec | OpenApiSpec) -> OwnerFloor | None:
+    def owner_gates(self, entry: McpServerSpec | OpenApiSpec) -> OwnerGates | None:
         """How the worker's owner gates the tools of a source it registered (``None``:
         a source the spec gave whole, where the policy allows that)."""
         if entry.given_whole():
@@ -235,13 +235,13 @@ class Capabilities:
         registered = self.registered(entry.kind, entry.name)
         if registered is None:
             return None
-        return OwnerFloor.of(ToolPolicy(approval=registered.approval))
+        return OwnerGates.of(ToolPolicy(approval=registered.approval))
 
     def floored(
         self, entry: McpServerSpec | OpenApiSpec, tools: list[ResolvedTool]
     ) -> list[ResolvedTool]:
         """A source's tools with its owner's floor on each (as listed, without one)."""
-        floor = self.owner_floor(entry)
+        floor = self.owner_gates(entry)
         return tools if floor is None else [t.model_copy(update={"floor": floor}) for t in tools]
 
     def file_fetchable(self, url: str) -> str | None:

@@ -40,7 +40,7 @@ from durable_agent._contracts._events import Ended, Idle, LiveEvent
 from durable_agent._wire._messages import UserMessage
 
 from ._agui import AguiTranslator, messages_snapshot
-from ._door import Door
+from ._context import GatewayContext
 from ._http_common import HttpError, json_errors, parse_json
 from ._unstreamed import whole_replies
 
@@ -48,13 +48,13 @@ from ._unstreamed import whole_replies
 SSE_SEP = "\n"
 
 
-def agui_routes(door: Door) -> list[Route]:
-    agents = door.agents
+def agui_routes(gateway: GatewayContext) -> list[Route]:
+    agents = gateway.agents
 
     async def run_agent(request: Request) -> Response:
         run = parse_json(await request.body(), RunAgentInput)
-        session_id = await door.conversation(request, run.thread_id)
-        after = await door.offset(session_id)
+        session_id = await gateway.conversation(request, run.thread_id)
+        after = await gateway.offset(session_id)
         translator = AguiTranslator(run.thread_id, run.run_id)
         if run.resume:
             if after < 0:
@@ -62,20 +62,22 @@ def agui_routes(door: Door) -> list[Route]:
             for entry in run.resume:
                 output = _output(entry)
                 if output is not None:  # a call whose output the client gives
-                    await door.commit_output(request, session_id, entry.interrupt_id, output)
+                    await gateway.commit_output(request, session_id, entry.interrupt_id, output)
                     continue
                 approved, reason = _answer(entry)
-                await door.decide(request, session_id, entry.interrupt_id, approved, reason=reason)
-            return _stream(_follow(door, session_id, after, -1, translator))
+                await gateway.decide(
+                    request, session_id, entry.interrupt_id, approved, reason=reason
+                )
+            return _stream(_follow(gateway, session_id, after, -1, translator))
         said = _last_user_message(run)
-        if after >= 0 and (said is None or await _delivered(door, session_id, said[0])):
-            return _stream(_rejoin(door, session_id, after, translator))
+        if after >= 0 and (said is None or await _delivered(gateway, session_id, said[0])):
+            return _stream(_rejoin(gateway, session_id, after, translator))
         if said is None:
             raise HttpError(400, "messages: the last message is not the user's", "messages")
         message = UserMessage(id=said[0], content=said[1])
-        owner = door.owner_of(request)
-        sent = await agents.converse(session_id, message, door.needs_spec(None), owner=owner)
-        return _stream(_follow(door, session_id, after, sent.before, translator))
+        owner = gateway.owner_of(request)
+        sent = await agents.converse(session_id, message, gateway.needs_spec(None), owner=owner)
+        return _stream(_follow(gateway, session_id, after, sent.before, translator))
 
     return [Route("/api/agui", json_errors(run_agent), methods=["POST"])]
 
@@ -92,7 +94,7 @@ def agui_sse(stream: AsyncIterator[LiveEvent], translator: AguiTranslator) -> Re
 
 
 async def _follow(
-    door: Door,
+    gateway: GatewayContext,
     session_id: str,
     after: int,
     before: int,
@@ -102,12 +104,12 @@ async def _follow(
     """The run: its events until the session answers (more than ``before`` messages;
     ``-1``: any answer), asks a person, or ends. ``joined``: the array when a client
     joins mid-reply (it missed the reply's start: the whole array closes the run)."""
-    agents = door.agents
+    agents = gateway.agents
     yield _sse(translator.open_run())
     if joined is not None:
         yield _sse(joined)
     yield _sse(_state(await agents.session(session_id).status()))
-    async for event in whole_replies(door.hubs.follow(session_id, after)):
+    async for event in whole_replies(gateway.hubs.follow(session_id, after)):
         if isinstance(event, Idle) and event.message_count > before:
             if joined is not None:
                 array = await agents.session(session_id).messages()
@@ -129,10 +131,10 @@ async def _follow(
 
 
 async def _rejoin(
-    door: Door, session_id: str, after: int, translator: AguiTranslator
+    gateway: GatewayContext, session_id: str, after: int, translator: AguiTranslator
 ) -> AsyncIterator[ServerSentEvent]:
     """A client back after a disconnect: the array as it is, then the run under way."""
-    agents = door.agents
+    agents = gateway.agents
     status = await agents.session(session_id).status()
     array = await agents.session(session_id).messages()
     snapshot = messages_snapshot(translator.thread_id, array)
@@ -151,7 +153,7 @@ async def _rejoin(
             yield _sse(out)
     else:  # mid-reply: follow it from here to its answer
         count = status.message_count
-        async for sent in _follow(door, session_id, after, count, translator, snapshot):
+        async for sent in _follow(gateway, session_id, after, count, translator, snapshot):
             yield sent
 
 
@@ -206,10 +208,10 @@ def _last_user_message(run: RunAgentInput) -> tuple[str, str] | None:
 RESENT_WINDOW = 50
 
 
-async def _delivered(door: Door, session_id: str, message_id: str) -> bool:
+async def _delivered(gateway: GatewayContext, session_id: str, message_id: str) -> bool:
     """The session has this user message already, among its latest messages (the
     client sends it again)."""
-    agents = door.agents
+    agents = gateway.agents
     count = (await agents.session(session_id).status()).message_count
     latest = await agents.session(session_id).messages(max(count - RESENT_WINDOW, 0))
     return any(isinstance(m, UserMessage) and m.id == message_id for m in latest)

@@ -3,8 +3,8 @@
 Stateless: every request goes to Temporal, so any number of replicas can run behind a
 load balancer. A conversation id maps to a session id by a fixed rule, so the same
 conversation reaches the same session from any replica. The event stream is SSE, in
-our event types or (``format=agui``) in the AG-UI encoding. The other front doors are
-modules of their own, given the same ``Door``: ``POST /api/agui`` (``agui_endpoint``)
+our event types or (``format=agui``) in the AG-UI encoding. The other compatible endpoints are
+modules of their own, given the same ``Entry point``: ``POST /api/agui`` (``agui_endpoint``)
 and the OpenAI-compatible ``/v1`` endpoints (``openai_chat``, ``openai_responses``).
 Bad requests get a 4xx with a JSON error naming the field.
 
@@ -35,7 +35,7 @@ from durable_agent._wire._messages import dump_messages
 from ._agui import AguiTranslator
 from ._agui_endpoint import agui_routes, agui_sse
 from ._codec_endpoint import codec_routes
-from ._door import Door
+from ._context import GatewayContext
 from ._guard import GatewayAccess, GuardMiddleware
 from ._http_common import MAX_LIMIT, Body, Handler, HttpError, int_param, json_errors, read_body
 from ._hub import Hubs
@@ -90,11 +90,11 @@ def create_app(
     hubs = Hubs(agents)
     named = named or {}
     access = access or GatewayAccess()
-    owner_of = Door.owner_of
+    owner_of = GatewayContext.owner_of
 
     async def owned(request: Request) -> str:
         """The path's session, when the caller may see it."""
-        return await door.session(request, request.path_params["session_id"])
+        return await gateway.session(request, request.path_params["session_id"])
 
     def needs_spec(agent: str | None = None) -> AgentSpec:
         if agent is not None:
@@ -107,7 +107,7 @@ def create_app(
             raise HttpError(400, "this gateway starts no sessions: it was served without --spec")
         return spec
 
-    door = Door(agents, hubs, access, needs_spec)
+    gateway = GatewayContext(agents, hubs, access, needs_spec)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
@@ -119,8 +119,8 @@ def create_app(
     async def list_sessions(request: Request) -> Response:
         limit = int_param(request, "limit", 50, 1, MAX_LIMIT)
         found = await agents.sessions(limit=limit)
-        principal = Door.principal_of(request)
-        found = [s for s in found if door.may_see(principal, s.owner)]
+        principal = GatewayContext.principal_of(request)
+        found = [s for s in found if gateway.may_see(principal, s.owner)]
         return JSONResponse(
             [
                 {
@@ -160,7 +160,7 @@ def create_app(
     async def diff_sessions(request: Request) -> Response:
         """Where two sessions the caller may see part, and what each says after."""
         left = await owned(request)
-        right = await door.session(request, request.path_params["other"])
+        right = await gateway.session(request, request.path_params["other"])
         found = await agents.diff(left, right)
         return JSONResponse(
             {
@@ -171,7 +171,7 @@ def create_app(
         )
 
     async def send_to_conversation(request: Request) -> Response:
-        session_id = await door.conversation(request, request.path_params["conversation_id"])
+        session_id = await gateway.conversation(request, request.path_params["conversation_id"])
         body: MessageBody = await read_body(request, MessageBody)
         sent = await agents.converse(session_id, body.text, needs_spec(), owner=owner_of(request))
         return JSONResponse(
@@ -188,7 +188,7 @@ def create_app(
         async def decide(request: Request) -> Response:
             body: DecisionBody = await read_body(request, DecisionBody)
             session_id, approval_id = await owned(request), request.path_params["approval_id"]
-            await door.decide(
+            await gateway.decide(
                 request, session_id, approval_id, approve, by=body.by, reason=body.reason
             )
             return JSONResponse({"decided": "approved" if approve else "denied"}, status_code=202)
@@ -198,14 +198,14 @@ def create_app(
     async def commit_output(request: Request) -> Response:
         body: OutputBody = await read_body(request, OutputBody)
         session_id, approval_id = await owned(request), request.path_params["approval_id"]
-        await door.commit_output(
+        await gateway.commit_output(
             request, session_id, approval_id, body.content, is_error=body.is_error, by=body.by
         )
         return JSONResponse({"decided": "responded"}, status_code=202)
 
     async def end(request: Request) -> Response:
         body: DecisionBody = await read_body(request, DecisionBody)
-        by = door.decided_by(request, body.by)
+        by = gateway.decided_by(request, body.by)
         await agents.session(await owned(request)).end(by=by, reason=body.reason)
         return JSONResponse({"ending": True}, status_code=202)
 
@@ -272,10 +272,10 @@ def create_app(
             json_errors(send_to_conversation),
             methods=["POST"],
         ),
-        *agui_routes(door),
-        *chat_routes(door, named, spec is not None),
-        *responses_routes(door, named),
-        *(codec_routes(codec, door) if codec is not None else []),
+        *agui_routes(gateway),
+        *chat_routes(gateway, named, spec is not None),
+        *responses_routes(gateway, named),
+        *(codec_routes(codec, gateway) if codec is not None else []),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])
     app.state.stopping = hubs.stop  # ``serve_http`` ends the event streams first

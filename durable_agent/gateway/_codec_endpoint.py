@@ -3,13 +3,13 @@
 The UI never holds the keys: it posts the payloads it shows to ``/codec/decode`` (and
 ``/codec/encode`` for what it sends) in Temporal's JSON form, with ``X-Namespace``,
 and gets them back decoded. The gateway's guard stands in front, as for every other
-door: the hosts it serves, the browser origins allowed to call it (the UI's,
+entry point: the hosts it serves, the browser origins allowed to call it (the UI's,
 ``--codec-origin``), a body limit counted while reading, and the gateway's users (the
 UI's "pass the user access token" setting, or a user of the gateway's token list).
 
 An encrypted payload names the session it belongs to (``encryption.payload_session``),
 and is decoded only for a caller who may see that session, by the same check as every
-other door: its owner, or an admin. One the caller may not see comes back as it was
+other entry point: its owner, or an admin. One the caller may not see comes back as it was
 sent, still encrypted; one that names no session (encrypted before payloads were
 bound to sessions) is decoded for admins only.
 """
@@ -28,12 +28,12 @@ from temporalio.api.common.v1 import Payload, Payloads
 from durable_agent._client._types import SessionNotFoundError
 from durable_agent._payloads._encryption import ENCRYPTED, EncryptionCodec, payload_session
 
-from ._door import Door
+from ._context import GatewayContext
 
 
-def codec_routes(codec: EncryptionCodec, door: Door) -> list[Route]:
+def codec_routes(codec: EncryptionCodec, gateway: GatewayContext) -> list[Route]:
     """``POST /codec/encode`` and ``/codec/decode``, with their CORS preflights."""
-    origins = door.access.codec_origins
+    origins = gateway.access.codec_origins
 
     def cors(request: Request, response: Response) -> Response:
         origin = request.headers.get("origin")
@@ -50,8 +50,8 @@ def codec_routes(codec: EncryptionCodec, door: Door) -> list[Route]:
     async def visible(request: Request, payloads: Sequence[Payload]) -> list[Payload]:
         """The payloads as the caller may have them decoded: those of sessions they may
         not see left as they are."""
-        principal = door.principal_of(request)
-        if door.sees_everything(principal):
+        principal = gateway.principal_of(request)
+        if gateway.sees_everything(principal):
             return await codec.decode(payloads)
         seen: dict[str, bool] = {}
         out = []
@@ -59,7 +59,7 @@ def codec_routes(codec: EncryptionCodec, door: Door) -> list[Route]:
             session = payload_session(payload)
             if session is not None and session not in seen:
                 try:
-                    await door.session(request, session)
+                    await gateway.session(request, session)
                     seen[session] = True
                 except SessionNotFoundError:
                     seen[session] = False

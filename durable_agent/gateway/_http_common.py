@@ -1,4 +1,4 @@
-"""What every door of the gateway shares: HTTP errors that name the field, request
+"""What every entry point of the gateway shares: HTTP errors that name the field, request
 bodies read strictly, client and Temporal errors as 4xx/5xx JSON, and the rule that
 maps a conversation id to its session."""
 

@@ -11,7 +11,7 @@ disconnect) gets its answer, waited for if need be, and nothing is sent twice.
 ``Durable-Session-Id`` (a header) or ``metadata.session_id`` names a session instead.
 
 The answer is the reply's last text. Tool calls run on the workers; a call waiting
-for a person is the reply's text (what waits, and how to decide it, for any chat
+for a person is the reply's text (the calls that wait, and how to decide it, for any chat
 window) and its ``durable_agent`` field (the same, for programs). The session's id
 comes back in the ``Durable-Session-Id`` header. A chat's session ends after
 ``CHAT_IDLE_SECONDS`` without a message; the client's next request resumes it.
@@ -34,9 +34,9 @@ from durable_agent._client._types import SessionNotFoundError
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import AssistantMessage, Message, UserMessage, text_of
 
-from ._door import Door
+from ._context import GatewayContext
 from ._http_common import HttpError, parse_json
-from ._openai_door import (
+from ._openai_common import (
     Reply,
     agent_for,
     approvals_extension,
@@ -71,8 +71,10 @@ class ChatRequest(BaseModel):
     tools: list[Any] | None = None
 
 
-def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -> list[Route]:
-    agents = door.agents
+def chat_routes(
+    gateway: GatewayContext, named: Mapping[str, AgentSpec], has_default: bool
+) -> list[Route]:
+    agents = gateway.agents
 
     async def models(request: Request) -> Response:
         return JSONResponse(models_listing(named, has_default))
@@ -81,18 +83,18 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
         body = parse_json(await request.body(), ChatRequest)
         if body.tools:
             raise HttpError(400, "tools: the agent's tools are the workers'; send none", "tools")
-        spec = _ending(agent_for(door, named, body.model))
-        owner = door.owner_of(request)
+        spec = _ending(agent_for(gateway, named, body.model))
+        owner = gateway.owner_of(request)
         history, message = _history(body.messages)
         asked = _said([*history, message])
         named_session = request.headers.get(SESSION_HEADER) or (body.metadata or {}).get(
             "session_id"
         )
         if named_session:
-            session_id = await door.session(request, named_session)
+            session_id = await gateway.session(request, named_session)
             array: list[Message] | None = None
         else:
-            session_id, array = await _find(door, request, body.model, asked)
+            session_id, array = await _find(gateway, request, body.model, asked)
         if array is not None and len(_said(array)) > len(asked) - 1:  # sent already
             # where the events are, then the array: an answer landing between the two
             # reads is in the array or after that offset, never missed
@@ -102,16 +104,16 @@ def chat_routes(door: Door, named: Mapping[str, AgentSpec], has_default: bool) -
             answer = _answer_after(array, at)
             if answer is not None:
                 return await _respond(body, session_id, at, _done(answer))
-            steps = follow_reply(door, session_id, after, at)
+            steps = follow_reply(gateway, session_id, after, at)
             return await _respond(body, session_id, at, steps)
         if array is None and not named_session:  # a new conversation: its history first
             await agents.start(spec, message, session_id=session_id, history=history, owner=owner)
             after, before = -1, 0
         else:
-            after = await door.offset(session_id)
+            after = await gateway.offset(session_id)
             sent = await agents.converse(session_id, message, spec, owner=owner)
             before = sent.before
-        steps = follow_reply(door, session_id, after, before)
+        steps = follow_reply(gateway, session_id, after, before)
         return await _respond(body, session_id, before, steps)
 
     return [
@@ -130,15 +132,17 @@ def _ending(spec: AgentSpec) -> AgentSpec:
 
 
 async def _find(
-    door: Door, request: Request, model: str, asked: list[tuple[str, str]]
+    gateway: GatewayContext, request: Request, model: str, asked: list[tuple[str, str]]
 ) -> tuple[str, list[Message] | None]:
     """The session this history belongs to, and its array (``None``: a new one)."""
     first = next(text for role, text in asked if role == "user")
-    key = conversation_key(door.owner_of(request), model, first)
+    key = conversation_key(gateway.owner_of(request), model, first)
     for n in range(1, MAX_CHATS + 1):
         session_id = f"chat-{key}-{n}"
         try:
-            array = await door.agents.session(await door.session(request, session_id)).messages()
+            array = await gateway.agents.session(
+                await gateway.session(request, session_id)
+            ).messages()
         except SessionNotFoundError:
             return session_id, None
         seen = _said(array)
@@ -259,7 +263,7 @@ def _completion(ident: str, model: str, session_id: str, reply: Reply) -> dict[s
 
 
 def _content(session_id: str, reply: Reply) -> str:
-    """The answer, or, when the reply waits for a person, what waits and how to decide."""
+    """The answer, or, when the reply waits for a person, the calls that wait and how to decide."""
     if reply.pending and not reply.text:
         return waiting_text(session_id, reply.pending)
     return reply.text
@@ -289,7 +293,7 @@ async def _chunks(
             reply = step
         elif text := text_deltas(step):
             yield chunk({"content": text})
-    if reply.pending and not reply.text:  # a chat window shows what waits
+    if reply.pending and not reply.text:  # a chat window shows the calls that wait
         yield chunk({"content": waiting_text(session_id, reply.pending)})
     extra = (
         {"durable_agent": approvals_extension(session_id, reply.pending)} if reply.pending else {}

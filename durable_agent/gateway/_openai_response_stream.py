@@ -17,7 +17,7 @@ from sse_starlette import ServerSentEvent
 
 from durable_agent._contracts._events import ModelStarted, TextDelta
 
-from ._openai_door import Reply
+from ._openai_common import Reply
 
 
 class _Stream:

@@ -33,9 +33,9 @@ from durable_agent._client._types import SessionNotFoundError
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import UserMessage
 
-from ._door import Door
+from ._context import GatewayContext
 from ._http_common import HttpError, parse_json
-from ._openai_door import Reply, agent_for, answered, follow_reply, openai_errors, wait_reply
+from ._openai_common import Reply, agent_for, answered, follow_reply, openai_errors, wait_reply
 from ._openai_response_stream import response_events
 
 
@@ -52,8 +52,8 @@ class ResponsesRequest(BaseModel):
     stream: bool = False
 
 
-def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
-    agents = door.agents
+def responses_routes(gateway: GatewayContext, named: Mapping[str, AgentSpec]) -> list[Route]:
+    agents = gateway.agents
 
     async def create(request: Request) -> Response:
         body = parse_json(await request.body(), ResponsesRequest)
@@ -62,15 +62,15 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
                 raise HttpError(
                     400, f"{refused}: the agent's spec decides them; send none", refused
                 )
-        spec = agent_for(door, named, body.model)
-        owner = door.owner_of(request)
+        spec = agent_for(gateway, named, body.model)
+        owner = gateway.owner_of(request)
         users, decisions = _input(body.input)
         conversation = _conversation_id(body.conversation)
         if conversation is not None:
-            session_id: str | None = await door.conversation(request, conversation)
+            session_id: str | None = await gateway.conversation(request, conversation)
         elif body.previous_response_id is not None:
             session_id, _ = parse_id(body.previous_response_id)
-            await door.session(request, session_id)
+            await gateway.session(request, session_id)
         else:
             session_id = None
         if session_id is None:
@@ -84,18 +84,18 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
             )
             after, before = -1, 0
         else:
-            after = await door.offset(session_id)
+            after = await gateway.offset(session_id)
             if after < 0 and body.previous_response_id is not None:
                 raise SessionNotFoundError(session_id)
             # counted before deciding: an answer quick enough to land before the count
             # would otherwise not be more than it
             before = (await agents.session(session_id).status()).message_count if after >= 0 else 0
             for approval_id, approve, reason in decisions:
-                await door.decide(request, session_id, approval_id, approve, reason=reason)
+                await gateway.decide(request, session_id, approval_id, approve, reason=reason)
             for message in users:
                 before = (await agents.converse(session_id, message, spec, owner=owner)).before
         if body.stream:
-            steps = follow_reply(door, session_id, after, before)
+            steps = follow_reply(gateway, session_id, after, before)
             whole = functools.partial(
                 _response, session_id, before, body.model, body=body, conversation=conversation
             )
@@ -105,7 +105,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
 
             events = response_events(response_id(session_id, before), steps, shaped)
             return EventSourceResponse(events, sep="\n", ping=15)
-        reply = await wait_reply(door, session_id, after, before)
+        reply = await wait_reply(gateway, session_id, after, before)
         if reply.ended is not None:
             raise HttpError(502, f"the session ended: {reply.ended}")
         return JSONResponse(
@@ -114,7 +114,7 @@ def responses_routes(door: Door, named: Mapping[str, AgentSpec]) -> list[Route]:
 
     async def retrieve(request: Request) -> Response:
         session_id, before = parse_id(request.path_params["response_id"])
-        await door.session(request, session_id)
+        await gateway.session(request, session_id)
         reply = await answered(agents, session_id, before)
         pending = (await agents.session(session_id).status()).pending_approvals
         reply.pending = pending

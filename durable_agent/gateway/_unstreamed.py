@@ -1,10 +1,10 @@
-"""A reply's text as one delta when it was not streamed, for the doors that speak in
+"""A reply's text as one delta when it was not streamed, for the entry points that speak in
 deltas (OpenAI chat and Responses streams, AG-UI).
 
 The log streams a model's text as ``text_delta`` events, but not always: a session may
 turn deltas off (``live_deltas``), and a reply hook keeps them back (readers would see
 the text before the rewrite). The reply's text is then only in its own
-``message_appended`` event. A door reading the log through ``whole_replies`` gets
+``message_appended`` event. An entry point reading the log through ``whole_replies`` gets
 that text (and reasoning) as one delta just before the message, so its client shows
 the answer either way. The session's own event stream is left as the log has it.
 """

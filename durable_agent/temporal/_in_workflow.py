@@ -114,7 +114,7 @@ async def start_child_agent(
     (its handle's ``id`` is the session id, ``agent_session_id(name)``). People decide
     its calls on that id (``AgentClient.session(id).decide``, or the ``approve``,
     ``deny`` and ``respond`` signals, each ``{"approval_id": ..., "by": ...}``); the
-    child tells the calling workflow what waits with the ``child_approvals`` signal
+    child tells the calling workflow the calls that wait with the ``child_approvals`` signal
     (``ChildApprovals``), which a workflow without a handler of that name ignores.
     ``one_reply``: the session ends after its answer (otherwise it waits for more
     messages until it is ended, as any session). ``task_queue``: where the session's

@@ -133,7 +133,7 @@ async def test_forks_at_several_points_of_a_session_with_tools_and_approvals(
             listing = "\n".join(session_lines(await agents.sessions(where=f"({ours})")))
             assert f"  └ {later}" in listing and f"(from {parent} at 6)" in listing
 
-            # the CLI's doors
+            # the CLI's entry points
             address = address_of(temporal_env)
             spec_file = tmp_path / "spec.json"
             spec_file.write_text(spec.model_dump_json())

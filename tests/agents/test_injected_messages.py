@@ -1,7 +1,7 @@
 """Messages other than a person's, mid-session (``commitSystemMessage``
 and ``commitAssistantMessage``): a program adds a system notice or an assistant message
 by update (``SessionHandle.inject``, ``durable-agent inject``) or signal; it joins the
-array at the next safe point, never inside a tool batch, starts no turn, and the next
+array at the next checkpoint, never inside a tool batch, starts no turn, and the next
 request carries it."""
 
 from __future__ import annotations

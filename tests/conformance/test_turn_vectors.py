@@ -144,7 +144,7 @@ class VectorRun:
             self.executed.append((ctx.turn, ctx.slot, name, arguments))
             await self._steer(ctx.turn)
             if self.cancel_at in ("before_iteration_2", "after_tool_0") and len(self.executed) == 1:
-                await self.cancel()  # while the first call runs: honoured at the next safe point
+                await self.cancel()  # while the first call runs: honoured at the next checkpoint
             result = self.results[ctx.tool_call_id]
             if behaviour.startswith("raises"):
                 kind, message = re.fullmatch(r"Error calling '.+': (\w+): (.*)", result).groups()  # type: ignore[union-attr]

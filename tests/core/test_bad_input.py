@@ -1,4 +1,4 @@
-"""Bad input at every door: a bad start fails at once naming each field; bad signals
+"""Bad input at every entry point: a bad start fails at once naming each field; bad signals
 change nothing, are visible in `status`, and lose nothing that was good."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_requests_per_window_slide() -> None:
     ledger = Ledger(LedgerState())
     assert ledger.acquire(0, ask(limits, "a")).lease == "1"
     assert ledger.acquire(1, ask(limits, "b")).lease == "2"
-    # in line, told to ask again after the window, its margin and a kept room's life
+    # in line, told to ask again after the window, its margin and a kept capacity's life
     waiting = ledger.acquire(2, ask(limits, "c"))
     assert waiting == CapacityAnswer(lease=None, wait_seconds=10 + 1 + RESERVATION_SECONDS)
     # nobody jumps the line, even when asking again
@@ -47,7 +47,7 @@ def test_requests_per_window_slide() -> None:
     assert ledger.serve(10.5) == []
     served = ledger.serve(11)
     assert [w.session_id for w in served] == ["c"]
-    # the kept room is claimed by the session's next ask, counted from then
+    # the kept capacity is claimed by the session's next ask, counted from then
     claimed = ledger.acquire(11.2, ask(limits, "c"))
     assert claimed.lease == "3"
     assert ledger.acquire(11.5, ask(limits, "d")).lease is None  # b's and c's window
@@ -76,7 +76,7 @@ def test_concurrency_counts_leases_until_released_or_their_hold_ends() -> None:
     assert ledger.next_change(1) == 30  # a lost worker's lease ends with its hold
     ledger.release(5, CapacityRelease(lease=lease))
     assert [w.session_id for w in ledger.serve(5)] == ["b"]
-    # an unclaimed reservation holds the room; a session that cannot be told frees it
+    # an unclaimed reservation holds the capacity; a session that cannot be told frees it
     assert ledger.acquire(6, ask(limits, "c")).lease is None
     ledger.forget("b")
     assert [w.session_id for w in ledger.serve(6)] == ["c"]

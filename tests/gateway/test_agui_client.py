@@ -29,7 +29,9 @@ from tests.support.agui_client import CLIENT, need_agui_client, run_agent
 from tests.support.docs_page import page_block
 from tests.support.gateway_harness import read_sse, served
 
-FRONT_DOORS = Path(__file__).parent.parent.parent / "docs" / "how-to" / "front-doors.md"
+COMPATIBLE_ENDPOINTS = (
+    Path(__file__).parent.parent.parent / "docs" / "how-to" / "compatible-endpoints.md"
+)
 wiped: list[str] = []
 registry = Registry()
 
@@ -228,12 +230,12 @@ async def test_another_users_thread_is_not_theirs_to_resume(
 async def test_the_manuals_example_runs_with_the_official_client(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """docs/how-to/front-doors.md's AG-UI example, as it stands, run by node: it asks, sees
+    """docs/how-to/compatible-endpoints.md's AG-UI example, as it stands, run by node: it asks, sees
     the interrupt, approves it, and the answer streams."""
     wiped.clear()
     script = [assistant_calls(("wipe_cache", {"name": "tiles"})), assistant_text("tiles cleared")]
     example = CLIENT / f".example-{task_queue}.mjs"  # beside the client, which it imports
-    example.write_text(page_block("## AG-UI", "js", FRONT_DOORS))
+    example.write_text(page_block("## AG-UI", "js", COMPATIBLE_ENDPOINTS))
     with ScriptedProvider(script) as provider:
         async with served(
             temporal_env, task_queue, provider, ["wipe_cache"], registry, tmp_path

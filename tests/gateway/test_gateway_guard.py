@@ -1,4 +1,4 @@
-"""The gateway's door, over real HTTP against ``durable-agent serve``: what a page on
+"""The gateway's entry point, over real HTTP against ``durable-agent serve``: what a page on
 another site (or a rebound DNS name) can send gets nothing done; bodies are JSON and
 bounded; with tokens, sessions belong to who started them, decisions are recorded as
 the authenticated user, and nobody else sees or decides them; a sub-agent's approval id

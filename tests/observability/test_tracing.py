@@ -298,6 +298,6 @@ def test_a_full_queue_drops_spans_and_counts_them() -> None:
         if update.metric.name == "durable_agent_spans_dropped"
         and dict(update.attributes).get("reason") == "queue_full"
     )
-    # a queue that made span ends wait for room would have dropped nothing: every span
+    # a queue that made span ends wait for capacity would have dropped nothing: every span
     # would have waited for the stalled export instead
     assert held == 0 and dropped >= 40, (held, dropped)

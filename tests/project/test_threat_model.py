@@ -29,7 +29,7 @@ CAPABILITIES = [
     "Secrets",
     "Registered services",
     "Task queues",
-    "The gateway's doors",
+    "The gateway's entry points",
     "The codec endpoint",
     "Encryption at rest",
     "Replays",

@@ -1,7 +1,7 @@
 """Shared provider limits: one endpoint's limit holds across every worker process and
-session (one limiter workflow per endpoint keeps the count); a call without room waits
+session (one limiter workflow per endpoint keeps the count); a call without capacity waits
 durably, shown in ``status`` and as events, without using up an attempt or sending a
-request; a 429 slows the endpoint for everyone; tenants share the room in turn."""
+request; a 429 slows the endpoint for everyone; tenants share the capacity in turn."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
             assert len(provider.requests) == 1  # the waiting call sent nothing
             shown = format_status(await agents.session(second).status())
-            assert f"waiting:        for room on {key} (shared limit)" in shown
+            assert f"waiting:        for capacity on {key} (shared limit)" in shown
             ledger = await limiter_ledger(client, key)
             assert [w["tenant"] for w in ledger["waiting"]] == ["bob"]
             # a forged "ready" only makes the call ask again: it waits on, in its place

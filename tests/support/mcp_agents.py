@@ -1,4 +1,4 @@
-"""Agents for the MCP front door's tests (``durable-agent mcp-serve --agents``): their
+"""Agents for the MCP compatible endpoint's tests (``durable-agent mcp-serve --agents``): their
 model is the scripted provider the test runs, named by ``MCP_DOOR_MODEL_URL``."""
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ class Sizes:
 @workflow.defn(sandboxed=False)
 class LogSizes:
     @workflow.init
-    def __init__(self, count: int, room: int, remember: bool) -> None:
+    def __init__(self, count: int, capacity: int, remember: bool) -> None:
         self.stream = WorkflowStream()
 
     @workflow.run
-    async def run(self, count: int, room: int, remember: bool) -> Sizes:
+    async def run(self, count: int, capacity: int, remember: bool) -> Sizes:
         topic, other = self.stream.topic("events"), self.stream.topic("x")
         known = EventSizes() if remember else None
         for n in range(count):
@@ -60,16 +60,16 @@ class LogSizes:
         ours = [wire_size(item) for item in items]
         encoded = [len(item.topic) + len(item.data) for item in state.log]
         whole = sum(encoded)
-        over = [log_over(self.stream, limit, known) for limit in (whole - 1, whole, room)]
-        # the old cut: encode every event, keep the newest within ``room``
+        over = [log_over(self.stream, limit, known) for limit in (whole - 1, whole, capacity)]
+        # the old cut: encode every event, keep the newest within ``capacity``
         total, keep = 0, 0
         for size in reversed(encoded):
             total += size
-            if total > room:
+            if total > capacity:
                 break
             keep += 1
         expected = list(range(state.base_offset + len(encoded) - keep, base + len(encoded)))
-        keep_newest(self.stream, room, known)
+        keep_newest(self.stream, capacity, known)
         after = self.stream.get_state()
         kept = list(range(after.base_offset, after.base_offset + len(after.log)))
         return Sizes(base, ours, encoded, kept, expected, over)

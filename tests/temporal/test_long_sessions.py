@@ -153,7 +153,7 @@ async def test_a_long_start_is_read_back_in_pages_and_a_batch_runs_in_runners(
         if e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
     ]
     assert calls[0]["transcript"]["count"] == 2_099 and len(calls[0]["messages"]) == 2
-    # the second chain (a new session's): each result came with its digest and size,
+    # the version-2 hash chain (a new session's): each result came with its digest and size,
     # which the workflow chained by (the worker checked each call's head against its own)
     assert all(call["head"].startswith("v") for call in calls)
     returned = [

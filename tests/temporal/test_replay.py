@@ -42,7 +42,7 @@ def test_histories_are_recorded() -> None:
         "rescue",  # broken tool-call JSON corrected (recorded with the rescue patch)
         "approval_decisions",  # approve, deny, an edit, a response; a refused edit; a race
         "approval_grants",  # "always" grants across continue-as-new, an edit, a revocation
-        "approval_signed",  # signed decisions checked by the workers, refusals, the CLI door
+        "approval_signed",  # signed decisions checked by the workers, refusals, the CLI entry point
         "swarm",  # three agents: handoffs by tool, an approval on billing, transfer_back
         "swarm_continued",  # a run continued as new with tech active (the stack carried)
         "swarm_moved",  # moves rejected, then one by the `temporal` CLI; tech answers
@@ -61,8 +61,8 @@ def test_histories_are_recorded() -> None:
         "tool_routes_refused",  # a batch's task queues asked of the worker, one refused
         "fallback_chain",  # three hops across Chat Completions and Anthropic
         "context_overflow_trimmed",  # "context too long", then a shorter request (its patch)
-        "capacity_wait",  # a model call that waited for room on a limited endpoint
-        "limiter",  # an endpoint's limiter: asks, a line, a kept room, releases
+        "capacity_wait",  # a model call that waited for capacity on a limited endpoint
+        "limiter",  # an endpoint's limiter: asks, a line, a kept capacity, releases
         "forked_session",  # a branch of another session: its start read back by reference
         "evaluation",  # an evaluation: case sessions as children, scored, then the budget
         "moved_to_current_build",  # a pinned run that went on on the new build (its patch)
@@ -73,7 +73,7 @@ def test_histories_are_recorded() -> None:
         "carried_read_back",  # a continued run's array the store lost, read back
         "pages_of_500",  # the third baseline: 1,200 messages in pieces and pages of 500
         "started_history",  # a long start's history sent apart, read back in pages
-        "second_chain",  # the fourth: that start in the second chain, results by digest
+        "second_chain",  # the fourth: that start in the version-2 hash chain, results by digest
         "second_chain_continued",  # a continued run's pages read back with digests
         "titled_at_start",  # titled by the start's memo: no upsert of its own
         "stored_prefix_kept",  # the fifth: carried by reference, nothing stored again

@@ -1,7 +1,7 @@
 """Scheduled agents on Temporal Schedules: three runs of an agent, each a one-shot
 session of its own id listed under its schedule; a run due while the last one still
 runs is skipped (the ``skip`` policy) or started beside it (``allow_all``, by a
-backfill); pause and delete; the CLI's doors."""
+backfill); pause and delete; the CLI's entry points."""
 
 from __future__ import annotations
 

@@ -164,7 +164,7 @@ async def test_bad_messages_are_rejected_visibly_and_lose_nothing(
             sid = await agents.start(session_spec(provider, max_message_chars=10), "hello")
             await agents.session(sid).wait(timeout=20)
             refused = []
-            for text in ("", "x" * 11):  # the update door: refused to the caller at once
+            for text in ("", "x" * 11):  # the update entry point: refused to the caller at once
                 with pytest.raises(MessageRefusedError) as caught:
                     await agents.session(sid).send(text)
                 refused.append(caught.value.reason)

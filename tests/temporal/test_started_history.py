@@ -1,6 +1,6 @@
 """A long history sent apart from a session's start (``AgentInput.earlier``): the client
 sends it as a signal with the start, a worker reads it from the run's own history and
-stores it, the run reads it back in pages. Around that door: a start that announces
+stores it, the run reads it back in pages. Around that entry point: a start that announces
 messages it did not send, a history sent later by someone else, a count that does not
 match, messages that do not read, encryption (the signal is as encrypted as the
 input), and openings that must read as an inline history's do (a swarm's first agent,

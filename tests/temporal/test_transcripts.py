@@ -39,9 +39,9 @@ from durable_agent._wire._transcript import (
     Transcript,
     canonical_json,
     chain_hash,
-    chain_of,
     content_hash,
     hash_messages,
+    hash_version,
     payload_bytes,
 )
 from durable_agent.temporal import build_worker
@@ -410,8 +410,8 @@ def test_the_second_chain_links_content_hashes_and_names_itself() -> None:
         assert transcript.content_hash_at(k) == digest
         assert transcript.json_bytes(k, k + 1) == payload_bytes(message)
         previous = expected
-    assert [chain_of(h) for h in (ROOT_V2, transcript.head)] == [2, 2]
-    assert chain_of(EMPTY_HASH) == chain_of(hash_messages(messages)) == 1
+    assert [hash_version(h) for h in (ROOT_V2, transcript.head)] == [2, 2]
+    assert hash_version(EMPTY_HASH) == hash_version(hash_messages(messages)) == 1
     assert transcript.head == hash_messages(messages, ROOT_V2) != hash_messages(messages)
     assert len(transcript.head) == len(hash_messages(messages)) == 32
 
@@ -419,7 +419,7 @@ def test_the_second_chain_links_content_hashes_and_names_itself() -> None:
 def test_a_result_told_of_with_its_digest_is_never_encoded_in_the_second_chain(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What a worker worked out of a result (its digest and size) is all the second chain
+    """What a worker worked out of a result (its digest and size) is all the version-2 hash chain
     needs: the transcript never encodes it, and its values are the encoded ones. The
     first chain still encodes it (its links hash the JSON), but hashes it once."""
     big = ToolMessage(tool_call_id="c1", content="row\n" * 100_000, tool_name="report")

@@ -197,9 +197,9 @@ async def test_a_page_gives_the_output_through_the_gateway(
 
 
 def test_a_chat_window_is_told_how_to_give_an_output_not_to_approve() -> None:
-    """The OpenAI door's text for a reply that waits: a call whose output comes from
+    """The OpenAI entry point's text for a reply that waits: a call whose output comes from
     outside is given at its ``output`` route; a gated call is approved or denied."""
-    from durable_agent.gateway._openai_door import waiting_text
+    from durable_agent.gateway._openai_common import waiting_text
 
     asked = PendingApproval(
         approval_id="turn1-call0",

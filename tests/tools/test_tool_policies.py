@@ -57,7 +57,7 @@ async def _ledger_work(entry: str) -> None:
     if entry in ("r1", "r2"):
         await asyncio.wait_for(neighbours.wait(), 60)
     else:
-        await asyncio.sleep(0.3)  # room for a wrong overlap to happen
+        await asyncio.sleep(0.3)  # capacity for a wrong overlap to happen
     running.discard(entry)
     ledger_log.append(f"end {entry}")
 

@@ -1,6 +1,6 @@
 """The worker owns what a session may do: each hostile spec is refused at start and has
 no effect (no process started, no request made, no file read, no call routed), on the
-paths around the door too (sub-agents, swarm agents, the ``temporal`` CLI, a forged
+paths around the entry point too (sub-agents, swarm agents, the ``temporal`` CLI, a forged
 continue-as-new input, a worker whose policy is stricter than the one that started the
 session); and what the worker registered is used by name."""
 

@@ -1,5 +1,5 @@
 """What a run carries and what a call names are checked by the worker, whoever wrote
-them: the reproductions of what got through between the doors, each through the real
+them: the reproductions of what got through between the entry points, each through the real
 worker, each shown by its effect (no request made, no tool run, nothing decided).
 
 - Carried state is taken only from the session's own continue-as-new: a cron run (or a

@@ -1,6 +1,6 @@
 """Files a message gives by URL are fetched only as the worker's owner allows: an origin
 entry with a path allows that path alone (after dot segments and escapes), a request
-fetches at most so many files and bytes and only what its context budget leaves room
+fetches at most so many files and bytes and only what its context budget leaves space
 for, a kept file belongs to one session and is asked after at its origin at each use,
 one deadline bounds a whole fetch, and a log line never shows a URL's query. Each is
 shown by what reached the origin and what the request carried, over real HTTP."""
@@ -110,7 +110,7 @@ async def test_a_file_counts_against_the_context_budget() -> None:
         rules = ContextRules(budget_tokens=400, chars_per_token=4.0)
         message = prepared(f"{o.url}/a.pdf", f"{o.url}/b.pdf", context=rules)
         # the text takes 3 tokens; one file of 1,009 bytes counts 253: one fits, not two
-        sent = await fetcher.inline(message, "s-1", room_tokens=397.0, chars_per_token=4.0)
+        sent = await fetcher.inline(message, "s-1", tokens_left=397.0, chars_per_token=4.0)
     assert inline_count(sent) == 1
     assert "context budget" in parts(sent)[0].text
 

@@ -2,7 +2,7 @@
 session gives its own messages (``m<position>``): such an id would name another message
 of the array, and a reader that goes by id (the message log, a chat client skipping
 what it holds) would take one for the other. On the real server the message is refused
-at every door (a start, the checked send, a bare signal, an inject) and the array
+at every entry point (a start, the checked send, a bare signal, an inject) and the array
 holds no message with a borrowed id; an id of another form is kept."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""People deciding tool calls, on the real server through every door: updates (the
+"""People deciding tool calls, on the real server through every entry point: updates (the
 client), the `durable-agent` CLI and the `temporal` CLI (signals and updates). Each
 decision kind, a refused edit, two clients racing for one call, "always" grants across
 continue-as-new and their revocation, signed decisions and approvers, escalation at a

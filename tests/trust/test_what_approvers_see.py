@@ -1,6 +1,6 @@
 """An approver sees the whole call on every screen. An owner's describer that returns
 a long text (a shell command whose dangerous tail sits past 500 characters) is cut
-with a marker saying how much was left out, and the CLI, the chat door (its text and
+with a marker saying how much was left out, and the CLI, the chat entry point (its text and
 its extension) and AG-UI's interrupt all show the call's arguments whole beside it;
 the tool has not run while the call waits."""
 
@@ -15,7 +15,7 @@ from durable_agent._cli._render import format_pending
 from durable_agent._tools._registry import Registry
 from durable_agent._tools._tool import tool
 from durable_agent.gateway._agui import AguiTranslator
-from durable_agent.gateway._openai_door import approvals_extension, waiting_text
+from durable_agent.gateway._openai_common import approvals_extension, waiting_text
 from durable_agent.testing import ScriptedProvider, assistant_calls
 from tests.support.agent_harness import running_worker, spec_for
 from tests.trust.test_human_in_the_loop import pending_count

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from durable_agent._errors import NotRegistered
 from durable_agent._failures import Failure
-from durable_agent._spec._tool_policy import OwnerFloor
+from durable_agent._spec._tool_policy import OwnerGates
 from durable_agent._spec._tool_sources import ToolsetSpec
 from durable_agent._spec.tool_kinds._base import (
     CallTarget,
@@ -81,7 +81,7 @@ class ToolKind(Generic[TargetT, CallT]):
                 definition = ToolDefinition.model_validate(named)
             except ValueError as error:
                 raise ToolsetError(str(error)) from None
-            floor = OwnerFloor.of(tool.policy)
+            floor = OwnerGates.of(tool.policy)
             tools.append(tool.model_copy(update={"definition": definition, "floor": floor}))
         return tools
 

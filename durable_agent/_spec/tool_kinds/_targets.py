@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from durable_agent._spec._spec import AgentSpec, McpServerSpec
-from durable_agent._spec._tool_policy import OwnerFloor, ToolPolicy
+from durable_agent._spec._tool_policy import OwnerGates, ToolPolicy
 from durable_agent._spec.tool_kinds._base import CallTarget, FunctionTarget, OtherTarget, ToolTarget
 from durable_agent._spec.tool_kinds._legacy import legacy_resolved_tool
 from durable_agent._wire._contract import Contract
@@ -140,7 +140,7 @@ class ResolvedTool(Contract):
     """What the tool stands for, by its kind (``durable_agent._spec.tool_kinds``)."""
     describes: bool = False
     """The tool describes its calls for the people who approve them (``describe``)."""
-    floor: OwnerFloor | None = None
+    floor: OwnerGates | None = None
     """How the worker's owner gates the tool, when it does: no session setting or rule
     makes it looser."""
 

@@ -1,4 +1,4 @@
-"""The MCP front door (``durable-agent mcp-serve``) driven by the official ``mcp`` SDK's
+"""The MCP compatible endpoint (``durable-agent mcp-serve``) driven by the official ``mcp`` SDK's
 client, against a real worker and dev server: the agents listed as tools, a call that
 is a durable session (a tool on the way), progress notifications as it works, and the
 typed answer as structured content; over stdio and over streamable HTTP, where the

@@ -23,7 +23,7 @@ from durable_agent._contracts._events import Ended, Idle, LiveEvent, TextDelta
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import AssistantMessage, Message, Usage
 
-from ._door import Door
+from ._context import GatewayContext
 from ._http_common import HttpError, json_errors
 from ._unstreamed import whole_replies
 
@@ -52,12 +52,12 @@ def _openai_error(status: int, message: str, param: str | None) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-def agent_for(door: Door, named: Mapping[str, AgentSpec], model: str) -> AgentSpec:
+def agent_for(gateway: GatewayContext, named: Mapping[str, AgentSpec], model: str) -> AgentSpec:
     """The spec ``model`` names: one of the agents, else the gateway's own."""
     if model in named:
-        return door.needs_spec(model)
+        return gateway.needs_spec(model)
     try:
-        return door.needs_spec(None)
+        return gateway.needs_spec(None)
     except HttpError:
         listed = ", ".join(sorted(named)) or "none"
         raise HttpError(404, f"no agent {model!r} here (agents: {listed})", "model") from None
@@ -89,12 +89,12 @@ class Reply:
 
 
 async def follow_reply(
-    door: Door, session_id: str, after: int, before: int
+    gateway: GatewayContext, session_id: str, after: int, before: int
 ) -> AsyncIterator[LiveEvent | Reply]:
     """The session's events from ``after`` until it answers (more than ``before``
     messages), asks a person, or ends; then the ``Reply``."""
-    agents = door.agents
-    async for event in whole_replies(door.hubs.follow(session_id, after)):
+    agents = gateway.agents
+    async for event in whole_replies(gateway.hubs.follow(session_id, after)):
         yield event
         if isinstance(event, Idle) and event.message_count > before:
             yield await answered(agents, session_id, before)
@@ -111,9 +111,9 @@ async def follow_reply(
             return
 
 
-async def wait_reply(door: Door, session_id: str, after: int, before: int) -> Reply:
+async def wait_reply(gateway: GatewayContext, session_id: str, after: int, before: int) -> Reply:
     """``follow_reply``'s ``Reply`` alone."""
-    async for step in follow_reply(door, session_id, after, before):
+    async for step in follow_reply(gateway, session_id, after, before):
         if isinstance(step, Reply):
             return step
     raise HttpError(503, "the session's event stream ended before its answer")

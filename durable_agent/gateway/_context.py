@@ -1,8 +1,8 @@
-"""What a front door of the gateway needs from it: the client, the sessions' live
+"""What a compatible endpoint of the gateway needs from it: the client, the sessions' live
 events, who is calling, which spec new sessions run, decisions signed as the caller,
 and the one check of who may see and act on a session.
 
-Every door (the REST API, conversations, the event stream, AG-UI, the OpenAI-compatible
+Every entry point (the REST API, conversations, the event stream, AG-UI, the OpenAI-compatible
 endpoints, the codec endpoint) asks ``session`` or ``conversation`` before it reads or
 changes anything: a session is the caller's when its memo names the caller as its
 owner, or when the caller is an admin. A session the caller may not see answers as if
@@ -28,7 +28,7 @@ from ._identity import Principal
 
 
 @dataclass(frozen=True)
-class Door:
+class GatewayContext:
     agents: AgentClient
     hubs: Hubs
     access: GatewayAccess
@@ -45,7 +45,7 @@ class Door:
     @staticmethod
     def owner_of(request: Request) -> str | None:
         """What a session the caller starts records as its owner (memo ``owner``)."""
-        principal = Door.principal_of(request)
+        principal = GatewayContext.principal_of(request)
         return None if principal is None else str(principal)
 
     def sees_everything(self, principal: Principal | None) -> bool:
@@ -125,8 +125,8 @@ class Door:
         users (a name in a body never picks a key)."""
         decider, key = self._decider(request, by)
         session = self.agents.session(session_id)
-        door = session.approve if approve else session.deny
-        await door(approval_id, by=decider, reason=reason, key=key)
+        gateway = session.approve if approve else session.deny
+        await gateway(approval_id, by=decider, reason=reason, key=key)
 
     async def commit_output(
         self,

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible front door driven by the official ``openai`` SDK over real HTTP,
+"""The OpenAI-compatible compatible endpoint driven by the official ``openai`` SDK over real HTTP,
 against a real worker and dev server: a streamed chat, its next turn found from the
 history, a request sent again after a disconnect (answered, nothing asked twice), a
 client's own history starting a session, a call waiting for a person (the
@@ -23,7 +23,7 @@ from durable_agent import AgentClient
 from durable_agent._wire._messages import AssistantMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
-from tests.gateway.test_agui_client import FRONT_DOORS, registry, wiped
+from tests.gateway.test_agui_client import COMPATIBLE_ENDPOINTS, registry, wiped
 from tests.project.test_cli import address_of
 from tests.support.agent_harness import (
     KILL_HEARTBEAT_SECONDS,
@@ -143,7 +143,7 @@ async def test_the_openai_sdk_chats_with_a_durable_session(
         ("assistant", second.choices[0].message.content),
     ]
     assert pending["tool"] == "wipe_cache" and tiles_before == []  # it waited
-    # a stock chat window shows what waits and how to decide it
+    # a stock chat window shows the calls that wait and how to decide it
     shown = waiting.choices[0].message.content or ""
     assert shown.startswith("Waiting for a person to approve 1 call(s)"), shown
     assert pending["approve"] in shown and "wipe_cache" in shown and '"tiles"' in shown
@@ -305,9 +305,9 @@ async def test_responses_by_conversation_id_with_a_call_a_person_approves(
 async def test_the_manuals_example_runs_against_the_gateway(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """docs/how-to/front-doors.md's OpenAI example, as it stands (the gateway's address aside):
-    a streamed chat, then two Responses turns in one conversation."""
-    block = page_block("## OpenAI-compatible endpoints", page=FRONT_DOORS)
+    """docs/how-to/compatible-endpoints.md's OpenAI example, as it stands (the gateway's
+    address aside): a streamed chat, then two Responses turns in one conversation."""
+    block = page_block("## OpenAI-compatible endpoints", page=COMPATIBLE_ENDPOINTS)
     with ScriptedProvider(responder=echo) as provider:
         async with served(temporal_env, task_queue, provider, [], registry, tmp_path) as (_, base):
             code = block.replace("http://127.0.0.1:8700", base)
@@ -316,7 +316,7 @@ async def test_the_manuals_example_runs_against_the_gateway(
 
             def run() -> None:  # (its print writes here: the worker logs to stdout)
                 said = functools.partial(print, file=printed)
-                exec(compile(code, str(FRONT_DOORS), "exec"), {"print": said})
+                exec(compile(code, str(COMPATIBLE_ENDPOINTS), "exec"), {"print": said})
 
             await asyncio.to_thread(run)
     lines = printed.getvalue().splitlines()
@@ -378,7 +378,7 @@ async def test_with_tokens_each_users_conversations_are_their_own(
 async def test_a_session_without_deltas_still_streams_its_answer_through_each_door(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    """Deltas off (``live_deltas: false``): the log has no ``text_delta``, and the doors
+    """Deltas off (``live_deltas: false``): the log has no ``text_delta``, and the entry points
     that speak in deltas take the answer from the reply's own event, as one delta. The
     OpenAI chat stream, the Responses stream and AG-UI each show the whole answer;
     the session's own event stream stays as the log has it (no delta made up)."""

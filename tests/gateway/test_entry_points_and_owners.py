@@ -1,8 +1,8 @@
-"""One owner check behind every door of the gateway, over real HTTP against
+"""One owner check behind every entry point of the gateway, over real HTTP against
 ``durable-agent serve`` with users and codec keys, the workers encrypting as in
 production.
 
-A session started by ``ann`` waits for a person to approve ``wipe``. Every door (the
+A session started by ``ann`` waits for a person to approve ``wipe``. Every entry point (the
 REST API, conversations, the event stream, AG-UI, Chat Completions, Responses, the codec
 endpoint) is tried by another user, by a user whose name extends the owner's, with no
 credentials, and from a page on another site. None of them reads a byte of the
@@ -46,7 +46,7 @@ from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.gateway_harness import gateway
 
-CANARY = f"door-canary-{random_secrets.token_hex(8)}"
+CANARY = f"entry-canary-{random_secrets.token_hex(8)}"
 KEYS = CodecKeys.generate("k1")
 TOKENS = {
     "ann": "ann-token-0123456789abcdef",
@@ -153,7 +153,7 @@ def agui_run(thread: str, *, resume: list[dict[str, Any]] | None = None) -> dict
     return body
 
 
-async def try_every_door(
+async def try_every_entry_point(
     http: httpx.AsyncClient,
     headers: dict[str, str],
     session: str,
@@ -161,8 +161,8 @@ async def try_every_door(
     conversation: str,
     payloads: list[dict[str, Any]],
 ) -> dict[str, httpx.Response]:
-    """Each door, tried once as ``headers`` say, on the owner's session (or the caller's
-    conversation of the same id): the answers, by door."""
+    """Each entry point, tried once as ``headers`` say, on the owner's session (or the caller's
+    conversation of the same id): the answers, by entry point."""
     at = f"/api/sessions/{session}"
     json_headers = {**headers, "Content-Type": "application/json"}
     ui = {**headers, "X-Namespace": "default"}
@@ -218,7 +218,7 @@ async def try_every_door(
 
 
 @pytest.mark.parametrize("who", ["bob", "ann-marie", "nobody", "a page on another site"])
-async def test_no_door_lets_anyone_but_the_owner_see_or_act(
+async def test_no_entry_point_lets_anyone_but_the_owner_see_or_act(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path, who: str
 ) -> None:
     wiped.clear()
@@ -244,11 +244,11 @@ async def test_no_door_lets_anyone_but_the_owner_see_or_act(
         call = await waiting_call(agents, session)
         before = await agents.session(session).status()
         payloads = await raw_payloads(agents.temporal, session)
-        answers = await try_every_door(http, headers, session, call, conversation, payloads)
+        answers = await try_every_entry_point(http, headers, session, call, conversation, payloads)
         after = await agents.session(session).status()
         owner = await agents.session(session).owner()
         ran = list(wiped)
-        # the owner's turn: the doors answer her
+        # the owner's turn: the entry points answer her
         ann = bearer("ann")
         read = await http.get(f"/api/sessions/{session}/messages", headers=ann)
         decoded = await http.post(
@@ -261,21 +261,21 @@ async def test_no_door_lets_anyone_but_the_owner_see_or_act(
         )
         await agents.session(session).wait(after=before.message_count, timeout=60)
         ended = await http.post(f"/api/sessions/{session}/end", json={}, headers=ann)
-    for door, answer in answers.items():
-        assert CANARY not in answer.text, f"{who} read the conversation through {door}"
+    for entry, answer in answers.items():
+        assert CANARY not in answer.text, f"{who} read the conversation through {entry}"
         if who == "nobody":
-            assert answer.status_code == 401, (door, answer.status_code, answer.text)
+            assert answer.status_code == 401, (entry, answer.status_code, answer.text)
         elif who == "a page on another site":
-            assert answer.status_code == 403, (door, answer.status_code, answer.text)
-        elif door in ("list sessions",):
+            assert answer.status_code == 403, (entry, answer.status_code, answer.text)
+        elif entry in ("list sessions",):
             assert session not in answer.text
-        elif door in ("conversation", "AG-UI rejoin", "AG-UI resume"):
+        elif entry in ("conversation", "AG-UI rejoin", "AG-UI resume"):
             # the same conversation id is the caller's own conversation, never ann's
             assert session not in answer.text
-        elif door == "codec decode":
+        elif entry == "codec decode":
             assert answer.status_code == 200 and CANARY not in decoded_text(answer)
         else:
-            assert answer.status_code == 404, (door, answer.status_code, answer.text)
+            assert answer.status_code == 404, (entry, answer.status_code, answer.text)
     # nothing read, written, approved, ended or run
     assert _unchanged(before, after), (before, after)
     assert owner == "token:ann" and ran == []
