@@ -171,7 +171,7 @@ async def cmd_inject(args: argparse.Namespace, out: TextIO) -> int:
     agents = await connect(args)
     kind = SystemMessage if args.role == "system" else AssistantMessage
     await agents.session(args.session_id).inject(kind(content=args.text))
-    print(f"{args.role} message added to {args.session_id} at its next safe point", file=out)
+    print(f"{args.role} message added to {args.session_id} at its next checkpoint", file=out)
     return EXIT_OK
 
 
@@ -361,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     flush = command("flush", "later requests start afresh (system messages and what follows)")
     flush.add_argument("session_id")
     flush.add_argument("--reason")
-    move = command("move", "move a swarm session to another agent (at its next safe point)")
+    move = command("move", "move a swarm session to another agent (at its next checkpoint)")
     move.add_argument("session_id")
     move.add_argument("agent")
     move.add_argument("--reason")

@@ -171,7 +171,7 @@ def format_status(status: SessionStatus) -> str:
         stack = " > ".join(status.agent_stack) or "empty"
         lines.append(f"agent:          {status.agent} (back: {stack})")
         if status.move_pending:
-            lines.append(f"move:           to {status.move_pending} (next safe point)")
+            lines.append(f"move:           to {status.move_pending} (next checkpoint)")
     if status.budget is not None:
         budget = status.budget
         spent = [f"{budget.total_tokens} tokens"]
@@ -187,9 +187,10 @@ def format_status(status: SessionStatus) -> str:
         left_out = f"{status.trimmed} old messages left out of the last request (context)"
         lines.append(f"trimmed:        {left_out}")
     if status.waiting_for_capacity:
-        lines.append(f"waiting:        for capacity on {status.waiting_for_capacity} (shared limit)")
+        shared = status.waiting_for_capacity
+        lines.append(f"waiting:        for capacity on {shared} (shared limit)")
     if status.cancel_pending:
-        lines.append("cancel:         pending (next safe point)")
+        lines.append("cancel:         pending (next checkpoint)")
     if status.flushes_pending:
         lines.append(f"flush:          {status.flushes_pending} pending (after this turn)")
     if status.last_error:

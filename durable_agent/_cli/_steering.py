@@ -39,7 +39,7 @@ async def cmd_move(args: argparse.Namespace, out: TextIO, agents: AgentClient) -
     await agents.session(args.session_id).move_to_agent(
         args.agent, by=who_am_i(), reason=args.reason
     )
-    print(f"moving {args.session_id} to {args.agent} at its next safe point", file=out)
+    print(f"moving {args.session_id} to {args.agent} at its next checkpoint", file=out)
     return 0
 
 
