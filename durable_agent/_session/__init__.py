@@ -27,7 +27,7 @@ from ._commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from ._executor import Effects, carry_out
+from ._executor import Effects, carry_out, carry_out_step
 from ._gate import RECORDED_DECISIONS
 from ._loop_rules import backoff, epoch_ms, setup_digest, tool_retry_delay
 from ._session import (
@@ -70,6 +70,7 @@ __all__ = [
     "backoff",
     "call_summary",
     "carry_out",
+    "carry_out_step",
     "epoch_ms",
     "setup_digest",
     "tool_error_result",

@@ -101,48 +101,58 @@ class Effects(Protocol):
 async def carry_out(session: Session, effects: Effects) -> AgentResult:
     """Do the Session's commands until it finishes; its result."""
     while True:
-        command = session.next_command(
-            suggested=effects.continue_suggested(),
-            now=effects.now(),
-            changed=effects.build_changed(),
-        )
-        await effects.before(command)
-        match command:
-            case Finish():
-                return await effects.finish(command.result)
-            case ContinueAsNew():
-                await effects.continue_as_new(command)
-            case CallModel():
-                sent = len(session.messages)
-                outcome = await effects.call_model(command)
-                session.model_answered(outcome, effects.now())
-                effects.model_done(command, outcome, sent)
-            case Summarise():
-                sent = len(session.messages)
-                outcome = await effects.summarise(command)
-                session.summary_answered(outcome, effects.now())
-                effects.summary_done(command, outcome, sent)
-            case CheckGuardrails():
-                session.guardrails_checked(*await effects.check_guardrails(command))
-            case Pause():
-                await effects.pause(command)
-            case CheckApprovals():
-                session.approvals_checked(await effects.check_approvals(command))
-            case DescribeCalls():
-                session.calls_described(await effects.describe_calls(command))
-            case VerifyTokens():
-                session.tokens_checked(await effects.verify_tokens(command), effects.now())
-            case NotifyEscalation():
-                await effects.notify_escalation(command)
-                session.escalation_sent()
-            case AwaitApprovals():
-                await effects.await_approvals(command)
-                session.approvals_waited(effects.now())
-                await effects.approvals_taken(command)
-            case RunTools():
-                session.tools_finished(await effects.run_tools(command), effects.now())
-            case WaitForMessage():
-                if not await effects.wait_for_message(command):
-                    session.idle_timed_out()
-            case _:  # mypy proves every command has its case
-                assert_never(command)
+        result = await carry_out_step(session, effects)
+        if result is not None:
+            return result
+
+
+async def carry_out_step(session: Session, effects: Effects) -> AgentResult | None:
+    """Ask the Session for its next command, have it done, and tell the Session what
+    came of it: one turn of the loop (``carry_out`` is these until the end). The
+    session's result once it finishes, else ``None``."""
+    command = session.next_command(
+        suggested=effects.continue_suggested(),
+        now=effects.now(),
+        changed=effects.build_changed(),
+    )
+    await effects.before(command)
+    match command:
+        case Finish():
+            return await effects.finish(command.result)
+        case ContinueAsNew():
+            await effects.continue_as_new(command)
+        case CallModel():
+            sent = len(session.messages)
+            outcome = await effects.call_model(command)
+            session.model_answered(outcome, effects.now())
+            effects.model_done(command, outcome, sent)
+        case Summarise():
+            sent = len(session.messages)
+            outcome = await effects.summarise(command)
+            session.summary_answered(outcome, effects.now())
+            effects.summary_done(command, outcome, sent)
+        case CheckGuardrails():
+            session.guardrails_checked(*await effects.check_guardrails(command))
+        case Pause():
+            await effects.pause(command)
+        case CheckApprovals():
+            session.approvals_checked(await effects.check_approvals(command))
+        case DescribeCalls():
+            session.calls_described(await effects.describe_calls(command))
+        case VerifyTokens():
+            session.tokens_checked(await effects.verify_tokens(command), effects.now())
+        case NotifyEscalation():
+            await effects.notify_escalation(command)
+            session.escalation_sent()
+        case AwaitApprovals():
+            await effects.await_approvals(command)
+            session.approvals_waited(effects.now())
+            await effects.approvals_taken(command)
+        case RunTools():
+            session.tools_finished(await effects.run_tools(command), effects.now())
+        case WaitForMessage():
+            if not await effects.wait_for_message(command):
+                session.idle_timed_out()
+        case _:  # mypy proves every command has its case
+            assert_never(command)
+    return None

@@ -5,24 +5,30 @@ end was asked for), approvals are decided in any order (duplicates and unknown i
 included), a continue-as-new is offered at every step (the carried state round-trips
 through JSON), the end, a turn's cancellation or a flush may be requested anywhere, the
 model sometimes answers with a turn that needs rescue, guardrails deny at random, the
-context is compacted as it grows, and every call id is ``call_0`` (providers reuse it).
-After every step: one result per call, results in request order, no call run twice,
-nothing a sender sent lost.
+context is compacted as it grows, model calls fail (retryably or not) or are cancelled,
+and every call id is ``call_0`` (providers reuse it). After every step: one result per
+call, results in request order, no call run twice, nothing a sender sent lost.
+
+The Session is driven as the workflow drives it: each step is one turn of the one
+executor (``carry_out_step``), which asks for the next command and tells the Session
+what came of it; ``MachineEffects`` only answers each command with what the test drew.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from durable_agent._workflows.continued_input import ContinuedInput
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from durable_agent._contracts._approval_contracts import ApprovalSignal
+from durable_agent._contracts._approval_contracts import ApprovalSignal, TokenVerdict
 from durable_agent._contracts._contracts import (
+    AgentResult,
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
@@ -30,19 +36,27 @@ from durable_agent._contracts._contracts import (
     ResolvedTool,
     ResolveToolsResult,
 )
+from durable_agent._failures import Failure
 from durable_agent._session import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
     CheckGuardrails,
+    Command,
     ContinueAsNew,
-    Finish,
+    DescribeCalls,
+    ModelCancelled,
+    ModelFailure,
+    ModelOutcome,
+    NotifyEscalation,
     Pause,
     RunTools,
     Session,
     SessionState,
     Summarise,
+    VerifyTokens,
     WaitForMessage,
+    carry_out_step,
 )
 from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent._spec._tool_policy import ToolPolicy
@@ -80,6 +94,7 @@ def resolved_tools() -> list[ResolvedTool]:
         ResolvedTool(
             definition=ToolDefinition(name=name, description=name, parameters={"type": "object"}),
             policy=policy,
+            describes=name == "wire",  # its calls described for the people who approve them
         )
         for name, policy in TOOLS.items()
     ]
@@ -98,6 +113,144 @@ def model_reply(session: Session) -> AssistantMessage:
     return assistant_calls(*[(name, {"n": k}) for k, name in enumerate(batch)], ids="call_0")
 
 
+T = TypeVar("T")
+
+
+class StillWaiting(Exception):
+    """A wait the workflow would stay in (no decision yet, no message yet): the step
+    ends here, and a later step asks for the command again, as the workflow's
+    condition would be woken."""
+
+
+def at_once(step: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never waits (the machine's effects answer at
+    once): run to its end in one go."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    raise AssertionError("the machine's effects never wait")
+
+
+#: What a model call comes back as, when the test draws it.
+OUTCOMES = ["reply", "reply", "reply", "reply", "unusable", "retryable", "fatal", "cancelled"]
+
+
+class MachineEffects:
+    """An ``Effects`` that answers each command with what the test drew for this step,
+    and records what a check needs (calls run, continue-as-new asked)."""
+
+    def __init__(self, machine: SessionMachine) -> None:
+        self.machine = machine
+        self.suggest = False
+        self.allow = True
+        self.outcome = "reply"
+        self.unusable = "empty"
+        self.continued = False
+
+    @property
+    def session(self) -> Session:
+        return self.machine.session
+
+    def now(self) -> datetime:
+        return self.machine.now
+
+    def continue_suggested(self) -> bool:
+        return self.suggest
+
+    def build_changed(self) -> bool:
+        return False
+
+    async def before(self, command: Command) -> None:
+        event(type(command).__name__)
+
+    async def finish(self, result: AgentResult) -> AgentResult:
+        self.machine.finished = True
+        return result
+
+    async def continue_as_new(self, command: ContinueAsNew) -> None:
+        self.continued = True
+
+    async def call_model(self, command: CallModel) -> ModelOutcome:
+        assert command.turn == self.machine.state.turn + 1
+        return self._outcome(model_reply(self.session))
+
+    def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
+        return None
+
+    async def summarise(self, command: Summarise) -> ModelOutcome:
+        assert 0 < command.until <= len(self.session.messages)
+        return self._outcome(assistant_text("earlier: some talk"))
+
+    def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
+        return None
+
+    def _outcome(self, reply: AssistantMessage) -> ModelOutcome:
+        event(f"model: {self.outcome}")
+        if self.outcome == "unusable":
+            return UNUSABLE[self.unusable]
+        if self.outcome == "retryable":
+            return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "503 from the provider")
+        if self.outcome == "fatal":
+            return ModelFailure(Failure.PROVIDER_ERROR, "400: the request is malformed")
+        if self.outcome == "cancelled" and self.session.cancelling:
+            return ModelCancelled()
+        return reply
+
+    async def check_guardrails(
+        self, command: CheckGuardrails
+    ) -> tuple[GuardrailVerdict | None, str | None]:
+        if self.allow:
+            return GuardrailVerdict(allowed=True, by="g"), None
+        return GuardrailVerdict(allowed=False, reason="no", by="g"), None
+
+    async def pause(self, command: Pause) -> None:
+        self.machine.now += command.delay
+
+    async def check_approvals(self, command: CheckApprovals) -> list[bool]:
+        return [c.function.arguments.endswith("2}") for c in command.calls]
+
+    async def describe_calls(self, command: DescribeCalls) -> list[str]:
+        assert {c.function.name for c in command.calls} == {"wire"}, "only its calls"
+        return [f"send money: {c.function.arguments}" for c in command.calls]
+
+    async def verify_tokens(self, command: VerifyTokens) -> list[TokenVerdict]:
+        raise AssertionError("the machine signs no decision: nothing to verify")
+
+    async def notify_escalation(self, command: NotifyEscalation) -> None:
+        raise AssertionError("the machine's spec escalates to no one")
+
+    async def await_approvals(self, command: AwaitApprovals) -> None:
+        if not (self.session.all_decided(command.ids) or self.session.interrupted(self.suggest)):
+            raise StillWaiting  # still waiting for people
+
+    async def approvals_taken(self, command: AwaitApprovals) -> None:
+        return None
+
+    async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
+        results = {}
+        for group in command.groups:
+            if self.session.cancelling:
+                break  # cancelled: later groups never start
+            for run in group:
+                key = (command.turn, run.slot)
+                assert key not in self.machine.executed, f"call {key} ran twice"
+                self.machine.executed.add(key)
+                results[run.slot] = ToolMessage(
+                    tool_call_id=run.call.id,
+                    content=f"{run.call.function.name} {run.call.function.arguments}",
+                    tool_name=run.call.function.name,
+                    approval=run.approval,
+                )
+        return results
+
+    async def wait_for_message(self, command: WaitForMessage) -> bool:
+        if self.session.idle_wait_over(self.suggest):
+            return True
+        self.machine.now += timedelta(seconds=1)  # idle: nothing until someone writes
+        raise StillWaiting
+
+
 class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -114,6 +267,7 @@ class SessionMachine(RuleBasedStateMachine):
         self.executed: set[tuple[int, int]] = set()
         self.finished = False
         self.runs = 1
+        self.effects = MachineEffects(self)
 
     # --- what people do ------------------------------------------------------------------
 
@@ -172,70 +326,45 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(
         suggest=st.booleans(),
         allow=st.sampled_from([True, True, True, True, False]),
-        unusable=st.sampled_from([None, None, None, *UNUSABLE]),
+        outcome=st.sampled_from(OUTCOMES),
+        unusable=st.sampled_from(sorted(UNUSABLE)),
     )
-    def advance(self, suggest: bool, allow: bool, unusable: str | None) -> None:
-        session = self.session
-        command = session.next_command(suggested=suggest, now=self.now)
-        event(type(command).__name__)
-        if isinstance(command, Finish):
-            self.finished = True
-        elif isinstance(command, ContinueAsNew):
-            carried = ContinuedInput(spec=SPEC, carried=session.for_next_run())
+    def advance(self, suggest: bool, allow: bool, outcome: str, unusable: str) -> None:
+        """One turn of the executor: the next command, done as drawn, its outcome told."""
+        effects = self.effects
+        effects.suggest, effects.allow, effects.outcome, effects.unusable = (
+            suggest,
+            allow,
+            outcome,
+            unusable,
+        )
+        try:
+            at_once(carry_out_step(self.session, effects))
+        except StillWaiting:
+            return
+        if effects.continued:  # the carried state round-trips through JSON
+            effects.continued = False
+            carried = ContinuedInput(spec=SPEC, carried=self.session.for_next_run())
             again = ContinuedInput.model_validate_json(carried.model_dump_json())
             self.state = again.carried
             self.session = Session(again.spec, self.state)
             self.runs += 1
-        elif isinstance(command, CallModel):
-            assert command.turn == self.state.turn + 1
-            reply = UNUSABLE[unusable] if unusable else model_reply(session)
-            session.model_replied(reply)
-        elif isinstance(command, Summarise):
-            assert 0 < command.until <= len(session.messages)
-            session.summarised(assistant_text("earlier: some talk"), self.now)
-        elif isinstance(command, CheckGuardrails):
-            verdict = GuardrailVerdict(allowed=allow, reason=None if allow else "no", by="g")
-            session.guardrails_checked(verdict)
-        elif isinstance(command, Pause):
-            self.now += command.delay
-        elif isinstance(command, CheckApprovals):
-            session.approvals_checked([c.function.arguments.endswith("2}") for c in command.calls])
-        elif isinstance(command, AwaitApprovals):
-            done = session.all_decided(command.ids)
-            if done or session.interrupted(suggest):
-                session.approvals_waited(self.now)
-            # else: still waiting for people
-        elif isinstance(command, RunTools):
-            results = {}
-            for group in command.groups:
-                if session.cancelling:
-                    break  # cancelled: later groups never start
-                for run in group:
-                    key = (command.turn, run.slot)
-                    assert key not in self.executed, f"call {key} ran twice"
-                    self.executed.add(key)
-                    results[run.slot] = ToolMessage(
-                        tool_call_id=run.call.id,
-                        content=f"{run.call.function.name} {run.call.function.arguments}",
-                        tool_name=run.call.function.name,
-                        approval=run.approval,
-                    )
-            session.tools_finished(results, self.now)
-        elif isinstance(command, WaitForMessage):
-            self.now += timedelta(seconds=1)  # idle: nothing until someone writes
 
     @precondition(lambda self: not self.finished)
-    @rule()
-    def run_a_while(self) -> None:
-        """A few ordinary steps in a row (so that sessions get somewhere between events)."""
-        for _ in range(5):
+    @rule(outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=5, max_size=5))
+    def run_a_while(self, outcomes: list[str]) -> None:
+        """A few ordinary steps in a row (so that sessions get somewhere between events),
+        the model's calls answered as drawn."""
+        for outcome in outcomes:
             if not self.finished:
-                self.advance(suggest=False, allow=True, unusable=None)
+                self.advance(suggest=False, allow=True, outcome=outcome, unusable="empty")
 
     @precondition(lambda self: self.finished)
     @rule(suggest=st.booleans())
     def an_ended_session_stays_ended(self, suggest: bool) -> None:
-        assert isinstance(self.session.next_command(suggested=suggest, now=self.now), Finish)
+        self.effects.suggest = suggest
+        result = at_once(carry_out_step(self.session, self.effects))
+        assert isinstance(result, AgentResult), "an ended session only finishes again"
 
     # --- what must always hold -------------------------------------------------------------
 
@@ -297,6 +426,12 @@ class SessionMachine(RuleBasedStateMachine):
         for pending in state.approvals.pending:
             aid = pending.approval_id
             assert aid not in self.decided or aid in state.approvals.decisions, f"{aid} asked again"
+
+    @invariant()
+    def a_described_call_waits_with_its_description(self) -> None:
+        for pending in self.state.approvals.pending:
+            if pending.tool_name == "wire":
+                assert pending.described_arguments == f"send money: {pending.arguments}"
 
     @invariant()
     def the_state_is_json(self) -> None:
