@@ -68,7 +68,6 @@ def test_histories_are_recorded() -> None:
         "moved_to_current_build",  # a pinned run that went on on the new build (its patch)
         "limiter_moved",  # a limiter woken on the old build, going on on the new (its patch)
         "agui_interrupt_resumed",  # AG-UI: a call's interrupt, resumed approved, a rejoin
-        "baselined",  # a run on one patch marker, the baseline, standing for the others
         "start_checks_local",  # the next baseline: admission and tools by local activities
         "carried_read_back",  # a continued run's array the store lost, read back
         "pages_of_500",  # the third baseline: 1,200 messages in pieces and pages of 500
