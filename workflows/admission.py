@@ -13,7 +13,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._failures import Failure
     from durable_agent._spec._spec import AgentSpec
 
-    from .patches import ADMISSION_PATCH, CARRIED_ONLY_WHEN_CONTINUED_PATCH, patched
     from .start_checks import start_check
 
 
@@ -22,7 +21,7 @@ def refuse_forged_carry(carried: bool) -> None:
     must be a continuation of this session's previous run; a first start with one is
     someone writing that state themselves, and fails at once."""
     forged = carried and workflow.info().continued_run_id is None
-    if forged and patched(CARRIED_ONLY_WHEN_CONTINUED_PATCH):
+    if forged:
         raise ApplicationError(
             "invalid session input: carried state (grants, decisions, messages) is taken "
             "only from the session's own previous run, at continue-as-new",
@@ -37,14 +36,11 @@ async def admit(spec: AgentSpec, carried: bool) -> Admission:
     Runs for every run, a continued one too: its input could have been written by
     anyone who can start a workflow, not only by the run before. Returns what the
     worker says of itself (its payload store, its message log)."""
-    if not patched(ADMISSION_PATCH):
-        return Admission()
     admission = await start_check(
         "admit_session",
         AdmissionInput(spec=spec, carried=carried),
         Admission,
         timeout=timedelta(seconds=60),
-        heartbeat=timedelta(seconds=spec.session.heartbeat_timeout_seconds),
         summary="admit_session",
     )
     if admission.refused:

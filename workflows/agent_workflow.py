@@ -32,17 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from .inputs import InvalidInput, decode_start
     from .live_feed import LiveFeed
     from .model_calls import ModelCaller
-    from .patches import (
-        APPROVALS_IN_PAGES_PATCH,
-        CONTEXT_OVERFLOW_PATCH,
-        MESSAGE_PARTS_PATCH,
-        MODEL_RESCUE_PATCH,
-        MOVE_TO_CURRENT_PATCH,
-        TRUNCATED_ANSWERS_PATCH,
-        TURN_FAILURES_PATCH,
-        WORKERS_COUNT_TRIMMED_PATCH,
-        Patches,
-    )
+    from .patches import APPROVALS_IN_PAGES_PATCH, PREVIOUS_BASELINE, retired
     from .session_log import session_log
     from .transcript_sync import TranscriptSync
 
@@ -56,7 +46,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
-        self.patches = patches = Patches()  # before anything asks a patch
+        retired(PREVIOUS_BASELINE)  # the first command of the previous release's runs
         self._invalid_input: str | None = None
         try:
             request: AgentInput | ContinuedInput = decode_start(raw)
@@ -64,19 +54,9 @@ class AgentWorkflow(SessionHandlers):
             self._invalid_input = str(error)
             request = AgentInput.model_construct(spec=PLACEHOLDER_SPEC)
         self._request = request
-        state = run_state(request, patches)
-        # which of the loop's later rules this run follows: a run recorded before a rule
-        # replays the way it ran (each is asked only where the rule takes effect)
-        compatibility = Compatibility(
-            rescue=lambda: patches(MODEL_RESCUE_PATCH),
-            truncation_checked=lambda: patches(TRUNCATED_ANSWERS_PATCH),
-            turn_failures_end_turns=lambda: patches(TURN_FAILURES_PATCH),
-            context_overflow_trims=lambda: patches(CONTEXT_OVERFLOW_PATCH),
-            approvals_in_pages=lambda: patches(APPROVALS_IN_PAGES_PATCH),
-            parts_counted=lambda: patches(MESSAGE_PARTS_PATCH),
-            # (only a reply that comes with its digest can bring the count)
-            workers_count_trimmed=lambda: state.chain == 2 and patches(WORKERS_COUNT_TRIMMED_PATCH),
-        )
+        state = run_state(request)
+        # the previous release's runs recorded a marker where approvals went in pages
+        compatibility = Compatibility(approvals_in_pages=lambda: retired(APPROVALS_IN_PAGES_PATCH))
         # signed decisions are bound to the run that asked (a reset asks anew) and
         # revocations to the session's run chain (new for a new session)
         info = workflow.info()
@@ -130,10 +110,6 @@ class AgentWorkflow(SessionHandlers):
         session.admitted(admission.prices)
         if admission.limited:  # shared limits count calls by whose they are
             self._model.tenant = workflow.memo_value("owner", "", type_hint=str)
-        # asked here because runs recorded before asked it here (its marker is at this
-        # point of their histories)
-        self.patches(MODEL_RESCUE_PATCH)
-        moves = self.patches(MOVE_TO_CURRENT_PATCH)
         untitled = False
         if isinstance(request, AgentInput):
             untitled = await open_run(session, request, self._sync)
@@ -142,7 +118,7 @@ class AgentWorkflow(SessionHandlers):
                 await self._sync.load_carried(request.carried.transcript)
             self._feed.resume()
         effects = SessionEffects(
-            session, self._feed, self._sync, self._model, untitled=untitled, moves=moves
+            session, self._feed, self._sync, self._model, untitled=untitled
         )
         try:
             result = await carry_out(session, effects)

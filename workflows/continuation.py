@@ -15,7 +15,6 @@ with workflow.unsafe.imports_passed_through():
 
     from .continued_input import ContinuedInput
     from .live_feed import LiveFeed
-    from .patches import SMALL_PAGES_PATCH, STORED_PREFIX_KEPT_PATCH, patched
     from .session_log import session_log, warn
     from .transcript_sync import PAGE_MESSAGES, PAYLOAD_MARGIN_BYTES, TranscriptSync
 
@@ -42,7 +41,7 @@ async def hand_over(
     # a long array by reference without sizing it (sizing hashes every message not yet
     # hashed, and the next run would decode it all in its first task), nor the rest
     # (the event log is cut and encoded once, when the array is stored)
-    by_reference = len(messages) > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH)
+    by_reference = len(messages) > PAGE_MESSAGES
     if not by_reference:
         events = feed.state_for_next_run()
         bare = state.model_copy(update={"messages": []})
@@ -52,10 +51,8 @@ async def hand_over(
     if by_reference:
         # too big for one payload (or too long): the store gets what it lacks, in pieces,
         # and the next run reads the array back from there. What the model calls stored
-        # is not sent again (before, the whole array went into this run's history a
-        # second time); a store that lost it says so, and then it is sent from the top.
-        if not patched(STORED_PREFIX_KEPT_PATCH):
-            sync.lost()
+        # is not sent again; a store that lost it says so, and then it is sent from the
+        # top.
         await sync.store_pieces(until_inline_bytes=0)
         await _settled()
         ref = TranscriptRef(count=len(messages), hash=messages.head)

@@ -58,13 +58,10 @@ class SessionEffects:
         model: ModelCaller,
         *,
         untitled: bool,
-        moves: bool,
     ) -> None:
         self._session, self._feed, self._sync, self._model = session, feed, sync, model
         self._untitled = untitled
         """Started without a message: the first one that arrives titles the session."""
-        self._moves = moves
-        """The run may move to the build made current (runs from before stayed)."""
 
     def now(self) -> datetime:
         return workflow.now()
@@ -77,7 +74,7 @@ class SessionEffects:
         return over_limit or info.is_continue_as_new_suggested()
 
     def build_changed(self) -> bool:
-        return self._moves and workflow.info().is_target_worker_deployment_version_changed()
+        return workflow.info().is_target_worker_deployment_version_changed()
 
     async def before(self, command: Command) -> None:
         await self._feed.caught_up()

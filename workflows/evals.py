@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._contracts._eval_scoring import JUDGE_SCHEMA, judge_request, judge_score
     from durable_agent._spec._spec import AgentInput, AgentSpec
 
-    from .patches import EVAL_APPROVALS_PATCH
+    from .patches import EVAL_APPROVALS_PATCH, retired
     from .retries import LOST_WORK_RETRIES
 
 JUDGE_INSTRUCTIONS = "You judge an agent's answer against a rubric, strictly and briefly."
@@ -144,7 +144,8 @@ class EvalWorkflow:
             result_type=AgentResult,
             static_summary=f"eval case {session_id}",
         )
-        if self._request.approvals != "person" and workflow.patched(EVAL_APPROVALS_PATCH):
+        if self._request.approvals != "person":
+            retired(EVAL_APPROVALS_PATCH)  # the previous release's evaluations asked it here
             await self._answer_approvals(session_id, handle)
         result: AgentResult = await handle
         self._tokens += result.usage.prompt_tokens + result.usage.completion_tokens

@@ -17,35 +17,21 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._wire._titles import session_title
 
     from .continued_input import ContinuedInput
-    from .patches import (
-        CHAIN_V2_PATCH,
-        MESSAGE_IDS_PATCH,
-        SESSION_TITLE_PATCH,
-        TITLE_AT_START_PATCH,
-        TITLE_FROM_FIRST_MESSAGE_PATCH,
-        Patches,
-        patched,
-    )
     from .tool_calls import list_remote_tools, resolve_tools
     from .transcript_sync import TranscriptSync
 
 
-def run_state(request: AgentInput | ContinuedInput, patches: Patches) -> SessionState:
-    """The state a run starts from: the one carried, or a new session's (whose transcript
-    is in the version-2 hash chain since ``CHAIN_V2_PATCH``, whose messages have ids since
-    ``MESSAGE_IDS_PATCH``; a session keeps both for its life). Asked of the run's
-    ``patches`` (the workflow is not yet the instance ``patched`` asks)."""
+def run_state(request: AgentInput | ContinuedInput) -> SessionState:
+    """The state a run starts from: the one carried, or a new session's."""
     if isinstance(request, ContinuedInput):
         return request.carried
-    return new_session_state(patches)
+    return new_session_state()
 
 
-def new_session_state(patches: Patches) -> SessionState:
-    """A new session's state, in the newest transcript chain and with message ids (a
-    run recorded before either replays without it)."""
-    return SessionState(
-        chain=2 if patches(CHAIN_V2_PATCH) else None, message_ids=patches(MESSAGE_IDS_PATCH)
-    )
+def new_session_state() -> SessionState:
+    """A new session's state: in the newest transcript chain, and with message ids (a
+    session opened before either keeps what it had for its life)."""
+    return SessionState(chain=2, message_ids=True)
 
 
 def events_carried(request: AgentInput | ContinuedInput) -> WorkflowStreamState | None:
@@ -90,14 +76,10 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         summary = f"started_conversation {request.earlier} messages"
         await sync.load(await sync.read_back("started_conversation", started, summary))
     session.start(request, workflow.now())
-    # Added after sessions were recorded: a command that older histories lack, so it
-    # is patched in (docs/how-to/changing-workflow-code.md).
-    if not patched(SESSION_TITLE_PATCH):
-        return False
     title = session_title(session.messages)
-    # Added later still: a session started without a message (update-with-start brings
-    # it) is titled by its first message when that arrives.
-    if title or not patched(TITLE_FROM_FIRST_MESSAGE_PATCH):
+    # a session started without a message (update-with-start brings it) is titled by
+    # its first message when that arrives
+    if title:
         if not _titled_at_start(title):
             workflow.upsert_memo({"title": title})
         return False
@@ -108,7 +90,7 @@ def _titled_at_start(title: str) -> bool:
     """The start's memo holds this very title (``AgentClient.start`` puts it there): the
     run need not upsert it. Any other memo title (a start by other means, a prediction
     the run's own opening proved wrong, a value that is not text) is upserted over."""
-    if not title or not patched(TITLE_AT_START_PATCH):
+    if not title:
         return False
     try:
         return bool(workflow.memo_value("title", "", type_hint=str) == title)

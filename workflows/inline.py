@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from .approval_wait import wait_for_decisions
     from .fresh_run import new_session_state, resolve_tools_of
     from .model_calls import ModelCaller
-    from .patches import Patches, run_patches
+    from .patches import PREVIOUS_BASELINE, retired
     from .run_scope import run_scope
     from .tool_calls import check_guardrails, run_tool_groups
     from .transcript_sync import TranscriptSync
@@ -155,12 +155,11 @@ class InlineRun:
         return result
 
     async def _run(self, message: str | UserMessage, history: Sequence[Message]) -> AgentResult:
-        # One patch marker for the whole run, as a session run records; the loop's code
-        # asks its patches through it, so the caller's workflow gets no others.
-        patches = Patches()
+        # the previous release's inline runs recorded one marker here
+        retired(PREVIOUS_BASELINE)
         scope = f"run-{workflow.uuid4().hex[:12]}"  # this run's calls apart from others'
-        with run_patches(patches), run_scope(scope):
-            state = new_session_state(patches)
+        with run_scope(scope):
+            state = new_session_state()
             # a decision signed for one run's call is worth nothing in another run of
             # the same workflow: both bindings name this run
             info = workflow.info()

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         CapacityRequest,
     )
 
-    from .patches import LIMITER_MOVES_PATCH
+    from .patches import LIMITER_MOVES_PATCH, retired
 
 #: History events, and updates (the server takes 2,000 a run), a limiter's run holds
 #: before it goes on as a new run.
@@ -103,7 +103,9 @@ class EndpointLimiter:
     def _build_changed(self) -> bool:
         """Another build was made current: every session's calls will ask there."""
         changed = workflow.info().is_target_worker_deployment_version_changed()
-        return changed and workflow.patched(LIMITER_MOVES_PATCH)
+        if changed:
+            retired(LIMITER_MOVES_PATCH)  # the previous release's limiters asked it here
+        return changed
 
     def _history_long(self) -> bool:
         info = workflow.info()

@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent._wire._messages import AssistantMessage
 
-    from .patches import MODEL_REPLY_DIGEST_PATCH, patched
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from .transcript_sync import TranscriptSync, store_lost
@@ -217,7 +216,7 @@ class ModelCaller:
     def _reply_digested(self) -> bool:
         """Whether the model call returns its reply's digest and size (a session in the
         transcript's version-2 hash chain, on today's code)."""
-        return self._session.messages.takes_digests and patched(MODEL_REPLY_DIGEST_PATCH)
+        return self._session.messages.takes_digests
 
     async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
         """Wait durably until the endpoint's limiter keeps capacity for the call (or, if no

@@ -22,17 +22,17 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._failures import Failure
     from durable_agent._wire._messages import AssistantMessage, Message, ToolCall
 
-    from .patches import CALLS_IN_PAGES_PATCH, patched
+    from .patches import CALLS_IN_PAGES_PATCH, retired
     from .retries import LOST_WORK_RETRIES
 
 #: Tool calls one payload brings at most (a task decodes a page in about a millisecond).
 CALLS_PER_PAGE = 250
 
 
-def calls_per_page() -> int | None:
-    """What a session's model setup and a page read back ask for (``None`` on runs from
-    before)."""
-    return CALLS_PER_PAGE if patched(CALLS_IN_PAGES_PATCH) else None
+def calls_per_page() -> int:
+    """What a session's model setup and a page read back ask for."""
+    retired(CALLS_IN_PAGES_PATCH)  # some runs of the previous release asked it here
+    return CALLS_PER_PAGE
 
 
 async def whole_message(

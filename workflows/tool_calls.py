@@ -10,7 +10,6 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
@@ -58,7 +57,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._wire._messages import ToolMessage
     from durable_agent._wire._transcript import Transcript
 
-    from .patches import CALLS_IN_RUNNERS_PATCH, CHILD_ID_PATCH, ROUTES_CHECKED_PATCH, patched
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
     from .run_scope import current_run
     from .start_checks import start_check
@@ -74,7 +72,6 @@ async def resolve_tools(
         ResolveToolsInput(names=names, guardrails=guardrails, hooks=hooks),
         ResolveToolsResult,
         timeout=timedelta(seconds=30),
-        heartbeat=timedelta(seconds=rules.heartbeat_timeout_seconds),
         summary=f"resolve_tools {', '.join(names)}",
     )
 
@@ -193,16 +190,7 @@ async def run_tool_groups(
     for group in command.groups:
         if cancelled():
             break
-        if patched(CALLS_IN_RUNNERS_PATCH):
-            await _in_runners(group, run_in_place, command.max_concurrent, cancelled)
-            continue
-        tasks = [asyncio.ensure_future(run_in_place(run)) for run in group]
-        await workflow.wait_condition(_all_done_or(tasks, cancelled))
-        for task in tasks:
-            task.cancel()  # no-op for the finished ones
-        for task in tasks:
-            with contextlib.suppress(ActivityError, asyncio.CancelledError):
-                await task  # (cancelled mid-call: the slot is the Session's to fill)
+        await _in_runners(group, run_in_place, command.max_concurrent, cancelled)
 
 
 async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[ToolMessage, bool]:
@@ -221,9 +209,9 @@ async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[Tool
     info = workflow.info()
     scope = current_run()
     within = f"{info.workflow_id}--{scope}" if scope is not None else info.workflow_id
-    child_id = f"{within}--{call.function.name}-t{turn}c{run.slot}"
-    if patched(CHILD_ID_PATCH):  # bound to this run: no one can take it first
-        child_id += f"-{info.first_execution_run_id[:8]}"
+    # bound to this run: no one can take it first
+    run_bound = info.first_execution_run_id[:8]
+    child_id = f"{within}--{call.function.name}-t{turn}c{run.slot}-{run_bound}"
     # the child is its parent's owner's: its model calls count under the same tenant
     owner = workflow.memo_value("owner", "", type_hint=str)
     try:
@@ -312,18 +300,12 @@ async def _in_runners(
             raise outcome
 
 
-def _all_done_or(
-    tasks: Sequence[asyncio.Future[None]], cancelled: Callable[[], bool]
-) -> Callable[[], bool]:
-    return lambda: all(t.done() for t in tasks) or cancelled()
-
-
 async def _refused_routes(command: RunTools) -> Mapping[str, str]:
     """The task queues among the batch's calls that the session's worker does not route
     to now, and why (a local activity: the worker's registries, recorded)."""
     routed = {run.tool.policy.task_queue for group in command.groups for run in group}
     queues = sorted(q for q in routed if q is not None)
-    if not queues or not patched(ROUTES_CHECKED_PATCH):
+    if not queues:
         return {}
     routes: ToolRoutes = await workflow.execute_local_activity(
         "check_tool_routes",

@@ -27,13 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._wire._messages import Message
     from durable_agent._wire._transcript import Transcript, hash_version
 
-    from .patches import (
-        LOAD_PAGES_BY_COUNT_PATCH,
-        READ_BACK_LOST_CARRY_PATCH,
-        SMALL_PAGES_PATCH,
-        STORE_PIECES_BY_COUNT_PATCH,
-        patched,
-    )
+    from .patches import READ_BACK_LOST_CARRY_PATCH, retired
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES
 
@@ -48,8 +42,6 @@ REFERENCE_BYTES = 48
 #: one workflow task, which must stay far inside the SDK's 2 s on a machine loaded many
 #: times past its cores (500 small messages: a few ms of CPU).
 PAGE_MESSAGES = 500
-#: The same before ``SMALL_PAGES_PATCH`` (2,000 took up to 50 ms, a deadlock under load).
-LOAD_PAGE_MESSAGES = 2000
 
 
 class TranscriptSync:
@@ -133,7 +125,7 @@ class TranscriptSync:
         ``PAGE_MESSAGES``) until a model call's input would fit
         ``until_inline_bytes`` and carry at most that many messages."""
         messages, capacity = self.messages, self.capacity
-        most = _most_in_one(len(messages) - self.stored, STORE_PIECES_BY_COUNT_PATCH)
+        most = PAGE_MESSAGES if len(messages) - self.stored > PAGE_MESSAGES else None
         while self.stored < len(messages) and self._too_much_inline(until_inline_bytes, most):
             start = self.stored
             limit = len(messages) if most is None else min(len(messages), start + most)
@@ -210,8 +202,9 @@ class TranscriptSync:
             await self.load(ref)
         except ActivityError as error:
             previous = workflow.info().continued_run_id
-            if not store_lost(error) or previous is None or not patched(READ_BACK_LOST_CARRY_PATCH):
+            if not store_lost(error) or previous is None:
                 raise
+            retired(READ_BACK_LOST_CARRY_PATCH)
             workflow.logger.warning("the store lost the carried array: reading it back")
             summary = f"closed_conversation of run {previous} (the store lost it)"
             closed = ClosedRunInput(
@@ -231,7 +224,7 @@ class TranscriptSync:
         """Read back the array a previous run left in the store, a page at a time (pages
         of at most ``PAGE_MESSAGES``: each is hashed into the array in one workflow
         task, which must finish well within the SDK's 2 s on a loaded machine)."""
-        most = _most_in_one(ref.count - len(self.messages), LOAD_PAGES_BY_COUNT_PATCH, True)
+        most = PAGE_MESSAGES
         digested = self.messages.takes_digests or None
         most_calls = calls_per_page() if digested else None
         while len(self.messages) < ref.count:
@@ -274,18 +267,6 @@ class TranscriptSync:
                 non_retryable=True,
             )
         self.stored = ref.count
-
-
-def _most_in_one(count: int, by_count_patch: str, always_asked: bool = False) -> int | None:
-    """Messages one page or piece of ``count`` holds at most (``None``: as many as fit
-    the budget). Patches are asked only where their answer changes the commands, as
-    older runs asked them: ``by_count_patch`` past 2,000 (``always_asked``: for every
-    load), ``SMALL_PAGES_PATCH`` past ``PAGE_MESSAGES``."""
-    if count > PAGE_MESSAGES and patched(SMALL_PAGES_PATCH):
-        return PAGE_MESSAGES
-    if always_asked or count > LOAD_PAGE_MESSAGES:
-        return LOAD_PAGE_MESSAGES if patched(by_count_patch) else None
-    return None
 
 
 def store_lost(error: ActivityError) -> bool:

@@ -28,13 +28,13 @@ class Approvals:
         self,
         state: ApprovalsState,
         escalation: Escalation | None = None,
-        paged: Callable[[], bool] = lambda: True,
+        paging: Callable[[], object] = lambda: None,
     ) -> None:
         self._state = state
         self._escalation = escalation
-        self._paged = paged
-        """Whether this run does approvals in pages (asked only once there is more than a
-        page to do: a run recorded without pages does it all at once)."""
+        self._paging = paging
+        """Told each time there is more than a page to do (where the previous release's
+        runs recorded a marker: the workflow consumes it)."""
         self.newly_decided: list[str] = []
         """Ids decided since the live feed last took them, in order (not carried: a new
         run's feed counts the decisions it carries as told)."""
@@ -45,8 +45,9 @@ class Approvals:
 
     def page_for(self, count: int) -> int:
         """How many of ``count`` approvals' worth of work one task does."""
-        if count <= APPROVALS_PER_PAGE or not self._paged():
+        if count <= APPROVALS_PER_PAGE:
             return max(count, 0)
+        self._paging()
         return APPROVALS_PER_PAGE
 
     def asked(self) -> list[PendingApproval]:

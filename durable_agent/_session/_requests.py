@@ -4,7 +4,6 @@ for the Session to act on at its next checkpoint, or refused visibly in ``status
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
 from durable_agent._contracts._contracts import (
@@ -33,13 +32,11 @@ from ._swarm import Swarm
 MAX_REJECTED_SIGNALS_KEPT = 50
 
 
-def text_size(message: UserMessage, parts_counted: bool) -> int | None:
+def text_size(message: UserMessage) -> int:
     """The characters of a message's text: its string, or its text parts (images and
     files are not characters; a payload store carries them)."""
     if isinstance(message.content, str):
         return len(message.content)
-    if not parts_counted:
-        return None
     return sum(len(part.text) for part in message.content if isinstance(part, TextPart))
 
 
@@ -54,13 +51,8 @@ class Requests:
         swarm: Swarm | None,
         budget: Budget,
         gate: Gate,
-        parts_counted: Callable[[], bool] = lambda: True,
     ) -> None:
         self.spec = spec
-        self._parts_counted = parts_counted
-        """Whether the text of content parts counts against ``max_message_chars`` (asked
-        as each message arrives: a run recorded without the rule counts plain strings only)."""
-        self._counted = True
         self.state = state
         self.swarm = swarm
         self.budget = budget
@@ -76,7 +68,6 @@ class Requests:
 
     def message_arrived(self, message: UserMessage, now: datetime) -> str | None:
         """Queue a user message for the next turn boundary; why it was rejected, if it was."""
-        self._counted = self._parts_counted()
         problem = self.message_problem(message)
         if problem is not None:
             return self.reject(problem)
@@ -87,7 +78,7 @@ class Requests:
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
         empty = message.content in ("", [])
-        size = text_size(message, self._counted)
+        size = text_size(message)
         problem = self._queue_problem("send_message", empty, size, message)
         model = self.spec.model if self.swarm is None else self.swarm.model  # who answers
         refused = model.refuses(message)

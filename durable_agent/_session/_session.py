@@ -114,27 +114,13 @@ def _always() -> bool:
 
 @dataclass(frozen=True)
 class Compatibility:
-    """Which of the loop's later rules this run follows. A run recorded before a rule
-    was added replays the way it ran; each answer is asked only where the rule takes
-    effect (the workflow answers with its patches, and asking one records a marker in
-    a new run's history). By default, the newest rules: what a new session follows."""
+    """Where this run meets a path the previous release asked on its own (its runs
+    recorded a marker there): the workflow consumes that marker, so that their
+    histories replay (``workflows/patches.py``, ``retired``). By default nothing is
+    asked: what a session in a test, or inline, follows."""
 
-    rescue: Callable[[], bool] = _always
-    """Unusable model turns are rescued."""
-    truncation_checked: Callable[[], bool] = _always
-    """A cut answer is not taken as complete (``stop.on_truncated``)."""
-    turn_failures_end_turns: Callable[[], bool] = _always
-    """A turn that fails for good ends the turn, not the session."""
-    context_overflow_trims: Callable[[], bool] = _always
-    """A request the model refused as too long is tried again, shorter."""
-    approvals_in_pages: Callable[[], bool] = _always
-    """A batch of thousands is judged, asked and announced one page per workflow task."""
-    parts_counted: Callable[[], bool] = _always
-    """The text of content parts counts against ``max_message_chars``."""
-    workers_count_trimmed: Callable[[], bool] = _always
-    """What a request leaves out to fit the context budget is counted by the worker
-    that shapes it (``request_trimmed``), not in the workflow, where the count is work
-    that grows with the array."""
+    approvals_in_pages: Callable[[], object] = lambda: None
+    """A batch of thousands judged, asked and announced one page per workflow task."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +171,7 @@ class Session:
         toolbox = Toolbox(spec, state.tools, swarm)
         gate = Gate(spec.approvals, state.gate)
         budget = Budget(spec, state.budget)
-        requests = Requests(spec, state.requests, swarm, budget, gate, compat.parts_counted)
+        requests = Requests(spec, state.requests, swarm, budget, gate)
         sweeps = StandingGrants(state.sweeps, approvals, gate, toolbox)
         decisions = Decisions(
             spec, state.decisions, approvals, gate, sweeps, toolbox, requests, run_chain, run
@@ -771,14 +757,16 @@ class Session:
             self.phase = "compacting"
             return command
         self.phase = "calling_model"
-        if not self._compat.workers_count_trimmed():
+        if not self.trimmed_by_workers:
             self.trimmed = self._trimmed_count()
         return command
 
     @property
     def trimmed_by_workers(self) -> bool:
-        """The worker that makes a model call counts what its request left out."""
-        return self._compat.workers_count_trimmed()
+        """The worker that makes a model call counts what its request left out (a reply
+        that comes with its digest brings the count: a session in the version-2 hash
+        chain; one opened before keeps counting in the workflow for its life)."""
+        return self._state.chain == 2
 
     def request_trimmed(self, left_out: int) -> None:
         """The worker's count of the messages the latest request left out to fit the
@@ -842,7 +830,7 @@ class Session:
         if assistant.is_error:
             state.last_error = assistant.error
         reason = None
-        if not assistant.is_error and self._compat.rescue():
+        if not assistant.is_error:
             called = self._batch.tools_called(assistant) if checked else ()
             # ``unparsed_output: raw``: an answer that fails the schema is taken as it is
             rescued_schema = (
@@ -856,8 +844,6 @@ class Session:
                 called=called,
             )
         cut = truncated_reason(assistant)
-        if cut is not None and not self._compat.truncation_checked():
-            cut = None  # asked only for a cut answer (a run recorded without the rule takes it)
         rule = self.spec.stop.on_truncated
         if reason is not None:
             self._rescued(self._rescue.unusable(assistant, reason))
@@ -892,7 +878,7 @@ class Session:
         for the next message (``stop.end_session_on`` ``model_error``: the session fails)."""
         if self._step.retried(kind, retry_after, self.model_spec):
             return
-        if self._step.overflowed(kind, text) and self._compat.context_overflow_trims():
+        if self._step.overflowed(kind, text):
             self._step.shorten_request(self.model_spec)
             return
         if self._step.fell_back(kind, len(self._base_model.fallbacks)):
@@ -919,10 +905,8 @@ class Session:
 
     def _ends_session(self, failure: Literal["max_turns", "model_error"]) -> bool:
         """A turn that failed this way ends the session: a one-shot session's always,
-        another's when its spec says so (or when it ran before turns could end so)."""
-        if self.spec.session.end_after_reply or failure in self.spec.stop.end_session_on:
-            return True
-        return not self._compat.turn_failures_end_turns()
+        another's when its spec says so."""
+        return self.spec.session.end_after_reply or failure in self.spec.stop.end_session_on
 
     def model_cancelled(self) -> None:
         """The model call (or summary) was stopped by ``cancel_turn``: nothing joins."""

@@ -5,7 +5,9 @@ diverges and what to do about it.
 A divergence means today's code issues another command than the one the history
 recorded at that point: a session running now would fail on the new workers. The
 fix is to guard the change with ``workflow.patched("<new id>")`` and keep the old
-path for runs without its marker (docs/how-to/changing-workflow-code.md).
+path for runs without its marker; a history older than the previous release is not
+replayed at all, and its sessions move or end first
+(docs/how-to/changing-workflow-code.md).
 """
 
 from __future__ import annotations
@@ -60,15 +62,32 @@ def patch_markers(history: WorkflowHistory) -> list[str]:
 
 
 def known_patches() -> set[str]:
-    """The patch ids today's workflow code knows (``workflows/patches.py``)."""
+    """The patch ids today's workflow code asks or consumes (``workflows/patches.py``)."""
     from durable_agent._workflows import patches
 
-    return {value for name, value in vars(patches).items() if name.endswith("_PATCH")}
+    asked = {value for name, value in vars(patches).items() if name.endswith("_PATCH")}
+    return asked | {patches.PREVIOUS_BASELINE}
+
+
+def retired_patches() -> frozenset[str]:
+    """Patch ids of releases older than the previous one: their paths are gone."""
+    from durable_agent._workflows import patches
+
+    return patches.RETIRED_PATCHES
 
 
 def explain(failure: str, history: WorkflowHistory) -> str:
     """What a nondeterminism failure means for the person about to deploy."""
     markers = patch_markers(history)
+    older = [marker for marker in markers if marker in retired_patches()]
+    if older:  # a run from before the previous release: nothing in today's code fits it
+        return (
+            f"the history was recorded by code older than the previous release (it carries "
+            f"retired patch markers {older}). This release replays only its own runs and "
+            "the previous release's: move these sessions to the previous release's build "
+            "first (durable-agent versions move --from BUILD), or let them end "
+            "(docs/how-to/changing-workflow-code.md)."
+        )
     newer = [marker for marker in markers if marker not in known_patches()]
     if newer:  # a rollback: a patch in today's code cannot help
         return (

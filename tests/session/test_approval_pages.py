@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 from durable_agent._activities.approvals import describe_calls
 from durable_agent._workflows.continued_input import ContinuedInput
-from durable_agent._workflows.patches import APPROVALS_IN_PAGES_PATCH, BASELINE_PATCH
+from durable_agent._workflows.patches import (
+    APPROVALS_IN_PAGES_PATCH,
+    CALLS_IN_PAGES_PATCH,
+    PREVIOUS_BASELINE,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
@@ -248,21 +252,17 @@ def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
     assert isinstance(session.next_command(suggested=False, now=driver.clock), RunTools)
 
 
-def test_a_run_recorded_before_pages_does_a_large_batch_at_once(pages_of_four: None) -> None:
-    """The workflow's patch says no (a history from before pages): ten calls are asked
-    in one go and one grant decides them all, no timer between."""
-    asked: list[int] = []
-
-    def before_pages() -> bool:
-        asked.append(1)
-        return False
-
-    compatibility = Compatibility(approvals_in_pages=before_pages)
+def test_where_pages_begin_the_workflow_is_told(pages_of_four: None) -> None:
+    """Ten calls that wait, in pages of four: the hook the workflow consumes the previous
+    release's marker with is called (it recorded one there), and the batch is asked a
+    page at a time all the same."""
+    told: list[int] = []
+    compatibility = Compatibility(approvals_in_pages=lambda: told.append(1))
     session, driver, state = opened(transfers(10), compatibility)
-    assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
-    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decision_arrived(always, "approved", driver.clock)
-    assert len(state.approvals.decisions) == 10 and not state.sweeps and asked
+    command = session.next_command(suggested=False, now=driver.clock)
+    assert told, "told where the pages begin"
+    assert isinstance(command, Pause) and command == Pause(PAGE_BREAK), command
+    assert len(state.approvals.pending) == 4, "the first page alone is asked"
 
 
 noted: list[int] = []
@@ -376,7 +376,7 @@ async def _waiting(agents: AgentClient, sid: str) -> Any:
 async def test_a_batch_of_a_few_records_no_marker_and_no_timer(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
-    """Three calls that wait, one "always": the history is as before pages."""
+    """Three calls that wait, one "always": no timer, and no marker of pages."""
     noted.clear()
     script = [assistant_calls(*[("note", {"n": n}) for n in range(3)]), assistant_text("ok")]
     with ScriptedProvider(script) as provider:
@@ -391,7 +391,9 @@ async def test_a_batch_of_a_few_records_no_marker_and_no_timer(
     assert sorted(noted) == [0, 1, 2]
     kinds = {e.event_type for e in history.events}
     assert EventType.EVENT_TYPE_TIMER_STARTED not in kinds
-    assert patches_of(history) == [BASELINE_PATCH]
+    # the previous release's markers consumed where its runs recorded them (deprecated
+    # here); none for approvals in pages
+    assert patches_of(history) == [PREVIOUS_BASELINE, CALLS_IN_PAGES_PATCH]
 
 
 async def test_a_sub_agents_batch_over_a_page_shows_in_its_parent_a_page_a_signal(

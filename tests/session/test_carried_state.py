@@ -5,7 +5,6 @@ object) reads into them, each field where its part finds it."""
 from __future__ import annotations
 
 import ast
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from durable_agent._session import SessionState
 
-HISTORIES = Path(__file__).parent.parent / "histories"
+FLAT_STATES = Path(__file__).parent / "flat_states.json"
 SESSION = Path(__file__).parent.parent.parent / "durable_agent" / "session"
 
 #: Where each flat field is found in the sliced state, written out here rather than
@@ -48,22 +47,10 @@ MOVED = {
 
 
 def _flat_states() -> list[tuple[str, dict[str, Any]]]:
-    """Every state a recorded history carries in or out (runs recorded before the
-    slices: flat objects)."""
-    found = []
-    for path in sorted(HISTORIES.glob("*.json")):
-        for event in json.loads(path.read_text())["events"]:
-            for kind in (
-                "workflowExecutionStartedEventAttributes",
-                "workflowExecutionContinuedAsNewEventAttributes",
-            ):
-                payloads = event.get(kind, {}).get("input", {}).get("payloads", [])
-                if not payloads:
-                    continue
-                data = json.loads(base64.b64decode(payloads[0]["data"]))
-                if isinstance(data, dict) and data.get("carried") and "pending" in data["carried"]:
-                    found.append((f"{path.stem}:{kind[:26]}", data["carried"]))
-    return found
+    """The flat states that runs recorded before the slices carried in or out, as the
+    histories of those runs held them (taken from them once: ``flat_states.json``, by
+    history and event)."""
+    return [(where, state) for where, state in json.loads(FLAT_STATES.read_text())]
 
 
 FLAT = _flat_states()

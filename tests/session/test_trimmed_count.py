@@ -1,7 +1,7 @@
 """What a request leaves out to fit the context budget is counted by the worker that
 shapes it (``request_trimmed``): the Session does no work over the array to count it
-when it makes a model call. A run recorded before that counts in the Session, as it
-did, so its status and live events are what they were."""
+when it makes a model call. A session opened in the first hash chain (whose replies
+come without their digests) counts in the Session, for its life."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durable_agent._session import CallModel, Compatibility, Session, SessionState
+from durable_agent._session import CallModel, Session, SessionState
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._wire._messages import AssistantMessage, UserMessage
 
@@ -23,8 +23,7 @@ def _long_session(workers_count: bool) -> Session:
     history = []
     for k in range(50):
         history += [UserMessage(content=f"question {k} " * 5), AssistantMessage(content="ok " * 20)]
-    compat = Compatibility(workers_count_trimmed=lambda: workers_count)
-    session = Session(spec, SessionState(), compat)
+    session = Session(spec, SessionState(chain=2 if workers_count else None))
     session.start(AgentInput(spec=spec, history=history, message="and now?"), NOW)
     return session
 
@@ -39,5 +38,5 @@ def test_who_counts_what_a_request_leaves_out(workers_count: bool) -> None:
         session.request_trimmed(88)  # the worker's count, with the reply
         assert session.status().trimmed == 88
     else:
-        assert session.trimmed > 80  # counted as the call was made, as recorded runs did
+        assert session.trimmed > 80  # counted as the call was made, in the workflow
         assert session.status().trimmed == session.trimmed

@@ -106,7 +106,7 @@ class LocalRun:
     or decisions mid-session, as people would between two workflow tasks."""
     session_id: str = "local-session"
     message_ids: bool = False
-    """Give the array's messages stable ids (a new session's, since ``MESSAGE_IDS_PATCH``)."""
+    """Give the array's messages stable ids (as a new session does)."""
     clock: datetime = START
     """The time the Session is told (it moves only when a command waits)."""
     keys: ApproverKeys = field(default_factory=ApproverKeys)

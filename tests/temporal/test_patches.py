@@ -1,44 +1,33 @@
-"""A new run records one patch marker, the baseline, and takes every patch's new path.
-
-Older histories, without a baseline or with the first one, replay as they did
-(``tests/temporal/test_replay.py`` replays all of them: ``baselined`` was recorded with the
-first baseline, ``start_checks_local`` with the second, ``pages_of_500`` with the third,
-``second_chain`` with the fourth, ``stored_prefix_kept`` with the fifth,
-``model_reply_digested`` with the sixth, ``tool_calls_in_pages`` with today's)."""
+"""The retirement rule for workflow changes, as the code keeps it: this release replays
+its own runs and those of the release before, and consumes (never asks) the markers the
+previous release's runs recorded; a history older than that is refused by the replay
+gate with what to do (``tests/temporal/test_replay.py`` replays every recorded history,
+each recorded by the previous release)."""
 
 from __future__ import annotations
 
+import base64
 import importlib
+import json
 import pkgutil
 import uuid
+from pathlib import Path
 
 import durable_agent._workflows as workflow_package
 from durable_agent._workflows.patches import (
-    BASELINE_PATCH,
-    BASELINED,
-    EIGHTH_BASELINE_PATCH,
-    EIGHTH_BASELINED,
-    FIFTH_BASELINE_PATCH,
-    FIFTH_BASELINED,
-    FIRST_BASELINE_PATCH,
-    FIRST_BASELINED,
-    FOURTH_BASELINE_PATCH,
-    FOURTH_BASELINED,
-    SECOND_BASELINE_PATCH,
-    SECOND_BASELINED,
-    SEVENTH_BASELINE_PATCH,
-    SEVENTH_BASELINED,
-    SIXTH_BASELINE_PATCH,
-    SIXTH_BASELINED,
-    THIRD_BASELINE_PATCH,
-    THIRD_BASELINED,
+    CALLS_IN_PAGES_PATCH,
+    PREVIOUS_BASELINE,
+    PREVIOUS_RELEASE_ASKED,
+    RETIRED_PATCHES,
 )
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent._contracts._contracts import AgentResult
 from durable_agent._spec._spec import AgentInput
+from durable_agent.temporal._replay_gate import check_histories
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (
     record_history,
@@ -47,6 +36,8 @@ from tests.support.agent_harness import (
     start_session,
 )
 from tests.temporal.test_agent_workflow import registry
+
+HISTORIES = Path(__file__).parent.parent / "histories"
 
 
 def _named_patches() -> set[str]:
@@ -58,29 +49,32 @@ def _named_patches() -> set[str]:
     return named
 
 
-def test_the_baseline_stands_for_patches_the_code_names() -> None:
-    named = _named_patches()
-    assert named >= BASELINED, BASELINED - named  # a typo would never be asked
-    baselines = {
-        BASELINE_PATCH,
-        EIGHTH_BASELINE_PATCH,
-        SEVENTH_BASELINE_PATCH,
-        SIXTH_BASELINE_PATCH,
-        FIFTH_BASELINE_PATCH,
-        FOURTH_BASELINE_PATCH,
-        THIRD_BASELINE_PATCH,
-        SECOND_BASELINE_PATCH,
-        FIRST_BASELINE_PATCH,
-    }
-    assert baselines <= named and len(baselines) == 9
-    assert not baselines & BASELINED
-    assert FIRST_BASELINED < SECOND_BASELINED < THIRD_BASELINED < FOURTH_BASELINED
-    assert FOURTH_BASELINED < FIFTH_BASELINED < SIXTH_BASELINED < SEVENTH_BASELINED
-    assert SEVENTH_BASELINED < EIGHTH_BASELINED < BASELINED
-    assert len(FIRST_BASELINED) == 14
+def _markers(history: dict[str, object]) -> list[tuple[str, bool]]:
+    found = []
+    for event in history["events"]:  # type: ignore[attr-defined]
+        attributes = event.get("markerRecordedEventAttributes")
+        if attributes and attributes.get("markerName") == "core_patch":
+            for payload in attributes["details"]["patch-data"]["payloads"]:
+                data = json.loads(base64.b64decode(payload["data"]))
+                found.append((data["id"], data.get("deprecated", False)))
+    return found
 
 
-async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
+def test_what_is_consumed_is_what_the_previous_release_recorded() -> None:
+    """Every marker a recorded history holds (the previous release's runs) is one this
+    code consumes; none is retired; a retired id is never asked again."""
+    recorded = set()
+    for path in HISTORIES.glob("*.json"):
+        recorded |= {marker for marker, _ in _markers(json.loads(path.read_text()))}
+    consumed = PREVIOUS_RELEASE_ASKED | {PREVIOUS_BASELINE}
+    assert recorded, "the histories hold markers"
+    assert recorded <= consumed, recorded - consumed
+    assert not RETIRED_PATCHES & consumed
+    assert not RETIRED_PATCHES & _named_patches()
+    assert _named_patches() >= PREVIOUS_RELEASE_ASKED
+
+
+async def test_a_new_run_consumes_the_previous_releases_markers_and_asks_none(
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     script = [
@@ -96,22 +90,25 @@ async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
     assert result.status == "done" and result.final and result.final.content == "both known"
 
     history = await handle.fetch_history()
-    markers = [
-        e.marker_recorded_event_attributes
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-    ]
-    patches = [m.details["patch-data"] for m in markers if m.marker_name == "core_patch"]
-    assert len(patches) == 1 and BASELINE_PATCH.encode() in patches[0].SerializeToString()
+    markers = _markers(json.loads(history.to_json()))
+    # deprecated: the release after this one may leave them unasked
+    assert markers == [(PREVIOUS_BASELINE, True), (CALLS_IN_PAGES_PATCH, True)], markers
     upserts = [
         e
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES
     ]
-    assert len(upserts) == 1
-    # the patched paths were taken: the worker admitted the spec and described its tools
-    # on the spot (local activities: a marker each, no task), the memo has a title
-    local = [m for m in markers if m.marker_name == "core_local_activity"]
+    # each marker comes with the server's upsert of its change version, and nothing else
+    # is upserted (the title is in the start's memo)
+    assert len(upserts) == 2
+    # the new paths: the worker admitted the spec and described its tools on the spot
+    # (local activities: a marker each, no task), the memo has a title
+    local = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
     assert len(local) == 2
     scheduled = [
         e.activity_task_scheduled_event_attributes.activity_type.name
@@ -121,6 +118,35 @@ async def test_a_new_run_records_one_marker_and_takes_the_new_paths(
     assert scheduled == ["call_model", "run_tool", "run_tool", "call_model"]
     described = await handle.describe()
     assert await described.memo_value("title") == "weather?"
+
+
+async def test_a_history_older_than_the_previous_release_is_refused_saying_what_to_do() -> None:
+    """A run recorded with a retired marker (here: a recorded history whose baseline is
+    put back to an older one) does not replay, and the gate says to move or end those
+    sessions first, not to add a patch."""
+    recorded = json.loads((HISTORIES / "multi_turn_session.json").read_text())
+    for event in recorded["events"]:
+        attributes = event.get("markerRecordedEventAttributes")
+        if attributes and attributes.get("markerName") == "core_patch":
+            payload = attributes["details"]["patch-data"]["payloads"][0]
+            older = {"id": "baseline-2026-11-27", "deprecated": False}
+            payload["data"] = base64.b64encode(json.dumps(older).encode()).decode()
+    history = WorkflowHistory.from_json("old", json.dumps(recorded))
+    [as_recorded] = await check_histories(
+        [
+            (
+                "recorded",
+                WorkflowHistory.from_json(
+                    "now", (HISTORIES / "multi_turn_session.json").read_text()
+                ),
+            )
+        ]
+    )
+    [verdict] = await check_histories([("old", history)])
+    assert as_recorded.failure is None
+    assert verdict.failure is not None
+    assert "older than the previous release" in verdict.explanation
+    assert "versions move" in verdict.explanation and "patched" not in verdict.explanation
 
 
 async def test_a_title_the_start_holds_is_not_upserted_again(
