@@ -1,6 +1,8 @@
-"""Every Python snippet in the README and the manual imports only public names, and the
-ones marked runnable (an HTML comment ``<!-- runnable -->`` on the line before the
-block) run as written, in a fresh interpreter."""
+"""Every Python snippet in the README and the manual imports only public names, and says
+on the line before it what it is: ``<!-- runnable -->`` (run here as written, in a fresh
+interpreter), ``<!-- run by tests/....py -->`` (a test that runs it from the page, as
+the README's example and the extending page's are), or ``<!-- fragment -->`` (a piece
+of a program, not a whole one)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import importlib
 import re
 import subprocess
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +20,22 @@ import pytest
 from tests.project.test_layering import PUBLIC_MODULES
 
 ROOT = Path(__file__).parents[2]
-BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)\n```", re.S)
+BLOCK = re.compile(
+    r"(?P<before>[^\n]*)\n(?P<indent>[ ]*)```python\n(?P<code>.*?)\n(?P=indent)```", re.S
+)
+MARK = re.compile(r"<!-- (runnable|fragment|run by (tests/[\w/]+\.py)) -->")
 
 
 @dataclass(frozen=True)
 class Snippet:
     where: str
     code: str
-    runnable: bool
+    mark: str
+    """What the line before the block says it is (empty: nothing)."""
+
+    @property
+    def runnable(self) -> bool:
+        return self.mark == "<!-- runnable -->"
 
 
 def snippets() -> list[Snippet]:
@@ -33,13 +44,8 @@ def snippets() -> list[Snippet]:
         text = "\n" + page.read_text()
         for match in BLOCK.finditer(text):
             line = text[: match.start("code")].count("\n")
-            found.append(
-                Snippet(
-                    f"{page.relative_to(ROOT)}:{line}",
-                    match["code"],
-                    match["before"].strip() == "<!-- runnable -->",
-                )
-            )
+            code = textwrap.dedent(match["indent"] + match["code"])
+            found.append(Snippet(f"{page.relative_to(ROOT)}:{line}", code, match["before"].strip()))
     return found
 
 
@@ -73,6 +79,20 @@ def test_the_manual_has_snippets_and_some_run() -> None:
 @pytest.mark.parametrize("snippet", snippets(), ids=lambda s: s.where)
 def test_a_snippet_imports_only_public_names(snippet: Snippet) -> None:
     assert private_imports(snippet.code, public_names()) == []
+
+
+@pytest.mark.parametrize("snippet", snippets(), ids=lambda s: s.where)
+def test_a_snippet_says_whether_it_runs(snippet: Snippet) -> None:
+    """Marked, and a test named as running it exists and reads the page it is on."""
+    mark = MARK.fullmatch(snippet.mark)
+    assert mark is not None, f"{snippet.where}: mark it runnable, fragment or 'run by ...'"
+    if mark[2] is not None:
+        runner = ROOT / mark[2]
+        page = Path(snippet.where.split(":")[0])
+        text = runner.read_text()
+        assert page.name in text or page.stem.upper().replace("-", "_") in text or (
+            "page_block" in text and page.name == "extending.md"
+        ), f"{mark[2]} does not read {page}"
 
 
 def test_a_private_import_is_caught() -> None:
