@@ -44,7 +44,7 @@ def snippets() -> list[Snippet]:
         text = "\n" + page.read_text()
         for match in BLOCK.finditer(text):
             line = text[: match.start("code")].count("\n")
-            code = textwrap.dedent(match["indent"] + match["code"])
+            code = textwrap.dedent(match["code"])
             found.append(Snippet(f"{page.relative_to(ROOT)}:{line}", code, match["before"].strip()))
     return found
 
