@@ -63,7 +63,7 @@ async def help_customer(agents: AgentClient, agent: Agent[str], question: str) -
             await agents.session(session).approve(pending.approval_id, by="example")
             answered.append(pending.approval_id)
         outcome = await agents.session(session).wait(answered=answered, timeout=120)
-    return agent.output_of(session, await agents.session(session).result()).output
+    return await agents.session(session).output(agent)
 
 
 async def main() -> None:

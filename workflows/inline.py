@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent._contracts._approval_contracts import (
+        NO_WAITING_CALL,
         DecisionRequest,
         DecisionResult,
         PendingApproval,
@@ -124,6 +125,9 @@ class InlineRun:
         signal = request.as_signal()
         problem = session.decision_problem(signal, decision)
         if problem is not None:
+            if NO_WAITING_CALL in problem:  # say which do wait
+                waiting = [p.approval_id for p in session.undecided()]
+                problem += f" (waiting: {', '.join(waiting) or 'none'})"
             raise ApplicationError(problem, type=Failure.DECISION_REFUSED, non_retryable=True)
         update = workflow.current_update_info()
         self._updates += 1

@@ -51,7 +51,9 @@ class Agent(Generic[OutputT]):
     ``guardrails``, ...), as the JSON spec writes it."""
 
     name: str
-    model: ModelSpec
+    model: ModelSpec | str
+    """The model (or ``"ENDPOINT:MODEL"``, as ``"openai:gpt-4o-mini"``: the model on an
+    endpoint the worker registered)."""
     instructions: str | None = None
     tools: Sequence[Tool | str] = ()
     output_type: type[OutputT] | Any = str
@@ -61,6 +63,16 @@ class Agent(Generic[OutputT]):
     sub_agents: Sequence[Agent[Any]] = ()
     description: str = ""
     """What the agent does: how another agent's handoff or sub-agent tool describes it."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):  # one type from here on
+            object.__setattr__(self, "model", ModelSpec.model_validate(self.model))
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """``model`` as a ``ModelSpec`` (text was read when the agent was made)."""
+        assert isinstance(self.model, ModelSpec)
+        return self.model
 
     def team(self) -> list[Agent[Any]]:
         """This agent and every agent its handoffs reach, each once, this one first."""

@@ -57,8 +57,8 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
     models = dict(capabilities.models)
     servers = {s.name: s for s in capabilities.toolsets if isinstance(s, McpServerSpec)}
     for agent in {a.name: a for top in agents for a in top.everyone()}.values():
-        if not isinstance(agent.model.endpoint, str):
-            models[f"agent:{agent.name}"] = agent.model.endpoint
+        if not isinstance(agent.model_spec.endpoint, str):
+            models[f"agent:{agent.name}"] = agent.model_spec.endpoint
         for server in agent.mcp_servers:
             if not isinstance(server, McpServerSpec):
                 continue

@@ -330,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(name, help)
         sub.add_argument("--spec", help="agent spec JSON file (default: model from environment)")
         add_agent_arguments(sub)
+        sub.add_argument(
+            "--model",
+            help="ENDPOINT:MODEL for the default spec, its endpoint one the worker registered "
+            "(a worker started with --model test or demo answers any)",
+        )
         sub.add_argument("--tool", action="append", default=[], help="tool for the default spec")
         sub.add_argument("--instructions", help="system prompt for the default spec")
         sub.add_argument("--session-id", help="session id (default: generated)")

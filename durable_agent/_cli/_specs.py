@@ -1,5 +1,5 @@
-"""Which spec a command starts: an agent by name, a spec file, or the model the
-environment describes."""
+"""Which spec a command starts: an agent by name, a spec file, a model named with
+``--model``, or the model the environment describes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import argparse
 import os
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from durable_agent._agents._modules import load_agents
 from durable_agent._client._types import SpecError, parse_spec
 from durable_agent._providers._environment import model_from_environment
-from durable_agent._spec._spec import AgentSpec
+from durable_agent._spec._spec import AgentSpec, ModelSpec
+from durable_agent._wire._contract import explain
 
 from ._args import CommandError
 
@@ -42,11 +45,20 @@ def load_spec(args: argparse.Namespace) -> AgentSpec:
             return parse_spec(text)
         except SpecError as error:
             raise CommandError(f"{path}: {error}") from None
-    model = model_from_environment()
+    model: ModelSpec | None = None
+    if getattr(args, "model", None):
+        try:
+            model = ModelSpec.model_validate(args.model)
+        except ValidationError as error:
+            raise CommandError(f"--model: {explain(error)}") from None
+    else:
+        model = model_from_environment()
     if model is None:
         raise CommandError(
-            "no model configured: pass --spec FILE, or set OPENAI_API_KEY (or OPENAI_BASE_URL "
-            "for an OpenAI-compatible server). `durable-agent demo` runs without either."
+            "no model: name one with --model ENDPOINT:MODEL (as openai:gpt-4o-mini; any name "
+            "does on a worker started with --model test), run an agent of yours with "
+            "--agents MODULE --agent NAME, pass --spec FILE, or set OPENAI_API_KEY (or "
+            "OPENAI_BASE_URL). `durable-agent demo` needs none of these."
         )
     return AgentSpec(
         model=model,

@@ -32,6 +32,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent._agents._agent import Agent, OutputT
 from durable_agent._contracts._approval_contracts import (
     NO_WAITING_CALL,
     ApprovalPolicyView,
@@ -329,6 +330,11 @@ class SessionHandle:
             return await self._handle.result()
         except WorkflowFailureError as error:
             raise SessionFailedError(self.id, error) from error.cause
+
+    async def output(self, agent: Agent[OutputT]) -> OutputT:
+        """The session's answer as ``agent``'s ``output_type`` (waits for the end);
+        ``AgentRunError`` (saying how it ended) when it ended without one."""
+        return agent.output_of(self.id, await self.result()).output
 
     async def result_if_closed(self) -> AgentResult | None:
         try:

@@ -17,6 +17,8 @@ from durable_agent._payloads._encryption import CodecKeys, with_encryption
 from durable_agent._payloads._lean import lean_data_converter
 from durable_agent._payloads._storage import with_payload_storage
 
+from ._refusals import UpdateRefusals
+
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 
@@ -64,7 +66,7 @@ async def connect_client(settings: ServerSettings, runtime: Runtime | None = Non
                 with_encryption(lean_data_converter, settings.codec_keys),
                 settings.payload_storage,
             ),
-            interceptors=client_interceptors(),
+            interceptors=[*client_interceptors(), UpdateRefusals()],
             runtime=runtime,
         )
     except RuntimeError as error:

@@ -159,7 +159,12 @@ class Rescue:
             )
         )
         if strategy == "fail":
-            return f"the model's reply could not be used: {reason}"
+            tries = self.spec.rescue.max_attempts
+            return (
+                f"the model's reply could not be used: {reason}. Send the message again (a "
+                f"later reply may do), allow more corrections (rescue.max_attempts, now "
+                f"{tries}), or use a model that keeps to the tools' and the answer's schemas"
+            )
         if strategy == "flush":
             latest = self._latest_user_message()
             self.messages.join(FlushMessage(by="rescue", reason=reason, mode="tool", timestamp=at))

@@ -62,7 +62,21 @@ class ModelPrice(_Spec):
 
 
 class ModelSpec(_Spec):
-    """Which model, where, and how to call it."""
+    """Which model, where, and how to call it. Given as text, ``"ENDPOINT:MODEL"`` names
+    the model on an endpoint the worker registered (``"openai:gpt-4o-mini"``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        endpoint, colon, name = value.partition(":")
+        if not (colon and endpoint.strip() and name.strip()):
+            raise ValueError(
+                f"a model given as text is 'ENDPOINT:MODEL', its endpoint one the worker "
+                f"registered (as 'openai:gpt-4o-mini'), not {value!r}"
+            )
+        return {"name": name.strip(), "endpoint": endpoint.strip()}
 
     name: str = Field(min_length=1)
     """The provider's model id, e.g. ``gpt-4o``."""

@@ -35,6 +35,7 @@ from durable_agent._activities.tools import ToolActivities
 from durable_agent._activities.transcript_store import TranscriptStore
 from durable_agent._agents._agent import Agent
 from durable_agent._agents._modules import with_agent_tools, with_agents
+from durable_agent._connection._refusals import UpdateRefusals
 from durable_agent._contracts._approver_tokens import ApproverKeys
 from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentRunError
 from durable_agent._contracts._eval_cases import EVAL_WORKFLOW
@@ -165,7 +166,7 @@ class DurableAgentPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=self._converter,
-            interceptors=[ObservingInterceptor(), self.calls_in_flight],
+            interceptors=[ObservingInterceptor(), self.calls_in_flight, UpdateRefusals()],
             workflows=[AgentWorkflow, EndpointLimiter, EvalWorkflow],
             activities=[
                 admission.admit_session,

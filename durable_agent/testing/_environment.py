@@ -154,10 +154,10 @@ class AgentTestEnvironment:
         def swap(original: Agent[Any]) -> Agent[Any]:
             if original.name in done:
                 return done[original.name]
-            endpoint = original.model.endpoint
+            endpoint = original.model_spec.endpoint
             if not isinstance(endpoint, str):
                 endpoint = _scripted_name(endpoint.api)
-            model = original.model.model_copy(update={"endpoint": endpoint})
+            model = original.model_spec.model_copy(update={"endpoint": endpoint})
             copy = done[original.name] = dataclasses.replace(
                 original, model=model, handoffs=(), sub_agents=()
             )

@@ -22,8 +22,9 @@ from durable_agent import AgentClient, parse_messages
 from durable_agent._spec._spec import ModelPrice
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._messages import Usage
+from durable_agent.capabilities import Capabilities
 from durable_agent.temporal._ports import free_port
-from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing import ScriptedProvider, TestModel, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.conftest import owns_listener
 from tests.support import cli_tools
@@ -203,7 +204,36 @@ async def test_errors_say_what_to_fix(
     assert "stop.max_turns: Input should be greater than or equal to 1" in invalid.stderr
     assert "colour: Extra inputs are not permitted" in invalid.stderr
     assert "Invalid JSON" in not_json.stderr
-    assert "no model configured" in no_model.stderr
+    # what to do instead, each way: a model by name, an agent of one's own, a spec
+    assert "--model ENDPOINT:MODEL" in no_model.stderr
+    assert "--agents MODULE --agent NAME" in no_model.stderr and "--spec FILE" in no_model.stderr
+    not_named = await acli("run", "--model", "gpt-4o", "hi", address=address)
+    assert not_named.returncode == 2 and "Traceback" not in not_named.stderr
+    assert "'ENDPOINT:MODEL'" in not_named.stderr and "openai:gpt-4o-mini" in not_named.stderr
+
+
+async def test_run_with_a_model_by_name_on_a_worker_that_answers_every_call(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """No spec and no key: ``--model ENDPOINT:MODEL`` names the model, and a worker that
+    answers every model call (as ``durable-agent worker --model test``) answers it."""
+    model = TestModel().start()
+    try:
+        capabilities = Capabilities(every_model=model.endpoint)
+        async with running_worker(temporal_env, task_queue, Registry(), capabilities=capabilities):
+            done = await acli(
+                "run",
+                "--model",
+                "any:test-model",
+                "--task-queue",
+                task_queue,
+                "Weather in Oslo?",
+                address=address_of(temporal_env),
+            )
+    finally:
+        model.stop()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert model.requests and model.requests[0].body["model"] == "test-model"
 
 
 def _start_dev(data_dir: Path, port: int | None = None) -> tuple[subprocess.Popen[str], int]:

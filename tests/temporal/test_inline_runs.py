@@ -14,7 +14,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -23,6 +28,7 @@ from durable_agent._contracts._approval_contracts import DecisionRequest
 from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from tests.project.test_cli import address_of
 from tests.support import inline_workflows as user
 from tests.support.agent_harness import wait_for
 
@@ -82,6 +88,18 @@ async def test_an_inline_run_decided_by_the_users_update_returns_the_typed_outpu
                 assert not held.exists(), "the gated tool waits for the person"
                 pending = await handle.query(user.FraudCheckWorkflow.pending)
                 assert [p.tool_name for p in pending] == ["hold_order"]
+                # a client with the plugin: a refused update says why, and which wait
+                said = await Client.connect(
+                    address_of(temporal_env), plugins=[DurableAgentPlugin()]
+                )
+                with pytest.raises(WorkflowUpdateFailedError) as refused:
+                    await said.get_workflow_handle(handle.id).execute_update(
+                        user.FraudCheckWorkflow.decide,
+                        DecisionRequest(approval_id="turn9-call9", decision="approve", by="ana"),
+                    )
+                assert "no call waits for a decision" in str(refused.value)
+                assert f"(waiting: {pending[0].approval_id})" in str(refused.value)
+                assert not held.exists(), "the refused decision ran nothing"
                 decided = await handle.execute_update(
                     user.FraudCheckWorkflow.decide,
                     DecisionRequest(
