@@ -36,6 +36,7 @@ from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal._binary import temporal_binary
 from durable_agent.temporal._ports import free_port
 
+from ._models import FunctionModel
 from ._scripted_provider import ScriptedProvider
 
 Decision = Literal["approve", "deny"]
@@ -64,7 +65,11 @@ class AgentTestEnvironment:
         workflows: list[type] | None = None,
         capabilities: Capabilities | None = None,
         agents: Sequence[Agent[Any]] = (),
+        model: FunctionModel | None = None,
     ) -> None:
+        """``model``: a ``TestModel`` or ``FunctionModel`` answers every model call
+        (not started: the environment starts it); else a scripted model you feed
+        replies to (``model.add``)."""
         self.registry = Registry()
         """The worker's registry (the environment's own: the tools of the agents it
         scripts join it)."""
@@ -80,7 +85,8 @@ class AgentTestEnvironment:
         self.task_queue = task_queue
         self.workflows = workflows or []
         """Your own workflows to run on the same worker (that call agents, say)."""
-        self.model = ScriptedProvider()
+        self.model = ScriptedProvider() if model is None else model._server
+        """The model the worker's endpoints lead to: read its ``requests``."""
         self._server: WorkflowEnvironment | None = None
         self._worker: Worker | None = None
 

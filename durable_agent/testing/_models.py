@@ -40,7 +40,11 @@ class ModelRequest:
 
     @classmethod
     def of(cls, request: RecordedRequest) -> ModelRequest:
-        body: dict[str, Any] = request.body if isinstance(request.body, dict) else {}
+        return cls.of_body(request.body if isinstance(request.body, dict) else {})
+
+    @classmethod
+    def of_body(cls, body: dict[str, Any]) -> ModelRequest:
+        """The request a Chat Completions body asks."""
         tools = [t["function"] for t in body.get("tools") or [] if "function" in t]
         fmt = body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") if isinstance(fmt, dict) else None

@@ -31,12 +31,12 @@ from durable_agent._wire._context import SUMMARY_PREFIX, ContextRules
 from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent._wire.codecs import parse_response
 from durable_agent.testing import ScriptedProvider
+from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import json_reply
 from tests.conformance.adapter import load_vectors, to_message, to_tool
 from tests.conformance.their_events import matches, their_events
 from tests.conformance.turn_waivers import FIELD_WAIVERS, NOT_RUN, UNCHECKED_FIELDS
 from tests.support.agent_harness import query_messages, running_worker, spec_for
-from tests.support.local_run import LocalRun
 
 VECTORS = load_vectors("TurnConformance", ("run",))
 #: The vectors' exception names for turns that ended without an answer, by stop_reason.
@@ -270,11 +270,11 @@ class SessionVectorRun(VectorRun):
 
         spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
 
-        def cancel_first(driver: LocalRun) -> None:
+        def cancel_first(driver: InProcessRun) -> None:
             if driver.session.phase == "starting":
                 driver.session.cancel_requested(CancelTurnSignal(by="vector"))
 
-        self.driver = LocalRun(
+        self.driver = InProcessRun(
             spec,
             self.registry(),
             model,

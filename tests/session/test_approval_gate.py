@@ -34,8 +34,8 @@ from durable_agent._spec._approval_policy import ArgumentTest, describe_argument
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._wire._messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.testing import assistant_calls
+from durable_agent.testing._in_process import Approver, InProcessRun
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
-from tests.support.local_run import Approver, LocalRun
 
 
 def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
@@ -51,17 +51,17 @@ def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
 
 def drive(
     spec: AgentSpec, batch: list[Call], approver: Approver, **kw: Any
-) -> tuple[LocalRun, list[tuple[str, dict[str, Any]]]]:
+) -> tuple[InProcessRun, list[tuple[str, dict[str, Any]]]]:
     ran: list[tuple[str, dict[str, Any]]] = []
     notices: list[Any] = []
     answer = batch_then_text(batch)
-    driver = LocalRun(
+    driver = InProcessRun(
         spec, payments_registry(ran, notices), lambda body: answer(body["messages"]), approver, **kw
     )
     return driver, ran
 
 
-def results(driver: LocalRun) -> list[ToolMessage]:
+def results(driver: InProcessRun) -> list[ToolMessage]:
     return [m for m in driver.session.messages if isinstance(m, ToolMessage)]
 
 

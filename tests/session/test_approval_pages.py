@@ -46,10 +46,10 @@ from durable_agent._tools._registry import Registry
 from durable_agent._tools._tool import tool
 from durable_agent._wire._messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
-from tests.support.local_run import LocalRun
 
 PAGE = 4
 
@@ -61,7 +61,7 @@ def pages_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def opened(
     calls: list[Call], compatibility: Compatibility | None = None, **settings: Any
-) -> tuple[Session, LocalRun, SessionState]:
+) -> tuple[Session, InProcessRun, SessionState]:
     """A session whose model just asked for ``calls`` in one batch (``settings``: the
     spec's beside its tools), and its state (as the workflow would carry it)."""
     transfer = {"name": "transfer", "approval_timeout_seconds": 60}
@@ -73,7 +73,7 @@ def opened(
             **settings,
         }
     )
-    driver = LocalRun(spec, payments_registry([], []), lambda body: assistant_text("ok"))
+    driver = InProcessRun(spec, payments_registry([], []), lambda body: assistant_text("ok"))
     state = SessionState()
     session = driver.session = Session(spec, state, compatibility)
     session.tools_resolved(driver._resolved(session))
@@ -83,7 +83,7 @@ def opened(
     return session, driver, state
 
 
-def until_waiting(session: Session, driver: LocalRun) -> list[Command]:
+def until_waiting(session: Session, driver: InProcessRun) -> list[Command]:
     """The batch's commands until it waits for people or runs (describing as the
     worker does)."""
     seen: list[Command] = []

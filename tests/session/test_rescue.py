@@ -24,6 +24,7 @@ from durable_agent._wire._messages import (
     UserMessage,
 )
 from durable_agent.testing import ScriptedProvider, assistant_text
+from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import (
     query_messages,
@@ -33,7 +34,6 @@ from tests.support.agent_harness import (
     start_session,
 )
 from tests.support.histories import activity_results
-from tests.support.local_run import LocalRun
 
 registry = Registry()
 
@@ -73,7 +73,7 @@ async def drive(
     provider: Any = _NoProvider()
     built = spec_for(provider, ["get_weather"], instructions="Be brief.", **spec)
     built = built.model_copy(update={"model": built.model.model_copy(update={"stream": False})})
-    driver = LocalRun(built, registry, lambda body: next(answers), message_ids=message_ids)
+    driver = InProcessRun(built, registry, lambda body: next(answers), message_ids=message_ids)
     result = await driver.run(AgentInput(spec=built, message="weather in Oslo?"))
     return result, list(driver.session.messages), driver.requests
 

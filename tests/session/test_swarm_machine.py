@@ -25,7 +25,7 @@ from durable_agent._wire._messages import (
 )
 from durable_agent._wire.codecs import build_request
 from durable_agent.testing import assistant_calls, assistant_text
-from tests.support.local_run import LocalRun
+from durable_agent.testing._in_process import InProcessRun
 from tests.support.swarm_fixtures import (
     PROMPTS,
     agent_of,
@@ -51,11 +51,11 @@ def swarm_spec(**extra: Any) -> AgentSpec:
     )
 
 
-def driver_for(spec: AgentSpec, answer: Any, **kw: Any) -> LocalRun:
+def driver_for(spec: AgentSpec, answer: Any, **kw: Any) -> InProcessRun:
     def model(body: dict[str, Any]) -> AssistantMessage:
         return answer(agent_of(body["messages"]), body["messages"])
 
-    return LocalRun(spec, swarm_registry(), model, **kw)
+    return InProcessRun(spec, swarm_registry(), model, **kw)
 
 
 def tool_names(body: dict[str, Any]) -> list[str]:
@@ -228,7 +228,7 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
     )
     stacks: list[list[str]] = []
 
-    def watch(driver: LocalRun) -> None:
+    def watch(driver: InProcessRun) -> None:
         status = driver.session.status()
         if not stacks or stacks[-1] != [*status.agent_stack, status.agent or ""]:
             stacks.append([*status.agent_stack, status.agent or ""])
@@ -255,7 +255,7 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
 async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -> None:
     moves: list[str | None] = []
 
-    def move(driver: LocalRun) -> None:
+    def move(driver: InProcessRun) -> None:
         session = driver.session
         if session.batch_open and not moves:
             moves.append(session.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
@@ -296,7 +296,7 @@ async def test_one_agent_sessions_record_no_agent() -> None:
             return assistant_calls(("lookup_account", {"customer": "ada"}))
         return assistant_text("done")
 
-    driver = LocalRun(spec, swarm_registry(), model)
+    driver = InProcessRun(spec, swarm_registry(), model)
     result = await driver.run(AgentInput(spec=spec, message="go"))
     assert result.status == "done"
     assert all(m.agent_name is None for m in driver.session.messages)
@@ -360,7 +360,7 @@ async def test_the_readme_swarm_example_gives_the_readme_transcript() -> None:
     def ops(pending: PendingApproval) -> tuple[RecordedDecision, ApprovalSignal]:
         return "approved", ApprovalSignal(approval_id=pending.approval_id, by="ops")
 
-    driver = LocalRun(spec, swarm_registry(), model, approver=ops)
+    driver = InProcessRun(spec, swarm_registry(), model, approver=ops)
     message = "I was charged twice, I want a refund"
     result = await driver.run(AgentInput(spec=spec, message=message))
     assert result.status == "done", result

@@ -1,6 +1,7 @@
-"""A session carried out in the test's own process: no server, no HTTP, milliseconds.
+"""A session carried out in the test's own process: no server, no HTTP, milliseconds
+(``run_in_process``, and ``InProcessRun`` for this project's own tests).
 
-``LocalRun`` is an ``Effects`` for the one executor (``carry_out``), as the session
+``InProcessRun`` is an ``Effects`` for the one executor (``carry_out``), as the session
 workflow's is: the Session decides, the executor tells it what came of each command,
 and this class only does the commands with the same pure pieces the activities use:
 request bodies from the real codecs, tools from a Registry (validated and invoked
@@ -18,8 +19,8 @@ from typing import Any
 
 from durable_agent._activities.approvals import answer_predicates, check_tokens, describe_calls
 from durable_agent._activities.tools import _as_text
-from durable_agent._workflows.continued_input import ContinuedInput
-
+from durable_agent._agents._agent import Agent, OutputT, RunResult
+from durable_agent._agents._modules import with_agent_tools, with_agents
 from durable_agent._contracts._approval_contracts import (
     ApprovalCheckInput,
     ApprovalSignal,
@@ -30,6 +31,7 @@ from durable_agent._contracts._approval_contracts import (
 )
 from durable_agent._contracts._approver_tokens import ApproverKeys
 from durable_agent._contracts._contracts import (
+    DEFAULT_TASK_QUEUE,
     AgentResult,
     EndSessionSignal,
     GuardrailInput,
@@ -37,6 +39,7 @@ from durable_agent._contracts._contracts import (
     ResolvedTool,
     ResolveToolsResult,
 )
+from durable_agent._errors import DurableAgentError, NotAllowed
 from durable_agent._failures import Failure
 from durable_agent._session import (
     AwaitApprovals,
@@ -64,7 +67,7 @@ from durable_agent._session import (
 from durable_agent._session._swarm_view import as_seen_by
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._spec._tool_policy import ToolArgumentsError, ToolContext
+from durable_agent._spec._tool_policy import OwnerGates, ToolArgumentsError, ToolContext
 from durable_agent._tools._registry import Registry, run_guardrails
 from durable_agent._wire._context import summary_request
 from durable_agent._wire._messages import (
@@ -75,6 +78,11 @@ from durable_agent._wire._messages import (
 )
 from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
 from durable_agent._wire.codecs import build_request
+from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent.capabilities import Capabilities
+from durable_agent.capabilities._admission import admission_problems
+
+from ._models import FunctionModel, ModelFunction, ModelRequest
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[
@@ -86,7 +94,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class _ContinuedAsNew(Exception):
-    """The run handed its state over; ``LocalRun.run`` starts the next one with it."""
+    """The run handed its state over; ``InProcessRun.run`` starts the next one with it."""
 
     def __init__(self, carried: ContinuedInput) -> None:
         super().__init__("continued as new")
@@ -94,17 +102,21 @@ class _ContinuedAsNew(Exception):
 
 
 @dataclass
-class LocalRun:
+class InProcessRun:
     spec: AgentSpec
     registry: Registry
     model: Model
     approver: Approver = lambda pending: "approved"
     continue_as_new_every: int | None = None
     """Offer a continue-as-new before every this many commands (``None``: never)."""
-    between_commands: Callable[[LocalRun], None] | None = None
+    between_commands: Callable[[InProcessRun], None] | None = None
     """Called before the Session is asked for each command: where a test sends messages
     or decisions mid-session, as people would between two workflow tasks."""
     session_id: str = "local-session"
+    owner_gates: bool = False
+    """Keep each tool's own gates as the worker does (the session's rules make them
+    stricter, never looser), and fail a run whose waiting calls nobody decides (no
+    deadline ends them). Off: the session's rules alone, for tests of those rules."""
     message_ids: bool = False
     """Give the array's messages stable ids (as a new session does)."""
     clock: datetime = START
@@ -149,6 +161,7 @@ class LocalRun:
                 ResolvedTool(
                     definition=found.definition,
                     policy=found.policy,
+                    floor=OwnerGates.of(found.policy) if self.owner_gates else None,
                     bind=found.bind,
                     describes=found.describe is not None,
                 )
@@ -265,6 +278,12 @@ class LocalRun:
                 signal = ApprovalSignal(approval_id=pending.approval_id, by="test")
                 session.decision_arrived(signal, decision, self.clock)
         deadline = session.next_deadline(ids)
+        if self.owner_gates and not session.all_decided(ids) and deadline is None:
+            waiting = [f"{p.tool_name}({p.arguments})" for p in session.undecided()]
+            raise DurableAgentError(
+                f"calls wait for a person and have no deadline: {', '.join(waiting)}; "
+                "give an approver that decides them"
+            )
         if not session.all_decided(ids) and deadline is not None:
             self.clock = max(self.clock, deadline)
             while session.deadlines_passed(ids, self.clock):
@@ -348,3 +367,46 @@ def _api(endpoint: ProviderEndpoint | str) -> str:
     """The wire API of an endpoint played here (a registered name speaks Chat
     Completions: there is no worker to look it up)."""
     return "chat" if isinstance(endpoint, str) else endpoint.api
+
+
+async def run_in_process(
+    agent: Agent[OutputT],
+    message: str,
+    *,
+    model: FunctionModel | ModelFunction,
+    approver: Approver = lambda pending: None,
+    capabilities: Capabilities | None = None,
+) -> RunResult[OutputT]:
+    """Run ``agent`` on ``message`` to its answer in this process, with the rules a
+    worker applies and no server: the worker's admission of its spec (``capabilities``:
+    your worker's registries; by default, any endpoint and MCP server the agent names,
+    and its tools), the owner's gates on each tool, the session's approvals asked of
+    ``approver`` (a verdict, ``"approved"`` or ``"denied"``, for each waiting call;
+    ``None``: nobody decides, and its deadline passes), guardrails and hooks, rescue,
+    budgets. ``model`` answers each request (a ``TestModel``, a ``FunctionModel`` or its
+    function); it is not started. The typed answer, or ``AgentRunError`` saying how the
+    run ended without one."""
+    registry = with_agent_tools(Registry(), [agent])
+    spec = agent.spec()
+    one_reply = spec.session.model_copy(update={"end_after_reply": True})  # as ``run`` does
+    spec = spec.model_copy(update={"session": one_reply})
+    owner = with_agents(capabilities or _ANY_MODEL, [agent])
+    problems = await admission_problems(spec, owner, DEFAULT_TASK_QUEUE, registry)
+    if problems:
+        raise NotAllowed("the worker would refuse this agent: " + "; ".join(problems))
+    answer = model._function if isinstance(model, FunctionModel) else model
+    run = InProcessRun(
+        spec=spec,
+        registry=registry,
+        model=lambda body: answer(ModelRequest.of_body(body)),
+        approver=approver,
+        session_id=f"in-process-{agent.name}",
+        owner_gates=True,
+        message_ids=True,
+    )
+    result = await run.run(AgentInput(spec=spec, message=message))
+    return agent.output_of(run.session_id, result)
+
+
+#: What the agent names is what a worker registered, unless given your own.
+_ANY_MODEL = Capabilities(every_model=ProviderEndpoint(base_url="http://127.0.0.1:9/v1"))
