@@ -93,7 +93,7 @@ response, an "always"), or ``None`` (nobody decides: its deadline passes)."""
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class _ContinuedAsNew(Exception):
+class _ContinuedAsNew(DurableAgentError):
     """The run handed its state over; ``InProcessRun.run`` starts the next one with it."""
 
     def __init__(self, carried: ContinuedInput) -> None:
