@@ -73,8 +73,21 @@ class ImageURL(_Frozen):
 
 
 class ImagePart(_Frozen):
+    """An image: by URL or ``data:`` URL (``image_url``, Chat Completions' own part), or
+    by the file id a provider gave it when it was uploaded there (``file_id``: the
+    Responses and Anthropic APIs take it; Chat Completions does not, and its request
+    says the image was left out)."""
+
     type: Literal["image_url"] = "image_url"
-    image_url: ImageURL
+    # left out of every dump when unset, so an image by URL has the shape it always had
+    image_url: ImageURL | None = Field(default=None, exclude_if=_unset)
+    file_id: str | None = Field(default=None, min_length=1, exclude_if=_unset)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImagePart:
+        if (self.image_url is None) == (self.file_id is None):
+            raise ValueError("an image part has an image_url or a file_id, one of them")
+        return self
 
 
 class InputAudio(_Frozen):
@@ -193,6 +206,12 @@ class UserMessage(_Stored):
         )
         value["content"] = [*parts, *(image_from_seed(i).model_dump() for i in images)]
         return value
+
+    @property
+    def images(self) -> list[ImagePart]:
+        """Every image of the message, in the order its content holds them."""
+        content = self.content
+        return [p for p in content if isinstance(p, ImagePart)] if isinstance(content, list) else []
 
 
 class _CarriesImages(_Stored):
@@ -407,8 +426,20 @@ def text_part(text: str) -> TextPart:
     return TextPart(text=text)
 
 
-def image_part(url: str, detail: Literal["auto", "low", "high"] | None = None) -> ImagePart:
-    """An image by URL (``https://...`` or a ``data:`` URL)."""
+def image_part(
+    url: str | None = None,
+    detail: Literal["auto", "low", "high"] | None = None,
+    *,
+    file_id: str | None = None,
+) -> ImagePart:
+    """An image by URL (``https://...`` or a ``data:`` URL), or by the ``file_id`` its
+    provider gave it."""
+    if file_id is not None:
+        if url is not None:
+            raise ValueError("an image is given by its url or by its file_id, not both")
+        return ImagePart(file_id=file_id)
+    if url is None:
+        raise ValueError("an image needs its url, or file_id=")
     return ImagePart(image_url=ImageURL(url=url, detail=detail))
 
 
@@ -468,10 +499,12 @@ _IMAGE_MAGIC = (
 )
 
 
-def image_from_seed(image: str | list[int]) -> ImagePart:
+def image_from_seed(image: str | list[int] | dict[str, Any]) -> ImagePart:
     """One of a message's ``images``: a URL (or ``data:`` URL) as it is; bare
     base64 or bytes as a ``data:`` URL of the type their first bytes say (PNG if
-    none does)."""
+    none does); an image part as written (``{"file_id": ...}`` for a provider's file)."""
+    if isinstance(image, dict):
+        return ImagePart.model_validate(image)
     if isinstance(image, str) and image.startswith(("http://", "https://", "data:")):
         return image_part(image)
     data = bytes(image) if isinstance(image, list) else base64.b64decode(image, validate=True)

@@ -12,11 +12,13 @@ from durable_agent import (
     AssistantMessage,
     SystemMessage,
     ToolMessage,
+    UserMessage,
     audio_part,
     image_part,
     user_message,
 )
 from durable_agent._wire._messages import (
+    ImagePart,
     file_part,
     file_part_from_id,
     file_part_from_url,
@@ -116,6 +118,39 @@ def test_audio_validates_for_chat() -> None:
         "input_audio": {"data": "UklGRg==", "format": "wav"},
     }
     validate_request("chat", body)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_an_image_by_the_providers_file_id_validates_as_each_wire_carries_it(api: str) -> None:
+    """Responses takes ``input_image`` by ``file_id``, Anthropic an image whose source is a
+    ``file``; Chat Completions takes images by URL only, so its request says the image
+    was left out (and sends no id)."""
+    message = user_message("what is this?", image_part(file_id="file-img-1"))
+    assert message.images == [ImagePart(file_id="file-img-1")]
+    body = build_request(api, [message], model="m")  # type: ignore[arg-type]
+    validate_request(api, body)
+    part = body["input" if api == "responses" else "messages"][0]["content"][1]
+    if api == "responses":
+        assert part == {"type": "input_image", "file_id": "file-img-1", "detail": "auto"}
+    elif api == "anthropic":
+        assert part == {"type": "image", "source": {"type": "file", "file_id": "file-img-1"}}
+    else:
+        assert part["type"] == "text" and "no image by file id" in part["text"]
+        assert "file-img-1" not in str(body)
+
+
+def test_an_image_is_given_one_way() -> None:
+    with pytest.raises(ValueError, match="one of them"):
+        ImagePart()
+    with pytest.raises(ValueError, match="not both"):
+        image_part("https://example.com/a.png", file_id="file-1")
+    by_url = image_part("https://example.com/a.png")
+    assert by_url.model_dump() == {
+        "type": "image_url",
+        "image_url": {"url": "https://example.com/a.png", "detail": None},
+    }, "an image by URL keeps the shape it always had (and its transcript hash)"
+    seeded = UserMessage.model_validate({"content": "two", "images": [{"file_id": "f-2"}]})
+    assert seeded.images == [ImagePart(file_id="f-2")]
 
 
 def test_file_id_validates_everywhere() -> None:

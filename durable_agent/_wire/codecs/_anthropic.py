@@ -76,6 +76,8 @@ def _part(part: Any) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
+        if part.image_url is None:  # a file of the Files API (its beta header: the endpoint's)
+            return {"type": "image", "source": {"type": "file", "file_id": part.file_id}}
         inline = _split_data_url(part.image_url.url)
         if inline:
             media_type, data = inline

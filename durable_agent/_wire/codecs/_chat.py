@@ -16,6 +16,7 @@ from durable_agent._wire._messages import (
     AssistantMessage,
     ContentPart,
     FilePart,
+    ImagePart,
     Message,
     SystemMessage,
     TextPart,
@@ -53,20 +54,27 @@ _DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS
 
 #: Chat Completions carries a file inline or by id, never by URL. The worker sends inline
 #: each file its owner lets it fetch (this codec says ``takes_file_urls=False``); any
-#: other file by URL is left out with this marker, so the model knows.
+#: other file by URL is left out with this marker, so the model knows. An image it
+#: takes by URL only, never by a provider's file id.
 FILE_BY_URL_LEFT_OUT = TextPart(text="[file omitted: Chat Completions takes no file by URL]")
+IMAGE_BY_ID_LEFT_OUT = TextPart(text="[image omitted: Chat Completions takes no image by file id]")
 
 
-def _by_url(part: ContentPart) -> bool:
-    return isinstance(part, FilePart) and bool(part.file.file_url) and not part.file.file_data
+def _left_out(part: ContentPart) -> TextPart | None:
+    """The marker that stands for a part this wire cannot carry (``None``: it can)."""
+    if isinstance(part, FilePart) and part.file.file_url and not part.file.file_data:
+        return FILE_BY_URL_LEFT_OUT
+    if isinstance(part, ImagePart) and part.image_url is None:
+        return IMAGE_BY_ID_LEFT_OUT
+    return None
 
 
 def chat_message(message: Message, reasoning: ReasoningWire) -> dict[str, Any]:
     """One prepared message in Chat Completions form."""
     if isinstance(message, UserMessage) and isinstance(message.content, list):
         parts = message.content
-        if any(_by_url(part) for part in parts):
-            kept = [FILE_BY_URL_LEFT_OUT if _by_url(p) else p for p in parts]
+        if any(_left_out(part) for part in parts):
+            kept = [_left_out(p) or p for p in parts]
             message = message.model_copy(update={"content": kept})
     wire = message.model_dump(mode="json", exclude_none=True, exclude=set(_DROP_ON_EGRESS))
     if isinstance(message, UserMessage | SystemMessage):

@@ -49,6 +49,8 @@ def _part(part: Any) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImagePart):
+        if part.image_url is None:  # the provider's own file
+            return {"type": "input_image", "file_id": part.file_id, "detail": "auto"}
         return {
             "type": "input_image",
             "image_url": part.image_url.url,
