@@ -22,8 +22,6 @@ from temporalio.contrib.workflow_streams import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._workflows.loop_events import result_text, step_events
-
     from durable_agent._contracts._contracts import AgentResult
     from durable_agent._contracts._events import (
         EVENTS_TOPIC,
@@ -48,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._session import PAGE_BREAK, Session, ToolRun, epoch_ms
     from durable_agent._wire._messages import AssistantMessage, ToolMessage
 
+    from .loop_events import result_text, step_events
     from .session_metrics import SessionMetrics
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
