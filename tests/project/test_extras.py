@@ -70,3 +70,70 @@ def test_the_gateway_extra_alone_serves(
         said, _ = server.communicate(timeout=60)
     assert answered == 200, said[-3000:]
     assert "No module named 'mcp'" not in said
+
+
+#: An extra, what starting it alone takes, and a check of what it names.
+WORKER_EXTRAS = {
+    # spans exported over OTLP/HTTP: the SDK is configured at start
+    "otel": ["--otlp-endpoint", "http://127.0.0.1:9/v1/traces"],
+    # OpenAI's tokenizer for context budgets: loaded (from its bundled file) at start
+    "tokenizer": [],
+    # tools from MCP servers: a registered server (listed when a session starts)
+    "mcp": ["--capabilities", "{caps}"],
+}
+CHECKS = {
+    "otel": "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http",
+    "tokenizer": (
+        "from durable_agent._wire._tokens import text_units, tokenizer_available; "
+        "assert tokenizer_available('cl100k_base'); "
+        "assert text_units('hello world', 'cl100k_base') > 0"
+    ),
+    "mcp": "import mcp",
+}
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("extra", sorted(WORKER_EXTRAS))
+def test_a_worker_extra_alone_starts_its_worker(
+    extra: str,
+    wheel: Path,  # noqa: F811
+    tmp_path: Path,
+    temporal_env: WorkflowEnvironment,
+) -> None:
+    """``durable-agent worker`` with only this extra installed starts (says it is
+    ready, with no traceback), and what the extra brings works there."""
+    python = fresh_environment(tmp_path / "venv", wheel, extra)
+    has = subprocess.run(
+        [str(python), "-c", CHECKS[extra]], capture_output=True, text=True, timeout=120
+    )
+    assert has.returncode == 0, has.stderr[-2000:]
+    caps = tmp_path / "caps.json"
+    caps.write_text('{"mcp_servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}')
+    args = [a.replace("{caps}", str(caps)) for a in WORKER_EXTRAS[extra]]
+    worker = subprocess.Popen(
+        [str(tmp_path / "venv" / "bin" / "durable-agent"), "worker", *args],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "TEMPORAL_ADDRESS": address_of(temporal_env),
+            "DURABLE_AGENT_TASK_QUEUE": f"extra-{extra}",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    said: list[str] = []
+    try:
+        assert worker.stdout is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = worker.stdout.readline()
+            if not line:
+                break
+            said.append(line)
+            if "worker ready" in line:
+                break
+    finally:
+        worker.terminate()
+        rest, _ = worker.communicate(timeout=120)
+    assert any("worker ready" in line for line in said), "".join(said)[-3000:] + rest[-2000:]
+    assert "Traceback" not in "".join(said) + rest
