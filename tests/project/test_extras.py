@@ -3,6 +3,8 @@ environment per extra, the package from its wheel, and the command run there."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import subprocess
 import sys
 import time
@@ -15,6 +17,8 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent.temporal._ports import free_port
 from tests.project.test_cli import address_of
 from tests.project.test_packaging import wheel  # noqa: F401  (the fixture)
+from tests.support.postgres_server import running_postgres
+from tests.temporal.test_large_payloads import serving
 
 
 def fresh_environment(where: Path, built: Path, extra: str) -> Path:
@@ -80,6 +84,13 @@ WORKER_EXTRAS = {
     "tokenizer": [],
     # tools from MCP servers: a registered server (listed when a session starts)
     "mcp": ["--capabilities", "{caps}"],
+    # OpenAPI documents in YAML: a registered service whose document is YAML
+    "openapi": ["--capabilities", "{caps}"],
+    # the PostgreSQL transcript store: a real server, connected to at start
+    "postgres": ["--transcript-store", "{postgres}"],
+    # payloads in a bucket: S3 (moto's server) and GCS (an emulator) on 127.0.0.1
+    "s3": ["--payload-store", "s3://payloads"],
+    "gcs": ["--payload-store", "gs://payloads"],
 }
 CHECKS = {
     "otel": "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http",
@@ -89,6 +100,10 @@ CHECKS = {
         "assert text_units('hello world', 'cl100k_base') > 0"
     ),
     "mcp": "import mcp",
+    "openapi": "import yaml; assert yaml.safe_load('openapi: 3.1.0')",
+    "postgres": "import psycopg, psycopg_pool",
+    "s3": "import aioboto3",
+    "gcs": "import gcloud.aio.storage",
 }
 
 
@@ -108,14 +123,57 @@ def test_a_worker_extra_alone_starts_its_worker(
     )
     assert has.returncode == 0, has.stderr[-2000:]
     caps = tmp_path / "caps.json"
-    caps.write_text('{"mcp_servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}')
-    args = [a.replace("{caps}", str(caps)) for a in WORKER_EXTRAS[extra]]
+    document = tmp_path / "billing.yaml"
+    document.write_text("openapi: 3.1.0\ninfo: {title: billing, version: '1'}\npaths: {}\n")
+    registered = {
+        "mcp": {"mcp_servers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}},
+        "openapi": {"openapi": {"billing": {"document": str(document)}}},
+    }
+    caps.write_text(json.dumps(registered.get(extra, {})))
+    with contextlib.ExitStack() as stack:
+        postgres = stack.enter_context(running_postgres()) if extra == "postgres" else ""
+        env: dict[str, str] = {}
+        if extra == "s3":
+            address = stack.enter_context(
+                serving("moto_server", "-H", "127.0.0.1", "-p", "PORT", port="PORT")
+            )
+            env = {
+                "AWS_ENDPOINT_URL": address,
+                "AWS_ACCESS_KEY_ID": "test",
+                "AWS_SECRET_ACCESS_KEY": "test",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+        elif extra == "gcs":
+            args = ["start", "--host", "127.0.0.1", "--port", "PORT", "--in-memory"]
+            emulator = serving(
+                "gcp-storage-emulator", *args, "--default-bucket", "payloads", port="PORT"
+            )
+            env = {"STORAGE_EMULATOR_HOST": stack.enter_context(emulator)}
+        args = [
+            a.replace("{caps}", str(caps)).replace("{postgres}", postgres)
+            for a in WORKER_EXTRAS[extra]
+        ]
+        said, rest = _start_worker(tmp_path, temporal_env, extra, args, env)
+    assert any("worker ready" in line for line in said), "".join(said)[-3000:] + rest[-2000:]
+    assert "Traceback" not in "".join(said) + rest
+
+
+def _start_worker(
+    tmp_path: Path,
+    temporal_env: WorkflowEnvironment,
+    extra: str,
+    args: list[str],
+    env: dict[str, str],
+) -> tuple[list[str], str]:
+    """What ``durable-agent worker ARGS`` of the fresh environment says until it is
+    ready (or stops), and the rest once told to stop."""
     worker = subprocess.Popen(
         [str(tmp_path / "venv" / "bin" / "durable-agent"), "worker", *args],
         env={
             "PATH": "/usr/bin:/bin",
             "TEMPORAL_ADDRESS": address_of(temporal_env),
             "DURABLE_AGENT_TASK_QUEUE": f"extra-{extra}",
+            **env,
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -135,5 +193,4 @@ def test_a_worker_extra_alone_starts_its_worker(
     finally:
         worker.terminate()
         rest, _ = worker.communicate(timeout=120)
-    assert any("worker ready" in line for line in said), "".join(said)[-3000:] + rest[-2000:]
-    assert "Traceback" not in "".join(said) + rest
+    return said, rest
