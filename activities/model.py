@@ -380,7 +380,7 @@ class ModelActivities:
         )
         if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
             codec.ask_json_object(body, setup.output_schema)
-        message = await self._complete(setup, body, bound, on_text, live.reasoning, limited)
+        message = await self._complete(setup, codec, body, bound, on_text, live.reasoning, limited)
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
@@ -418,15 +418,18 @@ class ModelActivities:
         async with heartbeating(lambda: 0):
             setup, limited = await self._setup(call)
             _, conversation = await self._conversation(call)
+            codec = self._codec(setup)
             body = self._request_body(
-                self._codec(setup),
+                codec,
                 summary_request(conversation, call.until, call.prompt),
                 model=setup.model,
                 options=setup.options,
                 reasoning=setup.reasoning,
             )
             bound = _log_for(call)
-            message = await self._complete(setup, body, bound, lambda text: None, None, limited)
+            message = await self._complete(
+                setup, codec, body, bound, lambda text: None, None, limited
+            )
             if not message.content.strip():
                 raise ApplicationError(
                     "the summary came back empty",
@@ -439,6 +442,7 @@ class ModelActivities:
     async def _complete(
         self,
         setup: ModelSetup,
+        codec: Codec,
         body: dict[str, Any],
         bound: Any,
         on_text: Callable[[str], None],
@@ -454,7 +458,6 @@ class ModelActivities:
             if limited
             else None
         )
-        codec = self._codec(setup)
         with model_call_span(setup, codec, body.get("messages") or body.get("input") or []) as span:
             try:
                 message = await client.complete(

@@ -145,8 +145,7 @@ def fit_request(
     (``None`` when the mode asks in words instead). Files by URL stay as they are: the
     worker fetches them, or marks them, once the request is fitted."""
     inputs = inputs or ModelInputs()
-    takes = inputs.kinds() & wire_takes
-    fitted = _marked(messages, lambda part: _marker(part, takes))
+    fitted = fit_to_model(messages, inputs.kinds() & wire_takes)
     if output_schema is None or inputs.structured_output == "json_schema":
         return fitted, output_schema
     return [*fitted, schema_instruction(output_schema)], None
