@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._errors import PayloadTooLarge
     from durable_agent._failures import Failure
     from durable_agent._session import Compatibility, Session, carry_out
+    from durable_agent._session._events import Admitted
     from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 
     from .admission import admit, refuse_forged_carry
@@ -107,7 +108,7 @@ class AgentWorkflow(SessionHandlers):
         admission = await admit(request.spec, carried)
         self._sync.payload_store_bytes = admission.payload_store_bytes
         self._sync.logged = admission.message_log
-        session.admitted(admission.prices)
+        session.handle(Admitted(admission.prices), workflow.now())
         if admission.limited:  # shared limits count calls by whose they are
             self._model.tenant = workflow.memo_value("owner", "", type_hint=str)
         untitled = False
@@ -117,9 +118,7 @@ class AgentWorkflow(SessionHandlers):
             if request.carried.transcript is not None:
                 await self._sync.load_carried(request.carried.transcript)
             self._feed.resume()
-        effects = SessionEffects(
-            session, self._feed, self._sync, self._model, untitled=untitled
-        )
+        effects = SessionEffects(session, self._feed, self._sync, self._model, untitled=untitled)
         try:
             result = await carry_out(session, effects)
         except PayloadTooLarge as error:

@@ -1,5 +1,6 @@
-"""Waiting for people's decisions: durable, until all are in, their deadlines pass (the
-tool's default decision applies, one page per workflow task), or the loop must act first."""
+"""Waiting for people's decisions, durably: the Session says when the wait is over (all
+decided, or the loop must act first); the workflow times it, and tells the Session when
+a deadline passed (the tool's default decision applies, one page per workflow task)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,26 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent._session import PAGE_BREAK, Session
+    from durable_agent._session._events import DeadlinesPassed
 
 
 async def wait_for_decisions(
-    session: Session, ids: list[str], interrupted: Callable[[], bool]
+    session: Session,
+    ids: list[str],
+    suggested: Callable[[], bool],
+    caller_stops: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Wait until every id is decided, deadlines pass (durable timers), or
-    ``interrupted()`` says the loop must act first (end of session, continue-as-new)."""
-    while not session.all_decided(ids) and not interrupted():
-        deadline = session.next_deadline(ids)
+    """Wait until the Session says the wait for ``ids`` is over (``suggested()``: a
+    continue-as-new is suggested), telling it of each deadline that passes;
+    ``caller_stops()``: the caller's own reason to stop waiting (an inline run whose
+    approver failed)."""
+    view = session.view
+
+    def over() -> bool:
+        return caller_stops() or view.approvals_wait_over(ids, suggested())
+
+    while not over():
+        deadline = view.next_deadline(ids)
         timeout = None
         if deadline is not None:
             timeout = deadline - workflow.now()
@@ -26,9 +38,7 @@ async def wait_for_decisions(
                 await _defaults_applied(session, ids)
                 continue
         try:
-            await workflow.wait_condition(
-                lambda: session.all_decided(ids) or interrupted(), timeout=timeout
-            )
+            await workflow.wait_condition(over, timeout=timeout)
         except TimeoutError:
             await _defaults_applied(session, ids)
 
@@ -36,5 +46,6 @@ async def wait_for_decisions(
 async def _defaults_applied(session: Session, ids: list[str]) -> None:
     """A page of the calls past their deadline decided; the next (thousands may pass at
     once) in a task of its own."""
-    if session.deadlines_passed(ids, workflow.now()):
+    session.handle(DeadlinesPassed(ids), workflow.now())
+    if session.view.defaults_left:
         await workflow.sleep(PAGE_BREAK)

@@ -12,6 +12,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_agent._contracts._contracts import TranscriptRef
     from durable_agent._session import Session
+    from durable_agent._session._events import ContinueAsNewDeferred, MoveToCurrentAsked
 
     from .continued_input import ContinuedInput
     from .live_feed import LiveFeed
@@ -33,9 +34,9 @@ async def hand_over(
     ``upgrade``: the next run starts on the build the workers' owner made current."""
     feed.let_go()
     await _settled()
-    asked = session.move_to_current
+    asked = session.view.move_to_current
     if upgrade:  # the next run is on the current build: the request is carried out
-        session.move_to_current = False
+        session.handle(MoveToCurrentAsked(False), workflow.now())
     spec, messages = session.spec, session.messages
     state = session.for_next_run().model_copy(update={"stored_count": sync.stored})
     # a long array by reference without sizing it (sizing hashes every message not yet
@@ -67,8 +68,8 @@ async def hand_over(
     if by_reference and len(carried.model_dump_json()) > PAYLOAD_LIMIT_BYTES:
         # messages queued while the array was stored: deliver them in this run first
         warn(session, "continue-as-new deferred: the carried state is over 2 MB")
-        session.continue_as_new_deferred()
-        session.move_to_current = asked
+        session.handle(ContinueAsNewDeferred(), workflow.now())
+        session.handle(MoveToCurrentAsked(asked), workflow.now())
         return
     if upgrade:
         session_log(session, logging.INFO, "moving to the current build (run %d)", state.runs)

@@ -25,7 +25,9 @@ with workflow.unsafe.imports_passed_through():
         ContinueAsNew,
         DescribeCalls,
         ModelCancelled,
+        ModelFailure,
         ModelOutcome,
+        ModelReply,
         NotifyEscalation,
         Pause,
         RunTools,
@@ -34,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         VerifyTokens,
         WaitForMessage,
     )
-    from durable_agent._wire._messages import AssistantMessage, ToolMessage
+    from durable_agent._wire._messages import ToolMessage
     from durable_agent._wire._titles import session_title
 
     from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
@@ -94,9 +96,9 @@ class SessionEffects:
         return await self._model.call(command.turn)
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
-        if isinstance(outcome, AssistantMessage):
-            self._model.replied(sent, outcome)
-            self._feed.model_replied(command.turn, outcome)
+        if isinstance(outcome, ModelReply):
+            self._model.replied(sent, outcome.message)
+            self._feed.model_replied(command.turn, outcome.message)
         else:
             self._failed(command.turn, outcome)
 
@@ -104,7 +106,7 @@ class SessionEffects:
         return await self._model.summarise(command.turn, command.until)
 
     def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
-        if isinstance(outcome, AssistantMessage):
+        if isinstance(outcome, ModelReply):
             self._model.replied(sent)  # the worker stored what the summary was made of
         else:
             self._failed(command.turn, outcome)
@@ -112,7 +114,7 @@ class SessionEffects:
     def _failed(self, turn: int, outcome: ModelOutcome) -> None:
         if isinstance(outcome, ModelCancelled):
             self._feed.model_failed(turn, "cancelled", "the turn was cancelled")
-        elif not isinstance(outcome, AssistantMessage):
+        elif isinstance(outcome, ModelFailure):
             self._feed.model_failed(turn, outcome.kind, outcome.text)
 
     async def check_guardrails(
@@ -124,7 +126,7 @@ class SessionEffects:
         """A durable wait between attempts that a cancelled turn cuts short."""
         session = self._session
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: session.cancelling, timeout=command.delay)
+            await workflow.wait_condition(lambda: session.view.cancelling, timeout=command.delay)
 
     async def check_approvals(self, command: CheckApprovals) -> list[bool]:
         return await check_approvals(command, self._session.spec.session)
@@ -141,9 +143,7 @@ class SessionEffects:
     async def await_approvals(self, command: AwaitApprovals) -> None:
         session = self._session
         await report_to_parent(session)  # a sub-agent's people decide in its parent
-        await wait_for_decisions(
-            session, command.ids, lambda: session.approval_wait_over(self.continue_suggested())
-        )
+        await wait_for_decisions(session, command.ids, self.continue_suggested)
         await self._feed.caught_up()  # decisions (deadlines' defaults) told before they apply
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
@@ -156,10 +156,10 @@ class SessionEffects:
 
     async def wait_for_message(self, command: WaitForMessage) -> bool:
         await self._sync.store_for_log()
-        session = self._session
+        view = self._session.view
         try:
             await workflow.wait_condition(
-                lambda: session.idle_wait_over(self.continue_suggested(), self.build_changed()),
+                lambda: view.idle_wait_over(self.continue_suggested(), self.build_changed()),
                 timeout=command.timeout,
             )
         except TimeoutError:

@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agent._contracts._contracts import ClosedRunInput, ForkInput, StartedHistoryInput
     from durable_agent._failures import Failure
     from durable_agent._session import Session, SessionState
+    from durable_agent._session._events import SubAgentsAdded, ToolsAdded, ToolsResolved
     from durable_agent._spec._spec import AgentInput
     from durable_agent._wire._titles import session_title
 
@@ -60,7 +61,7 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     """Resolve the tools, open the conversation and title the session; ``True`` when
     the title waits for the first message (one sent with update-with-start)."""
     await resolve_tools_of(session)
-    chain = session.chain  # what is read back is stored in the session's chain
+    chain = session.view.chain  # what is read back is stored in the session's chain
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
         closed = ClosedRunInput(run_id=request.resume.run_id, chain=chain)
@@ -71,7 +72,7 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
         branch = ForkInput(fork=fork, instructions=session.spec.instructions, chain=chain)
         await sync.load(await sync.read_back("forked_conversation", branch, summary))
     elif request.earlier:  # a long history sent apart (new: as the fork)
-        first = session.opening_message(workflow.now())
+        first = session.view.opening_message(workflow.now())
         started = StartedHistoryInput(count=request.earlier, first=first, chain=chain)
         summary = f"started_conversation {request.earlier} messages"
         await sync.load(await sync.read_back("started_conversation", started, summary))
@@ -102,18 +103,20 @@ async def resolve_tools_of(session: Session) -> None:
     """The spec's tools, guardrails, hooks, toolsets and sub-agents as the workers have
     them, told to the Session; fails the run if any is missing or named twice."""
     spec = session.spec
-    names, guards, hooks = session.tool_names_to_resolve(), spec.guardrails, spec.approval_hooks()
+    names, guards = session.view.tool_names_to_resolve(), spec.guardrails
+    hooks = spec.approval_hooks()
     if names or guards.input or guards.output or hooks:
         guardrails = sorted({*guards.input, *guards.output})
         found = await resolve_tools(names, guardrails, hooks, spec.session)
-        problem = session.tools_resolved(found)
+        problem = session.handle(ToolsResolved(found), workflow.now())
         if problem:
             raise ApplicationError(problem, type=Failure.UNKNOWN_TOOL, non_retryable=True)
     if spec.toolsets:
-        problem = session.tools_added(await list_remote_tools(spec))
+        added = ToolsAdded(await list_remote_tools(spec))
+        problem = session.handle(added, workflow.now())
         if problem:
             raise ApplicationError(problem, type=Failure.DUPLICATE_TOOL, non_retryable=True)
     if spec.agents:
-        problem = session.sub_agents_added()
+        problem = session.handle(SubAgentsAdded(), workflow.now())
         if problem:
             raise ApplicationError(problem, type=Failure.DUPLICATE_TOOL, non_retryable=True)

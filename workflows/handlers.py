@@ -40,6 +40,23 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agent._failures import Failure
     from durable_agent._session import RECORDED_DECISIONS, Session
+    from durable_agent._session._events import (
+        BudgetChanged,
+        CancelRequested,
+        CapacityKept,
+        ChildApprovalsReported,
+        DecisionArrived,
+        DecisionOutcomeTold,
+        EndRequested,
+        Event,
+        FlushRequested,
+        Injected,
+        MessageArrived,
+        MoveRequested,
+        MoveToCurrentAsked,
+        Refused,
+        RevokeRequested,
+    )
     from durable_agent._spec._provider_limits import CAPACITY_READY_SIGNAL
     from durable_agent._wire._messages import (
         AssistantMessage,
@@ -75,11 +92,17 @@ class SessionHandlers:
 
     def _count_before(self) -> int:
         count = len(self._session.messages)
-        return max(count, self._reading_back) if self._session.phase == "starting" else count
+        starting = self._session.view.phase == "starting"
+        return max(count, self._reading_back) if starting else count
 
-    def _rejected(self, text: str | None) -> None:
-        if text is not None:
-            warn(self._session, "signal changed nothing: %s", text)
+    def _tell(self, event: Event) -> None:
+        """Hand ``event`` to the Session; a refusal is logged (``status`` lists it)."""
+        refused = self._session.handle(event, workflow.now())
+        if refused is not None:
+            warn(self._session, "signal changed nothing: %s", refused)
+
+    def _refused(self, text: str) -> None:
+        self._tell(Refused(text))
 
     # --- messages and requests: record only ----------------------------------------------
 
@@ -88,12 +111,12 @@ class SessionHandlers:
         """``send_message`` as an update: the caller learns at once that the message was
         queued (and the count of messages before it), or why it was refused."""
         before = self._count_before()
-        self._session.message_arrived(_user_message(message), workflow.now())
-        return SendResult(before=before, queued=self._session.queued)
+        self._session.handle(MessageArrived(_user_message(message)), workflow.now())
+        return SendResult(before=before, queued=self._session.view.queued)
 
     @send_message_now.validator
     def _message_acceptable(self, message: str | UserMessage) -> None:
-        problem = self._session.message_problem(_user_message(message))
+        problem = self._session.view.refusal(MessageArrived(_user_message(message)))
         if problem is not None:
             raise ValueError(problem)
 
@@ -101,30 +124,29 @@ class SessionHandlers:
     def message_check(self, message: str | UserMessage) -> SendResult:
         """What ``send_message`` would do with a message now: the count of messages before
         it and those queued, or why it would be refused (``problem``)."""
-        session = self._session
+        view = self._session.view
         return SendResult(
             before=self._count_before(),
-            queued=session.queued,
-            problem=session.message_problem(_user_message(message)),
+            queued=view.queued,
+            problem=view.refusal(MessageArrived(_user_message(message))),
         )
 
     @workflow.signal
     def send_message(self, raw: RawValue) -> None:
         message = self._read(raw, str | UserMessage, "send_message: unreadable message")
         if message is not None:
-            arrived = self._session.message_arrived(_user_message(message), workflow.now())
-            self._rejected(arrived)
+            self._tell(MessageArrived(_user_message(message)))
 
     @workflow.update(name="inject_message")
     def inject_message_now(self, message: SystemMessage | AssistantMessage) -> None:
         """A system notice or an assistant message a program adds (not a person's: it
         starts no turn), at the next checkpoint; the caller learns at once if it was
         refused."""
-        self._session.inject_arrived(message, workflow.now())
+        self._session.handle(Injected(message), workflow.now())
 
     @inject_message_now.validator
     def _injection_acceptable(self, message: SystemMessage | AssistantMessage) -> None:
-        problem = self._session.inject_problem(message)
+        problem = self._session.view.refusal(Injected(message))
         if problem is not None:
             raise ValueError(problem)
 
@@ -132,7 +154,7 @@ class SessionHandlers:
     def inject_message(self, raw: RawValue) -> None:
         read = self._read(raw, SystemMessage | AssistantMessage, "inject_message: unreadable")
         if read is not None:
-            self._rejected(self._session.inject_arrived(read, workflow.now()))
+            self._tell(Injected(read))
 
     @workflow.signal
     def end_session(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -142,32 +164,32 @@ class SessionHandlers:
                 request = decode(raw, EndSessionSignal | None) or request
             except InvalidInput as error:
                 text = f"end_session: unreadable signal ({error}); ending anyway"
-                self._rejected(self._session.rejected(text))
-        self._session.end_requested(request)
+                self._refused(text)
+        self._tell(EndRequested(request))
 
     @workflow.signal
     def cancel_turn(self, raw: RawValue = NO_PAYLOAD) -> None:
         request = self._optional(raw, CancelTurnSignal, "cancel_turn")
         if request is not None:
-            self._rejected(self._session.cancel_requested(request))
+            self._tell(CancelRequested(request))
 
     @workflow.signal(name=CAPACITY_READY_SIGNAL)
     def capacity_ready(self, raw: RawValue = NO_PAYLOAD) -> None:
         """The limiter kept capacity for the waiting model call. Trusted for nothing: a
         forged one only makes the call ask its limiter again sooner."""
-        self._session.capacity_kept()
+        self._tell(CapacityKept())
 
     @workflow.signal
     def flush(self, raw: RawValue = NO_PAYLOAD) -> None:
         request = self._optional(raw, FlushSignal, "flush")
         if request is not None:
-            self._session.flush_requested(request)
+            self._tell(FlushRequested(request))
 
     @workflow.signal
     def set_budget(self, raw: RawValue) -> None:
         request = self._optional(raw, BudgetSignal, "set_budget")
         if request is not None:
-            self._rejected(self._session.budget_changed(request))
+            self._tell(BudgetChanged(request))
 
     @workflow.signal
     def move_to_agent(self, raw: RawValue) -> None:
@@ -177,14 +199,14 @@ class SessionHandlers:
         if isinstance(request, str):
             request = MoveToAgentSignal(agent=request)
         if request is not None:
-            self._rejected(self._session.move_requested(request))
+            self._tell(MoveRequested(request))
 
     @workflow.signal(name=MOVE_TO_CURRENT_SIGNAL)
     def move_to_current_build(self, raw: RawValue = NO_PAYLOAD) -> None:
         """A person sends the session to the build the workers' owner made current, at
         its next turn boundary (a ``pinned`` agent waits for this; an ``auto`` one goes
         anyway). Trusted for nothing more: the owner chose where it goes."""
-        self._session.move_to_current = True
+        self._tell(MoveToCurrentAsked())
 
     @workflow.signal(name=BUILD_CHANGED_SIGNAL)
     def build_changed(self, raw: RawValue = NO_PAYLOAD) -> None:
@@ -202,7 +224,7 @@ class SessionHandlers:
         try:
             return decode(raw, kind)
         except InvalidInput as error:
-            self._rejected(self._session.rejected(f"{unreadable} ({error})"))
+            self._refused(f"{unreadable} ({error})")
             return None
 
     def _optional(self, raw: RawValue, kind: type[SignalT], name: str) -> SignalT | None:
@@ -212,7 +234,7 @@ class SessionHandlers:
         try:
             return decode(raw, kind | None) or kind()
         except InvalidInput as error:
-            self._rejected(self._session.rejected(f"{name}: unreadable signal ({error})"))
+            self._refused(f"{name}: unreadable signal ({error})")
             return None
 
     # --- decisions: record only -------------------------------------------------------
@@ -234,9 +256,9 @@ class SessionHandlers:
         try:
             signal: ApprovalSignal = decode(raw, ApprovalSignal)
         except InvalidInput as error:
-            self._rejected(self._session.rejected(f"{decision}: unreadable signal ({error})"))
+            self._refused(f"{decision}: unreadable signal ({error})")
             return
-        self._rejected(self._session.decision_arrived(signal, decision, workflow.now()))
+        self._tell(DecisionArrived(signal, decision))
         self._feed.observe()  # readers see the decision now, not when the batch is decided
 
     @workflow.signal
@@ -244,9 +266,9 @@ class SessionHandlers:
         try:
             signal: RevokeGrantSignal = decode(raw, RevokeGrantSignal)
         except InvalidInput as error:
-            self._rejected(self._session.rejected(f"revoke_grant: unreadable signal ({error})"))
+            self._refused(f"revoke_grant: unreadable signal ({error})")
             return
-        self._rejected(self._session.revoke_requested(signal))
+        self._tell(RevokeRequested(signal))
 
     @workflow.update
     async def decide(self, request: DecisionRequest) -> DecisionResult:
@@ -255,14 +277,14 @@ class SessionHandlers:
         key = workflow.current_update_info().id  # type: ignore[union-attr]
         signal = request.as_signal()
         recorded = RECORDED_DECISIONS[request.decision]
-        self._session.decision_arrived(signal, recorded, workflow.now(), key=key)
+        self._session.handle(DecisionArrived(signal, recorded, key), workflow.now())
         self._feed.observe()
         return await self._outcome(key)
 
     @decide.validator
     def _decision_acceptable(self, request: DecisionRequest) -> None:
-        signal = request.as_signal()
-        problem = self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+        decision = DecisionArrived(request.as_signal(), RECORDED_DECISIONS[request.decision])
+        problem = self._session.view.refusal(decision)
         if problem is not None:
             raise ValueError(problem)
 
@@ -270,20 +292,20 @@ class SessionHandlers:
     async def revoke(self, request: RevokeGrantSignal) -> DecisionResult:
         """Take back a standing grant, answered at once."""
         key = workflow.current_update_info().id  # type: ignore[union-attr]
-        self._session.revoke_requested(request, key=key)
+        self._session.handle(RevokeRequested(request, key), workflow.now())
         return await self._outcome(key)
 
     @revoke.validator
     def _revoke_acceptable(self, request: RevokeGrantSignal) -> None:
-        problem = self._session.revoke_problem(request)
+        problem = self._session.view.refusal(RevokeRequested(request))
         if problem is not None:
             raise ValueError(problem)
 
     async def _outcome(self, key: str) -> DecisionResult:
-        session = self._session
-        await workflow.wait_condition(lambda: session.decision_outcome(key) is not None)
-        outcome = session.decision_outcome(key)
-        session.decision_outcome_told(key)
+        session, view = self._session, self._session.view
+        await workflow.wait_condition(lambda: view.decision_outcome(key) is not None)
+        outcome = view.decision_outcome(key)
+        session.handle(DecisionOutcomeTold(key), workflow.now())
         assert outcome is not None
         if isinstance(outcome, str):
             raise ApplicationError(outcome, type=Failure.DECISION_REFUSED, non_retryable=True)
@@ -293,17 +315,17 @@ class SessionHandlers:
     def decision_problem(self, request: DecisionRequest) -> str | None:
         """Why a decision would change nothing now (``None``: it would be taken): what
         the ``decide`` update's validator says, for clients that decide by signal."""
-        signal = request.as_signal()
-        return self._session.decision_problem(signal, RECORDED_DECISIONS[request.decision])
+        decision = DecisionArrived(request.as_signal(), RECORDED_DECISIONS[request.decision])
+        return self._session.view.refusal(decision)
 
     @workflow.query
     def revoke_problem(self, request: RevokeGrantSignal) -> str | None:
-        return self._session.revoke_problem(request)
+        return self._session.view.refusal(RevokeRequested(request))
 
     @workflow.query
     def approval_policy(self) -> ApprovalPolicyView:
         """The spec's rules and approvers, each tool's approvers, and standing grants."""
-        return self._session.approval_policy()
+        return self._session.view.approval_policy()
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -328,7 +350,7 @@ class SessionHandlers:
     def pending_approvals(self, from_index: int = 0, limit: int = 0) -> list[PendingApproval]:
         """The calls that wait, from ``from_index`` on (``limit``: at most that many, a page
         a reader of thousands asks for: one answer carries at most 2 MB)."""
-        pending = self._session.pending_approvals()[max(from_index, 0) :]
+        pending = self._session.view.pending_approvals()[max(from_index, 0) :]
         return pending[:limit] if limit > 0 else pending
 
     @workflow.signal
@@ -337,12 +359,12 @@ class SessionHandlers:
         try:
             report: ChildApprovals = decode(raw, ChildApprovals)
         except InvalidInput as error:
-            self._rejected(self._session.rejected(f"child_approvals: unreadable ({error})"))
+            self._refused(f"child_approvals: unreadable ({error})")
             return
-        self._session.child_approvals(report)
+        self._tell(ChildApprovalsReported(report))
 
     @workflow.query
     def status(self) -> SessionStatus:
         build = workflow.info().get_current_deployment_version()
         version = f"{build.deployment_name}:{build.build_id}" if build else None
-        return self._session.status().model_copy(update={"version": version})
+        return self._session.view.status().model_copy(update={"version": version})

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ContinueAsNew,
         DescribeCalls,
         ModelOutcome,
+        ModelReply,
         NotifyEscalation,
         Pause,
         RunTools,
@@ -52,8 +53,9 @@ with workflow.unsafe.imports_passed_through():
         WaitForMessage,
         carry_out,
     )
+    from durable_agent._session._events import Admitted, DecisionArrived, DecisionOutcomeTold
     from durable_agent._spec._spec import AgentInput, AgentSpec
-    from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
+    from durable_agent._wire._messages import Message, ToolMessage, UserMessage
 
     from .admission import admit
     from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
@@ -103,7 +105,7 @@ class InlineRun:
         decide learns that none will come)."""
         if self.failure is not None:
             raise InlineRunError(f"the agent run failed: {self.failure}")
-        return [] if self._session is None else self._session.pending_approvals()
+        return [] if self._session is None else self._session.view.pending_approvals()
 
     @property
     def messages(self) -> list[Message]:
@@ -123,19 +125,20 @@ class InlineRun:
             raise InlineRunError("nothing to decide yet: the run has not started")
         decision = RECORDED_DECISIONS[request.decision]
         signal = request.as_signal()
-        problem = session.decision_problem(signal, decision)
+        problem = session.view.refusal(DecisionArrived(signal, decision))
         if problem is not None:
             if NO_WAITING_CALL in problem:  # say which do wait
-                waiting = [p.approval_id for p in session.undecided()]
+                waiting = [p.approval_id for p in session.view.undecided()]
                 problem += f" (waiting: {', '.join(waiting) or 'none'})"
             raise ApplicationError(problem, type=Failure.DECISION_REFUSED, non_retryable=True)
         update = workflow.current_update_info()
         self._updates += 1
         key = update.id if update is not None else f"inline-decision-{self._updates}"
-        session.decision_arrived(signal, decision, workflow.now(), key=key)
-        await workflow.wait_condition(lambda: session.decision_outcome(key) is not None)
-        outcome = session.decision_outcome(key)
-        session.decision_outcome_told(key)
+        session.handle(DecisionArrived(signal, decision, key), workflow.now())
+        view = session.view
+        await workflow.wait_condition(lambda: view.decision_outcome(key) is not None)
+        outcome = view.decision_outcome(key)
+        session.handle(DecisionOutcomeTold(key), workflow.now())
         if outcome is None or isinstance(outcome, str):
             why = outcome or "the decision was not taken"
             raise ApplicationError(why, type=Failure.DECISION_REFUSED, non_retryable=True)
@@ -176,7 +179,7 @@ class InlineRun:
             )
             self._session = session
             admission = await admit(self.spec, carried=False)
-            session.admitted(admission.prices)
+            session.handle(Admitted(admission.prices), workflow.now())
             rules = self.spec.session
             sync = TranscriptSync(
                 session.messages,
@@ -250,14 +253,14 @@ class _InlineEffects:
         return await self._model.call(command.turn)
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
-        if isinstance(outcome, AssistantMessage):
-            self._model.replied(sent, outcome)
+        if isinstance(outcome, ModelReply):
+            self._model.replied(sent, outcome.message)
 
     async def summarise(self, command: Summarise) -> ModelOutcome:
         return await self._model.summarise(command.turn, command.until)
 
     def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
-        if isinstance(outcome, AssistantMessage):
+        if isinstance(outcome, ModelReply):
             self._model.replied(sent)
 
     async def check_guardrails(
@@ -283,14 +286,14 @@ class _InlineEffects:
     async def await_approvals(self, command: AwaitApprovals) -> None:
         session, run = self._session, self._run
         waiting = set(command.ids)
-        for pending in session.pending_approvals():
+        for pending in session.view.pending_approvals():
             if pending.approval_id in waiting:
                 run.ask_approver(pending)
 
-        def over() -> bool:
-            return run.approver_failed is not None or session.approval_wait_over(False)
+        def approver_failed() -> bool:
+            return run.approver_failed is not None
 
-        await wait_for_decisions(session, command.ids, over)
+        await wait_for_decisions(session, command.ids, lambda: False, approver_failed)
         if run.approver_failed is not None:
             raise InlineRunError(run.approver_failed)
 

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         UsageReported,
     )
     from durable_agent._session import PAGE_BREAK, Session, ToolRun, epoch_ms
+    from durable_agent._session._events import DecisionsTold
     from durable_agent._wire._messages import AssistantMessage, ToolMessage
 
     from .loop_events import result_text, step_events
@@ -84,7 +85,7 @@ class LiveFeed:
         self._trimmed_at: int | None = None
         self._tool_started: dict[int, int] = {}
         self._turn_told: tuple[int, str] | None = None
-        self._agent = session.agent_name
+        self._agent = session.view.agent_name
         self._trimmed = 0
         self._published = 0
         self._sizes = EventSizes()
@@ -95,9 +96,9 @@ class LiveFeed:
         """A continued run: what the previous run carried was announced by it."""
         session = self._session
         self._shown = len(session.messages)
-        self._asked = {p.approval_id for p in session.asked()}
-        self._told = set(session.decided()) & self._asked
-        self._turn = session.turn
+        self._asked = {p.approval_id for p in session.view.asked()}
+        self._told = set(session.view.decided()) & self._asked
+        self._turn = session.view.turn
 
     def _publish(self, event: Any) -> None:
         self._topic.publish(event_payload(event))
@@ -120,14 +121,14 @@ class LiveFeed:
             message = messages[index]
             small = messages.size_of(index) <= MESSAGE_EVENT_MAX_BYTES
             body = message if small else None
-            self._publish(MessageAppended(index=index, message=body, run=session.runs))
+            self._publish(MessageAppended(index=index, message=body, run=session.view.runs))
             for step in step_events(message):
                 self._publish(step)
         self._shown = len(messages)
         self._loop_state()
         told = self._asked_now(everything) & self._decided_now(everything)
-        self.metrics.phase(session.phase)
-        idle = session.phase == "idle"
+        self.metrics.phase(session.view.phase)
+        idle = session.view.phase == "idle"
         if idle and not self._idle:
             self._publish(Idle(message_count=len(messages)))
         self._idle = idle
@@ -142,12 +143,12 @@ class LiveFeed:
     def _asked_now(self, everything: bool) -> bool:
         """Announce the approvals asked since the last look (a page of them); whether
         all were. They are the end of the list: approvals are only ever added there."""
-        pending = self._session.asked()
+        pending = self._session.view.asked()
         first = len(pending)
         while first > 0 and pending[first - 1].approval_id not in self._asked:
             first -= 1
         new = pending[first:]
-        capacity = len(new) if everything else self._session.takes_page(len(new))
+        capacity = len(new) if everything else self._session.view.page_for(len(new))
         asked = new[:capacity]
         for approval in asked:
             self._asked.add(approval.approval_id)
@@ -159,17 +160,19 @@ class LiveFeed:
         """Announce the decisions on announced approvals since the last look (a page of
         them); whether all were. A decision on an approval not announced yet waits."""
         session = self._session
-        decisions, queue = session.decided(), session.newly_decided()
+        decisions, queue = session.view.decided(), session.view.newly_decided()
         known = [aid for aid in dict.fromkeys(queue) if aid in decisions and aid not in self._told]
         ready = [aid for aid in known if aid in self._asked]
-        capacity = len(ready) if everything else session.takes_page(len(ready))
+        capacity = len(ready) if everything else session.view.page_for(len(ready))
         decided = [(aid, decisions[aid]) for aid in ready[:capacity]]
         for aid, record in decided:
             self._told.add(aid)
             self._publish(ApprovalDecided(approval_id=aid, record=record))
-        queue[:] = [aid for aid in known if aid not in self._told]
+        session.handle(
+            DecisionsTold([aid for aid in known if aid not in self._told]), workflow.now()
+        )
         if decided:
-            by_id = session.approvals_by_id()
+            by_id = session.view.approvals_by_id()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
         return capacity == len(ready)
 
@@ -177,16 +180,18 @@ class LiveFeed:
         """A turn that ended without an answer, another agent answering, a request
         trimmed: each announced once, when first seen."""
         session = self._session
-        failed = session.turn_failure
-        if failed is not None and (session.turn, failed) != self._turn_told:
-            self._turn_told = (session.turn, failed)
-            self._publish(TurnEnded(turn=session.turn, reason=session.reply_reason, error=failed))
-        if session.agent_name != self._agent:
-            self._publish(AgentChanged(agent=session.agent_name, previous=self._agent))
-            self._agent = session.agent_name
-        if session.trimmed != self._trimmed and session.trimmed:
-            self._publish(Trimmed(count=session.trimmed))
-        self._trimmed = session.trimmed
+        failed = session.view.turn_failure
+        if failed is not None and (session.view.turn, failed) != self._turn_told:
+            self._turn_told = (session.view.turn, failed)
+            self._publish(
+                TurnEnded(turn=session.view.turn, reason=session.view.reply_reason, error=failed)
+            )
+        if session.view.agent_name != self._agent:
+            self._publish(AgentChanged(agent=session.view.agent_name, previous=self._agent))
+            self._agent = session.view.agent_name
+        if session.view.trimmed != self._trimmed and session.view.trimmed:
+            self._publish(Trimmed(count=session.view.trimmed))
+        self._trimmed = session.view.trimmed
 
     def model_call(self, turn: int) -> None:
         session = self._session
@@ -197,13 +202,17 @@ class LiveFeed:
                 self._trim()
             self._publish(TurnStarted(turn=turn))
         self._publish(
-            ModelStarted(turn=turn, agent=session.agent_name, model=session.model_spec.name)
+            ModelStarted(
+                turn=turn, agent=session.view.agent_name, model=session.view.model_spec.name
+            )
         )
 
     def model_replied(self, turn: int, reply: AssistantMessage) -> None:
         self.observe()  # the reply (or what stands in for it) first
         if reply.usage is not None:
-            self._publish(UsageReported(turn=turn, usage=reply.usage, total=self._session.usage))
+            self._publish(
+                UsageReported(turn=turn, usage=reply.usage, total=self._session.view.usage)
+            )
 
     def model_failed(self, turn: int, kind: str | None, text: str) -> None:
         self._publish(ErrorReported(turn=turn, text=text, kind=kind))

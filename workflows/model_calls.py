@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -26,11 +27,13 @@ with workflow.unsafe.imports_passed_through():
         ModelCancelled,
         ModelFailure,
         ModelOutcome,
+        ModelReply,
         Purpose,
         Session,
         setup_digest,
     )
-    from durable_agent._wire._messages import AssistantMessage
+    from durable_agent._session._events import ModelCallSent, WaitingForCapacity
+    from durable_agent._wire._messages import AssistantMessage, Usage
 
     from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
@@ -50,6 +53,7 @@ CapacityNotice = Callable[[int, str, bool], None]
 #: worker new to the session lacks (temporalio's ``result_type`` is typed as a class).
 DIGESTED_ANSWER = cast(type, ModelReturn | WorkerLacks)
 
+
 class ModelCaller:
     def __init__(
         self,
@@ -60,6 +64,7 @@ class ModelCaller:
         on_capacity: CapacityNotice | None = None,
     ) -> None:
         self._session = session
+        self._view = session.view
         self._sync = sync
         self._on_capacity = on_capacity
         self.tenant: str | None = None
@@ -74,9 +79,9 @@ class ModelCaller:
     def _model_setup(self, purpose: Purpose = "reply") -> tuple[ModelSetup, str]:
         """The active agent's model setup (or its summariser's) and its digest, built once
         a run for each."""
-        key = self._session.setup_key(purpose)
+        key = self._view.setup_key(purpose)
         if key not in self._setups:
-            setup = self._session.model_setup(purpose)
+            setup = self._view.model_setup(purpose)
             most = calls_per_page() if purpose == "reply" else None
             if most is not None:  # a reply of thousands of calls comes in pages
                 setup = setup.model_copy(update={"calls_per_page": most})
@@ -84,15 +89,15 @@ class ModelCaller:
         return self._setups[key]
 
     async def call(self, turn: int) -> ModelOutcome:
-        name = self._session.model_spec.name
-        if self._session.agent_name is not None:
-            name = f"{self._session.agent_name} ({name})"
+        name, agent = self._view.model_spec.name, self._view.agent_name
+        if agent is not None:
+            name = f"{agent} ({name})"
         summary = f"call_model {name} turn {turn}"
         return await self._request("call_model", turn, self._model_setup(), summary, {})
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:
         setup, digest = self._model_setup("summary")
-        extra = {"until": until, "prompt": self._session.model_spec.context.summary_prompt}
+        extra = {"until": until, "prompt": self._view.model_spec.context.summary_prompt}
         summary = f"summarise_context {setup.model} messages 0-{until}"
         return await self._request("summarise_context", turn, (setup, digest), summary, extra)
 
@@ -104,7 +109,21 @@ class ModelCaller:
         summary: str,
         extra: dict[str, Any],
     ) -> ModelOutcome:
-        model, rules = self._session.model_spec, self._session.spec.session
+        """The call's outcome, with the tokens of attempts whose replies were lost."""
+        unbilled: list[Usage] = []
+        outcome = await self._attempts(activity, turn, setup_and_digest, summary, extra, unbilled)
+        return replace(outcome, unbilled=tuple(unbilled)) if unbilled else outcome
+
+    async def _attempts(
+        self,
+        activity: str,
+        turn: int,
+        setup_and_digest: tuple[ModelSetup, str],
+        summary: str,
+        extra: dict[str, Any],
+        unbilled: list[Usage],
+    ) -> ModelOutcome:
+        model, rules = self._view.model_spec, self._session.spec.session
         setup, digest = setup_and_digest
         lost_store, waited = 0, False
         while True:
@@ -126,16 +145,16 @@ class ModelCaller:
             digests = not extra and self._reply_digested()
             if digests:
                 fields["digested"] = True
-            reply_id = self._session.reply_id
+            reply_id = self._view.reply_id
             if reply_id is not None and not extra:
                 fields["message_id"] = reply_id
-            counted = digests and self._session.trimmed_by_workers
+            counted = digests and self._view.trimmed_by_workers
             if counted:
                 fields["count_left_out"] = True
             if digests:  # a worker new to the session says what it lacks: no failure
                 fields["asks_again"] = True
             call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
-            self._session.model_call_sent()
+            self._session.handle(ModelCallSent(), workflow.now())
             handle = workflow.start_activity(
                 activity,
                 call,
@@ -204,14 +223,17 @@ class ModelCaller:
                         # store, a ``memory:`` one whose worker restarted): it was billed,
                         # and the model is asked again
                         lost_store += 1
-                        self._session.usage_counted(reply.usage)
+                        if reply.usage is not None:
+                            unbilled.append(reply.usage)
                         continue
                 self._session.messages.encode_ahead(reply, returned.digest, returned.size)
-                if counted:
-                    self._session.request_trimmed(returned.left_out or 0)
-                self._session.reply_read(reply, called, bool(returned.arguments_checked))
-                return reply
-            return returned
+                return ModelReply(
+                    reply,
+                    left_out=(returned.left_out or 0) if counted else None,
+                    called=called,
+                    arguments_checked=bool(returned.arguments_checked),
+                )
+            return ModelReply(returned)
 
     def _reply_digested(self) -> bool:
         """Whether the model call returns its reply's digest and size (a session in the
@@ -221,26 +243,26 @@ class ModelCaller:
     async def _wait_for_capacity(self, turn: int, cause: ApplicationError) -> bool:
         """Wait durably until the endpoint's limiter keeps capacity for the call (or, if no
         word comes, for its patience, then ask again); ``False``: the turn was cancelled."""
-        session = self._session
+        session, view = self._session, self._view
         key, patience = str(cause.details[0]), float(cause.details[1])
-        session.waiting_for_room(key)
+        session.handle(WaitingForCapacity(key), workflow.now())
         if self._on_capacity is not None:
             self._on_capacity(turn, key, True)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(
-                lambda: session.capacity_ready or session.cancelling,
+                lambda: view.capacity_ready or view.cancelling,
                 timeout=timedelta(seconds=patience),
             )
-        session.waiting_for_room(None)
-        if session.cancelling:
+        session.handle(WaitingForCapacity(None), workflow.now())
+        if view.cancelling:
             return False
         if self._on_capacity is not None:
             self._on_capacity(turn, key, False)
         return True
 
     def _done_or_cancelled(self, handle: asyncio.Future[Any]) -> Callable[[], bool]:
-        session = self._session
-        return lambda: handle.done() or session.cancelling
+        view = self._view
+        return lambda: handle.done() or view.cancelling
 
     def replied(self, before: int, reply: AssistantMessage | None = None) -> None:
         """The call's worker stored the ``before`` messages it was sent and, if the array

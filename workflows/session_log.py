@@ -17,10 +17,10 @@ def session_log(session: Session, level: int, text: str, *args: object) -> None:
     context = {
         "session_id": info.workflow_id,
         "run_id": info.run_id,
-        "turn": session.turn,
+        "turn": session.view.turn,
         "attempt": info.attempt,
-        "agent": session.agent_name,
-        "phase": session.phase,
+        "agent": session.view.agent_name,
+        "phase": session.view.phase,
     }
     workflow.logger.log(level, text, *args, extra=context)
 

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         tool_error_result,
         tool_retry_delay,
     )
+    from durable_agent._session._events import ChildStarted, ForwardsTaken, ToolArrived
     from durable_agent._spec._spec import AgentInput, AgentSpec, SessionRules
     from durable_agent._spec.tool_kinds._sub_agent import Refused, child_message
     from durable_agent._spec.tool_kinds._targets import SubAgentCall
@@ -165,13 +166,13 @@ async def run_tool_groups(
     places = asyncio.Semaphore(command.max_concurrent)
 
     def cancelled() -> bool:
-        return session.cancelling
+        return session.view.cancelling
 
     async def run_in_place(run: ToolRun) -> None:
         async with places:  # a batch of any size runs in bounded waves
             if watcher is not None:
                 watcher.tool_started(command.turn, run)
-            result_id = session.result_id(run.slot)
+            result_id = session.view.result_id(run.slot)
             if run.runs_in == "child_session":
                 result, unchanged = await run_sub_agent(command.turn, run, session)
             else:
@@ -181,7 +182,7 @@ async def run_tool_groups(
             if result_id is not None and result.id != result_id:  # made here, or elsewhere
                 result, unchanged = result.model_copy(update={"id": result_id}), False
             messages.encode_ahead(result)  # (nothing, if its digest came with it)
-            session.tool_arrived(run.slot, result)
+            session.handle(ToolArrived(run.slot, result), workflow.now())
             if watcher is not None:
                 watcher.tool_finished(command.turn, run, result)
             if unchanged:
@@ -226,17 +227,19 @@ async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[Tool
     except WorkflowAlreadyStartedError:  # someone took the id first: the call fails, not us
         taken = tool_error_result(call, f"the agent could not start: {child_id} is taken")
         return taken.model_copy(update={"approval": run.approval}), False
-    session.child_started(child_id)
+    session.handle(ChildStarted(child_id), workflow.now())
 
     def over_or_forwards() -> bool:
-        return handle.done() or session.ending or session.forwards_waiting(child_id)
+        return handle.done() or session.view.ending or bool(session.view.forwards(child_id))
 
     try:
         while True:
             await workflow.wait_condition(over_or_forwards)
-            if handle.done() or session.ending:
+            if handle.done() or session.view.ending:
                 break
-            for verb, decision in session.take_forwards(child_id):
+            forwards = session.view.forwards(child_id)
+            session.handle(ForwardsTaken(child_id), workflow.now())
+            for verb, decision in forwards:
                 await handle.signal(verb, decision)
     except asyncio.CancelledError:  # the turn was cancelled: so is the child
         handle.cancel()

@@ -1,12 +1,12 @@
 """The session: the pure state machine that holds every rule of the turn loop.
 
-``Session`` is the one entry point to the rules: it takes events, answers ``next_command``, and
-shows its status; its collaborators (the tool batch, people's decisions, approvals,
-budgets, rescue, the swarm) are its own. ``carry_out`` is the one executor of its
-commands, through an ``Effects`` of the caller's (the workflow's Temporal primitives,
-or a test's functions). ``SessionState`` is what continue-as-new carries. Nothing here
-imports temporalio, reads a clock or does I/O: times are given, so the same events give
-the same commands.
+``Session`` is the one entry point to the rules: it takes events (``_events.py``),
+answers ``next_command``, and is read through its ``SessionView``; its collaborators
+(the tool batch, people's decisions, approvals, budgets, rescue, the swarm) are its
+own. ``carry_out`` is the one executor of its commands, through an ``Effects`` of the
+caller's (the workflow's Temporal primitives, or a test's functions). ``SessionState``
+is what continue-as-new carries. Nothing here imports temporalio, reads a clock or does
+I/O: times are given, so the same events give the same commands.
 """
 
 from ._batch import PAGE_BREAK
@@ -27,19 +27,14 @@ from ._commands import (
     VerifyTokens,
     WaitForMessage,
 )
+from ._events import ModelCancelled, ModelFailure, ModelOutcome, ModelReply
 from ._executor import Effects, carry_out, carry_out_step
 from ._gate import RECORDED_DECISIONS
 from ._loop_rules import backoff, epoch_ms, setup_digest, tool_retry_delay
-from ._session import (
-    Compatibility,
-    ModelCancelled,
-    ModelFailure,
-    ModelOutcome,
-    Purpose,
-    Session,
-)
+from ._session import Compatibility, Session
 from ._state import SessionState
 from ._tool_results import call_summary, tool_error_result
+from ._view import Purpose, SessionView
 
 __all__ = [
     "PAGE_BREAK",
@@ -57,12 +52,14 @@ __all__ = [
     "ModelCancelled",
     "ModelFailure",
     "ModelOutcome",
+    "ModelReply",
     "NotifyEscalation",
     "Pause",
     "Purpose",
     "RunTools",
     "Session",
     "SessionState",
+    "SessionView",
     "Summarise",
     "ToolRun",
     "VerifyTokens",

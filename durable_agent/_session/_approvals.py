@@ -1,6 +1,6 @@
 """Approvals as data: the pending calls and the decisions recorded for them, kept in the
 part's slice of the session state (so they cross continue-as-new as they are). Pure: the time is
-given, and waiting for decisions is the workflow's (``workflows/approval_wait.py``).
+given: the Session says when a wait for decisions is over, and the workflow only times it.
 
 A batch may ask thousands at once: what goes over many approvals goes over the list
 once (``find_all``, ``open_all``, ``take_all``), never once per approval; and what
@@ -38,6 +38,8 @@ class Approvals:
         self.newly_decided: list[str] = []
         """Ids decided since the live feed last took them, in order (not carried: a new
         run's feed counts the decisions it carries as told)."""
+        self.defaults_left = False
+        """The last ``apply_defaults`` found more calls past their deadline than a page."""
         self._index: dict[str, PendingApproval] = {}
         self._indexed: tuple[int, int] | None = None
         """The list (its ``id``) and length ``_index`` was made for: kept up as pages are
@@ -124,10 +126,11 @@ class Approvals:
         ids: list[str],
         default_for: Callable[[PendingApproval], ApprovalDecision],
         now: datetime,
-    ) -> bool:
+    ) -> None:
         """Decide the calls whose deadline has passed with their policy's default; with an
         escalation, a call's first deadline is extended instead and a second group asked.
-        A page of them (one record for each default, one new list); whether more passed."""
+        A page of them (one record for each default, one new list); ``defaults_left`` says
+        whether more passed."""
         wanted, state, escalation = set(ids), self._state, self._escalation
         passed = [
             p
@@ -158,7 +161,7 @@ class Approvals:
         if escalated:
             state.pending = [escalated.get(p.approval_id, p) for p in state.pending]
             state.to_notify = [*state.to_notify, *escalated]
-        return len(page) < len(passed)
+        self.defaults_left = len(page) < len(passed)
 
     def close_all(self, ids: list[str], by: str | None, reason: str, now: datetime) -> None:
         """Deny whatever is still undecided (the session is ending)."""

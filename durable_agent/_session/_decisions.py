@@ -77,17 +77,15 @@ class Decisions:
         """Signed decisions wait for the workers to check their tokens."""
         return bool(self.state.unverified)
 
-    def forwards_waiting(self, child_id: str) -> bool:
-        """Decisions made through this session wait to be passed on to the child."""
-        return any(forward[0] == child_id for forward in self.state.forwards)
-
-    def take_forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
+    def forwards_for(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
         """The decisions to pass on to the child (the signal's name and argument), in the
-        order they were made; they are the caller's to send from now on."""
+        order they were made."""
+        return [(verb, signal) for child, verb, signal in self.state.forwards if child == child_id]
+
+    def forwards_taken(self, child_id: str) -> None:
+        """The child's decisions are the caller's to send from now on."""
         forwards = self.state.forwards
-        mine = [(verb, signal) for child, verb, signal in forwards if child == child_id]
         forwards[:] = [forward for forward in forwards if forward[0] != child_id]
-        return mine
 
     def batch_over(self) -> None:
         """The batch's sub-agents are all over: their approvals and decisions with them."""

@@ -32,7 +32,20 @@ from ._commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from ._session import ModelOutcome, Session
+from ._events import (
+    ApprovalsChecked,
+    ApprovalsWaited,
+    CallsDescribed,
+    EscalationSent,
+    GuardrailsChecked,
+    IdleTimedOut,
+    ModelAnswered,
+    ModelOutcome,
+    SummaryAnswered,
+    TokensChecked,
+    ToolsFinished,
+)
+from ._session import Session
 
 
 class Effects(Protocol):
@@ -57,7 +70,9 @@ class Effects(Protocol):
     async def continue_as_new(self, command: ContinueAsNew) -> None:
         """Hand the state to a fresh run (returns only when it cannot be carried yet)."""
 
-    async def call_model(self, command: CallModel) -> ModelOutcome: ...
+    async def call_model(self, command: CallModel) -> ModelOutcome:
+        """The reply with what its worker found (``ModelReply``), a failure, or a
+        cancellation: the Session takes it in one event."""
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
         """After the Session took the outcome of a call that was sent ``sent`` messages."""
@@ -83,19 +98,18 @@ class Effects(Protocol):
     async def notify_escalation(self, command: NotifyEscalation) -> None: ...
 
     async def await_approvals(self, command: AwaitApprovals) -> None:
-        """Until the batch's calls are decided, their deadlines pass (the Session's
-        ``deadlines_passed``), or the loop must act first."""
+        """Until the Session says the wait is over (``SessionView.approvals_wait_over``);
+        a deadline that passes meanwhile is told to it (``DeadlinesPassed``)."""
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
         """After the Session took the decisions into the batch."""
 
     async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
-        """The calls' results by slot (those not told as they arrived: the Session's
-        ``tool_arrived``)."""
+        """The calls' results by slot (those not told as they arrived, ``ToolArrived``)."""
 
     async def wait_for_message(self, command: WaitForMessage) -> bool:
-        """Until the Session's ``idle_wait_over`` (``True``) or the command's timeout
-        (``False``)."""
+        """Until the Session says so (``SessionView.idle_wait_over``: ``True``) or the
+        command's timeout passes (``False``)."""
 
 
 async def carry_out(session: Session, effects: Effects) -> AgentResult:
@@ -124,35 +138,40 @@ async def carry_out_step(session: Session, effects: Effects) -> AgentResult | No
         case CallModel():
             sent = len(session.messages)
             outcome = await effects.call_model(command)
-            session.model_answered(outcome, effects.now())
+            session.handle(ModelAnswered(outcome), effects.now())
             effects.model_done(command, outcome, sent)
         case Summarise():
             sent = len(session.messages)
             outcome = await effects.summarise(command)
-            session.summary_answered(outcome, effects.now())
+            session.handle(SummaryAnswered(outcome), effects.now())
             effects.summary_done(command, outcome, sent)
         case CheckGuardrails():
-            session.guardrails_checked(*await effects.check_guardrails(command))
+            verdict, failure = await effects.check_guardrails(command)
+            session.handle(GuardrailsChecked(verdict, failure), effects.now())
         case Pause():
             await effects.pause(command)
         case CheckApprovals():
-            session.approvals_checked(await effects.check_approvals(command))
+            verdicts = await effects.check_approvals(command)
+            session.handle(ApprovalsChecked(verdicts), effects.now())
         case DescribeCalls():
-            session.calls_described(await effects.describe_calls(command))
+            descriptions = await effects.describe_calls(command)
+            session.handle(CallsDescribed(descriptions), effects.now())
         case VerifyTokens():
-            session.tokens_checked(await effects.verify_tokens(command), effects.now())
+            tokens = await effects.verify_tokens(command)
+            session.handle(TokensChecked(tokens), effects.now())
         case NotifyEscalation():
             await effects.notify_escalation(command)
-            session.escalation_sent()
+            session.handle(EscalationSent(), effects.now())
         case AwaitApprovals():
             await effects.await_approvals(command)
-            session.approvals_waited(effects.now())
+            session.handle(ApprovalsWaited(), effects.now())
             await effects.approvals_taken(command)
         case RunTools():
-            session.tools_finished(await effects.run_tools(command), effects.now())
+            results = await effects.run_tools(command)
+            session.handle(ToolsFinished(results), effects.now())
         case WaitForMessage():
             if not await effects.wait_for_message(command):
-                session.idle_timed_out()
+                session.handle(IdleTimedOut(), effects.now())
         case _:  # mypy proves every command has its case
             assert_never(command)
     return None

@@ -51,6 +51,7 @@ from durable_agent._session import (
     DescribeCalls,
     ModelFailure,
     ModelOutcome,
+    ModelReply,
     NotifyEscalation,
     Pause,
     RunTools,
@@ -63,6 +64,13 @@ from durable_agent._session import (
     carry_out,
     tool_error_result,
     tool_retry_delay,
+)
+from durable_agent._session._events import (
+    DeadlinesPassed,
+    DecisionArrived,
+    EndRequested,
+    MessageArrived,
+    ToolsResolved,
 )
 from durable_agent._session._swarm_view import as_seen_by
 from durable_agent._spec._endpoint import ProviderEndpoint
@@ -137,7 +145,7 @@ class InProcessRun:
     async def run(self, request: AgentInput) -> AgentResult:
         self.session = Session(self.spec, SessionState(message_ids=self.message_ids))
         self.runs = 1
-        problem = self.session.tools_resolved(self._resolved(self.session))
+        problem = self.session.handle(ToolsResolved(self._resolved(self.session)), self.clock)
         if problem:
             raise ValueError(problem)
         self.session.start(request, self.clock)
@@ -152,7 +160,7 @@ class InProcessRun:
     def _resolved(self, session: Session) -> ResolveToolsResult:
         """The spec's tools as a worker with ``registry`` describes them."""
         resolved, missing = [], []
-        for name in session.tool_names_to_resolve():
+        for name in session.view.tool_names_to_resolve():
             found = self.registry.get(name)
             if found is None:
                 missing.append(name)
@@ -199,7 +207,8 @@ class InProcessRun:
 
     async def call_model(self, command: CallModel) -> ModelOutcome:
         session = self.session
-        setup = session.model_setup()
+        view = session.view
+        setup = view.model_setup()
         messages = list(session.messages)
         if setup.agent is not None:
             messages = as_seen_by(messages, setup.agent, setup.instructions)
@@ -215,13 +224,14 @@ class InProcessRun:
             context=setup.context,
         )
         self.requests.append(body)
-        if session.trimmed_by_workers:  # as the worker that shapes the request counts it
-            session.request_trimmed(prepare_request_messages(messages, setup.context).left_out)
+        left_out = None
+        if view.trimmed_by_workers:  # as the worker that shapes the request counts it
+            left_out = prepare_request_messages(messages, setup.context).left_out
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
         reply = self.model(body).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
-        return reply
+        return ModelReply(reply, left_out=left_out)
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
         return None
@@ -235,7 +245,7 @@ class InProcessRun:
         reply = self.model(body)
         if reply.is_error or not reply.content.strip():
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "no summary")
-        return reply
+        return ModelReply(reply)
 
     def summary_done(self, command: Summarise, outcome: ModelOutcome, sent: int) -> None:
         return None
@@ -268,26 +278,31 @@ class InProcessRun:
         """The approver decides each waiting call; those it leaves wait out their
         deadline (time moves to it) and take their tool's default."""
         session, ids = self.session, command.ids
-        for pending in [p for p in session.undecided() if p.approval_id in ids]:
-            if pending.approval_id in session.decided():
+        for pending in [p for p in session.view.undecided() if p.approval_id in ids]:
+            if pending.approval_id in session.view.decided():
                 continue  # decided meanwhile (a standing grant made by an earlier decision)
             decision = self.approver(pending)
             if isinstance(decision, tuple):  # a decision with more than a verdict
-                session.decision_arrived(decision[1], decision[0], self.clock)
+                session.handle(DecisionArrived(decision[1], decision[0]), self.clock)
             elif decision is not None:
                 signal = ApprovalSignal(approval_id=pending.approval_id, by="test")
-                session.decision_arrived(signal, decision, self.clock)
-        deadline = session.next_deadline(ids)
-        if self.owner_gates and not session.all_decided(ids) and deadline is None:
-            waiting = [f"{p.tool_name}({p.arguments})" for p in session.undecided()]
-            raise DurableAgentError(
-                f"calls wait for a person and have no deadline: {', '.join(waiting)}; "
-                "give an approver that decides them"
-            )
-        if not session.all_decided(ids) and deadline is not None:
-            self.clock = max(self.clock, deadline)
-            while session.deadlines_passed(ids, self.clock):
-                pass  # (one page per workflow task in the workflow)
+                session.handle(DecisionArrived(signal, decision), self.clock)
+        view = session.view
+        if view.approvals_wait_over(ids, False):
+            return
+        deadline = view.next_deadline(ids)
+        if deadline is None:
+            if self.owner_gates:
+                waiting = [f"{p.tool_name}({p.arguments})" for p in view.undecided()]
+                raise DurableAgentError(
+                    f"calls wait for a person and have no deadline: {', '.join(waiting)}; "
+                    "give an approver that decides them"
+                )
+            return
+        self.clock = max(self.clock, deadline)
+        session.handle(DeadlinesPassed(ids), self.clock)
+        while view.defaults_left:  # (one page per workflow task in the workflow)
+            session.handle(DeadlinesPassed(ids), self.clock)
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
         return None
@@ -295,7 +310,7 @@ class InProcessRun:
     async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
         results = {}
         for group in command.groups:  # in order; a group's calls are independent
-            if self.session.cancelling:
+            if self.session.view.cancelling:
                 break  # as the workflow: later groups do not start
             for run in group:
                 results[run.slot] = await self._run_tool(command.turn, run)
@@ -306,7 +321,8 @@ class InProcessRun:
         if command.timeout is not None:
             self.clock += command.timeout
             return False
-        self.session.end_requested(EndSessionSignal(by="test", reason="nothing left to say"))
+        ended = EndSessionSignal(by="test", reason="nothing left to say")
+        self.session.handle(EndRequested(ended), self.clock)
         return True
 
     async def _run_tool(self, turn: int, run: ToolRun) -> ToolMessage:
@@ -357,7 +373,7 @@ class InProcessRun:
     # --- what people do -------------------------------------------------------------
 
     def send(self, text: str) -> str | None:
-        return self.session.message_arrived(UserMessage(content=text), self.clock)
+        return self.session.handle(MessageArrived(UserMessage(content=text)), self.clock)
 
     def elapse(self, seconds: float) -> None:
         self.clock += timedelta(seconds=seconds)

@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent._contracts._contracts import AgentResult, CancelTurnSignal
 from durable_agent._contracts._events import LiveEvent
+from durable_agent._session._events import CancelRequested
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._spec._tool_policy import ToolContext, ToolPolicy
 from durable_agent._tools._guardrails import guardrail
@@ -271,8 +272,8 @@ class SessionVectorRun(VectorRun):
         spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
 
         def cancel_first(driver: InProcessRun) -> None:
-            if driver.session.phase == "starting":
-                driver.session.cancel_requested(CancelTurnSignal(by="vector"))
+            if driver.session.view.phase == "starting":
+                driver.session.handle(CancelRequested(CancelTurnSignal(by="vector")), driver.clock)
 
         self.driver = InProcessRun(
             spec,
@@ -289,7 +290,8 @@ class SessionVectorRun(VectorRun):
         self.driver.send(text)
 
     async def cancel(self) -> None:
-        self.driver.session.cancel_requested(CancelTurnSignal(by="vector"))
+        cancel = CancelRequested(CancelTurnSignal(by="vector"))
+        self.driver.session.handle(cancel, self.driver.clock)
 
 
 def check(name: str, field: str, expected: Any, actual: Any) -> None:

@@ -160,3 +160,38 @@ def durable_agent_names() -> list[str]:
     import durable_agent
 
     return list(durable_agent.__all__)
+
+
+def test_the_session_has_three_doors_and_no_forwards() -> None:
+    """Events in (``handle``), commands out (``next_command``), one read-only ``view``;
+    besides them only opening and closing a run. No public method of the Session is a
+    one-line forward to one of its parts."""
+    import ast
+    import inspect
+
+    from durable_agent._session import Session, SessionView
+    from durable_agent._session._events import Event
+
+    public = sorted(name for name in vars(Session) if not name.startswith("_"))
+    assert public == ["fail", "for_next_run", "handle", "next_command", "start"]
+    session_source = inspect.getsource(Session)
+    attributes = set(re.findall(r"^        self\.([a-z]\w*) = ", session_source, re.M))
+    assert attributes == {"spec", "messages", "view"}
+    assert len(public) + len(attributes) <= 40
+    tree = ast.parse(session_source)
+    forwards = [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and not node.name.startswith("_")
+        and len([s for s in node.body if not isinstance(s, ast.Expr)]) == 1
+        and isinstance(node.body[-1], ast.Return)
+        and isinstance(node.body[-1].value, ast.Call)
+        and re.match(r"self\._(?!state\.)\w+\.\w+$", ast.unparse(node.body[-1].value.func))
+    ]
+    assert forwards == []
+    # every event has its case in ``handle`` (mypy proves it too, with ``assert_never``)
+    handled = set(re.findall(r"case (\w+)\(\):", inspect.getsource(Session.handle)))
+    assert handled == {kind.__name__ for kind in Event.__args__}
+    # the view changes nothing: it has no method that takes an event but ``refusal``
+    assert "handle" not in vars(SessionView)

@@ -23,19 +23,22 @@ from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
 from durable_agent._contracts._decision_digest import decision_digest
 from durable_agent._session import (
     AwaitApprovals,
-    CallModel,
-    Pause,
+    ContinueAsNew,
     RunTools,
     Session,
     SessionState,
     ToolRun,
 )
+from durable_agent._session._events import DecisionArrived, RevokeRequested
 from durable_agent._spec._approval_policy import ArgumentTest, describe_arguments, parse_test
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._wire._messages import AssistantMessage, RecordedDecision, ToolMessage
-from durable_agent.testing import assistant_calls
+from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.testing._in_process import Approver, InProcessRun
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
+from tests.support.session_steps import Stepper
+
+NEW_YEAR = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def payments_spec(tools: list[Any] | None = None, **extra: Any) -> AgentSpec:
@@ -250,11 +253,13 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
             ApprovalSignal(approval_id="turn9-call9"),
             ApprovalSignal(approval_id=pending.approval_id, always="matching"),
         ]
-        seen.extend(session.decision_problem(s, "approved") for s in bad)
+        seen.extend(session.view.refusal(DecisionArrived(s, "approved")) for s in bad)
         seen.append(
-            session.decision_problem(ApprovalSignal(approval_id=pending.approval_id), "responded")
+            session.view.refusal(
+                DecisionArrived(ApprovalSignal(approval_id=pending.approval_id), "responded")
+            )
         )
-        assert session.decision_arrived(bad[0], "approved", driver.clock) is not None
+        assert session.handle(DecisionArrived(bad[0], "approved"), driver.clock) is not None
         return "approved"
 
     driver, ran = drive(payments_spec(), [("transfer", {"to": "ann", "amount": 1})], approver)
@@ -265,7 +270,7 @@ async def test_edits_and_requests_that_cannot_apply_are_refused_and_change_nothi
     assert seen[3] is not None and "needs at least one test" in seen[3]
     assert seen[4] is not None and "give the tool's result as content" in seen[4]
     assert ran == [("transfer", {"to": "ann", "amount": 1})]  # as the model asked
-    assert "amount: 'lots'" in driver.session.status().rejected_signals[0]
+    assert "amount: 'lots'" in driver.session.view.status().rejected_signals[0]
 
 
 async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
@@ -297,12 +302,17 @@ async def test_always_grants_cover_later_calls_and_can_be_revoked() -> None:
     assert first is not None and first.scope == "matching" and first.grant == "grant-1"
     assert second is not None and second.grant == "grant-1" and second.by == "ops"
     assert third is not None and third.decision == "denied"
-    [grant] = driver.session.status().grants
+    [grant] = driver.session.view.status().grants
     assert (grant.tool, str(grant.matching[0])) == ("transfer", "$.amount <= 100")
-    unknown = driver.session.revoke_problem(RevokeGrantSignal(grant_id="grant-7"))
+    unknown = driver.session.view.refusal(RevokeRequested(RevokeGrantSignal(grant_id="grant-7")))
     assert unknown == "revoke 'grant-7': no such grant (grants: grant-1)"
-    assert driver.session.revoke_requested(RevokeGrantSignal(grant_id="grant-1", by="ops")) is None
-    assert driver.session.status().grants == []
+    assert (
+        driver.session.handle(
+            RevokeRequested(RevokeGrantSignal(grant_id="grant-1", by="ops")), driver.clock
+        )
+        is None
+    )
+    assert driver.session.view.status().grants == []
 
 
 async def test_one_always_decision_approves_a_whole_waiting_batch_in_request_order() -> None:
@@ -329,7 +339,7 @@ async def test_one_always_decision_approves_a_whole_waiting_batch_in_request_ord
     assert all(r is not None and r.grant == "grant-1" and r.by == "ops" for r in records)
     # the person's own decision on the first call, the grant's on the others
     assert [r.reason for r in records if r is not None] == ["ok"] + [None] * 59
-    assert driver.session.asked() == [] and driver.session.decided() == {}
+    assert driver.session.view.asked() == [] and driver.session.view.decided() == {}
 
 
 async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signature() -> None:
@@ -368,12 +378,12 @@ async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signatu
             ApprovalSignal(approval_id=aid, token=alice.sign(sid, aid, "approve")),
         ]
         for signal in attempts:
-            refused.append(session.decision_arrived(signal, "approved", driver.clock))
+            refused.append(session.handle(DecisionArrived(signal, "approved"), driver.clock))
         return "approved", ApprovalSignal(approval_id=aid, token=token(alice))
 
     driver, ran = drive(spec, [("transfer", {"to": "ann", "amount": 1})], approver, keys=keys)
     await driver.run(AgentInput(spec=driver.spec, message="pay"))
-    rejected = driver.session.status().rejected_signals
+    rejected = driver.session.view.status().rejected_signals
     assert refused[0] is not None and "a signed token is required" in refused[0]
     assert "mallory may not decide (approvers: alice)" in rejected[1]
     assert "signed for another call" in rejected[2]
@@ -455,23 +465,27 @@ def test_a_signed_decision_on_a_sub_agents_call_is_sent_to_the_child() -> None:
     )
     session = Session(payments_spec(), state)
     signed = ApprovalSignal(approval_id="researcher-t1c0/turn1-call0", token="x.y.z")
-    problem = session.decision_problem(signed, "approved")
+    problem = session.view.refusal(DecisionArrived(signed, "approved"))
     assert problem is not None and "goes to its own session (s-1--researcher-t1c0" in problem
-    assert session.decision_arrived(signed, "approved", datetime(2026, 1, 1, tzinfo=UTC)) == problem
+    assert session.handle(DecisionArrived(signed, "approved"), NEW_YEAR) == problem
     assert state.decisions.forwards == []  # nothing passed on
     unsigned = signed.model_copy(update={"token": None})
-    assert session.decision_arrived(unsigned, "approved", datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert session.handle(DecisionArrived(unsigned, "approved"), NEW_YEAR) is None
     assert [f[0] for f in state.decisions.forwards] == ["s-1--researcher-t1c0"]
 
 
 def test_a_decided_batch_runs_before_a_continue_as_new() -> None:
     """A continue-as-new that becomes due while approvals wait (the history grew) must not
     come between the decisions and the calls: the decisions live in the batch then."""
-    session, now = _transfer_approved_by_ops()
-    command = session.next_command(suggested=True, now=now)  # the history is long now
+    driver = _transfer_approved_by_ops()
+    driver.suggest = True  # the history is long now
+    command = driver.step()
     assert isinstance(command, RunTools), command
     assert command.groups[0][0].approval is not None
     assert command.groups[0][0].approval.by == "ops"
+    [result] = results(driver)
+    assert result.tool_name == "transfer" and result.approval is not None
+    assert isinstance(driver.step(), ContinueAsNew)  # once the batch's results joined
 
 
 def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided() -> None:
@@ -481,7 +495,8 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
     The batch does not keep them: a run is let go with its call, not with all 300 when
     the batch is over."""
     calls = [("lookup", {"customer": f"c{k}"}) for k in range(299)]
-    session, now = _transfer_approved_by_ops(*calls)
+    driver = _transfer_approved_by_ops(*calls)
+    session = driver.session
     made: list[int] = []
     maker = session._batch._tool_runs
 
@@ -490,7 +505,8 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
         return lambda slot: (made.append(slot), make(slot))[1]
 
     session._batch._tool_runs = counted  # type: ignore[method-assign]
-    command = session.next_command(suggested=False, now=now)
+    # the command is only read here: carrying it out would make every run
+    command = session.next_command(suggested=False, now=driver.clock)
     assert isinstance(command, RunTools), command
     runs = command.groups[0]
     assert len(runs) == 300 and made == []  # nothing made when the batch opens
@@ -507,21 +523,18 @@ def test_a_batchs_runs_are_made_as_runners_take_them_with_what_the_batch_decided
     assert [r.slot for r in runs] == list(range(300))
 
 
-def _transfer_approved_by_ops(*more: tuple[str, dict[str, Any]]) -> tuple[Session, datetime]:
+def _transfer_approved_by_ops(*more: tuple[str, dict[str, Any]]) -> Stepper:
     """A session whose model asked for a transfer (then ``more`` calls) in one batch, the
-    transfer approved by ops: its next command runs the batch."""
-    driver, _ = drive(payments_spec(), [], lambda p: "approved")
-    session = driver.session = Session(driver.spec, SessionState())
-    session.tools_resolved(driver._resolved(session))
-    session.start(AgentInput(spec=driver.spec, message="pay"), driver.clock)
-    now = driver.clock
-    assert isinstance(session.next_command(suggested=False, now=now), CallModel)
-    session.model_replied(assistant_calls(("transfer", {"to": "ann", "amount": 1}), *more))
-    command = session.next_command(suggested=False, now=now)
-    while isinstance(command, Pause):  # a batch over a page is judged one page per workflow task
-        command = session.next_command(suggested=False, now=now)
-    assert isinstance(command, AwaitApprovals)
-    signal = ApprovalSignal(approval_id="turn1-call0", by="ops")
-    assert session.decision_arrived(signal, "approved", now) is None
-    session.approvals_waited(now)
-    return session, now
+    transfer approved by ops, driven through the executor: its next command runs the
+    batch."""
+    replies = iter([assistant_calls(("transfer", {"to": "ann", "amount": 1}), *more)])
+    driver = Stepper(
+        payments_spec(),
+        payments_registry([], []),
+        lambda body: next(replies, assistant_text("done")),
+    )
+    driver.open("pay")
+    driver.step_until(AwaitApprovals)  # it holds: nobody has decided
+    assert driver.decide("turn1-call0") is None
+    driver.step()  # the wait ends: the decision goes into the batch
+    return driver

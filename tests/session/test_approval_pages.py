@@ -10,8 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from durable_agent._activities.approvals import describe_calls
-from durable_agent._workflows.continued_input import ContinuedInput
 from durable_agent._workflows.patches import (
     APPROVALS_IN_PAGES_PATCH,
     CALLS_IN_PAGES_PATCH,
@@ -24,7 +22,6 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent._client import _session as client_module
 from durable_agent._client._session import SessionHandle
-from durable_agent._contracts._approval_contracts import ApprovalSignal, DescribeCallsInput
 from durable_agent._contracts._events import ApprovalDecided, ApprovalRequested, ToolStarted
 from durable_agent._session import (
     PAGE_BREAK,
@@ -36,20 +33,19 @@ from durable_agent._session import (
     NotifyEscalation,
     Pause,
     RunTools,
-    Session,
     SessionState,
 )
 from durable_agent._session import _approvals as approval_books
-from durable_agent._session import _session as session_rules
-from durable_agent._spec._spec import AgentInput, AgentSpec
+from durable_agent._session import _view as session_view
+from durable_agent._spec._spec import AgentSpec
 from durable_agent._tools._registry import Registry
 from durable_agent._tools._tool import tool
 from durable_agent._wire._messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import Call, payments_registry
+from tests.support.session_steps import Stepper
 
 PAGE = 4
 
@@ -61,9 +57,10 @@ def pages_of_four(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def opened(
     calls: list[Call], compatibility: Compatibility | None = None, **settings: Any
-) -> tuple[Session, InProcessRun, SessionState]:
+) -> tuple[Stepper, SessionState]:
     """A session whose model just asked for ``calls`` in one batch (``settings``: the
-    spec's beside its tools), and its state (as the workflow would carry it)."""
+    spec's beside its tools), driven through the executor, and its state (as the
+    workflow would carry it)."""
     transfer = {"name": "transfer", "approval_timeout_seconds": 60}
     spec = AgentSpec.model_validate(
         {
@@ -73,30 +70,24 @@ def opened(
             **settings,
         }
     )
-    driver = InProcessRun(spec, payments_registry([], []), lambda body: assistant_text("ok"))
+    replies = iter([assistant_calls(*calls)])
+    driver = Stepper(
+        spec, payments_registry([], []), lambda body: next(replies, assistant_text("ok"))
+    )
     state = SessionState()
-    session = driver.session = Session(spec, state, compatibility)
-    session.tools_resolved(driver._resolved(session))
-    session.start(AgentInput(spec=spec, message="pay"), driver.clock)
-    assert isinstance(session.next_command(suggested=False, now=driver.clock), CallModel)
-    session.model_replied(assistant_calls(*calls))
-    return session, driver, state
+    driver.open("pay", state, compatibility)
+    assert isinstance(driver.step(), CallModel)
+    return driver, state
 
 
-def until_waiting(session: Session, driver: InProcessRun) -> list[Command]:
-    """The batch's commands until it waits for people or runs (describing as the
-    worker does)."""
-    seen: list[Command] = []
-    while True:
-        command = session.next_command(suggested=False, now=driver.clock)
-        seen.append(command)
-        if isinstance(command, AwaitApprovals | RunTools):
-            return seen
-        assert isinstance(command, Pause | DescribeCalls), command
-        if isinstance(command, DescribeCalls):
-            pairs = [(c.function.name, c.function.arguments) for c in command.calls]
-            described = describe_calls(driver.registry, DescribeCallsInput(calls=pairs))
-            session.calls_described(described)
+def until_waiting(driver: Stepper) -> list[Command]:
+    """The batch's commands until it waits for people or runs (the workers describing
+    the calls that wait)."""
+    first = len(driver.commands)
+    driver.step_until(AwaitApprovals, RunTools)
+    seen = driver.commands[first:]
+    assert all(isinstance(c, Pause | DescribeCalls) for c in seen[:-1]), seen
+    return seen
 
 
 def transfers(count: int) -> list[Call]:
@@ -109,15 +100,10 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     none after one an activity ended (its descriptions); each page opens only its own
     approvals; the wait is for all ten, in request order."""
     calls = transfers(5) + [("refund", {"invoice": k}) for k in range(5)]
-    session, driver, state = opened(calls)
+    driver, state = opened(calls)
     opened_at: list[int] = []
-    commands: list[Command] = []
-    while not commands or not isinstance(commands[-1], AwaitApprovals):
-        command = session.next_command(suggested=False, now=driver.clock)
-        opened_at.append(len(state.approvals.pending))
-        commands.append(command)
-        if isinstance(command, DescribeCalls):
-            session.calls_described([f"refund {c.function.arguments}" for c in command.calls])
+    driver.on_command = lambda command: opened_at.append(len(state.approvals.pending))
+    commands = until_waiting(driver)
     kinds = [type(c).__name__ for c in commands]
     assert kinds == ["Pause", "DescribeCalls", "DescribeCalls", "AwaitApprovals"]
     assert commands[0] == Pause(PAGE_BREAK)
@@ -132,8 +118,9 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     assert isinstance(last, AwaitApprovals)
     assert last.ids == [f"turn1-call{k}" for k in range(10)]
     assert [p.slot for p in state.approvals.pending] == list(range(10))
-    refund = session.approvals_by_id().get("turn1-call6")
-    assert refund is not None and refund.described_arguments == 'refund {"invoice": 1}'
+    refund = driver.session.view.approvals_by_id().get("turn1-call6")
+    assert refund is not None
+    assert refund.described_arguments == "Refund invoice 1 to the customer's card"
 
 
 @pytest.mark.usefixtures("pages_of_four")
@@ -141,48 +128,43 @@ def test_one_always_approves_the_rest_a_page_a_task_and_they_run_once() -> None:
     """One "always" over ten waiting calls: its own page decided with it, the rest a page
     each after a timer, the decisions taken into the batch one page per workflow task; then all ten
     run, each approved by the grant."""
-    session, driver, state = opened(transfers(10))
-    assert isinstance(until_waiting(session, driver)[-1], AwaitApprovals)
-    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    assert session.decision_arrived(always, "approved", driver.clock) is None
+    driver, state = opened(transfers(10))
+    view = driver.session.view
+    assert isinstance(until_waiting(driver)[-1], AwaitApprovals)
+    assert driver.decide("turn1-call0", always="tool") is None
     assert len(state.approvals.decisions) == PAGE and state.sweeps == {"grant-1": PAGE}
-    assert session.approval_wait_over(False)  # the wait ends for the next page
-    now = driver.clock
-    session.approvals_waited(now)  # not all decided: the batch stays open
+    assert view.approvals_wait_over([f"turn1-call{k}" for k in range(10)], False)
+    driver.step()  # the wait ends for the next page (not all decided: the batch stays open)
     decided = []
-    while not isinstance(command := session.next_command(suggested=False, now=now), AwaitApprovals):
-        assert command == Pause(PAGE_BREAK)
-        decided.append(len(state.approvals.decisions))
-    assert decided == [8, 10] and not state.sweeps
-    session.approvals_waited(driver.clock)  # the first page taken into the batch
-    assert len(state.approvals.pending) == 10 - PAGE
+    driver.on_command = lambda command: decided.append(len(state.approvals.decisions))
+    commands = [driver.step() for _ in range(3)]
+    assert commands[:2] == [Pause(PAGE_BREAK), Pause(PAGE_BREAK)]
+    assert isinstance(commands[2], AwaitApprovals)
+    assert decided == [8, 10, 10] and not state.sweeps
+    assert len(state.approvals.pending) == 10 - PAGE  # the first page taken into the batch
     taken = []
-    while isinstance(command := session.next_command(suggested=False, now=now), Pause):
-        taken.append(len(state.approvals.pending))
-    assert taken == [2]  # the second page; the third taken as the batch runs
-    assert (
-        isinstance(command, RunTools)
-        and not state.approvals.pending
-        and not state.approvals.decisions
-    )
+    driver.on_command = lambda command: taken.append(len(state.approvals.pending))
+    command = driver.step_until(RunTools)
+    assert taken == [2, 0]  # the second page; the third taken as the batch runs
+    assert not state.approvals.pending and not state.approvals.decisions
+    assert isinstance(command, RunTools)
     runs = [run for group in command.groups for run in group]
     assert [r.slot for r in runs] == list(range(10))
     assert all(r.approval is not None and r.approval.grant == "grant-1" for r in runs)
+    assert [m.approval.grant for m in driver.session.messages[-10:]] == ["grant-1"] * 10
 
 
 @pytest.mark.usefixtures("pages_of_four")
 def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None:
     """The grant arrives after the first page was asked: the later pages' calls are
     approved by it as the gate judges them, never asked."""
-    session, driver, state = opened(transfers(10))
-    assert session.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
-    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    assert session.decision_arrived(always, "approved", driver.clock) is None
+    driver, state = opened(transfers(10))
+    assert driver.step() == Pause(PAGE_BREAK)
+    assert driver.decide("turn1-call0", always="tool") is None
     assert len(state.approvals.decisions) == PAGE and not state.sweeps
-    command = until_waiting(session, driver)[-1]
-    assert isinstance(command, AwaitApprovals) and len(state.approvals.pending) == PAGE
-    session.approvals_waited(driver.clock)
-    command = session.next_command(suggested=False, now=driver.clock)
+    command = until_waiting(driver)[-1]
+    assert isinstance(command, AwaitApprovals) and len(state.approvals.pending) == 0
+    command = driver.step()
     assert isinstance(command, RunTools)
     runs = [run for group in command.groups for run in group]
     assert [r.slot for r in runs] == list(range(10))
@@ -193,22 +175,27 @@ def test_a_grant_made_while_pages_are_asked_covers_the_later_pages_too() -> None
 def test_a_grants_sweep_goes_on_after_continue_as_new() -> None:
     """The run hands over with the grant's sweep one page in: the next run asks nobody
     again, and the sweep approves the rest."""
-    session, driver, _ = opened(transfers(10))
-    until_waiting(session, driver)
-    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decision_arrived(always, "approved", driver.clock)
-    carried = ContinuedInput(spec=session.spec, carried=session.for_next_run())
-    again = ContinuedInput.model_validate_json(carried.model_dump_json())
-    assert again.carried.sweeps == {"grant-1": PAGE}
-    next_state = again.carried
-    next_run = Session(again.spec, next_state)
-    asked_before = [p.requested_at for p in next_state.approvals.pending]
-    commands = until_waiting(next_run, driver)
-    assert [type(c).__name__ for c in commands].count("AwaitApprovals") == 1
-    assert [p.requested_at for p in next_state.approvals.pending] == asked_before  # none anew
-    while not next_run.all_decided([f"turn1-call{k}" for k in range(10)]):
-        assert next_run.next_command(suggested=False, now=driver.clock) == Pause(PAGE_BREAK)
-    assert all(r.grant == "grant-1" for r in next_state.approvals.decisions.values())
+    driver, _ = opened(transfers(10))
+    until_waiting(driver)
+    driver.decide("turn1-call0", always="tool")
+    next_state = driver.hand_over()
+    assert next_state.sweeps == {"grant-1": PAGE}
+    asked_before = {p.approval_id: p.requested_at for p in next_state.approvals.pending}
+    assert len(asked_before) == 10
+    asked_again: list[str] = []
+    driver.on_command = lambda command: asked_again.extend(
+        p.approval_id
+        for p in next_state.approvals.pending
+        if asked_before.get(p.approval_id) != p.requested_at
+    )
+    first = len(driver.commands)
+    command = driver.step_until(RunTools)
+    assert all(isinstance(c, Pause | AwaitApprovals) for c in driver.commands[first:-1])
+    assert asked_again == []  # nobody asked anew
+    assert isinstance(command, RunTools)
+    runs = [run for group in command.groups for run in group]
+    assert [r.slot for r in runs] == list(range(10))
+    assert all(r.approval is not None and r.approval.grant == "grant-1" for r in runs)
 
 
 @pytest.mark.usefixtures("pages_of_four")
@@ -216,40 +203,45 @@ def test_deadlines_that_pass_together_are_decided_a_page_a_task() -> None:
     """Ten deadlines pass at once: a page of defaults at a time (the workflow waits a
     timer between); with an escalation, a page of first deadlines extended at a time,
     each page's second group told before the next."""
-    session, driver, state = opened(transfers(10))
-    until_waiting(session, driver)
+    driver, state = opened(transfers(10))
+    until_waiting(driver)
     ids, later = [f"turn1-call{k}" for k in range(10)], driver.clock + timedelta(seconds=61)
-    pages = [session.deadlines_passed(ids, later) for _ in range(3)]
-    assert pages == [True, True, False] and session.all_decided(ids)
+    pages = [driver.deadlines_pass(ids, later) for _ in range(3)]
+    assert pages == [True, True, False]
+    assert driver.session.view.approvals_wait_over(ids, False)
+    assert all(aid in state.approvals.decisions for aid in ids)
     assert {r.decision for r in state.approvals.decisions.values()} == {"denied"}
     assert all(r.timed_out for r in state.approvals.decisions.values())
 
     escalation = {"extend_seconds": 600, "notify": ["oncall"], "notifier": "page_oncall"}
-    session, driver, state = opened(transfers(10), approvals={"escalation": escalation})
-    until_waiting(session, driver)
-    assert session.deadlines_passed(ids, later)
+    driver, state = opened(transfers(10), approvals={"escalation": escalation})
+    until_waiting(driver)
+    assert driver.deadlines_pass(ids, later)
     assert len(state.approvals.to_notify) == PAGE and not state.approvals.decisions
-    command = session.next_command(suggested=False, now=later)
+    assert driver.session.view.approvals_wait_over(ids, False)  # told before the next page
+    driver.clock = later
+    driver.step()  # the wait ends
+    command = driver.step()
     assert isinstance(command, NotifyEscalation)
     assert [p.slot for p in command.notice.approvals] == [0, 1, 2, 3]
-    assert session.approval_wait_over(False)  # told before the next page
-    session.escalation_sent()
-    assert session.deadlines_passed(ids, later)
-    assert not session.deadlines_passed(ids, later)
+    assert driver.notices == [command.notice]  # the executor told the second group
+    assert driver.deadlines_pass(ids, later)
+    assert not driver.deadlines_pass(ids, later)
     assert [p.escalated_to for p in state.approvals.pending] == [["oncall"]] * 10
 
 
 def test_a_batch_of_a_page_is_asked_and_approved_at_once() -> None:
     """At most a page (the real one): no timer, and one "always" decides the rest in
     the task its decision arrives in, as before pages."""
-    session, driver, state = opened(transfers(approval_books.APPROVALS_PER_PAGE))
-    assert isinstance(session.next_command(suggested=False, now=driver.clock), AwaitApprovals)
-    always = ApprovalSignal(approval_id="turn1-call0", by="ops", always="tool")
-    session.decision_arrived(always, "approved", driver.clock)
+    driver, state = opened(transfers(approval_books.APPROVALS_PER_PAGE))
+    assert driver.step() == AwaitApprovals(
+        [f"turn1-call{k}" for k in range(approval_books.APPROVALS_PER_PAGE)]
+    )  # it holds: nobody has decided
+    driver.decide("turn1-call0", always="tool")
     assert len(state.approvals.decisions) == approval_books.APPROVALS_PER_PAGE
     assert not state.sweeps
-    session.approvals_waited(driver.clock)
-    assert isinstance(session.next_command(suggested=False, now=driver.clock), RunTools)
+    assert isinstance(driver.step(), AwaitApprovals)  # the wait ends, the decisions taken
+    assert isinstance(driver.step(), RunTools)
 
 
 def test_where_pages_begin_the_workflow_is_told(pages_of_four: None) -> None:
@@ -258,8 +250,8 @@ def test_where_pages_begin_the_workflow_is_told(pages_of_four: None) -> None:
     page at a time all the same."""
     told: list[int] = []
     compatibility = Compatibility(approvals_in_pages=lambda: told.append(1))
-    session, driver, state = opened(transfers(10), compatibility)
-    command = session.next_command(suggested=False, now=driver.clock)
+    driver, state = opened(transfers(10), compatibility)
+    command = driver.step()
     assert told, "told where the pages begin"
     assert isinstance(command, Pause) and command == Pause(PAGE_BREAK), command
     assert len(state.approvals.pending) == 4, "the first page alone is asked"
@@ -287,7 +279,7 @@ async def test_a_batch_over_a_page_on_the_real_server(
     between pages (each of ``PAGE_BREAK``). The client reads the waiting calls a page a
     query; ``status`` lists the first of them and counts all."""
     monkeypatch.setattr(client_module, "PENDING_PAGE", 100)
-    monkeypatch.setattr(session_rules, "STATUS_PENDING_SHOWN", 100)
+    monkeypatch.setattr(session_view, "STATUS_PENDING_SHOWN", 100)
     noted.clear()
     script = [assistant_calls(*[("note", {"n": n}) for n in range(CALLS)]), assistant_text("ok")]
     with ScriptedProvider(script) as provider:

@@ -17,6 +17,7 @@ from durable_agent import AgentClient, AgentSpec
 from durable_agent._client._types import MessageRefusedError
 from durable_agent._contracts._contracts import MoveToAgentSignal
 from durable_agent._session import Session, SessionState
+from durable_agent._session._events import MessageArrived, MoveRequested
 from durable_agent._spec._spec import AgentInput
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._messages import TextPart, UserMessage, audio_part, image_part
@@ -174,11 +175,12 @@ def test_in_a_swarm_the_answering_agents_model_decides_what_is_refused() -> None
         {"model": {"name": "seeing-model"}, "swarm": swarm_section(model=blind)}
     )
     session = Session(spec, SessionState())
-    assert session.message_problem(picture("look")) is None  # triage sees
-    assert session.move_requested(MoveToAgentSignal(agent="billing", by="ops")) is None
-    session.next_command(suggested=False, now=datetime(2026, 1, 1, tzinfo=UTC))  # it moves
-    assert session.agent_name == "billing"
-    problem = session.message_problem(picture("look"))
+    assert session.view.refusal(MessageArrived(picture("look"))) is None  # triage sees
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert session.handle(MoveRequested(MoveToAgentSignal(agent="billing", by="ops")), now) is None
+    session.next_command(suggested=False, now=now)  # it moves (a command it asks, only read)
+    assert session.view.agent_name == "billing"
+    problem = session.view.refusal(MessageArrived(picture("look")))
     assert problem == "send_message: the model takes no images"
 
 

@@ -48,6 +48,7 @@ from durable_agent._session import (
     ModelCancelled,
     ModelFailure,
     ModelOutcome,
+    ModelReply,
     NotifyEscalation,
     Pause,
     RunTools,
@@ -57,6 +58,14 @@ from durable_agent._session import (
     VerifyTokens,
     WaitForMessage,
     carry_out_step,
+)
+from durable_agent._session._events import (
+    CancelRequested,
+    DecisionArrived,
+    EndRequested,
+    FlushRequested,
+    MessageArrived,
+    ToolsResolved,
 )
 from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent._spec._tool_policy import ToolPolicy
@@ -188,14 +197,14 @@ class MachineEffects:
     def _outcome(self, reply: AssistantMessage) -> ModelOutcome:
         event(f"model: {self.outcome}")
         if self.outcome == "unusable":
-            return UNUSABLE[self.unusable]
+            return ModelReply(UNUSABLE[self.unusable])
         if self.outcome == "retryable":
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "503 from the provider")
         if self.outcome == "fatal":
             return ModelFailure(Failure.PROVIDER_ERROR, "400: the request is malformed")
-        if self.outcome == "cancelled" and self.session.cancelling:
+        if self.outcome == "cancelled" and self.session.view.cancelling:
             return ModelCancelled()
-        return reply
+        return ModelReply(reply)
 
     async def check_guardrails(
         self, command: CheckGuardrails
@@ -221,7 +230,7 @@ class MachineEffects:
         raise AssertionError("the machine's spec escalates to no one")
 
     async def await_approvals(self, command: AwaitApprovals) -> None:
-        if not (self.session.all_decided(command.ids) or self.session.interrupted(self.suggest)):
+        if not self.session.view.approvals_wait_over(command.ids, self.suggest):
             raise StillWaiting  # still waiting for people
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
@@ -230,7 +239,7 @@ class MachineEffects:
     async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
         results = {}
         for group in command.groups:
-            if self.session.cancelling:
+            if self.session.view.cancelling:
                 break  # cancelled: later groups never start
             for run in group:
                 key = (command.turn, run.slot)
@@ -245,7 +254,7 @@ class MachineEffects:
         return results
 
     async def wait_for_message(self, command: WaitForMessage) -> bool:
-        if self.session.idle_wait_over(self.suggest):
+        if self.session.view.idle_wait_over(self.suggest):
             return True
         self.machine.now += timedelta(seconds=1)  # idle: nothing until someone writes
         raise StillWaiting
@@ -258,7 +267,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.state = SessionState()
         """The session's state, as the workflow carries it (the test reads it)."""
         self.session = Session(SPEC, self.state)
-        assert self.session.tools_resolved(ResolveToolsResult(tools=resolved_tools())) is None
+        resolved = ToolsResolved(ResolveToolsResult(tools=resolved_tools()))
+        assert self.session.handle(resolved, self.now) is None
         self.session.start(AgentInput(spec=SPEC, message="hello"), self.now)
         self.accepted: list[str] = ["hello"]
         self.decided: set[str] = set()
@@ -275,7 +285,7 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(text=st.sampled_from(["", "more please", "x" * 10, "and again"]))
     def send_message(self, text: str) -> None:
         before = len(self.state.requests.rejected_signals)
-        rejection = self.session.message_arrived(UserMessage(content=text), self.now)
+        rejection = self.session.handle(MessageArrived(UserMessage(content=text)), self.now)
         if rejection is None:
             self.accepted.append(text)
         else:
@@ -288,7 +298,7 @@ class SessionMachine(RuleBasedStateMachine):
         decision=st.sampled_from(["approved", "denied", "responded", "always"]),
     )
     def decide(self, pick: int, decision: Any) -> None:
-        pending = self.session.undecided()
+        pending = self.session.view.undecided()
         known = [p.approval_id for p in self.state.approvals.pending]
         ids = [*known, "turn99-call9"]  # decided ones again, and one nobody asked for
         aid = ids[pick % len(ids)]
@@ -297,7 +307,7 @@ class SessionMachine(RuleBasedStateMachine):
             signal = signal.model_copy(update={"content": f"answered {aid}"})
         if decision == "always":  # and grants the tool's later calls
             signal, decision = signal.model_copy(update={"always": "tool"}), "approved"
-        rejection = self.session.decision_arrived(signal, decision, self.now)
+        rejection = self.session.handle(DecisionArrived(signal, decision), self.now)
         if rejection is None and any(p.approval_id == aid for p in pending):
             self.decided.add(aid)
         if any(p.approval_id == aid for p in pending):
@@ -308,17 +318,17 @@ class SessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.finished)
     @rule()
     def end(self) -> None:
-        self.session.end_requested(EndSessionSignal(by="machine"))
+        self.session.handle(EndRequested(EndSessionSignal(by="machine")), self.now)
 
     @precondition(lambda self: not self.finished)
     @rule()
     def cancel(self) -> None:
-        self.session.cancel_requested(CancelTurnSignal(by="machine"))
+        self.session.handle(CancelRequested(CancelTurnSignal(by="machine")), self.now)
 
     @precondition(lambda self: not self.finished)
     @rule()
     def flush(self) -> None:
-        self.session.flush_requested(FlushSignal(by="machine"))
+        self.session.handle(FlushRequested(FlushSignal(by="machine")), self.now)
 
     # --- what the workflow does ----------------------------------------------------------
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from durable_agent._cli._render import format_history
 from durable_agent._contracts._approval_contracts import ApprovalSignal, PendingApproval
 from durable_agent._contracts._contracts import MoveToAgentSignal
+from durable_agent._session._events import MoveRequested
 from durable_agent._session._swarm_view import as_seen_by
 from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
 from durable_agent._wire._messages import (
@@ -98,7 +99,7 @@ async def test_a_triage_session_hands_over_and_back() -> None:
     refund = messages[7]
     assert isinstance(refund, ToolMessage) and refund.content == "refunded invoice 7"
     assert refund.approval is not None and refund.approval.decision == "approved"
-    status = driver.session.status()
+    status = driver.session.view.status()
     assert status.agent == "triage" and status.agent_stack == []
 
 
@@ -178,7 +179,7 @@ async def test_a_handoff_in_a_parallel_batch_waits_for_the_batch() -> None:
     ]
     assert "already hands the conversation to billing" in results[2].content
     assert [e[2] for e in driver.executed] == ["lookup_account"]
-    assert driver.session.status().agent_stack == ["triage"]
+    assert driver.session.view.status().agent_stack == ["triage"]
 
 
 async def test_a_bad_handoff_is_an_error_the_model_recovers_from() -> None:
@@ -212,7 +213,7 @@ async def test_a_denied_handoff_keeps_the_agent() -> None:
     assert result.final is not None and result.final.content == "triage: I will help myself then"
     [denied] = [m for m in driver.session.messages if isinstance(m, ToolMessage)]
     assert denied.is_error and denied.approval is not None
-    assert driver.session.agent_name == "triage"
+    assert driver.session.view.agent_name == "triage"
 
 
 async def test_navigation_stack_back_and_to_the_default() -> None:
@@ -229,7 +230,7 @@ async def test_navigation_stack_back_and_to_the_default() -> None:
     stacks: list[list[str]] = []
 
     def watch(driver: InProcessRun) -> None:
-        status = driver.session.status()
+        status = driver.session.view.status()
         if not stacks or stacks[-1] != [*status.agent_stack, status.agent or ""]:
             stacks.append([*status.agent_stack, status.agent or ""])
 
@@ -257,9 +258,11 @@ async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -
 
     def move(driver: InProcessRun) -> None:
         session = driver.session
-        if session.batch_open and not moves:
-            moves.append(session.move_requested(MoveToAgentSignal(agent="tech", by="ops")))
-            moves.append(session.move_requested(MoveToAgentSignal(agent="nobody")))
+        batch_open = session.view.phase in ("awaiting_approval", "running_tools")
+        if batch_open and not moves:
+            for agent in ("tech", "nobody"):
+                move = MoveToAgentSignal(agent=agent, by="ops" if agent == "tech" else None)
+                moves.append(session.handle(MoveRequested(move), driver.clock))
 
     def answer(agent: str, messages: list[dict[str, Any]]) -> AssistantMessage:
         if agent == "triage":
@@ -272,7 +275,7 @@ async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -
     assert moves[0] is None and moves[1] is not None and "no agent 'nobody'" in moves[1]
     lookup = next(m for m in driver.session.messages if isinstance(m, ToolMessage))
     assert lookup.agent_name == "triage"  # the batch finished as triage's
-    status = driver.session.status()
+    status = driver.session.view.status()
     assert (status.agent, status.agent_stack) == ("tech", ["triage"])
     assert status.agents == ["triage", "billing", "tech"]
 
@@ -300,7 +303,7 @@ async def test_one_agent_sessions_record_no_agent() -> None:
     result = await driver.run(AgentInput(spec=spec, message="go"))
     assert result.status == "done"
     assert all(m.agent_name is None for m in driver.session.messages)
-    assert driver.session.status().agent is None
+    assert driver.session.view.status().agent is None
 
 
 @pytest.mark.parametrize(
