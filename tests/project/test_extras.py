@@ -204,3 +204,28 @@ def _start_worker(
         worker.terminate()
         rest, _ = worker.communicate(timeout=120)
     return said, rest
+
+
+@pytest.mark.timeout(1200)
+def test_the_docs_extra_alone_builds_the_manual(
+    wheel: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``mkdocs build --strict`` with ``durable-agent[docs]`` and nothing else: the
+    manual builds, its API reference generated from the installed package's public
+    lists."""
+    python = fresh_environment(tmp_path / "venv", wheel, "docs")
+    site = tmp_path / "site"
+    root = Path(__file__).parents[2]
+    command = ["-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml")]
+    built = subprocess.run(
+        [str(python), *command, "-d", str(site)],
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    reference = (site / "reference" / "api" / "index.html").read_text()
+    assert "AgentClient" in reference and "DecisionRequest" in reference
