@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -195,3 +196,19 @@ def test_the_session_has_three_doors_and_no_forwards() -> None:
     assert handled == {kind.__name__ for kind in Event.__args__}
     # the view changes nothing: it has no method that takes an event but ``refusal``
     assert "handle" not in vars(SessionView)
+
+
+def test_no_package_holds_more_than_fifteen_percent_of_the_lines() -> None:
+    """Each package has one job: none is where everything without a home lands."""
+    root = Path(__file__).parents[2]
+    packages = [p for p in (root / "durable_agent").iterdir() if (p / "__init__.py").is_file()]
+    packages += [root / "workflows", root / "activities"]
+
+    def count(files: Iterable[Path]) -> int:
+        return sum(len(f.read_text().splitlines()) for f in files)
+
+    lines = {p.name: count(p.rglob("*.py")) for p in packages}
+    top = count((root / "durable_agent").glob("*.py"))
+    total = sum(lines.values()) + top
+    over = {name: f"{n / total:.1%}" for name, n in lines.items() if n > 0.15 * total}
+    assert len(lines) > 10 and over == {}
