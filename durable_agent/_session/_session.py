@@ -1,7 +1,7 @@
 """The session as a pure state machine: every rule of the turn loop, without Temporal.
 
 A ``Session`` owns one ``SessionState`` (the very object continue-as-new carries) and
-the message array inside it. It has three doors: ``handle`` takes an event (a message
+the message array inside it. It is used three ways: ``handle`` takes an event (a message
 arrived, the model answered, tools finished, a person decided: ``_events.py``),
 ``next_command`` says what to do next (call the model, pause, check or await approvals,
 run tool groups, wait for a message, continue as new, or finish), and ``view`` is what

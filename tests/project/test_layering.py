@@ -163,7 +163,7 @@ def durable_agent_names() -> list[str]:
     return list(durable_agent.__all__)
 
 
-def test_the_session_has_three_doors_and_no_forwards() -> None:
+def test_the_session_takes_events_gives_commands_and_is_read_through_one_view() -> None:
     """Events in (``handle``), commands out (``next_command``), one read-only ``view``;
     besides them only opening and closing a run. No public method of the Session is a
     one-line forward to one of its parts."""
