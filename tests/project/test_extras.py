@@ -20,6 +20,10 @@ from tests.project.test_packaging import wheel  # noqa: F401  (the fixture)
 from tests.support.postgres_server import running_postgres
 from tests.temporal.test_large_payloads import serving
 
+#: A fresh install is heavy on a 2-core machine: these tests run one after another on
+#: one pytest worker (``--dist loadgroup``), not side by side beside the rest of the suite.
+FRESH_INSTALLS = pytest.mark.xdist_group("fresh-installs")
+
 
 def fresh_environment(where: Path, built: Path, extra: str) -> Path:
     """A new virtual environment holding the package with ``extra`` alone."""
@@ -33,6 +37,7 @@ def fresh_environment(where: Path, built: Path, extra: str) -> Path:
     return python
 
 
+@FRESH_INSTALLS
 @pytest.mark.timeout(1200)
 def test_the_gateway_extra_alone_serves(
     wheel: Path,  # noqa: F811
@@ -107,6 +112,7 @@ CHECKS = {
 }
 
 
+@FRESH_INSTALLS
 @pytest.mark.timeout(1800)
 def test_each_worker_extra_alone_starts_its_worker(
     wheel: Path,  # noqa: F811
@@ -206,6 +212,7 @@ def _start_worker(
     return said, rest
 
 
+@FRESH_INSTALLS
 @pytest.mark.timeout(1200)
 def test_the_docs_extra_alone_builds_the_manual(
     wheel: Path,  # noqa: F811
