@@ -18,7 +18,7 @@ from durable_agent._payloads._encryption import CodecKeys
 from durable_agent.temporal import start_dev_server
 from durable_agent.temporal._ports import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, error_reply
-from tests.support.agent_harness import spec_for
+from tests.support.agent_harness import spec_for, wait_for
 from tests.trust.test_encryption import encodings
 
 ROOT = Path(__file__).parents[2]
@@ -55,6 +55,8 @@ async def test_a_worker_with_codec_keys_logs_no_user_text(tmp_path: Path) -> Non
                 stderr=subprocess.STDOUT,
             )
             try:
+                # on a loaded machine the worker may take longer to start than a read waits
+                await wait_for(lambda: ready(worker, log_path), timeout=120)
                 agents = AgentClient(env.client, task_queue="canary")
                 spec = spec_for(provider, ["echo", "explode"], session={}, max_attempts=1)
                 model = spec.model.model_copy(update={"endpoint": "scripted"})
@@ -85,6 +87,13 @@ async def test_a_worker_with_codec_keys_logs_no_user_text(tmp_path: Path) -> Non
     assert b"signal changed nothing" in written
     for name, coded in encodings(CANARY).items():
         assert coded not in written, f"the canary is in the worker's log ({name})"
+
+
+async def ready(worker: asyncio.subprocess.Process, log_path: Path) -> bool:
+    said = log_path.read_text(errors="replace")
+    if worker.returncode is not None:
+        raise AssertionError(f"the worker exited before it was ready: {said[-2000:]}")
+    return "worker ready" in said
 
 
 def test_withholding_keeps_kinds_sizes_and_ids() -> None:
