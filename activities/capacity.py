@@ -78,7 +78,10 @@ class CapacityGate:
     ) -> Lease | None:
         """Capacity for this request (``None``: the endpoint is not limited), or
         ``CapacityWait`` raised for the workflow to wait on."""
-        found = self._capabilities.limits_for(limited.endpoint, setup.model)
+        # the model the request names, as the provider reads it: its limit, no other
+        named = body.get("model")
+        model = named if isinstance(named, str) else setup.model
+        found = self._capabilities.limits_for(limited.endpoint, model)
         if found is None:
             return None
         key, limits = found

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
@@ -172,8 +173,8 @@ class LimiterLink:
         for attempt in itertools.count():
             start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
                 LIMITER_WORKFLOW,
-                args=[key, LedgerState(limits=self._limits[key])],
-                id=limiter_id(key),
+                args=[key, LedgerState(limits=self._limits[key], lease_prefix=_prefix())],
+                id=limiter_id(key, self._limits[key]),
                 task_queue=queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 result_type=type(None),
@@ -197,8 +198,14 @@ class LimiterLink:
     async def _send_releases(self, key: str, releases: list[CapacityRelease]) -> list[None]:
         assert self._connection is not None
         client, _ = self._connection
-        await client.get_workflow_handle(limiter_id(key)).signal("release", releases)
+        limiter = limiter_id(key, self._limits[key])
+        await client.get_workflow_handle(limiter).signal("release", releases)
         return [None] * len(releases)
+
+
+def _prefix() -> str:
+    """A limiter's lease prefix: random, so nobody names a lease by guessing."""
+    return secrets.token_hex(8)
 
 
 def _quietly(future: asyncio.Future[None]) -> None:

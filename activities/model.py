@@ -66,7 +66,7 @@ from durable_agent._tools._round_hooks import (
 from durable_agent._wire._context import summary_request, tokens_left
 from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent._wire._model_inputs import fit_request
-from durable_agent._wire._model_options import with_prompt_cache
+from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
 from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
 from durable_agent._wire._transcript import (
     canonical_json,
@@ -75,7 +75,8 @@ from durable_agent._wire._transcript import (
     payload_bytes,
     root_of,
 )
-from durable_agent._wire.codecs import Codec
+from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._wire.codecs._common import with_extra
 from durable_agent.capabilities import Capabilities
 from durable_agent.extending import NotAllowed, NotRegistered
 
@@ -87,12 +88,21 @@ from .live_deltas import LiveDeltas
 from .message_feed import MessageFeed
 from .message_sinks import MessageSink
 from .observing import count_tokens
+from .provider_parts import ProviderParts
 from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.model")
 
 #: The secret every worker of a fleet derives prompt cache keys with (optional).
 CACHE_KEY_SECRET_ENV = "DURABLE_AGENT_CACHE_KEY_SECRET"
+
+
+def _run_chain(call: ModelCallInput) -> str:
+    """Whose memory a call's files are: the session's run chain, which a later session
+    reusing the workflow id does not share (a workflow of an earlier release names no
+    chain: its run alone)."""
+    info = activity.info()
+    return f"{info.workflow_id}/{call.run_chain or info.workflow_run_id}"
 
 
 def transcript_unknown(what: str) -> ApplicationError:
@@ -127,6 +137,7 @@ class ModelActivities:
         self._capabilities = capabilities or Capabilities()
         self._gate = CapacityGate(self._capabilities)
         self._files = FileFetcher(self._capabilities.file_fetchable, self._capabilities.file_limits)
+        self._provider_parts = ProviderParts(self._capabilities)
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
@@ -343,6 +354,7 @@ class ModelActivities:
         # parts neither the model nor its wire takes left out (marked); a schema asked
         # for in words
         codec = self._codec(setup)
+        self._check_options(setup, limited, codec)
         messages, schema = fit_request(messages, setup.inputs, codec.takes, setup.output_schema)
         hooks = setup.hooks
         session_id = activity.info().workflow_id or ""
@@ -357,10 +369,12 @@ class ModelActivities:
             rules = setup.context
             prepared = await self._files.inline(
                 prepared,
-                session_id,
+                _run_chain(call),
                 tokens_left=tokens_left(prepared, rules),
                 chars_per_token=rules.chars_per_token if rules is not None else 4.0,
             )
+        # what the model server fetches or looks up itself: only what the owner allows
+        prepared = await self._provider_parts.guarded(prepared, limited.endpoint, setup.target)
         body = self._request_body(
             codec,
             prepared,
@@ -417,8 +431,9 @@ class ModelActivities:
         setup's model answers the prompt over them as plain lines."""
         async with heartbeating(lambda: 0):
             setup, limited = await self._setup(call)
-            _, conversation = await self._conversation(call)
             codec = self._codec(setup)
+            self._check_options(setup, limited, codec)
+            _, conversation = await self._conversation(call)
             body = self._request_body(
                 codec,
                 summary_request(conversation, call.until, call.prompt),
@@ -498,11 +513,31 @@ class ModelActivities:
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None
 
+    def _check_options(self, setup: ModelSetup, limited: LimitedCall, codec: Codec) -> None:
+        """Refuse, before anything is fetched or sent, a call whose ``options.extra``
+        names a key the owner does not allow for its endpoint, or one the request is
+        built from (asked at every call: a setup can come from an input admission
+        never saw)."""
+        extra = set(setup.options.extra) - {"prompt_cache_key"}  # (with_prompt_cache)
+        problems = self._capabilities.option_problems(limited.endpoint, extra, built_by(codec))
+        if problems:
+            raise ApplicationError(
+                f"model.options.{problems[0]}", type=Failure.CONFIGURATION_ERROR, non_retryable=True
+            )
+
     @staticmethod
-    def _request_body(codec: Codec, messages: list[Message], **fields: Any) -> dict[str, Any]:
+    def _request_body(
+        codec: Codec, messages: list[Message], *, options: ModelOptions, **fields: Any
+    ) -> dict[str, Any]:
+        """The codec's body, built without the spec's ``extra``, which is added after:
+        never in place of a key the codec wrote, whatever the codec does with options."""
+        extra = dict(options.extra)
         try:
-            return codec.build_request(messages, **fields)
-        except ValueError as error:
+            body = codec.build_request(
+                messages, options=options.model_copy(update={"extra": {}}), **fields
+            )
+            return with_extra(body, extra, built_by(codec))
+        except (ValueError, NotAllowed) as error:
             raise ApplicationError(
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None

@@ -98,7 +98,7 @@ class ResumptionActivities:
         if problem is not None:
             raise _refused(problem)
         branch = with_instructions(messages[: fork.at], request.instructions)
-        log.info("branch read", parent=fork.session_id, at=fork.at)
+        log.info("branch read", parent_session_id=fork.session_id, at=fork.at)
         return await self._stored(branch, request.chain)
 
     @activity.defn(name="started_conversation")

@@ -140,7 +140,11 @@ class ToolActivities:
             h for h in request.hooks if registry.hook(h) is None and not registry.round_hook(h)
         ]
         return ResolveToolsResult(
-            tools=resolved, missing=missing, missing_guardrails=lacking, missing_hooks=hooks
+            tools=resolved,
+            missing=missing,
+            available=registry.names() if missing else [],
+            missing_guardrails=lacking,
+            missing_hooks=hooks,
         )
 
     @activity.defn(name="list_remote_tools")
@@ -261,7 +265,9 @@ class ToolActivities:
                 True,
             )
         if found.policy.external_output:  # (the session never sends one: a second lock)
-            log.error("a call of a tool whose output comes from outside", tool=call.tool_name)
+            log.error(
+                "a call of a tool whose output comes from outside", registered_tool=call.tool_name
+            )
             return await result(
                 f"Not run: {call.tool_name}'s output comes from outside, and it never runs "
                 "on a worker",
@@ -276,8 +282,8 @@ class ToolActivities:
         except (ToolArgumentsError, SecretError) as error:
             return await result(str(error), True)
         bound = log.bind(
-            tool=call.tool_name,
-            key=context.idempotency_key,
+            registered_tool=call.tool_name,  # found in the registry: the owner's name
+            idempotency_key=context.idempotency_key,
             attempt=call.attempt,
             redelivery=context.redelivery,
         )
@@ -352,7 +358,9 @@ class ToolActivities:
             log.warning("tool call refused", tool=call.tool_name, error=str(error))
             return await result(f"Not allowed on this worker: {error}", True)
         where = kind.where(target)
-        bound = log.bind(tool=call.tool_name, key=context.idempotency_key, attempt=call.attempt)
+        bound = log.bind(
+            tool=call.tool_name, idempotency_key=context.idempotency_key, attempt=call.attempt
+        )
         bound.info("tool call", kind=kind.name, where=where)
         limit = _own_time_limit(activity.info().start_to_close_timeout)
         try:  # the kind asks the worker at every call: the input may be anyone's
@@ -392,7 +400,7 @@ class ToolActivities:
         log.warning(
             "tool result truncated",
             tool=call.tool_name,
-            key=key,
+            idempotency_key=key,
             chars=len(text),
             kept=limit,
             stored_as=stored,

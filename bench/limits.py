@@ -144,11 +144,11 @@ async def ask_round_trip_ms(client: Client, queue: str) -> float:
     """What a call without a spare lease pays: one ask of a limiter with capacity (a
     fresh one, on the workers' queue), median of 50 after 5 to warm up."""
     limits = ProviderLimits(requests_per_minute=10**6)
-    handle = client.get_workflow_handle(limiter_id("probe"))
+    handle = client.get_workflow_handle(limiter_id("probe", limits))
     await client.start_workflow(
         LIMITER_WORKFLOW,
-        args=["probe", LedgerState(limits=limits)],
-        id=limiter_id("probe"),
+        args=["probe", LedgerState(limits=limits, lease_prefix="probe")],
+        id=limiter_id("probe", limits),
         task_queue=queue,
     )
     took = []

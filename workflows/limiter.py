@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         CapacityReady,
         CapacityRelease,
         CapacityRequest,
+        limiter_id,
     )
 
     from .patches import LIMITER_MOVES_PATCH, retired
@@ -47,6 +49,9 @@ class EndpointLimiter:
     @workflow.init
     def __init__(self, key: str, state: LedgerState) -> None:
         self._key = key
+        self._bound = bool(state.lease_prefix)
+        """Started by a worker of this release: its id names its limits and it keeps
+        those alone (a limiter of an earlier release took each ask's)."""
         self._ledger = Ledger(state)
         self._changed = False
         self._telling: set[asyncio.Task[None]] = set()
@@ -54,6 +59,12 @@ class EndpointLimiter:
 
     @workflow.run
     async def run(self, key: str, state: LedgerState) -> None:
+        named = workflow.info().workflow_id
+        if "@" in named and (not self._bound or named != limiter_id(key, state.limits)):
+            # Started by someone else, with limits other than its id names: it serves none.
+            raise ApplicationError(
+                "this limiter's limits are not the ones its id names", non_retryable=True
+            )
         while True:
             now = _now()
             for waiter in self._ledger.serve(now):
@@ -89,6 +100,11 @@ class EndpointLimiter:
         self._updates += 1
         self._changed = True
         return [self._ledger.acquire(_now(), request) for request in requests]
+
+    @acquire.validator
+    def _limits_named(self, requests: list[CapacityRequest]) -> None:
+        if self._bound and any(r.limits != self._ledger.state.limits for r in requests):
+            raise ValueError("an ask's limits are not the ones this limiter's id names")
 
     @workflow.signal(name="release")
     def release(self, releases: list[CapacityRelease]) -> None:

@@ -137,6 +137,7 @@ class ModelCaller:
                 "transcript": self._sync.reference(),
                 "messages": self._sync.new_messages(),
                 "head": self._session.messages.head,
+                "run_chain": workflow.info().first_execution_run_id,
                 **({"tenant": self.tenant} if self.tenant is not None else {}),
                 **({"waited": True} if waited else {}),
                 **extra,

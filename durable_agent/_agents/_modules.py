@@ -55,10 +55,13 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
     """``capabilities`` and what ``agents`` carry: each model endpoint given whole
     (registered as ``agent:<name>``) and each MCP server given whole."""
     models = dict(capabilities.models)
+    rules = dict(capabilities.endpoint_rules)
     servers = {s.name: s for s in capabilities.toolsets if isinstance(s, McpServerSpec)}
     for agent in {a.name: a for top in agents for a in top.everyone()}.values():
         if not isinstance(agent.model_spec.endpoint, str):
             models[f"agent:{agent.name}"] = agent.model_spec.endpoint
+            # the agent is the owner's code: the request options it gives are the owner's
+            rules[f"agent:{agent.name}"] = {"request_options": list(agent.model_spec.options.extra)}
         for server in agent.mcp_servers:
             if not isinstance(server, McpServerSpec):
                 continue
@@ -70,7 +73,7 @@ def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Cap
                 )
     others = [s for s in capabilities.toolsets if not isinstance(s, McpServerSpec)]
     toolsets: list[McpServerSpec | OpenApiSpec] = [*servers.values(), *others]
-    return dataclasses.replace(capabilities, models=models, toolsets=toolsets)
+    return dataclasses.replace(capabilities, models=models, toolsets=toolsets, endpoint_rules=rules)
 
 
 def agent_tools(agents: Iterable[Agent[Any]]) -> list[Tool]:

@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from durable_agent._agents._modules import load_agents
 from durable_agent._client._client import AgentClient
+from durable_agent._observability._logs import configure_logging
 from durable_agent._payloads._encryption import EncryptionCodec
 from durable_agent._providers._environment import model_from_environment
 
@@ -60,6 +61,8 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
     named = {n: a.spec() for n, a in load_agents([m for m in args.agents.split(",") if m]).items()}
     keys = codec_keys(args)
     codec = EncryptionCodec(keys) if keys is not None else None  # the Temporal UI's
+    if keys is not None:  # /codec decodes users' words: no log line may show them
+        configure_logging("info", once=True, withhold=True)
     if not access.authenticated:
         print(
             "no authentication (DURABLE_AGENT_GATEWAY_TOKENS unset): loopback only",
@@ -68,7 +71,8 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
         )
     agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
     app = create_app(agents, spec, named, codec, access)
-    await serve_http(app, args, out, f"durable-agent gateway on http://{args.host}:{args.port}/")
+    ready = f"durable-agent gateway on http://{args.host}:{args.port}/"
+    await serve_http(app, args, out, ready, own_logging=keys is not None)
     return 0
 
 
@@ -129,7 +133,9 @@ def gateway_access(
 GRACEFUL_STOP_SECONDS = 3
 
 
-async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str) -> None:
+async def serve_http(
+    app: Any, args: argparse.Namespace, out: TextIO, ready: str, *, own_logging: bool = False
+) -> None:
     """``app`` on ``--host``/``--port`` until stopped, saying ``ready`` first.
 
     A stop (SIGTERM, SIGINT) cancels this task (``shutdown.stoppable``) while uvicorn,
@@ -137,7 +143,9 @@ async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str
     app's lifespan would be torn down with a traceback; so the app's event streams are
     ended (``app.state.stopping``, when it has one), the server is told to exit and is
     waited for (``GRACEFUL_STOP_SECONDS`` at most for requests still open), and only
-    then does the stop go on."""
+    then does the stop go on. ``own_logging``: the process has set up its log
+    (``configure_logging``), and uvicorn's lines go through it rather than uvicorn's own
+    handlers, which print a failed request's traceback whole."""
     import uvicorn
     from sse_starlette.sse import AppStatus
 
@@ -150,6 +158,7 @@ async def serve_http(app: Any, args: argparse.Namespace, out: TextIO, ready: str
         host=args.host,
         port=args.port,
         log_level="warning",
+        log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
         timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
     )
     server = uvicorn.Server(config)

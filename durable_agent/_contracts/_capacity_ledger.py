@@ -71,6 +71,9 @@ class LedgerState(_Model):
     factor: float = 1.0
     paused_until: float = 0.0
     issued: int = 0
+    lease_prefix: str = ""
+    """Set by the worker that starts a limiter whose id names its limits: leases are
+    ``PREFIX-N``, a prefix made at random, so a lease cannot be named by guessing."""
     granted: int = 0
     waited: int = 0
     rate_limited: int = 0
@@ -86,7 +89,8 @@ class Ledger:
         """A lease at once when there is capacity and nobody waits (or capacity was kept for
         this session); otherwise a place in line, kept if the session already had one."""
         state = self.state
-        state.limits = request.limits
+        if not state.lease_prefix:  # a limiter of an earlier release took the newest
+            state.limits = request.limits
         self._prune(now)
         kept = next(
             (x for x in state.leases if x.reserved and x.session_id == request.session_id), None
@@ -130,6 +134,8 @@ class Ledger:
     def release(self, now: float, release: CapacityRelease) -> None:
         state = self.state
         found = next((x for x in state.leases if x.lease == release.lease), None)
+        if found is None and state.lease_prefix:  # no lease of ours: nobody's to give back
+            return
         if found is not None and release.unused:
             state.leases.remove(found)
             return
@@ -201,8 +207,13 @@ class Ledger:
     def _grant(self, now: float, session_id: str, tokens: int, hold: float) -> Lease:
         state = self.state
         state.issued += 1
+        number = str(state.issued)
         lease = Lease(
-            lease=str(state.issued), session_id=session_id, at=now, until=now + hold, tokens=tokens
+            lease=f"{state.lease_prefix}-{number}" if state.lease_prefix else number,
+            session_id=session_id,
+            at=now,
+            until=now + hold,
+            tokens=tokens,
         )
         state.leases.append(lease)
         return lease

@@ -72,6 +72,9 @@ class ResolveToolsResult(Contract):
     tools: list[ResolvedTool]
     missing: list[str] = Field(default_factory=list)
     """Names no worker-side tool answers to."""
+    available: list[str] = Field(default_factory=list)
+    """The function tools of the worker that answered, so a missing name can be told
+    which one was meant."""
     missing_guardrails: list[str] = Field(default_factory=list)
     missing_hooks: list[str] = Field(default_factory=list)
 
@@ -177,6 +180,10 @@ class ModelCallInput(Contract):
     """With ``digested``: a worker that has not seen the session answers with what it
     lacks (``WorkerLacks``) instead of failing the call; set by workflow code that
     reads that answer (a worker of an earlier release does not)."""
+    run_chain: str | None = None
+    """The session's first run id: the same after continue-as-new, new for a session
+    that reuses a workflow id. What a worker remembers for the session (files fetched by
+    URL, and those refused) belongs to it; unset, to the run alone."""
 
 
 class SummaryCallInput(ModelCallInput):

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._wire._messages import SystemMessage, UserMessage
-from durable_agent._wire._transcript import Transcript
+from durable_agent._wire._transcript import Transcript, kept_apart
 
 from ._loop_rules import epoch_ms
 
@@ -34,7 +34,7 @@ def open_conversation(
     if isinstance(first, str):
         first = UserMessage(content=first)
     if first is not None:
-        first = first.model_copy(
+        first = kept_apart(first).model_copy(
             update={"timestamp": at, "agent_name": name, "mode": first.mode or "user"}
         )
     guarded = bool(spec.guardrails.input)

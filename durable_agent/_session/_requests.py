@@ -16,12 +16,11 @@ from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import (
     AssistantMessage,
     FlushMessage,
-    Message,
     SystemMessage,
     TextPart,
     UserMessage,
 )
-from durable_agent._wire._transcript import Transcript, given_id_problem
+from durable_agent._wire._transcript import Transcript, kept_apart
 
 from ._budget import Budget
 from ._gate import Gate
@@ -72,29 +71,25 @@ class Requests:
         if problem is not None:
             return self.reject(problem)
         stamped = {"timestamp": epoch_ms(now), "mode": message.mode or "user"}
-        self.state.inbox.append(message.model_copy(update=stamped))
+        self.state.inbox.append(kept_apart(message).model_copy(update=stamped))
         return None
 
     def message_problem(self, message: UserMessage) -> str | None:
         """Why a message cannot be queued (the update's validator asks too)."""
         empty = message.content in ("", [])
         size = text_size(message)
-        problem = self._queue_problem("send_message", empty, size, message)
+        problem = self._queue_problem("send_message", empty, size)
         model = self.spec.model if self.swarm is None else self.swarm.model  # who answers
         refused = model.refuses(message)
         return problem or (f"send_message: {refused}" if refused else None)
 
-    def _queue_problem(
-        self, entry: str, empty: bool, size: int | None, message: Message
-    ) -> str | None:
+    def _queue_problem(self, entry: str, empty: bool, size: int | None) -> str | None:
         """What every message sent to the session is checked for: some text, within
-        ``max_message_chars``, an id that is not of the session's own form, and a
-        session that is not ending."""
+        ``max_message_chars``, and a session that is not ending. (Any id is accepted:
+        ``kept_apart`` keeps it from naming another message.)"""
         limit = self.spec.session.max_message_chars
         if empty:
             return f"{entry}: empty message"
-        if (taken := given_id_problem(message)) is not None:
-            return f"{entry}: {taken}"
         if size is not None and size > limit:
             return f"{entry}: {size} characters is over the limit of {limit}"
         if self.state.ending is not None:
@@ -111,7 +106,7 @@ class Requests:
         if problem is not None:
             return self.reject(problem)
         stamped = {"timestamp": epoch_ms(now), "mode": message.mode or "tool"}
-        self.state.injected.append(message.model_copy(update=stamped))
+        self.state.injected.append(kept_apart(message).model_copy(update=stamped))
         return None
 
     def inject_problem(self, message: SystemMessage | AssistantMessage) -> str | None:
@@ -123,7 +118,7 @@ class Requests:
         )
         if isinstance(message, AssistantMessage) and message.tool_calls:
             return "inject_message: an assistant message with tool calls would have no results"
-        return self._queue_problem("inject_message", not text.strip(), len(text), message)
+        return self._queue_problem("inject_message", not text.strip(), len(text))
 
     def move_requested(self, request: MoveToAgentSignal) -> str | None:
         """A person moves a swarm session to another agent (at the next checkpoint)."""

@@ -171,7 +171,7 @@ class Rescue:
             if latest is not None:  # asked again, afresh (a message of its own: its own id)
                 again: dict[str, Any] = {"mode": "tool", "timestamp": at}
                 if self.messages.ids:
-                    again["id"] = None
+                    again.update(id=None, given_id=None)
                 self.messages.join(latest.model_copy(update=again))
         return None
 

@@ -10,6 +10,9 @@ workflow per endpoint keeps the count (``workflows/limiter.py``).
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agent._wire._contract import Contract
@@ -38,16 +41,26 @@ class ProviderLimits(BaseModel):
     grant and its request reaching the provider, whose own window counts arrivals."""
 
 
-def limiter_id(key: str) -> str:
-    """The workflow id of the limiter of ``key`` (an endpoint name, or ``NAME/MODEL``)."""
-    return f"durable-agent-limiter:{key}"
+def limiter_id(key: str, limits: ProviderLimits) -> str:
+    """The workflow id of the limiter of ``key`` (an endpoint name, or ``NAME/MODEL``)
+    under ``limits``. The id names the limits by their digest: anyone who can signal a
+    workflow in the namespace can reach a limiter, so a limiter takes its limits only
+    from its id (``limits_digest``), never from what an ask carries. An owner who changes
+    the limits starts a new limiter; the old one's leases run out on their own."""
+    return f"durable-agent-limiter:{key}@{limits_digest(limits)}"
+
+
+def limits_digest(limits: ProviderLimits) -> str:
+    canonical = json.dumps(limits.model_dump(mode="json"), sort_keys=True).encode()
+    return hashlib.sha256(canonical).hexdigest()[:16]
 
 
 class CapacityRequest(Contract):
     """A model call asking for capacity (the ``acquire`` update)."""
 
     limits: ProviderLimits
-    """The asking worker's limits for the endpoint (the limiter keeps the newest)."""
+    """The asking worker's limits for the endpoint: a limiter refuses an ask whose limits
+    are not the ones its id names."""
     session_id: str
     run_id: str
     tenant: str = ""

@@ -33,7 +33,6 @@ from durable_agent._wire._messages import (
 )
 from durable_agent._wire._model_inputs import ModelInputs, refusal
 from durable_agent._wire._model_options import ModelOptions, NamedToolChoice, ReasoningWire
-from durable_agent._wire._transcript import given_id_problem
 
 
 class ModelPrice(_Spec):
@@ -539,7 +538,7 @@ class AgentInput(_Spec):
         if sum(bool(x) for x in (self.resume, self.history or self.earlier, self.fork)) > 1:
             raise ValueError("resume, history, fork: a session's past comes from one of them")
         if isinstance(self.message, UserMessage) and (
-            why := self._first_model().refuses(self.message) or given_id_problem(self.message)
+            why := self._first_model().refuses(self.message)
         ):
             raise ValueError(f"message: {why}")
         return self

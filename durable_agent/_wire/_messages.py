@@ -38,6 +38,10 @@ class _Stored(_Frozen):
     id: str | None = Field(default=None, exclude_if=_unset)
     """A stable id of the message, kept as given; left out of
     payloads while unset, so arrays without ids cost nothing more."""
+    given_id: str | None = Field(default=None, exclude_if=_unset)
+    """The id a sender gave a message when it had the form the session gives its own
+    (``m`` and digits): it is kept here, and ``id`` is the session's, so the two never
+    name the same message twice (see ``sender_id``)."""
     source: str | None = Field(default=None, exclude_if=_unset)
     """Set on messages the loop made rather than a person or a model: ``compaction``
     marks a summary of earlier messages."""
@@ -367,6 +371,7 @@ LOCAL_EXTENSIONS = frozenset(
         "agent_name",
         "source",
         "id",
+        "given_id",
         "model",
         "voided_usage",
         "compacts",

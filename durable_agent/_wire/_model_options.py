@@ -33,9 +33,12 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 class ModelOptions(BaseModel):
     """Sampling and length options; each codec maps them to its API's names.
 
-    An option an API does not support is left out silently. ``extra`` is passed
-    through unmapped (``logprobs``, ``parallel_tool_calls``, ``reasoning_effort``, ...);
-    a mapped option of the same name wins over it.
+    An option an API does not support is left out silently. ``extra`` is added to the
+    request body unmapped (``logprobs``, ``parallel_tool_calls``, ``reasoning_effort``,
+    ...), but only keys the worker's owner allows for the endpoint (``request_options``
+    in ``Capabilities.endpoint_rules``), and never one the request is built from
+    (``model``, ``messages``, ``tools``, ``stream``, an output limit, a cache key, a
+    mapped option): a session whose spec names another is refused when it starts.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -23,9 +23,9 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
-from durable_agent._wire._messages import Message
+from durable_agent._wire._messages import Message, _Stored
 
 
 def _digest(data: bytes) -> str:
@@ -113,25 +113,39 @@ _Ahead = tuple[Message, bytes | None, int, str | None]
 def message_id(index: int) -> str:
     """The stable id a session gives the message at ``index`` of its array: the array
     only grows (compaction and trimming leave messages where they are), so a message's
-    id never changes, and no two messages of one session share one. A reader joining
-    several sessions' arrays prefixes it with the session id."""
+    id never changes, and no two messages of one session share one (an id a sender gave
+    in this form is kept apart: ``kept_apart``). A reader joining several sessions'
+    arrays prefixes it with the session id."""
     return f"m{index}"
 
 
 _OWN_FORM = re.compile(r"m[0-9]+")
 
+_M = TypeVar("_M", bound=_Stored)
 
-def given_id_problem(message: Message) -> str | None:
-    """Why a message someone sends may not keep the id it carries: one of the form the
-    session gives its own messages (``message_id``) would name another message of the
-    array, and readers that go by id (a message log, a chat client that skips what it
-    holds) would take one for the other."""
+
+def kept_apart(message: _M) -> _M:
+    """A message sent from outside the session, as it is queued: any id is accepted, but
+    one of the form the session gives its own messages (``message_id``) could name
+    another message of the array, so it moves to ``given_id`` and the message takes the
+    session's id when it joins, as one sent without an id does. An id of any other form
+    stays in ``id``: the session never gives one like it, and arrays kept before stay
+    exactly as they were."""
     if message.id is None or not _OWN_FORM.fullmatch(message.id):
-        return None
-    return (
-        f"the id {message.id!r} has the form this session gives its own messages "
-        "(m<position>) and would name another one; give another id, or none"
-    )
+        return message
+    return message.model_copy(update={"id": None, "given_id": message.id})
+
+
+def sender_id(message: Message) -> str | None:
+    """The id the sender gave a message (``None``: it gave none), which is what a client
+    that sent it knows it by: ``given_id``, else an ``id`` the session would never
+    give. A reader looking for a client's own message goes by this, never by ``id``
+    alone, which may be the session's."""
+    if message.given_id is not None:
+        return message.given_id
+    if message.id is not None and not _OWN_FORM.fullmatch(message.id):
+        return message.id
+    return None
 
 
 class Transcript(Sequence[Message]):

@@ -15,6 +15,7 @@ from durable_agent._errors import NotAllowed, NotRegistered
 from durable_agent._spec._spec import AgentSpec, ModelPrice, ModelSpec, ToolSettings
 from durable_agent._spec.tool_kinds._base import UnknownToolKind, WorkerSide
 from durable_agent._tools._registry import Registry
+from durable_agent._wire.codecs import built_by
 
 from ._registry import Capabilities
 
@@ -64,6 +65,11 @@ async def admission_problems(
                 f"{endpoint.api!r} (it speaks {', '.join(registry.apis())}; a codec for it "
                 "is added to the worker's Registry)"
             )
+        elif endpoint is not None:
+            built = built_by(registry.codec(endpoint.api))
+            extra = set(options.extra) - {"prompt_cache_key"}  # (said above)
+            for problem in capabilities.option_problems(model.endpoint, extra, built):
+                problems.append(f"{where}{field.removesuffix('.endpoint')}.options.{problem}")
         if cost_budget and model.price is None and model.name not in capabilities.prices:
             problems.append(
                 f"{where}{field.removesuffix('.endpoint')}.price: stop.max_cost_usd needs a "

@@ -8,6 +8,10 @@
     base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
+    [models.local]    # a server that takes no key: api_key_env = "" (JSON: "" or null)
+    base_url = "http://127.0.0.1:11434/v1"
+    api_key_env = ""
+
     [mcp_servers.time]
     command = "uvx"
     args = ["mcp-server-time"]
@@ -32,6 +36,11 @@
     requests_per_minute = 500
     tokens_per_minute = 200000
     concurrent_requests = 50
+
+    [endpoint_rules.openai]   # what its requests may carry; none by default
+    request_options = ["parallel_tool_calls", "logprobs"]   # keys of model.options.extra
+    file_ids = ["file-abc123"]         # provider file ids a message may name
+    only_file_origins = false          # image URLs on public hosts go to the provider too
 
 The file is the worker owner's: what it names is trusted. A mistake in it stops the
 worker at start with the field named, never a session later.
@@ -92,6 +101,12 @@ class _Policy(_Strict):
         )
 
 
+class _Rules(_Strict):
+    request_options: list[str] = Field(default_factory=list)
+    file_ids: list[str] = Field(default_factory=list)
+    only_file_origins: bool | None = None
+
+
 class _File(_Strict):
     models: dict[str, ProviderEndpoint] | None = None
     mcp_servers: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -103,6 +118,7 @@ class _File(_Strict):
     limits: dict[str, ProviderLimits] = Field(default_factory=dict)
     file_origins: list[str] = Field(default_factory=list)
     file_limits: dict[str, float] = Field(default_factory=dict)
+    endpoint_rules: dict[str, _Rules] = Field(default_factory=dict)
 
 
 class CapabilitiesFileError(DurableAgentError, ValueError):
@@ -117,7 +133,7 @@ def load_capabilities(path: Path) -> Capabilities:
     except (OSError, ValueError) as error:
         raise CapabilitiesFileError(f"{path}: {error}") from None
     try:
-        parsed = _File.model_validate(raw)
+        parsed = _File.model_validate(_keys_named(raw))
         servers = [
             _entry(McpServerSpec, "mcp_servers", k, v) for k, v in parsed.mcp_servers.items()
         ]
@@ -135,11 +151,53 @@ def load_capabilities(path: Path) -> Capabilities:
             limits=parsed.limits,
             file_origins=parsed.file_origins,
             file_limits=_file_limits(parsed.file_limits),
+            endpoint_rules={
+                name: rules.model_dump() for name, rules in parsed.endpoint_rules.items()
+            },
         )
     except ValidationError as error:
         raise CapabilitiesFileError(f"{path}: {_first(error)}") from None
     except ValueError as error:
         raise CapabilitiesFileError(f"{path}: {error}") from None
+
+
+#: What people write for "no key" that would instead name a variable (or nothing valid).
+_NOT_A_NO_KEY = {"none", "null", "nil", "no", "false", "-"}
+
+
+def _keys_named(raw: Any) -> Any:
+    """The file with each endpoint's ``api_key_env = ""`` read as no key (TOML has no
+    null); other spellings of "no key", and a key in the file, refused with the right
+    spelling."""
+    models = raw.get("models") if isinstance(raw, dict) else None
+    if not isinstance(models, dict):
+        return raw
+    read = {}
+    for name, table in models.items():
+        if isinstance(table, dict):
+            _check_key(name, table)
+            if table.get("api_key_env") == "":
+                table = {**table, "api_key_env": None}
+        read[name] = table
+    return {**raw, "models": read}
+
+
+def _check_key(name: str, table: dict[str, Any]) -> None:
+    no_key = 'for an endpoint that takes no key, write api_key_env = ""'
+    for field in ("api_key", "key", "keyless", "no_key"):
+        if field in table:
+            raise ValueError(
+                f"models.{name}.{field}: an endpoint names the variable that holds its key, "
+                f'never the key: api_key_env = "VARIABLE"; {no_key}'
+            )
+    given = table.get("api_key_env")
+    if isinstance(given, bool) or (
+        isinstance(given, str) and given.strip().lower() in _NOT_A_NO_KEY
+    ):
+        raise ValueError(
+            f"models.{name}.api_key_env: {given!r} would be read as the name of a variable; "
+            f"{no_key}"
+        )
 
 
 def _file_limits(given: dict[str, float]) -> FileLimits:

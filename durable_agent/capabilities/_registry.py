@@ -11,7 +11,8 @@ inline is governed by the ``SpecPolicy``.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from durable_agent._contracts._contracts import ResolvedTool
@@ -31,22 +32,27 @@ from ._urls import UrlRefused, check_url, normalised_path, origin, under, url_ho
 class FileLimits:
     """How much a worker fetches for files that messages give by URL (``file_origins``),
     per model request: a message chooses its files, the worker's owner how many and how
-    large. A file past a limit is left out of the request, and the model reads why."""
+    large. The limits count what a request costs, not only the files it sends. A file
+    past a limit is left out of the request, and the model reads why."""
 
     max_files: int = 10
-    """Files fetched for one request (each part counts: the same URL twice is two)."""
+    """File parts by URL one request considers, newest first: each counts, whether it is
+    sent, refused or served from memory (the same URL twice is two)."""
     max_bytes: int = 32 * 1024 * 1024
-    """Their bytes in all, before base64 (OpenAI takes at most 32 MB of files a
-    request)."""
+    """Their bytes in all, before base64, those read from a file then refused included
+    (OpenAI takes at most 32 MB of files a request)."""
     max_file_bytes: int = 20 * 1024 * 1024
     """One file's bytes."""
     fetch_seconds: float = 30.0
-    """The whole of one fetch, from connecting to the last byte."""
+    """All of one request's fetches together, from the first connection to the last
+    byte."""
     cache_bytes: int = 64 * 1024 * 1024
-    """Files kept between a session's calls on this worker (each session has its own)."""
+    """Files kept between a session's calls on this worker (each session has its own,
+    and a session that reuses a workflow id starts with none)."""
     cache_seconds: float = 600.0
     """How long a kept file may be used (each use asks its origin first whether it
-    changed, with its ``ETag`` or ``Last-Modified``)."""
+    changed, with its ``ETag`` or ``Last-Modified``), and a refused file is left out
+    of the session's requests without being asked for again."""
 
     def __post_init__(self) -> None:
         for name in ("max_files", "max_bytes", "max_file_bytes", "cache_bytes"):
@@ -54,6 +60,40 @@ class FileLimits:
                 raise ValueError(f"file_limits.{name} cannot be negative")
         if self.fetch_seconds <= 0 or self.cache_seconds < 0:
             raise ValueError("file_limits: fetch_seconds must be positive, cache_seconds >= 0")
+
+
+@dataclass(frozen=True)
+class EndpointRules:
+    """What the requests to one registered endpoint may carry beyond what the worker
+    builds. A session's messages and spec choose these values; the worker's owner
+    chooses which of them reach the provider, and each is off by default. In
+    ``Capabilities(endpoint_rules=...)`` an entry is this or a mapping of the same
+    settings (``{"request_options": ["user"]}``), as the worker's file writes it."""
+
+    request_options: Collection[str] = ()
+    """Keys of a spec's ``model.options.extra`` sent as they are (``logprobs``,
+    ``parallel_tool_calls``, ``user``, an embeddings model's ``dimensions``). A key the
+    wire API's request is built from (``model``, ``messages``, ``tools``, ``stream``,
+    an output limit, a cache key) is never one: no setting lets a spec replace it. (An
+    endpoint a spec gives itself, where ``SpecPolicy.inline_endpoints`` allows that,
+    takes any other key: the starter chose where the request goes.)"""
+    file_ids: Collection[str] = ()
+    """The provider's file ids a message may name (an image or a file uploaded to the
+    provider): only these, so one user cannot name another's upload. Any other is left
+    out of the request, and the model reads that it was."""
+    only_file_origins: bool | None = None
+    """Whether an image or file a message gives by URL reaches the model server only
+    when ``file_origins`` allows that URL. ``False``: any URL whose host is on a public
+    address goes too (a hosted provider fetches it from the internet). Unset: on when
+    the endpoint's base URL is on a loopback, private or link-local address, where the
+    server (vLLM, llama.cpp) fetches from inside the owner's network."""
+
+    def __post_init__(self) -> None:
+        for name in ("request_options", "file_ids"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise ValueError(f"endpoint rules: {name} is a list of names, not one string")
+            object.__setattr__(self, name, frozenset(value))
 
 
 @dataclass(frozen=True)
@@ -74,6 +114,18 @@ class SecretGrant:
         if tool not in self.tools:
             return False
         return self.parameters is None or parameter in self.parameters
+
+
+def _rules(name: str, given: EndpointRules | Mapping[str, Any]) -> EndpointRules:
+    if isinstance(given, EndpointRules):
+        return given
+    known = [f.name for f in fields(EndpointRules)]
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(
+            f"endpoint_rules {name!r}: no setting {unknown[0]!r} (settings: {', '.join(known)})"
+        )
+    return EndpointRules(**given)
 
 
 def default_models() -> dict[str, ProviderEndpoint]:
@@ -132,6 +184,13 @@ class Capabilities:
     out."""
     file_limits: FileLimits = field(default_factory=FileLimits)
     """How many files, and how many bytes, one request fetches (``FileLimits``)."""
+    endpoint_rules: Mapping[str, EndpointRules | Mapping[str, Any]] = field(default_factory=dict)
+    """What requests to a registered endpoint may carry besides what the worker builds,
+    by endpoint name: ``request_options`` (the keys of a spec's ``model.options.extra``
+    sent), ``file_ids`` (the provider file ids a message may name) and
+    ``only_file_origins`` (whether the model server is handed only URLs
+    ``file_origins`` allows), as in ``{"openai": {"request_options": ["user"]}}``. An
+    endpoint without an entry takes no option and no file id."""
 
     def __post_init__(self) -> None:
         self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
@@ -144,6 +203,13 @@ class Capabilities:
         self._file_origins = [
             (origin(url), normalised_path(urlsplit(url).path)) for url in self.file_origins
         ]
+        self._rules = {name: _rules(name, r) for name, r in self.endpoint_rules.items()}
+        for name in self._rules:
+            if name not in self.models:
+                raise ValueError(
+                    f"endpoint_rules {name!r}: no registered model endpoint {name!r} "
+                    f"(registered: {_listing(self.models)})"
+                )
         for key in self.limits:
             if key.split("/", 1)[0] not in self.models:
                 raise ValueError(
@@ -201,6 +267,55 @@ class Capabilities:
                 if key in self.limits:
                     return key, self.limits[key]
         return None
+
+    def rules_for(self, endpoint: ProviderEndpoint | str) -> EndpointRules:
+        """The owner's rules for requests to ``endpoint``: a registered name's own; for
+        an inline endpoint, what the registered ones it is a copy of allow together
+        (the first one's ``only_file_origins``); none (``EndpointRules()``) otherwise."""
+        if isinstance(endpoint, str):
+            return self._rules.get(endpoint, EndpointRules())
+        copies = [
+            self._rules[name]
+            for name, known in self.models.items()
+            if _same_endpoint(endpoint, known) and name in self._rules
+        ]
+        if len(copies) < 2:
+            return copies[0] if copies else EndpointRules()
+        return EndpointRules(
+            request_options=frozenset().union(*(r.request_options for r in copies)),
+            file_ids=frozenset().union(*(r.file_ids for r in copies)),
+            only_file_origins=copies[0].only_file_origins,
+        )
+
+    def option_problems(
+        self, endpoint: ProviderEndpoint | str, extra: Iterable[str], built: Collection[str]
+    ) -> list[str]:
+        """What is wrong with the ``model.options.extra`` keys a spec gives for a model on
+        ``endpoint``, whose wire API builds the keys ``built`` itself (empty: nothing)."""
+        problems = []
+        allowed = self.rules_for(endpoint).request_options
+        name = endpoint if isinstance(endpoint, str) else "NAME"
+        # an endpoint the spec gave itself (a policy for local development): the starter
+        # chose where the request goes, so the options sent there are the starter's too
+        own = (
+            not isinstance(endpoint, str)
+            and self.policy.inline_endpoints
+            and not any(_same_endpoint(endpoint, k) for k in self.models.values())
+        )
+        for key in sorted(extra):
+            if key in built:
+                problems.append(
+                    f"extra[{key!r}]: the worker builds {key!r} itself for this endpoint's "
+                    "wire API, and no setting lets a spec replace it; remove it (the "
+                    "model's name, its options and its tools have fields of their own)"
+                )
+            elif key not in allowed and not own:
+                problems.append(
+                    f"extra[{key!r}]: this worker does not send {key!r} to this endpoint; "
+                    f"remove it, or its owner adds it to request_options in "
+                    f"endpoint_rules[{name!r}] (allowed now: {_listing(allowed)})"
+                )
+        return problems
 
     # -- tool sources
 

@@ -84,6 +84,7 @@ from durable_agent._wire._messages import (
     UserMessage,
     text_of,
 )
+from durable_agent._wire._transcript import sender_id
 
 #: What an approval's ``resume`` entry carries back (its ``payload``).
 APPROVAL_ANSWER = {
@@ -240,11 +241,14 @@ class AguiTranslator:
 
 
 def messages_snapshot(thread_id: str, messages: Sequence[Message]) -> MessagesSnapshotEvent:
-    """The session's array as AG-UI messages (a client that reconnects starts from it);
-    a message without an id of its own is named by its index."""
+    """The session's array as AG-UI messages (a client that reconnects starts from it).
+    A message a client sent keeps the id the client gave it (the client knows it by that
+    and skips what it holds); every other one is named by its index, as the live events
+    name it, so no id the session gave is mistaken for one a client chose."""
     found: list[AguiMessage] = []
+    given = {i for m in messages if (i := sender_id(m)) is not None}
     for index, message in enumerate(messages):
-        ident = message.id or f"{thread_id}-m{index}"
+        ident = sender_id(message) or _own_name(thread_id, index, given)
         if isinstance(message, UserMessage):
             found.append(AguiUser(id=ident, content=text_of(message.content)))
         elif isinstance(message, SystemMessage):
@@ -264,6 +268,15 @@ def messages_snapshot(thread_id: str, messages: Sequence[Message]) -> MessagesSn
             content = text_of(message.content)
             found.append(AguiTool(id=ident, content=content, tool_call_id=message.tool_call_id))
     return MessagesSnapshotEvent(messages=found)
+
+
+def _own_name(thread_id: str, index: int, given: set[str]) -> str:
+    """The AG-UI id of a message the session made: ``<thread>-m<index>``, lengthened in
+    the rare case a client chose that very string for one of its own."""
+    name = f"{thread_id}-m{index}"
+    while name in given:
+        name += "'"
+    return name
 
 
 def _custom(event: LiveEvent) -> CustomEvent:

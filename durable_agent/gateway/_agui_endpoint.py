@@ -38,11 +38,12 @@ from starlette.routing import Route
 from durable_agent._contracts._contracts import SessionStatus
 from durable_agent._contracts._events import Ended, Idle, LiveEvent
 from durable_agent._wire._messages import UserMessage
+from durable_agent._wire._transcript import sender_id
 
 from ._agui import AguiTranslator, messages_snapshot
 from ._context import GatewayContext
 from ._http_common import HttpError, json_errors, parse_json
-from ._unstreamed import whole_replies
+from ._unstreamed import from_call_start, whole_replies
 
 #: Line ends of the event stream: AG-UI's encoder and client use ``\n``.
 SSE_SEP = "\n"
@@ -103,13 +104,15 @@ async def _follow(
 ) -> AsyncIterator[ServerSentEvent]:
     """The run: its events until the session answers (more than ``before`` messages;
     ``-1``: any answer), asks a person, or ends. ``joined``: the array when a client
-    joins mid-reply (it missed the reply's start: the whole array closes the run)."""
+    joins mid-reply (it missed the reply's start, whose text is left out: the whole
+    array closes the run)."""
     agents = gateway.agents
     yield _sse(translator.open_run())
     if joined is not None:
         yield _sse(joined)
     yield _sse(_state(await agents.session(session_id).status()))
-    async for event in whole_replies(gateway.hubs.follow(session_id, after)):
+    events = from_call_start(whole_replies(gateway.hubs.follow(session_id, after)))
+    async for event in events:
         if isinstance(event, Idle) and event.message_count > before:
             if joined is not None:
                 array = await agents.session(session_id).messages()
@@ -210,11 +213,11 @@ RESENT_WINDOW = 50
 
 async def _delivered(gateway: GatewayContext, session_id: str, message_id: str) -> bool:
     """The session has this user message already, among its latest messages (the
-    client sends it again)."""
+    client sends it again): one the client gave this id, never one the session did."""
     agents = gateway.agents
     count = (await agents.session(session_id).status()).message_count
     latest = await agents.session(session_id).messages(max(count - RESENT_WINDOW, 0))
-    return any(isinstance(m, UserMessage) and m.id == message_id for m in latest)
+    return any(isinstance(m, UserMessage) and sender_id(m) == message_id for m in latest)
 
 
 def _output(entry: ResumeEntry) -> str | None:

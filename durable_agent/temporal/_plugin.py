@@ -147,7 +147,10 @@ class DurableAgentPlugin(SimplePlugin):
         warning = capabilities.policy.warning()
         if warning:  # loud on purpose: the starter of a session now owns the machine
             print(warning, file=sys.stderr, flush=True)
-            log.warning("worker policy trusts spec fields", allowed=capabilities.policy.allowed())
+            log.warning(
+                "worker policy trusts spec fields",
+                trusted_spec_fields=capabilities.policy.allowed(),
+            )
         if preload_tokenizers:
             load_tokenizers()  # context budgets count tokens in workflow code: no file reads
         transcripts = transcripts or TranscriptStore()

@@ -110,7 +110,8 @@ async def rerun(
         raise ValueError("rerun: give a fallback or live, not both")
     replies = RecordedReplies(recorded, fallback, departed_status=503 if live else 400)
     # sent again as new messages: the new session gives them ids of its own
-    users = [m.model_copy(update={"id": None}) for m in recorded if isinstance(m, UserMessage)]
+    fresh = {"id": None, "given_id": None}
+    users = [m.model_copy(update=fresh) for m in recorded if isinstance(m, UserMessage)]
     if not users:
         raise ValueError("the recording has no user message to send")
     queue = f"rerun-{uuid.uuid4().hex[:10]}"

@@ -3,7 +3,8 @@
 run with reasoning, a tool call that waits for a person (the run ends with the
 ``interrupt`` outcome; the tool has not run), the next run's ``resume`` approving it
 (the tool runs, the answer streams), a client back after a disconnect (a
-``MESSAGES_SNAPSHOT``, nothing sent twice), and a thread that is another user's."""
+``MESSAGES_SNAPSHOT``, nothing sent twice), message ids of the form the session gives
+its own (answered, never refused), and a thread that is another user's."""
 
 from __future__ import annotations
 
@@ -189,6 +190,58 @@ async def test_a_client_back_after_a_disconnect_sees_the_reply_and_sends_nothing
     assert "MESSAGES_SNAPSHOT" in kinds(back) and kinds(back)[-1] == "RUN_FINISHED"
     users = [m for m in array if isinstance(m, UserMessage)]
     assert [u.id for u in users] == ["u-once"] and len(provider.requests) == 1
+
+
+async def test_a_client_whose_ids_have_the_sessions_own_form_is_served(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The client names its first message ``m1`` (the id the session gives the reply
+    to it) and its second ``m0`` (the id the session gave the first): both are answered,
+    and when the client comes back holding ``m0`` unanswered, the gateway knows it has
+    that message (the client's ``m0``, not the session's) and sends nothing twice."""
+    with ScriptedProvider([assistant_text("one"), assistant_text("two")]) as provider:
+        async with served(temporal_env, task_queue, provider, [], registry, tmp_path) as (
+            client,
+            base,
+        ):
+            agents = AgentClient(client, task_queue=task_queue)
+            url, thread = f"{base}/api/agui", f"thread-{task_queue}"
+            first = await run_agent(url, thread, [{"id": "m1", "role": "user", "content": "first"}])
+            asked = [*first["messages"], {"id": "m0", "role": "user", "content": "second"}]
+            second = await run_agent(url, thread, asked)
+            back = await run_agent(url, thread, asked)  # the answer never reached it
+            session = f"conversation-{thread}"
+            array = await agents.session(session).messages()
+            handle = client.get_workflow_handle(session)
+            await handle.signal("end_session")
+            await handle.result()
+    assert first["error"] is None and second["error"] is None and back["error"] is None
+    said = [
+        "".join(e["delta"] for e in run["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+        for run in (first, second)
+    ]
+    assert said == ["one", "two"]
+    assert len(provider.requests) == 2, "each message answered once"
+    assert [m["content"] for m in provider.requests[1].body["messages"]] == [
+        "first",
+        "one",
+        "second",
+    ]
+    assert [(m.id, m.given_id, m.content) for m in array] == [
+        ("m0", "m1", "first"),
+        ("m1", None, "one"),
+        ("m2", "m0", "second"),
+        ("m3", None, "two"),
+    ]
+    # back: a snapshot naming each message once, the client's by its own ids
+    assert kinds(back) == ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"]
+    snapshot = back["events"][1]["messages"]
+    assert [(m["id"], m["content"]) for m in snapshot] == [
+        ("m1", "first"),
+        (f"{thread}-m1", "one"),
+        ("m0", "second"),
+        (f"{thread}-m3", "two"),
+    ]
 
 
 async def test_another_users_thread_is_not_theirs_to_resume(

@@ -14,13 +14,20 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
 from durable_agent._cli._render import format_status
+from durable_agent._contracts._capacity_ledger import LedgerState
 from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._provider_limits import ProviderLimits, limiter_id
+from durable_agent._spec._provider_limits import (
+    LIMITER_WORKFLOW,
+    CapacityRelease,
+    CapacityRequest,
+    ProviderLimits,
+    limiter_id,
+)
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._messages import AssistantMessage
 from durable_agent.capabilities import Capabilities, load_capabilities
@@ -55,13 +62,19 @@ def named_spec(endpoint: str, **session: Any) -> AgentSpec:
     )
 
 
+#: Each test's limits by its key: a limiter's id names the limits it keeps.
+LIMITS: dict[str, ProviderLimits] = {}
+
+
 def capabilities(key: str, provider: ScriptedProvider, limits: ProviderLimits) -> Capabilities:
+    LIMITS[key] = limits
     endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
     return Capabilities(models={key: endpoint}, limits={key: limits})
 
 
 async def limiter_ledger(client: Client, key: str) -> dict[str, Any]:
-    ledger: dict[str, Any] = await client.get_workflow_handle(limiter_id(key)).query("ledger")
+    limiter = client.get_workflow_handle(limiter_id(key, LIMITS[key]))
+    ledger: dict[str, Any] = await limiter.query("ledger")
     return ledger
 
 
@@ -123,7 +136,72 @@ async def test_a_call_without_room_waits_durably_and_sends_nothing(
             # its reply's usage (10 in, 5 out) corrected it
             await wait_for(lambda: _tokens_counted(client, key, 2 * 15), timeout=60)
             await record_history(client.get_workflow_handle(second), "capacity_wait")
-            await record_history(client.get_workflow_handle(limiter_id(key)), "limiter")
+            await record_history(
+                client.get_workflow_handle(limiter_id(key, LIMITS[key])), "limiter"
+            )
+
+
+async def test_a_namespace_writer_cannot_lift_a_limit_or_free_capacity(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Anyone who can signal a workflow can reach an endpoint's limiter. An ask that
+    carries larger limits is refused; a release that names leases by guess, a 429
+    included, gives back nothing and slows nothing; a limiter started under the id with
+    other limits serves nobody. The waiting call still waits, and nothing more reaches
+    the provider than the owner's one call at a time."""
+    key = f"limited-{task_queue}"
+    held = threading.Event()
+
+    def answer(request: RecordedRequest) -> AssistantMessage:
+        if "first" in json.dumps(request.body):
+            assert held.wait(60)
+        return assistant_text("done")
+
+    limits = ProviderLimits(concurrent_requests=1)
+    with ScriptedProvider(responder=answer) as provider:
+        worker_caps = capabilities(key, provider, limits)
+        async with running_worker(
+            temporal_env, task_queue, registry, capabilities=worker_caps
+        ) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            first = await agents.start(named_spec(key), "first", owner="alice")
+            await wait_for(lambda: _requests(provider, 1), timeout=60)
+            second = await agents.start(named_spec(key), "second", owner="bob")
+            await wait_for(lambda: _waiting_on(agents, second, key), timeout=60)
+            limiter = client.get_workflow_handle(limiter_id(key, limits))
+            lifted = CapacityRequest(
+                limits=ProviderLimits(concurrent_requests=100),
+                session_id="mallory",
+                run_id="r",
+                hold_seconds=60,
+            )
+            with pytest.raises(WorkflowUpdateFailedError):
+                await limiter.execute_update("acquire", [lifted])
+            guesses = [CapacityRelease(lease=str(n), rate_limited=True) for n in range(10)]
+            await limiter.signal("release", guesses)
+            ledger = await limiter_ledger(client, key)
+            assert ledger["limits"] == {"concurrent_requests": 1, **_DEFAULT_WINDOW}
+            assert ledger["active"] == 1 and ledger["rate_limited"] == 0
+            assert [w["session_id"] for w in ledger["waiting"]] == [second]
+            forged = await client.start_workflow(
+                LIMITER_WORKFLOW,
+                args=[key, LedgerState(limits=ProviderLimits(concurrent_requests=100))],
+                id=limiter_id(key, ProviderLimits(concurrent_requests=1, window_seconds=61)),
+                task_queue=task_queue,
+            )
+            with pytest.raises(WorkflowFailureError):
+                await forged.result()
+            assert await _waiting_on(agents, second, key)
+            assert len(provider.requests) == 1  # the waiting call sent nothing
+            held.set()
+            assert (await agents.session(first).result()).status == "done"
+            assert (await agents.session(second).result()).status == "done"
+            await record_history(limiter, "limiter_bound")
+    assert len(provider.requests) == 2
+
+
+#: The window a limit counts over when the owner names none.
+_DEFAULT_WINDOW = {"window_seconds": 60.0, "margin_seconds": 1.0}
 
 
 async def test_a_429_slows_the_endpoint_for_everyone_and_it_recovers(
@@ -214,19 +292,15 @@ async def test_worker_processes_share_one_limit_and_tenants_share_it_fairly(
     provider's window. The one refusal allowed is retried, not the end of a session."""
     key = f"limited-{task_queue}"
     rule = RateLimitedModel(requests=4, window=2.0, answer=two_rounds_of_tools)
+    shared = ProviderLimits(requests_per_minute=4, window_seconds=2.0, margin_seconds=5.0)
+    LIMITS[key] = shared
     with ScriptedProvider(responder=rule) as provider:
         caps = tmp_path / "capabilities.json"
         caps.write_text(
             json.dumps(
                 {
                     "models": {key: {"base_url": provider.base_url, "api_key_env": None}},
-                    "limits": {
-                        key: {
-                            "requests_per_minute": 4,
-                            "window_seconds": 2.0,
-                            "margin_seconds": 5.0,
-                        }
-                    },
+                    "limits": {key: shared.model_dump(exclude_defaults=True)},
                 }
             )
         )

@@ -15,3 +15,9 @@ def explode(name: str) -> str:
 def echo(text: str) -> str:
     """Say it back."""
     return f"you said {text}"
+
+
+@tool(approval="always")
+def guarded(text: str) -> str:
+    """A tool a person must approve first."""
+    return f"done: {text}"

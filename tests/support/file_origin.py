@@ -1,7 +1,7 @@
 """A file origin on 127.0.0.1: serves files with an ``ETag`` (answering 304 to a request
-that names it), can start refusing everyone (403), can trickle a file a byte at a time,
-and records every request (its path, query and conditional header) so a test can show
-what reached it."""
+that names it), can start refusing everyone (403), can trickle a file a byte at a time
+or send one without its length, and records every request (its path, query and
+conditional header) and the body bytes it served, so a test can show what reached it."""
 
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ class FileOrigin(LocalHttpServer):
     """Answer 403 to everything from now on."""
     trickle: set[str] = field(default_factory=set)
     """Paths sent a byte every 0.2 s."""
+    unsized: set[str] = field(default_factory=set)
+    """Paths sent without a ``Content-Length``, in 64 KB pieces: the body ends when the
+    connection does."""
     asked: list[Asked] = field(default_factory=list)
+    served: int = 0
+    """Body bytes the connections took, all requests together."""
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -58,11 +63,21 @@ class FileOrigin(LocalHttpServer):
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "application/pdf")
-                self.send_header("Content-Length", str(len(body)))
+                if path not in origin.unsized:
+                    self.send_header("Content-Length", str(len(body)))
                 self.send_header("ETag", etag)
                 self.end_headers()
+                if path in origin.unsized:
+                    try:
+                        for at in range(0, len(body), 64 * 1024):
+                            self.wfile.write(body[at : at + 64 * 1024])
+                            origin.served += len(body[at : at + 64 * 1024])
+                    except OSError:  # the fetcher stopped reading and hung up
+                        return
+                    return
                 if path not in origin.trickle:
                     self.wfile.write(body)
+                    origin.served += len(body)
                     return
                 try:
                     for byte in body:

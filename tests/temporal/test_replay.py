@@ -63,6 +63,7 @@ def test_histories_are_recorded() -> None:
         "context_overflow_trimmed",  # "context too long", then a shorter request
         "capacity_wait",  # a model call that waited for capacity on a limited endpoint
         "limiter",  # an endpoint's limiter: asks, a line, a kept capacity, releases
+        "limiter_bound",  # a limiter whose id names its limits: a forged ask refused
         "forked_session",  # a branch of another session: its start read back by reference
         "evaluation",  # an evaluation: case sessions as children, scored, then the budget
         "moved_to_current_build",  # a pinned run that went on on the new build

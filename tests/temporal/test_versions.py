@@ -204,12 +204,13 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
     deployment = f"agents-{uuid.uuid4().hex[:8]}"
     key = f"limited-{task_queue}"
     with ScriptedProvider(responder=lambda request: assistant_text("ok")) as provider:
-        owned = capabilities(key, provider, ProviderLimits(requests_per_minute=600))
+        limits = ProviderLimits(requests_per_minute=600)
+        owned = capabilities(key, provider, limits)
         new = {"deployment": versioned("v2", deployment), "capabilities": owned}
         old = {"deployment": versioned("v1", deployment), "capabilities": owned}
         async with running_worker(temporal_env, task_queue, registry, **new) as client:
             agents = AgentClient(client, task_queue=task_queue)
-            limiter = client.get_workflow_handle(limiter_id(key))
+            limiter = client.get_workflow_handle(limiter_id(key, limits))
 
             async def made(version: str) -> bool:
                 try:
@@ -230,7 +231,7 @@ async def test_a_limiter_moves_to_the_current_build_and_serves_after_the_old_one
                 old_run = (await limiter.describe()).run_id
                 await wait_for(lambda: made("v2"))
                 await wait_for(lambda: limiter_on("v2"), timeout=60)
-                moved = client.get_workflow_handle(limiter_id(key), run_id=old_run)
+                moved = client.get_workflow_handle(limiter_id(key, limits), run_id=old_run)
                 await record_history(moved, "limiter_moved")
             # the v1 workers are gone: the limiter and the sessions answer on v2
             second = await agents.start(named_spec(key), "hi again")

@@ -161,6 +161,49 @@ async def test_a_toolset_of_a_kind_the_worker_lacks_is_not_admitted(
     assert provider.requests == []
 
 
+async def test_a_spec_cannot_loosen_what_an_owners_kind_gates(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """An owner's kind lists its hook as needing a person: the call waits, and once
+    denied the hook is never reached. A spec has no way to say ``never`` for it (its
+    ``tools`` settings name the worker's functions only): trying fails the session
+    before the model is asked."""
+    script = [assistant_calls(("ops_page_oncall", {"text": "disk full"})), assistant_text("ok")]
+    with RecordingServer() as hooks, ScriptedProvider(script) as provider:
+        page = run_page_block(SECTION)
+
+        class GatedWebhooks(page["Webhooks"]):  # type: ignore[misc, name-defined]
+            async def list_tools(self, source: Any, worker: Any) -> list[ResolvedTool]:
+                gated = {"approval": "always"}
+                return [
+                    t.model_copy(update={"policy": t.policy.model_copy(update=gated)})
+                    for t in await super().list_tools(source, worker)
+                ]
+
+        registry = Registry([GatedWebhooks({"ops": {"page_oncall": f"{hooks.url}/page"}})])
+        toolsets = [{"kind": "webhook", "name": "ops"}]
+        loosened = spec_for(
+            provider, [{"name": "ops_page_oncall", "approval": "never"}], toolsets=toolsets
+        )
+        cause = await failure_of(temporal_env, task_queue, loosened, registry)
+        assert provider.requests == [] and hooks.seen == []
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = agents.session(
+                await agents.start(spec_for(provider, [], toolsets=toolsets), "hi")
+            )
+            outcome = await session.wait(timeout=60)
+            assert outcome.kind == "approval", outcome
+            [pending] = outcome.pending
+            assert pending.tool_name == "ops_page_oncall"
+            assert hooks.seen == []  # waiting, not run
+            await session.deny(pending.approval_id, by="ana", reason="not now")
+            result = await session.result()
+    assert "ops_page_oncall" in cause.message
+    assert result.status == "done"
+    assert hooks.seen == []  # denied: the hook was never reached
+
+
 def test_tools_recorded_before_kinds_read_back_as_their_targets() -> None:
     """Histories and running sessions hold the old shape (``mcp``, ``http``, ``agent``,
     ``handoff`` fields) forever."""

@@ -1,9 +1,13 @@
 """Files a message gives by URL are fetched only as the worker's owner allows: an origin
-entry with a path allows that path alone (after dot segments and escapes), a request
-fetches at most so many files and bytes and only what its context budget leaves space
-for, a kept file belongs to one session and is asked after at its origin at each use,
-one deadline bounds a whole fetch, and a log line never shows a URL's query. Each is
-shown by what reached the origin and what the request carried, over real HTTP."""
+entry with a path allows that path alone (after dot segments and escapes); a request
+considers at most so many parts and reads at most so many bytes, counting every attempt
+(refused, too large, out of room, served from memory) and every byte read, and asks for
+nothing its context budget has no room for; one deadline bounds all of a request's
+fetches; a part refused once is not asked for again in its session; what is kept and
+refused belongs to one session's run chain (through continue-as-new, never to a later
+session under the same id), and a kept file is asked after at its origin at each use;
+a log line never shows a URL's query. Each is shown by what reached the origin and what
+the request carried, over real HTTP."""
 
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from durable_agent._wire._model_inputs import ModelInputs
 from durable_agent._wire._request_messages import PreparedMessages
 from durable_agent.capabilities import Capabilities, FileLimits
 from durable_agent.testing import ScriptedProvider, assistant_text
-from tests.support.agent_harness import running_worker, spec_for
+from tests.support.agent_harness import running_worker, spec_for, wait_for
 from tests.support.file_origin import FileOrigin
 
 PDF = b"%PDF-1.4 " + b"r" * 1000
@@ -177,3 +181,159 @@ async def test_a_model_that_takes_no_files_fetches_none(
         sent = provider.requests[0].body["messages"][0]["content"]
     assert o.asked == []
     assert "this model takes no files" in sent[1]["text"]
+
+
+def fetched_by(origin: FileOrigin, limits: FileLimits | None = None) -> FileFetcher:
+    return FileFetcher(Capabilities(file_origins=[origin.url]).file_fetchable, limits)
+
+
+def omitted(messages: list[Message]) -> list[str]:
+    return [p.text for p in parts(messages) if isinstance(p, TextPart)]
+
+
+async def test_failing_parts_each_count_and_are_not_asked_for_again() -> None:
+    """60 parts the origin answers 404: each takes one of the request's ``max_files``,
+    and the chain's next request asks for none of them again."""
+    urls = [f"/gone/{k}.pdf" for k in range(60)]
+    with FileOrigin() as o:
+        fetcher = fetched_by(o)
+        first = await fetcher.inline(prepared(*(o.url + u for u in urls)), "chain-1")
+        asked_first = o.paths()
+        o.asked.clear()
+        again = await fetcher.inline(prepared(*(o.url + u for u in urls)), "chain-1")
+        asked_again = o.paths()
+        o.asked.clear()
+        other = await fetcher.inline(prepared(*(o.url + u for u in urls)), "chain-2")
+    assert asked_first == urls[-10:][::-1], "the newest ten, once each"
+    assert inline_count(first) == 0 and len(omitted(first)) == 60
+    assert all("HTTP 404" in text for text in omitted(first)[-10:])
+    assert all("file_limits.max_files" in text for text in omitted(first)[:50])
+    assert asked_again == [], "a refused part is not asked for again in its chain"
+    assert all("not asked for again" in text for text in omitted(again)[-10:])
+    assert len(o.paths()) == 10, "another chain remembers nothing of this one's refusals"
+    assert inline_count(other) == 0
+
+
+async def test_bytes_read_from_a_refused_file_count() -> None:
+    """60 parts naming 4 MB files sent without a length, over the 1 MB one file may
+    have: each read is given up past 1 MB, and what it read counts."""
+    size, one_mb = 4 * 1024 * 1024, 1024 * 1024
+    urls = [f"/big/{k}.pdf" for k in range(60)]
+    files = {u: b"%PDF-1.4 " + b"x" * (size - 9) for u in urls}
+    with FileOrigin(files=files, unsized=set(urls)) as o:
+        sent = await fetched_by(o, FileLimits(max_file_bytes=one_mb)).inline(
+            prepared(*(o.url + u for u in urls)), "chain-1"
+        )
+        asked, served = len(o.asked), o.served
+        o.asked.clear()
+        # the same with 3 MB in all: three reads of a little over 1 MB use it up
+        small = FileLimits(max_file_bytes=one_mb, max_bytes=3 * one_mb)
+        tight = await fetched_by(o, small).inline(prepared(*(o.url + u for u in urls)), "chain-2")
+    assert inline_count(sent) == 0 and asked == 10
+    assert served <= asked * size, "no request read more than one file"
+    assert all("file_limits.max_file_bytes" in text for text in omitted(sent)[-10:])
+    assert len(o.asked) == 3 and inline_count(tight) == 0
+    assert "file_limits.max_bytes" in omitted(tight)[-4], "nothing left: no request at all"
+
+
+async def test_a_part_the_budget_has_no_room_for_is_not_fetched() -> None:
+    """60 parts that fit ``max_file_bytes`` but not the context budget: with no room
+    left none is asked for; with a little, each request counts, and the chain's next
+    request asks for none of them again."""
+    urls = [f"/f{k}.pdf" for k in range(60)]
+    with FileOrigin(files={u: PDF for u in urls}) as o:
+        fetcher = fetched_by(o)
+        full = await fetcher.inline(
+            prepared(*(o.url + u for u in urls)), "chain-1", tokens_left=0.0
+        )
+        asked_full = len(o.asked)
+        # room for 400 bytes: each 1,009-byte file is refused by its declared length
+        some = await fetcher.inline(
+            prepared(*(o.url + u for u in urls)), "chain-2", tokens_left=100.0
+        )
+        asked_some = len(o.asked)
+        again = await fetcher.inline(
+            prepared(*(o.url + u for u in urls)), "chain-2", tokens_left=100.0
+        )
+    assert asked_full == 0 and inline_count(full) == 0
+    assert all("context budget" in text for text in omitted(full)[-10:])
+    assert asked_some == 10 and inline_count(some) == 0
+    assert all("context budget (400 bytes left)" in text for text in omitted(some)[-10:])
+    assert len(o.asked) == 10, "the next request asked for none again"
+    assert inline_count(again) == 0
+
+
+async def test_one_deadline_bounds_all_of_a_requests_fetches() -> None:
+    """Five parts on an origin that sends a byte every 0.2 s: the first uses up the
+    request's one deadline, and the others are never asked for."""
+    urls = [f"/slow/{k}.pdf" for k in range(5)]
+    with FileOrigin(files={u: PDF for u in urls}, trickle=set(urls)) as o:
+        fetcher = fetched_by(o, FileLimits(fetch_seconds=1.0))
+        sent = await fetcher.inline(prepared(*(o.url + u for u in urls)), "chain-1")
+    assert o.paths() == [urls[-1]], "one part attempted, not one deadline per part"
+    assert inline_count(sent) == 0
+    assert all("not fetched within 1.0 s" in text for text in omitted(sent))
+
+
+async def test_a_reused_session_id_reads_nothing_the_earlier_session_kept(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """End to end: a session reads a file and ends; a new session under the same id, on
+    the same worker, fetches the file afresh rather than asking after the copy the
+    earlier one kept."""
+    with FileOrigin(files={"/report.pdf": PDF}) as o:
+        allowed = Capabilities.development(file_origins=[o.url])
+        script = [assistant_text("a report"), assistant_text("a report again")]
+        with ScriptedProvider(script) as provider:
+            spec = spec_for(provider, [])  # each session ends after its reply
+            async with running_worker(
+                temporal_env, task_queue, Registry(), capabilities=allowed
+            ) as c:
+                agents = AgentClient(c, task_queue=task_queue)
+                message = user_message("read", file_part_from_url(f"{o.url}/report.pdf"))
+                sid = await agents.start(spec, message, session_id="reused-files")
+                await agents.session(sid).wait(timeout=60)
+                await agents.start(spec, message, session_id=sid, restart=True)
+                await agents.session(sid).wait(timeout=60)
+        sent = [r.body["messages"][0]["content"][1] for r in provider.requests]
+    assert o.paths() == ["/report.pdf", "/report.pdf"]
+    assert [a.if_none_match for a in o.asked] == [None, None], "no kept copy asked after"
+    assert [part["type"] for part in sent] == ["file", "file"]
+
+
+async def test_a_kept_file_stays_with_its_session_through_continue_as_new(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The chain, not the run: after the session continues as new, its next request
+    asks after the copy kept before (with its ETag) rather than fetching it again."""
+    with FileOrigin(files={"/report.pdf": PDF}) as o:
+        allowed = Capabilities.development(file_origins=[o.url])
+        script = [assistant_text(f"a report, {k}") for k in range(3)]
+        with ScriptedProvider(script) as provider:
+            spec = spec_for(provider, [], session={"continue_as_new_after_events": 20})
+            async with running_worker(
+                temporal_env, task_queue, Registry(), capabilities=allowed
+            ) as c:
+                agents = AgentClient(c, task_queue=task_queue)
+                message = user_message("read", file_part_from_url(f"{o.url}/report.pdf"))
+                sid = await agents.start(spec, message)
+                session = agents.session(sid)
+                await session.wait(timeout=60)
+                cursor = await session.send("and again?")
+                await session.wait(after=cursor, timeout=60)
+                # two turns pass the 20 events: the idle session continues as new, and
+                # the third request comes from a later run of its chain
+                await wait_for(lambda: _continued(session), timeout=60)
+                asked_before = len(o.asked)
+                cursor = await session.send("once more?")
+                await session.wait(after=cursor, timeout=60)
+                await session.end()
+        sent = [r.body["messages"][0]["content"][1] for r in provider.requests]
+    assert asked_before == 2 and o.paths() == ["/report.pdf"] * 3
+    assert o.asked[0].if_none_match is None
+    assert o.asked[2].if_none_match is not None, "the continued run asked after its kept copy"
+    assert [part["type"] for part in sent] == ["file"] * 3
+
+
+async def _continued(session: Any) -> bool | None:
+    return True if (await session.status()).runs > 1 else None

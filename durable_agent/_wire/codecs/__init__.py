@@ -19,6 +19,7 @@ from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent._wire.codecs import _anthropic as anthropic
 from durable_agent._wire.codecs import _chat as chat
+from durable_agent._wire.codecs import _media as media
 from durable_agent._wire.codecs import _media_apis as media_apis
 from durable_agent._wire.codecs import _responses as responses
 from durable_agent._wire.codecs._anthropic import (
@@ -37,6 +38,7 @@ from durable_agent._wire.codecs._codec import (
     StreamingWireCodec,
     WireCodec,
     bearer_auth,
+    built_by,
 )
 from durable_agent._wire.codecs._common import (
     StreamAccumulator,
@@ -89,6 +91,7 @@ __all__ = [
     "build_image_request",
     "build_request",
     "build_responses_request",
+    "built_by",
     "built_in_codec",
     "error_text",
     "new_stream_accumulator",
@@ -129,6 +132,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 takes_file_urls=False,  # a file goes inline or by id, never by URL
                 caches_prompts=True,
                 json_object=chat.ask_chat_json_object,
+                builds=chat.BUILT,
             ),
             StreamingWireCodec(
                 "responses",
@@ -141,6 +145,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 takes_file_urls=True,
                 caches_prompts=True,
                 json_object=responses.ask_responses_json_object,
+                builds=responses.BUILT,
             ),
             WireCodec(
                 "embeddings",
@@ -149,6 +154,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 media_apis.parse_embeddings_turn,
                 provider_name="openai",
                 operation="embeddings",
+                builds=media.EMBEDDINGS_BUILT,
             ),
             WireCodec(
                 "images",
@@ -158,6 +164,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 provider_name="openai",
                 operation="generate_content",
                 output_type="image",
+                builds=media.IMAGES_BUILT,
             ),
             StreamingWireCodec(
                 "anthropic",
@@ -170,6 +177,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 takes=WIRE_TAKES["anthropic"],
                 takes_file_urls=True,
                 caches_prompts=True,
+                builds=anthropic.BUILT,
             ),
         )
     }

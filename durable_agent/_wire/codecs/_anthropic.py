@@ -32,6 +32,7 @@ from durable_agent._wire.codecs._common import (
     StreamAccumulator,
     UnsupportedContentError,
     anthropic_safe_id,
+    built_keys,
     chosen_tool,
     compact_json,
     error_text,
@@ -40,6 +41,7 @@ from durable_agent._wire.codecs._common import (
     map_options,
     unique_call_ids,
     usage_from,
+    with_extra,
 )
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
@@ -53,6 +55,9 @@ OPTION_NAMES = {
     "top_k": "top_k",
     "stop": "stop_sequences",
 }
+
+#: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
+BUILT = built_keys(OPTION_NAMES)
 
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _STOP_REASONS = {
@@ -213,7 +218,7 @@ def build_anthropic_request(
         body["stream"] = True
     if options is not None and options.prompt_cache_key is not None:
         mark_cache_breakpoints(body)
-    return body
+    return with_extra(body, options.extra if options else {}, BUILT)
 
 
 #: Anthropic's marker of a cache breakpoint: the prefix up to it is cached.

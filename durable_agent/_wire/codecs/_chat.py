@@ -27,6 +27,7 @@ from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent._wire.codecs._common import (
     StreamAccumulator,
+    built_keys,
     chosen_tool,
     error_text,
     finish_message,
@@ -34,6 +35,7 @@ from durable_agent._wire.codecs._common import (
     map_options,
     tool_calls_from_openai,
     usage_from,
+    with_extra,
 )
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
@@ -49,6 +51,9 @@ OPTION_NAMES = {
     "seed": "seed",
     "prompt_cache_key": "prompt_cache_key",
 }
+
+#: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
+BUILT = built_keys(OPTION_NAMES)
 
 _DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS
 
@@ -148,7 +153,7 @@ def build_chat_request(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    return body
+    return with_extra(body, options.extra if options else {}, BUILT)
 
 
 def _reasoning_text(source: dict[str, Any]) -> str | None:

@@ -23,7 +23,12 @@ from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
-from durable_agent._wire.codecs._common import SHAPE_ERRORS, StreamAccumulator, finish_message
+from durable_agent._wire.codecs._common import (
+    BUILT_EVERYWHERE,
+    SHAPE_ERRORS,
+    StreamAccumulator,
+    finish_message,
+)
 
 AuthHeaders = Callable[[str | None], dict[str, str]]
 """The headers that carry an endpoint's key (``None``: no key is sent)."""
@@ -110,14 +115,25 @@ class StreamingCodec(Codec, Protocol):
     def new_stream_accumulator(self) -> StreamAccumulator: ...
 
 
+def built_by(codec: Codec) -> frozenset[str]:
+    """The top-level keys ``codec``'s requests are built from, which a spec's
+    ``model.options.extra`` never sets: its declared ``builds`` (a ``WireCodec``'s),
+    always with the keys every wire builds."""
+    declared = getattr(codec, "builds", ())
+    return BUILT_EVERYWHERE | frozenset(declared)
+
+
 class WireCodec:
     """A ``Codec`` made of functions: ``build`` takes a prepared message array
     (``prepare_request_messages``) and the request's fields; ``parse`` turns a whole
     response body into an assistant message; ``sends_reasoning``: the builder takes the
     reasoning wire settings. What its requests carry is declared: ``takes`` (kinds of
     part; none by default), ``takes_file_urls`` (else the worker sends files inline),
-    ``caches_prompts``, and ``json_object`` (how a JSON object is asked for; ``None``:
-    in the instructions only). ``StreamingWireCodec`` adds the stream accumulator."""
+    ``caches_prompts``, ``json_object`` (how a JSON object is asked for; ``None``:
+    in the instructions only), and ``builds``: every top-level key its requests may
+    write, which a spec's ``model.options.extra`` may never set (the keys every wire
+    builds, ``model``, ``messages``, ``tools``, ``stream``, the output limits, are
+    always among them). ``StreamingWireCodec`` adds the stream accumulator."""
 
     def __init__(
         self,
@@ -135,8 +151,10 @@ class WireCodec:
         takes_file_urls: bool = False,
         caches_prompts: bool = False,
         json_object: JsonObjectAsk | None = None,
+        builds: Collection[str] = (),
     ) -> None:
         self.api = api
+        self.builds = BUILT_EVERYWHERE | frozenset(builds)
         self.operation = operation
         """Its ``gen_ai.operation.name`` (``chat``, ``embeddings``, ``generate_content``)."""
         self.output_type = output_type

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durable_agent._errors import DurableAgentError
+from durable_agent._errors import DurableAgentError, NotAllowed
 from durable_agent._wire._messages import AssistantMessage, FunctionCall, Message, ToolCall, Usage
 from durable_agent._wire._model_options import ModelOptions, NamedToolChoice
 from durable_agent._wire._pairing import call_positions
@@ -27,7 +27,7 @@ def chosen_tool(options: ModelOptions | None) -> tuple[str | None, str | None]:
 
 
 def map_options(options: ModelOptions | None, names: dict[str, str]) -> dict[str, Any]:
-    """Options renamed for one API; unsupported ones left out, ``extra`` passed through."""
+    """Options renamed for one API; unsupported ones left out (``extra``: ``with_extra``)."""
     if options is None:
         return {}
     mapped: dict[str, Any] = {}
@@ -35,9 +35,56 @@ def map_options(options: ModelOptions | None, names: dict[str, str]) -> dict[str
         value = getattr(options, ours)
         if value is not None:
             mapped[theirs] = value
-    for key, value in options.extra.items():
-        mapped.setdefault(key, value)
     return mapped
+
+
+#: Keys every wire API's request is built from, whichever codec builds it: what model,
+#: what it reads, what it may call, how it answers, how long, and which cache. A spec's
+#: ``extra`` never sets one, whether this body carries it or not.
+BUILT_EVERYWHERE = frozenset(
+    {
+        "model",
+        "messages",
+        "input",
+        "prompt",
+        "system",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "functions",
+        "function_call",
+        "stream",
+        "stream_options",
+        "response_format",
+        "text",
+        "output_config",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "prompt_cache_key",
+        "cache_control",
+    }
+)
+
+
+def built_keys(names: dict[str, str], *more: str) -> frozenset[str]:
+    """What one codec builds: the keys every codec does, its option names, and ``more``."""
+    return BUILT_EVERYWHERE | frozenset(names.values()) | frozenset(more)
+
+
+def with_extra(
+    body: dict[str, Any], extra: dict[str, Any], built: frozenset[str] = BUILT_EVERYWHERE
+) -> dict[str, Any]:
+    """``body`` with a spec's ``extra`` keys added; ``NotAllowed`` for a key the body
+    already has or the codec builds (``built``): an option never replaces what the
+    worker chose (the model, the messages, the tools, the limits)."""
+    clash = sorted(k for k in extra if k in body or k in built or k in BUILT_EVERYWHERE)
+    if clash:
+        raise NotAllowed(
+            f"model.options.extra[{clash[0]!r}]: the worker builds {clash[0]!r} itself, "
+            "and no option replaces it; remove it from the spec"
+        )
+    return {**body, **extra}
 
 
 def compact_json(value: Any) -> str:

@@ -10,9 +10,14 @@ from pydantic import BaseModel, ConfigDict
 from durable_agent._wire._messages import Message, TextPart, UserMessage
 from durable_agent._wire._model_options import ModelOptions
 from durable_agent._wire.codecs._chat import OPTION_NAMES as CHAT_OPTION_NAMES
-from durable_agent._wire.codecs._common import map_options
+from durable_agent._wire.codecs._common import built_keys, map_options, with_extra
 
 EMBEDDINGS_PATH = "/embeddings"
+
+#: What each request writes itself (``with_extra``); ``extra`` adds the rest (an
+#: embeddings model's ``dimensions``, an image model's ``size``, ``quality``, ``n``).
+EMBEDDINGS_BUILT = built_keys({})
+IMAGES_BUILT = built_keys(CHAT_OPTION_NAMES)
 
 
 def _texts(message: Message) -> list[str]:
@@ -30,8 +35,7 @@ def build_embeddings_request(
     if not texts:
         raise ValueError("an embeddings request needs at least one text")
     body: dict[str, Any] = {"model": model, "input": texts[0] if len(texts) == 1 else texts}
-    body.update(options.extra if options else {})  # dimensions, encoding_format, user
-    return body
+    return with_extra(body, options.extra if options else {}, EMBEDDINGS_BUILT)
 
 
 def parse_embeddings_response(body: dict[str, Any]) -> list[list[float]]:
@@ -50,7 +54,8 @@ def build_image_request(
             texts = _texts(message)
             prompt = texts[0] if texts else ""
             break
-    return {"model": model, "prompt": prompt, **map_options(options, CHAT_OPTION_NAMES)}
+    body = {"model": model, "prompt": prompt, **map_options(options, CHAT_OPTION_NAMES)}
+    return with_extra(body, options.extra if options else {}, IMAGES_BUILT)
 
 
 class GeneratedImage(BaseModel):

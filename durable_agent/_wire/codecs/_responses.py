@@ -25,6 +25,7 @@ from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent._wire.codecs._common import (
     StreamAccumulator,
     UnsupportedContentError,
+    built_keys,
     chosen_tool,
     error_text,
     finish_message,
@@ -32,6 +33,7 @@ from durable_agent._wire.codecs._common import (
     map_options,
     unique_call_ids,
     usage_from,
+    with_extra,
 )
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
@@ -43,6 +45,9 @@ OPTION_NAMES = {
     "top_p": "top_p",
     "prompt_cache_key": "prompt_cache_key",
 }
+
+#: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
+BUILT = built_keys(OPTION_NAMES)
 
 
 def _part(part: Any) -> dict[str, Any]:
@@ -160,7 +165,7 @@ def build_responses_request(
         }
     if stream:
         body["stream"] = True
-    return body
+    return with_extra(body, options.extra if options else {}, BUILT)
 
 
 def _finish_reason(body: dict[str, Any], has_calls: bool) -> str | None:
