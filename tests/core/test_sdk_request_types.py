@@ -191,3 +191,64 @@ def test_validator_rejects_a_broken_body(api: str) -> None:
     broken[key][-1]["bogus_field"] = 1
     with pytest.raises(pydantic.ValidationError):
         validate_request(api, broken)
+
+
+@pytest.mark.parametrize(
+    ("media_type", "wire_format"),
+    [
+        ("audio/wav", "wav"),
+        ("audio/x-wav", "wav"),
+        ("audio/mp3", "mp3"),
+        ("audio/mpeg", "mp3"),
+        ("audio/flac", "flac"),
+        ("audio/ogg", "ogg"),
+        ("audio/webm", "webm"),  # any other audio type: its name after ``audio/``
+    ],
+)
+def test_each_audio_media_type_maps_to_the_format_the_wire_names(
+    media_type: str, wire_format: str
+) -> None:
+    body = build_request("chat", [user_message("hear", audio_part(b"RIFF", media_type))], model="m")
+    assert body["messages"][0]["content"][1]["input_audio"]["format"] == wire_format
+    if wire_format in ("wav", "mp3"):  # the two formats the SDK's type names
+        validate_request("chat", body)
+
+
+def test_a_media_type_that_is_not_audio_is_refused_with_what_was_expected() -> None:
+    with pytest.raises(ValueError, match=r"expected audio/\*"):
+        audio_part(b"RIFF", "video/mp4")
+
+
+def test_options_map_by_the_table_and_one_a_wire_lacks_is_left_out() -> None:
+    """Each option under the name its API gives it; an option an API does not have (``top_k``
+    on Chat Completions; the penalties and ``seed`` on Anthropic) is left out, not refused."""
+    options = ModelOptions(
+        temperature=0.5,
+        max_output_tokens=10,
+        top_p=0.9,
+        top_k=40,
+        frequency_penalty=0.1,
+        presence_penalty=0.2,
+        stop=["END"],
+        seed=7,
+    )
+    sent = {}
+    for api in ("chat", "anthropic"):
+        body = build_request(api, [user_message("hi")], model="m", options=options)
+        sent[api] = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    assert sent["chat"] == {
+        "temperature": 0.5,
+        "max_completion_tokens": 10,
+        "top_p": 0.9,
+        "frequency_penalty": 0.1,
+        "presence_penalty": 0.2,
+        "stop": ["END"],
+        "seed": 7,
+    }
+    assert sent["anthropic"] == {
+        "temperature": 0.5,
+        "max_tokens": 10,
+        "top_p": 0.9,
+        "top_k": 40,
+        "stop_sequences": ["END"],
+    }
