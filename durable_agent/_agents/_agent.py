@@ -29,8 +29,9 @@ OutputT = TypeVar("OutputT")
 class RunResult(Generic[OutputT]):
     """A finished run: the typed ``output``, and the session's own ``result``.
     ``messages``: the conversation after the instructions, for a run inside your own
-    workflow (``durable_agent.temporal.run_agent``), to go on from in a next run; a
-    session keeps its own (``SessionHandle.messages``)."""
+    workflow (``durable_agent.temporal.run_agent``), to go on from in a next run; the
+    whole array for ``durable_agent.testing.run_in_process``; a session keeps its own
+    (``SessionHandle.messages``)."""
 
     session_id: str
     output: OutputT

@@ -26,6 +26,7 @@ from durable_agent._client._types import (
     NoWorkerError,
     SessionClosedError,
     SessionExistsError,
+    SessionFailedError,
     SessionNotFoundError,
     SpecError,
     UnknownApprovalError,
@@ -115,9 +116,17 @@ async def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         result = await agents.session(session_id).result()
     except WorkflowFailureError as error:  # refused at start, or input it could not read
-        print(f"session failed: {error.cause or error}", file=out, flush=True)
+        print(f"session failed: {failure_sentence(error)}", file=out, flush=True)
         return EXIT_SESSION_FAILED
     return _report_end(result, out)
+
+
+def failure_sentence(error: WorkflowFailureError) -> str:
+    """The whole reason a session failed and what to do about it: a ``SessionFailedError``
+    says both; Temporal's own error says at least the cause."""
+    if isinstance(error, SessionFailedError):
+        return str(error)
+    return str(error.cause or error)
 
 
 def _report_end(result: Any, out: TextIO) -> int:
@@ -379,7 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     trace = command("trace", "a session's timeline: model calls, tools, approval waits")
     trace.add_argument("session_id")
-    trace.add_argument("--out", help="the picture's file (default: SESSION.trace.html)")
+    trace.add_argument(
+        "--html",
+        "--out",
+        dest="html",
+        metavar="FILE",
+        help="also draw the timeline as an HTML page into FILE (nothing is written without it)",
+    )
     history = command("history", "a session's messages")
     history.add_argument("session_id")
     form = history.add_mutually_exclusive_group()

@@ -1,5 +1,6 @@
-"""``durable-agent trace SESSION``: the session's timeline as text, and as a picture
-(an HTML page with an SVG chart: one bar per model call, tool run and approval wait)."""
+"""``durable-agent trace SESSION``: the session's timeline as text, and with ``--html
+FILE`` as a picture (an HTML page with an SVG chart: one bar per model call, tool run
+and approval wait)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from durable_agent._client._client import AgentClient
 from durable_agent._client._types import NoWorkerError, SessionNotFoundError
 from durable_agent._observability._timeline import Span, Timeline, timeline_from_history
 from durable_agent._wire._messages import Message
-from durable_agent._wire._visible_text import safe_file_name
 
 from ._args import CommandError
 
@@ -134,7 +134,8 @@ async def cmd_trace(args: argparse.Namespace, out: TextIO, agents: AgentClient) 
         raise CommandError(f"session {args.session_id!r} has made no model call yet")
     for line in render_text(timeline):
         print(line, file=out)
-    path = Path(args.out or f"{safe_file_name(args.session_id)}.trace.html")
-    path.write_text(render_html(timeline))
-    print(f"picture: {path}", file=out)
+    if args.html:  # a file only where asked: a read command leaves the directory as it was
+        path = Path(args.html)
+        path.write_text(render_html(timeline))
+        print(f"picture: {path}", file=out)
     return 0

@@ -20,7 +20,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from durable_agent._agents._agent import Agent, OutputT, RunResult
-from durable_agent._connection._server import DEFAULT_ADDRESS, ServerSettings, connect_client
+from durable_agent._connection._server import (
+    DEFAULT_ADDRESS,
+    ServerSettings,
+    connect_client,
+    hand_over_at_exit,
+)
 from durable_agent._contracts._approver_tokens import ApproverKey
 from durable_agent._contracts._contracts import (
     DEFAULT_TASK_QUEUE,
@@ -47,8 +52,13 @@ if TYPE_CHECKING:
 
 
 class AgentClient:
-    """Sessions on one Temporal namespace. ``task_queue``: where sessions start (their
-    workers poll it); ``query_timeout``: seconds a read waits for a worker to answer;
+    """Sessions on one Temporal namespace. A program connects with ``await
+    AgentClient.connect()`` (``$TEMPORAL_ADDRESS``, else 127.0.0.1:7233), or wraps a
+    temporalio ``Client`` of its own, connected with ``plugins=[DurableAgentPlugin()]``:
+    ``AgentClient(client)``. ``temporal`` is that client (``build_worker`` takes it).
+    ``task_queue``: where sessions start (their workers poll it); ``query_timeout``:
+    seconds a read waits for a worker to answer, and a wait for a session's end for a
+    worker to poll its queue;
     ``approver_key``: signs this client's decisions; ``agents``: agents ``run`` takes by
     name (and those they hand off to)."""
 
@@ -61,6 +71,7 @@ class AgentClient:
         approver_key: ApproverKey | None = None,
         agents: Sequence[Agent[Any]] = (),
     ) -> None:
+        hand_over_at_exit()  # a client of one's own too: see ``hand_over_at_exit``
         self.temporal = client
         self.agents = {member.name: member for agent in agents for member in agent.everyone()}
         self.task_queue = task_queue
@@ -248,7 +259,9 @@ class AgentClient:
         """Run ``agent`` (or the one of this client's ``agents`` by that name) on
         ``message`` to its answer, typed as its ``output_type`` (``AgentRunError`` when
         the session ends without one). Approvals it asks for wait for someone to decide
-        them, as in any session."""
+        them, as in any session. ``NoWorkerError`` when no worker polls the task queue
+        within ``query_timeout`` seconds: the session stays running and goes on when
+        one does (``session(id).output(agent)`` waits for it again)."""
         if isinstance(agent, str):
             found = self.agents.get(agent)
             if found is None:

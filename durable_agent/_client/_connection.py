@@ -65,6 +65,6 @@ async def _memo(execution: WorkflowExecution, key: str) -> str | None:
     try:
         found: str = await execution.memo_value(key, "", type_hint=str)
     except (KeyError, ValueError, TypeError, CodecKeyError) as error:
-        log.warning("memo not readable", session_id=execution.id, key=key, error=str(error))
+        log.warning("memo not readable", session_id=execution.id, memo_key=key, error=str(error))
         return None
     return found or None

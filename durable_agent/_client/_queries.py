@@ -1,5 +1,5 @@
-"""Queries that wait out a busy worker, and the error that says which worker is missing
-when none answers in time.
+"""Queries that wait out a busy worker, waits for a session's end that notice when no
+worker is there to reach it, and the error that says which worker is missing.
 
 A query is answered by the worker that holds the session (or, if none does, by any
 worker of the session's task queue), between that session's workflow tasks. "No answer"
@@ -7,24 +7,33 @@ has three causes a person fixes differently: no worker ever came for the queue (
 one), the workers stopped (restart them), or they are alive and busy (wait, add workers,
 or give queries longer). The server knows who asked the queue for work and when, so the
 error says which it is.
+
+A wait for the session's end has no answer to miss: the session may rightly wait for a
+person for days. It is stuck only while its next step (a workflow task) waits for a
+worker and no worker asks its queue for work, which the server also knows; then the
+wait says so within the same bound a query has.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingWorkflowTaskState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent._errors import DurableAgentError
 
-from ._types import NoWorkerError
+from ._types import LIVE_POLL_SECONDS, NoWorkerError
+
+T = TypeVar("T")
 
 #: Longest one query attempt waits: past the server's 10 s window for a worker that
 #: stopped asking for work, so the next attempt reaches the others.
@@ -80,7 +89,9 @@ async def no_worker_error(
     or workers alive but busy. Without an answer from the server, the plain question."""
     try:
         timeout = timedelta(seconds=DIAGNOSIS_SECONDS)
-        queue = (await handle.describe(rpc_timeout=timeout)).task_queue or task_queue
+        session = await handle.describe(rpc_timeout=timeout)
+        queue = session.task_queue or task_queue
+        ended = session.status not in (None, WorkflowExecutionStatus.RUNNING)
         request = DescribeTaskQueueRequest(
             namespace=temporal.namespace,
             task_queue=TaskQueue(name=queue),
@@ -91,4 +102,54 @@ async def no_worker_error(
         return NoWorkerError(handle.id, task_queue, seconds)
     now = time.time()
     polled = [max(0.0, now - p.last_access_time.ToMicroseconds() / 1e6) for p in described.pollers]
-    return NoWorkerError(handle.id, queue, seconds, polled_seconds_ago=polled)
+    return NoWorkerError(handle.id, queue, seconds, polled_seconds_ago=polled, ended=ended)
+
+
+async def served_wait(
+    temporal: Client,
+    handle: WorkflowHandle[Any, Any],
+    task_queue: str,
+    seconds: float,
+    waiting: Awaitable[T],
+) -> T:
+    """``waiting`` (the session's end), unless no worker is there to reach it: every
+    ``seconds`` the session is asked whether its next step waits for a worker while none
+    asks its queue for work, and then the wait stops with ``NoWorkerError``. A session
+    that waits for a person, a message or a busy worker is waited on for as long as it
+    takes."""
+    task = asyncio.ensure_future(waiting)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=seconds)
+            if done:
+                return task.result()
+            missing = await unserved(temporal, handle, task_queue, seconds)
+            if missing is not None:
+                raise missing
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def unserved(
+    temporal: Client, handle: WorkflowHandle[Any, Any], task_queue: str, seconds: float
+) -> NoWorkerError | None:
+    """The error for a running session whose next step no worker will take (it waits
+    for a worker and no live one asks the session's queue); ``None`` while it waits for
+    anything else, is taken, or the server does not say."""
+    try:
+        timeout = timedelta(seconds=DIAGNOSIS_SECONDS)
+        described = await handle.describe(rpc_timeout=timeout)
+    except RPCError:
+        return None  # the wait itself says what is wrong with the session
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return None
+    raw = described.raw_description
+    scheduled = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+    if not raw.HasField("pending_workflow_task") or raw.pending_workflow_task.state != scheduled:
+        return None  # waiting for a person, a message, a timer, or a worker has it
+    found = await no_worker_error(temporal, handle, task_queue, seconds)
+    live = [s for s in found.polled_seconds_ago or [] if s <= LIVE_POLL_SECONDS]
+    return None if found.polled_seconds_ago is None or live else found

@@ -65,7 +65,7 @@ from durable_agent._wire._messages import AssistantMessage, Message, SystemMessa
 
 from ._connection import Connection
 from ._live_reader import OFFSET_QUERY, read_live_events
-from ._queries import Unanswered, no_worker_error, patient_query
+from ._queries import Unanswered, no_worker_error, patient_query, served_wait
 from ._types import (
     DecisionRefusedError,
     MessageRefusedError,
@@ -228,7 +228,7 @@ class SessionHandle:
         """Give the output of a call whose tool takes it from outside (registered with
         ``external_output=True``; its pending approval says ``awaits_output``): the
         call's result is ``content``. The same decision as ``respond``, by the same
-        people; a call that runs on a worker makes its own result, and this refuses it."""
+        people; a call that a worker runs returns its own result, and this refuses it."""
         return await self.respond(approval_id, content, is_error=is_error, by=by, key=key)
 
     async def revoke_grant(
@@ -325,15 +325,24 @@ class SessionHandle:
 
     async def result(self) -> AgentResult:
         """How the session ended (waits for the end); ``SessionFailedError`` (the reason
-        first) when it failed without a result: a refused spec, say."""
+        first) when it failed without a result: a refused spec, say. ``NoWorkerError``
+        when its next step has waited ``query_timeout`` seconds and no worker polls its
+        queue (the session stays running: wait again once one does)."""
+        connection = self._connection
         try:
-            return await self._handle.result()
+            return await served_wait(
+                connection.temporal,
+                self._handle,
+                connection.task_queue,
+                connection.query_timeout,
+                self._handle.result(),
+            )
         except WorkflowFailureError as error:
             raise SessionFailedError(self.id, error) from error.cause
 
     async def output(self, agent: Agent[OutputT]) -> OutputT:
-        """The session's answer as ``agent``'s ``output_type`` (waits for the end);
-        ``AgentRunError`` (saying how it ended) when it ended without one."""
+        """The session's answer as ``agent``'s ``output_type`` (waits for the end, as
+        ``result``); ``AgentRunError`` (saying how it ended) when it ended without one."""
         return agent.output_of(self.id, await self.result()).output
 
     async def result_if_closed(self) -> AgentResult | None:

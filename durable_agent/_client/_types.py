@@ -65,7 +65,9 @@ LIVE_POLL_SECONDS = 75.0
 
 
 class NoWorkerError(DurableAgentError, RuntimeError):
-    """No worker answered for the session in time. ``polled_seconds_ago``: how long ago
+    """No worker answered for the session in time (a query, or a wait for its end
+    while its next step waits for a worker and none polls its queue); the session
+    stays as it is until one comes. ``polled_seconds_ago``: how long ago
     each worker the server saw in the last few minutes asked the session's task queue
     for work (``None``: the server could not say), which tells a worker that never came
     or stopped from one alive and busy."""
@@ -76,10 +78,12 @@ class NoWorkerError(DurableAgentError, RuntimeError):
         task_queue: str,
         seconds: float,
         polled_seconds_ago: list[float] | None = None,
+        *,
+        ended: bool = False,
     ) -> None:
         self.session_id, self.task_queue = session_id, task_queue
         self.polled_seconds_ago = polled_seconds_ago
-        start = "(start one with `durable-agent worker`)"
+        start = f"(start one with `durable-agent worker --task-queue {task_queue}`)"
         queue = f"task queue {task_queue!r}"
         live = [s for s in polled_seconds_ago or [] if s <= LIVE_POLL_SECONDS]
         if polled_seconds_ago is None:
@@ -99,8 +103,20 @@ class NoWorkerError(DurableAgentError, RuntimeError):
                 "last minute"
             )
         super().__init__(
-            f"no worker answered for session {session_id!r} within {seconds:g} s: {why}"
+            f"no worker answered for session {session_id!r} within {seconds:g} s: {why}. "
+            + meanwhile(task_queue, ended=ended)
         )
+
+
+def meanwhile(task_queue: str, *, ended: bool = False) -> str:
+    """What becomes of a session while no worker serves it: every wait says it, so
+    nobody takes the error for a lost session and starts it again."""
+    if ended:
+        return f"The session has ended; a worker polling task queue {task_queue!r} reads it."
+    return (
+        "The session stays running and nothing is lost: it goes on as soon as a worker "
+        f"polls task queue {task_queue!r}."
+    )
 
 
 class SpecError(DurableAgentError, ValueError):
@@ -251,7 +267,8 @@ class UnknownApprovalError(DurableAgentError, LookupError):
         waiting = ", ".join(pending) if pending else "none"
         super().__init__(
             f"session {session_id!r} has no call waiting under {approval_id!r} for a decision "
-            f"or its output (waiting: {waiting}); a call that runs on a worker makes its own "
-            "result"
+            f"or its output (waiting: {waiting}). Use one of the waiting ids (`durable-agent "
+            f"status {session_id}` lists them). A call that a worker runs returns its own "
+            "result: nobody can decide it or give its output."
         )
         self.approval_id = approval_id

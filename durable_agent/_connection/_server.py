@@ -3,6 +3,8 @@ pydantic data converter, and errors that say which address was tried."""
 
 from __future__ import annotations
 
+import atexit
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +51,33 @@ class ServerSettings:
     """Keep payloads over its threshold out of history (``durable_agent._payloads._storage``)."""
 
 
+#: How long the interpreter, about to finalize, lets go of the GIL (see ``_hand_over``).
+EXIT_HANDOVER_SECONDS = 0.05
+
+_handover_registered = False
+
+
+def _hand_over() -> None:
+    # temporalio's Rust threads hand each RPC's result to Python while holding the GIL,
+    # and let go of it only after the awaiting code has already resumed. If the program
+    # ends in that moment, the interpreter finalizes while such a thread still waits for
+    # the GIL, and CPython aborts the process ("Fatal Python error: PyGILState_Release",
+    # exit 134; temporalio/sdk-python#300). Sleeping releases the GIL, so a waiting
+    # thread finishes before finalization starts (atexit runs before it).
+    time.sleep(EXIT_HANDOVER_SECONDS)
+
+
+def hand_over_at_exit() -> None:
+    """Let temporalio's threads finish with Python before the interpreter finalizes
+    (once a process, for every program that talks to Temporal)."""
+    global _handover_registered
+    if not _handover_registered:
+        _handover_registered = True
+        atexit.register(_hand_over)
+
+
 async def connect_client(settings: ServerSettings, runtime: Runtime | None = None) -> Client:
+    hand_over_at_exit()
     tls: bool | TLSConfig = settings.tls or settings.api_key is not None
     if settings.tls_cert and settings.tls_key:
         tls = TLSConfig(

@@ -152,7 +152,7 @@ class Decisions:
         what = f"{decision} {aid!r}"
         pending = self.approvals.find(aid)
         if pending is None:
-            return f"{what}: {NO_WAITING_CALL} (a call that runs on a worker makes its own result)"
+            return f"{what}: {NO_WAITING_CALL} (a call that a worker runs returns its own result)"
         decided = self.approvals.decided().get(aid)
         if decided is not None:
             return f"{what}: already {decided.decision}"

@@ -3,6 +3,8 @@ servers, OpenAPI documents and sub-agents, and those of the agent answering now.
 
 from __future__ import annotations
 
+import difflib
+
 from durable_agent._contracts._contracts import ResolvedTool, ResolveToolsResult
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._spec._tool_policy import ToolPolicy
@@ -39,7 +41,7 @@ class Toolbox:
         """Record the tools as workers described them; why the session cannot start, if
         it cannot."""
         if result.missing:
-            return "spec.tools names tools that no worker has loaded: " + ", ".join(result.missing)
+            return unknown_tools(result.missing, result.available)
         if result.missing_guardrails:
             lacking = ", ".join(result.missing_guardrails)
             return f"spec.guardrails names guardrails that no worker has loaded: {lacking}"
@@ -85,3 +87,17 @@ class Toolbox:
             )
             for agent in self.spec.agents
         ]
+
+
+def unknown_tools(missing: list[str], available: list[str]) -> str:
+    """Why a spec naming tools its worker lacks cannot start: each missing name, with
+    the closest one the worker has (a typo is the usual cause), and all it has."""
+    named = []
+    for name in missing:
+        close = difflib.get_close_matches(name, available, n=1)
+        named.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    has = ", ".join(available) if available else "no tools at all"
+    return (
+        f"spec.tools names tools that no worker has loaded: {', '.join(named)}; "
+        f"the worker that looked has {has}"
+    )

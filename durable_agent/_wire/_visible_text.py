@@ -31,9 +31,3 @@ def visible(text: str, keep: str = "") -> str:
         return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
     return HIDDEN.sub(escape, text)
-
-
-def safe_file_name(text: str) -> str:
-    """``text`` as one file name in the current folder (no separators, no ``..``)."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".")
-    return name or "unnamed"

@@ -203,6 +203,19 @@ def create_app(
         )
         return JSONResponse({"decided": "responded"}, status_code=202)
 
+    async def no_such_decision(request: Request) -> Response:
+        """A decision path in words other than the ones a decision is given in."""
+        await owned(request)
+        word = request.path_params["word"]
+        right = {"approved": "approve", "denied": "deny", "responded": "respond"}.get(word)
+        paths = f".../{right}" if right else ".../approve, .../deny or .../respond"
+        raise HttpError(
+            404,
+            f"no decision {word!r}: POST {paths} (a decision is given as approve, deny or "
+            "respond; the answer says what became of the call: approved, denied, responded)",
+            "decision",
+        )
+
     async def end(request: Request) -> Response:
         body: DecisionBody = await read_body(request, DecisionBody)
         by = gateway.decided_by(request, body.by)
@@ -265,6 +278,16 @@ def create_app(
         Route(
             "/api/sessions/{session_id}/approvals/{approval_id:path}/output",
             json_errors(commit_output),
+            methods=["POST"],
+        ),
+        Route(  # the decision's own word, as DecisionRequest and the CLI say it
+            "/api/sessions/{session_id}/approvals/{approval_id:path}/respond",
+            json_errors(commit_output),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/sessions/{session_id}/approvals/{approval_id:path}/{word}",
+            json_errors(no_such_decision),
             methods=["POST"],
         ),
         Route(

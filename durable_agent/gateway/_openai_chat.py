@@ -7,7 +7,8 @@ the first user message, and N is the first such session whose array (its user
 messages and answers) is the request's history. Such a session gets the last user
 message; if none is, a new one starts with the history and the message. A request
 whose last message the session has already (a client sending again after a
-disconnect) gets its answer, waited for if need be, and nothing is sent twice.
+disconnect, or after a person decided a call) gets its answer, waited for if need
+be, the same text streamed or not, and nothing is sent twice.
 ``Durable-Session-Id`` (a header) or ``metadata.session_id`` names a session instead.
 
 The answer is the reply's last text. Tool calls run on the workers; a call waiting
@@ -39,6 +40,7 @@ from ._http_common import HttpError, parse_json
 from ._openai_common import (
     Reply,
     agent_for,
+    answer_now,
     approvals_extension,
     conversation_key,
     follow_reply,
@@ -102,8 +104,11 @@ def chat_routes(
             array = await agents.session(session_id).messages()
             at = _index_of(array, len(asked) - 1)
             answer = _answer_after(array, at)
+            if answer is None:  # still waiting for a person: say so again, as the first time
+                pending = (await agents.session(session_id).status()).pending_approvals
+                answer = Reply(pending=pending) if pending else None
             if answer is not None:
-                return await _respond(body, session_id, at, _done(answer))
+                return await _respond(body, session_id, at, answer_now(answer))
             steps = follow_reply(gateway, session_id, after, at)
             return await _respond(body, session_id, at, steps)
         if array is None and not named_session:  # a new conversation: its history first
@@ -206,10 +211,6 @@ def _answer_after(array: list[Message], at: int) -> Reply | None:
     if not isinstance(last, AssistantMessage) or last.tool_calls:
         return None  # still being answered
     return reply_of(turn)
-
-
-async def _done(reply: Reply) -> AsyncIterator[Any]:
-    yield reply
 
 
 async def _respond(

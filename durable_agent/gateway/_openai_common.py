@@ -19,13 +19,20 @@ from starlette.responses import JSONResponse, Response
 
 from durable_agent._client._client import AgentClient
 from durable_agent._contracts._approval_contracts import PendingApproval
-from durable_agent._contracts._events import Ended, Idle, LiveEvent, TextDelta
+from durable_agent._contracts._events import (
+    AttemptRestarted,
+    Ended,
+    Idle,
+    LiveEvent,
+    ModelStarted,
+    TextDelta,
+)
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import AssistantMessage, Message, Usage
 
 from ._context import GatewayContext
 from ._http_common import HttpError, json_errors
-from ._unstreamed import whole_replies
+from ._unstreamed import from_call_start, whole_replies
 
 #: The model name that runs the gateway's own spec (``--spec``), listed by /v1/models.
 DEFAULT_MODEL = "durable-agent"
@@ -92,9 +99,59 @@ async def follow_reply(
     gateway: GatewayContext, session_id: str, after: int, before: int
 ) -> AsyncIterator[LiveEvent | Reply]:
     """The session's events from ``after`` until it answers (more than ``before``
-    messages), asks a person, or ends; then the ``Reply``."""
+    messages), asks a person, or ends; then the ``Reply``. Its text deltas add up to
+    the reply's text (``whole_answer``)."""
+    async for step in whole_answer(_reply_events(gateway, session_id, after, before)):
+        yield step
+
+
+async def answer_now(reply: Reply) -> AsyncIterator[LiveEvent | Reply]:
+    """A reply the session has given already, as the steps a stream shows: its text as
+    one delta, then the ``Reply``."""
+
+    async def given() -> AsyncIterator[LiveEvent | Reply]:
+        yield reply
+
+    async for step in whole_answer(given()):
+        yield step
+
+
+async def whole_answer(
+    steps: AsyncIterator[LiveEvent | Reply],
+) -> AsyncIterator[LiveEvent | Reply]:
+    """``steps``, so that a streamed door shows the same answer an unstreamed one gives.
+
+    A request sent again (after a decision, or a disconnect) reads the log from where
+    it is now: the answer may be written already, or half-written (``from_call_start``
+    has dropped the text of a call whose start this reader did not see). Whatever of
+    the reply's text the deltas did not carry comes as one delta just before the
+    ``Reply``. The streamed OpenAI endpoints read their text from here, so neither
+    needs a rule of its own."""
+    said: list[str] = []  # the text each model call streamed
+    async for step in steps:
+        if isinstance(step, ModelStarted | AttemptRestarted):
+            said.append("")
+        elif isinstance(step, TextDelta) and said:
+            said[-1] += step.text
+        elif isinstance(step, Reply) and (missing := _unsaid(step.text, said)):
+            yield TextDelta(turn=0, text=missing)
+        yield step
+
+
+def _unsaid(answer: str, said: list[str]) -> str:
+    """What of ``answer`` the deltas have not carried: nothing when a model call
+    streamed it whole, the rest when the last call streamed its beginning, else all."""
+    if not answer or answer in said:
+        return ""
+    last = said[-1] if said else ""
+    return answer[len(last) :] if answer.startswith(last) else answer
+
+
+async def _reply_events(
+    gateway: GatewayContext, session_id: str, after: int, before: int
+) -> AsyncIterator[LiveEvent | Reply]:
     agents = gateway.agents
-    async for event in whole_replies(gateway.hubs.follow(session_id, after)):
+    async for event in from_call_start(whole_replies(gateway.hubs.follow(session_id, after))):
         yield event
         if isinstance(event, Idle) and event.message_count > before:
             yield await answered(agents, session_id, before)
@@ -109,14 +166,6 @@ async def follow_reply(
         if event.type == "approval_requested":
             yield Reply(pending=(await agents.session(session_id).status()).pending_approvals)
             return
-
-
-async def wait_reply(gateway: GatewayContext, session_id: str, after: int, before: int) -> Reply:
-    """``follow_reply``'s ``Reply`` alone."""
-    async for step in follow_reply(gateway, session_id, after, before):
-        if isinstance(step, Reply):
-            return step
-    raise HttpError(503, "the session's event stream ended before its answer")
 
 
 async def answered(agents: AgentClient, session_id: str, before: int) -> Reply:

@@ -11,7 +11,8 @@ gateway replica.
 A call waiting for a person comes back as an ``mcp_approval_request`` item (OpenAI's
 own item for approving a tool call); the next request answers it with an
 ``mcp_approval_response`` input item (``approve``, and ``reason`` if denied),
-decided as the caller.
+decided as the caller. Sent again for a call that no longer waits, it decides
+nothing and gets the answer to ``previous_response_id``'s response.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import base64
 import functools
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,12 +31,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from durable_agent._client._types import SessionNotFoundError
+from durable_agent._contracts._contracts import SessionStatus
+from durable_agent._contracts._events import LiveEvent
 from durable_agent._spec._spec import AgentSpec
 from durable_agent._wire._messages import UserMessage
 
 from ._context import GatewayContext
 from ._http_common import HttpError, parse_json
-from ._openai_common import Reply, agent_for, answered, follow_reply, openai_errors, wait_reply
+from ._openai_common import (
+    Reply,
+    agent_for,
+    answer_now,
+    answered,
+    follow_reply,
+    openai_errors,
+)
 from ._openai_response_stream import response_events
 
 
@@ -87,30 +97,20 @@ def responses_routes(gateway: GatewayContext, named: Mapping[str, AgentSpec]) ->
             after = await gateway.offset(session_id)
             if after < 0 and body.previous_response_id is not None:
                 raise SessionNotFoundError(session_id)
+            status = await agents.session(session_id).status() if after >= 0 else None
+            answering = _sent_again(body, session_id, users, decisions, status)
+            if status is not None and answering is not None:  # decided already: read it
+                steps = await _again(gateway, session_id, after, answering, status)
+                return await _answer(body, session_id, answering, conversation, steps)
             # counted before deciding: an answer quick enough to land before the count
             # would otherwise not be more than it
-            before = (await agents.session(session_id).status()).message_count if after >= 0 else 0
+            before = status.message_count if status is not None else 0
             for approval_id, approve, reason in decisions:
                 await gateway.decide(request, session_id, approval_id, approve, reason=reason)
             for message in users:
                 before = (await agents.converse(session_id, message, spec, owner=owner)).before
-        if body.stream:
-            steps = follow_reply(gateway, session_id, after, before)
-            whole = functools.partial(
-                _response, session_id, before, body.model, body=body, conversation=conversation
-            )
-
-            def shaped(reply: Reply, output: list[dict[str, Any]], status: str) -> dict[str, Any]:
-                return whole(reply, output=output, status=status)
-
-            events = response_events(response_id(session_id, before), steps, shaped)
-            return EventSourceResponse(events, sep="\n", ping=15)
-        reply = await wait_reply(gateway, session_id, after, before)
-        if reply.ended is not None:
-            raise HttpError(502, f"the session ended: {reply.ended}")
-        return JSONResponse(
-            _response(session_id, before, body.model, reply, body=body, conversation=conversation)
-        )
+        steps = follow_reply(gateway, session_id, after, before)
+        return await _answer(body, session_id, before, conversation, steps)
 
     async def retrieve(request: Request) -> Response:
         session_id, before = parse_id(request.path_params["response_id"])
@@ -124,6 +124,72 @@ def responses_routes(gateway: GatewayContext, named: Mapping[str, AgentSpec]) ->
         Route("/v1/responses", openai_errors(create), methods=["POST"]),
         Route("/v1/responses/{response_id}", openai_errors(retrieve)),
     ]
+
+
+async def _answer(
+    body: ResponsesRequest,
+    session_id: str,
+    before: int,
+    conversation: str | None,
+    steps: AsyncIterator[LiveEvent | Reply],
+) -> Response:
+    """The response ``steps`` lead to: streamed as OpenAI's events, or whole."""
+    whole = functools.partial(
+        _response, session_id, before, body.model, body=body, conversation=conversation
+    )
+    if body.stream:
+
+        def shaped(reply: Reply, output: list[dict[str, Any]], status: str) -> dict[str, Any]:
+            return whole(reply, output=output, status=status)
+
+        events = response_events(response_id(session_id, before), steps, shaped)
+        return EventSourceResponse(events, sep="\n", ping=15)
+    reply: Reply | None = None
+    async for step in steps:
+        if isinstance(step, Reply):
+            reply = step
+    if reply is None:  # the gateway is stopping: another replica answers it again
+        raise HttpError(503, "the session's event stream ended before its answer")
+    if reply.ended is not None:
+        raise HttpError(502, f"the session ended: {reply.ended}")
+    return JSONResponse(whole(reply))
+
+
+def _sent_again(
+    body: ResponsesRequest,
+    session_id: str,
+    users: list[UserMessage],
+    decisions: list[Decision],
+    status: SessionStatus | None,
+) -> int | None:
+    """The message a request sent again answers (the ``before`` of its
+    ``previous_response_id``), when it is one: it only answers calls of that
+    response's session, and none of them waits any more (decided by this request
+    before a disconnect, or by a person elsewhere). ``None``: a request to act on."""
+    if status is None or users or not decisions or body.previous_response_id is None:
+        return None
+    previous, before = parse_id(body.previous_response_id)
+    waiting = {p.approval_id for p in status.pending_approvals}
+    if previous != session_id or any(d[0] in waiting for d in decisions):
+        return None
+    return before
+
+
+async def _again(
+    gateway: GatewayContext, session_id: str, after: int, before: int, status: SessionStatus
+) -> AsyncIterator[LiveEvent | Reply]:
+    """The answer to a request sent again, as ``GET /v1/responses/{id}`` reads it,
+    followed to its end while the session is still at work on it (``status`` was read
+    after ``after``: that end is in the log from there)."""
+    if status.phase not in _AT_REST:
+        return follow_reply(gateway, session_id, after, before)
+    reply = await answered(gateway.agents, session_id, before)
+    reply.pending = status.pending_approvals
+    return answer_now(reply)
+
+
+#: Phases in which a session does nothing until a message or a decision comes.
+_AT_REST = ("idle", "awaiting_approval", "done", "failed")
 
 
 def response_id(session_id: str, before: int) -> str:

@@ -7,6 +7,9 @@ the text before the rewrite). The reply's text is then only in its own
 ``message_appended`` event. An entry point reading the log through ``whole_replies`` gets
 that text (and reasoning) as one delta just before the message, so its client shows
 the answer either way. The session's own event stream is left as the log has it.
+
+A request that joins a reply under way reads its events through ``from_call_start``,
+which leaves out the text of the model call it joined in the middle of.
 """
 
 from __future__ import annotations
@@ -44,4 +47,20 @@ async def whole_replies(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveE
             if calling and reply.content and not text:
                 yield TextDelta(offset=at, turn=turn, text=reply.content)
             calling = False
+        yield event
+
+
+async def from_call_start(events: AsyncIterator[LiveEvent]) -> AsyncIterator[LiveEvent]:
+    """``events`` without the text and reasoning of a model call whose start they do not
+    hold. A request that joins a session mid-answer (sent again after a decision or a
+    disconnect) reads the log from where it is now: the call under way has streamed its
+    beginning already, and its rest alone would show a client a reply that starts
+    mid-sentence. The entry point gives the whole reply instead (the OpenAI endpoints
+    as one piece of text, AG-UI in its closing snapshot)."""
+    joined = False
+    async for event in events:
+        if isinstance(event, ModelStarted | AttemptRestarted):
+            joined = True
+        elif isinstance(event, TextDelta | ReasoningDelta) and not joined:
+            continue
         yield event

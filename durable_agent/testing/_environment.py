@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -28,7 +28,8 @@ from temporalio.worker import Worker
 from durable_agent._agents._agent import Agent, OutputT, RunResult
 from durable_agent._agents._modules import agent_tools
 from durable_agent._client._client import AgentClient
-from durable_agent._contracts._approval_contracts import PendingApproval
+from durable_agent._client._session import SessionHandle
+from durable_agent._contracts._approval_contracts import DecisionRequest, PendingApproval
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._tools._registry import Registry
 from durable_agent.capabilities import Capabilities
@@ -36,14 +37,17 @@ from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.temporal._binary import temporal_binary
 from durable_agent.temporal._ports import free_port
 
+from ._decisions import Answer, Verdict, decision_of
 from ._models import FunctionModel
 from ._scripted_provider import ScriptedProvider
 
-Decision = Literal["approve", "deny"]
-Decide = Callable[[PendingApproval], Decision]
+Decide = Callable[[PendingApproval], Answer]
+"""For each waiting call: ``"approve"``, ``"deny"``, a whole ``DecisionRequest`` (an
+edit, a response in the tool's place, an "always"), or ``None`` (nobody decides: the
+call waits out its deadline), as ``run_in_process``'s approver answers."""
 
 
-def approve_all(pending: PendingApproval) -> Decision:
+def approve_all(pending: PendingApproval) -> Verdict:
     return "approve"
 
 
@@ -184,7 +188,8 @@ class AgentTestEnvironment:
         session_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run ``agent`` (on the scripted model) to its typed answer; each approval it
-        asks for is decided by ``decide``, as a person would, by ``decided_by``."""
+        asks for is decided by ``decide`` (``Decide``), as a person would, by
+        ``decided_by`` (unless the ``DecisionRequest`` names its own ``by``)."""
         testing = self.scripted(agent)
         agents = self.agents
         session = session_id or f"test-{uuid.uuid4().hex[:10]}"
@@ -193,10 +198,9 @@ class AgentTestEnvironment:
         outcome = await agents.session(session).wait()
         while outcome.kind == "approval":
             for pending in outcome.pending:
-                if decide(pending) == "approve":
-                    await agents.session(session).approve(pending.approval_id, by=decided_by)
-                else:
-                    await agents.session(session).deny(pending.approval_id, by=decided_by)
+                decision = decision_of(decide(pending), pending)
+                if decision is not None:
+                    await _send(agents.session(session), decision, decided_by)
                 answered.append(pending.approval_id)
             outcome = await agents.session(session).wait(answered=answered)
         return testing.output_of(session, await agents.session(session).result())
@@ -204,3 +208,22 @@ class AgentTestEnvironment:
     async def messages(self, session_id: str) -> list[Any]:
         """The session's messages (to check what the model and the tools said)."""
         return list(await self.agents.session(session_id).messages())
+
+
+async def _send(session: SessionHandle, decision: DecisionRequest, by: str) -> None:
+    """``decision`` sent as a person sends it, through the session's handle."""
+    aid, by, reason = decision.approval_id, decision.by or by, decision.reason
+    if decision.decision == "approve":
+        await session.approve(
+            aid,
+            by=by,
+            reason=reason,
+            arguments=decision.arguments,
+            always=decision.always,
+            matching=decision.matching,
+        )
+    elif decision.decision == "deny":
+        await session.deny(aid, by=by, reason=reason)
+    else:
+        content = decision.content or ""
+        await session.respond(aid, content, is_error=decision.is_error, by=by, reason=reason)

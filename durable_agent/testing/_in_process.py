@@ -12,6 +12,7 @@ waits. Continue-as-new round-trips the carried state through JSON, as Temporal w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -72,6 +73,7 @@ from durable_agent._session._events import (
     MessageArrived,
     ToolsResolved,
 )
+from durable_agent._session._gate import RECORDED_DECISIONS
 from durable_agent._session._swarm_view import as_seen_by
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._spec import AgentInput, AgentSpec
@@ -90,6 +92,7 @@ from durable_agent._workflows.continued_input import ContinuedInput
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems
 
+from ._decisions import Answer, ApproverAnswerError, decision_of
 from ._models import FunctionModel, ModelFunction, ModelRequest
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
@@ -127,6 +130,9 @@ class InProcessRun:
     deadline ends them). Off: the session's rules alone, for tests of those rules."""
     message_ids: bool = False
     """Give the array's messages stable ids (as a new session does)."""
+    refused_decisions_fail: bool = False
+    """Fail the run when the session refuses an approver's decision (a bad edit, a
+    response without content), naming why; off: the call goes on waiting."""
     clock: datetime = START
     """The time the Session is told (it moves only when a command waits)."""
     keys: ApproverKeys = field(default_factory=ApproverKeys)
@@ -175,7 +181,10 @@ class InProcessRun:
                 )
             )
         hooks = [h for h in self.spec.approval_hooks() if self.registry.hook(h) is None]
-        return ResolveToolsResult(tools=resolved, missing=missing, missing_hooks=hooks)
+        available = self.registry.names() if missing else []
+        return ResolveToolsResult(
+            tools=resolved, missing=missing, available=available, missing_hooks=hooks
+        )
 
     # --- the executor's questions ---------------------------------------------------
 
@@ -282,11 +291,17 @@ class InProcessRun:
             if pending.approval_id in session.view.decided():
                 continue  # decided meanwhile (a standing grant made by an earlier decision)
             decision = self.approver(pending)
+            problem = None
             if isinstance(decision, tuple):  # a decision with more than a verdict
-                session.handle(DecisionArrived(decision[1], decision[0]), self.clock)
+                problem = session.handle(DecisionArrived(decision[1], decision[0]), self.clock)
             elif decision is not None:
                 signal = ApprovalSignal(approval_id=pending.approval_id, by="test")
-                session.handle(DecisionArrived(signal, decision), self.clock)
+                problem = session.handle(DecisionArrived(signal, decision), self.clock)
+            if problem is not None and self.refused_decisions_fail:
+                raise ApproverAnswerError(
+                    f"the session refused the approver's decision on {pending.tool_name} "
+                    f"({pending.approval_id}): {problem}"
+                )
         view = session.view
         if view.approvals_wait_over(ids, False):
             return
@@ -390,18 +405,20 @@ async def run_in_process(
     message: str,
     *,
     model: FunctionModel | ModelFunction,
-    approver: Approver = lambda pending: None,
+    approver: Callable[[PendingApproval], Answer] = lambda pending: None,
     capabilities: Capabilities | None = None,
 ) -> RunResult[OutputT]:
     """Run ``agent`` on ``message`` to its answer in this process, with the rules a
     worker applies and no server: the worker's admission of its spec (``capabilities``:
     your worker's registries; by default, any endpoint and MCP server the agent names,
     and its tools), the owner's gates on each tool, the session's approvals asked of
-    ``approver`` (a verdict, ``"approved"`` or ``"denied"``, for each waiting call;
-    ``None``: nobody decides, and its deadline passes), guardrails and hooks, rescue,
-    budgets. ``model`` answers each request (a ``TestModel``, a ``FunctionModel`` or its
-    function); it is not started. The typed answer, or ``AgentRunError`` saying how the
-    run ended without one."""
+    ``approver`` (for each waiting call ``"approve"``, ``"deny"``, a whole
+    ``DecisionRequest`` to edit, respond or approve "always", or ``None``: nobody
+    decides, and its deadline passes), guardrails and hooks, rescue, budgets. ``model``
+    answers each request (a ``TestModel``, a ``FunctionModel`` or its function); it is
+    not started. The typed answer with the run's ``messages`` (the whole array, as the
+    session's ``messages`` query gives it), or ``AgentRunError`` saying how the run
+    ended without one."""
     registry = with_agent_tools(Registry(), [agent])
     spec = agent.spec()
     one_reply = spec.session.model_copy(update={"end_after_reply": True})  # as ``run`` does
@@ -415,13 +432,31 @@ async def run_in_process(
         spec=spec,
         registry=registry,
         model=lambda body: answer(ModelRequest.of_body(body)),
-        approver=approver,
+        approver=_as_recorded(approver),
         session_id=f"in-process-{agent.name}",
         owner_gates=True,
         message_ids=True,
+        refused_decisions_fail=True,
     )
     result = await run.run(AgentInput(spec=spec, message=message))
-    return agent.output_of(run.session_id, result)
+    typed = agent.output_of(run.session_id, result)
+    return dataclasses.replace(typed, messages=list(run.session.messages))
+
+
+def _as_recorded(approver: Callable[[PendingApproval], Answer]) -> Approver:
+    """``approver``, answering in the words a caller gives (``"approve"``, ``"deny"``,
+    a ``DecisionRequest``), as the verdicts and signals the Session takes."""
+
+    def decide(pending: PendingApproval) -> tuple[RecordedDecision, ApprovalSignal] | None:
+        decision = decision_of(approver(pending), pending)
+        if decision is None:
+            return None
+        signal = decision.as_signal()
+        if signal.by is None:
+            signal = signal.model_copy(update={"by": "test"})
+        return RECORDED_DECISIONS[decision.decision], signal
+
+    return decide
 
 
 #: What the agent names is what a worker registered, unless given your own.

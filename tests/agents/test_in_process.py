@@ -4,10 +4,21 @@ by a ``FunctionModel`` or a ``TestModel``."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+import pytest
 from pydantic import BaseModel
 
-from durable_agent import Agent, AssistantMessage, DurableAgentError, PendingApproval, tool
+from durable_agent import (
+    Agent,
+    AssistantMessage,
+    DurableAgentError,
+    PendingApproval,
+    ToolMessage,
+    tool,
+)
 from durable_agent.capabilities import Capabilities
+from durable_agent.temporal import DecisionRequest
 from durable_agent.testing import (
     AgentTestEnvironment,
     FunctionModel,
@@ -57,7 +68,7 @@ async def test_a_gated_call_asks_the_approver_and_the_answer_is_typed() -> None:
 
     def approver(pending: PendingApproval) -> str:
         asked.append(pending)
-        return "approved"
+        return "approve"
 
     run = await run_in_process(
         support, "Refund o-1", model=FunctionModel(script), approver=approver
@@ -68,9 +79,7 @@ async def test_a_gated_call_asks_the_approver_and_the_answer_is_typed() -> None:
 
 async def test_a_denied_call_does_not_run() -> None:
     refunded.clear()
-    run = await run_in_process(
-        support, "Refund o-1", model=script, approver=lambda pending: "denied"
-    )
+    run = await run_in_process(support, "Refund o-1", model=script, approver=lambda pending: "deny")
     assert run.output == Outcome(order="o-1", refunded=False)
     assert refunded == [], "the denied call never ran"
 
@@ -97,7 +106,7 @@ async def test_what_the_worker_would_refuse_is_refused_before_the_model_is_asked
 async def test_the_test_model_answers_in_process() -> None:
     refunded.clear()
     run = await run_in_process(
-        support, "Refund o-1", model=TestModel(), approver=lambda pending: "approved"
+        support, "Refund o-1", model=TestModel(), approver=lambda pending: "approve"
     )
     assert isinstance(run.output, Outcome)
     assert len(refunded) == 1, "the test model calls each tool once"
@@ -129,7 +138,7 @@ async def test_a_spec_cannot_loosen_the_owners_gate() -> None:
 
     def approver(pending: PendingApproval) -> str:
         asked.append(pending.tool_name)
-        return "denied"
+        return "deny"
 
     run = await run_in_process(loose, "Refund o-1", model=script, approver=approver)
     assert asked == ["refund"] and refunded == []
@@ -137,10 +146,108 @@ async def test_a_spec_cannot_loosen_the_owners_gate() -> None:
 
 
 async def test_the_same_agent_end_to_end_with_a_function_model() -> None:
-    """The model a test wrote, inside ``AgentTestEnvironment``: a real server and worker."""
+    """The model a test wrote, inside ``AgentTestEnvironment``: a real server and worker.
+    The in-process run of the same agent returns the same array as the session's
+    ``messages`` query holds; a ``decide`` that answers in the records' words is told
+    the right one, and nothing runs."""
     refunded.clear()
+    in_process = await run_in_process(support, "Refund o-1", model=script, approver=approve)
     async with AgentTestEnvironment(agents=[support], model=FunctionModel(script)) as env:
         run = await env.run(support, "Refund o-1", decide=lambda pending: "approve")
+        queried = await env.messages(run.session_id)
+        refunded.clear()
+        with pytest.raises(DurableAgentError, match="answer 'approve'"):
+            await env.run(support, "Refund o-1", decide=lambda pending: "approved")  # type: ignore[arg-type, return-value]
+    assert refunded == [], "the refused answer decided nothing"
     assert run.output == Outcome(order="o-1", refunded=True)
-    assert refunded == ["o-1"]
     assert env.model.requests[1].body["messages"][-1]["role"] == "tool"
+    assert [_seen(m) for m in in_process.messages] == [_seen(m) for m in queried]
+
+
+def _seen(message: Any) -> tuple[str, str, tuple[str, ...]]:
+    """What a message says, without what differs between two runs (ids, times)."""
+    calls = tuple(c.function.name for c in getattr(message, "tool_calls", None) or ())
+    return message.role, str(message.content), calls
+
+
+def approve(pending: PendingApproval) -> Literal["approve"]:
+    return "approve"
+
+
+async def test_an_in_process_run_returns_its_whole_transcript() -> None:
+    """``run.messages`` is the session's array: the instructions, the user's message,
+    the call, its approved result and the answer, with the ids a session gives."""
+    refunded.clear()
+    run = await run_in_process(support, "Refund o-1", model=script, approver=approve)
+    assert [m.role for m in run.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert run.messages[1].content == "Refund o-1"
+    tool_result = run.messages[3]
+    assert isinstance(tool_result, ToolMessage) and tool_result.content == "refunded o-1"
+    assert tool_result.approval is not None and tool_result.approval.decision == "approved"
+    assert run.result.final is not None
+    assert run.messages[-1].content == run.result.final.content
+    assert all(m.id for m in run.messages)
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ("approved", "answered 'approved' for refund (turn1-call0): answer 'approve'"),
+        ("denied", "answer 'deny'"),
+        ("respond", "without the call's result: return DecisionRequest("),
+        ("yes", "answer 'approve', 'deny', a DecisionRequest, or None"),
+    ],
+)
+async def test_an_approver_answering_other_words_is_told_the_right_one(
+    answer: str, says: str
+) -> None:
+    """The words a caller gives everywhere are ``approve`` and ``deny`` (and a whole
+    ``DecisionRequest``); the records' past tense, or anything else, is refused with a
+    sentence naming the word to give, not a bare error from inside, and nothing runs."""
+    refunded.clear()
+    with pytest.raises(DurableAgentError) as raised:
+        await run_in_process(support, "Refund o-1", model=script, approver=lambda p: answer)  # type: ignore[arg-type, return-value]
+    assert isinstance(raised.value, ValueError)
+    assert says in str(raised.value), str(raised.value)
+    assert refunded == []
+
+
+async def test_an_approver_gives_a_whole_decision_as_any_client_does() -> None:
+    """A ``DecisionRequest`` edits the call's arguments, or answers in the tool's
+    place (the tool does not run), as ``SessionHandle.approve``/``respond`` would."""
+    refunded.clear()
+
+    def edit(pending: PendingApproval) -> DecisionRequest:
+        edited = {"order": "o-2"}
+        return DecisionRequest(
+            approval_id=pending.approval_id, decision="approve", arguments=edited
+        )
+
+    edited = await run_in_process(support, "Refund o-1", model=script, approver=edit)
+    assert refunded == ["o-2"]
+    assert edited.messages[3].content == "refunded o-2"
+
+    refunded.clear()
+
+    def respond(pending: PendingApproval) -> DecisionRequest:
+        return DecisionRequest(
+            approval_id=pending.approval_id, decision="respond", content="refunded by hand"
+        )
+
+    answered = await run_in_process(support, "Refund o-1", model=script, approver=respond)
+    assert refunded == [], "a response in the tool's place runs nothing"
+    assert answered.messages[3].content == "refunded by hand"
+    assert answered.output == Outcome(order="o-1", refunded=True)
+
+
+async def test_a_decision_the_session_refuses_fails_the_run_saying_why() -> None:
+    """An edit the tool's schema refuses is not silently dropped."""
+    refunded.clear()
+
+    def bad_edit(pending: PendingApproval) -> DecisionRequest:
+        wrong = {"order": 12}
+        return DecisionRequest(approval_id=pending.approval_id, decision="approve", arguments=wrong)
+
+    with pytest.raises(DurableAgentError, match="refused the approver's decision on refund"):
+        await run_in_process(support, "Refund o-1", model=script, approver=bad_edit)
+    assert refunded == []

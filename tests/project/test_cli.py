@@ -147,6 +147,7 @@ async def test_send_approve_deny_and_end_steer_a_live_session(
     assert bad.returncode == 2
     assert "no call waiting under 'turn9-call9'" in bad.stderr
     assert "(waiting: turn1-call0, turn1-call1)" in bad.stderr
+    assert f"Use one of the waiting ids (`durable-agent status {sid}` lists them)" in bad.stderr
     assert ok.returncode == 0 and no.returncode == 0 and sent.returncode == 0, (
         ok.stderr,
         no.stderr,
@@ -562,7 +563,7 @@ async def test_trace_prints_the_timeline_and_draws_it(
             await agents.session(sid).wait(after=5, timeout=120)
             runs = (await agents.session(sid).status()).runs
             picture = tmp_path / "trace.html"
-            traced = await acli("trace", sid, "--out", str(picture), *queue, address=address)
+            traced = await acli("trace", sid, "--html", str(picture), *queue, address=address)
             unknown = await acli("trace", "no-such-session", *queue, address=address)
     assert runs > 1, "the session continued as new: the trace reads every run"
     assert traced.returncode == 0, traced.stderr
@@ -659,7 +660,9 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
 async def test_run_with_no_worker_says_whom_to_start_and_exits_2(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    with ScriptedProvider([assistant_text("never")]) as provider:
+    """The command stops within the client's bound, saying no worker polls the queue
+    and that the session stays running; a worker that comes later runs it."""
+    with ScriptedProvider([assistant_text("answered later")]) as provider:
         spec = write_spec(tmp_path, provider, [])
         nobody = f"{task_queue}-nobody"
         ran = await acli(
@@ -672,6 +675,27 @@ async def test_run_with_no_worker_says_whom_to_start_and_exits_2(
             address=address_of(temporal_env),
             timeout=120,
         )
-    assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert "no worker" in ran.stderr and "durable-agent worker" in ran.stderr, ran.stderr
-    assert provider.requests == [], "nothing ran"
+        assert ran.returncode == 2, ran.stdout + ran.stderr
+        assert "no worker" in ran.stderr and "durable-agent worker" in ran.stderr, ran.stderr
+        assert provider.requests == [], "nothing ran"
+        # the session it started stays, and runs once a worker polls its queue
+        assert "The session stays running and nothing is lost: it goes on as soon as a " in (
+            " ".join(ran.stderr.split())
+        )
+        assert f"polls task queue {nobody!r}." in ran.stderr
+        sid = ran.stdout.split()[1]
+        agents = AgentClient(temporal_env.client, task_queue=nobody)
+        async with running_worker(temporal_env, nobody, registry):
+            result = await agents.session(sid).result()
+    assert result.final is not None and result.final.content == "answered later"
+    assert len(provider.requests) == 1
+
+
+def test_a_decision_in_the_records_words_is_refused_naming_the_commands() -> None:
+    """The CLI's decisions are ``approve``, ``deny`` and ``respond``, the words every
+    entry takes; ``approved`` (what a record says afterwards) is no command, and the
+    refusal lists the right ones, before any server is asked."""
+    refused = cli("approved", "s-1", "turn1-call0", address="127.0.0.1:9")
+    assert refused.returncode == 2
+    assert "invalid choice: 'approved'" in refused.stderr
+    assert all(f"'{word}'" in refused.stderr for word in ("approve", "deny", "respond"))

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._client._client import AgentClient
-from durable_agent._client._types import NoWorkerError
+from durable_agent import Agent, AgentClient, NoWorkerError
+from durable_agent._spec._endpoint import ProviderEndpoint
+from durable_agent._spec._spec import ModelSpec
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import spec_for, start_worker_process
 
@@ -81,3 +82,55 @@ def test_the_error_reads_what_the_server_said(polled: list[float] | None, says: 
     assert text.startswith("no worker answered for session 's1' within 15 s: ")
     assert says in text
     assert ("durable-agent worker" in text) == (polled is None or not polled or min(polled) > 75)
+    assert text.endswith(still_running("q"))
+
+
+def still_running(queue: str) -> str:
+    """The sentence every wait ends its ``NoWorkerError`` with (written out here, so a
+    change to it is a change to this test)."""
+    return (
+        "The session stays running and nothing is lost: it goes on as soon as a worker "
+        f"polls task queue {queue!r}."
+    )
+
+
+async def test_every_wait_says_no_worker_polls_and_the_session_runs_once_one_comes(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """``AgentClient.run``, ``SessionHandle.wait`` and ``SessionHandle.output`` on a
+    queue nobody polls each stop within the client's bound with ``NoWorkerError``,
+    which names the queue, how to start a worker, and that the session stays running.
+    Then a worker comes and the same session runs to its answer: the model was asked
+    once, by that worker. Read once it has ended and the worker is gone, the error
+    says it ended rather than that it stays running."""
+    with ScriptedProvider([assistant_text("late but here")]) as provider:
+        endpoint = ProviderEndpoint(base_url=provider.base_url, api_key_env=None)
+        greeter = Agent("greeter", model=ModelSpec(name="scripted-model", endpoint=endpoint))
+        agents = AgentClient(temporal_env.client, task_queue=task_queue, query_timeout=2)
+        sid = f"{task_queue}-session"
+        with pytest.raises(NoWorkerError) as by_run:
+            await agents.run(greeter, "anyone there?", session_id=sid)
+        with pytest.raises(NoWorkerError) as by_wait:
+            await agents.session(sid).wait()
+        with pytest.raises(NoWorkerError) as by_output:
+            await agents.session(sid).output(greeter)
+        for raised in (by_run, by_wait, by_output):
+            error = raised.value
+            assert error.session_id == sid and error.task_queue == task_queue
+            assert str(error).endswith(still_running(task_queue)), str(error)
+            assert f"durable-agent worker --task-queue {task_queue}" in str(error)
+        assert provider.requests == []
+        worker = start_worker_process(temporal_env, task_queue)
+        try:
+            answer = await agents.session(sid).output(greeter)
+        finally:
+            worker.terminate()
+            worker.wait(15)
+        with pytest.raises(NoWorkerError) as after_the_end:
+            await agents.session(sid).status()
+    assert answer == "late but here"
+    assert len(provider.requests) == 1
+    ended = str(after_the_end.value)
+    assert ended.endswith(
+        f"The session has ended; a worker polling task queue {task_queue!r} reads it."
+    )

@@ -2,7 +2,7 @@
 ``external_output=True``; its calls never run on a worker and wait until someone who
 may decide the session's calls commits the output (``commit_tool_output``), or the
 deadline denies them. A session's spec cannot make another tool take its output from outside, and a
-call that runs on a worker makes its own result: a commit for it changes nothing."""
+call that a worker runs returns its own result: a commit for it changes nothing."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ async def test_a_call_running_on_a_worker_makes_its_own_result(
             agents = AgentClient(client, task_queue=task_queue)
             sid = await agents.start(spec, "build it")
             await wait_for(_job_started, timeout=60)  # the tool runs on the worker now
-            with pytest.raises(UnknownApprovalError, match="makes its own result"):
+            with pytest.raises(UnknownApprovalError, match="returns its own result: nobody can"):
                 await agents.session(sid).commit_tool_output("turn1-call0", "forged", by="x")
             may_finish.set()
             await agents.session(sid).result()
