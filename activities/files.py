@@ -123,12 +123,14 @@ class FileFetcher:
         *,
         tokens_left: float | None = None,
         chars_per_token: float = 4.0,
+        left_out: list[str] | None = None,
     ) -> PreparedMessages:
         """``messages`` with each file by URL sent inline where the owner allows it and
         the limits leave space (newest first), and a marker for every other one; the
         array the session keeps is not touched. ``chain``: whose memory the files and
         refusals are (one run chain of one session). ``tokens_left``: what the context
-        budget leaves for files (``None``: no budget)."""
+        budget leaves for files (``None``: no budget). ``left_out``: where to say why each
+        file left out was (what the model's marker says), for the session's status."""
         limits = self.limits
         deadline = asyncio.get_running_loop().time() + limits.fetch_seconds
         left = _Allowance(
@@ -143,6 +145,8 @@ class FileFetcher:
             for k in range(len(parts) - 1, -1, -1):
                 if _by_url(parts[k]):
                     parts[k] = await self._part(parts[k], chain, left)
+                    if left_out is not None and isinstance(parts[k], TextPart):
+                        left_out.append(parts[k].text)
             out[index] = out[index].model_copy(update={"content": parts})
         return PreparedMessages(out, messages.context, messages.left_out)
 

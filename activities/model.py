@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple
@@ -114,11 +114,19 @@ def transcript_unknown(what: str) -> ApplicationError:
     )
 
 
+def summed(markers: list[str]) -> list[str]:
+    """Each marker's words once, counted where more than one part had them: what the
+    session's status says of files a request left out (a few lines however many parts)."""
+    counts = Counter(markers)
+    return [f"{n} x {words}" if n > 1 else words for words, n in counts.items()]
+
+
 class _Reply(NamedTuple):
     message: AssistantMessage
     encoded: str
     per_page: int | None
     left_out: int
+    files_left_out: list[str]
 
 
 class ModelActivities:
@@ -285,9 +293,12 @@ class ModelActivities:
             return message
         digest, size = digested(message, encoded)
         left_out = (reply.left_out or None) if call.count_left_out else None
+        files = summed(reply.files_left_out) or None
         first, calls = first_calls(message, reply.per_page)
         if calls is None:
-            return ModelReturn(message=message, digest=digest, size=size, left_out=left_out)
+            return ModelReturn(
+                message=message, digest=digest, size=size, left_out=left_out, files_left_out=files
+            )
         # kept whole, where ``reply_calls`` reads the rest; checked here, not in the workflow
         await self.transcripts.put_message(message, encoded)
         checked = arguments_checked(message)
@@ -298,6 +309,7 @@ class ModelActivities:
             calls=calls,
             arguments_checked=checked,
             left_out=left_out,
+            files_left_out=files,
         )
 
     async def _lacks(
@@ -365,6 +377,7 @@ class ModelActivities:
         prepared = prepare_request_messages(messages, setup.context)
         if prepared.left_out:
             bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
+        files_left_out: list[str] = []  # the markers' words, for the session's status
         if not codec.takes_file_urls:  # after fitting: the window's files, in what it leaves
             rules = setup.context
             prepared = await self._files.inline(
@@ -372,9 +385,12 @@ class ModelActivities:
                 _run_chain(call),
                 tokens_left=tokens_left(prepared, rules),
                 chars_per_token=rules.chars_per_token if rules is not None else 4.0,
+                left_out=files_left_out,
             )
         # what the model server fetches or looks up itself: only what the owner allows
-        prepared = await self._provider_parts.guarded(prepared, limited.endpoint, setup.target)
+        prepared = await self._provider_parts.guarded(
+            prepared, limited.endpoint, setup.target, files_left_out
+        )
         body = self._request_body(
             codec,
             prepared,
@@ -413,7 +429,7 @@ class ModelActivities:
             await self.transcripts.extend(head, conversation, [message], [encoded])
         except Exception as error:
             bound.warning("transcript store unavailable; reply not kept", error=str(error))
-        return _Reply(message, encoded, setup.calls_per_page, prepared.left_out)
+        return _Reply(message, encoded, setup.calls_per_page, prepared.left_out, files_left_out)
 
     async def _hooked(
         self, rewrite: Any, names: list[str], value: Any, context: HookContext

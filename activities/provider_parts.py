@@ -68,11 +68,16 @@ class ProviderParts:
         self._private_servers: dict[str, bool] = {}
 
     async def guarded(
-        self, messages: PreparedMessages, endpoint: ProviderEndpoint | str, target: ProviderEndpoint
+        self,
+        messages: PreparedMessages,
+        endpoint: ProviderEndpoint | str,
+        target: ProviderEndpoint,
+        left_out: list[str] | None = None,
     ) -> PreparedMessages:
         """``messages`` with every URL and provider file id the owner does not let
         ``endpoint`` (as the spec names it; ``target``: where it resolved) be handed
-        replaced by a marker; the array the session keeps is not touched."""
+        replaced by a marker; the array the session keeps is not touched. ``left_out``:
+        where to put each marker's words, for the session's status."""
         rules = self.capabilities.rules_for(endpoint)
         request = _Request(self, rules, target)
         out: list[Message] = list(messages)
@@ -85,7 +90,9 @@ class ProviderParts:
                 changed += sum(a is not b for a, b in zip(parts, message.content, strict=True))
                 out[index] = message.model_copy(update={"content": parts})
         if request.left_out:
-            log.warning("parts left out of the request", left_out=request.left_out)
+            log.warning("parts left out of the request", left_out=len(request.left_out))
+            if left_out is not None:
+                left_out.extend(request.left_out)
         if not changed:
             return messages
         return PreparedMessages(out, messages.context, messages.left_out)
@@ -110,7 +117,8 @@ class _Request:
         self._parts, self._rules, self._target = parts, rules, target
         self._hosts: dict[str, bool] = {}
         self._only_origins: bool | None = None
-        self.left_out = 0
+        self.left_out: list[str] = []
+        """The markers' words, one for each part left out."""
 
     async def part(self, part: ContentPart) -> ContentPart:
         if isinstance(part, ImagePart):
@@ -149,7 +157,7 @@ class _Request:
         return part if file_id in self._rules.file_ids else self._out(marker)
 
     def _out(self, marker: TextPart) -> TextPart:
-        self.left_out += 1
+        self.left_out.append(marker.text)
         return marker
 
     async def _url(self, url: str) -> str | None:

@@ -231,6 +231,7 @@ class ModelCaller:
                 return ModelReply(
                     reply,
                     left_out=(returned.left_out or 0) if counted else None,
+                    files_left_out=tuple(returned.files_left_out or ()),
                     called=called,
                     arguments_checked=bool(returned.arguments_checked),
                 )

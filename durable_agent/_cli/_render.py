@@ -186,6 +186,8 @@ def format_status(status: SessionStatus) -> str:
     if status.trimmed:
         left_out = f"{status.trimmed} old messages left out of the last request (context)"
         lines.append(f"trimmed:        {left_out}")
+    for words in status.files_left_out:
+        lines.append(f"file left out:  {words}")
     if status.waiting_for_capacity:
         shared = status.waiting_for_capacity
         lines.append(f"waiting:        for capacity on {shared} (shared limit)")

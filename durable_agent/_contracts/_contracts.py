@@ -376,6 +376,10 @@ class SessionStatus(Contract):
     trimmed: int = 0
     """Messages the latest model request left out to fit ``model.context.budget_tokens``
     (trimming; they stay in the array)."""
+    files_left_out: list[str] = Field(default_factory=list)
+    """What the latest model request told the model of each file or image it left out
+    (the owner's file limits or rules), counted where several were told the same; the
+    message keeps the part as it was sent."""
     agent: str | None = None
     """A swarm's active agent (unset in one-agent sessions)."""
     agent_stack: list[str] = Field(default_factory=list)

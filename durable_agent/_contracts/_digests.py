@@ -52,6 +52,9 @@ class ModelReturn(_Digested):
     left_out: int | None = None
     """Messages the request left out to fit the context budget, when the call asked
     (``ModelCallInput.count_left_out``; unset: none)."""
+    files_left_out: list[str] | None = None
+    """What the request's markers said of each file or image it left out (the owner's
+    limits or rules), counted where several said the same; unset: none."""
 
 
 #: What a worker new to a session may lack of what a model call refers to.

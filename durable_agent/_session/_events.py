@@ -49,6 +49,8 @@ class ModelReply:
     left_out: int | None = None
     """Messages the request left out to fit the context budget, as the worker counted
     them (``None``: the workflow counts them)."""
+    files_left_out: tuple[str, ...] = ()
+    """What the request said of the files and images it left out."""
     called: frozenset[str] | None = None
     """The tools the reply calls, when the worker read its calls a page at a time."""
     arguments_checked: bool = False

@@ -415,6 +415,7 @@ class Session:
         if isinstance(outcome, ModelReply):
             if outcome.left_out is not None:
                 self._marks.trimmed = outcome.left_out
+            self._marks.files_left_out = outcome.files_left_out
             if outcome.called is not None:
                 self._batch.tools_called(outcome.message, outcome.called)
             if outcome.arguments_checked:

@@ -64,6 +64,8 @@ class TurnMarks:
     phase: Phase = "starting"
     trimmed: int = 0
     """Messages the latest request left out to fit the context budget."""
+    files_left_out: tuple[str, ...] = ()
+    """What the latest request said of the files and images it left out."""
     reply_reason: str = "final_answer"
     """Why the latest turn ended (the live feed tells it)."""
     turn_failed: str | None = None
@@ -304,6 +306,7 @@ class SessionView:
             compacted=marks.counted(messages, marks.window(messages)[0]),
             budget=parts.budget.status(),
             trimmed=shown.trimmed,
+            files_left_out=list(shown.files_left_out),
             grants=list(parts.gate.grants),
             agent=self.agent_name,
             agent_stack=[] if swarm is None else list(swarm.stack),

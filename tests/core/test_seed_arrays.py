@@ -35,6 +35,7 @@ from durable_agent._wire.codecs import (
     parse_anthropic_message,
     parse_chat_completion,
 )
+from durable_agent._wire.codecs._responses import parse_responses_response
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 
@@ -334,7 +335,16 @@ def test_tool_call_blocks_that_cannot_be_read_are_kept_raw() -> None:
             "stop_reason": "tool_use",
         }
     )
-    for turn, raw in ((chat, bad), (anthropic, bad_use)):
+    bad_call = {"type": "function_call", "call_id": "call_z", "arguments": '{"city":"Oslo"}'}
+    responses = parse_responses_response(
+        {
+            "output": [
+                bad_call,
+                {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"},
+            ]
+        }
+    )
+    for turn, raw in ((chat, bad), (anthropic, bad_use), (responses, bad_call)):
         assert turn.malformed_tool_calls is not None
         assert [json.loads(block) for block in turn.malformed_tool_calls] == [raw]
         assert [c.function.name for c in turn.tool_calls or []] == ["get_weather"]

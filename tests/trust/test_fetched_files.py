@@ -19,12 +19,14 @@ from durable_agent._activities.files import FileFetcher
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
+from durable_agent._cli._render import format_status
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._context import ContextRules
 from durable_agent._wire._messages import (
     FilePart,
     Message,
     TextPart,
+    UserMessage,
     file_part_from_url,
     user_message,
 )
@@ -337,3 +339,37 @@ async def test_a_kept_file_stays_with_its_session_through_continue_as_new(
 
 async def _continued(session: Any) -> bool | None:
     return True if (await session.status()).runs > 1 else None
+
+
+async def test_the_user_reads_what_the_model_was_told_of_files_left_out(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """The marker the model reads in place of a file it did not get is in the session's
+    status too, counted (and in ``durable-agent status``): 12 parts the origin does not
+    serve are 10 failed fetches and 2 past ``max_files``; the array keeps every part."""
+    with FileOrigin(files={}) as o:
+        allowed = Capabilities.development(file_origins=[o.url])
+        with ScriptedProvider([assistant_text("no files")]) as provider:
+            spec = spec_for(provider, [], session={})
+            async with running_worker(
+                temporal_env, task_queue, Registry(), capabilities=allowed
+            ) as c:
+                agents = AgentClient(c, task_queue=task_queue)
+                wanted = [file_part_from_url(f"{o.url}/gone-{k}.pdf") for k in range(12)]
+                sid = await agents.start(spec, user_message("read", *wanted))
+                await agents.session(sid).wait(timeout=60)
+                status = await agents.session(sid).status()
+                messages = await agents.session(sid).messages()
+                await agents.session(sid).end()
+        sent = provider.requests[0].body["messages"][0]["content"]
+    failed = "[file omitted: it could not be fetched (HTTP 404)]"
+    assert status.files_left_out[0] == f"10 x {failed}"
+    assert status.files_left_out[1].startswith("2 x [file omitted: this request already took")
+    assert len(status.files_left_out) == 2
+    assert sum(part.get("text", "").startswith("[file omitted") for part in sent) == 12
+    assert len(o.asked) == 10
+    [asked] = [m for m in messages if isinstance(m, UserMessage)]
+    kept = asked.content
+    assert isinstance(kept, list) and sum(isinstance(p, FilePart) for p in kept) == 12
+    shown = format_status(status)
+    assert f"file left out:  10 x {failed}" in shown

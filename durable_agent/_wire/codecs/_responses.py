@@ -27,6 +27,7 @@ from durable_agent._wire.codecs._common import (
     UnsupportedContentError,
     built_keys,
     chosen_tool,
+    compact_json,
     error_text,
     finish_message,
     flat_reasoning,
@@ -198,7 +199,7 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
         elif kind == "function_call":
             name = item.get("name")
             if not isinstance(name, str) or not name:
-                malformed.append(str(item))
+                malformed.append(compact_json(item))
                 continue
             call_id = item.get("call_id") or item.get("id") or f"call_{len(calls)}"
             calls.append(
