@@ -4,13 +4,20 @@ only where the worker's owner allows (``Capabilities.endpoint_rules``).
 
 A URL reaches the model server when ``file_origins`` allows it (as checked: escapes and
 dot segments resolved), or, unless the endpoint's rules say ``only_file_origins``,
-when every address its host resolves to is public. The server fetches what it is
-handed from where it runs: a hosted provider from the internet, but a self-hosted one
-(vLLM, llama.cpp) from inside the owner's network, so for an endpoint on a private
-address only ``file_origins`` count unless its owner says otherwise. A provider file id
-goes only when the owner lists it: an id is all it takes to read an upload, and the
-provider cannot tell one user's from another's. Anything else is left out of the
-request with a marker the model reads, as a file the worker may not fetch is."""
+when every address its host resolves to is public. What is handed on is the URL as
+this worker read it, rebuilt (``canonical_url``); a URL another reader might read
+otherwise (a backslash, user info, a host written as a number) is not handed on.
+
+The server fetches what it is handed from where it runs: a hosted provider from the
+internet, but a self-hosted one (vLLM, llama.cpp) from inside the owner's network, so
+for an endpoint on a private address only ``file_origins`` count unless its owner says
+otherwise. What the server does with a public URL is its own (it may follow a
+redirect, or resolve the name again and get another answer), so for a server inside
+the owner's network, whatever its address, ``only_file_origins`` is the setting that
+holds. A provider file id goes only when the owner lists it: an id is all it takes to
+read an upload, and the provider cannot tell one user's from another's. Anything else
+is left out of the request with a marker the model reads, as a file the worker may
+not fetch is."""
 
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ from durable_agent._wire._messages import (
 from durable_agent._wire._request_messages import PreparedMessages
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._registry import EndpointRules
-from durable_agent.capabilities._urls import check_url
+from durable_agent.capabilities._urls import canonical_url, check_url
 
 log = structlog.get_logger()
 
@@ -161,8 +168,9 @@ class _Request:
         return marker
 
     async def _url(self, url: str) -> str | None:
-        """The URL to hand the server (the one ``file_origins`` allowed, as checked), or
-        ``None`` when it may not have it."""
+        """The URL to hand the server (the one ``file_origins`` allowed, as checked, or
+        the URL rebuilt from what this worker read of it), or ``None`` when it may not
+        have it."""
         allowed = self._parts.capabilities.file_fetchable(url)
         if allowed is not None:
             return allowed
@@ -170,18 +178,10 @@ class _Request:
             self._only_origins = await self._parts.only_file_origins(self._rules, self._target)
         if self._only_origins:
             return None
-        try:
-            host = _host_key(url)
-        except ValueError:
+        rebuilt = canonical_url(url)
+        if rebuilt is None:
             return None
+        host = urlsplit(rebuilt).hostname or ""
         if host not in self._hosts:
-            self._hosts[host] = await self._parts.public(url)
-        return url if self._hosts[host] else None
-
-
-def _host_key(url: str) -> str:
-    """What two URLs share when one address check answers for both."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(url)
-    return parts.hostname.lower()
+            self._hosts[host] = await self._parts.public(rebuilt)
+        return rebuilt if self._hosts[host] else None

@@ -52,6 +52,11 @@ class EndpointLimiter:
         self._bound = bool(state.lease_prefix)
         """Started by a worker of this release: its id names its limits and it keeps
         those alone (a limiter of an earlier release took each ask's)."""
+        info = workflow.info()
+        self._forged = "@" in info.workflow_id and not self._as_its_id_says(key, state, info)
+        """Started by someone else, with other limits than its id names, or with a book
+        already written (leases held, a pause): it serves nobody. Read before any ask
+        is taken (an update-with-start's ask runs before ``run``)."""
         self._ledger = Ledger(state)
         self._changed = False
         self._telling: set[asyncio.Task[None]] = set()
@@ -59,11 +64,11 @@ class EndpointLimiter:
 
     @workflow.run
     async def run(self, key: str, state: LedgerState) -> None:
-        named = workflow.info().workflow_id
-        if "@" in named and (not self._bound or named != limiter_id(key, state.limits)):
-            # Started by someone else, with limits other than its id names: it serves none.
+        if self._forged:
             raise ApplicationError(
-                "this limiter's limits are not the ones its id names", non_retryable=True
+                "this limiter did not start as its id says: the limits it names, and an "
+                "empty book",
+                non_retryable=True,
             )
         while True:
             now = _now()
@@ -103,6 +108,8 @@ class EndpointLimiter:
 
     @acquire.validator
     def _limits_named(self, requests: list[CapacityRequest]) -> None:
+        if self._forged:
+            raise ValueError("this limiter did not start as its id says: it serves nobody")
         if self._bound and any(r.limits != self._ledger.state.limits for r in requests):
             raise ValueError("an ask's limits are not the ones this limiter's id names")
 
@@ -115,6 +122,14 @@ class EndpointLimiter:
     @workflow.query(name="ledger")
     def ledger(self) -> dict[str, Any]:
         return self._ledger.view(_now())
+
+    def _as_its_id_says(self, key: str, state: LedgerState, info: workflow.Info) -> bool:
+        """Whether the limits are those its id names, and a first run's book is empty (a
+        run continued as new carries its own)."""
+        if not self._bound or info.workflow_id != limiter_id(key, state.limits):
+            return False
+        empty = LedgerState(limits=state.limits, lease_prefix=state.lease_prefix)
+        return info.continued_run_id is not None or state == empty
 
     def _build_changed(self) -> bool:
         """Another build was made current: every session's calls will ask there."""

@@ -104,15 +104,17 @@ async def cmd_mcp_serve(args: argparse.Namespace, out: TextIO) -> int:
     named = load_agents([m for m in args.agents.split(",") if m])
     if not named:
         raise CommandError("mcp-serve: name the agents it offers (--agents MODULE)")
+    keys = codec_keys(args)
+    if keys is not None:  # a task and its answer are users' words: no log line may show them
+        configure_logging("info", once=True, withhold=True)
     agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
     server = mcp_server(agents, named)
     if args.transport == "stdio":  # stdout is the protocol's: nothing else is written there
         await server.run_stdio_async()
         return 0
     app = mcp_http_app(server, gateway_access(args.host, args.trusted_host))
-    await serve_http(
-        app, args, out, f"durable-agent MCP server on http://{args.host}:{args.port}/mcp"
-    )
+    ready = f"durable-agent MCP server on http://{args.host}:{args.port}/mcp"
+    await serve_http(app, args, out, ready, own_logging=keys is not None)
     return 0
 
 

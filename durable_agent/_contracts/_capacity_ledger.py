@@ -36,6 +36,10 @@ RECOVERY_STEP = 0.05
 DEFAULT_PAUSE_SECONDS = 1.0
 #: How long capacity kept for a waiting session stays kept (it may have ended meanwhile).
 RESERVATION_SECONDS = 60.0
+#: The longest a lease counts against concurrency, whatever its ask says: an ask is
+#: anyone's to send, and one that holds for a year would stop the endpoint for a year. A
+#: call that takes longer stops counting then.
+MAX_HOLD_SECONDS = 3600.0
 
 
 class _Model(BaseModel):
@@ -91,6 +95,9 @@ class Ledger:
         state = self.state
         if not state.lease_prefix:  # a limiter of an earlier release took the newest
             state.limits = request.limits
+        else:
+            hold = min(request.hold_seconds, MAX_HOLD_SECONDS)
+            request = request.model_copy(update={"hold_seconds": hold})
         self._prune(now)
         kept = next(
             (x for x in state.leases if x.reserved and x.session_id == request.session_id), None

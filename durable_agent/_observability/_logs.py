@@ -7,6 +7,7 @@ workflow passes the same fields as ``extra``, ``workflows/session_log.py``)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import sys
@@ -39,11 +40,11 @@ SHOWN_NAMES = frozenset(
     {
         # what every line has
         *("event", "level", "timestamp", "logger", "exception_kind"),
-        # ids the system makes (a session's id is also its workflow's)
-        *("session_id", "run_id", "workflow_id", "activity_id", "call_id", "approval_id"),
-        *("ids", "idempotency_key", "memo_key", "stored_as", "parent_session_id"),
+        # ids the system makes
+        *("run_id", "activity_id", "call_id", "approval_id"),
+        *("ids", "idempotency_key", "memo_key", "stored_as"),
         # kinds: code's names, and names the worker's owner registered
-        *("activity", "agent", "phase", "kind", "lacks", "calls", "registered_tool"),
+        *("activity", "phase", "kind", "lacks", "calls", "registered_tool"),
         *("endpoint", "variable", "task_queue", "tools", "trusted_spec_fields"),
     }
 )
@@ -57,6 +58,10 @@ SHOWN_NUMBERS = frozenset(
         *("seconds", "drain_seconds", "wait_seconds", "duration_ms"),
     }
 )
+#: Fields whose value a caller may choose (a session's id can be a client's conversation
+#: id; a swarm agent's name can come from a starter's spec): a line keeps a digest of it,
+#: the same for the same value, so lines still group by session without the text.
+DIGESTED_NAMES = frozenset({"session_id", "workflow_id", "parent_session_id", "agent"})
 #: Fields holding a URL: a line keeps its scheme and host (``scheme://host[:port]``),
 #: never its path, query or user part, which may be what a user typed.
 URL_NAMES = frozenset({"url", "origin", "base_url"})
@@ -82,6 +87,12 @@ def _hidden(name: str, value: object) -> str:
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         return f"<{type(value).__name__} of {len(value)} withheld>"
     return f"<{type(value).__name__} withheld>"
+
+
+def digest_of(value: str) -> str:
+    """How a line shows a value a caller chose (``DIGESTED_NAMES``): ``#`` and twelve hex
+    digits of its SHA-256, which an operator can compute for an id they know."""
+    return "#" + hashlib.sha256(value.encode()).hexdigest()[:12]
 
 
 def _plain(value: object) -> bool:
@@ -145,6 +156,8 @@ def withhold_text(
             continue
         if name in URL_NAMES:
             event[name] = _origin(value) or _hidden(name, value)
+        elif name in DIGESTED_NAMES and isinstance(value, str):
+            event[name] = digest_of(value)
         else:
             event[name] = _hidden(name, value)
     return event

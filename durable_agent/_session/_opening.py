@@ -41,7 +41,7 @@ def open_conversation(
     last = history[-1] if history else None
     if guarded and first is None and isinstance(last, UserMessage):
         history.pop()  # the message that starts the turn is checked first
-        first = last
+        first = kept_apart(last)
     messages.extend(history)  # a history given is kept exactly as given
     if first is not None and guarded:
         return first

@@ -130,9 +130,12 @@ def kept_apart(message: _M) -> _M:
     another message of the array, so it moves to ``given_id`` and the message takes the
     session's id when it joins, as one sent without an id does. An id of any other form
     stays in ``id``: the session never gives one like it, and arrays kept before stay
-    exactly as they were."""
+    exactly as they were. A ``given_id`` the message brings is the session's to set,
+    never the sender's: it is dropped."""
     if message.id is None or not _OWN_FORM.fullmatch(message.id):
-        return message
+        return (
+            message if message.given_id is None else message.model_copy(update={"given_id": None})
+        )
     return message.model_copy(update={"id": None, "given_id": message.id})
 
 

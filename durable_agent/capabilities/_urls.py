@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from durable_agent._errors import DurableAgentError
 
@@ -108,6 +109,42 @@ async def check_url(url: str, *, private_allowed: bool) -> None:
                 f"{url!r} reaches a {kind} address ({which}), which this worker's policy "
                 "keeps from specs"
             )
+
+
+#: A host name as every client reads it alike: letters, digits and hyphens in dot-separated
+#: labels, the last starting with a letter (so no number is read as an address).
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?"
+)
+
+
+def canonical_url(url: str) -> str | None:
+    """``url`` rebuilt from what this worker read of it, or ``None`` when another reader
+    might read it otherwise: no backslash, space or other character outside printable
+    ASCII, no user info, and a host that is a plain name or an address in its usual
+    form (a host such as ``2852039166`` or ``0x7f.1`` is an address to some clients and
+    a name to others). What is handed on is the URL rebuilt (scheme, host, port, path
+    with its escapes and dot segments resolved, query), never the text as given, so the
+    host that was checked is the host that is read."""
+    if not url.isascii() or any(c == "\\" or not c.isprintable() or c.isspace() for c in url):
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host or "@" in parts.netloc:
+        return None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(host.rstrip(".")):
+            return None
+    else:
+        host = f"[{address}]" if address.version == 6 else str(address)
+    netloc = host if port is None else f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, quote(normalised_path(parts.path)), parts.query, ""))
 
 
 def origin(url: str) -> str:

@@ -94,3 +94,4 @@ async def test_a_judge_given_as_an_agent_scores_a_case_with_criteria(
     [case] = report.cases
     judged = [s for s in case.scores if s.name == "judge"]
     assert judged and judged[0].score == 1.0 and judged[0].reason == "meets the rubric"
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from durable_agent._contracts._capacity_ledger import (
+    MAX_HOLD_SECONDS,
     RECOVERY_STEP,
     RESERVATION_SECONDS,
     Ledger,
@@ -132,3 +133,22 @@ def test_spare_leases_take_only_free_room_and_unused_ones_never_counted() -> Non
     # no spare while someone waits in line, and a refused spare takes no place in it
     later = ledger.acquire(20, spare)
     assert later.lease is None and [w.session_id for w in ledger.state.waiting] == ["c"]
+
+
+def test_a_bound_book_keeps_its_limits_names_leases_at_random_and_caps_a_hold() -> None:
+    """A limiter whose id names its limits (its book has a lease prefix): an ask with
+    other limits changes nothing, leases carry the prefix, a release naming no lease of
+    its own (a 429 included) changes nothing, and no ask holds concurrency past an hour."""
+    limits = ProviderLimits(concurrent_requests=1)
+    ledger = Ledger(LedgerState(limits=limits, lease_prefix="f00d"))
+    held = ledger.acquire(0, ask(ProviderLimits(concurrent_requests=9), "mallory", hold=1e9))
+    assert ledger.state.limits == limits
+    assert held.lease == "f00d-1"
+    assert ledger.acquire(1, ask(limits, "victim")).lease is None  # one at a time
+    for guess in ("1", "f00d", "f00d-2", "0"):
+        ledger.release(2, CapacityRelease(lease=guess, rate_limited=True, unused=True))
+    assert ledger.state.rate_limited == 0 and ledger.state.factor == 1.0
+    assert ledger.acquire(3, ask(limits, "victim")).lease is None  # still held
+    # the forged hold of a billion seconds counts for an hour: then the line moves
+    assert ledger.serve(MAX_HOLD_SECONDS - 1) == []
+    assert [w.session_id for w in ledger.serve(MAX_HOLD_SECONDS + 1)] == ["victim"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from durable_agent._workflows.continued_input import ContinuedInput
 from pydantic import BaseModel, TypeAdapter
 from starlette.routing import BaseRoute, Mount, Route
 from temporalio import workflow
@@ -23,6 +24,7 @@ from durable_agent._contracts._approval_contracts import (
     DecisionRequest,
     RevokeGrantSignal,
 )
+from durable_agent._contracts._capacity_ledger import LedgerState
 from durable_agent._contracts._contracts import (
     BudgetSignal,
     CancelTurnSignal,
@@ -30,6 +32,7 @@ from durable_agent._contracts._contracts import (
     FlushSignal,
     MoveToAgentSignal,
 )
+from durable_agent._contracts._eval_cases import EvalInput
 from durable_agent._payloads._encryption import CodecKeys, EncryptionCodec
 from durable_agent._spec._provider_limits import CapacityRelease, CapacityRequest
 from durable_agent._spec._spec import AgentInput
@@ -37,6 +40,8 @@ from durable_agent._tools._registry import Registry
 from durable_agent._wire._messages import AssistantMessage, SystemMessage, UserMessage
 from durable_agent.gateway import _app as gateway_app
 from durable_agent.gateway import create_app
+from durable_agent.gateway._openai_chat import ChatRequest
+from durable_agent.gateway._openai_responses import ResponsesRequest
 from durable_agent.temporal import DurableAgentPlugin
 
 ROOT = Path(__file__).parents[2]
@@ -45,11 +50,17 @@ CITED = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`")
 CAPABILITIES = "## Every capability, its threat and its test"
 INDEX = "## Everything a starter can reach, and its row"
 
-#: Every argument a starter can give a session: the start input, and what each signal
-#: and update of a session (or of an endpoint's limiter, which any namespace writer can
-#: signal too) takes.
+#: Every argument a starter can give a workflow a worker runs: each workflow's start
+#: input (a session's, a continued session's, an endpoint limiter's, an evaluation's:
+#: anyone who can start a workflow can start any of them), what each signal and update
+#: takes, and the request bodies of the gateway's OpenAI doors.
 STARTER_INPUTS: tuple[Any, ...] = (
     AgentInput,
+    ContinuedInput,
+    LedgerState,
+    EvalInput,
+    ChatRequest,
+    ResponsesRequest,
     UserMessage,
     SystemMessage,
     AssistantMessage,

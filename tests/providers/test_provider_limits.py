@@ -147,8 +147,9 @@ async def test_a_namespace_writer_cannot_lift_a_limit_or_free_capacity(
     """Anyone who can signal a workflow can reach an endpoint's limiter. An ask that
     carries larger limits is refused; a release that names leases by guess, a 429
     included, gives back nothing and slows nothing; a limiter started under the id with
-    other limits serves nobody. The waiting call still waits, and nothing more reaches
-    the provider than the owner's one call at a time."""
+    other limits, or with its book already written, serves nobody. The waiting call
+    still waits, and nothing more reaches the provider than the owner's one call at a
+    time."""
     key = f"limited-{task_queue}"
     held = threading.Event()
 
@@ -191,6 +192,16 @@ async def test_a_namespace_writer_cannot_lift_a_limit_or_free_capacity(
             )
             with pytest.raises(WorkflowFailureError):
                 await forged.result()
+            other = ProviderLimits(concurrent_requests=1, window_seconds=62)
+            paused = LedgerState(limits=other, lease_prefix="p", paused_until=1e12)
+            written = await client.start_workflow(
+                LIMITER_WORKFLOW,
+                args=[key, paused],
+                id=limiter_id(key, other),
+                task_queue=task_queue,
+            )
+            with pytest.raises(WorkflowFailureError):  # a book already written: no
+                await written.result()
             assert await _waiting_on(agents, second, key)
             assert len(provider.requests) == 1  # the waiting call sent nothing
             held.set()

@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agent import AgentClient
 from durable_agent._tools._registry import Registry
 from durable_agent._wire._messages import AssistantMessage, SystemMessage, UserMessage, text_of
-from durable_agent._wire._transcript import message_id, sender_id
+from durable_agent._wire._transcript import kept_apart, message_id, sender_id
 from durable_agent.gateway._agui import messages_snapshot
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
@@ -106,3 +106,13 @@ def test_a_client_id_of_the_snapshots_own_naming_still_names_one_message() -> No
     ]
     names = [(m.id, m.content) for m in messages_snapshot("t", array).messages]
     assert names == [("t-m1", "mine"), ("t-m1'", "the reply"), ("m0", "again")]
+
+
+def test_a_given_id_is_the_sessions_to_set_never_the_senders() -> None:
+    """A sender that writes ``given_id`` itself (to be taken for another client's
+    message by a reader that goes by it) has it dropped; only the session moves an id
+    there."""
+    forged = UserMessage(content="hi", id="mine", given_id="someone-elses")
+    assert kept_apart(forged).given_id is None and kept_apart(forged).id == "mine"
+    moved = kept_apart(UserMessage(content="hi", id="m3", given_id="someone-elses"))
+    assert (moved.id, moved.given_id) == (None, "m3")

@@ -31,7 +31,7 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from temporalio.client import Client
 
 from durable_agent import AgentClient, SessionFailedError
-from durable_agent._observability._logs import withhold_text
+from durable_agent._observability._logs import digest_of, withhold_text
 from durable_agent._payloads._encryption import CodecKeys
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._wire._messages import AssistantMessage, file_part_from_url, user_message
@@ -283,15 +283,18 @@ async def ready(worker: asyncio.subprocess.Process, log_path: Path) -> bool:
 
 
 def test_a_line_keeps_only_allowed_fields() -> None:
-    """Ids, counts and kinds stay; a URL keeps its scheme and host; an error keeps its
+    """Ids, counts and kinds stay; a session id (a client's conversation id can be part
+    of it) becomes a digest; a URL keeps its scheme and host; an error keeps its
     exception type; a count field given text, a tool name and a field no one has named
     yet are withheld."""
+    chosen = f"conversation-token~ana~{CANARY}"
     line = withhold_text(
         None,
         "warning",
         {
             "event": "tool raised",
-            "session_id": "s-1",
+            "session_id": chosen,
+            "run_id": "r-1",
             "turn": 3,
             "error": f"ValueError: {CANARY}",
             "tool": CANARY,
@@ -303,7 +306,8 @@ def test_a_line_keeps_only_allowed_fields() -> None:
     )
     assert line == {
         "event": "tool raised",
-        "session_id": "s-1",
+        "session_id": digest_of(chosen),
+        "run_id": "r-1",
         "turn": 3,
         "error": f"ValueError: <{len(CANARY) + 12} characters withheld>",
         "tool": f"<{len(CANARY)} characters withheld>",

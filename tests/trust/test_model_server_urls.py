@@ -241,3 +241,38 @@ async def test_a_file_with_its_bytes_keeps_them_without_a_reference_it_may_not_s
         PreparedMessages([user_message("read", both)], None, 0), "e", endpoint
     )
     assert parts(sent)[1] == FilePart(file=FileData(file_data=data))
+
+
+async def test_a_url_is_handed_on_only_as_the_worker_read_it() -> None:
+    """A URL that another reader might read with another host is not handed on, even
+    when the host this worker reads is public: a backslash before user info
+    (``http://169.254.169.254\\@example.com/``: Python reads example.com, some HTTP
+    clients the metadata address), user info, hosts written as numbers, spaces. One
+    that is handed on is rebuilt from what was checked, never passed on as written."""
+    asked: list[str] = []
+
+    async def public(url: str) -> bool:  # every host public: only the reading decides
+        asked.append(url)
+        return True
+
+    endpoint = ProviderEndpoint(base_url="https://api.example/v1", api_key_env=None)
+    guard = ProviderParts(
+        Capabilities(models={"e": endpoint}, endpoint_rules={"e": {"only_file_origins": False}}),
+        public,
+    )
+    tricky = [
+        "http://169.254.169.254\\@example.com/latest/meta-data/",
+        "http://someone@example.com/a.png",
+        "http://2852039166/latest/meta-data/",
+        "http://0x7f.1/a.png",
+        "http://0251.0376.0251.0376/a.png",
+        "https://images.example.com/a b.png",
+    ]
+    plain = "https://Images.Example.com/p/../a.png#part"
+    message = user_message("look", *(image_part(u) for u in [*tricky, plain]))
+    sent = await guard.guarded(PreparedMessages([message], None, 0), "e", endpoint)
+    kept = [p.image_url.url if isinstance(p, ImagePart) and p.image_url else p for p in parts(sent)]
+    assert kept[1:] == [TextPart(text=URL_LEFT_OUT)] * len(tricky) + [
+        "https://images.example.com/a.png"
+    ]
+    assert asked == ["https://images.example.com/a.png"]  # the rest were never asked about
