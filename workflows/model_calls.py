@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -59,6 +59,19 @@ CapacityNotice = Callable[[int, str, bool], None]
 DIGESTED_ANSWER = cast(type, ModelReturn | WorkerLacks)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One model call: the same for each of its attempts."""
+
+    activity: str
+    turn: int
+    setup: ModelSetup
+    digest: str
+    summary: str
+    extra: dict[str, Any]
+    """What a summary call adds (empty for a reply)."""
+
+
 class ModelCaller:
     def __init__(
         self,
@@ -97,49 +110,33 @@ class ModelCaller:
         name, agent = self._view.model.spec.name, self._view.model.agent_name
         if agent is not None:
             name = f"{agent} ({name})"
+        setup, digest = self._model_setup()
         summary = f"call_model {name} turn {turn}"
-        return await self._request("call_model", turn, self._model_setup(), summary, {})
+        return await self._request(_Call("call_model", turn, setup, digest, summary, {}))
 
     async def summarise(self, turn: int, until: int) -> ModelOutcome:
         setup, digest = self._model_setup("summary")
         extra = {"until": until, "prompt": self._view.model.spec.context.summary_prompt}
         summary = f"summarise_context {setup.model} messages 0-{until}"
-        return await self._request("summarise_context", turn, (setup, digest), summary, extra)
+        return await self._request(_Call("summarise_context", turn, setup, digest, summary, extra))
 
-    async def _request(
-        self,
-        activity: str,
-        turn: int,
-        setup_and_digest: tuple[ModelSetup, str],
-        summary: str,
-        extra: dict[str, Any],
-    ) -> ModelOutcome:
-        """The call's outcome, with the tokens of attempts whose replies were lost."""
-        setup, digest = setup_and_digest
-        delivery = Delivery(setup_known=digest in self._known)
+    async def _request(self, call: _Call) -> ModelOutcome:
+        """The call's outcome, with the tokens of replies that were paid for and lost."""
+        delivery = Delivery(setup_known=call.digest in self._known)
         try:
-            outcome = await self._attempts(activity, turn, setup, digest, summary, extra, delivery)
-        finally:
+            outcome = await self._deliver(call, delivery)
+        finally:  # what the attempts showed of the workers' setups holds for later calls
             if delivery.setup_known:
-                self._known.add(digest)
+                self._known.add(call.digest)
             else:
-                self._known.discard(digest)
-        unbilled = delivery.unbilled
-        return replace(outcome, unbilled=tuple(unbilled)) if unbilled else outcome
+                self._known.discard(call.digest)
+        unbilled = tuple(delivery.unbilled)
+        return replace(outcome, unbilled=unbilled) if unbilled else outcome
 
-    async def _attempts(
-        self,
-        activity: str,
-        turn: int,
-        setup: ModelSetup,
-        digest: str,
-        summary: str,
-        extra: dict[str, Any],
-        delivery: Delivery,
-    ) -> ModelOutcome:
-        """Attempt the call until it replies, is cancelled, or the rules give up."""
+    async def _deliver(self, call: _Call, delivery: Delivery) -> ModelOutcome:
+        """Attempt the call until it replies, is cancelled, or the delivery rules give up."""
         while True:
-            returned = await self._attempt(activity, turn, setup, digest, summary, extra, delivery)
+            returned = await self._attempt(call, delivery)
             if isinstance(returned, ModelReply | ModelCancelled):
                 return returned
             decision = delivery.after(returned)
@@ -147,56 +144,49 @@ class ModelCaller:
                 case GiveUp():
                     return decision.failure
                 case WaitForCapacity():
-                    if not await self._wait_for_capacity(turn, decision):
+                    if not await self._wait_for_capacity(call.turn, decision):
                         return ModelCancelled()
                 case SendAgain():
                     if decision.refill_store:
                         self._sync.lost()
 
     async def _attempt(
-        self,
-        activity: str,
-        turn: int,
-        setup: ModelSetup,
-        digest: str,
-        summary: str,
-        extra: dict[str, Any],
-        delivery: Delivery,
+        self, call: _Call, delivery: Delivery
     ) -> ModelReply | ModelCancelled | Trouble:
         """One attempt of the call: its reply, or what it ran into."""
         model, rules = self._view.model.spec, self._session.spec.session
         send = delivery.setup_inline
-        setup_bytes = len(setup.model_dump_json()) if send else 0
+        setup_bytes = len(call.setup.model_dump_json()) if send else 0
         await self._sync.store_pieces(until_inline_bytes=self._sync.capacity - setup_bytes)
         fields = {
-            "turn": turn,
-            "setup_digest": digest,
-            "setup": setup if send else None,
+            "turn": call.turn,
+            "setup_digest": call.digest,
+            "setup": call.setup if send else None,
             "transcript": self._sync.reference(),
             "messages": self._sync.new_messages(),
             "head": self._session.messages.head,
             "run_chain": workflow.info().first_execution_run_id,
             **({"tenant": self.tenant} if self.tenant is not None else {}),
             **({"waited": True} if delivery.waited else {}),
-            **extra,
+            **call.extra,
         }
         # a reply comes with its digest and size (chain 2): the array joins it as is
-        digests = not extra and self._reply_digested()
+        digests = not call.extra and self._reply_digested()
         if digests:
             fields["digested"] = True
         reply_id = self._view.model.reply_id
-        if reply_id is not None and not extra:
+        if reply_id is not None and not call.extra:
             fields["message_id"] = reply_id
         counted = digests and self._view.model.trimmed_by_workers
         if counted:
             fields["count_left_out"] = True
         if digests:  # a worker new to the session says what it lacks: no failure
             fields["asks_again"] = True
-        call = SummaryCallInput(**fields) if extra else ModelCallInput(**fields)
+        call_input = SummaryCallInput(**fields) if call.extra else ModelCallInput(**fields)
         self._session.handle(ModelCallSent(), workflow.now())
         handle = workflow.start_activity(
-            activity,
-            call,
+            call.activity,
+            call_input,
             result_type=DIGESTED_ANSWER if digests else AssistantMessage,
             start_to_close_timeout=timedelta(seconds=model.timeout_seconds),
             heartbeat_timeout=timedelta(seconds=rules.heartbeat_timeout_seconds),
@@ -204,7 +194,7 @@ class ModelCaller:
                 model.timeout_seconds, rules.recovery_limit_seconds
             ),
             retry_policy=LOST_WORK_RETRIES,
-            summary=summary,
+            summary=call.summary,
         )
         await workflow.wait_condition(self._done_or_cancelled(handle))
         if not handle.done():
