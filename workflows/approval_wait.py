@@ -30,7 +30,7 @@ async def wait_for_decisions(
         return caller_stops() or view.approvals_wait_over(ids, suggested())
 
     while not over():
-        deadline = view.next_deadline(ids)
+        deadline = view.approvals.next_deadline(ids)
         timeout = None
         if deadline is not None:
             timeout = deadline - workflow.now()
@@ -47,5 +47,5 @@ async def _defaults_applied(session: Session, ids: list[str]) -> None:
     """A page of the calls past their deadline decided; the next (thousands may pass at
     once) in a task of its own."""
     session.handle(DeadlinesPassed(ids), workflow.now())
-    if session.view.defaults_left:
+    if session.view.approvals.defaults_left:
         await workflow.sleep(PAGE_BREAK)

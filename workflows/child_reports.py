@@ -19,8 +19,8 @@ async def report_to_parent(session: Session) -> None:
         return
     child_id = workflow.info().workflow_id
     handle = workflow.get_external_workflow_handle(parent.workflow_id)
-    undecided = session.view.undecided()
-    size = session.view.page_for(len(undecided))
+    undecided = session.view.approvals.undecided()
+    size = session.view.approvals.page_for(len(undecided))
     start = 0
     while True:
         page = undecided[start : start + size]

@@ -34,7 +34,7 @@ async def hand_over(
     ``upgrade``: the next run starts on the build the workers' owner made current."""
     feed.let_go()
     await _settled()
-    asked = session.view.move_to_current
+    asked = session.view.loop.move_to_current
     if upgrade:  # the next run is on the current build: the request is carried out
         session.handle(MoveToCurrentAsked(False), workflow.now())
     spec, messages = session.spec, session.messages

@@ -126,7 +126,9 @@ class SessionEffects:
         """A durable wait between attempts that a cancelled turn cuts short."""
         session = self._session
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: session.view.cancelling, timeout=command.delay)
+            await workflow.wait_condition(
+                lambda: session.view.loop.cancelling, timeout=command.delay
+            )
 
     async def check_approvals(self, command: CheckApprovals) -> list[bool]:
         return await check_approvals(command, self._session.spec.session)

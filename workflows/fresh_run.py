@@ -61,7 +61,7 @@ async def open_run(session: Session, request: AgentInput, sync: TranscriptSync) 
     """Resolve the tools, open the conversation and title the session; ``True`` when
     the title waits for the first message (one sent with update-with-start)."""
     await resolve_tools_of(session)
-    chain = session.view.chain  # what is read back is stored in the session's chain
+    chain = session.view.loop.chain  # what is read back is stored in the session's chain
     if request.resume is not None:
         summary = f"closed_conversation of run {request.resume.run_id}"
         closed = ClosedRunInput(run_id=request.resume.run_id, chain=chain)

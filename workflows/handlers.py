@@ -92,7 +92,7 @@ class SessionHandlers:
 
     def _count_before(self) -> int:
         count = len(self._session.messages)
-        starting = self._session.view.phase == "starting"
+        starting = self._session.view.loop.phase == "starting"
         return max(count, self._reading_back) if starting else count
 
     def _tell(self, event: Event) -> None:
@@ -112,7 +112,7 @@ class SessionHandlers:
         queued (and the count of messages before it), or why it was refused."""
         before = self._count_before()
         self._session.handle(MessageArrived(_user_message(message)), workflow.now())
-        return SendResult(before=before, queued=self._session.view.queued)
+        return SendResult(before=before, queued=self._session.view.loop.queued)
 
     @send_message_now.validator
     def _message_acceptable(self, message: str | UserMessage) -> None:
@@ -127,7 +127,7 @@ class SessionHandlers:
         view = self._session.view
         return SendResult(
             before=self._count_before(),
-            queued=view.queued,
+            queued=view.loop.queued,
             problem=view.refusal(MessageArrived(_user_message(message))),
         )
 
@@ -303,8 +303,8 @@ class SessionHandlers:
 
     async def _outcome(self, key: str) -> DecisionResult:
         session, view = self._session, self._session.view
-        await workflow.wait_condition(lambda: view.decision_outcome(key) is not None)
-        outcome = view.decision_outcome(key)
+        await workflow.wait_condition(lambda: view.approvals.decision_outcome(key) is not None)
+        outcome = view.approvals.decision_outcome(key)
         session.handle(DecisionOutcomeTold(key), workflow.now())
         assert outcome is not None
         if isinstance(outcome, str):
@@ -325,7 +325,7 @@ class SessionHandlers:
     @workflow.query
     def approval_policy(self) -> ApprovalPolicyView:
         """The spec's rules and approvers, each tool's approvers, and standing grants."""
-        return self._session.view.approval_policy()
+        return self._session.view.approvals.policy()
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -350,7 +350,7 @@ class SessionHandlers:
     def pending_approvals(self, from_index: int = 0, limit: int = 0) -> list[PendingApproval]:
         """The calls that wait, from ``from_index`` on (``limit``: at most that many, a page
         a reader of thousands asks for: one answer carries at most 2 MB)."""
-        pending = self._session.view.pending_approvals()[max(from_index, 0) :]
+        pending = self._session.view.approvals.pending()[max(from_index, 0) :]
         return pending[:limit] if limit > 0 else pending
 
     @workflow.signal

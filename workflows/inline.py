@@ -105,7 +105,7 @@ class InlineRun:
         decide learns that none will come)."""
         if self.failure is not None:
             raise InlineRunError(f"the agent run failed: {self.failure}")
-        return [] if self._session is None else self._session.view.pending_approvals()
+        return [] if self._session is None else self._session.view.approvals.pending()
 
     @property
     def messages(self) -> list[Message]:
@@ -128,7 +128,7 @@ class InlineRun:
         problem = session.view.refusal(DecisionArrived(signal, decision))
         if problem is not None:
             if NO_WAITING_CALL in problem:  # say which do wait
-                waiting = [p.approval_id for p in session.view.undecided()]
+                waiting = [p.approval_id for p in session.view.approvals.undecided()]
                 problem += f" (waiting: {', '.join(waiting) or 'none'})"
             raise ApplicationError(problem, type=Failure.DECISION_REFUSED, non_retryable=True)
         update = workflow.current_update_info()
@@ -136,8 +136,8 @@ class InlineRun:
         key = update.id if update is not None else f"inline-decision-{self._updates}"
         session.handle(DecisionArrived(signal, decision, key), workflow.now())
         view = session.view
-        await workflow.wait_condition(lambda: view.decision_outcome(key) is not None)
-        outcome = view.decision_outcome(key)
+        await workflow.wait_condition(lambda: view.approvals.decision_outcome(key) is not None)
+        outcome = view.approvals.decision_outcome(key)
         session.handle(DecisionOutcomeTold(key), workflow.now())
         if outcome is None or isinstance(outcome, str):
             why = outcome or "the decision was not taken"
@@ -286,7 +286,7 @@ class _InlineEffects:
     async def await_approvals(self, command: AwaitApprovals) -> None:
         session, run = self._session, self._run
         waiting = set(command.ids)
-        for pending in session.view.pending_approvals():
+        for pending in session.view.approvals.pending():
             if pending.approval_id in waiting:
                 run.ask_approver(pending)
 

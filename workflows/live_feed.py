@@ -85,7 +85,7 @@ class LiveFeed:
         self._trimmed_at: int | None = None
         self._tool_started: dict[int, int] = {}
         self._turn_told: tuple[int, str] | None = None
-        self._agent = session.view.agent_name
+        self._agent = session.view.model.agent_name
         self._trimmed = 0
         self._published = 0
         self._sizes = EventSizes()
@@ -96,9 +96,9 @@ class LiveFeed:
         """A continued run: what the previous run carried was announced by it."""
         session = self._session
         self._shown = len(session.messages)
-        self._asked = {p.approval_id for p in session.view.asked()}
-        self._told = set(session.view.decided()) & self._asked
-        self._turn = session.view.turn
+        self._asked = {p.approval_id for p in session.view.approvals.asked()}
+        self._told = set(session.view.approvals.decided()) & self._asked
+        self._turn = session.view.loop.turn
 
     def _publish(self, event: Any) -> None:
         self._topic.publish(event_payload(event))
@@ -121,14 +121,14 @@ class LiveFeed:
             message = messages[index]
             small = messages.size_of(index) <= MESSAGE_EVENT_MAX_BYTES
             body = message if small else None
-            self._publish(MessageAppended(index=index, message=body, run=session.view.runs))
+            self._publish(MessageAppended(index=index, message=body, run=session.view.loop.runs))
             for step in step_events(message):
                 self._publish(step)
         self._shown = len(messages)
         self._loop_state()
         told = self._asked_now(everything) & self._decided_now(everything)
-        self.metrics.phase(session.view.phase)
-        idle = session.view.phase == "idle"
+        self.metrics.phase(session.view.loop.phase)
+        idle = session.view.loop.phase == "idle"
         if idle and not self._idle:
             self._publish(Idle(message_count=len(messages)))
         self._idle = idle
@@ -143,12 +143,12 @@ class LiveFeed:
     def _asked_now(self, everything: bool) -> bool:
         """Announce the approvals asked since the last look (a page of them); whether
         all were. They are the end of the list: approvals are only ever added there."""
-        pending = self._session.view.asked()
+        pending = self._session.view.approvals.asked()
         first = len(pending)
         while first > 0 and pending[first - 1].approval_id not in self._asked:
             first -= 1
         new = pending[first:]
-        capacity = len(new) if everything else self._session.view.page_for(len(new))
+        capacity = len(new) if everything else self._session.view.approvals.page_for(len(new))
         asked = new[:capacity]
         for approval in asked:
             self._asked.add(approval.approval_id)
@@ -160,10 +160,10 @@ class LiveFeed:
         """Announce the decisions on announced approvals since the last look (a page of
         them); whether all were. A decision on an approval not announced yet waits."""
         session = self._session
-        decisions, queue = session.view.decided(), session.view.newly_decided()
+        decisions, queue = session.view.approvals.decided(), session.view.approvals.newly_decided()
         known = [aid for aid in dict.fromkeys(queue) if aid in decisions and aid not in self._told]
         ready = [aid for aid in known if aid in self._asked]
-        capacity = len(ready) if everything else session.view.page_for(len(ready))
+        capacity = len(ready) if everything else session.view.approvals.page_for(len(ready))
         decided = [(aid, decisions[aid]) for aid in ready[:capacity]]
         for aid, record in decided:
             self._told.add(aid)
@@ -172,7 +172,7 @@ class LiveFeed:
             DecisionsTold([aid for aid in known if aid not in self._told]), workflow.now()
         )
         if decided:
-            by_id = session.view.approvals_by_id()
+            by_id = session.view.approvals.by_id()
             self.metrics.approvals_decided([(by_id.get(aid), record) for aid, record in decided])
         return capacity == len(ready)
 
@@ -180,18 +180,20 @@ class LiveFeed:
         """A turn that ended without an answer, another agent answering, a request
         trimmed: each announced once, when first seen."""
         session = self._session
-        failed = session.view.turn_failure
-        if failed is not None and (session.view.turn, failed) != self._turn_told:
-            self._turn_told = (session.view.turn, failed)
+        failed = session.view.loop.turn_failure
+        if failed is not None and (session.view.loop.turn, failed) != self._turn_told:
+            self._turn_told = (session.view.loop.turn, failed)
             self._publish(
-                TurnEnded(turn=session.view.turn, reason=session.view.reply_reason, error=failed)
+                TurnEnded(
+                    turn=session.view.loop.turn, reason=session.view.loop.reply_reason, error=failed
+                )
             )
-        if session.view.agent_name != self._agent:
-            self._publish(AgentChanged(agent=session.view.agent_name, previous=self._agent))
-            self._agent = session.view.agent_name
-        if session.view.trimmed != self._trimmed and session.view.trimmed:
-            self._publish(Trimmed(count=session.view.trimmed))
-        self._trimmed = session.view.trimmed
+        if session.view.model.agent_name != self._agent:
+            self._publish(AgentChanged(agent=session.view.model.agent_name, previous=self._agent))
+            self._agent = session.view.model.agent_name
+        if session.view.loop.trimmed != self._trimmed and session.view.loop.trimmed:
+            self._publish(Trimmed(count=session.view.loop.trimmed))
+        self._trimmed = session.view.loop.trimmed
 
     def model_call(self, turn: int) -> None:
         session = self._session
@@ -203,7 +205,7 @@ class LiveFeed:
             self._publish(TurnStarted(turn=turn))
         self._publish(
             ModelStarted(
-                turn=turn, agent=session.view.agent_name, model=session.view.model_spec.name
+                turn=turn, agent=session.view.model.agent_name, model=session.view.model.spec.name
             )
         )
 
@@ -211,7 +213,7 @@ class LiveFeed:
         self.observe()  # the reply (or what stands in for it) first
         if reply.usage is not None:
             self._publish(
-                UsageReported(turn=turn, usage=reply.usage, total=self._session.view.usage)
+                UsageReported(turn=turn, usage=reply.usage, total=self._session.view.loop.usage)
             )
 
     def model_failed(self, turn: int, kind: str | None, text: str) -> None:

@@ -17,10 +17,10 @@ def session_log(session: Session, level: int, text: str, *args: object) -> None:
     context = {
         "session_id": info.workflow_id,
         "run_id": info.run_id,
-        "turn": session.view.turn,
+        "turn": session.view.loop.turn,
         "attempt": info.attempt,
-        "agent": session.view.agent_name,
-        "phase": session.view.phase,
+        "agent": session.view.model.agent_name,
+        "phase": session.view.loop.phase,
     }
     workflow.logger.log(level, text, *args, extra=context)
 

@@ -166,7 +166,7 @@ async def run_tool_groups(
     places = asyncio.Semaphore(command.max_concurrent)
 
     def cancelled() -> bool:
-        return session.view.cancelling
+        return session.view.loop.cancelling
 
     async def run_in_place(run: ToolRun) -> None:
         async with places:  # a batch of any size runs in bounded waves
@@ -230,14 +230,18 @@ async def run_sub_agent(turn: int, run: ToolRun, session: Session) -> tuple[Tool
     session.handle(ChildStarted(child_id), workflow.now())
 
     def over_or_forwards() -> bool:
-        return handle.done() or session.view.ending or bool(session.view.forwards(child_id))
+        return (
+            handle.done()
+            or session.view.loop.ending
+            or bool(session.view.approvals.forwards(child_id))
+        )
 
     try:
         while True:
             await workflow.wait_condition(over_or_forwards)
-            if handle.done() or session.view.ending:
+            if handle.done() or session.view.loop.ending:
                 break
-            forwards = session.view.forwards(child_id)
+            forwards = session.view.approvals.forwards(child_id)
             session.handle(ForwardsTaken(child_id), workflow.now())
             for verb, decision in forwards:
                 await handle.signal(verb, decision)

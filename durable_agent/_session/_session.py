@@ -388,7 +388,7 @@ class Session:
     # --- the model -----------------------------------------------------------------------
 
     def _model_command(self) -> Command:
-        command = self._step.command(self._state.turn + 1, self.view.model_spec)
+        command = self._step.command(self._state.turn + 1, self.view.model.spec)
         if isinstance(command, Pause):
             return command
         self._marks.progressed = True
@@ -396,13 +396,13 @@ class Session:
             self._marks.phase = "compacting"
             return command
         self._marks.phase = "calling_model"
-        if not self.view.trimmed_by_workers:
+        if not self.view.model.trimmed_by_workers:
             self._marks.trimmed = self._trimmed_count()
         return command
 
     def _trimmed_count(self) -> int:
         """Messages the request about to be made leaves out to fit the context budget."""
-        rules = self._step.shortened_context or self.view.model_spec.context
+        rules = self._step.shortened_context or self.view.model.spec.context
         if rules.budget_tokens is None:
             return 0
         return prepare_request_messages(self.messages, rules).left_out
@@ -411,7 +411,7 @@ class Session:
         """The model call's outcome: a reply, a failure, or a cancellation; with the
         tokens of attempts whose replies were lost, billed all the same."""
         for usage in outcome.unbilled:
-            self._budget.count(usage, self.view.price, self.view.model_spec.name)
+            self._budget.count(usage, self.view.model.price, self.view.model.spec.name)
         if isinstance(outcome, ModelReply):
             if outcome.left_out is not None:
                 self._marks.trimmed = outcome.left_out
@@ -436,18 +436,18 @@ class Session:
     def _summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         self._step.summarised(summary, now)
-        self._budget.count(summary.usage, self.view.price, self.view.model_spec.name)
+        self._budget.count(summary.usage, self.view.model.price, self.view.model.spec.name)
 
     def _model_replied(self, assistant: AssistantMessage) -> None:
         checked, self._checked_reply = assistant is self._checked_reply, None
         if self._step.hop:  # a fallback answered: the message says which
-            assistant = assistant.model_copy(update={"model": self.view.model_spec.name})
+            assistant = assistant.model_copy(update={"model": self.view.model.spec.name})
         self._step.calling = False
         state = self._state
         state.turn += 1
         state.model_calls_this_reply += 1
-        self._budget.count(assistant.usage, self.view.price, self.view.model_spec.name)
-        self._budget.count(assistant.voided_usage, self.view.price, self.view.model_spec.name)
+        self._budget.count(assistant.usage, self.view.model.price, self.view.model.spec.name)
+        self._budget.count(assistant.voided_usage, self.view.model.price, self.view.model.spec.name)
         if assistant.is_error:
             state.last_error = assistant.error
         reason = None
@@ -497,12 +497,12 @@ class Session:
         """A model call failed: another attempt after a pause while the model's own
         failures leave attempts, else the turn ends with ``text`` and the session waits
         for the next message (``stop.end_session_on`` ``model_error``: the session fails)."""
-        if self._step.retried(kind, retry_after, self.view.model_spec):
+        if self._step.retried(kind, retry_after, self.view.model.spec):
             return
         if self._step.overflowed(kind, text):
-            self._step.shorten_request(self.view.model_spec)
+            self._step.shorten_request(self.view.model.spec)
             return
-        if self._step.fell_back(kind, len(self.view.base_model.fallbacks)):
+        if self._step.fell_back(kind, len(self.view.model.base.fallbacks)):
             return
         summarising = self._step.summarising is not None
         self._step.stop()
@@ -516,7 +516,7 @@ class Session:
                 is_error=True,
                 error=text,
                 timestamp=epoch_ms(now),
-                agent_name=self.view.agent_name,
+                agent_name=self.view.model.agent_name,
             )
         )
         if self._ends_session("model_error"):
@@ -555,7 +555,7 @@ class Session:
         self._decisions.batch_over()
         for result in joined.spent:  # what tools spent on models (sub-agents) counts too
             assert result.usage is not None
-            self._budget.count(result.usage, self.view.price, f"tool {result.tool_name}")
+            self._budget.count(result.usage, self.view.model.price, f"tool {result.tool_name}")
         self._state.stage = "model"
         reason = self._rescue.take_after_tools()
         if reason is not None:
@@ -569,7 +569,9 @@ class Session:
     def _deliver(self, messages: list[UserMessage]) -> None:
         """Queued messages join the array and start (or steer) a turn."""
         if self._swarm is not None:  # addressed to the agent answering
-            messages = [m.model_copy(update={"agent_name": self.view.agent_name}) for m in messages]
+            messages = [
+                m.model_copy(update={"agent_name": self.view.model.agent_name}) for m in messages
+            ]
         self.messages.join_all(messages)
         state = self._state
         if state.stage == "idle":

@@ -18,14 +18,11 @@ from durable_agent._contracts._approval_contracts import (
     ApprovalPolicyView,
     ApprovalSignal,
     DecisionResult,
-    Grant,
     PendingApproval,
 )
 from durable_agent._contracts._contracts import (
     ModelSetup,
-    ModelSpend,
     Phase,
-    ResolvedTool,
     SessionStatus,
 )
 from durable_agent._spec._spec import AgentSpec, ModelPrice, ModelSpec
@@ -93,22 +90,11 @@ class Parts:
     step: ModelStep
 
 
-class SessionView:
-    def __init__(
-        self,
-        spec: AgentSpec,
-        state: SessionState,
-        messages: Transcript,
-        parts: Parts,
-        marks: TurnMarks,
-    ) -> None:
-        self.spec = spec
-        self.messages = messages
-        self._state, self._parts, self._marks = state, parts, marks
-        self._window_marks = WindowMarks()
-        """Where requests start, kept up as the array grows (``status`` reads it)."""
+class LoopView:
+    """Where the turn loop is: what the live feed tells and the workflow's waits watch."""
 
-    # --- the loop ---------------------------------------------------------------------
+    def __init__(self, state: SessionState, parts: Parts, marks: TurnMarks) -> None:
+        self._state, self._parts, self._marks = state, parts, marks
 
     @property
     def phase(self) -> Phase:
@@ -166,23 +152,18 @@ class SessionView:
         return self._state.move_to_current
 
     @property
-    def waiting_for_capacity(self) -> str | None:
-        return self._marks.waiting_for_capacity
-
-    @property
     def capacity_ready(self) -> bool:
+        """The endpoint's limiter said capacity is kept for the waiting model call."""
         return self._marks.capacity_ready
 
-    def page_for(self, count: int) -> int:
-        """How many of ``count`` approvals' worth of work one workflow task does."""
-        return self._parts.approvals.page_for(count)
 
-    # --- the model --------------------------------------------------------------------
+class ModelView:
+    """The model the next call goes to and what the call carries."""
 
-    @property
-    def tools(self) -> dict[str, ResolvedTool]:
-        """The tools every agent has (a one-agent session's tools)."""
-        return self._parts.toolbox.tools
+    def __init__(
+        self, spec: AgentSpec, state: SessionState, messages: Transcript, parts: Parts
+    ) -> None:
+        self._spec, self._state, self._messages, self._parts = spec, state, messages, parts
 
     @property
     def agent_name(self) -> str | None:
@@ -191,21 +172,21 @@ class SessionView:
         return None if swarm is None else swarm.active
 
     @property
-    def base_model(self) -> ModelSpec:
+    def base(self) -> ModelSpec:
         """The model of the agent answering now (its fallbacks in ``fallbacks``)."""
         swarm = self._parts.swarm
-        return self.spec.model if swarm is None else swarm.model
+        return self._spec.model if swarm is None else swarm.model
 
     @property
-    def model_spec(self) -> ModelSpec:
+    def spec(self) -> ModelSpec:
         """The model the step calls now: the answering agent's, or a fallback of it."""
-        base, hop = self.base_model, self._parts.step.hop
+        base, hop = self.base, self._parts.step.hop
         return base if hop == 0 else base.fallbacks[hop - 1]
 
     @property
     def price(self) -> ModelPrice | None:
         """What the model the step calls costs (the spec's price, else the worker's)."""
-        return self._parts.budget.price_of(self.model_spec)
+        return self._parts.budget.price_of(self.spec)
 
     @property
     def trimmed_by_workers(self) -> bool:
@@ -218,17 +199,12 @@ class SessionView:
     def reply_id(self) -> str | None:
         """The stable id the model's reply takes when it joins the array (``None``: this
         session gives no ids); the worker that makes the reply is told it."""
-        return self.messages.next_id()
+        return self._messages.next_id()
 
-    def result_id(self, slot: int) -> str | None:
-        """The stable id the open batch's result in ``slot`` takes: the results join
-        right after the message that asked for them, in slot order."""
-        return self.messages.next_id(slot)
-
-    def model_setup(self, purpose: Purpose = "reply") -> ModelSetup:
+    def setup(self, purpose: Purpose = "reply") -> ModelSetup:
         """What the active agent's model calls share (sent once, then by digest): its
         model, options and tools; for a swarm, also its name and prompt."""
-        model, swarm = self.model_spec, self._parts.swarm
+        model, swarm = self.spec, self._parts.swarm
         # unset inputs are left out: the setup's digest stays what it was without them
         inputs = None if model.inputs == ModelInputs() else model.inputs
         if purpose == "summary":
@@ -240,7 +216,7 @@ class SessionView:
                 stream=False,
                 inputs=inputs,
             )
-        spec = self.spec
+        spec = self._spec
         return ModelSetup(
             endpoint=model.endpoint,
             model=model.name,
@@ -265,6 +241,101 @@ class SessionView:
         shorten): calls with the same key share one setup."""
         step = self._parts.step
         return f"{purpose}:{self.agent_name or ''}:{step.hop}:{step.shortenings}"
+
+
+class ApprovalsView:
+    """The approvals asked and decided, and what people's decisions became."""
+
+    def __init__(self, spec: AgentSpec, parts: Parts) -> None:
+        self._spec, self._parts = spec, parts
+
+    def page_for(self, count: int) -> int:
+        """How many of ``count`` approvals' worth of work one workflow task does."""
+        return self._parts.approvals.page_for(count)
+
+    def pending(self) -> list[PendingApproval]:
+        """Undecided approvals: this session's, then its sub-agents' (their ids prefixed
+        with the child's call, decided through this session)."""
+        return self._parts.decisions.pending_approvals()
+
+    def undecided(self) -> list[PendingApproval]:
+        """This session's own undecided approvals (what a sub-agent tells its parent)."""
+        return self._parts.approvals.undecided()
+
+    def asked(self) -> list[PendingApproval]:
+        """Every approval asked and not yet taken into its batch, decided or not."""
+        return self._parts.approvals.asked()
+
+    def decided(self) -> Mapping[str, Any]:
+        """The decisions recorded and not yet taken into their batch, by approval id."""
+        return self._parts.approvals.decided()
+
+    def by_id(self) -> Mapping[str, PendingApproval]:
+        return self._parts.approvals.find_all()
+
+    def newly_decided(self) -> list[str]:
+        """Ids decided since the live feed last told them (``DecisionsTold``), in order."""
+        return list(self._parts.approvals.newly_decided)
+
+    def policy(self) -> ApprovalPolicyView:
+        """How the gate decides: the spec's settings, each tool's own approvers, grants."""
+        approvers = {
+            name: tool.policy.approvers
+            for name, tool in self._parts.toolbox.active.items()
+            if tool.policy.approvers is not None
+        }
+        grants = self._parts.gate.grants
+        return ApprovalPolicyView(
+            settings=self._spec.approvals, tool_approvers=approvers, grants=grants
+        )
+
+    def decision_outcome(self, key: str) -> DecisionResult | str | None:
+        """What became of the decision the update ``key`` sent: accepted, or why not
+        (``None``: not known yet)."""
+        return self._parts.decisions.outcomes.get(key)
+
+    def forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
+        """Decisions made through this session for the child session ``child_id`` (the
+        signal's name and argument), in the order they were made (``ForwardsTaken``
+        hands them to the caller)."""
+        return self._parts.decisions.forwards_for(child_id)
+
+    def next_deadline(self, ids: list[str]) -> datetime | None:
+        """The earliest deadline among the undecided ``ids``."""
+        return self._parts.approvals.next_deadline(ids)
+
+    @property
+    def defaults_left(self) -> bool:
+        """The last ``DeadlinesPassed`` left more calls past their deadline than a page:
+        the rest take their defaults in a workflow task of their own."""
+        return self._parts.approvals.defaults_left
+
+
+class SessionView:
+    """Read-only: the loop (``loop``), the model call (``model``), the approvals
+    (``approvals``), what queries answer, and when the workflow's waits end."""
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        state: SessionState,
+        messages: Transcript,
+        parts: Parts,
+        marks: TurnMarks,
+    ) -> None:
+        self.spec = spec
+        self.messages = messages
+        self.loop = LoopView(state, parts, marks)
+        self.model = ModelView(spec, state, messages, parts)
+        self.approvals = ApprovalsView(spec, parts)
+        self._state, self._parts, self._marks = state, parts, marks
+        self._window_marks = WindowMarks()
+        """Where requests start, kept up as the array grows (``status`` reads it)."""
+
+    def result_id(self, slot: int) -> str | None:
+        """The stable id the open batch's result in ``slot`` takes: the results join
+        right after the message that asked for them, in slot order."""
+        return self.messages.next_id(slot)
 
     # --- opening ----------------------------------------------------------------------
 
@@ -308,7 +379,7 @@ class SessionView:
             trimmed=shown.trimmed,
             files_left_out=list(shown.files_left_out),
             grants=list(parts.gate.grants),
-            agent=self.agent_name,
+            agent=self.model.agent_name,
             agent_stack=[] if swarm is None else list(swarm.stack),
             agents=self.spec.agent_names(),
             move_pending=None if requests.move is None else requests.move.agent,
@@ -317,59 +388,6 @@ class SessionView:
             upgrade=self.spec.session.upgrade,
             move_requested=state.move_to_current,
         )
-
-    def pending_approvals(self) -> list[PendingApproval]:
-        """Undecided approvals: this session's, then its sub-agents' (their ids prefixed
-        with the child's call, decided through this session)."""
-        return self._parts.decisions.pending_approvals()
-
-    def undecided(self) -> list[PendingApproval]:
-        """This session's own undecided approvals (what a sub-agent tells its parent)."""
-        return self._parts.approvals.undecided()
-
-    def asked(self) -> list[PendingApproval]:
-        """Every approval asked and not yet taken into its batch, decided or not."""
-        return self._parts.approvals.asked()
-
-    def decided(self) -> Mapping[str, Any]:
-        """The decisions recorded and not yet taken into their batch, by approval id."""
-        return self._parts.approvals.decided()
-
-    def approvals_by_id(self) -> Mapping[str, PendingApproval]:
-        return self._parts.approvals.find_all()
-
-    def newly_decided(self) -> list[str]:
-        """Ids decided since the live feed last told them (``DecisionsTold``), in order."""
-        return list(self._parts.approvals.newly_decided)
-
-    def approval_policy(self) -> ApprovalPolicyView:
-        """How the gate decides: the spec's settings, each tool's own approvers, grants."""
-        approvers = {
-            name: tool.policy.approvers
-            for name, tool in self._parts.toolbox.active.items()
-            if tool.policy.approvers is not None
-        }
-        grants = self._parts.gate.grants
-        return ApprovalPolicyView(
-            settings=self.spec.approvals, tool_approvers=approvers, grants=grants
-        )
-
-    def grants(self) -> list[Grant]:
-        return self._parts.gate.grants
-
-    def spend(self) -> dict[str, ModelSpend]:
-        return self._parts.budget.spend
-
-    def decision_outcome(self, key: str) -> DecisionResult | str | None:
-        """What became of the decision the update ``key`` sent: accepted, or why not
-        (``None``: not known yet)."""
-        return self._parts.decisions.outcomes.get(key)
-
-    def forwards(self, child_id: str) -> list[tuple[str, ApprovalSignal]]:
-        """Decisions made through this session for the child session ``child_id`` (the
-        signal's name and argument), in the order they were made (``ForwardsTaken``
-        hands them to the caller)."""
-        return self._parts.decisions.forwards_for(child_id)
 
     def refusal(self, event: Checked) -> str | None:
         """Why the Session would refuse ``event`` (an update's validator asks before it
@@ -412,7 +430,7 @@ class SessionView:
         queued = sum(len(text_of(m.content)) for m in self._parts.requests.inbox)
         return queued <= INBOX_CARRY_CHARS
 
-    def interrupted(self, suggested: bool) -> bool:
+    def _interrupted(self, suggested: bool) -> bool:
         """A wait must end early: the session is ending, the turn is cancelled, or a
         continue-as-new is due."""
         return (
@@ -423,26 +441,16 @@ class SessionView:
 
     def idle_wait_over(self, suggested: bool, changed: bool = False) -> bool:
         """Waiting for a message ends: one arrived, a flush is due, a move to the current
-        build is due, or as ``interrupted``."""
+        build is due, or as ``_interrupted``."""
         waiting = self._parts.requests.waiting() or self._parts.decisions.unverified
-        return waiting or self.interrupted(suggested) or self.move_due(changed)
+        return waiting or self._interrupted(suggested) or self.move_due(changed)
 
     def approvals_wait_over(self, ids: list[str], suggested: bool) -> bool:
         """Waiting for decisions on ``ids`` ends: all are decided, or the loop must act
         first (check a token, tell a second group, let a grant approve its next page, or
-        as ``interrupted``)."""
+        as ``_interrupted``)."""
         return (
             self._parts.approvals.all_decided(ids)
             or self._parts.decisions.work_waiting()
-            or self.interrupted(suggested)
+            or self._interrupted(suggested)
         )
-
-    def next_deadline(self, ids: list[str]) -> datetime | None:
-        """The earliest deadline among the undecided ``ids``."""
-        return self._parts.approvals.next_deadline(ids)
-
-    @property
-    def defaults_left(self) -> bool:
-        """The last ``DeadlinesPassed`` left more calls past their deadline than a page:
-        the rest take their defaults in a workflow task of their own."""
-        return self._parts.approvals.defaults_left

@@ -217,7 +217,7 @@ class InProcessRun:
     async def call_model(self, command: CallModel) -> ModelOutcome:
         session = self.session
         view = session.view
-        setup = view.model_setup()
+        setup = view.model.setup()
         messages = list(session.messages)
         if setup.agent is not None:
             messages = as_seen_by(messages, setup.agent, setup.instructions)
@@ -234,7 +234,7 @@ class InProcessRun:
         )
         self.requests.append(body)
         left_out = None
-        if view.trimmed_by_workers:  # as the worker that shapes the request counts it
+        if view.model.trimmed_by_workers:  # as the worker that shapes the request counts it
             left_out = prepare_request_messages(messages, setup.context).left_out
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
         reply = self.model(body).model_copy(update=stamp)
@@ -287,8 +287,8 @@ class InProcessRun:
         """The approver decides each waiting call; those it leaves wait out their
         deadline (time moves to it) and take their tool's default."""
         session, ids = self.session, command.ids
-        for pending in [p for p in session.view.undecided() if p.approval_id in ids]:
-            if pending.approval_id in session.view.decided():
+        for pending in [p for p in session.view.approvals.undecided() if p.approval_id in ids]:
+            if pending.approval_id in session.view.approvals.decided():
                 continue  # decided meanwhile (a standing grant made by an earlier decision)
             decision = self.approver(pending)
             problem = None
@@ -305,10 +305,10 @@ class InProcessRun:
         view = session.view
         if view.approvals_wait_over(ids, False):
             return
-        deadline = view.next_deadline(ids)
+        deadline = view.approvals.next_deadline(ids)
         if deadline is None:
             if self.owner_gates:
-                waiting = [f"{p.tool_name}({p.arguments})" for p in view.undecided()]
+                waiting = [f"{p.tool_name}({p.arguments})" for p in view.approvals.undecided()]
                 raise DurableAgentError(
                     f"calls wait for a person and have no deadline: {', '.join(waiting)}; "
                     "give an approver that decides them"
@@ -316,7 +316,7 @@ class InProcessRun:
             return
         self.clock = max(self.clock, deadline)
         session.handle(DeadlinesPassed(ids), self.clock)
-        while view.defaults_left:  # (one page per workflow task in the workflow)
+        while view.approvals.defaults_left:  # (one page per workflow task in the workflow)
             session.handle(DeadlinesPassed(ids), self.clock)
 
     async def approvals_taken(self, command: AwaitApprovals) -> None:
@@ -325,7 +325,7 @@ class InProcessRun:
     async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
         results = {}
         for group in command.groups:  # in order; a group's calls are independent
-            if self.session.view.cancelling:
+            if self.session.view.loop.cancelling:
                 break  # as the workflow: later groups do not start
             for run in group:
                 results[run.slot] = await self._run_tool(command.turn, run)

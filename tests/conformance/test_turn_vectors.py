@@ -272,7 +272,7 @@ class SessionVectorRun(VectorRun):
         spec = self.spec(NO_PROVIDER)  # the endpoint is never called here
 
         def cancel_first(driver: InProcessRun) -> None:
-            if driver.session.view.phase == "starting":
+            if driver.session.view.loop.phase == "starting":
                 driver.session.handle(CancelRequested(CancelTurnSignal(by="vector")), driver.clock)
 
         self.driver = InProcessRun(

@@ -198,6 +198,25 @@ def test_the_session_takes_events_gives_commands_and_is_read_through_one_view() 
     assert "handle" not in vars(SessionView)
 
 
+def test_the_session_view_is_small_its_reads_grouped_by_what_they_are_about() -> None:
+    """What the workflow and queries read of the Session: at most 20 names, the loop's
+    marks, the model call and the approvals each in a read-only group of their own."""
+    import inspect
+
+    from durable_agent._session import SessionView
+    from durable_agent._session._view import ApprovalsView, LoopView, ModelView
+
+    methods = {name for name in vars(SessionView) if not name.startswith("_")}
+    source = inspect.getsource(SessionView.__init__)
+    attributes = set(re.findall(r"^        self\.([a-z]\w*) = ", source, re.M))
+    assert attributes == {"spec", "messages", "loop", "model", "approvals"}
+    assert len(methods | attributes) <= 20, sorted(methods | attributes)
+    # a group only reads: past its ``__init__``, nothing is written through ``self``
+    for group in (LoopView, ModelView, ApprovalsView):
+        reads = inspect.getsource(group).split("def ", 2)[2]
+        assert not re.search(r"self\.[\w.]+ = ", reads), group.__name__
+
+
 def test_no_package_holds_more_than_fifteen_percent_of_the_lines() -> None:
     """Each package has one job: none is where everything without a home lands."""
     root = Path(__file__).parents[2]

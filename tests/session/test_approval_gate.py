@@ -339,7 +339,10 @@ async def test_one_always_decision_approves_a_whole_waiting_batch_in_request_ord
     assert all(r is not None and r.grant == "grant-1" and r.by == "ops" for r in records)
     # the person's own decision on the first call, the grant's on the others
     assert [r.reason for r in records if r is not None] == ["ok"] + [None] * 59
-    assert driver.session.view.asked() == [] and driver.session.view.decided() == {}
+    assert (
+        driver.session.view.approvals.asked() == []
+        and driver.session.view.approvals.decided() == {}
+    )
 
 
 async def test_only_approvers_decide_and_a_name_proves_nothing_without_a_signature() -> None:

@@ -118,7 +118,7 @@ def test_a_batch_over_a_page_is_judged_and_asked_a_page_a_task() -> None:
     assert isinstance(last, AwaitApprovals)
     assert last.ids == [f"turn1-call{k}" for k in range(10)]
     assert [p.slot for p in state.approvals.pending] == list(range(10))
-    refund = driver.session.view.approvals_by_id().get("turn1-call6")
+    refund = driver.session.view.approvals.by_id().get("turn1-call6")
     assert refund is not None
     assert refund.described_arguments == "Refund invoice 1 to the customer's card"
 

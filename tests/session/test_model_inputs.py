@@ -179,7 +179,7 @@ def test_in_a_swarm_the_answering_agents_model_decides_what_is_refused() -> None
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert session.handle(MoveRequested(MoveToAgentSignal(agent="billing", by="ops")), now) is None
     session.next_command(suggested=False, now=now)  # it moves (a command it asks, only read)
-    assert session.view.agent_name == "billing"
+    assert session.view.model.agent_name == "billing"
     problem = session.view.refusal(MessageArrived(picture("look")))
     assert problem == "send_message: the model takes no images"
 

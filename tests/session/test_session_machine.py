@@ -202,7 +202,7 @@ class MachineEffects:
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "503 from the provider")
         if self.outcome == "fatal":
             return ModelFailure(Failure.PROVIDER_ERROR, "400: the request is malformed")
-        if self.outcome == "cancelled" and self.session.view.cancelling:
+        if self.outcome == "cancelled" and self.session.view.loop.cancelling:
             return ModelCancelled()
         return ModelReply(reply)
 
@@ -239,7 +239,7 @@ class MachineEffects:
     async def run_tools(self, command: RunTools) -> dict[int, ToolMessage]:
         results = {}
         for group in command.groups:
-            if self.session.view.cancelling:
+            if self.session.view.loop.cancelling:
                 break  # cancelled: later groups never start
             for run in group:
                 key = (command.turn, run.slot)
@@ -298,7 +298,7 @@ class SessionMachine(RuleBasedStateMachine):
         decision=st.sampled_from(["approved", "denied", "responded", "always"]),
     )
     def decide(self, pick: int, decision: Any) -> None:
-        pending = self.session.view.undecided()
+        pending = self.session.view.approvals.undecided()
         known = [p.approval_id for p in self.state.approvals.pending]
         ids = [*known, "turn99-call9"]  # decided ones again, and one nobody asked for
         aid = ids[pick % len(ids)]

@@ -213,7 +213,7 @@ async def test_a_denied_handoff_keeps_the_agent() -> None:
     assert result.final is not None and result.final.content == "triage: I will help myself then"
     [denied] = [m for m in driver.session.messages if isinstance(m, ToolMessage)]
     assert denied.is_error and denied.approval is not None
-    assert driver.session.view.agent_name == "triage"
+    assert driver.session.view.model.agent_name == "triage"
 
 
 async def test_navigation_stack_back_and_to_the_default() -> None:
@@ -258,7 +258,7 @@ async def test_a_person_moves_the_session_between_turns_never_inside_a_batch() -
 
     def move(driver: InProcessRun) -> None:
         session = driver.session
-        batch_open = session.view.phase in ("awaiting_approval", "running_tools")
+        batch_open = session.view.loop.phase in ("awaiting_approval", "running_tools")
         if batch_open and not moves:
             for agent in ("tech", "nobody"):
                 move = MoveToAgentSignal(agent=agent, by="ops" if agent == "tech" else None)

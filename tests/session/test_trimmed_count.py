@@ -33,13 +33,13 @@ def test_who_counts_what_a_request_leaves_out(workers_count: bool) -> None:
     driver = _long_session(workers_count)
     view = driver.session.view
     at_call: list[int] = []
-    driver.on_command = lambda command: at_call.append(view.trimmed)
+    driver.on_command = lambda command: at_call.append(view.loop.trimmed)
     if workers_count:  # the worker's count, with the reply
         driver.outcomes = [ModelReply(assistant_text("the answer"), left_out=88)]
     assert isinstance(driver.step(), CallModel)
     if workers_count:
         assert at_call == [0], "nothing counted over the array in the Session"
-        assert view.trimmed == 88 and view.status().trimmed == 88
+        assert view.loop.trimmed == 88 and view.status().trimmed == 88
     else:
         assert at_call[0] > 80  # counted as the call was made, in the workflow
         assert view.status().trimmed == at_call[0]

@@ -121,7 +121,7 @@ class Stepper(InProcessRun):
         """A page of ``ids`` past their deadline at ``now`` take their defaults, as the
         workflow's wait tells the Session; whether more than a page passed."""
         self.session.handle(DeadlinesPassed(ids), now)
-        return self.session.view.defaults_left
+        return self.session.view.approvals.defaults_left
 
     # --- the effects that differ from an in-process run --------------------------------
 
