@@ -62,7 +62,7 @@ from durable_agent._session._model_request import (
     fitted,
     request_body,
     shaped,
-    summary_body,
+    summary_request_body,
 )
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._tools._registry import Registry
@@ -73,7 +73,13 @@ from durable_agent._tools._round_hooks import (
     rewrite_request,
 )
 from durable_agent._wire._context import tokens_left
-from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
+from durable_agent._wire._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    Usage,
+    dump_messages,
+)
 from durable_agent._wire._request_messages import PreparedMessages
 from durable_agent._wire._transcript import (
     canonical_json,
@@ -421,7 +427,9 @@ class ModelActivities:
                 session_id=session_id,
                 cache_secret=cache_key_secret(setup.target, self._own_secret),
             )
-        message = await self._complete(setup, codec, body, bound, on_text, live.reasoning, limited)
+        message = await self._complete(
+            setup, codec, body, prepared, bound, on_text, live.reasoning, limited
+        )
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
@@ -462,12 +470,12 @@ class ModelActivities:
             self._check_options(setup, limited, codec)
             _, conversation = await self._conversation(call)
             with _not_built():
-                body = summary_body(
+                asked, body = summary_request_body(
                     codec, conversation, setup, until=call.until, prompt=call.prompt
                 )
             bound = _log_for(call)
             message = await self._complete(
-                setup, codec, body, bound, lambda text: None, None, limited
+                setup, codec, body, asked, bound, lambda text: None, None, limited
             )
             if not message.content.strip():
                 raise ApplicationError(
@@ -483,13 +491,15 @@ class ModelActivities:
         setup: ModelSetup,
         codec: Codec,
         body: dict[str, Any],
+        sent: Sequence[Message],
         bound: Any,
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None] | None = None,
         limited: LimitedCall | None = None,
     ) -> AssistantMessage:
         """One provider call, with capacity on the endpoint's shared limit when it has one;
-        its failures as the workflow tells them apart."""
+        its failures as the workflow tells them apart. ``sent``: the messages ``body``
+        carries, as the span records them (in no wire's shape)."""
         client, facts = self._client or shared_client(), ResponseFacts()
         hold = activity.info().start_to_close_timeout or timedelta(minutes=10)
         lease = (
@@ -497,7 +507,7 @@ class ModelActivities:
             if limited
             else None
         )
-        with model_call_span(setup, codec, body.get("messages") or body.get("input") or []) as span:
+        with model_call_span(setup, codec, dump_messages(sent)) as span:
             try:
                 message = await client.complete(
                     setup.target,

@@ -138,18 +138,22 @@ def built_request(
     return BuiltRequest(body, prepared.left_out)
 
 
-def summary_body(
+class SummaryRequest(NamedTuple):
+    messages: list[Message]
+    """What the summarising model is asked: the prompt, and the conversation as lines."""
+    body: dict[str, Any]
+
+
+def summary_request_body(
     codec: Codec, conversation: Sequence[Message], setup: ModelSetup, *, until: int, prompt: str
-) -> dict[str, Any]:
-    """The body of a call that summarises the conversation's first ``until`` messages
+) -> SummaryRequest:
+    """The request that summarises the conversation's first ``until`` messages
     (compaction): the prompt over them as plain lines, on the setup's model."""
-    return _codec_body(
-        codec,
-        summary_request(conversation, until, prompt),
-        model=setup.model,
-        options=setup.options,
-        reasoning=setup.reasoning,
+    messages = summary_request(conversation, until, prompt)
+    body = _codec_body(
+        codec, messages, model=setup.model, options=setup.options, reasoning=setup.reasoning
     )
+    return SummaryRequest(messages, body)
 
 
 def _codec_body(

@@ -82,7 +82,7 @@ from durable_agent._session._model_request import (
     fitted,
     request_body,
     shaped,
-    summary_body,
+    summary_request_body,
 )
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._spec import AgentInput, AgentSpec
@@ -94,7 +94,6 @@ from durable_agent._tools._round_hooks import (
     rewrite_reply,
     rewrite_request,
 )
-from durable_agent._wire._context import summary_request
 from durable_agent._wire._messages import (
     AssistantMessage,
     Message,
@@ -340,13 +339,14 @@ class InProcessRun:
         try:
             setup, codec = await self._checked(session.view.model_setup("summary"))
             messages = list(session.messages)
-            body = summary_body(codec, messages, setup, until=command.until, prompt=prompt)
+            asked, body = summary_request_body(
+                codec, messages, setup, until=command.until, prompt=prompt
+            )
         except _Refused as refused:
             return ModelFailure(refused.failure, str(refused))
         except NOT_BUILT as error:
             return ModelFailure(Failure.CONFIGURATION_ERROR, str(error))
         self.requests.append(body)
-        asked = summary_request(messages, command.until, prompt)
         reply = self._answer(body, asked, setup, None)
         if reply.is_error or not reply.content.strip():
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "no summary")
