@@ -21,6 +21,7 @@ from durable_agent._failures import Failure
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._provider_limits import CapacityRelease, CapacityRequest
 from durable_agent._wire._messages import Usage
+from durable_agent._wire.codecs import Codec, output_cap_of
 from durable_agent.capabilities import Capabilities
 
 from .limiter_link import LimiterLink
@@ -29,15 +30,15 @@ log = structlog.get_logger("durable_agent.capacity")
 
 #: The output a request without a cap is counted for, until its usage says otherwise.
 DEFAULT_OUTPUT_TOKENS = 1_024
-_OUTPUT_CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
-def estimated_tokens(body: dict[str, Any]) -> int:
+def estimated_tokens(body: dict[str, Any], codec: Codec) -> int:
     """A request's cost before it is sent: its text at four characters a token, plus
-    its output cap."""
-    cap = next((body[k] for k in _OUTPUT_CAPS if isinstance(body.get(k), int)), None)
+    its output cap (in the key the codec names for it)."""
+    key = output_cap_of(codec)
+    cap = body.get(key) if key is not None else None
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    return len(text) // 4 + (cap if cap is not None else DEFAULT_OUTPUT_TOKENS)
+    return len(text) // 4 + (cap if isinstance(cap, int) else DEFAULT_OUTPUT_TOKENS)
 
 
 class LimitedCall(NamedTuple):
@@ -74,7 +75,12 @@ class CapacityGate:
         self._link = LimiterLink(activity.client, lambda: activity.info().task_queue)
 
     async def acquire(
-        self, limited: LimitedCall, setup: ModelSetup, body: dict[str, Any], hold_seconds: float
+        self,
+        limited: LimitedCall,
+        setup: ModelSetup,
+        codec: Codec,
+        body: dict[str, Any],
+        hold_seconds: float,
     ) -> Lease | None:
         """Capacity for this request (``None``: the endpoint is not limited), or
         ``CapacityWait`` raised for the workflow to wait on."""
@@ -91,7 +97,7 @@ class CapacityGate:
             session_id=info.workflow_id or "",
             run_id=info.workflow_run_id or "",
             tenant=tenant or "",
-            tokens=estimated_tokens(body),
+            tokens=estimated_tokens(body, codec),
             hold_seconds=hold_seconds,
         )
         # a call woken for capacity kept for it claims that capacity, never a spare

@@ -14,7 +14,8 @@ import os
 import secrets
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple
 
@@ -41,6 +42,7 @@ from durable_agent._contracts._digests import (
     digested,
     first_calls,
 )
+from durable_agent._errors import NotAllowed, NotRegistered
 from durable_agent._failures import Failure
 from durable_agent._observability._gen_ai_spans import (
     model_call_span,
@@ -54,7 +56,14 @@ from durable_agent._providers._client import (
     ResponseFacts,
     shared_client,
 )
-from durable_agent._session._swarm_view import as_seen_by
+from durable_agent._session._model_request import (
+    NOT_BUILT,
+    extra_keys,
+    fitted,
+    request_body,
+    shaped,
+    summary_request_body,
+)
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._tools._registry import Registry
 from durable_agent._tools._round_hooks import (
@@ -63,11 +72,15 @@ from durable_agent._tools._round_hooks import (
     rewrite_reply,
     rewrite_request,
 )
-from durable_agent._wire._context import summary_request, tokens_left
-from durable_agent._wire._messages import AssistantMessage, Message, ToolCall, Usage
-from durable_agent._wire._model_inputs import fit_request
-from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
-from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
+from durable_agent._wire._context import tokens_left
+from durable_agent._wire._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    Usage,
+    dump_messages,
+)
+from durable_agent._wire._request_messages import PreparedMessages
 from durable_agent._wire._transcript import (
     canonical_json,
     content_hash,
@@ -76,9 +89,7 @@ from durable_agent._wire._transcript import (
     root_of,
 )
 from durable_agent._wire.codecs import Codec, built_by
-from durable_agent._wire.codecs._common import with_extra
 from durable_agent.capabilities import Capabilities
-from durable_agent.extending import NotAllowed, NotRegistered
 
 from .billing import with_voided_usage
 from .capacity import CapacityGate, Lease, LimitedCall
@@ -105,6 +116,28 @@ def _run_chain(call: ModelCallInput) -> str:
     return f"{info.workflow_id}/{call.run_chain or info.workflow_run_id}"
 
 
+def cache_key_secret(endpoint: ProviderEndpoint, own: bytes) -> bytes:
+    """What prompt cache keys are derived with: the fleet's own secret
+    (``$DURABLE_AGENT_CACHE_KEY_SECRET``), else the endpoint's API key (every worker that
+    calls it holds it), else ``own``, a secret of this worker's alone."""
+    shared = os.environ.get(CACHE_KEY_SECRET_ENV)
+    if shared:
+        return shared.encode()
+    api_key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
+    return b"api-key\0" + api_key.encode() if api_key else own
+
+
+@contextmanager
+def _not_built() -> Iterator[None]:
+    """A request its codec refuses to build ends the call as a configuration error."""
+    try:
+        yield
+    except NOT_BUILT as error:
+        raise ApplicationError(
+            str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
+        ) from None
+
+
 def transcript_unknown(what: str) -> ApplicationError:
     """The error the workflow answers by sending the whole array (once)."""
     return ApplicationError(
@@ -112,6 +145,41 @@ def transcript_unknown(what: str) -> ApplicationError:
         type=Failure.TRANSCRIPT_UNKNOWN,
         non_retryable=True,
     )
+
+
+class Outgoing:
+    """What of a request's parts leaves the worker: the files of a wire that takes none
+    by URL fetched and sent inline (those the owner allows, in what the context budget
+    leaves), and what the model server would fetch or look up itself kept only where
+    the owner allows it. (I/O: between the request builder's steps 2 and 3.)"""
+
+    def __init__(self, capabilities: Capabilities) -> None:
+        self._files = FileFetcher(capabilities.file_fetchable, capabilities.file_limits)
+        self._provider_parts = ProviderParts(capabilities)
+
+    async def sendable(
+        self,
+        prepared: PreparedMessages,
+        setup: ModelSetup,
+        codec: Codec,
+        named: ProviderEndpoint | str,
+        run_chain: str,
+        left_out: list[str] | None = None,
+    ) -> PreparedMessages:
+        """``prepared`` as it may leave, for ``setup`` (its endpoint resolved, which the
+        spec names as ``named``); ``run_chain``: whose memory the fetched files are;
+        ``left_out``: where to put the words of each marker that stands for a part left
+        out, for the session's status."""
+        if not codec.takes_file_urls:
+            rules = setup.context
+            prepared = await self._files.inline(
+                prepared,
+                run_chain,
+                tokens_left=tokens_left(prepared, rules),
+                chars_per_token=rules.chars_per_token if rules is not None else 4.0,
+                left_out=left_out,
+            )
+        return await self._provider_parts.guarded(prepared, named, setup.target, left_out)
 
 
 def summed(markers: list[str]) -> list[str]:
@@ -144,22 +212,11 @@ class ModelActivities:
         self._feed = MessageFeed(message_log) if message_log is not None else None
         self._capabilities = capabilities or Capabilities()
         self._gate = CapacityGate(self._capabilities)
-        self._files = FileFetcher(self._capabilities.file_fetchable, self._capabilities.file_limits)
-        self._provider_parts = ProviderParts(self._capabilities)
+        self._outgoing = Outgoing(self._capabilities)
         self.transcripts = transcripts or TranscriptStore()
         self._setups: OrderedDict[str, ModelSetup] = OrderedDict()
         self._cache_size = cache_size
         self._own_secret = secrets.token_bytes(32)
-
-    def _cache_key_secret(self, endpoint: ProviderEndpoint) -> bytes:
-        """What prompt cache keys are derived with: the fleet's own secret
-        (``$DURABLE_AGENT_CACHE_KEY_SECRET``), else the endpoint's API key (every worker
-        that calls it holds it), else a secret of this worker's alone."""
-        shared = os.environ.get(CACHE_KEY_SECRET_ENV)
-        if shared:
-            return shared.encode()
-        api_key = os.environ.get(endpoint.api_key_env) if endpoint.api_key_env else None
-        return b"api-key\0" + api_key.encode() if api_key else self._own_secret
 
     async def _setup(self, call: ModelCallInput) -> tuple[ModelSetup, LimitedCall]:
         """The session's model setup (sent inline, cached here, or in the shared store),
@@ -360,57 +417,36 @@ class ModelActivities:
             await live.open()
         head, conversation = await self._conversation(call)
         bound = _log_for(call)
-        messages = list(conversation)
-        if setup.agent is not None:  # a swarm: the conversation as this agent sees it
-            messages = as_seen_by(conversation, setup.agent, setup.instructions)
-        # parts neither the model nor its wire takes left out (marked); a schema asked
-        # for in words
         codec = self._codec(setup)
         self._check_options(setup, limited, codec)
-        messages, schema = fit_request(messages, setup.inputs, codec.takes, setup.output_schema)
+        # the request is built by the pure steps of ``_model_request``; here only the
+        # I/O between them: hooks, files fetched, provider parts guarded
+        messages, schema = fitted(conversation, setup, codec)
         hooks = setup.hooks
         session_id = activity.info().workflow_id or ""
         context = HookContext(session_id=session_id, turn=call.turn, agent=setup.agent)
         if hooks is not None and hooks.request:
             messages = await self._hooked(rewrite_request, hooks.request, messages, context)
-        # shaped once, here: the codec and its builder take a prepared array as it is
-        prepared = prepare_request_messages(messages, setup.context)
+        prepared = shaped(messages, setup)
         if prepared.left_out:
             bound.info("context trimmed", left_out=prepared.left_out, sent=len(prepared))
         files_left_out: list[str] = []  # the markers' words, for the session's status
-        if not codec.takes_file_urls:  # after fitting: the window's files, in what it leaves
-            rules = setup.context
-            prepared = await self._files.inline(
+        prepared = await self._outgoing.sendable(
+            prepared, setup, codec, limited.endpoint, _run_chain(call), files_left_out
+        )
+        with _not_built():
+            body = request_body(
+                codec,
                 prepared,
-                _run_chain(call),
-                tokens_left=tokens_left(prepared, rules),
-                chars_per_token=rules.chars_per_token if rules is not None else 4.0,
-                left_out=files_left_out,
+                setup,
+                conversation=conversation,
+                schema=schema,
+                session_id=session_id,
+                cache_secret=cache_key_secret(setup.target, self._own_secret),
             )
-        # what the model server fetches or looks up itself: only what the owner allows
-        prepared = await self._provider_parts.guarded(
-            prepared, limited.endpoint, setup.target, files_left_out
+        message = await self._complete(
+            setup, codec, body, prepared, bound, on_text, live.reasoning, limited
         )
-        body = self._request_body(
-            codec,
-            prepared,
-            model=setup.model,
-            tools=setup.tools,
-            options=with_prompt_cache(
-                options_for_call(setup.options, conversation),
-                codec.caches_prompts,
-                setup.target.base_url,
-                session_id,
-                setup.agent,
-                self._cache_key_secret(setup.target),
-            ),
-            output_schema=schema,
-            reasoning=setup.reasoning,
-            stream=setup.stream,
-        )
-        if setup.output_schema and setup.inputs and setup.inputs.structured_output == "json_object":
-            codec.ask_json_object(body, setup.output_schema)
-        message = await self._complete(setup, codec, body, bound, on_text, live.reasoning, limited)
         message = await with_voided_usage(self.transcripts, message)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
@@ -450,16 +486,13 @@ class ModelActivities:
             codec = self._codec(setup)
             self._check_options(setup, limited, codec)
             _, conversation = await self._conversation(call)
-            body = self._request_body(
-                codec,
-                summary_request(conversation, call.until, call.prompt),
-                model=setup.model,
-                options=setup.options,
-                reasoning=setup.reasoning,
-            )
+            with _not_built():
+                asked, body = summary_request_body(
+                    codec, conversation, setup, until=call.until, prompt=call.prompt
+                )
             bound = _log_for(call)
             message = await self._complete(
-                setup, codec, body, bound, lambda text: None, None, limited
+                setup, codec, body, asked, bound, lambda text: None, None, limited
             )
             if not message.content.strip():
                 raise ApplicationError(
@@ -475,21 +508,23 @@ class ModelActivities:
         setup: ModelSetup,
         codec: Codec,
         body: dict[str, Any],
+        sent: Sequence[Message],
         bound: Any,
         on_text: Callable[[str], None],
         on_reasoning: Callable[[str], None] | None = None,
         limited: LimitedCall | None = None,
     ) -> AssistantMessage:
         """One provider call, with capacity on the endpoint's shared limit when it has one;
-        its failures as the workflow tells them apart."""
+        its failures as the workflow tells them apart. ``sent``: the messages ``body``
+        carries, as the span records them (in no wire's shape)."""
         client, facts = self._client or shared_client(), ResponseFacts()
         hold = activity.info().start_to_close_timeout or timedelta(minutes=10)
         lease = (
-            await self._gate.acquire(limited, setup, body, hold.total_seconds())
+            await self._gate.acquire(limited, setup, codec, body, hold.total_seconds())
             if limited
             else None
         )
-        with model_call_span(setup, codec, body.get("messages") or body.get("input") or []) as span:
+        with model_call_span(setup, codec, dump_messages(sent)) as span:
             try:
                 message = await client.complete(
                     setup.target,
@@ -534,29 +569,12 @@ class ModelActivities:
         names a key the owner does not allow for its endpoint, or one the request is
         built from (asked at every call: a setup can come from an input admission
         never saw)."""
-        extra = set(setup.options.extra) - {"prompt_cache_key"}  # (with_prompt_cache)
+        extra = extra_keys(setup)
         problems = self._capabilities.option_problems(limited.endpoint, extra, built_by(codec))
         if problems:
             raise ApplicationError(
                 f"model.options.{problems[0]}", type=Failure.CONFIGURATION_ERROR, non_retryable=True
             )
-
-    @staticmethod
-    def _request_body(
-        codec: Codec, messages: list[Message], *, options: ModelOptions, **fields: Any
-    ) -> dict[str, Any]:
-        """The codec's body, built without the spec's ``extra``, which is added after:
-        never in place of a key the codec wrote, whatever the codec does with options."""
-        extra = dict(options.extra)
-        try:
-            body = codec.build_request(
-                messages, options=options.model_copy(update={"extra": {}}), **fields
-            )
-            return with_extra(body, extra, built_by(codec))
-        except (ValueError, NotAllowed) as error:
-            raise ApplicationError(
-                str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
-            ) from None
 
     @staticmethod
     def _failure(error: ProviderError, bound: Any) -> ApplicationError:

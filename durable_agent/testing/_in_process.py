@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durable_agent._activities.approvals import answer_predicates, check_tokens, describe_calls
+from durable_agent._activities.model import Outgoing, cache_key_secret
 from durable_agent._activities.tools import _as_text
 from durable_agent._agents._agent import Agent, OutputT, RunResult
 from durable_agent._agents._modules import with_agent_tools, with_agents
@@ -37,10 +38,11 @@ from durable_agent._contracts._contracts import (
     EndSessionSignal,
     GuardrailInput,
     GuardrailVerdict,
+    ModelSetup,
     ResolvedTool,
     ResolveToolsResult,
 )
-from durable_agent._errors import DurableAgentError, NotAllowed
+from durable_agent._errors import DurableAgentError, NotAllowed, NotRegistered
 from durable_agent._failures import Failure
 from durable_agent._session import (
     AwaitApprovals,
@@ -74,20 +76,32 @@ from durable_agent._session._events import (
     ToolsResolved,
 )
 from durable_agent._session._gate import RECORDED_DECISIONS
-from durable_agent._session._swarm_view import as_seen_by
+from durable_agent._session._model_request import (
+    NOT_BUILT,
+    extra_keys,
+    fitted,
+    request_body,
+    shaped,
+    summary_request_body,
+)
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._spec._spec import AgentInput, AgentSpec
 from durable_agent._spec._tool_policy import OwnerGates, ToolArgumentsError, ToolContext
 from durable_agent._tools._registry import Registry, run_guardrails
-from durable_agent._wire._context import summary_request
+from durable_agent._tools._round_hooks import (
+    HookContext,
+    HookFailed,
+    rewrite_reply,
+    rewrite_request,
+)
 from durable_agent._wire._messages import (
     AssistantMessage,
+    Message,
     RecordedDecision,
     ToolMessage,
     UserMessage,
 )
-from durable_agent._wire._request_messages import options_for_call, prepare_request_messages
-from durable_agent._wire.codecs import build_request
+from durable_agent._wire.codecs import Codec, built_by
 from durable_agent._workflows.continued_input import ContinuedInput
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems
@@ -116,7 +130,8 @@ class _ContinuedAsNew(DurableAgentError):
 class InProcessRun:
     spec: AgentSpec
     registry: Registry
-    model: Model
+    model: Model = lambda body: AssistantMessage(content="", error="no model given")
+    """Answers each request body (as a model server would)."""
     approver: Approver = lambda pending: "approved"
     continue_as_new_every: int | None = None
     """Offer a continue-as-new before every this many commands (``None``: never)."""
@@ -141,8 +156,24 @@ class InProcessRun:
     requests: list[dict[str, Any]] = field(default_factory=list)
     executed: list[tuple[int, int, str, dict[str, Any]]] = field(default_factory=list)
     runs: int = 0
+    answer: ModelFunction | None = None
+    """Answers each request as a test's model does (its ``ModelRequest``, made from the
+    request's own messages, tools and schema); when set, ``model`` is not asked."""
+    capabilities: Capabilities | None = None
+    """The worker's registrations each model call is checked against, as a worker
+    checks it: the endpoint resolved, the request options its owner allows, provider
+    file ids and the model server's URLs. ``None``: the endpoint as the spec gives it
+    (a name: a Chat Completions endpoint on 127.0.0.1), with no owner's rules."""
+    cache_secret: bytes = b"in-process"
+    """The secret prompt cache keys are derived with, when no fleet secret
+    (``$DURABLE_AGENT_CACHE_KEY_SECRET``) or endpoint key is set (as a worker's own)."""
     session: Session = field(init=False)
     _commands: int = 0
+    _outgoing: Outgoing | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.capabilities is not None:  # the owner's rules for what leaves
+            self._outgoing = Outgoing(self.capabilities)
 
     @property
     def now_ms(self) -> int:
@@ -180,7 +211,12 @@ class InProcessRun:
                     describes=found.describe is not None,
                 )
             )
-        hooks = [h for h in self.spec.approval_hooks() if self.registry.hook(h) is None]
+        registry = self.registry  # as the worker: predicates, notifiers and round hooks
+        hooks = [
+            h
+            for h in self.spec.approval_hooks()
+            if registry.hook(h) is None and not registry.round_hook(h)
+        ]
         available = self.registry.names() if missing else []
         return ResolveToolsResult(
             tools=resolved, missing=missing, available=available, missing_hooks=hooks
@@ -215,43 +251,103 @@ class InProcessRun:
     # --- what the activities do -----------------------------------------------------
 
     async def call_model(self, command: CallModel) -> ModelOutcome:
+        """The request a worker would send, built by the same steps in the same order
+        (``_model_request``) with the same checks, answered by the test's model."""
         session = self.session
         view = session.view
-        setup = view.model.setup()
-        messages = list(session.messages)
-        if setup.agent is not None:
-            messages = as_seen_by(messages, setup.agent, setup.instructions)
-        body = build_request(
-            _api(setup.endpoint),
-            messages,
-            model=setup.model,
-            tools=setup.tools,
-            options=options_for_call(setup.options, session.messages),
-            output_schema=setup.output_schema,
-            reasoning=setup.reasoning,
-            stream=False,
-            context=setup.context,
-        )
+        conversation = list(session.messages)
+        try:
+            setup, codec = await self._checked(view.model.setup())
+            messages, schema = fitted(conversation, setup, codec)
+            hooks = setup.hooks
+            context = HookContext(session_id=self.session_id, turn=command.turn, agent=setup.agent)
+            if hooks is not None and hooks.request:
+                messages = await rewrite_request(self.registry, hooks.request, messages, context)
+            prepared = shaped(messages, setup)
+            if self._outgoing is not None:  # files fetched, provider parts guarded
+                named, chain = view.model.setup().endpoint, self.session_id
+                prepared = await self._outgoing.sendable(prepared, setup, codec, named, chain)
+            body = request_body(
+                codec,
+                prepared,
+                setup,
+                conversation=conversation,
+                schema=schema,
+                session_id=self.session_id,
+                cache_secret=cache_key_secret(setup.target, self.cache_secret),
+            )
+        except _Refused as refused:
+            return ModelFailure(refused.failure, str(refused))
+        except HookFailed as error:
+            return ModelFailure(Failure.HOOK_FAILED, str(error))
+        except NOT_BUILT as error:
+            return ModelFailure(Failure.CONFIGURATION_ERROR, str(error))
         self.requests.append(body)
-        left_out = None
-        if view.model.trimmed_by_workers:  # as the worker that shapes the request counts it
-            left_out = prepare_request_messages(messages, setup.context).left_out
+        # as the worker that shapes the request counts what it left out
+        left_out = prepared.left_out if view.model.trimmed_by_workers else None
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
-        reply = self.model(body).model_copy(update=stamp)
+        reply = self._answer(body, prepared, setup, schema).model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
+        if hooks is not None and hooks.reply:  # as the worker: the reply as recorded
+            try:
+                reply = await rewrite_reply(self.registry, hooks.reply, reply, context)
+            except HookFailed as error:
+                return ModelFailure(Failure.HOOK_FAILED, str(error))
         return ModelReply(reply, left_out=left_out)
+
+    def _answer(
+        self,
+        body: dict[str, Any],
+        prepared: list[Message],
+        setup: ModelSetup,
+        schema: dict[str, Any] | None,
+    ) -> AssistantMessage:
+        if self.answer is None:
+            return self.model(body)
+        return self.answer(ModelRequest.of_call(prepared, setup.tools, schema, body))
+
+    async def _checked(self, setup: ModelSetup) -> tuple[ModelSetup, Codec]:
+        """The setup with its endpoint resolved and the codec of its wire, checked as a
+        worker checks them at every call: an endpoint the owner registered or allows,
+        a wire this registry speaks, only the request options the owner allows."""
+        named = setup.endpoint
+        if self.capabilities is None:  # no owner: the endpoint as the spec gives it
+            endpoint = named if not isinstance(named, str) else _ANY_ENDPOINT
+        else:
+            try:
+                endpoint = await self.capabilities.endpoint(named)
+            except (NotRegistered, NotAllowed) as error:
+                raise _Refused(str(error)) from None
+        try:
+            codec = self.registry.codec(endpoint.api)
+        except ValueError as error:
+            raise _Refused(str(error)) from None
+        if self.capabilities is not None:
+            built = built_by(codec)
+            problems = self.capabilities.option_problems(named, extra_keys(setup), built)
+            if problems:
+                raise _Refused(f"model.options.{problems[0]}")
+        return setup.model_copy(update={"endpoint": endpoint}), codec
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:
         return None
 
     async def summarise(self, command: Summarise) -> ModelOutcome:
-        session, model = self.session, self.spec.model
-        messages = summary_request(session.messages, command.until, model.context.summary_prompt)
-        name = model.context.summary_model or model.name
-        body = build_request(_api(model.endpoint), messages, model=name, options=model.options)
+        session = self.session
+        prompt = self.spec.model.context.summary_prompt
+        try:
+            setup, codec = await self._checked(session.view.model.setup("summary"))
+            messages = list(session.messages)
+            asked, body = summary_request_body(
+                codec, messages, setup, until=command.until, prompt=prompt
+            )
+        except _Refused as refused:
+            return ModelFailure(refused.failure, str(refused))
+        except NOT_BUILT as error:
+            return ModelFailure(Failure.CONFIGURATION_ERROR, str(error))
         self.requests.append(body)
-        reply = self.model(body)
+        reply = self._answer(body, asked, setup, None)
         if reply.is_error or not reply.content.strip():
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, "no summary")
         return ModelReply(reply)
@@ -394,10 +490,10 @@ class InProcessRun:
         self.clock += timedelta(seconds=seconds)
 
 
-def _api(endpoint: ProviderEndpoint | str) -> str:
-    """The wire API of an endpoint played here (a registered name speaks Chat
-    Completions: there is no worker to look it up)."""
-    return "chat" if isinstance(endpoint, str) else endpoint.api
+class _Refused(DurableAgentError):
+    """A model call a worker would refuse as configured (never sent, never retried)."""
+
+    failure = Failure.CONFIGURATION_ERROR
 
 
 async def run_in_process(
@@ -407,11 +503,15 @@ async def run_in_process(
     model: FunctionModel | ModelFunction,
     approver: Callable[[PendingApproval], Answer] = lambda pending: None,
     capabilities: Capabilities | None = None,
+    registry: Registry | None = None,
 ) -> RunResult[OutputT]:
     """Run ``agent`` on ``message`` to its answer in this process, with the rules a
     worker applies and no server: the worker's admission of its spec (``capabilities``:
-    your worker's registries; by default, any endpoint and MCP server the agent names,
-    and its tools), the owner's gates on each tool, the session's approvals asked of
+    your worker's registrations, whose rules each model call is checked against as a
+    worker checks it; by default, any endpoint and MCP server the agent names; and
+    ``registry``: your worker's ``Registry``, with its tools, tool kinds, hooks and
+    wire codecs, which the agent's own tools join), each request built as a worker
+    builds it, the owner's gates on each tool, the session's approvals asked of
     ``approver`` (for each waiting call ``"approve"``, ``"deny"``, a whole
     ``DecisionRequest`` to edit, respond or approve "always", or ``None``: nobody
     decides, and its deadline passes), guardrails and hooks, rescue, budgets. ``model``
@@ -419,7 +519,10 @@ async def run_in_process(
     not started. The typed answer with the run's ``messages`` (the whole array, as the
     session's ``messages`` query gives it), or ``AgentRunError`` saying how the run
     ended without one."""
-    registry = with_agent_tools(Registry(), [agent])
+    owned = Registry()  # yours joined by the agent's tools, never changing yours
+    if registry is not None:
+        owned.merge(registry)
+    registry = with_agent_tools(owned, [agent])
     spec = agent.spec()
     one_reply = spec.session.model_copy(update={"end_after_reply": True})  # as ``run`` does
     spec = spec.model_copy(update={"session": one_reply})
@@ -427,11 +530,11 @@ async def run_in_process(
     problems = await admission_problems(spec, owner, DEFAULT_TASK_QUEUE, registry)
     if problems:
         raise NotAllowed("the worker would refuse this agent: " + "; ".join(problems))
-    answer = model._function if isinstance(model, FunctionModel) else model
     run = InProcessRun(
         spec=spec,
         registry=registry,
-        model=lambda body: answer(ModelRequest.of_body(body)),
+        answer=model._function if isinstance(model, FunctionModel) else model,
+        capabilities=None if capabilities is None else owner,
         approver=_as_recorded(approver),
         session_id=f"in-process-{agent.name}",
         owner_gates=True,
@@ -460,4 +563,5 @@ def _as_recorded(approver: Callable[[PendingApproval], Answer]) -> Approver:
 
 
 #: What the agent names is what a worker registered, unless given your own.
-_ANY_MODEL = Capabilities(every_model=ProviderEndpoint(base_url="http://127.0.0.1:9/v1"))
+_ANY_ENDPOINT = ProviderEndpoint(base_url="http://127.0.0.1:9/v1", api_key_env=None)
+_ANY_MODEL = Capabilities(every_model=_ANY_ENDPOINT)

@@ -16,13 +16,18 @@ which ``durable-agent worker --model test`` does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
+from pydantic import ValidationError
+
 from durable_agent._spec._endpoint import ProviderEndpoint
 from durable_agent._wire._messages import AssistantMessage, Message, parse_messages
+from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._wire.codecs import wire_parameters
+from durable_agent._wire.codecs._schema import strict_schema
 
 from ._scripted_provider import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
 
@@ -44,11 +49,37 @@ class ModelRequest:
 
     @classmethod
     def of_body(cls, body: dict[str, Any]) -> ModelRequest:
-        """The request a Chat Completions body asks."""
+        """The request a Chat Completions body asks (or any body whose ``messages`` are
+        in its shape; another wire's body is read for nothing but itself: ``body``)."""
         tools = [t["function"] for t in body.get("tools") or [] if "function" in t]
         fmt = body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") if isinstance(fmt, dict) else None
-        return cls(parse_messages(body.get("messages") or []), tools, schema, body)
+        try:
+            messages = parse_messages(body.get("messages") or [])
+        except ValidationError:  # messages of another wire's shape
+            messages = []
+        return cls(messages, tools, schema, body)
+
+    @classmethod
+    def of_call(
+        cls,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        output_schema: dict[str, Any] | None,
+        body: dict[str, Any],
+    ) -> ModelRequest:
+        """The request a call asks, from its own parts whatever its wire (the run in
+        process has them before they are encoded): the messages as sent, each tool's
+        ``function`` object as Chat Completions would list it, and the schema as its
+        structured-output field would carry it."""
+        listed = []
+        for tool in tools:
+            function: dict[str, Any] = {"name": tool.name, "description": tool.description}
+            if tool.strict:
+                function["strict"] = True
+            listed.append({**function, "parameters": wire_parameters(tool)})
+        schema = strict_schema(output_schema) if output_schema is not None else None
+        return cls(list(messages), listed, schema, body)
 
     def since_last_user(self) -> list[Message]:
         """The messages after the last user message (this turn's tool rounds)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable_agent._wire._messages import AssistantMessage, Message
-from durable_agent._wire.codecs import build_request
+from durable_agent._wire.codecs import DEFAULT_API, build_request
 
 from ._scripted_provider import error_reply
 
@@ -29,8 +29,9 @@ Fallback = Callable[[Any], Any]
 
 
 def _wire(messages: Sequence[Message]) -> list[Any]:
-    """The messages as Chat Completions carries them, reduced to what they say."""
-    body = build_request("chat", messages, model="recorded")
+    """The messages as the rerun's endpoint (of the default wire, Chat Completions)
+    carries them, reduced to what they say."""
+    body = build_request(DEFAULT_API, messages, model="recorded")
     return [_said(m) for m in body["messages"]]
 
 

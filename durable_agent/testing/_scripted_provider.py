@@ -1,10 +1,12 @@
-"""A scripted OpenAI-compatible provider served over real HTTP on 127.0.0.1.
+"""A scripted model server over real HTTP on 127.0.0.1.
 
 Tests (ours and our users') script the model's turns, point an agent's
 ``base_url`` at it, and read back the exact request bodies it received. Each
-scripted turn is an :class:`AssistantMessage`, rendered as a JSON completion or
-as an SSE stream depending on what the request asked for, or a raw
-:class:`Reply` for faults (error statuses, resets, cut streams, delays).
+scripted turn is an :class:`AssistantMessage`, rendered in the shape of the wire the
+request came on (found by its path: Chat Completions, Responses, Messages, or an
+owner's codec given in ``codecs``), as a whole body or as an SSE stream depending on
+what the request asked for; or a raw :class:`Reply` for faults (error statuses,
+resets, cut streams, delays).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from durable_agent._wire._messages import AssistantMessage, ToolCall, Usage
+from durable_agent._wire._messages import AssistantMessage, ToolCall
+from durable_agent._wire.codecs import (
+    BUILT_IN_CODECS,
+    Codec,
+    reply_body_of,
+    reply_events_of,
+)
+from durable_agent._wire.codecs._chat import chat_reply_body, chat_reply_events
 
 # --- what the server received -------------------------------------------------
 
@@ -98,96 +107,36 @@ def sse_reply(
 
 # --- rendering an assistant turn ----------------------------------------------
 
-
-def _usage(usage: Usage | None) -> dict[str, Any]:
-    usage = usage or Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
-    said: dict[str, Any] = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
-    if usage.cached_tokens is not None:  # as OpenAI reports what its cache served
-        said["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
-    return said
+chat_completion_body = chat_reply_body
+"""``message`` as a whole Chat Completions response."""
 
 
-def _finish(message: AssistantMessage) -> str:
-    return message.finish_reason or ("tool_calls" if message.tool_calls else "stop")
+def chat_stream_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:
+    """The chunks a Chat Completions server streams for ``message`` (without ``[DONE]``)."""
+    return [e for e in chat_reply_events(message, model) if e != "[DONE]"]
 
 
-def chat_completion_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
-    if message.tool_calls:
-        wire["tool_calls"] = [c.model_dump(mode="json") for c in message.tool_calls]
-    if message.reasoning is not None:
-        wire["reasoning_content"] = message.reasoning
-    if message.reasoning_details is not None:
-        wire["reasoning_details"] = message.reasoning_details
-    if message.refusal is not None:
-        wire["refusal"] = message.refusal
-    return {
-        "id": "chatcmpl-scripted",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": wire, "finish_reason": _finish(message)}],
-        "usage": _usage(message.usage),
-    }
+def codec_for(path: str, codecs: Iterable[Codec]) -> Codec | None:
+    """The codec whose path the request's path ends with (the longest such: ``/chat``
+    and ``/chat/completions`` are two wires), or ``None``."""
+    found = [c for c in codecs if path.split("?")[0].endswith(c.path)]
+    return max(found, key=lambda c: len(c.path)) if found else None
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] if text else []
-
-
-def chat_stream_events(message: AssistantMessage, model: str = "scripted") -> list[dict[str, Any]]:
-    """The chunks a real server would stream for ``message``: text and arguments in pieces."""
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-
-    events = [chunk({"role": "assistant", "content": ""})]
-    events += [chunk({"reasoning_content": p}) for p in _pieces(message.reasoning or "", 16)]
-    events += [chunk({"content": p}) for p in _pieces(message.content, 16)]
-    if message.refusal:
-        events.append(chunk({"refusal": message.refusal}))
-    for index, call in enumerate(message.tool_calls or ()):
-        events.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.function.name, "arguments": ""},
-                        }
-                    ]
-                }
-            )
-        )
-        events += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
-            for p in _pieces(call.function.arguments, 8)
-        ]
-    events.append(chunk({}, _finish(message)))
-    events.append(
-        {
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion.chunk",
-            "choices": [],
-            "usage": _usage(message.usage),
-        }
-    )
-    return events
-
-
-def render_turn(message: AssistantMessage, request: RecordedRequest) -> Reply:
+def render_turn(
+    message: AssistantMessage, request: RecordedRequest, codecs: Iterable[Codec] = ()
+) -> Reply:
+    """``message`` as the wire the request was sent on answers it (its codec's
+    ``reply_body``, or its ``reply_events`` when the request asked for a stream); as
+    Chat Completions when no codec says how."""
+    codec = codec_for(request.path, [*BUILT_IN_CODECS.values(), *codecs])
+    if codec is not None:
+        events = reply_events_of(codec, message) if request.streamed else None
+        if events is not None:
+            return sse_reply(events, done=False)
+        body = reply_body_of(codec, message)
+        if body is not None:
+            return json_reply(body)
     if request.streamed:
         return sse_reply(chat_stream_events(message))
     return json_reply(chat_completion_body(message))
@@ -216,8 +165,12 @@ class ScriptedProvider:
         responder: Responder | None = None,
         port: int = 0,
         keep_requests: bool = True,
+        codecs: Iterable[Codec] = (),
     ) -> None:
         self._script: list[AssistantMessage | Reply] = list(script)
+        self.codecs: list[Codec] = list(codecs)
+        """Wires besides the built-in ones its turns are rendered for (an owner's codecs,
+        each found by its path)."""
         self._keep = keep_requests
         self._responder = responder
         self._lock = threading.Lock()
@@ -272,7 +225,7 @@ class ScriptedProvider:
                 return error_reply(500, "scripted provider: the script has no turn left")
             turn = self._responder(request)
         if isinstance(turn, AssistantMessage):
-            return render_turn(turn, request)
+            return render_turn(turn, request, self.codecs)
         return turn
 
 

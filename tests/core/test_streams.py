@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from durable_agent._wire.codecs import parse_chat_completion, stream_to_message
+from durable_agent._wire._messages import Usage
+from durable_agent._wire.codecs import (
+    SSEEvent,
+    built_in_codec,
+    parse_chat_completion,
+    reply_body_of,
+    reply_events_of,
+    stream_to_message,
+)
+from durable_agent.testing import assistant_calls, assistant_text
 
 
 def sse(*events: Any, done: bool = True) -> list[bytes]:
@@ -267,3 +276,40 @@ def test_responses_stream_uses_the_final_response() -> None:
     assert message.tool_calls and message.tool_calls[0].id == "call_9"
     assert message.reasoning == "plan" and message.reasoning_details == [final["output"][0]]
     assert stream_to_message("responses", chunks[:1]).is_error
+
+
+# --- each built-in codec answers as its wire: the inverse of its parser ---------------
+
+
+def test_each_codec_renders_a_reply_its_own_parser_reads_back_whole_and_streamed() -> None:
+    """What the test kit's models answer with: for each built-in wire, the reply body and
+    the stream a codec renders for a message read back as that message (text, calls in
+    order, finish reason, usage)."""
+
+    usage = Usage(prompt_tokens=12, completion_tokens=7, total_tokens=19)
+    calls = assistant_calls(("a", {"x": 1}), ("b", {"y": "two"}), usage=usage)
+    text = assistant_text("A long enough answer to come in several pieces.", usage=usage)
+    for api in ("chat", "responses", "anthropic"):
+        codec = built_in_codec(api)
+        for message in (calls, text):
+            whole = codec.parse_response(reply_body_of(codec, message) or {})
+            events = reply_events_of(codec, message) or []
+            accumulator = codec.new_stream_accumulator()  # type: ignore[attr-defined]
+            for event in events:
+                data = event if isinstance(event, str) else json.dumps(event)
+                accumulator.add(SSEEvent(data=data))
+            streamed = accumulator.finish()
+            for got in (whole, streamed):
+                assert not got.is_error, (api, got.error)
+                assert got.content == message.content, api
+                assert _calls(got) == _calls(message), api
+                assert got.finish_reason == ("tool_calls" if message.tool_calls else "stop")
+                assert got.usage is not None and got.usage.completion_tokens == 7, api
+            assert len(events) > 3 or not message.content, "text in pieces, as streamed"
+    assert reply_body_of(built_in_codec("embeddings"), text) is None  # a codec without one
+
+
+def _calls(message: Any) -> list[tuple[str, str, Any]]:
+    """Each call's id, name and arguments as a value (a wire may space its JSON apart)."""
+    said = message.tool_calls or []
+    return [(c.id, c.function.name, json.loads(c.function.arguments)) for c in said]

@@ -5,6 +5,9 @@ real workflow."""
 from __future__ import annotations
 
 import re
+import sys
+import types
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -23,7 +26,7 @@ from durable_agent._wire.codecs import WireCodec, built_in_codec
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
 from tests.support.agent_harness import running_worker, spec_for, start_session
-from tests.support.docs_page import page_block, run_page_block
+from tests.support.docs_page import EXTENDING, page_block, run_page_block
 
 OLLAMA_REPLY = {"message": {"role": "assistant", "content": "Hei!"}, "done": True}
 
@@ -159,3 +162,38 @@ async def test_an_owners_wire_api_gets_what_its_codec_declares(
     body: dict[str, object] = {}
     plain.ask_json_object(body, schema)
     assert body == {}
+
+
+def _page_tests() -> dict[str, Any]:
+    """The page's block on testing a codec, run as a module of its own that holds the
+    page's codec, as the reader's module does."""
+    module = types.ModuleType("docs_page_testing_a_codec")
+    module.ollama = run_page_block("## A new wire API")["ollama"]  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    code = page_block("### Testing a codec")
+    exec(compile(code, str(EXTENDING), "exec"), module.__dict__)
+    return module.__dict__
+
+
+async def test_the_pages_ollama_codec_answers_in_process() -> None:
+    """``run_in_process(..., registry=Registry([ollama]))``: the request is the codec's
+    (the page's test asserts its body), and the answer comes back."""
+    await _page_tests()["test_the_codec_in_process"]()
+
+
+async def test_the_pages_ollama_codec_answers_end_to_end_at_once() -> None:
+    """``AgentTestEnvironment(registry=Registry([ollama]))``: the scripted model answers
+    in Ollama's shape, by the codec's ``reply``, so the first request is answered (the
+    page's test asserts there was one request: no retry)."""
+    await _page_tests()["test_the_codec_end_to_end"]()
+
+
+def test_the_codec_names_the_manual_gives_are_importable() -> None:
+    import durable_agent.extending as extending
+
+    for name in ("Codec", "StreamingCodec", "StreamingWireCodec", "WireCodec"):
+        assert name in extending.__all__ and getattr(extending, name) is not None
+    ollama = run_page_block("## A new wire API")["ollama"]
+    assert isinstance(ollama, extending.Codec)
+    assert not isinstance(ollama, extending.StreamingCodec)
+    assert isinstance(built_in_codec("chat"), extending.StreamingWireCodec)

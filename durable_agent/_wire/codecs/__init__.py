@@ -14,7 +14,7 @@ from typing import Any
 
 from durable_agent._wire._context import ContextRules
 from durable_agent._wire._messages import AssistantMessage, Message
-from durable_agent._wire._model_inputs import WIRE_TAKES
+from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._tool_definition import ToolDefinition
 from durable_agent._wire.codecs import _anthropic as anthropic
@@ -39,6 +39,9 @@ from durable_agent._wire.codecs._codec import (
     WireCodec,
     bearer_auth,
     built_by,
+    output_cap_of,
+    reply_body_of,
+    reply_events_of,
 )
 from durable_agent._wire.codecs._common import (
     StreamAccumulator,
@@ -67,8 +70,13 @@ WireAPI = str
 """A wire API's name: built in, ``chat``, ``responses``, ``anthropic``, ``embeddings``
 and ``images``; a worker's ``Registry`` may add more."""
 
+DEFAULT_API: WireAPI = "chat"
+"""The wire an endpoint speaks when it names none, and the one a message is judged by
+when the session cannot see its endpoint's codec (a registered name, an owner's wire)."""
+
 __all__ = [
     "BUILT_IN_CODECS",
+    "DEFAULT_API",
     "EMBEDDINGS_PATH",
     "IMAGES_PATH",
     "AnthropicStreamAccumulator",
@@ -95,6 +103,7 @@ __all__ = [
     "built_in_codec",
     "error_text",
     "new_stream_accumulator",
+    "output_cap_of",
     "parse_anthropic_message",
     "parse_chat_completion",
     "parse_embeddings_response",
@@ -102,10 +111,13 @@ __all__ = [
     "parse_response",
     "parse_responses_response",
     "parse_sse",
+    "reply_body_of",
+    "reply_events_of",
     "request_path",
     "response_id_of",
     "stream_to_message",
     "wire_parameters",
+    "wire_takes",
 ]
 
 
@@ -128,11 +140,14 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 ChatStreamAccumulator,
                 provider_name="openai",
                 sends_reasoning=True,
-                takes=WIRE_TAKES["chat"],
+                takes=chat.TAKES,
                 takes_file_urls=False,  # a file goes inline or by id, never by URL
                 caches_prompts=True,
                 json_object=chat.ask_chat_json_object,
                 builds=chat.BUILT,
+                output_cap=chat.OUTPUT_CAP,
+                reply=chat.chat_reply_body,
+                reply_events=chat.chat_reply_events,
             ),
             StreamingWireCodec(
                 "responses",
@@ -141,11 +156,14 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 parse_responses_response,
                 ResponsesStreamAccumulator,
                 provider_name="openai",
-                takes=WIRE_TAKES["responses"],
+                takes=responses.TAKES,
                 takes_file_urls=True,
                 caches_prompts=True,
                 json_object=responses.ask_responses_json_object,
                 builds=responses.BUILT,
+                output_cap=responses.OUTPUT_CAP,
+                reply=responses.responses_reply_body,
+                reply_events=responses.responses_reply_events,
             ),
             WireCodec(
                 "embeddings",
@@ -174,10 +192,13 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 AnthropicStreamAccumulator,
                 provider_name="anthropic",
                 auth=_anthropic_auth,
-                takes=WIRE_TAKES["anthropic"],
+                takes=anthropic.TAKES,
                 takes_file_urls=True,
                 caches_prompts=True,
                 builds=anthropic.BUILT,
+                output_cap=anthropic.OUTPUT_CAP,
+                reply=anthropic.anthropic_reply_body,
+                reply_events=anthropic.anthropic_reply_events,
             ),
         )
     }
@@ -194,6 +215,14 @@ def built_in_codec(api: str) -> Codec:
         known = ", ".join(sorted(BUILT_IN_CODECS))
         raise ValueError(f"{api!r} is not a built-in wire API (built in: {known})")
     return found
+
+
+def wire_takes(api: str | None) -> frozenset[PartKind]:
+    """The kinds of part the built-in wire ``api`` carries; for a wire the caller cannot
+    see the codec of (``None``: a registered endpoint's name; an owner's wire), the
+    default wire's (the worker's own codec leaves out what its wire does not carry)."""
+    found = BUILT_IN_CODECS.get(api or DEFAULT_API) or BUILT_IN_CODECS[DEFAULT_API]
+    return found.takes
 
 
 def build_request(

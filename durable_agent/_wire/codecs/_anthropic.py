@@ -25,6 +25,7 @@ from durable_agent._wire._messages import (
     UserMessage,
     text_of,
 )
+from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions
 from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
@@ -39,6 +40,9 @@ from durable_agent._wire.codecs._common import (
     finish_message,
     flat_reasoning,
     map_options,
+    pieces,
+    reply_finish,
+    reply_usage,
     unique_call_ids,
     usage_from,
     with_extra,
@@ -46,6 +50,10 @@ from durable_agent._wire.codecs._common import (
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
 PATH = "/messages"
+#: The request key its output-token cap goes in.
+OUTPUT_CAP = "max_tokens"
+#: The kinds of part besides text its requests carry (no audio).
+TAKES: frozenset[PartKind] = frozenset({"image", "file"})
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -351,3 +359,59 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         if error is None:
             return message
         return finish_message(content=message.content, tool_calls=[], malformed=[], error=error)
+
+
+# --- a reply, as a server of this wire would send it (for scripted models) ----------
+
+_STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+
+
+def _reply_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks = [d for d in message.reasoning_details or () if d.get("type") in _THINKING_BLOCKS]
+    text = message.refusal or message.content
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.tool_calls or ():
+        block = {"type": "tool_use", "id": call.id, "name": call.function.name}
+        blocks.append({**block, "input": _tool_input(call.function.arguments)})
+    return blocks
+
+
+def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
+    """``message`` as a whole Messages API response."""
+    finish = "content_filter" if message.refusal else reply_finish(message)
+    usage = reply_usage(message)
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _reply_blocks(message),
+        "stop_reason": _STOP_REASON_OF.get(finish, "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
+    }
+
+
+def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:
+    """The events a server streams for ``message``: each block opened, its text and a
+    tool call's input in pieces, then the stop reason and usage."""
+    body = anthropic_reply_body(message, model)
+    opening = {**body, "content": [], "stop_reason": None}
+    events: list[Any] = [{"type": "message_start", "message": opening}]
+    for index, block in enumerate(body["content"]):
+        deltas: list[dict[str, Any]] = []
+        if block["type"] == "text":
+            deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], 16)]
+            block = {**block, "text": ""}
+        elif block["type"] == "tool_use":
+            arguments = json.dumps(block["input"], separators=(",", ":"))
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(arguments, 8)]
+            block = {**block, "input": {}}
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": stop, "usage": body["usage"]})
+    events.append({"type": "message_stop"})
+    return events

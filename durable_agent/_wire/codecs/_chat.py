@@ -22,6 +22,7 @@ from durable_agent._wire._messages import (
     TextPart,
     UserMessage,
 )
+from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions, ReasoningWire
 from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
@@ -33,6 +34,9 @@ from durable_agent._wire.codecs._common import (
     finish_message,
     flat_reasoning,
     map_options,
+    pieces,
+    reply_finish,
+    reply_usage,
     tool_calls_from_openai,
     usage_from,
     with_extra,
@@ -40,6 +44,10 @@ from durable_agent._wire.codecs._common import (
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
 PATH = "/chat/completions"
+#: The request key its output-token cap goes in.
+OUTPUT_CAP = "max_completion_tokens"
+#: The kinds of part besides text its requests carry.
+TAKES: frozenset[PartKind] = frozenset({"image", "audio", "file"})
 
 OPTION_NAMES = {
     "temperature": "temperature",
@@ -304,3 +312,72 @@ class ChatStreamAccumulator(StreamAccumulator):
             usage=usage_from(self._usage, "prompt_tokens", "completion_tokens"),
             error=error,
         )
+
+
+# --- a reply, as a server of this wire would send it (for scripted models) ----------
+
+
+def _reply_usage(message: AssistantMessage) -> dict[str, Any]:
+    usage = reply_usage(message)
+    said: dict[str, Any] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    if usage.cached_tokens is not None:  # as OpenAI reports what its cache served
+        said["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    return said
+
+
+def chat_reply_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
+    """``message`` as a whole Chat Completions response."""
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        wire["tool_calls"] = [c.model_dump(mode="json") for c in message.tool_calls]
+    if message.reasoning is not None:
+        wire["reasoning_content"] = message.reasoning
+    if message.reasoning_details is not None:
+        wire["reasoning_details"] = message.reasoning_details
+    if message.refusal is not None:
+        wire["refusal"] = message.refusal
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": wire, "finish_reason": reply_finish(message)}],
+        "usage": _reply_usage(message),
+    }
+
+
+def chat_reply_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:
+    """The chunks a server streams for ``message``: text and arguments in pieces, then
+    the usage and ``[DONE]``."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    events: list[Any] = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"reasoning_content": p}) for p in pieces(message.reasoning or "", 16)]
+    events += [chunk({"content": p}) for p in pieces(message.content, 16)]
+    if message.refusal:
+        events.append(chunk({"refusal": message.refusal}))
+    for index, call in enumerate(message.tool_calls or ()):
+        function = {"name": call.function.name, "arguments": ""}
+        start = {"index": index, "id": call.id, "type": "function", "function": function}
+        events.append(chunk({"tool_calls": [start]}))
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+            for p in pieces(call.function.arguments, 8)
+        ]
+    events.append(chunk({}, reply_finish(message)))
+    usage = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "choices": []}
+    events.append({**usage, "usage": _reply_usage(message)})
+    events.append("[DONE]")
+    return events

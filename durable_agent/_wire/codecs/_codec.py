@@ -4,8 +4,10 @@ functions.
 A codec holds everything one provider API needs: its name (what an endpoint's ``api``
 says), its path, its authentication headers, its name in telemetry, what its requests
 carry (which kinds of part, files by URL or only inline, the prompt-cache fields, a JSON
-object asked for), how a request is built and how a response becomes an assistant
-message. The worker asks the codec each of these; nothing else tells wire APIs apart.
+object asked for, the key of its output-token cap), how a request is built and how a
+response becomes an assistant message, and, optionally, how an assistant message is
+sent back as its reply (what a scripted model in a test answers). The worker and the
+test kit ask the codec each of these; nothing else tells wire APIs apart.
 An API that streams also makes stream accumulators (``StreamingCodec``); one that never
 streams need not. A worker's
 ``Registry`` holds the codecs it speaks: the built-in ones (``BUILT_IN_CODECS``) and any
@@ -115,6 +117,32 @@ class StreamingCodec(Codec, Protocol):
     def new_stream_accumulator(self) -> StreamAccumulator: ...
 
 
+ReplyBody = Callable[[AssistantMessage], dict[str, Any]]
+"""An assistant message as the whole response body a server of the wire sends."""
+
+ReplyEvents = Callable[[AssistantMessage], list[Any]]
+"""An assistant message as the SSE ``data`` items a server of the wire streams (each a
+JSON object, or a string sent as it is, such as ``[DONE]``)."""
+
+
+def output_cap_of(codec: Codec) -> str | None:
+    """The request key ``codec`` writes its output-token cap in (``None``: it names none)."""
+    found = getattr(codec, "output_cap", None)
+    return found if isinstance(found, str) else None
+
+
+def reply_body_of(codec: Codec, message: AssistantMessage) -> dict[str, Any] | None:
+    """``message`` as ``codec``'s wire answers it whole (``None``: the codec cannot say)."""
+    render = getattr(codec, "reply_body", None)
+    return render(message) if callable(render) else None
+
+
+def reply_events_of(codec: Codec, message: AssistantMessage) -> list[Any] | None:
+    """``message`` as ``codec``'s wire streams it (``None``: the codec cannot say)."""
+    render = getattr(codec, "reply_events", None)
+    return render(message) if callable(render) else None
+
+
 def built_by(codec: Codec) -> frozenset[str]:
     """The top-level keys ``codec``'s requests are built from, which a spec's
     ``model.options.extra`` never sets: its declared ``builds`` (a ``WireCodec``'s),
@@ -133,7 +161,12 @@ class WireCodec:
     in the instructions only), and ``builds``: every top-level key its requests may
     write, which a spec's ``model.options.extra`` may never set (the keys every wire
     builds, ``model``, ``messages``, ``tools``, ``stream``, the output limits, are
-    always among them). ``StreamingWireCodec`` adds the stream accumulator."""
+    always among them), ``output_cap``: the key its output-token cap goes in (what an
+    endpoint's limit counts a request's output as). ``reply``: the inverse of ``parse``,
+    an assistant message as the wire's whole response body, which the test kit's models
+    answer with (without it they answer as Chat Completions does).
+    ``StreamingWireCodec`` adds the stream accumulator, and ``reply_events``: the
+    message as the wire streams it."""
 
     def __init__(
         self,
@@ -152,8 +185,12 @@ class WireCodec:
         caches_prompts: bool = False,
         json_object: JsonObjectAsk | None = None,
         builds: Collection[str] = (),
+        output_cap: str | None = None,
+        reply: ReplyBody | None = None,
     ) -> None:
         self.api = api
+        self.output_cap = output_cap
+        self._reply = reply
         self.builds = BUILT_EVERYWHERE | frozenset(builds)
         self.operation = operation
         """Its ``gen_ai.operation.name`` (``chat``, ``embeddings``, ``generate_content``)."""
@@ -203,6 +240,14 @@ class WireCodec:
             **extra,
         )
 
+    def reply_body(self, message: AssistantMessage) -> dict[str, Any] | None:
+        """``message`` as this wire's whole response body (``None``: no ``reply`` given)."""
+        return self._reply(message) if self._reply is not None else None
+
+    def reply_events(self, message: AssistantMessage) -> list[Any] | None:
+        """``message`` as this wire streams it: a ``WireCodec`` does not stream."""
+        return None
+
     def parse_response(self, body: dict[str, Any]) -> AssistantMessage:
         """A whole response as one assistant message; one of an unexpected shape becomes
         an ``is_error`` message (a failed turn, retried), never an exception."""
@@ -223,10 +268,17 @@ class StreamingWireCodec(WireCodec):
         build: Callable[..., dict[str, Any]],
         parse: Callable[[dict[str, Any]], AssistantMessage],
         accumulator: Callable[[], StreamAccumulator],
+        *,
+        reply_events: ReplyEvents | None = None,
         **settings: Any,
     ) -> None:
         super().__init__(api, path, build, parse, **settings)
         self._accumulator = accumulator
+        self._reply_events = reply_events
 
     def new_stream_accumulator(self) -> StreamAccumulator:
         return self._accumulator()
+
+    def reply_events(self, message: AssistantMessage) -> list[Any] | None:
+        """``message`` as this wire streams it (``None``: no ``reply_events`` given)."""
+        return self._reply_events(message) if self._reply_events is not None else None

@@ -184,6 +184,22 @@ def usage_from(raw: Any, prompt: str, completion: str) -> Usage | None:
     )
 
 
+def reply_usage(message: AssistantMessage) -> Usage:
+    """The usage a rendered reply reports: the message's, else a small made-up one (a
+    scripted model's reply costs something, as a real one does)."""
+    return message.usage or Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+
+
+def reply_finish(message: AssistantMessage) -> str:
+    """The finish reason a rendered reply gives, in the message's own words."""
+    return message.finish_reason or ("tool_calls" if message.tool_calls else "stop")
+
+
+def pieces(text: str, size: int) -> list[str]:
+    """``text`` cut in pieces of ``size`` characters, as a stream delivers it."""
+    return [text[i : i + size] for i in range(0, len(text), size)] if text else []
+
+
 def flat_reasoning(details: Sequence[dict[str, Any]]) -> str | None:
     """The human-readable view of structured reasoning blocks."""
     texts: list[str] = []

@@ -19,6 +19,7 @@ from durable_agent._wire._messages import (
     UserMessage,
     text_of,
 )
+from durable_agent._wire._model_inputs import PartKind
 from durable_agent._wire._model_options import ModelOptions
 from durable_agent._wire._request_messages import prepare_request_messages
 from durable_agent._wire._tool_definition import ToolDefinition
@@ -32,6 +33,8 @@ from durable_agent._wire.codecs._common import (
     finish_message,
     flat_reasoning,
     map_options,
+    pieces,
+    reply_usage,
     unique_call_ids,
     usage_from,
     with_extra,
@@ -39,6 +42,10 @@ from durable_agent._wire.codecs._common import (
 from durable_agent._wire.codecs._schema import strict_schema, wire_parameters
 
 PATH = "/responses"
+#: The request key its output-token cap goes in.
+OUTPUT_CAP = "max_output_tokens"
+#: The kinds of part besides text its requests carry (no audio).
+TAKES: frozenset[PartKind] = frozenset({"image", "file"})
 
 OPTION_NAMES = {
     "temperature": "temperature",
@@ -270,3 +277,60 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         if error is None and self._final is not None:
             return parse_responses_response(self._final)
         return finish_message(content="".join(self._text), tool_calls=[], malformed=[], error=error)
+
+
+# --- a reply, as a server of this wire would send it (for scripted models) ----------
+
+
+def responses_reply_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
+    """``message`` as a whole Responses API response."""
+    output: list[dict[str, Any]] = [
+        d for d in message.reasoning_details or () if d.get("type") == "reasoning"
+    ]
+    blocks: list[dict[str, Any]] = []
+    if message.content:
+        blocks.append({"type": "output_text", "text": message.content, "annotations": []})
+    if message.refusal:
+        blocks.append({"type": "refusal", "refusal": message.refusal})
+    if blocks:
+        said = {"type": "message", "id": "msg_scripted", "role": "assistant"}
+        output.append({**said, "status": "completed", "content": blocks})
+    for call in message.tool_calls or ():
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call.id}",
+                "call_id": call.id,
+                "name": call.function.name,
+                "arguments": call.function.arguments,
+                "status": "completed",
+            }
+        )
+    usage = reply_usage(message)
+    cut = message.finish_reason == "length"
+    return {
+        "id": "resp_scripted",
+        "object": "response",
+        "model": model,
+        "status": "incomplete" if cut else "completed",
+        **({"incomplete_details": {"reason": "max_output_tokens"}} if cut else {}),
+        "output": output,
+        "usage": {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
+        },
+    }
+
+
+def responses_reply_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:
+    """The events a server streams for ``message``: its text in pieces, then the whole
+    response (which the stream's reader takes as the truth)."""
+    body = responses_reply_body(message, model)
+    started = {"type": "response.created", "response": {**body, "output": []}}
+    deltas = [
+        {"type": "response.output_text.delta", "delta": p} for p in pieces(message.content, 16)
+    ]
+    end = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    return [started, *deltas, {"type": end, "response": body}]
