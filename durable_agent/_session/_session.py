@@ -436,7 +436,12 @@ class Session:
     def _summarised(self, summary: AssistantMessage, now: datetime) -> None:
         """The summary stands in for earlier messages from now on (they stay)."""
         self._step.summarised(summary, now)
-        self._budget.count(summary.usage, self.view.model.price, self.view.model.spec.name)
+        model = self.view.model.spec
+        writer = model.context.summary_model
+        if writer is None or writer == model.name:
+            self._budget.count(summary.usage, self.view.model.price, model.name)
+        else:  # the model that wrote it, at its own price (the worker's)
+            self._budget.count(summary.usage, self._budget.prices.get(writer), writer)
 
     def _model_replied(self, assistant: AssistantMessage) -> None:
         checked, self._checked_reply = assistant is self._checked_reply, None

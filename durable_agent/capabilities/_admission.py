@@ -75,6 +75,13 @@ async def admission_problems(
                 f"{where}{field.removesuffix('.endpoint')}.price: stop.max_cost_usd needs a "
                 f"price for {model.name!r} (model.price, or one the worker registers)"
             )
+        writer = model.context.summary_model
+        if cost_budget and writer not in (None, model.name, *capabilities.prices):
+            problems.append(
+                f"{where}{field.removesuffix('.endpoint')}.context.summary_model: "
+                f"stop.max_cost_usd needs a price for {writer!r}, which writes the "
+                "summaries (one the worker registers)"
+            )
     worker = WorkerSide(capabilities)
     for toolset in spec.toolsets:
         try:
@@ -107,8 +114,11 @@ def registered_prices(spec: AgentSpec, capabilities: Capabilities) -> dict[str, 
     """The worker's prices of the models the spec names without one."""
     models = [spec.model, *(a.model for a in (spec.swarm.agents if spec.swarm else ()) if a.model)]
     models += [f for m in list(models) for f in m.fallbacks]
-    return {
+    prices = {
         m.name: capabilities.prices[m.name]
         for m in models
         if m.price is None and m.name in capabilities.prices
     }
+    # the model that writes a context's summaries is billed at its own price
+    writers = {m.context.summary_model for m in models if m.context.summary_model} - set(prices)
+    return prices | {w: capabilities.prices[w] for w in writers if w in capabilities.prices}
