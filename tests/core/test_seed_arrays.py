@@ -191,7 +191,7 @@ def test_a_kit_array_imports_as_written_and_sends_only_what_the_wire_takes() -> 
         assert "invoice" in body, api  # the arguments went, as the call's JSON text
 
 
-# --- the assistant message of seed 001, and the content of seed 003 ----------------------
+# --- the assistant message whole, and structured user content ---------------------------
 
 #: An assistant turn with every field the reference gives it, as that reference writes it.
 REFERENCE_TURN: dict[str, Any] = {
