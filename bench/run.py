@@ -46,6 +46,7 @@ from durable_agent._spec._spec import AgentSpec, ModelSpec
 from durable_agent.temporal._binary import temporal_binary
 from durable_agent.temporal._ports import free_port
 from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent.temporal._worker import DEV_SERVER_SETTINGS
 from durable_agent.testing import ScriptedProvider
 
 ROOT = Path(__file__).parent.parent
@@ -362,8 +363,9 @@ def table(
 
 
 @asynccontextmanager
-async def dev_server() -> AsyncIterator[tuple[str, Client]]:
-    """A fresh dev server of its own (its pid in ``BENCH_SERVER_PID``): address, client."""
+async def dev_server(settings: tuple[str, ...] = ()) -> AsyncIterator[tuple[str, Client]]:
+    """A fresh dev server of its own (its pid in ``BENCH_SERVER_PID``): address, client.
+    ``settings``: more arguments for it (the same for every kind measured)."""
     port = free_port()
     server = subprocess.Popen(
         [
@@ -377,6 +379,7 @@ async def dev_server() -> AsyncIterator[tuple[str, Client]]:
             str(free_port()),
             "--log-level",
             "error",
+            *settings,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -396,12 +399,14 @@ async def dev_server() -> AsyncIterator[tuple[str, Client]]:
         server.wait(timeout=30)
 
 
-async def main(runs: int, concurrent: int, rounds: int, peers: bool) -> None:
+async def main(
+    runs: int, concurrent: int, rounds: int, peers: bool, settings: tuple[str, ...]
+) -> None:
     data = Path(tempfile.mkdtemp(prefix="durable-agent-bench-"))
     if peers:
         peers_python()  # installed before anything is measured
     kinds = ["floor", "ours", QUIET, *(PEERS if peers else ())]
-    async with dev_server() as (address, client):
+    async with dev_server(settings) as (address, client):
         with ScriptedProvider(responder=bench_model) as provider:
             bench = Bench(address, client, provider)
             figures = await measure_all(kinds, bench, data, runs, concurrent, rounds)
@@ -429,6 +434,13 @@ if __name__ == "__main__":
         action="store_true",
         help="also the OpenAI Agents SDK and Pydantic AI on Temporal (installed on first use)",
     )
+    parser.add_argument(
+        "--embedded-server",
+        action="store_true",
+        help="the dev server as `durable-agent dev` runs it (DEV_SERVER_SETTINGS), for every "
+        "kind alike; by default the dev server as it ships, the recipe of earlier figures",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.concurrent, args.rounds, args.peers))
+    settings = DEV_SERVER_SETTINGS if args.embedded_server else ()
+    asyncio.run(main(args.runs, args.concurrent, args.rounds, args.peers, settings))
     exit_without_teardown(0)
