@@ -8,7 +8,6 @@ without its row and its test: this test fails first."""
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,13 +189,8 @@ def indexed() -> dict[str, str]:
 
 
 def _tests_in(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    return {
-        node.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.name.startswith("test_")
-    }
+    """The test functions a file defines (read as text: a test's name is on its line)."""
+    return set(re.findall(r"^(?:async )?def (test_\w+)\(", path.read_text(), re.M))
 
 
 def test_every_test_the_security_page_names_exists() -> None:
