@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from durable_agent._contracts._contracts import ResolvedTool
 from durable_agent._errors import NotAllowed, NotRegistered
@@ -25,7 +25,7 @@ from durable_agent._spec._tool_policy import OwnerGates, ToolPolicy
 from durable_agent._spec._tool_sources import Registrable, narrowed
 
 from ._policy import SpecPolicy
-from ._urls import UrlRefused, check_url, normalised_path, origin, under, url_host
+from ._urls import UrlRefused, check_url, normalised_path, origin, rebuilt, under, url_host
 
 
 @dataclass(frozen=True)
@@ -372,11 +372,7 @@ class Capabilities:
             return None
         if not any(where == o and under(path, prefix) for o, prefix in self._file_origins):
             return None
-        netloc = parts.hostname or ""
-        netloc = f"[{netloc}]" if ":" in netloc else netloc
-        if parts.port is not None:
-            netloc += f":{parts.port}"
-        return urlunsplit((parts.scheme, netloc, quote(path), parts.query, ""))
+        return rebuilt(parts.scheme, parts.hostname or "", parts.port, path, parts.query)
 
     async def check_url(self, url: str) -> None:
         """A URL that came from a spec: refused when it reaches a private address and

@@ -137,14 +137,19 @@ def canonical_url(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not host or "@" in parts.netloc:
         return None
     try:
-        address = ipaddress.ip_address(host)
+        host = str(ipaddress.ip_address(host))
     except ValueError:
         if not _HOST_NAME.fullmatch(host.rstrip(".")):
             return None
-    else:
-        host = f"[{address}]" if address.version == 6 else str(address)
-    netloc = host if port is None else f"{host}:{port}"
-    return urlunsplit((parts.scheme, netloc, quote(normalised_path(parts.path)), parts.query, ""))
+    return rebuilt(parts.scheme, host, port, normalised_path(parts.path), parts.query)
+
+
+def rebuilt(scheme: str, host: str, port: int | None, path: str, query: str) -> str:
+    """A URL from the parts a check read: no user info, no fragment, the path escaped."""
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, quote(path), query, ""))
 
 
 def origin(url: str) -> str:
