@@ -4,7 +4,7 @@ A thin entry point onto ``durable-agent worker`` (the same arguments); the insta
 carries everything, so nothing here is installed.
 """
 
-from durable_agent._cli._worker import main
+from durable_agent._cli.worker import main
 
 if __name__ == "__main__":
     main()

@@ -6,13 +6,12 @@ relatively."""
 
 from __future__ import annotations
 
-from .admission import AdmissionActivities
 from .approvals import ApprovalActivities
-from .evals import EvalActivities
-from .message_sinks import JSONLMessageLog, MessageContext, MessageSink
+from .checks import AdmissionActivities, EvalActivities
+from .message_log import JSONLMessageLog, MessageContext, MessageSink
 from .model import ModelActivities
-from .observing import ObservingInterceptor
 from .resumption import ResumptionActivities
+from .running import ObservingInterceptor
 from .tools import ToolActivities
 from .transcript_store import TranscriptStore, default_store_url, open_transcript_store
 

@@ -9,19 +9,19 @@ import inspect
 import structlog
 from temporalio import activity
 
-from durable_agent._contracts._approval_contracts import (
+from durable_agent._contracts.approvals import (
     ApprovalCheckInput,
+    ApproverKeys,
     DescribeCallsInput,
     EscalationNotice,
     TokenCheck,
     TokenVerdict,
 )
-from durable_agent._contracts._approver_tokens import ApproverKeys
-from durable_agent._spec._tool_policy import ToolArgumentsError
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._visible_text import visible
+from durable_agent._spec.tools import ToolArgumentsError
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import visible
 
-from .heartbeat import heartbeats
+from .running import heartbeats
 
 log = structlog.get_logger("durable_agent.approvals")
 

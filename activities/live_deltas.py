@@ -22,7 +22,7 @@ import structlog
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from durable_agent._contracts._events import (
+from durable_agent._contracts.events import (
     EVENTS_TOPIC,
     AttemptRestarted,
     ReasoningDelta,

@@ -23,40 +23,33 @@ import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
+    DIGEST_BYTES,
     LoadTranscriptInput,
     ModelCallInput,
+    ModelReturn,
     ModelSetup,
+    ReplyCallsInput,
     StoredMessageRef,
     StoreTranscriptInput,
     SummaryCallInput,
-    TranscriptRef,
-)
-from durable_agent._contracts._digests import (
-    DIGEST_BYTES,
-    ModelReturn,
-    ReplyCallsInput,
     TranscriptPage,
+    TranscriptRef,
     WorkerLacks,
     arguments_checked,
     digested,
     first_calls,
 )
-from durable_agent._errors import NotAllowed, NotRegistered
-from durable_agent._failures import Failure
-from durable_agent._observability._gen_ai_spans import (
-    model_call_span,
-    record_failure,
-    record_reply,
-)
-from durable_agent._providers._client import (
+from durable_agent._errors import Failure, NotAllowed, NotRegistered
+from durable_agent._observability.tracing import model_call_span, record_failure, record_reply
+from durable_agent._providers import (
     ProviderClient,
     ProviderConfigurationError,
     ProviderError,
     ResponseFacts,
     shared_client,
 )
-from durable_agent._session._model_request import (
+from durable_agent._session.model_call import (
     NOT_BUILT,
     extra_keys,
     fitted,
@@ -64,43 +57,59 @@ from durable_agent._session._model_request import (
     shaped,
     summary_request_body,
 )
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._round_hooks import (
-    HookContext,
-    HookFailed,
-    rewrite_reply,
-    rewrite_request,
-)
-from durable_agent._wire._context import tokens_left
-from durable_agent._wire._messages import (
-    AssistantMessage,
-    Message,
-    ToolCall,
-    Usage,
-    dump_messages,
-)
-from durable_agent._wire._request_messages import PreparedMessages
-from durable_agent._wire._transcript import (
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._wire.context import tokens_left
+from durable_agent._wire.messages import AssistantMessage, Message, ToolCall, Usage, dump_messages
+from durable_agent._wire.outgoing import PreparedMessages
+from durable_agent._wire.transcript import (
     canonical_json,
     content_hash,
     hash_version,
     payload_bytes,
     root_of,
 )
-from durable_agent._wire.codecs import Codec, built_by
 from durable_agent.capabilities import Capabilities
 
-from .billing import with_voided_usage
-from .capacity import CapacityGate, Lease, LimitedCall
-from .files import FileFetcher
-from .heartbeat import heartbeating, heartbeats
+from .files import FileFetcher, ProviderParts
+from .limits import CapacityGate, Lease, LimitedCall
 from .live_deltas import LiveDeltas
-from .message_feed import MessageFeed
-from .message_sinks import MessageSink
-from .observing import count_tokens
-from .provider_parts import ProviderParts
+from .message_log import MessageFeed, MessageSink
+from .running import count_tokens, heartbeating, heartbeats
 from .transcript_store import TranscriptStore
+
+# What a model call's lost attempts were billed for.
+#
+# A worker that dies after the provider answered, but before its activity reported, has
+# cost tokens no result carries: Temporal retries the call elsewhere and the provider
+# bills again. Each attempt notes its reply's usage in the workers' store first; a later
+# attempt of the same call adds what earlier ones noted to its reply
+# (``voided_usage``), so budgets and the per-model spend count every billed attempt. A
+# store that keeps nothing across workers (``memory:``) cannot tell, and says nothing.
+
+billing_log = structlog.get_logger("durable_agent.billing")
+
+
+async def with_voided_usage(store: TranscriptStore, reply: AssistantMessage) -> AssistantMessage:
+    """``reply`` with the usage its call's earlier, lost attempts noted; this attempt's
+    own usage noted for a later one."""
+    info = activity.info()
+    call = f"billed:{info.workflow_run_id}:{info.activity_id}"
+    try:
+        if reply.usage is not None:
+            await store.put_note(f"{call}:{info.attempt}", reply.usage.model_dump_json())
+        voided = [await store.load_note(f"{call}:{k}") for k in range(1, info.attempt)]
+    except Exception as error:  # billing is told, never the reason a call fails
+        billing_log.warning("billing notes unavailable", error=str(error))
+        return reply
+    found = [Usage.model_validate_json(note) for note in voided if note is not None]
+    if not found:
+        return reply
+    total = sum(found[1:], found[0])
+    return reply.model_copy(update={"voided_usage": total})
+
 
 log = structlog.get_logger("durable_agent.model")
 

@@ -22,20 +22,18 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQ
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
     EARLIER_HISTORY_SIGNAL,
     ClosedRunInput,
     ForkInput,
     StartedHistoryInput,
     TranscriptRef,
 )
-from durable_agent._failures import Failure
-from durable_agent._wire._branches import fork_problem, with_instructions
-from durable_agent._wire._contract import explain
-from durable_agent._wire._messages import Message
-from durable_agent._wire._transcript import root_of
+from durable_agent._errors import Failure
+from durable_agent._wire.messages import Message, explain
+from durable_agent._wire.transcript import fork_problem, root_of, with_instructions
 
-from .heartbeat import heartbeats
+from .running import heartbeats
 from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.resumption")

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
     TOOL_TIMEOUT_GRACE_SECONDS,
     GuardrailInput,
     GuardrailVerdict,
@@ -31,38 +31,37 @@ from durable_agent._contracts._contracts import (
     ResolveToolsInput,
     ResolveToolsResult,
     ToolCallInput,
+    ToolReturn,
+    digested,
 )
-from durable_agent._contracts._digests import ToolReturn, digested
-from durable_agent._failures import Failure
-from durable_agent._observability._gen_ai_spans import (
+from durable_agent._errors import Failure
+from durable_agent._observability.tracing import (
     record_failure,
     record_tool_result,
     tool_span,
 )
-from durable_agent._spec._secrets import (
+from durable_agent._spec.secret_values import (
     SecretError,
     SecretProvider,
     SecretResolver,
     environment_secrets,
 )
-from durable_agent._spec._tool_policy import OwnerGates, ToolArgumentsError, ToolContext
-from durable_agent._spec.tool_kinds._base import (
+from durable_agent._spec.tool_kinds import (
     CallTarget,
+    ToolKind,
     ToolsetError,
     UnknownToolKind,
     WorkerSide,
 )
-from durable_agent._spec.tool_kinds._kind import ToolKind
-from durable_agent._tools._mcp import McpServerError, error_reason
-from durable_agent._tools._openapi_document import OpenApiError
-from durable_agent._tools._registry import Registry, run_guardrails
-from durable_agent._wire._contract import explain
-from durable_agent._wire._messages import Message, ToolMessage
+from durable_agent._spec.tools import OwnerGates, ToolArgumentsError, ToolContext
+from durable_agent._tools.mcp_servers import McpServerError, error_reason
+from durable_agent._tools.openapi import OpenApiError
+from durable_agent._tools.registry import Registry, run_guardrails
+from durable_agent._wire.messages import Message, ToolMessage, explain
 from durable_agent.capabilities import Capabilities
 from durable_agent.extending import NotAllowed, NotRegistered
 
-from .heartbeat import heartbeats
-from .observing import count_tool_call
+from .running import count_tool_call, heartbeats
 
 log = structlog.get_logger("durable_agent._tools")
 

@@ -25,9 +25,9 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from durable_agent._payloads._encryption import CodecKeys
-from durable_agent._wire._messages import Message, parse_message
-from durable_agent._wire._transcript import ROOTS, canonical_json, chain_hash, json_digest
+from durable_agent._payloads.encryption import CodecKeys
+from durable_agent._wire.messages import Message, parse_message
+from durable_agent._wire.transcript import ROOTS, canonical_json, chain_hash, json_digest
 
 log = structlog.get_logger("durable_agent.transcripts")
 T = TypeVar("T")

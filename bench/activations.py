@@ -19,7 +19,7 @@ model share this process. The SDK fails a task that does not yield within 2 s; t
 target is flat, under 100 ms on one quiet core. The workflow's own CPU in its slowest
 activation is printed as it is and less the collector's passes that came due in it (a
 pass walks what the process allocated since the last one, whichever task it lands in;
-the worker's thresholds are in ``durable_agent/temporal/_heap.py``).
+the worker's thresholds are in ``durable_agent/temporal/_process.py``).
 """
 
 from __future__ import annotations
@@ -46,17 +46,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from bench.run import dev_server
-from durable_agent._client._client import AgentClient
-from durable_agent._observability._logs import configure_logging
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import AssistantMessage, Message, UserMessage
+from durable_agent._client.sessions import AgentClient
+from durable_agent._observability.logs import configure_logging
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import AssistantMessage, Message, UserMessage
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
-from durable_agent.temporal._heap import freeze_startup_heap
+from durable_agent.temporal._process import freeze_startup_heap
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 

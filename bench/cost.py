@@ -39,14 +39,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.run import dev_server
-from durable_agent._client._client import AgentClient
-from durable_agent._observability._logs import configure_logging
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelPrice
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import (
+from durable_agent._client.sessions import AgentClient
+from durable_agent._observability.logs import configure_logging
+from durable_agent._spec.document import AgentSpec, ModelPrice
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -54,8 +54,8 @@ from durable_agent._wire._messages import (
     UserMessage,
     parse_messages,
 )
-from durable_agent._wire._model_options import ModelOptions
-from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.outgoing import prepare_request_messages
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls
@@ -119,7 +119,7 @@ class Bill:
         return self.cached / self.input if self.input else 0.0
 
     def cost(self, api: str) -> float:
-        from durable_agent._wire._messages import Usage
+        from durable_agent._wire.messages import Usage
 
         usage = Usage(
             prompt_tokens=self.input,
@@ -412,8 +412,8 @@ Window = Callable[[list[Message], int], list[Message]]
 def priced(api: str, messages: Sequence[Message], window: Window, budget: int) -> Bill:
     """The conversation's requests, each as ``window`` shapes it, billed by the API's
     caching rules (the cache fields asked for, as each peer can)."""
-    from durable_agent._wire._tool_definition import ToolDefinition
     from durable_agent._wire.codecs import build_request
+    from durable_agent._wire.messages import ToolDefinition
 
     model = CachingModel(api)
     tools = [

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from bench.run import ROOT, dev_server
 from durable_agent import AgentClient, ModelSpec
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import (
     RecordedRequest,

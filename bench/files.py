@@ -38,9 +38,9 @@ from typing import Any
 from bench.gateway_body import memory_mb
 from bench.run import ROOT, dev_server
 from durable_agent import AgentClient, ModelSpec
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import file_part_from_url, user_message
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import file_part_from_url, user_message
 from durable_agent.testing import ScriptedProvider, assistant_text
 
 

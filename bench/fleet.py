@@ -32,11 +32,11 @@ from temporalio.client import Client
 
 from bench.run import PROMPT, ROOT, dev_server
 from bench.workloads import C, bench_model
-from durable_agent._client._client import AgentClient
-from durable_agent._client._types import NoWorkerError
-from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+from durable_agent._client.results import NoWorkerError
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.boundary import WORKFLOW_NAME, AgentResult
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent.testing import ScriptedProvider
 from tests.support.arrays import without_times
 from tests.support.postgres_server import running_postgres

@@ -10,12 +10,17 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._providers._client import shared_client
-    from durable_agent._spec._endpoint import ProviderEndpoint
-    from durable_agent._tools._registry import Registry
-    from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
-    from durable_agent._wire._tool_definition import ToolDefinition
+    from durable_agent._providers import shared_client
+    from durable_agent._spec.endpoints import ProviderEndpoint
+    from durable_agent._tools.registry import Registry
     from durable_agent._wire.codecs import build_request
+    from durable_agent._wire.messages import (
+        AssistantMessage,
+        Message,
+        ToolDefinition,
+        ToolMessage,
+        UserMessage,
+    )
 
 
 class FloorInput(BaseModel):

@@ -26,8 +26,8 @@ from pathlib import Path
 import httpx
 
 from bench.run import ROOT, dev_server
-from durable_agent._payloads._encryption import CodecKeys
-from durable_agent.temporal._ports import free_port
+from durable_agent._payloads.encryption import CodecKeys
+from durable_agent.temporal._local import free_port
 
 TOKEN = "bench-token-0123456789abcdef"
 

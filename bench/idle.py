@@ -28,10 +28,10 @@ from datetime import date
 from pathlib import Path
 
 from bench.run import ROOT, dev_server
-from durable_agent._client._client import AgentClient
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._client.sessions import AgentClient
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 

@@ -41,18 +41,18 @@ from typing import Any
 from temporalio.client import Client
 
 from bench.run import ROOT, dev_server
-from durable_agent._client._client import AgentClient
-from durable_agent._contracts._capacity_ledger import LedgerState
-from durable_agent._spec._provider_limits import (
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.capacity import LedgerState
+from durable_agent._spec.document import AgentSpec
+from durable_agent._spec.endpoints import (
     LIMITER_WORKFLOW,
     CapacityAnswer,
     CapacityRequest,
     ProviderLimits,
     limiter_id,
 )
-from durable_agent._spec._spec import AgentSpec
 from durable_agent.testing import ScriptedProvider
-from durable_agent.testing._rate_limited import RateLimitedModel
+from durable_agent.testing._models import RateLimitedModel
 
 CALLS = 40
 

@@ -31,13 +31,13 @@ from temporalio.client import Client
 
 from bench.run import PROMPT, ROOT, Bench, dev_server
 from bench.workloads import A, bench_model
-from durable_agent._client._client import AgentClient
-from durable_agent._contracts._contracts import AgentResult
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent._wire._messages import AssistantMessage
-from durable_agent.temporal._ports import free_port
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.boundary import AgentResult
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.messages import AssistantMessage
+from durable_agent.temporal._local import free_port
+from durable_agent.temporal._process import exit_without_teardown
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import (
     RecordedRequest,

@@ -35,14 +35,14 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._client._client import AgentClient
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent.temporal._ports import free_port
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent._client.sessions import AgentClient
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent.temporal._local import free_port
+from durable_agent.temporal._process import exit_without_teardown
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import (
     RecordedRequest,
@@ -245,7 +245,7 @@ async def heartbeats_per_call_minute(
 
 
 async def main(kills: int, streams: int, repeat: int, heartbeat: float) -> None:
-    from durable_agent.temporal._binary import temporal_binary
+    from durable_agent.temporal._local import temporal_binary
 
     rng = random.Random(20261122)
     per_stream = math.ceil(kills / streams)
@@ -296,7 +296,7 @@ async def main(kills: int, streams: int, repeat: int, heartbeat: float) -> None:
 async def serve_worker(address: str, task_queue: str, store: str) -> None:
     from durable_agent._activities.transcript_store import open_transcript_store
 
-    from durable_agent._observability._logs import configure_logging
+    from durable_agent._observability.logs import configure_logging
     from durable_agent.capabilities import Capabilities
     from durable_agent.temporal import build_worker
 

@@ -39,13 +39,12 @@ from bench.paired import describe, turn_order
 from bench.peer_kinds import PEERS, peers_python, worker_command
 from bench.peer_table import peer_table
 from bench.workloads import A, B, Workload, bench_model, tool_definitions
-from durable_agent._client._client import AgentClient
-from durable_agent._contracts._contracts import AgentResult
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent.temporal._binary import temporal_binary
-from durable_agent.temporal._ports import free_port
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.boundary import AgentResult
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent.temporal._local import free_port, temporal_binary
+from durable_agent.temporal._process import exit_without_teardown
 from durable_agent.temporal._worker import DEV_SERVER_SETTINGS
 from durable_agent.testing import ScriptedProvider
 

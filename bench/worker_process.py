@@ -19,11 +19,10 @@ from temporalio.worker import Worker
 
 from bench.floor import FloorActivities, FloorWorkflow
 from bench.workloads import registry
-from durable_agent._observability._logs import configure_logging
+from durable_agent._observability.logs import configure_logging
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
-from durable_agent.temporal._heap import freeze_startup_heap
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent.temporal._process import exit_without_teardown, freeze_startup_heap
 
 
 async def serve(kind: str, address: str, task_queue: str, data_dir: Path) -> None:

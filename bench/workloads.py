@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage, ToolCall
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, ToolCall, ToolDefinition
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 

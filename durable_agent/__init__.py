@@ -14,41 +14,41 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from durable_agent._version import __version__ as __version__
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (below)
-    from durable_agent._agents._agent import Agent as Agent
-    from durable_agent._agents._agent import RunResult as RunResult
-    from durable_agent._client._client import AgentClient as AgentClient
-    from durable_agent._client._session import SessionHandle as SessionHandle
-    from durable_agent._client._types import DecisionRefusedError as DecisionRefusedError
-    from durable_agent._client._types import NoWorkerError as NoWorkerError
-    from durable_agent._client._types import SessionFailedError as SessionFailedError
-    from durable_agent._contracts._approval_contracts import PendingApproval as PendingApproval
-    from durable_agent._contracts._contracts import AgentResult as AgentResult
-    from durable_agent._contracts._contracts import AgentRunError as AgentRunError
+    from durable_agent._agents import Agent as Agent
+    from durable_agent._agents import RunResult as RunResult
+    from durable_agent._client.handle import SessionHandle as SessionHandle
+    from durable_agent._client.results import DecisionRefusedError as DecisionRefusedError
+    from durable_agent._client.results import NoWorkerError as NoWorkerError
+    from durable_agent._client.results import SessionFailedError as SessionFailedError
+    from durable_agent._client.sessions import AgentClient as AgentClient
+    from durable_agent._contracts.approvals import PendingApproval as PendingApproval
+    from durable_agent._contracts.boundary import AgentResult as AgentResult
+    from durable_agent._contracts.boundary import AgentRunError as AgentRunError
     from durable_agent._errors import DurableAgentError as DurableAgentError
-    from durable_agent._spec._spec import AgentSpec as AgentSpec
-    from durable_agent._spec._spec import ModelSpec as ModelSpec
-    from durable_agent._spec._tool_policy import ToolContext as ToolContext
-    from durable_agent._spec._tool_sources import McpServerSpec as McpServerSpec
-    from durable_agent._spec._tool_sources import OpenApiSpec as OpenApiSpec
-    from durable_agent._tools._guardrails import guardrail as guardrail
-    from durable_agent._tools._registry import Registry as Registry
-    from durable_agent._tools._round_hooks import HookContext as HookContext
-    from durable_agent._tools._round_hooks import round_hook as round_hook
-    from durable_agent._tools._tool import approval_predicate as approval_predicate
-    from durable_agent._tools._tool import escalation_notifier as escalation_notifier
-    from durable_agent._tools._tool import tool as tool
-    from durable_agent._wire._messages import AssistantMessage as AssistantMessage
-    from durable_agent._wire._messages import Message as Message
-    from durable_agent._wire._messages import SystemMessage as SystemMessage
-    from durable_agent._wire._messages import ToolMessage as ToolMessage
-    from durable_agent._wire._messages import UserMessage as UserMessage
-    from durable_agent._wire._messages import audio_part as audio_part
-    from durable_agent._wire._messages import image_part as image_part
-    from durable_agent._wire._messages import parse_messages as parse_messages
-    from durable_agent._wire._messages import user_message as user_message
+    from durable_agent._spec.document import AgentSpec as AgentSpec
+    from durable_agent._spec.document import ModelSpec as ModelSpec
+    from durable_agent._spec.tools import McpServerSpec as McpServerSpec
+    from durable_agent._spec.tools import OpenApiSpec as OpenApiSpec
+    from durable_agent._spec.tools import ToolContext as ToolContext
+    from durable_agent._tools.functions import approval_predicate as approval_predicate
+    from durable_agent._tools.functions import escalation_notifier as escalation_notifier
+    from durable_agent._tools.functions import tool as tool
+    from durable_agent._tools.hooks import HookContext as HookContext
+    from durable_agent._tools.hooks import guardrail as guardrail
+    from durable_agent._tools.hooks import round_hook as round_hook
+    from durable_agent._tools.registry import Registry as Registry
+    from durable_agent._wire.messages import AssistantMessage as AssistantMessage
+    from durable_agent._wire.messages import Message as Message
+    from durable_agent._wire.messages import SystemMessage as SystemMessage
+    from durable_agent._wire.messages import ToolMessage as ToolMessage
+    from durable_agent._wire.messages import UserMessage as UserMessage
+    from durable_agent._wire.messages import audio_part as audio_part
+    from durable_agent._wire.messages import image_part as image_part
+    from durable_agent._wire.messages import parse_messages as parse_messages
+    from durable_agent._wire.messages import user_message as user_message
 
 
 #: Each public name and the module that defines it, written out (not read from the
@@ -58,38 +58,38 @@ if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (
 #: which imports this package afresh for each run, passes the pure modules through
 #: instead of importing second copies.
 _PUBLIC: dict[str, str] = {
-    "Agent": "durable_agent._agents._agent",
-    "AgentClient": "durable_agent._client._client",
-    "AgentResult": "durable_agent._contracts._contracts",
-    "AgentRunError": "durable_agent._contracts._contracts",
-    "AgentSpec": "durable_agent._spec._spec",
-    "approval_predicate": "durable_agent._tools._tool",
-    "AssistantMessage": "durable_agent._wire._messages",
-    "audio_part": "durable_agent._wire._messages",
-    "DecisionRefusedError": "durable_agent._client._types",
+    "Agent": "durable_agent._agents",
+    "AgentClient": "durable_agent._client.sessions",
+    "AgentResult": "durable_agent._contracts.boundary",
+    "AgentRunError": "durable_agent._contracts.boundary",
+    "AgentSpec": "durable_agent._spec.document",
+    "approval_predicate": "durable_agent._tools.functions",
+    "AssistantMessage": "durable_agent._wire.messages",
+    "audio_part": "durable_agent._wire.messages",
+    "DecisionRefusedError": "durable_agent._client.results",
     "DurableAgentError": "durable_agent._errors",
-    "escalation_notifier": "durable_agent._tools._tool",
-    "guardrail": "durable_agent._tools._guardrails",
-    "HookContext": "durable_agent._tools._round_hooks",
-    "image_part": "durable_agent._wire._messages",
-    "McpServerSpec": "durable_agent._spec._tool_sources",
-    "Message": "durable_agent._wire._messages",
-    "ModelSpec": "durable_agent._spec._spec",
-    "NoWorkerError": "durable_agent._client._types",
-    "OpenApiSpec": "durable_agent._spec._tool_sources",
-    "parse_messages": "durable_agent._wire._messages",
-    "PendingApproval": "durable_agent._contracts._approval_contracts",
-    "Registry": "durable_agent._tools._registry",
-    "round_hook": "durable_agent._tools._round_hooks",
-    "RunResult": "durable_agent._agents._agent",
-    "SessionFailedError": "durable_agent._client._types",
-    "SessionHandle": "durable_agent._client._session",
-    "SystemMessage": "durable_agent._wire._messages",
-    "tool": "durable_agent._tools._tool",
-    "ToolContext": "durable_agent._spec._tool_policy",
-    "ToolMessage": "durable_agent._wire._messages",
-    "user_message": "durable_agent._wire._messages",
-    "UserMessage": "durable_agent._wire._messages",
+    "escalation_notifier": "durable_agent._tools.functions",
+    "guardrail": "durable_agent._tools.hooks",
+    "HookContext": "durable_agent._tools.hooks",
+    "image_part": "durable_agent._wire.messages",
+    "McpServerSpec": "durable_agent._spec.tools",
+    "Message": "durable_agent._wire.messages",
+    "ModelSpec": "durable_agent._spec.document",
+    "NoWorkerError": "durable_agent._client.results",
+    "OpenApiSpec": "durable_agent._spec.tools",
+    "parse_messages": "durable_agent._wire.messages",
+    "PendingApproval": "durable_agent._contracts.approvals",
+    "Registry": "durable_agent._tools.registry",
+    "round_hook": "durable_agent._tools.hooks",
+    "RunResult": "durable_agent._agents",
+    "SessionFailedError": "durable_agent._client.results",
+    "SessionHandle": "durable_agent._client.handle",
+    "SystemMessage": "durable_agent._wire.messages",
+    "tool": "durable_agent._tools.functions",
+    "ToolContext": "durable_agent._spec.tools",
+    "ToolMessage": "durable_agent._wire.messages",
+    "user_message": "durable_agent._wire.messages",
+    "UserMessage": "durable_agent._wire.messages",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -10,14 +10,10 @@ one call runs on the worker (``WorkerSide`` holds what the worker's owner regist
 failure."""
 
 from durable_agent._errors import NotAllowed, NotRegistered
-from durable_agent._spec._tool_policy import ToolPolicy
-from durable_agent._spec._tool_sources import ToolsetSpec
-from durable_agent._spec.tool_kinds._base import ToolTarget, WorkerSide
-from durable_agent._spec.tool_kinds._kind import ToolKind
-from durable_agent._spec.tool_kinds._targets import ResolvedTool
-from durable_agent._wire._messages import text_of
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.tool_kinds import ResolvedTool, ToolKind, ToolTarget, WorkerSide
+from durable_agent._spec.tools import ToolPolicy, ToolsetSpec
 from durable_agent._wire.codecs import Codec, StreamingCodec, StreamingWireCodec, WireCodec
+from durable_agent._wire.messages import ToolDefinition, text_of
 
 __all__ = [
     "Codec",

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_agent import Agent, ModelSpec, Registry
-from durable_agent._providers._environment import model_from_environment
+from durable_agent._providers import model_from_environment
 from durable_agent.temporal import DurableAgentPlugin, start_dev_server
 
 

@@ -23,9 +23,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.temporal._binary import temporal_binary
-from durable_agent.temporal._heap import freeze_startup_heap
-from durable_agent.temporal._ports import free_port as _free_port
+from durable_agent.temporal._local import free_port as _free_port
+from durable_agent.temporal._local import temporal_binary
+from durable_agent.temporal._process import freeze_startup_heap
 
 #: No test asserts a duration, Hypothesis's included: its deadline for each example and
 #: its check that inputs are generated fast are wall-clock limits a loaded machine fails

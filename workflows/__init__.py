@@ -7,7 +7,7 @@ Installed as ``durable_agent._workflows``; inside, modules import each other rel
 from __future__ import annotations
 
 from .agent_workflow import AgentWorkflow
-from .continued_input import ContinuedInput
+from .continuation import ContinuedInput
 from .evals import EvalWorkflow
 from .limiter import EndpointLimiter
 

@@ -18,23 +18,28 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
-    from durable_agent._errors import PayloadTooLarge
-    from durable_agent._failures import Failure
+    from durable_agent._contracts.boundary import WORKFLOW_NAME, AgentResult
+    from durable_agent._errors import Failure, PayloadTooLarge
     from durable_agent._session import Compatibility, Session, carry_out
-    from durable_agent._session._events import Admitted
-    from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
+    from durable_agent._session.protocol import Admitted
+    from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
 
-    from .admission import admit, refuse_forged_carry
-    from .continued_input import ContinuedInput
+    from .checks import admit, refuse_forged_carry
+    from .continuation import ContinuedInput
     from .effects import SessionEffects
-    from .fresh_run import events_carried, open_run, reading_back, run_state
     from .handlers import SessionHandlers
-    from .inputs import InvalidInput, decode_start
     from .live_feed import LiveFeed
     from .model_calls import ModelCaller
     from .patches import APPROVALS_IN_PAGES_PATCH, PREVIOUS_BASELINE, retired
-    from .session_log import session_log
+    from .starting import (
+        InvalidInput,
+        decode_start,
+        events_carried,
+        open_run,
+        reading_back,
+        run_state,
+    )
+    from .telemetry import session_log
     from .transcript_sync import TranscriptSync
 
 #: Stands in for the spec of a session whose input could not be read (it fails at once).
@@ -43,7 +48,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 
 # a versioned worker pins it (``versioned``): a run never replays on another build, and
 # moves by continue-as-new (no annotation: unversioned workers may not carry one)
-@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.temporal._sandbox
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.temporal._plugin
 class AgentWorkflow(SessionHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:

@@ -7,17 +7,46 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from pydantic import BaseModel, ConfigDict, model_validator
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from durable_agent._session import SessionState
+from durable_agent._spec.document import AgentSpec
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._contracts import TranscriptRef
+    from durable_agent._contracts.boundary import TranscriptRef
     from durable_agent._session import Session
-    from durable_agent._session._events import ContinueAsNewDeferred, MoveToCurrentAsked
+    from durable_agent._session.protocol import ContinueAsNewDeferred, MoveToCurrentAsked
 
-    from .continued_input import ContinuedInput
     from .live_feed import LiveFeed
-    from .session_log import session_log, warn
+    from .telemetry import session_log, warn
     from .transcript_sync import PAGE_MESSAGES, PAYLOAD_MARGIN_BYTES, TranscriptSync
+
+
+# A run's input after continue-as-new: the spec, the Session's carried state and the
+# live event log's newest part (temporalio's stream state: this is a Temporal contract,
+# so it lives beside the workflow, not in the pure core).
+
+class ContinuedInput(BaseModel):
+    """A run's input after continue-as-new: the spec and the carried state (the same JSON
+    shape ``AgentInput`` had with ``carried``, so recorded histories still read)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    spec: AgentSpec
+    carried: SessionState
+    events: WorkflowStreamState | None = None
+    """The newest of the session's live events (their offsets go on in the new run)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_fresh_fields(cls, value: object) -> object:
+        if isinstance(value, dict) and (value.get("message") is not None or value.get("history")):
+            raise ValueError("carried: a continued session takes no message or history")
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in ("message", "history")}
+        return value
 
 
 #: The next run's first task goes to the current build (then it is pinned there).

@@ -14,8 +14,8 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._approval_contracts import TokenVerdict
-    from durable_agent._contracts._contracts import AgentResult, GuardrailVerdict
+    from durable_agent._contracts.approvals import TokenVerdict
+    from durable_agent._contracts.boundary import AgentResult, GuardrailVerdict
     from durable_agent._session import (
         AwaitApprovals,
         CallModel,
@@ -36,12 +36,16 @@ with workflow.unsafe.imports_passed_through():
         VerifyTokens,
         WaitForMessage,
     )
-    from durable_agent._wire._messages import ToolMessage
-    from durable_agent._wire._titles import session_title
+    from durable_agent._wire.messages import ToolMessage, session_title
 
-    from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
-    from .approval_wait import wait_for_decisions
-    from .child_reports import report_to_parent
+    from .approvals import (
+        check_approvals,
+        describe_calls,
+        notify_escalation,
+        report_to_parent,
+        verify_tokens,
+        wait_for_decisions,
+    )
     from .continuation import hand_over
     from .live_feed import LiveFeed
     from .model_calls import ModelCaller

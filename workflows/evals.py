@@ -22,14 +22,15 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._approval_contracts import (
+    from durable_agent._contracts.approvals import (
         ApprovalSignal,
         ChildApprovals,
         PendingApproval,
     )
-    from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult
-    from durable_agent._contracts._eval_cases import (
+    from durable_agent._contracts.boundary import WORKFLOW_NAME, AgentResult
+    from durable_agent._contracts.evals import (
         EVAL_WORKFLOW,
+        JUDGE_SCHEMA,
         CaseReport,
         CaseScored,
         CaseToScore,
@@ -37,9 +38,10 @@ with workflow.unsafe.imports_passed_through():
         EvalInput,
         EvalReport,
         Score,
+        judge_request,
+        judge_score,
     )
-    from durable_agent._contracts._eval_scoring import JUDGE_SCHEMA, judge_request, judge_score
-    from durable_agent._spec._spec import AgentInput, AgentSpec
+    from durable_agent._spec.document import AgentInput, AgentSpec
 
     from .patches import EVAL_APPROVALS_PATCH, retired
     from .retries import LOST_WORK_RETRIES
@@ -47,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
 JUDGE_INSTRUCTIONS = "You judge an agent's answer against a rubric, strictly and briefly."
 
 
-@workflow.defn(name=EVAL_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._sandbox
+@workflow.defn(name=EVAL_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._plugin
 class EvalWorkflow:
     @workflow.init
     def __init__(self, request: EvalInput) -> None:

@@ -17,7 +17,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._approval_contracts import (
+    from durable_agent._contracts.approvals import (
         ApprovalPolicyView,
         ApprovalSignal,
         ChildApprovals,
@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         PendingApproval,
         RevokeGrantSignal,
     )
-    from durable_agent._contracts._contracts import (
+    from durable_agent._contracts.boundary import (
         BUILD_CHANGED_SIGNAL,
         EARLIER_HISTORY_SIGNAL,
         MOVE_TO_CURRENT_SIGNAL,
@@ -38,9 +38,9 @@ with workflow.unsafe.imports_passed_through():
         SendResult,
         SessionStatus,
     )
-    from durable_agent._failures import Failure
+    from durable_agent._errors import Failure
     from durable_agent._session import RECORDED_DECISIONS, Session
-    from durable_agent._session._events import (
+    from durable_agent._session.protocol import (
         BudgetChanged,
         CancelRequested,
         CapacityKept,
@@ -57,8 +57,8 @@ with workflow.unsafe.imports_passed_through():
         Refused,
         RevokeRequested,
     )
-    from durable_agent._spec._provider_limits import CAPACITY_READY_SIGNAL
-    from durable_agent._wire._messages import (
+    from durable_agent._spec.endpoints import CAPACITY_READY_SIGNAL
+    from durable_agent._wire.messages import (
         AssistantMessage,
         Message,
         RecordedDecision,
@@ -66,9 +66,9 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
 
-    from .inputs import InvalidInput, decode
     from .live_feed import LiveFeed
-    from .session_log import warn
+    from .starting import InvalidInput, decode
+    from .telemetry import warn
 
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).

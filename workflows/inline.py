@@ -22,16 +22,15 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._approval_contracts import (
+    from durable_agent._contracts.approvals import (
         NO_WAITING_CALL,
         DecisionRequest,
         DecisionResult,
         PendingApproval,
         TokenVerdict,
     )
-    from durable_agent._contracts._contracts import AgentResult, GuardrailVerdict
-    from durable_agent._errors import DurableAgentError, PayloadTooLarge
-    from durable_agent._failures import Failure
+    from durable_agent._contracts.boundary import AgentResult, GuardrailVerdict
+    from durable_agent._errors import DurableAgentError, Failure, PayloadTooLarge
     from durable_agent._session import (
         RECORDED_DECISIONS,
         AwaitApprovals,
@@ -53,18 +52,22 @@ with workflow.unsafe.imports_passed_through():
         WaitForMessage,
         carry_out,
     )
-    from durable_agent._session._events import Admitted, DecisionArrived, DecisionOutcomeTold
-    from durable_agent._spec._spec import AgentInput, AgentSpec
-    from durable_agent._wire._messages import Message, ToolMessage, UserMessage
+    from durable_agent._session.protocol import Admitted, DecisionArrived, DecisionOutcomeTold
+    from durable_agent._spec.document import AgentInput, AgentSpec
+    from durable_agent._wire.messages import Message, ToolMessage, UserMessage
 
-    from .admission import admit
-    from .approval_steps import check_approvals, describe_calls, notify_escalation, verify_tokens
-    from .approval_wait import wait_for_decisions
-    from .fresh_run import new_session_state, resolve_tools_of
+    from .approvals import (
+        check_approvals,
+        describe_calls,
+        notify_escalation,
+        verify_tokens,
+        wait_for_decisions,
+    )
+    from .checks import admit
     from .model_calls import ModelCaller
     from .patches import PREVIOUS_BASELINE, retired
-    from .run_scope import run_scope
-    from .tool_calls import check_guardrails, run_tool_groups
+    from .starting import new_session_state, resolve_tools_of
+    from .tool_calls import check_guardrails, run_scope, run_tool_groups
     from .transcript_sync import TranscriptSync
 
 #: Asked for each call of the run that waits for a person; returns the decision (its

@@ -25,8 +25,8 @@ from temporalio.exceptions import ApplicationError
 AUTO_UPGRADE = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._capacity_ledger import Ledger, LedgerState, Waiter
-    from durable_agent._spec._provider_limits import (
+    from durable_agent._contracts.capacity import Ledger, LedgerState, Waiter
+    from durable_agent._spec.endpoints import (
         CAPACITY_READY_SIGNAL,
         LIMITER_WORKFLOW,
         CapacityAnswer,
@@ -44,7 +44,7 @@ EVENTS_PER_RUN = 5_000
 UPDATES_PER_RUN = 1_000
 
 
-@workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._sandbox
+@workflow.defn(name=LIMITER_WORKFLOW, sandboxed=False)  # see durable_agent.temporal._plugin
 class EndpointLimiter:
     @workflow.init
     def __init__(self, key: str, state: LedgerState) -> None:

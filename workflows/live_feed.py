@@ -21,9 +21,27 @@ from temporalio.contrib.workflow_streams import (
     WorkflowStreamState,
 )
 
+from durable_agent._contracts.events import (
+    TOOL_RESULT_EVENT_CHARS,
+    Compacted,
+    Flushed,
+    GuardrailBlocked,
+    Rescued,
+)
+from durable_agent._wire.context import COMPACTION
+from durable_agent._wire.messages import (
+    AssistantMessage,
+    FlushMessage,
+    Message,
+    ResqueMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._contracts import AgentResult
-    from durable_agent._contracts._events import (
+    from durable_agent._contracts.boundary import AgentResult
+    from durable_agent._contracts.events import (
         EVENTS_TOPIC,
         MESSAGE_EVENT_MAX_BYTES,
         AgentChanged,
@@ -44,11 +62,37 @@ with workflow.unsafe.imports_passed_through():
         UsageReported,
     )
     from durable_agent._session import PAGE_BREAK, Session, ToolRun, epoch_ms
-    from durable_agent._session._events import DecisionsTold
-    from durable_agent._wire._messages import AssistantMessage, ToolMessage
+    from durable_agent._session.protocol import DecisionsTold
+    from durable_agent._wire.messages import AssistantMessage, ToolMessage
 
-    from .loop_events import result_text, step_events
-    from .session_metrics import SessionMetrics
+    from .telemetry import SessionMetrics
+
+
+# The loop's own steps as live events, read off what they leave in the array: a rescue
+# leaves a ``resque`` message, a flush its marker, a compaction its summary, a guardrail a
+# ``blocked`` message. Pure, so the workflow derives them where it announces messages.
+
+def step_events(message: Message) -> list[Any]:
+    """What the loop did that this appended message records (usually nothing)."""
+    if isinstance(message, ResqueMessage):
+        return [Rescued(strategy=message.strategy, attempt=message.attempt, reason=message.reason)]
+    if isinstance(message, FlushMessage):
+        return [Flushed(by=message.by, reason=message.reason)]
+    if isinstance(message, SystemMessage) and message.source == COMPACTION:
+        return [Compacted(compacts=message.compacts)]
+    if isinstance(message, UserMessage | AssistantMessage) and message.blocked is not None:
+        kind = "input" if isinstance(message, UserMessage) else "output"
+        return [GuardrailBlocked(kind=kind, reason=message.blocked)]
+    return []
+
+
+def result_text(result: ToolMessage) -> str:
+    """A tool result's text as a ``tool_finished`` event carries it (bounded)."""
+    text = result.content
+    if len(text) <= TOOL_RESULT_EVENT_CHARS:
+        return text
+    return text[:TOOL_RESULT_EVENT_CHARS] + f"... [{len(text)} characters]"
+
 
 #: The log a run keeps (wire bytes): past it, the oldest events go at the next trim.
 LOG_MAX_BYTES = 1_000_000

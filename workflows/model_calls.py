@@ -4,7 +4,7 @@ The input is lean: the session's model setup by digest (inline only on a run's f
 call or for a worker that lacks it), the transcript by reference to what the
 workers' store holds, and only the new messages. What to do when an attempt comes
 back without a reply (send the setup, wait for capacity, refill the store, ask again)
-is decided by the pure delivery rules (``durable_agent/_session/_delivery.py``); this
+is decided by the pure delivery rules (``durable_agent/_session/model_call.py``); this
 file only carries their answers out with Temporal's calls.
 """
 
@@ -22,8 +22,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._contracts import ModelCallInput, ModelSetup, SummaryCallInput
-    from durable_agent._contracts._digests import ModelReturn, WorkerLacks
+    from durable_agent._contracts.boundary import (
+        ModelCallInput,
+        ModelReturn,
+        ModelSetup,
+        SummaryCallInput,
+        WorkerLacks,
+    )
     from durable_agent._session import (
         ModelCancelled,
         ModelOutcome,
@@ -32,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         Session,
         setup_digest,
     )
-    from durable_agent._session._delivery import (
+    from durable_agent._session.model_call import (
         Delivery,
         Failed,
         GiveUp,
@@ -42,12 +47,11 @@ with workflow.unsafe.imports_passed_through():
         Trouble,
         WaitForCapacity,
     )
-    from durable_agent._session._events import ModelCallSent, WaitingForCapacity
-    from durable_agent._wire._messages import AssistantMessage
+    from durable_agent._session.protocol import ModelCallSent, WaitingForCapacity
+    from durable_agent._wire.messages import AssistantMessage
 
-    from .reply_pages import calls_per_page, whole_message
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
-    from .transcript_sync import TranscriptSync
+    from .transcript_sync import TranscriptSync, calls_per_page, whole_message
 
 #: Told when a call starts waiting for capacity on a limited endpoint (``True``) and when
 #: the wait is over (``False``): turn, endpoint.

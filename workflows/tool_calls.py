@@ -10,7 +10,9 @@ to retry and never count.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Protocol
 
@@ -25,7 +27,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._contracts._contracts import (
+    from durable_agent._contracts.boundary import (
         TOOL_TIMEOUT_GRACE_SECONDS,
         WORKFLOW_NAME,
         AgentResult,
@@ -36,11 +38,11 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsInput,
         ResolveToolsResult,
         ToolCallInput,
+        ToolReturn,
         ToolRoutes,
         ToolRoutesInput,
     )
-    from durable_agent._contracts._digests import ToolReturn
-    from durable_agent._failures import Failure
+    from durable_agent._errors import Failure
     from durable_agent._session import (
         CheckGuardrails,
         RunTools,
@@ -51,16 +53,39 @@ with workflow.unsafe.imports_passed_through():
         tool_error_result,
         tool_retry_delay,
     )
-    from durable_agent._session._events import ChildStarted, ForwardsTaken, ToolArrived
-    from durable_agent._spec._spec import AgentInput, AgentSpec, SessionRules
-    from durable_agent._spec.tool_kinds._sub_agent import Refused, child_message
-    from durable_agent._spec.tool_kinds._targets import SubAgentCall
-    from durable_agent._wire._messages import ToolMessage
-    from durable_agent._wire._transcript import Transcript
+    from durable_agent._session.protocol import ChildStarted, ForwardsTaken, ToolArrived
+    from durable_agent._spec.document import AgentInput, AgentSpec, SessionRules
+    from durable_agent._spec.tool_kinds import Refused, SubAgentCall, child_message
+    from durable_agent._wire.messages import ToolMessage
+    from durable_agent._wire.transcript import Transcript
 
+    from .checks import start_check
     from .retries import LOST_WORK_RETRIES, gave_up_text, give_up_after
-    from .run_scope import current_run
-    from .start_checks import start_check
+
+
+# Which agent run inside someone else's workflow a call belongs to.
+#
+# A session workflow is one session: its id names it, and its calls' idempotency keys
+# and sub-agents' ids are made from it. A workflow may run several agents inline, one
+# after another or side by side, each from turn 1: their calls need a name of their own
+# under the workflow's id, or the second run's calls would take the first's keys.
+
+_SCOPE: ContextVar[str | None] = ContextVar("durable_agent_run_scope", default=None)
+
+
+@contextmanager
+def run_scope(scope: str) -> Iterator[None]:
+    """Within the block (its tasks too), calls belong to the inline run ``scope``."""
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def current_run() -> str | None:
+    """The inline run the calling code belongs to (``None``: the session workflow)."""
+    return _SCOPE.get()
 
 
 async def resolve_tools(

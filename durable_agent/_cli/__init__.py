@@ -10,7 +10,7 @@ from typing import NoReturn
 def main() -> NoReturn:
     """Run the command (its modules are imported on call: ``import durable_agent._cli``
     stays quick)."""
-    from ._main import main as run
+    from .main import main as run
 
     run()
 

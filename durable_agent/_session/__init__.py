@@ -9,8 +9,10 @@ is what continue-as-new carries. Nothing here imports temporalio, reads a clock 
 I/O: times are given, so the same events give the same commands.
 """
 
-from ._batch import PAGE_BREAK
-from ._commands import (
+from .batch import PAGE_BREAK
+from .executor import Effects, carry_out, carry_out_step
+from .gate import RECORDED_DECISIONS, call_summary, tool_error_result
+from .protocol import (
     AwaitApprovals,
     CallModel,
     CheckApprovals,
@@ -19,6 +21,10 @@ from ._commands import (
     ContinueAsNew,
     DescribeCalls,
     Finish,
+    ModelCancelled,
+    ModelFailure,
+    ModelOutcome,
+    ModelReply,
     NotifyEscalation,
     Pause,
     RunTools,
@@ -27,14 +33,9 @@ from ._commands import (
     VerifyTokens,
     WaitForMessage,
 )
-from ._events import ModelCancelled, ModelFailure, ModelOutcome, ModelReply
-from ._executor import Effects, carry_out, carry_out_step
-from ._gate import RECORDED_DECISIONS
-from ._loop_rules import backoff, epoch_ms, setup_digest, tool_retry_delay
-from ._session import Compatibility, Session
-from ._state import SessionState
-from ._tool_results import call_summary, tool_error_result
-from ._view import Purpose, SessionView
+from .state import SessionState, backoff, epoch_ms, setup_digest, tool_retry_delay
+from .state_machine import Compatibility, Session
+from .view import Purpose, SessionView
 
 __all__ = [
     "PAGE_BREAK",

@@ -3,14 +3,12 @@ tool sources, secrets, files by URL, the signing keys of approvers, and its poli
 what a spec may carry. A session's spec names these; the worker checks each name when
 the session starts and again at every use."""
 
-from durable_agent._contracts._approver_tokens import ApproverKey
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._provider_limits import ProviderLimits
-from durable_agent._spec._spec import ModelPrice
+from durable_agent._contracts.approvals import ApproverKey
+from durable_agent._spec.document import ModelPrice
+from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
 
 from ._config_file import load_capabilities
-from ._policy import SpecPolicy
-from ._registry import Capabilities, FileLimits, SecretGrant
+from ._registry import Capabilities, FileLimits, SecretGrant, SpecPolicy
 
 __all__ = [
     "ApproverKey",

@@ -12,9 +12,9 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from durable_agent._errors import NotAllowed, NotRegistered
-from durable_agent._spec._spec import AgentSpec, ModelPrice, ModelSpec, ToolSettings
-from durable_agent._spec.tool_kinds._base import UnknownToolKind, WorkerSide
-from durable_agent._tools._registry import Registry
+from durable_agent._spec.document import AgentSpec, ModelPrice, ModelSpec, ToolSettings
+from durable_agent._spec.tool_kinds import UnknownToolKind, WorkerSide
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import built_by
 
 from ._registry import Capabilities

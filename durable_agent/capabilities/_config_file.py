@@ -57,12 +57,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from durable_agent._errors import DurableAgentError
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._provider_limits import ProviderLimits
-from durable_agent._spec._spec import McpServerSpec, ModelPrice, OpenApiSpec
+from durable_agent._spec.document import McpServerSpec, ModelPrice, OpenApiSpec
+from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
 
-from ._policy import SpecPolicy
-from ._registry import Capabilities, FileLimits, SecretGrant, default_models
+from ._registry import Capabilities, FileLimits, SecretGrant, SpecPolicy, default_models
 
 
 class _Strict(BaseModel):

@@ -26,22 +26,29 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from durable_agent._client._client import AgentClient
-from durable_agent._contracts._events import LiveEvent
-from durable_agent._payloads._encryption import EncryptionCodec
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._messages import dump_messages
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.events import LiveEvent
+from durable_agent._payloads.encryption import EncryptionCodec
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.messages import dump_messages
 
-from ._agui import AguiTranslator
-from ._agui_endpoint import agui_routes, agui_sse
+from ._agui import AguiTranslator, agui_routes, agui_sse
 from ._codec_endpoint import codec_routes
-from ._context import GatewayContext
+from ._context import (
+    MAX_LIMIT,
+    Body,
+    GatewayContext,
+    Handler,
+    HttpError,
+    Hubs,
+    int_param,
+    json_errors,
+    read_body,
+)
 from ._guard import GatewayAccess, GuardMiddleware
-from ._http_common import MAX_LIMIT, Body, Handler, HttpError, int_param, json_errors, read_body
-from ._hub import Hubs
 from ._openai_chat import chat_routes
+from ._openai_common import whole_replies
 from ._openai_responses import responses_routes
-from ._unstreamed import whole_replies
 
 
 class StartBody(Body):

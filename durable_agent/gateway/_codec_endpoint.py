@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
-from durable_agent._client._types import SessionNotFoundError
-from durable_agent._payloads._encryption import ENCRYPTED, EncryptionCodec, payload_session
+from durable_agent._client.results import SessionNotFoundError
+from durable_agent._payloads.encryption import ENCRYPTED, EncryptionCodec, payload_session
 
 from ._context import GatewayContext
 

@@ -19,10 +19,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
-from durable_agent._agents._agent import Agent
-from durable_agent._client._client import AgentClient
-from durable_agent._contracts._contracts import AgentRunError
-from durable_agent._contracts._events import (
+from durable_agent._agents import Agent
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.boundary import AgentRunError
+from durable_agent._contracts.events import (
     ApprovalRequested,
     Ended,
     LiveEvent,
@@ -31,8 +31,7 @@ from durable_agent._contracts._events import (
     ToolStarted,
 )
 
-from ._guard import GatewayAccess, GuardMiddleware
-from ._identity import Principal
+from ._guard import GatewayAccess, GuardMiddleware, Principal
 
 
 def mcp_server(agents: AgentClient, named: Mapping[str, Agent[Any]]) -> MCPServer:

@@ -31,12 +31,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from durable_agent._client._types import SessionNotFoundError
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._messages import AssistantMessage, Message, UserMessage, text_of
+from durable_agent._client.results import SessionNotFoundError
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.messages import AssistantMessage, Message, UserMessage, text_of
 
-from ._context import GatewayContext
-from ._http_common import HttpError, parse_json
+from ._context import GatewayContext, HttpError, parse_json
 from ._openai_common import (
     Reply,
     agent_for,

@@ -4,9 +4,9 @@ sinks a worker's owner may add."""
 
 from __future__ import annotations
 
-from durable_agent._activities.message_sinks import JSONLMessageLog, MessageContext
-from durable_agent._contracts._approval_contracts import DecisionRequest, DecisionResult
-from durable_agent._payloads._encryption import CodecKeys
+from durable_agent._activities.message_log import JSONLMessageLog, MessageContext
+from durable_agent._contracts.approvals import DecisionRequest, DecisionResult
+from durable_agent._payloads.encryption import CodecKeys
 
 from ._in_workflow import AgentRun, run_agent, run_child_agent, start_child_agent
 from ._plugin import DurableAgentPlugin

@@ -28,15 +28,15 @@ from typing import Any, Generic, TypeVar, overload
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._agents._agent import Agent, RunResult
-    from durable_agent._contracts._approval_contracts import (
+    from durable_agent._agents import Agent, RunResult
+    from durable_agent._contracts.approvals import (
         DecisionRequest,
         DecisionResult,
         PendingApproval,
     )
-    from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentResult, AgentRunError
-    from durable_agent._spec._spec import AgentInput, AgentSpec
-    from durable_agent._wire._messages import Message, UserMessage
+    from durable_agent._contracts.boundary import WORKFLOW_NAME, AgentResult, AgentRunError
+    from durable_agent._spec.document import AgentInput, AgentSpec
+    from durable_agent._wire.messages import Message, UserMessage
     from durable_agent._workflows.inline import Approver, InlineRun
 
 OutputT = TypeVar("OutputT")

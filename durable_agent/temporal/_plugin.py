@@ -11,47 +11,213 @@ client with that converter too. ``Replayer(plugins=[...])`` replays sessions wit
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import structlog
 import temporalio.client
 import temporalio.worker
+import temporalio.workflow
 from temporalio.converter import DataConverter, ExternalStorage
 from temporalio.plugin import SimplePlugin
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowRunner,
+)
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agent._activities import MessageSink
-from durable_agent._activities.admission import AdmissionActivities
 from durable_agent._activities.approvals import ApprovalActivities
-from durable_agent._activities.draining import CallsInFlight
-from durable_agent._activities.evals import EvalActivities
+from durable_agent._activities.checks import AdmissionActivities, EvalActivities
 from durable_agent._activities.model import ModelActivities
-from durable_agent._activities.observing import ObservingInterceptor
 from durable_agent._activities.resumption import ResumptionActivities
+from durable_agent._activities.running import CallsInFlight, ObservingInterceptor
 from durable_agent._activities.tools import ToolActivities
 from durable_agent._activities.transcript_store import TranscriptStore
-from durable_agent._agents._agent import Agent
-from durable_agent._agents._modules import with_agent_tools, with_agents
-from durable_agent._connection._refusals import UpdateRefusals
-from durable_agent._contracts._approver_tokens import ApproverKeys
-from durable_agent._contracts._contracts import WORKFLOW_NAME, AgentRunError
-from durable_agent._contracts._eval_cases import EVAL_WORKFLOW
-from durable_agent._payloads._lean import LeanPayloadConverter, lean_data_converter
-from durable_agent._payloads._storage import with_payload_storage
-from durable_agent._providers._client import ProviderClient
-from durable_agent._spec._provider_limits import LIMITER_WORKFLOW
-from durable_agent._spec._secrets import SecretProvider
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._tokens import load_tokenizers
+from durable_agent._agents import Agent
+from durable_agent._connection import UpdateRefusals
+from durable_agent._contracts.approvals import ApproverKeys
+from durable_agent._contracts.boundary import WORKFLOW_NAME, AgentRunError
+from durable_agent._contracts.evals import EVAL_WORKFLOW
+from durable_agent._errors import DurableAgentError
+from durable_agent._payloads.storage import (
+    LeanPayloadConverter,
+    lean_data_converter,
+    with_payload_storage,
+)
+from durable_agent._providers import ProviderClient
+from durable_agent._spec.document import McpServerSpec, OpenApiSpec
+from durable_agent._spec.endpoints import LIMITER_WORKFLOW
+from durable_agent._spec.secret_values import SecretProvider
+from durable_agent._tools.functions import Tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.context import load_tokenizers
 from durable_agent._workflows import AgentWorkflow
 from durable_agent._workflows.evals import EvalWorkflow
 from durable_agent._workflows.limiter import EndpointLimiter
 from durable_agent.capabilities import Capabilities
 
-from ._sandbox import sandboxing_ours, with_pure_modules
+# Where durable-agent's workflows run: outside temporalio's sandbox, unless asked.
+#
+# The sandbox re-imports workflow code for every run and enters itself, through a
+# compiled string, for every activation and for every payload of every command (to
+# learn the payload's serialization context). Under load that was about a fifth of
+# the worker's CPU (``docs/project/benchmarks.md``). Its guard, no I/O, clock or randomness
+# in workflow code, is for code the worker's owner writes; durable-agent's workflows
+# run no code of the owner's (tools, hooks, predicates and describers all run in
+# activities). So they are declared ``sandboxed=False``, and their determinism is kept
+# in CI instead: every recorded history replays *inside* the sandbox
+# (``Replayer(plugins=[DurableAgentPlugin(sandboxed=True)])``), so a workflow change that
+# reaches for the clock or a file fails there. ``sandboxed=True`` runs them in the
+# sandbox in production too, for who wants the check at run time as well; the owner's
+# own workflows on the same worker keep whichever runner they had.
+
+#: What workflow code imports that the sandbox takes as it is, instead of importing a
+#: second copy for every run: the messages, the spec, the contracts and the errors (an
+#: import-linter contract keeps them free of temporalio and HTTP clients). The session's
+#: own package is not among them: it holds the loop's rules, which the sandbox guards as
+#: workflow code.
+PURE_MODULES: Sequence[str] = (
+    "durable_agent._errors",
+    "durable_agent._errors",
+    "durable_agent._wire",
+    "durable_agent._spec",
+    "durable_agent._contracts",
+)
+
+
+def with_pure_modules(existing: WorkflowRunner | None) -> WorkflowRunner:
+    """The sandbox with the pure modules passed through (another runner is kept): for
+    the owner's sandboxed workflows, and for ours when ``sandboxed=True``."""
+    if existing is None:
+        return SandboxedWorkflowRunner(
+            restrictions=SandboxedWorkflowRunner().restrictions.with_passthrough_modules(
+                *PURE_MODULES
+            )
+        )
+    if isinstance(existing, SandboxedWorkflowRunner):
+        restrictions = existing.restrictions.with_passthrough_modules(*PURE_MODULES)
+        return dataclasses.replace(existing, restrictions=restrictions)
+    return existing
+
+
+class SandboxingOurs(WorkflowRunner):
+    """The runner for a worker's ``sandboxed=False`` workflows that puts durable-agent's
+    (by name) in ``sandbox`` and leaves any other to the runner it had."""
+
+    def __init__(
+        self, names: Sequence[str], sandbox: WorkflowRunner, others: WorkflowRunner
+    ) -> None:
+        self._names = frozenset(names)
+        self._sandbox = sandbox
+        self._others = others
+
+    def _runner(self, defn: temporalio.workflow._Definition) -> WorkflowRunner:
+        return self._sandbox if defn.name in self._names else self._others
+
+    def prepare_workflow(self, defn: temporalio.workflow._Definition) -> None:
+        self._runner(defn).prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return self._runner(det.defn).create_instance(det)
+
+    def set_worker_level_failure_exception_types(
+        self, types: Sequence[type[BaseException]]
+    ) -> None:
+        self._sandbox.set_worker_level_failure_exception_types(types)
+        self._others.set_worker_level_failure_exception_types(types)
+
+
+def sandboxing_ours(
+    names: Sequence[str], sandbox: WorkflowRunner | None, others: WorkflowRunner | None
+) -> WorkflowRunner:
+    """``others`` (the worker's runner for unsandboxed workflows) with durable-agent's
+    workflows moved into ``sandbox`` (the worker's sandbox, pure modules passed)."""
+    return SandboxingOurs(names, with_pure_modules(sandbox), others or UnsandboxedWorkflowRunner())
+
+
+# Agents from the owner's Python modules: what ``--agents MODULE`` loads.
+#
+# A worker that loads an agent registers what the agent carries (its model endpoint, the
+# MCP servers it gives whole): the module is the owner's code, so what it names is the
+# owner's choice. Its sessions then name those things, and a spec from anyone else can
+# use them only as the agent does. The CLI and the gateway load the same modules to
+# start an agent by its name.
+
+class AgentModuleError(DurableAgentError, ValueError):
+    """A module that cannot be imported, holds no agents, or names one twice."""
+
+
+def load_agents(modules: Sequence[str]) -> dict[str, Agent[Any]]:
+    """The agents defined at the top level of ``modules`` (and those they hand off to),
+    by name; importing a module registers its ``@tool`` functions as usual."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    found: dict[str, Agent[Any]] = {}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise AgentModuleError(f"cannot import agents module {name!r}: {error}") from None
+        agents = [v for v in vars(module).values() if isinstance(v, Agent)]
+        if not agents:
+            raise AgentModuleError(f"module {name!r} defines no Agent at its top level")
+        for agent in agents:
+            for member in agent.everyone():
+                known = found.setdefault(member.name, member)
+                if known is not member:
+                    raise AgentModuleError(f"two different agents are named {member.name!r}")
+    return found
+
+
+def with_agents(capabilities: Capabilities, agents: Iterable[Agent[Any]]) -> Capabilities:
+    """``capabilities`` and what ``agents`` carry: each model endpoint given whole
+    (registered as ``agent:<name>``) and each MCP server given whole."""
+    models = dict(capabilities.models)
+    rules = dict(capabilities.endpoint_rules)
+    servers = {s.name: s for s in capabilities.toolsets if isinstance(s, McpServerSpec)}
+    for agent in {a.name: a for top in agents for a in top.everyone()}.values():
+        if not isinstance(agent.model_spec.endpoint, str):
+            models[f"agent:{agent.name}"] = agent.model_spec.endpoint
+            # the agent is the owner's code: the request options it gives are the owner's
+            rules[f"agent:{agent.name}"] = {"request_options": list(agent.model_spec.options.extra)}
+        for server in agent.mcp_servers:
+            if not isinstance(server, McpServerSpec):
+                continue
+            known = servers.setdefault(server.name, server)
+            if known != server:
+                raise AgentModuleError(
+                    f"agent {agent.name!r}: MCP server {server.name!r} is registered "
+                    "otherwise already"
+                )
+    others = [s for s in capabilities.toolsets if not isinstance(s, McpServerSpec)]
+    toolsets: list[McpServerSpec | OpenApiSpec] = [*servers.values(), *others]
+    return dataclasses.replace(capabilities, models=models, toolsets=toolsets, endpoint_rules=rules)
+
+
+def agent_tools(agents: Iterable[Agent[Any]]) -> list[Tool]:
+    """The ``@tool`` functions ``agents`` carry: theirs, their teams' and sub-agents'."""
+    return [t for top in agents for a in top.everyone() for t in a.tools if isinstance(t, Tool)]
+
+
+def with_agent_tools(registry: Registry, agents: Iterable[Agent[Any]]) -> Registry:
+    """``registry`` with the ``@tool`` functions ``agents`` carry: ``registry`` itself
+    when it holds them all already, else a new one (``registry`` is left as it was)."""
+    tools = [t for t in agent_tools(agents) if registry.get(t.name) is not t]
+    if not tools:
+        return registry
+    combined = Registry()
+    combined.merge(registry)
+    for found in tools:
+        combined.add(found)
+    return combined
+
 
 PLUGIN_NAME = "durable-agent"
 #: Activity slots the completion of a workflow task may reserve for the activities it
@@ -98,12 +264,12 @@ class DurableAgentPlugin(SimplePlugin):
     the OpenAI endpoint the worker's environment describes, and nothing else); ``agents``:
     agents written in Python whose tools, endpoints and MCP servers the worker registers;
     ``payload_storage``: where payloads over its threshold go, history keeping a
-    reference (``durable_agent._payloads._storage``; every client and worker of the
+    reference (``durable_agent._payloads.storage``; every client and worker of the
     namespace needs the same); ``message_log``: a sink given every message of the
-    sessions the worker serves, once each (``durable_agent._activities.message_sinks``);
+    sessions the worker serves, once each (``durable_agent._activities.message_log``);
     ``sandboxed``: run durable-agent's workflows inside temporalio's sandbox (about a
     quarter more worker CPU under load; by default they run outside it, their determinism checked by
-    replaying recorded histories in the sandbox: ``durable_agent.temporal._sandbox``).
+    replaying recorded histories in the sandbox: ``durable_agent.temporal._plugin``).
     ``eager_activities``: activity slots a workflow task may reserve for what it
     schedules (``EAGER_ACTIVITIES``), for a worker given no value of its own for
     ``max_eager_activity_reservations_per_workflow_task``. ``drain_seconds``: how long

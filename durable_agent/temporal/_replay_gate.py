@@ -24,9 +24,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.worker import Replayer
 
-from durable_agent._contracts._contracts import WORKFLOW_NAME
-from durable_agent._contracts._eval_cases import EVAL_WORKFLOW
-from durable_agent._spec._provider_limits import LIMITER_WORKFLOW
+from durable_agent._contracts.boundary import WORKFLOW_NAME
+from durable_agent._contracts.evals import EVAL_WORKFLOW
+from durable_agent._spec.endpoints import LIMITER_WORKFLOW
 
 from ._plugin import DurableAgentPlugin
 

@@ -27,21 +27,19 @@ from durable_agent._activities import MessageSink
 from durable_agent._activities.transcript_store import (
     TranscriptStore,
 )
-from durable_agent._agents._agent import Agent
-from durable_agent._contracts._approver_tokens import ApproverKeys
-from durable_agent._contracts._contracts import DEFAULT_TASK_QUEUE
-from durable_agent._observability._telemetry import client_interceptors
-from durable_agent._payloads._encryption import CodecKeys, with_encryption
-from durable_agent._payloads._lean import lean_data_converter
-from durable_agent._payloads._storage import with_payload_storage
-from durable_agent._providers._client import ProviderClient
-from durable_agent._spec._secrets import SecretProvider
-from durable_agent._tools._registry import Registry
+from durable_agent._agents import Agent
+from durable_agent._contracts.approvals import ApproverKeys
+from durable_agent._contracts.boundary import DEFAULT_TASK_QUEUE
+from durable_agent._observability.tracing import client_interceptors
+from durable_agent._payloads.encryption import CodecKeys, with_encryption
+from durable_agent._payloads.storage import lean_data_converter, with_payload_storage
+from durable_agent._providers import ProviderClient
+from durable_agent._spec.secret_values import SecretProvider
+from durable_agent._tools.registry import Registry
 from durable_agent.capabilities import Capabilities
 
-from ._binary import temporal_binary
+from ._local import free_port, temporal_binary
 from ._plugin import DRAIN_SECONDS, DurableAgentPlugin, has_plugin
-from ._ports import free_port
 
 log = structlog.get_logger("durable_agent.worker")
 

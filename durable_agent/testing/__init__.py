@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from durable_agent._contracts._eval_cases import read_cases
+from durable_agent._contracts.evals import read_cases
 
 from ._eval_report import report_table
 from ._models import FunctionModel, ModelRequest, TestModel

@@ -26,19 +26,18 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from durable_agent._agents._agent import Agent, OutputT, RunResult
-from durable_agent._agents._modules import agent_tools
-from durable_agent._client._client import AgentClient
-from durable_agent._client._session import SessionHandle
-from durable_agent._contracts._approval_contracts import DecisionRequest, PendingApproval
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._registry import Registry
+from durable_agent._agents import Agent, OutputT, RunResult
+from durable_agent._client.handle import SessionHandle
+from durable_agent._client.sessions import AgentClient
+from durable_agent._contracts.approvals import DecisionRequest, PendingApproval
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.registry import Registry
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import DurableAgentPlugin
-from durable_agent.temporal._binary import temporal_binary
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port, temporal_binary
+from durable_agent.temporal._plugin import agent_tools
 
-from ._decisions import Answer, Verdict, decision_of
+from ._in_process import Answer, Verdict, decision_of
 from ._models import FunctionModel
 from ._scripted_provider import ScriptedProvider
 

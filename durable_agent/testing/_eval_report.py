@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
-from durable_agent._contracts._eval_cases import CaseReport, EvalReport
-from durable_agent._wire._messages import Message
+from durable_agent._contracts.evals import CaseReport, EvalReport
+from durable_agent._wire.messages import Message
 
 
 def _mean(case: CaseReport | None) -> str:

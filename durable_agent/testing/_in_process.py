@@ -16,23 +16,23 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from durable_agent._activities.approvals import answer_predicates, check_tokens, describe_calls
 from durable_agent._activities.model import Outgoing, cache_key_secret
 from durable_agent._activities.tools import _as_text
-from durable_agent._agents._agent import Agent, OutputT, RunResult
-from durable_agent._agents._modules import with_agent_tools, with_agents
-from durable_agent._contracts._approval_contracts import (
+from durable_agent._agents import Agent, OutputT, RunResult
+from durable_agent._contracts.approvals import (
     ApprovalCheckInput,
     ApprovalSignal,
+    ApproverKeys,
+    DecisionRequest,
     DescribeCallsInput,
     EscalationNotice,
     PendingApproval,
     TokenVerdict,
 )
-from durable_agent._contracts._approver_tokens import ApproverKeys
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
     DEFAULT_TASK_QUEUE,
     AgentResult,
     EndSessionSignal,
@@ -42,8 +42,7 @@ from durable_agent._contracts._contracts import (
     ResolvedTool,
     ResolveToolsResult,
 )
-from durable_agent._errors import DurableAgentError, NotAllowed, NotRegistered
-from durable_agent._failures import Failure
+from durable_agent._errors import DurableAgentError, Failure, NotAllowed, NotRegistered
 from durable_agent._session import (
     AwaitApprovals,
     CallModel,
@@ -68,15 +67,8 @@ from durable_agent._session import (
     tool_error_result,
     tool_retry_delay,
 )
-from durable_agent._session._events import (
-    DeadlinesPassed,
-    DecisionArrived,
-    EndRequested,
-    MessageArrived,
-    ToolsResolved,
-)
-from durable_agent._session._gate import RECORDED_DECISIONS
-from durable_agent._session._model_request import (
+from durable_agent._session.gate import RECORDED_DECISIONS
+from durable_agent._session.model_call import (
     NOT_BUILT,
     extra_keys,
     fitted,
@@ -84,30 +76,86 @@ from durable_agent._session._model_request import (
     shaped,
     summary_request_body,
 )
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._spec._tool_policy import OwnerGates, ToolArgumentsError, ToolContext
-from durable_agent._tools._registry import Registry, run_guardrails
-from durable_agent._tools._round_hooks import (
-    HookContext,
-    HookFailed,
-    rewrite_reply,
-    rewrite_request,
+from durable_agent._session.protocol import (
+    DeadlinesPassed,
+    DecisionArrived,
+    EndRequested,
+    MessageArrived,
+    ToolsResolved,
 )
-from durable_agent._wire._messages import (
+from durable_agent._spec.document import AgentInput, AgentSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._spec.tools import OwnerGates, ToolArgumentsError, ToolContext
+from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
+from durable_agent._tools.registry import Registry, run_guardrails
+from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
     RecordedDecision,
     ToolMessage,
     UserMessage,
 )
-from durable_agent._wire.codecs import Codec, built_by
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems
+from durable_agent.temporal._plugin import with_agent_tools, with_agents
 
-from ._decisions import Answer, ApproverAnswerError, decision_of
 from ._models import FunctionModel, ModelFunction, ModelRequest
+
+# What a test's approver may answer for a waiting call, in the words every other entry
+# takes (``SessionHandle.approve``, ``DecisionRequest``, the CLI's commands, the
+# gateway's routes): ``"approve"``, ``"deny"``, a whole ``DecisionRequest`` (an edit, a
+# response in the tool's place, an "always"), or ``None`` (nobody decides).
+#
+# The approvals' records say what happened in the past tense (``"approved"``); a test
+# that answers with those words is told the word to give instead, here, before anything
+# reaches the session.
+
+Verdict = Literal["approve", "deny"]
+Answer = Verdict | DecisionRequest | None
+"""What an approver answers for one waiting call."""
+
+#: The words of an approval's record, and the word a caller gives for each.
+_RECORDED = {"approved": "approve", "denied": "deny", "responded": "respond"}
+
+
+class ApproverAnswerError(DurableAgentError, ValueError):
+    """A test's approver answered what no decision is; the text names what to answer."""
+
+
+def decision_of(answer: object, pending: PendingApproval) -> DecisionRequest | None:
+    """The decision ``answer`` gives for ``pending`` (``None``: nobody decides);
+    ``ApproverAnswerError`` saying what to answer instead."""
+    call = f"{pending.tool_name} ({pending.approval_id})"
+    if answer is None:
+        return None
+    if isinstance(answer, DecisionRequest):
+        if answer.approval_id != pending.approval_id:
+            raise ApproverAnswerError(
+                f"the approver answered {pending.approval_id!r} with a decision for "
+                f"{answer.approval_id!r}: give DecisionRequest(approval_id="
+                "pending.approval_id, ...)"
+            )
+        return answer
+    if answer in ("approve", "deny"):
+        return DecisionRequest(approval_id=pending.approval_id, decision=answer)
+    if answer == "respond":
+        raise ApproverAnswerError(
+            f"the approver answered 'respond' for {call} without the call's result: return "
+            "DecisionRequest(approval_id=pending.approval_id, decision='respond', content=...)"
+        )
+    if isinstance(answer, str) and answer in _RECORDED:
+        raise ApproverAnswerError(
+            f"the approver answered {answer!r} for {call}: answer {_RECORDED[answer]!r} "
+            f"(decisions are given as 'approve', 'deny' or a DecisionRequest; {answer!r} "
+            "is how the approval's record tells it afterwards)"
+        )
+    raise ApproverAnswerError(
+        f"the approver answered {answer!r} for {call}: answer 'approve', 'deny', a "
+        "DecisionRequest, or None (nobody decides)"
+    )
+
 
 Model = Callable[[dict[str, Any]], AssistantMessage]
 Approver = Callable[

@@ -16,6 +16,8 @@ which ``durable-agent worker --model test`` does.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,13 +25,20 @@ from typing import Any, Self
 
 from pydantic import ValidationError
 
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._wire._messages import AssistantMessage, Message, parse_messages
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._wire.codecs import wire_parameters
-from durable_agent._wire.codecs._schema import strict_schema
+from durable_agent._wire.codecs.common import strict_schema
+from durable_agent._wire.messages import AssistantMessage, Message, ToolDefinition, parse_messages
 
-from ._scripted_provider import RecordedRequest, ScriptedProvider, assistant_calls, assistant_text
+from ._scripted_provider import (
+    RecordedRequest,
+    Reply,
+    Responder,
+    ScriptedProvider,
+    assistant_calls,
+    assistant_text,
+    error_reply,
+)
 
 
 @dataclass(frozen=True)
@@ -197,3 +206,31 @@ def _string(schema: dict[str, Any]) -> str:
     formats = {"date-time": "2026-01-01T00:00:00Z", "date": "2026-01-01", "email": "a@example.com"}
     found = formats.get(schema.get("format", ""), "a")
     return found * max(1, int(schema.get("minLength", 1))) if found == "a" else found
+
+
+# A model with a provider's rate limit, for tests and benchmarks of shared limits:
+# ``requests`` per ``window`` seconds of arrivals, and a 429 (Retry-After: 1) past them.
+# Each accepted request is logged with when it arrived and its first user word (a
+# tenant's name, when a test starts its sessions that way).
+
+class RateLimitedModel:
+    def __init__(self, requests: int, window: float, answer: Responder | None = None) -> None:
+        self.requests, self.window = requests, window
+        self._answer = answer or (lambda request: assistant_text("ok"))
+        self.accepted: list[tuple[float, str]] = []
+        """(arrival, first user word) of each request answered, in arrival order."""
+        self.refused: list[float] = []
+        """Arrivals answered 429."""
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Any:
+        messages = request.body["messages"] if request.body else []
+        now = time.monotonic()
+        with self._lock:
+            if sum(1 for t, _ in self.accepted if t > now - self.window) >= self.requests:
+                self.refused.append(now)
+                return error_reply(429, "rate limit reached", retry_after=1)
+            first = next((m["content"] for m in messages if m["role"] == "user"), "?")
+            self.accepted.append((now, str(first).split()[0] if first else "?"))
+        reply: Reply | Any = self._answer(request)
+        return reply

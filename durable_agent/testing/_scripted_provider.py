@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from durable_agent._wire._messages import AssistantMessage, ToolCall
 from durable_agent._wire.codecs import (
     BUILT_IN_CODECS,
     Codec,
     reply_body_of,
     reply_events_of,
 )
-from durable_agent._wire.codecs._chat import chat_reply_body, chat_reply_events
+from durable_agent._wire.codecs.chat import chat_reply_body, chat_reply_events
+from durable_agent._wire.messages import AssistantMessage, ToolCall
 
 # --- what the server received -------------------------------------------------
 

@@ -13,12 +13,12 @@ from pydantic import BaseModel
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient
-from durable_agent._contracts._contracts import AgentRunError
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import ModelSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ResqueMessage
+from durable_agent._contracts.boundary import AgentRunError
+from durable_agent._spec.document import ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ResqueMessage
 from durable_agent.testing import ScriptedProvider
 from durable_agent.testing._scripted_provider import Reply, json_reply
 from tests.support.agent_harness import running_worker

@@ -10,8 +10,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient, ModelSpec, Registry, tool
-from durable_agent._contracts._eval_cases import EvalCase
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._contracts.evals import EvalCase
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.capabilities import ProviderEndpoint
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest

@@ -18,9 +18,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._eval_cases import EvalCase, ExpectedCall
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._contracts.evals import EvalCase, ExpectedCall
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of

@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._cli._branches import session_lines
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, Message
+from durable_agent._cli.branches import session_lines
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, Message
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of

@@ -13,13 +13,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from durable_agent._activities.message_sinks import session_file_stem
+from durable_agent._activities.message_log import session_file_stem
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._cli._message_log import MessageLog
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import Message, SystemMessage
+from durable_agent._cli.render import MessageLog
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import Message, SystemMessage
 from durable_agent.temporal import JSONLMessageLog, MessageContext
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from durable_agent import Agent, AssistantMessage, HookContext, Message, ModelSpec, round_hook, tool
-from durable_agent._contracts._contracts import ModelSetup
+from durable_agent._contracts.boundary import ModelSetup
 from durable_agent._errors import NotAllowed
-from durable_agent._session._model_request import built_request
-from durable_agent._spec._spec import AgentInput, HookNames
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import UserMessage
-from durable_agent._wire._model_options import ModelOptions, ReasoningWire
+from durable_agent._session.model_call import built_request
+from durable_agent._spec.document import AgentInput, HookNames
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import DEFAULT_API, built_in_codec
+from durable_agent._wire.messages import UserMessage
+from durable_agent._wire.options import ModelOptions, ReasoningWire
 from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.testing import (
     AgentTestEnvironment,

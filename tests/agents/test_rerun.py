@@ -14,13 +14,13 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage, UserMessage, dump_messages
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, UserMessage, dump_messages
 from durable_agent.capabilities import Capabilities
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, rerun
-from durable_agent.testing._recorded_replies import RecordedReplies
+from durable_agent.testing._rerun import RecordedReplies
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of
 from tests.support import cli_tools

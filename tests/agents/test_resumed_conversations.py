@@ -20,9 +20,9 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import SessionExistsError
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._client.results import SessionExistsError
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import error_reply
 from tests.project.test_cli import acli, address_of

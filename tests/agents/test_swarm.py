@@ -13,9 +13,9 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent._wire._messages import AssistantMessage, ToolMessage
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.messages import AssistantMessage, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest, Reply, json_reply
 from tests.project.test_cli import acli, address_of

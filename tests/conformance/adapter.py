@@ -11,25 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from durable_agent._spec._property_lists import schema_from_properties
-from durable_agent._spec._structured_output import parse_structured_output
-from durable_agent._wire._messages import (
-    AssistantMessage,
-    AudioPart,
-    FileData,
-    FilePart,
-    ImagePart,
-    ImageURL,
-    InputAudio,
-    Message,
-    SystemMessage,
-    TextPart,
-    ToolMessage,
-    UserMessage,
-    audio_format,
-)
-from durable_agent._wire._model_options import ModelOptions
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.document import parse_structured_output, schema_from_properties
 from durable_agent._wire.codecs import (
     build_anthropic_request,
     build_chat_request,
@@ -43,7 +25,24 @@ from durable_agent._wire.codecs import (
     parse_image_response,
     parse_responses_response,
 )
-from durable_agent._wire.codecs._sse import SSEEvent
+from durable_agent._wire.codecs.common import SSEEvent
+from durable_agent._wire.messages import (
+    AssistantMessage,
+    AudioPart,
+    FileData,
+    FilePart,
+    ImagePart,
+    ImageURL,
+    InputAudio,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    audio_format,
+)
+from durable_agent._wire.options import ModelOptions
 
 #: The Prompty conformance vectors (MIT, ``vectors/LICENSE``), kept in the repository:
 #: the suite reads nothing outside it.

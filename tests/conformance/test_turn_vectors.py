@@ -20,17 +20,17 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import AgentResult, CancelTurnSignal
-from durable_agent._contracts._events import LiveEvent
-from durable_agent._session._events import CancelRequested
-from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._spec._tool_policy import ToolContext, ToolPolicy
-from durable_agent._tools._guardrails import guardrail
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import schema_tool
-from durable_agent._wire._context import SUMMARY_PREFIX, ContextRules
-from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent._contracts.boundary import AgentResult, CancelTurnSignal
+from durable_agent._contracts.events import LiveEvent
+from durable_agent._session.protocol import CancelRequested
+from durable_agent._spec.document import AgentInput, AgentSpec
+from durable_agent._spec.tools import ToolContext, ToolPolicy
+from durable_agent._tools.functions import schema_tool
+from durable_agent._tools.hooks import guardrail
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import parse_response
+from durable_agent._wire.context import SUMMARY_PREFIX, ContextRules
+from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from durable_agent.testing import ScriptedProvider
 from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import json_reply

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent._contracts._events import LiveEvent
-from durable_agent._wire._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent._contracts.events import LiveEvent
+from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, UserMessage
 
 #: What a result of a call the cancellation stopped begins with (tool_results.py).
 CANCELLED_RESULT = "not completed, turn cancelled"

@@ -13,8 +13,8 @@ from temporalio.common import RawValue
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for, temporal_cli
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from durable_agent._contracts._capacity_ledger import (
+from durable_agent._contracts.capacity import (
     MAX_HOLD_SECONDS,
     RECOVERY_STEP,
     RESERVATION_SECONDS,
     Ledger,
     LedgerState,
 )
-from durable_agent._spec._provider_limits import (
+from durable_agent._spec.endpoints import (
     CapacityAnswer,
     CapacityRelease,
     CapacityRequest,

@@ -17,18 +17,20 @@ from hypothesis import strategies as st
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._context import (
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.codecs import build_request
+from durable_agent._wire.context import (
     SUMMARY_PREFIX,
     ContextRules,
     WindowMarks,
     estimate_tokens,
     fit_to_budget,
+    load_tokenizers,
     request_window,
     summary_message,
     window_start,
 )
-from durable_agent._wire._messages import (
+from durable_agent._wire.messages import (
     AssistantMessage,
     FlushMessage,
     Message,
@@ -39,9 +41,7 @@ from durable_agent._wire._messages import (
     UserMessage,
     parse_messages,
 )
-from durable_agent._wire._request_messages import prepare_request_messages
-from durable_agent._wire._tokens import load_tokenizers
-from durable_agent._wire.codecs import build_request
+from durable_agent._wire.outgoing import prepare_request_messages
 from durable_agent.testing import ScriptedProvider, assistant_text, error_reply
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of
@@ -320,7 +320,7 @@ def test_openais_tokenizer_counts_offline_and_a_missing_one_is_a_clear_error(
     hello = [UserMessage(content="hello world")]
     assert estimate_tokens(hello, 4, "cl100k_base") == 2 + 4  # two tokens, message overhead
     assert estimate_tokens(hello, 4) == 3  # 11 characters / 4
-    monkeypatch.setattr("durable_agent._wire._context.tokenizer_available", lambda name: False)
+    monkeypatch.setattr("durable_agent._wire.context.tokenizer_available", lambda name: False)
     with pytest.raises(ValueError, match=r"needs the tokenizer extra"):
         ContextRules(tokenizer="cl100k_base")
 
@@ -334,8 +334,8 @@ BESIDE_PLAIN_TIKTOKEN = """
 import importlib.util, sys
 assert importlib.util.find_spec("tiktoken") is not None, "plain tiktoken is here"
 from durable_agent.temporal import DurableAgentPlugin
-from durable_agent._wire._tokens import tokenizer_available
-from durable_agent._wire._context import ContextRules
+from durable_agent._wire.context import tokenizer_available
+from durable_agent._wire.context import ContextRules
 DurableAgentPlugin()  # loads the installed tokenizers at start
 assert not tokenizer_available("cl100k_base")
 try:

@@ -11,8 +11,7 @@ import re
 from pathlib import Path
 
 import durable_agent
-from durable_agent._errors import DurableAgentError
-from durable_agent._failures import Failure
+from durable_agent._errors import DurableAgentError, Failure
 
 ROOT = Path(__file__).parent.parent.parent
 SOURCES = [ROOT / "durable_agent", ROOT / "workflows", ROOT / "activities"]

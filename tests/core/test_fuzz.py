@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from durable_agent import AssistantMessage, parse_messages
-from durable_agent._providers._client import ProviderError
+from durable_agent._providers import ProviderError
 from durable_agent._wire.codecs import parse_response, stream_to_message
-from durable_agent._wire.codecs._sse import SSEDecoder
+from durable_agent._wire.codecs.common import SSEDecoder
 
 APIS = ["chat", "responses", "anthropic"]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,6 +1,6 @@
 """Payloads leave out the nulls of durable-agent's models, and read back the same.
 
-The converter (``durable_agent._payloads._lean``) is only safe while no field's ``None``
+The converter (``durable_agent._payloads.storage``) is only safe while no field's ``None``
 means something other than its default; these tests hold every model of the package
 to that, and check the two fields that keep their null themselves by effect: an
 endpoint without a key still has none after a trip through history."""
@@ -22,18 +22,18 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 import activities
 import durable_agent
 import workflows
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
     ModelCallInput,
     ModelSetup,
     StoredMessageRef,
     StoreTranscriptInput,
     ToolCallInput,
 )
-from durable_agent._payloads._lean import OWN_MODULES, lean_data_converter
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._wire._messages import ToolMessage, UserMessage
-from durable_agent._wire._model_options import ModelOptions, ReasoningWire
-from durable_agent._wire._transcript import content_hash
+from durable_agent._payloads.storage import OWN_MODULES, lean_data_converter
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.messages import ToolMessage, UserMessage
+from durable_agent._wire.options import ModelOptions, ReasoningWire
+from durable_agent._wire.transcript import content_hash
 
 #: The fields whose ``None`` is not their default; each keeps it with ``nulls_kept``.
 NULLS_KEPT = {("ProviderEndpoint", "api_key_env"), ("ReasoningWire", "field")}

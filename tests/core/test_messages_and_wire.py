@@ -7,20 +7,8 @@ import json
 from typing import Any
 
 from durable_agent import AssistantMessage, SystemMessage, ToolMessage, parse_messages, user_message
-from durable_agent._contracts._approval_contracts import PendingApproval
-from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._wire._messages import (
-    LOCAL_EXTENSIONS,
-    ApprovalRecord,
-    ImagePart,
-    Message,
-    RecordedDecision,
-    Usage,
-    dump_messages,
-)
-from durable_agent._wire._model_options import ReasoningWire
-from durable_agent._wire._pairing import pair_tool_results
-from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._contracts.approvals import PendingApproval
+from durable_agent._spec.document import AgentInput, AgentSpec
 from durable_agent._wire.codecs import (
     build_anthropic_request,
     build_chat_request,
@@ -30,6 +18,17 @@ from durable_agent._wire.codecs import (
     parse_chat_completion,
     parse_responses_response,
 )
+from durable_agent._wire.messages import (
+    LOCAL_EXTENSIONS,
+    ApprovalRecord,
+    ImagePart,
+    Message,
+    RecordedDecision,
+    Usage,
+    dump_messages,
+)
+from durable_agent._wire.options import ReasoningWire
+from durable_agent._wire.outgoing import pair_tool_results, prepare_request_messages
 from durable_agent.testing._in_process import InProcessRun
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry
 

@@ -16,7 +16,9 @@ from durable_agent import (
     image_part,
     parse_messages,
 )
-from durable_agent._wire._messages import (
+from durable_agent._wire.codecs import stream_to_message
+from durable_agent._wire.codecs.common import parse_sse
+from durable_agent._wire.messages import (
     ApprovalRecord,
     FunctionCall,
     ToolCall,
@@ -24,8 +26,6 @@ from durable_agent._wire._messages import (
     dump_messages,
     text_part,
 )
-from durable_agent._wire.codecs import stream_to_message
-from durable_agent._wire.codecs._sse import parse_sse
 from durable_agent.testing._scripted_provider import chat_stream_events
 
 text = st.text(max_size=40)

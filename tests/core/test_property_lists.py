@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from durable_agent._spec._property_lists import schema_from_properties
-from durable_agent._spec._spec import AgentSpec
+from durable_agent._spec.document import AgentSpec, schema_from_properties
 
 OUTPUTS = [
     {"name": "city", "kind": "string", "description": "where", "required": True},

@@ -17,17 +17,17 @@ from durable_agent import (
     image_part,
     user_message,
 )
-from durable_agent._wire._messages import (
+from durable_agent._wire.codecs import build_request, built_in_codec
+from durable_agent._wire.messages import (
     ImagePart,
+    ToolDefinition,
     file_part,
     file_part_from_id,
     file_part_from_url,
     image_part_from_bytes,
 )
-from durable_agent._wire._model_inputs import fit_request
-from durable_agent._wire._model_options import ModelOptions
-from durable_agent._wire._tool_definition import ToolDefinition
-from durable_agent._wire.codecs import build_request, built_in_codec
+from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.outgoing import fit_request
 from tests.support.sdk_types import validate_request
 
 WEATHER = ToolDefinition(

@@ -16,10 +16,16 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent._session import Session, SessionState
-from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import (
+from durable_agent._spec.document import AgentInput, AgentSpec
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.codecs import (
+    build_request,
+    parse_anthropic_message,
+    parse_chat_completion,
+)
+from durable_agent._wire.codecs.responses import parse_responses_response
+from durable_agent._wire.messages import (
     AssistantMessage,
     ImagePart,
     ResqueMessage,
@@ -30,12 +36,6 @@ from durable_agent._wire._messages import (
     parse_messages,
     text_of,
 )
-from durable_agent._wire.codecs import (
-    build_request,
-    parse_anthropic_message,
-    parse_chat_completion,
-)
-from durable_agent._wire.codecs._responses import parse_responses_response
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import itertools
 
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import (
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from durable_agent._wire._request_messages import prepare_request_messages
+from durable_agent._wire.outgoing import prepare_request_messages
 from durable_agent.testing import assistant_calls
 
 RULES = ContextRules(budget_tokens=6000)  # about 24,000 characters

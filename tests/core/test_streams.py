@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from durable_agent._wire._messages import Usage
 from durable_agent._wire.codecs import (
     SSEEvent,
     built_in_codec,
@@ -14,6 +13,7 @@ from durable_agent._wire.codecs import (
     reply_events_of,
     stream_to_message,
 )
+from durable_agent._wire.messages import Usage
 from durable_agent.testing import assistant_calls, assistant_text
 
 

@@ -10,13 +10,12 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import user_message
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
-from durable_agent._wire._model_options import ModelOptions, NamedToolChoice
-from durable_agent._wire._request_messages import options_for_call
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import build_request
+from durable_agent._wire.messages import ToolDefinition, ToolMessage
+from durable_agent._wire.options import ModelOptions, NamedToolChoice
+from durable_agent._wire.outgoing import options_for_call
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for, start_session
 from tests.support.sdk_types import validate_request

@@ -11,8 +11,8 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._approval_policy import describe_arguments
-from durable_agent._wire._visible_text import visible
+from durable_agent._spec.approval_policy import describe_arguments
+from durable_agent._wire.messages import visible
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.project.test_cli import acli, address_of, registry
 from tests.support.agent_harness import running_worker, spec_for

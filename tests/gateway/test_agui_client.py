@@ -20,9 +20,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import UserMessage
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.observability.test_live_events import paced
 from tests.support.agent_harness import record_history

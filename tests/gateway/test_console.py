@@ -12,7 +12,7 @@ from pathlib import Path
 from playwright.async_api import Locator
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._tools._registry import Registry
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.support import cli_tools

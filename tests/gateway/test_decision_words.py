@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._client._client import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._client.sessions import AgentClient
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for

@@ -34,12 +34,12 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import SessionStatus
-from durable_agent._payloads._encryption import CodecKeys, with_encryption
-from durable_agent._payloads._lean import lean_data_converter
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._contracts.boundary import SessionStatus
+from durable_agent._payloads.encryption import CodecKeys, with_encryption
+from durable_agent._payloads.storage import lean_data_converter
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.gateway._openai_responses import response_id
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
@@ -370,7 +370,7 @@ async def test_tokens_travel_in_headers_only_and_names_are_apart_by_source(
     assert by_url.status_code == 401
     assert admin.status_code == 200
     from durable_agent.gateway import AccessError, GatewayAccess
-    from durable_agent.gateway._identity import Principal
+    from durable_agent.gateway._guard import Principal
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DURABLE_AGENT_GATEWAY_TOKENS", "ops=ops-token-0123456789abcdefgh")

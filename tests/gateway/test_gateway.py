@@ -20,8 +20,8 @@ from ag_ui.core.events import Event as AguiEvent
 from pydantic import TypeAdapter
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._client._client import AgentClient
-from durable_agent._tools._registry import Registry
+from durable_agent._client.sessions import AgentClient
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.conftest import started_on_free_port
 from tests.support import cli_tools

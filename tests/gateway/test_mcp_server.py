@@ -22,8 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.conftest import started_on_free_port

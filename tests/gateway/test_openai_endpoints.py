@@ -20,7 +20,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._wire._messages import AssistantMessage, UserMessage
+from durable_agent._wire.messages import AssistantMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.gateway.test_agui_client import COMPATIBLE_ENDPOINTS, registry, wiped

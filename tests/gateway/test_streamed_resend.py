@@ -20,10 +20,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._events import Idle, TextDelta
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._contracts.events import Idle, TextDelta
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import (
     RecordedRequest,

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support import cli_tools
 from tests.support.agent_harness import running_worker, spec_for, wait_for, worker_process

@@ -10,9 +10,9 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Registry, guardrail
-from durable_agent._contracts._events import LiveEvent
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._context import ContextRules
+from durable_agent._contracts.events import LiveEvent
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.context import ContextRules
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.swarm_fixtures import swarm_registry, swarm_section

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._spec import ModelPrice
-from durable_agent._wire._messages import Usage
-from durable_agent.temporal._ports import free_port
+from durable_agent._spec.document import ModelPrice
+from durable_agent._wire.messages import Usage
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import spec_for, worker_process
 from tests.support.otlp_receiver import absent_collector

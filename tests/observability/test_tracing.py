@@ -23,9 +23,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent import AgentClient
-from durable_agent._observability._telemetry import bounded_batches
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._model_options import ModelOptions
+from durable_agent._observability.tracing import bounded_batches
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.options import ModelOptions
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import json_reply

@@ -19,11 +19,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, parse_messages
-from durable_agent._spec._spec import ModelPrice
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import Usage
+from durable_agent._spec.document import ModelPrice
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import Usage
 from durable_agent.capabilities import Capabilities
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, TestModel, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.conftest import owns_listener

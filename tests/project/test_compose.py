@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from durable_agent._cli._main import build_parser
+from durable_agent._cli.main import build_parser
 
 ROOT = Path(__file__).parent.parent.parent
 

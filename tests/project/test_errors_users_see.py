@@ -15,9 +15,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient, ModelSpec, user_message
-from durable_agent._client._types import SessionFailedError, SpecError
-from durable_agent._contracts._contracts import AgentRunError
-from durable_agent._tools._registry import Registry
+from durable_agent._client.results import SessionFailedError, SpecError
+from durable_agent._contracts.boundary import AgentRunError
+from durable_agent._tools.registry import Registry
 from durable_agent.capabilities import Capabilities
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.project.test_cli import address_of, cli
@@ -92,7 +92,8 @@ async def test_output_cut_short_by_head_ends_quietly(
             sid = await agents.start(spec_for(provider), "sum up", history=history)
             await asyncio.wait_for(agents.session(sid).result(), 60)
             command = (
-                f"{sys.executable} -m durable_agent._cli history {sid} --task-queue {task_queue}"
+                f"{Path(sys.executable).parent / 'durable-agent'} history {sid}"
+                f" --task-queue {task_queue}"
                 " | head -1"
             )
             env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 from tests.project.test_cli import address_of
 from tests.project.test_packaging import wheel  # noqa: F401  (the fixture)
 from tests.support.postgres_server import running_postgres
@@ -100,7 +100,7 @@ WORKER_EXTRAS = {
 CHECKS = {
     "otel": "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http",
     "tokenizer": (
-        "from durable_agent._wire._tokens import text_units, tokenizer_available; "
+        "from durable_agent._wire.context import text_units, tokenizer_available; "
         "assert tokenizer_available('cl100k_base'); "
         "assert text_units('hello world', 'cl100k_base') > 0"
     ),

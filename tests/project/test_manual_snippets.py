@@ -191,7 +191,7 @@ def test_an_unsaid_name_is_caught() -> None:
 def test_a_private_import_is_caught() -> None:
     """The check itself: a private module, and a name a public module does not list."""
     public = public_names()
-    assert private_imports("from durable_agent._wire._messages import Message", public)
+    assert private_imports("from durable_agent._wire.messages import Message", public)
     assert private_imports("from durable_agent.temporal import free_port", public)
     assert not private_imports("from durable_agent.temporal import build_worker", public)
 

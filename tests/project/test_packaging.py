@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_agent.temporal._binary import temporal_binary
+from durable_agent.temporal._local import temporal_binary
 
 ROOT = Path(__file__).parent.parent.parent
 

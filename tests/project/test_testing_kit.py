@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from durable_agent import Agent, ModelSpec, Registry, tool
-from durable_agent._client._types import SessionNotFoundError, WaitOutcome
+from durable_agent._client.results import SessionNotFoundError, WaitOutcome
 from durable_agent.capabilities import ProviderEndpoint
 from durable_agent.testing import (
     AgentTestEnvironment,

@@ -13,30 +13,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from pydantic import BaseModel, TypeAdapter
 from starlette.routing import BaseRoute, Mount, Route
 from temporalio import workflow
 
-from durable_agent._contracts._approval_contracts import (
+from durable_agent._contracts.approvals import (
     ChildApprovals,
     DecisionRequest,
     RevokeGrantSignal,
 )
-from durable_agent._contracts._capacity_ledger import LedgerState
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.boundary import (
     BudgetSignal,
     CancelTurnSignal,
     EndSessionSignal,
     FlushSignal,
     MoveToAgentSignal,
 )
-from durable_agent._contracts._eval_cases import EvalInput
-from durable_agent._payloads._encryption import CodecKeys, EncryptionCodec
-from durable_agent._spec._provider_limits import CapacityRelease, CapacityRequest
-from durable_agent._spec._spec import AgentInput
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, SystemMessage, UserMessage
+from durable_agent._contracts.capacity import LedgerState
+from durable_agent._contracts.evals import EvalInput
+from durable_agent._payloads.encryption import CodecKeys, EncryptionCodec
+from durable_agent._spec.document import AgentInput
+from durable_agent._spec.endpoints import CapacityRelease, CapacityRequest
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, SystemMessage, UserMessage
 from durable_agent.gateway import _app as gateway_app
 from durable_agent.gateway import create_app
 from durable_agent.gateway._openai_chat import ChatRequest

@@ -9,8 +9,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import SessionFailedError
-from durable_agent._failures import Failure
+from durable_agent._client.results import SessionFailedError
+from durable_agent._errors import Failure
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.project.test_cli import acli, address_of, registry, write_spec
 from tests.support.agent_harness import running_worker, spec_for

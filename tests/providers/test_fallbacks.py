@@ -21,9 +21,9 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent._spec._spec import ModelPrice
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, Usage
+from durable_agent._spec.document import ModelPrice
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, Usage
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text

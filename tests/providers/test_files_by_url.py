@@ -16,8 +16,8 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import file_part_from_url, user_message
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import file_part_from_url, user_message
 from durable_agent.capabilities import Capabilities
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for

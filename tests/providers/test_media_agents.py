@@ -10,8 +10,8 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest, json_reply
 from tests.support.agent_harness import running_worker, spec_for

@@ -14,11 +14,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Registry, tool
-from durable_agent._spec._spec import ModelPrice
-from durable_agent._wire._messages import Usage, user_message
-from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.document import ModelPrice
 from durable_agent._wire.codecs import build_request, built_in_codec
+from durable_agent._wire.messages import ToolDefinition, Usage, user_message
+from durable_agent._wire.options import ModelOptions, with_prompt_cache
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 from tests.support.sdk_types import validate_request
@@ -33,7 +32,7 @@ CACHES = {api: built_in_codec(api).caches_prompts for api in ("chat", "anthropic
 
 
 def body_for(api: str, options: ModelOptions) -> dict[str, Any]:
-    from durable_agent._wire._messages import SystemMessage
+    from durable_agent._wire.messages import SystemMessage
 
     messages = [SystemMessage(content="Be brief."), user_message("hello")]
     return build_request(api, messages, model="m", tools=TOOLS, options=options)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from durable_agent import user_message
-from durable_agent._providers._client import (
+from durable_agent._providers import (
     USER_AGENT,
     ProviderClient,
     ProviderEndpoint,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._contracts._contracts import SessionStatus
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._contracts.boundary import SessionStatus
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.testing._scripted_provider import Reply, chat_stream_events, sse_reply
 from tests.support.agent_harness import (

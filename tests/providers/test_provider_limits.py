@@ -18,22 +18,22 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent._cli._render import format_status
-from durable_agent._contracts._capacity_ledger import LedgerState
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._provider_limits import (
+from durable_agent._cli.render import format_status
+from durable_agent._contracts.capacity import LedgerState
+from durable_agent._spec.endpoints import (
     LIMITER_WORKFLOW,
     CapacityRelease,
     CapacityRequest,
+    ProviderEndpoint,
     ProviderLimits,
     limiter_id,
 )
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.capabilities import Capabilities, load_capabilities
 from durable_agent.capabilities._config_file import CapabilitiesFileError
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
-from durable_agent.testing._rate_limited import RateLimitedModel
+from durable_agent.testing._models import RateLimitedModel
 from durable_agent.testing._scripted_provider import RecordedRequest, Reply, error_reply
 from tests.support import cli_tools
 from tests.support.agent_harness import (

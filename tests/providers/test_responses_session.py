@@ -11,11 +11,11 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._events import LiveEvent
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, ModelSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._contracts.events import LiveEvent
+from durable_agent._spec.document import AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider
 from durable_agent.testing._scripted_provider import sse_reply
 from tests.support.agent_harness import running_worker

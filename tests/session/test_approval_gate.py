@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent._contracts._approval_contracts import (
+from durable_agent._contracts.approvals import (
     ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
     PendingApproval,
     RevokeGrantSignal,
+    decision_digest,
 )
-from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
-from durable_agent._contracts._decision_digest import decision_digest
 from durable_agent._session import (
     AwaitApprovals,
     ContinueAsNew,
@@ -29,10 +30,10 @@ from durable_agent._session import (
     SessionState,
     ToolRun,
 )
-from durable_agent._session._events import DecisionArrived, RevokeRequested
-from durable_agent._spec._approval_policy import ArgumentTest, describe_arguments, parse_test
-from durable_agent._spec._spec import AgentInput, AgentSpec
-from durable_agent._wire._messages import AssistantMessage, RecordedDecision, ToolMessage
+from durable_agent._session.protocol import DecisionArrived, RevokeRequested
+from durable_agent._spec.approval_policy import ArgumentTest, describe_arguments, parse_test
+from durable_agent._spec.document import AgentInput, AgentSpec
+from durable_agent._wire.messages import AssistantMessage, RecordedDecision, ToolMessage
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.testing._in_process import Approver, InProcessRun
 from tests.support.approval_fixtures import Call, batch_then_text, payments_registry

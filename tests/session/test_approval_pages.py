@@ -20,9 +20,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client import _session as client_module
-from durable_agent._client._session import SessionHandle
-from durable_agent._contracts._events import ApprovalDecided, ApprovalRequested, ToolStarted
+from durable_agent._client import handle as client_module
+from durable_agent._client.handle import SessionHandle
+from durable_agent._contracts.events import ApprovalDecided, ApprovalRequested, ToolStarted
 from durable_agent._session import (
     PAGE_BREAK,
     AwaitApprovals,
@@ -35,12 +35,12 @@ from durable_agent._session import (
     RunTools,
     SessionState,
 )
-from durable_agent._session import _approvals as approval_books
-from durable_agent._session import _view as session_view
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._session import decisions as approval_books
+from durable_agent._session import view as session_view
+from durable_agent._spec.document import AgentSpec
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for

@@ -9,8 +9,8 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, UserMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import error_reply
 from tests.support.agent_harness import record_history, running_worker, spec_for

@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from durable_agent._failures import Failure
+from durable_agent._errors import Failure
 from durable_agent._session import ModelFailure
-from durable_agent._session._delivery import (
+from durable_agent._session.model_call import (
     MAX_STORE_REFILLS,
     Delivery,
     Failed,
@@ -22,7 +22,7 @@ from durable_agent._session._delivery import (
     SendAgain,
     WaitForCapacity,
 )
-from durable_agent._wire._messages import Usage
+from durable_agent._wire.messages import Usage
 
 STORE_LOST = Failed(Failure.TRANSCRIPT_UNKNOWN, "the store lacks transcript abc")
 USAGE = Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)

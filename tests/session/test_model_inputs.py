@@ -14,14 +14,14 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent._client._types import MessageRefusedError
-from durable_agent._contracts._contracts import MoveToAgentSignal
+from durable_agent._client.results import MessageRefusedError
+from durable_agent._contracts.boundary import MoveToAgentSignal
 from durable_agent._session import Session, SessionState
-from durable_agent._session._events import MessageArrived, MoveRequested
-from durable_agent._spec._spec import AgentInput
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import TextPart, UserMessage, audio_part, image_part
-from durable_agent._wire._model_inputs import ModelInputs, fit_to_model
+from durable_agent._session.protocol import MessageArrived, MoveRequested
+from durable_agent._spec.document import AgentInput
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import TextPart, UserMessage, audio_part, image_part
+from durable_agent._wire.outgoing import ModelInputs, fit_to_model
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
 from tests.support.agent_harness import running_worker, spec_for

@@ -8,10 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from durable_agent._contracts._contracts import BudgetSignal, MoveToAgentSignal
+from durable_agent._contracts.boundary import BudgetSignal, MoveToAgentSignal
 from durable_agent._session import Session, SessionState
-from durable_agent._session._events import BudgetChanged, MoveRequested
-from durable_agent._spec._spec import AgentSpec
+from durable_agent._session.protocol import BudgetChanged, MoveRequested
+from durable_agent._spec.document import AgentSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

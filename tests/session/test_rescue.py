@@ -12,10 +12,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._spec import AgentInput
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import (
+from durable_agent._spec.document import AgentInput
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import (
     AssistantMessage,
     FlushMessage,
     Message,

@@ -21,13 +21,13 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from durable_agent._contracts._approval_contracts import ApprovalSignal, TokenVerdict
-from durable_agent._contracts._contracts import (
+from durable_agent._contracts.approvals import ApprovalSignal, TokenVerdict
+from durable_agent._contracts.boundary import (
     AgentResult,
     CancelTurnSignal,
     EndSessionSignal,
@@ -36,7 +36,7 @@ from durable_agent._contracts._contracts import (
     ResolvedTool,
     ResolveToolsResult,
 )
-from durable_agent._failures import Failure
+from durable_agent._errors import Failure
 from durable_agent._session import (
     AwaitApprovals,
     CallModel,
@@ -59,7 +59,7 @@ from durable_agent._session import (
     WaitForMessage,
     carry_out_step,
 )
-from durable_agent._session._events import (
+from durable_agent._session.protocol import (
     CancelRequested,
     DecisionArrived,
     EndRequested,
@@ -67,10 +67,9 @@ from durable_agent._session._events import (
     MessageArrived,
     ToolsResolved,
 )
-from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent._spec._tool_policy import ToolPolicy
-from durable_agent._wire._messages import AssistantMessage, ToolMessage, UserMessage
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
+from durable_agent._spec.tools import ToolPolicy
+from durable_agent._wire.messages import AssistantMessage, ToolDefinition, ToolMessage, UserMessage
 from durable_agent.testing import assistant_calls, assistant_text
 
 TOOLS = {

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from durable_agent._session import CallModel, Summarise
-from durable_agent._session._events import Admitted
-from durable_agent._spec._spec import AgentSpec, ModelPrice
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, Usage, UserMessage
+from durable_agent._session.protocol import Admitted
+from durable_agent._spec.document import AgentSpec, ModelPrice
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, Usage, UserMessage
 from durable_agent.capabilities import Capabilities
 from durable_agent.capabilities._admission import admission_problems, registered_prices
 from durable_agent.testing import assistant_text

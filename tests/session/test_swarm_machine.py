@@ -11,20 +11,20 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from durable_agent._cli._render import format_history
-from durable_agent._contracts._approval_contracts import ApprovalSignal, PendingApproval
-from durable_agent._contracts._contracts import MoveToAgentSignal
-from durable_agent._session._events import MoveRequested
-from durable_agent._session._swarm_view import as_seen_by
-from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent._wire._messages import (
+from durable_agent._cli.render import format_history
+from durable_agent._contracts.approvals import ApprovalSignal, PendingApproval
+from durable_agent._contracts.boundary import MoveToAgentSignal
+from durable_agent._session.protocol import MoveRequested
+from durable_agent._session.toolbox import as_seen_by
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
+from durable_agent._wire.codecs import build_request
+from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
     RecordedDecision,
     ToolMessage,
     UserMessage,
 )
-from durable_agent._wire.codecs import build_request
 from durable_agent.testing import assistant_calls, assistant_text
 from durable_agent.testing._in_process import InProcessRun
 from tests.support.swarm_fixtures import (

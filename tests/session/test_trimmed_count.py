@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from durable_agent._session import CallModel, ModelReply, SessionState
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, UserMessage
+from durable_agent._spec.document import AgentSpec
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, UserMessage
 from durable_agent.testing import assistant_text
 from tests.support.session_steps import Stepper
 

@@ -17,14 +17,14 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._contracts._contracts import AgentResult, SessionStatus
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentInput, AgentSpec, ModelSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import Message, ToolMessage, UserMessage
+from durable_agent._contracts.boundary import AgentResult, SessionStatus
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import Message, ToolMessage, UserMessage
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
-from durable_agent.temporal._binary import temporal_binary
+from durable_agent.temporal._local import temporal_binary
 from durable_agent.testing import ScriptedProvider
 
 #: The policy of a developer's own machine: these tests' specs carry the scripted model's

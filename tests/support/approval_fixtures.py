@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable_agent._spec._tool_policy import ApprovalMode
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import approval_predicate, escalation_notifier, tool
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._spec.tools import ApprovalMode
+from durable_agent._tools.functions import approval_predicate, escalation_notifier, tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import assistant_calls, assistant_text
 
 Call = tuple[str, dict[str, Any]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent._wire._messages import dump_messages
+from durable_agent._wire.messages import dump_messages
 
 
 def without_times(messages: list[Any]) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._tool import tool
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
 
 
 def _append(line: str) -> None:

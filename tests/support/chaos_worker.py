@@ -13,11 +13,11 @@ from durable_agent._activities.transcript_store import open_transcript_store
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from durable_agent._observability._logs import configure_logging
-from durable_agent._tools._registry import Registry
+from durable_agent._observability.logs import configure_logging
+from durable_agent._tools.registry import Registry
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent.temporal._process import exit_without_teardown
 
 
 async def serve(address: str, task_queue: str, store: str, cached: bool) -> None:

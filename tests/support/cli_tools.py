@@ -6,11 +6,11 @@ import asyncio
 import os
 from pathlib import Path
 
-from durable_agent._providers._client import embed, generate_image, shared_client
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._round_hooks import HookContext, round_hook
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._providers import embed, generate_image, shared_client
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.hooks import HookContext, round_hook
+from durable_agent._wire.messages import AssistantMessage
 
 
 @tool

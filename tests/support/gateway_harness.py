@@ -17,7 +17,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._tools._registry import Registry
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider
 from tests.conftest import started_on_free_port
 from tests.support.agent_harness import running_worker, spec_for

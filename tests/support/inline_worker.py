@@ -15,7 +15,7 @@ from temporalio.worker import Worker
 from durable_agent import Registry
 from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.temporal import DurableAgentPlugin
-from durable_agent.temporal._shutdown import exit_without_teardown
+from durable_agent.temporal._process import exit_without_teardown
 from tests.support import inline_workflows as user
 
 

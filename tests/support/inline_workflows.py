@@ -15,12 +15,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agent import Agent, ModelSpec, tool
-    from durable_agent._contracts._approval_contracts import (
+    from durable_agent._contracts.approvals import (
         DecisionRequest,
         DecisionResult,
         PendingApproval,
     )
-    from durable_agent._spec._tool_policy import ToolContext
+    from durable_agent._spec.tools import ToolContext
     from durable_agent.temporal import AgentRun, run_agent, run_child_agent
 
 

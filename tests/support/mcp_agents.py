@@ -8,8 +8,8 @@ import os
 from pydantic import BaseModel
 
 from durable_agent import Agent
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import ModelSpec
+from durable_agent._spec.document import ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
 
 URL = os.environ.get("MCP_DOOR_MODEL_URL", "http://127.0.0.1:9/v1")
 MODEL = ModelSpec(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._spec._spec import AgentSpec
+    from durable_agent._spec.document import AgentSpec
     from durable_agent.temporal import run_child_agent
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 
 
 def postgres_bin() -> Path:

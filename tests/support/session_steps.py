@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 
-from durable_agent._contracts._approval_contracts import ApprovalSignal
+from durable_agent._contracts.approvals import ApprovalSignal
 from durable_agent._session import (
     AwaitApprovals,
     CallModel,
@@ -30,9 +30,9 @@ from durable_agent._session import (
     SessionState,
     carry_out_step,
 )
-from durable_agent._session._events import DeadlinesPassed, DecisionArrived, ToolsResolved
-from durable_agent._spec._spec import AgentInput
-from durable_agent._wire._messages import RecordedDecision
+from durable_agent._session.protocol import DeadlinesPassed, DecisionArrived, ToolsResolved
+from durable_agent._spec.document import AgentInput
+from durable_agent._wire.messages import RecordedDecision
 from durable_agent.testing._in_process import InProcessRun
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agent._spec._spec import AgentSpec
-    from durable_agent._tools._tool import tool
+    from durable_agent._spec.document import AgentSpec
+    from durable_agent._tools.functions import tool
     from durable_agent.temporal import run_agent
 
 looked_up: list[str] = []

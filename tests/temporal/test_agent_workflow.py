@@ -10,10 +10,10 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AssistantMessage, parse_messages
-from durable_agent._contracts._contracts import SessionStatus
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._contracts.boundary import SessionStatus
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from tests.support.agent_harness import (
     cli_query,

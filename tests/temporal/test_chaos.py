@@ -30,10 +30,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from durable_agent import AgentClient
-from durable_agent._client._types import NoWorkerError, SessionNotFoundError
-from durable_agent._contracts._contracts import AgentResult
-from durable_agent._wire._messages import AssistantMessage
-from durable_agent.temporal._ports import free_port
+from durable_agent._client.results import NoWorkerError, SessionNotFoundError
+from durable_agent._contracts.boundary import AgentResult
+from durable_agent._wire.messages import AssistantMessage
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest, Reply, chat_stream_events
 from tests.support.agent_harness import default_spec

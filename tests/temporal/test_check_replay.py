@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.project.test_cli import acli, address_of
 from tests.support.agent_harness import running_worker, spec_for

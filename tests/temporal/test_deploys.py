@@ -22,8 +22,8 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, ModelSpec
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._wire._messages import Message
+from durable_agent._spec.document import AgentSpec
+from durable_agent._wire.messages import Message
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import chat_stream_events, sse_reply
 from tests.support.agent_harness import record_history, wait_for

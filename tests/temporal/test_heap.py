@@ -1,5 +1,6 @@
 """A worker's heap: what it holds once started is frozen, and young collections are
-rare (``durable_agent.temporal._heap``), in a process of its own so the suite's is not touched."""
+rare (``durable_agent.temporal._process``), in a process of its own so the suite's is not
+touched."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ PROBE = """
 import gc, json
 before = gc.get_threshold()
 import durable_agent.temporal._worker  # a worker's imports, as ``durable-agent worker`` has them
-from durable_agent.temporal._heap import freeze_startup_heap
-from durable_agent.temporal._heap import WORKER_GC_THRESHOLDS
+from durable_agent.temporal._process import freeze_startup_heap
+from durable_agent.temporal._process import WORKER_GC_THRESHOLDS
 frozen = freeze_startup_heap()
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": frozen,
                   "wanted": WORKER_GC_THRESHOLDS, "tracked": len(gc.get_objects())}))

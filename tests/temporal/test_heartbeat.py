@@ -10,7 +10,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable_agent._activities.heartbeat import first_beat_after, heartbeating
+from durable_agent._activities.running import first_beat_after, heartbeating
 from temporalio.testing import ActivityEnvironment
 
 

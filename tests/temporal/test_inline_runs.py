@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from durable_agent import Registry
-from durable_agent._contracts._approval_contracts import DecisionRequest
+from durable_agent._contracts.approvals import DecisionRequest
 from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text

@@ -22,17 +22,17 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import SessionNotFoundError
+from durable_agent._client.results import SessionNotFoundError
 from durable_agent._errors import PayloadTooLarge
-from durable_agent._payloads._storage import (
+from durable_agent._payloads.storage import (
     PayloadStorageError,
     payload_storage,
     with_payload_storage,
 )
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire import _transcript as transcript
-from durable_agent._wire._messages import Message, UserMessage, image_part, text_part
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire import transcript as transcript
+from durable_agent._wire.messages import Message, UserMessage, image_part, text_part
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.conftest import started_on_free_port

@@ -12,10 +12,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import UserMessage
-from durable_agent._wire._transcript import message_id
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import UserMessage
+from durable_agent._wire.transcript import message_id
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.histories import activity_inputs

@@ -8,8 +8,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient, NoWorkerError
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import ModelSpec
+from durable_agent._spec.document import ModelSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import spec_for, start_worker_process
 

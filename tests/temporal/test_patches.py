@@ -25,8 +25,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import AgentResult
-from durable_agent._spec._spec import AgentInput
+from durable_agent._contracts.boundary import AgentResult
+from durable_agent._spec.document import AgentInput
 from durable_agent.temporal._replay_gate import check_histories
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from durable_agent.temporal import _ports as ports  # the module, to replace what it binds
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal import _local as ports  # the module, to replace what it binds
+from durable_agent.temporal._local import free_port
 from tests import conftest
 from tests.conftest import started_on_free_port, wait_for_port
 

@@ -17,12 +17,12 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage, ToolMessage, UserMessage
-from durable_agent._wire._transcript import content_hash
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import build_request
+from durable_agent._wire.messages import AssistantMessage, ToolMessage, UserMessage
+from durable_agent._wire.transcript import content_hash
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import Reply, chat_stream_events
 from tests.support.agent_harness import (

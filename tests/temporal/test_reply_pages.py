@@ -15,13 +15,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._cli._trace import read_timeline
-from durable_agent._contracts._contracts import AgentResult
-from durable_agent._contracts._digests import ReplyCallsInput
-from durable_agent._failures import Failure
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import FunctionCall, Message, ToolCall, ToolMessage
+from durable_agent._cli.trace import read_timeline
+from durable_agent._contracts.boundary import AgentResult, ReplyCallsInput
+from durable_agent._errors import Failure
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import FunctionCall, Message, ToolCall, ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.histories import activity_inputs, activity_results

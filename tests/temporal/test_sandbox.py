@@ -1,6 +1,6 @@
 """durable-agent's workflows run outside temporalio's sandbox, and replay inside it.
 
-Production skips the sandbox's cost (``durable_agent.temporal._sandbox``); the replay tests and
+Production skips the sandbox's cost (``durable_agent.temporal._plugin``); the replay tests and
 ``check-replay`` put the same workflows in the sandbox, so code that reads the clock
 fails there. These tests show which runner takes which workflow, by effect: a probe
 workflow that reads the clock fails when the sandbox takes it, and runs when not."""
@@ -19,9 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker, WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from durable_agent._cli._args import add_worker_arguments
+from durable_agent._cli.args import add_worker_arguments
 from durable_agent.temporal import DurableAgentPlugin, build_worker
-from durable_agent.temporal._sandbox import SandboxingOurs, sandboxing_ours
+from durable_agent.temporal._plugin import SandboxingOurs, sandboxing_ours
 from tests.support.clock_probe import CLOCK_PROBE, ClockProbe
 
 HISTORIES = Path(__file__).parent.parent / "histories"

@@ -12,10 +12,10 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, Message
-from durable_agent._client._types import MessageRefusedError
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import UserMessage, dump_messages, image_part, text_part
+from durable_agent._client.results import MessageRefusedError
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import UserMessage, dump_messages, image_part, text_part
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (
     record_history,

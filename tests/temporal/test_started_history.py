@@ -20,12 +20,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import EARLIER_HISTORY_SIGNAL, AgentResult
-from durable_agent._payloads._encryption import CodecKeys, with_encryption
-from durable_agent._spec._spec import INLINE_HISTORY_MESSAGES, AgentInput
-from durable_agent._tools._guardrails import guardrail
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, Message, SystemMessage, UserMessage
+from durable_agent._contracts.boundary import EARLIER_HISTORY_SIGNAL, AgentResult
+from durable_agent._payloads.encryption import CodecKeys, with_encryption
+from durable_agent._spec.document import INLINE_HISTORY_MESSAGES, AgentInput
+from durable_agent._tools.hooks import guardrail
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, running_worker, spec_for, wait_for

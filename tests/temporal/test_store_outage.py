@@ -12,9 +12,9 @@ import pytest
 from durable_agent._activities.transcript_store import PostgresBackend, TranscriptStore
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (

@@ -22,10 +22,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, user_message
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire import _transcript as transcript_module
-from durable_agent._wire._messages import (
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire import transcript as transcript_module
+from durable_agent._wire.messages import (
     AssistantMessage,
     FunctionCall,
     Message,
@@ -33,7 +33,7 @@ from durable_agent._wire._messages import (
     ToolMessage,
     UserMessage,
 )
-from durable_agent._wire._transcript import (
+from durable_agent._wire.transcript import (
     EMPTY_HASH,
     ROOT_V2,
     Transcript,

@@ -14,13 +14,13 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import SessionStatus
-from durable_agent._spec._spec import ModelPrice
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._guardrails import guardrail
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import (
+from durable_agent._contracts.boundary import SessionStatus
+from durable_agent._spec.document import ModelPrice
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.hooks import guardrail
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import (
     AssistantMessage,
     FlushMessage,
     ToolMessage,

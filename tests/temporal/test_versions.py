@@ -13,11 +13,11 @@ import uuid
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._connection._versions import versioned
-from durable_agent._spec._provider_limits import ProviderLimits, limiter_id
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import AssistantMessage
+from durable_agent._connection import versioned
+from durable_agent._spec.endpoints import ProviderLimits, limiter_id
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of

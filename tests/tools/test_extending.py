@@ -16,13 +16,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import audio_part, user_message
-from durable_agent._failures import Failure
-from durable_agent._providers._client import ProviderClient
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._model_inputs import ModelInputs
-from durable_agent._wire._model_options import ModelOptions
+from durable_agent._errors import Failure
+from durable_agent._providers import ProviderClient
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import WireCodec, built_in_codec
+from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.outgoing import ModelInputs
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply
 from tests.support.agent_harness import running_worker, spec_for, start_session

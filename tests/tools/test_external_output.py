@@ -16,11 +16,11 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import DecisionRefusedError, UnknownApprovalError
-from durable_agent._contracts._approval_contracts import PendingApproval
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._client.results import DecisionRefusedError, UnknownApprovalError
+from durable_agent._contracts.approvals import PendingApproval
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.gateway.test_gateway import address_of, events_until
 from tests.support.agent_harness import running_worker, spec_for, wait_for

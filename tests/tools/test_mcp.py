@@ -17,9 +17,9 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import ToolMessage
-from durable_agent.temporal._ports import free_port
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.conftest import wait_for_port
 from tests.support.agent_harness import KILL_HEARTBEAT_SECONDS, cli_json, running_worker, spec_for
@@ -195,7 +195,7 @@ async def test_a_worker_killed_during_an_mcp_call(
 def test_content_that_is_not_text_is_marked_never_dropped() -> None:
     from types import SimpleNamespace as Part
 
-    from durable_agent._tools._mcp import result_text
+    from durable_agent._tools.mcp_servers import result_text
 
     result = Part(
         content=[
@@ -224,9 +224,9 @@ async def test_a_tool_whose_schema_is_not_an_object_is_refused(
     from contextlib import asynccontextmanager
     from types import SimpleNamespace
 
-    import durable_agent._tools._mcp as mcp_module
-    from durable_agent._spec._spec import McpServerSpec
-    from durable_agent._tools._mcp import McpServerError, list_server_tools
+    import durable_agent._tools.mcp_servers as mcp_module
+    from durable_agent._spec.document import McpServerSpec
+    from durable_agent._tools.mcp_servers import McpServerError, list_server_tools
 
     class Listing:
         async def list_tools(self) -> Any:

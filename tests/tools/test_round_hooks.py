@@ -15,8 +15,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, HookContext, round_hook
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, Message, UserMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, Message, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import Reply, chat_stream_events, sse_reply
 from tests.support.agent_harness import record_history, running_worker, spec_for

@@ -20,12 +20,12 @@ from durable_agent._activities.transcript_store import open_transcript_store
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.temporal import build_worker, start_dev_server
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, running_worker, spec_for
 

@@ -20,27 +20,25 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._contracts._contracts import ResolvedTool, ToolCallInput
-from durable_agent._failures import Failure
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._spec.tool_kinds._base import (
+from durable_agent._contracts.boundary import ResolvedTool, ToolCallInput
+from durable_agent._errors import Failure
+from durable_agent._spec.document import AgentSpec
+from durable_agent._spec.tool_kinds import (
     CallTarget,
     FunctionTarget,
-    OtherTarget,
-    ToolTarget,
-    UnknownToolKind,
-)
-from durable_agent._spec.tool_kinds._kind import ToolKind
-from durable_agent._spec.tool_kinds._targets import (
     HandoffTarget,
     HttpCall,
     HttpOperation,
     McpCall,
     McpTarget,
+    OtherTarget,
     SubAgentTarget,
+    ToolKind,
+    ToolTarget,
+    UnknownToolKind,
 )
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import record_history, running_worker, spec_for
 from tests.support.docs_page import page_block, run_page_block

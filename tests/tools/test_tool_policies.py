@@ -9,10 +9,10 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import ToolMessage
-from durable_agent._contracts._approval_contracts import ApprovalSignal
-from durable_agent._spec._tool_policy import ToolContext
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._contracts.approvals import ApprovalSignal
+from durable_agent._spec.tools import ToolContext
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (

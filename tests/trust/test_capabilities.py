@@ -17,17 +17,17 @@ from typing import Any
 
 import httpx
 import pytest
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent._session import SessionState
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import AgentSpec, McpServerSpec, OpenApiSpec
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import ToolMessage
+from durable_agent._spec.document import AgentSpec, McpServerSpec, OpenApiSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolMessage
 from durable_agent.capabilities import Capabilities, SecretGrant, SpecPolicy
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import (

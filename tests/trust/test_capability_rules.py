@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 
 from durable_agent import Agent, ModelSpec
-from durable_agent._agents._modules import AgentModuleError, with_agents
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import McpServerSpec, OpenApiSpec
-from durable_agent._spec.tool_kinds._base import WorkerSide
-from durable_agent._spec.tool_kinds._targets import HttpCall, HttpOperation
-from durable_agent._tools._mcp import McpRunner
-from durable_agent._tools._openapi import OpenApiRunner, call_operation
+from durable_agent._spec.document import McpServerSpec, OpenApiSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._spec.tool_kinds import HttpCall, HttpOperation, WorkerSide
+from durable_agent._tools.mcp_servers import McpRunner
+from durable_agent._tools.openapi import OpenApiRunner, call_operation
 from durable_agent.capabilities import Capabilities, SpecPolicy, load_capabilities
 from durable_agent.capabilities._config_file import CapabilitiesFileError
 from durable_agent.capabilities._urls import UrlRefused, check_url
 from durable_agent.extending import NotAllowed, NotRegistered
+from durable_agent.temporal._plugin import AgentModuleError, with_agents
 from tests.support.recording_server import RecordingServer
 
 

@@ -26,25 +26,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import DecisionRefusedError
-from durable_agent._contracts._approval_contracts import Grant
-from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
+from durable_agent._client.results import DecisionRefusedError
+from durable_agent._contracts.approvals import ApproverKey, ApproverKeys, Grant
 from durable_agent._session import SessionState
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._spec import McpServerSpec, OpenApiSpec
-from durable_agent._spec._tool_policy import ToolContext, ToolPolicy
-from durable_agent._spec.tool_kinds._base import WorkerSide
-from durable_agent._spec.tool_kinds._targets import HttpOperation, McpCall, ResolvedTool
-from durable_agent._tools._mcp import McpRunner
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
-from durable_agent._wire._messages import UserMessage
-from durable_agent._wire._tool_definition import ToolDefinition
+from durable_agent._spec.document import McpServerSpec, OpenApiSpec
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._spec.tool_kinds import HttpOperation, McpCall, ResolvedTool, WorkerSide
+from durable_agent._spec.tools import ToolContext, ToolPolicy
+from durable_agent._tools.functions import tool
+from durable_agent._tools.mcp_servers import McpRunner
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import ToolDefinition, UserMessage
 from durable_agent.capabilities import Capabilities, SecretGrant
 from durable_agent.extending import NotAllowed
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, rerun

@@ -24,16 +24,16 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from durable_agent import AgentClient
-from durable_agent._payloads._encryption import (
+from durable_agent._payloads.encryption import (
     CodecKeyError,
     CodecKeys,
     EncryptionCodec,
     with_encryption,
 )
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.temporal import DurableAgentPlugin, build_worker, start_dev_server
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from tests.support.agent_harness import LOCAL_DEVELOPMENT, cli_json, spec_for
 from tests.support.docs_page import run_page_block

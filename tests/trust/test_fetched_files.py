@@ -19,10 +19,10 @@ from durable_agent._activities.files import FileFetcher
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._cli._render import format_status
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import (
+from durable_agent._cli.render import format_status
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import (
     FilePart,
     Message,
     TextPart,
@@ -30,8 +30,7 @@ from durable_agent._wire._messages import (
     file_part_from_url,
     user_message,
 )
-from durable_agent._wire._model_inputs import ModelInputs
-from durable_agent._wire._request_messages import PreparedMessages
+from durable_agent._wire.outgoing import ModelInputs, PreparedMessages
 from durable_agent.capabilities import Capabilities, FileLimits
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for, wait_for

@@ -8,9 +8,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._spec._tool_policy import ToolPolicy
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._spec.tools import ToolPolicy
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls
 from tests.support.agent_harness import running_worker, spec_for
 from tests.trust.test_human_in_the_loop import pending_count

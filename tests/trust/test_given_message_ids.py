@@ -14,9 +14,9 @@ from __future__ import annotations
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import AssistantMessage, SystemMessage, UserMessage, text_of
-from durable_agent._wire._transcript import kept_apart, message_id, sender_id
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import AssistantMessage, SystemMessage, UserMessage, text_of
+from durable_agent._wire.transcript import kept_apart, message_id, sender_id
 from durable_agent.gateway._agui import messages_snapshot
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for

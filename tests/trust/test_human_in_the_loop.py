@@ -17,11 +17,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import DecisionRefusedError
-from durable_agent._contracts._approval_contracts import ApprovalSignal, PendingApproval
-from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
-from durable_agent._contracts._decision_digest import decision_digest
-from durable_agent._wire._messages import AssistantMessage, ToolMessage
+from durable_agent._client.results import DecisionRefusedError
+from durable_agent._contracts.approvals import (
+    ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
+    PendingApproval,
+    decision_digest,
+)
+from durable_agent._wire.messages import AssistantMessage, ToolMessage
 from durable_agent.testing import ScriptedProvider
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.project.test_cli import acli, address_of

@@ -18,13 +18,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from durable_agent import AgentClient, Registry
-from durable_agent._contracts._approval_contracts import (
+from durable_agent._contracts.approvals import (
     ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
     DecisionRequest,
     PendingApproval,
+    decision_digest,
 )
-from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
-from durable_agent._contracts._decision_digest import decision_digest
 from durable_agent.capabilities import Capabilities, ProviderEndpoint
 from durable_agent.temporal import DurableAgentPlugin
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text

@@ -11,8 +11,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, ModelSpec
-from durable_agent._spec._spec import AgentSpec
-from durable_agent._tools._registry import Registry
+from durable_agent._spec.document import AgentSpec
+from durable_agent._tools.registry import Registry
 from durable_agent.capabilities._config_file import CapabilitiesFileError, load_capabilities
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker

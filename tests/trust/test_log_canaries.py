@@ -31,12 +31,12 @@ from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
 from temporalio.client import Client
 
 from durable_agent import AgentClient, SessionFailedError
-from durable_agent._observability._logs import digest_of, withhold_text
-from durable_agent._payloads._encryption import CodecKeys
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._wire._messages import AssistantMessage, file_part_from_url, user_message
+from durable_agent._observability.logs import digest_of, withhold_text
+from durable_agent._payloads.encryption import CodecKeys
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.messages import AssistantMessage, file_part_from_url, user_message
 from durable_agent.temporal import start_dev_server
-from durable_agent.temporal._ports import free_port
+from durable_agent.temporal._local import free_port
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.testing._scripted_provider import RecordedRequest, Reply
 from tests.conftest import started_on_free_port

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_agent._activities.provider_parts import ProviderParts
+from durable_agent._activities.files import ProviderParts
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient, AgentSpec
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import (
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._tools.registry import Registry
+from durable_agent._wire.messages import (
     FileData,
     FilePart,
     ImagePart,
@@ -29,7 +29,7 @@ from durable_agent._wire._messages import (
     image_part,
     user_message,
 )
-from durable_agent._wire._request_messages import PreparedMessages
+from durable_agent._wire.outgoing import PreparedMessages
 from durable_agent.capabilities import Capabilities
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import json_reply

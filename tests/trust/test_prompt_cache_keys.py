@@ -12,9 +12,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._model_options import ModelOptions, with_prompt_cache
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import built_in_codec
+from durable_agent._wire.options import ModelOptions, with_prompt_cache
 from durable_agent.testing import ScriptedProvider, assistant_text
 from tests.support.agent_harness import running_worker, spec_for
 from tests.trust.test_capabilities import refused, registered

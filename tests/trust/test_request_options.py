@@ -18,18 +18,17 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import Agent, AgentClient, AgentSpec, ModelSpec
-from durable_agent._agents._modules import with_agents
 from durable_agent._errors import NotAllowed
-from durable_agent._spec._endpoint import ProviderEndpoint
-from durable_agent._spec._provider_limits import ProviderLimits
-from durable_agent._tools._registry import Registry
-from durable_agent._wire._messages import user_message
-from durable_agent._wire._model_options import ModelOptions
+from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
+from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import BUILT_IN_CODECS, built_by
+from durable_agent._wire.messages import user_message
+from durable_agent._wire.options import ModelOptions
 from durable_agent.capabilities import Capabilities, load_capabilities
 from durable_agent.capabilities._admission import admission_problems
 from durable_agent.capabilities._config_file import CapabilitiesFileError
 from durable_agent.capabilities._registry import EndpointRules
+from durable_agent.temporal._plugin import with_agents
 from durable_agent.testing import ScriptedProvider, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import running_worker, wait_for

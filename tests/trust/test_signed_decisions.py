@@ -11,18 +11,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from durable_agent._workflows.continued_input import ContinuedInput
+from durable_agent._workflows.continuation import ContinuedInput
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._client._types import DecisionRefusedError, SessionExistsError
-from durable_agent._contracts._approval_contracts import ApprovalSignal, ChildApprovals, Grant
-from durable_agent._contracts._approver_tokens import ApproverKey, ApproverKeys
-from durable_agent._contracts._decision_digest import decision_digest
+from durable_agent._client.results import DecisionRefusedError, SessionExistsError
+from durable_agent._contracts.approvals import (
+    ApprovalSignal,
+    ApproverKey,
+    ApproverKeys,
+    ChildApprovals,
+    Grant,
+    decision_digest,
+)
 from durable_agent._session import SessionState
-from durable_agent._spec._approval_policy import ApprovalSettings
-from durable_agent._wire._messages import AssistantMessage, FunctionCall, ToolCall, UserMessage
+from durable_agent._spec.approval_policy import ApprovalSettings
+from durable_agent._wire.messages import AssistantMessage, FunctionCall, ToolCall, UserMessage
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.agent_harness import record_history, running_worker, spec_for, wait_for
 from tests.support.approval_fixtures import payments_registry

@@ -11,9 +11,9 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
-from durable_agent._cli._render import format_pending
-from durable_agent._tools._registry import Registry
-from durable_agent._tools._tool import tool
+from durable_agent._cli.render import format_pending
+from durable_agent._tools.functions import tool
+from durable_agent._tools.registry import Registry
 from durable_agent.gateway._agui import AguiTranslator
 from durable_agent.gateway._openai_common import approvals_extension, waiting_text
 from durable_agent.testing import ScriptedProvider, assistant_calls

@@ -12,27 +12,37 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from durable_agent._wire._context import ContextRules
-from durable_agent._wire._messages import AssistantMessage, Message
-from durable_agent._wire._model_inputs import PartKind
-from durable_agent._wire._model_options import ModelOptions, ReasoningWire
-from durable_agent._wire._tool_definition import ToolDefinition
-from durable_agent._wire.codecs import _anthropic as anthropic
-from durable_agent._wire.codecs import _chat as chat
-from durable_agent._wire.codecs import _media as media
-from durable_agent._wire.codecs import _media_apis as media_apis
-from durable_agent._wire.codecs import _responses as responses
-from durable_agent._wire.codecs._anthropic import (
+from durable_agent._wire.codecs import anthropic, chat, media, responses
+from durable_agent._wire.codecs.anthropic import (
     AnthropicStreamAccumulator,
     build_anthropic_request,
     parse_anthropic_message,
 )
-from durable_agent._wire.codecs._chat import (
+from durable_agent._wire.codecs.chat import (
     ChatStreamAccumulator,
     build_chat_request,
     parse_chat_completion,
 )
-from durable_agent._wire.codecs._codec import (
+from durable_agent._wire.codecs.common import (
+    SSEDecoder,
+    SSEEvent,
+    StreamAccumulator,
+    UnsupportedContentError,
+    error_text,
+    parse_sse,
+    response_id_of,
+    wire_parameters,
+)
+from durable_agent._wire.codecs.media import (
+    EMBEDDINGS_PATH,
+    IMAGES_PATH,
+    GeneratedImage,
+    build_embeddings_request,
+    build_image_request,
+    parse_embeddings_response,
+    parse_image_response,
+)
+from durable_agent._wire.codecs.protocol import (
     Codec,
     StreamingCodec,
     StreamingWireCodec,
@@ -43,28 +53,15 @@ from durable_agent._wire.codecs._codec import (
     reply_body_of,
     reply_events_of,
 )
-from durable_agent._wire.codecs._common import (
-    StreamAccumulator,
-    UnsupportedContentError,
-    error_text,
-    response_id_of,
-)
-from durable_agent._wire.codecs._media import (
-    EMBEDDINGS_PATH,
-    GeneratedImage,
-    build_embeddings_request,
-    build_image_request,
-    parse_embeddings_response,
-    parse_image_response,
-)
-from durable_agent._wire.codecs._media_apis import IMAGES_PATH
-from durable_agent._wire.codecs._responses import (
+from durable_agent._wire.codecs.responses import (
     ResponsesStreamAccumulator,
     build_responses_request,
     parse_responses_response,
 )
-from durable_agent._wire.codecs._schema import wire_parameters
-from durable_agent._wire.codecs._sse import SSEDecoder, SSEEvent, parse_sse
+from durable_agent._wire.context import ContextRules
+from durable_agent._wire.messages import AssistantMessage, Message, ToolDefinition
+from durable_agent._wire.options import ModelOptions, ReasoningWire
+from durable_agent._wire.outgoing import PartKind
 
 WireAPI = str
 """A wire API's name: built in, ``chat``, ``responses``, ``anthropic``, ``embeddings``
@@ -167,18 +164,18 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
             ),
             WireCodec(
                 "embeddings",
-                media_apis.EMBEDDINGS_PATH,
-                media_apis.build_embeddings_turn,
-                media_apis.parse_embeddings_turn,
+                media.EMBEDDINGS_PATH,
+                media.build_embeddings_turn,
+                media.parse_embeddings_turn,
                 provider_name="openai",
                 operation="embeddings",
                 builds=media.EMBEDDINGS_BUILT,
             ),
             WireCodec(
                 "images",
-                media_apis.IMAGES_PATH,
-                media_apis.build_image_turn,
-                media_apis.parse_image_turn,
+                media.IMAGES_PATH,
+                media.build_image_turn,
+                media.parse_image_turn,
                 provider_name="openai",
                 operation="generate_content",
                 output_type="image",

@@ -1,0 +1,417 @@
+"""Anthropic Messages API.
+
+Top-level ``system``; content always as block arrays; ``tool_use`` blocks on the
+assistant turn and every ``tool_result`` of one batch in one user turn; thinking
+blocks resent verbatim on tool-call turns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from durable_agent._wire.codecs.common import (
+    StreamAccumulator,
+    UnsupportedContentError,
+    anthropic_safe_id,
+    built_keys,
+    chosen_tool,
+    compact_json,
+    error_text,
+    finish_message,
+    flat_reasoning,
+    map_options,
+    pieces,
+    reply_finish,
+    reply_usage,
+    strict_schema,
+    unique_call_ids,
+    usage_from,
+    wire_parameters,
+    with_extra,
+)
+from durable_agent._wire.messages import (
+    AssistantMessage,
+    AudioPart,
+    FilePart,
+    FunctionCall,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    text_of,
+)
+from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.outgoing import PartKind, prepare_request_messages
+
+PATH = "/messages"
+#: The request key its output-token cap goes in.
+OUTPUT_CAP = "max_tokens"
+#: The kinds of part besides text its requests carry (no audio).
+TAKES: frozenset[PartKind] = frozenset({"image", "file"})
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+OPTION_NAMES = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "stop": "stop_sequences",
+}
+
+#: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
+BUILT = built_keys(OPTION_NAMES)
+
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+    "pause_turn": "stop",
+}
+
+
+def _split_data_url(url: str) -> tuple[str, str] | None:
+    if not url.startswith("data:") or ";base64," not in url:
+        return None
+    header, data = url[len("data:") :].split(";base64,", 1)
+    return header, data
+
+
+def _part(part: Any) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        if part.image_url is None:  # a file of the Files API (its beta header: the endpoint's)
+            return {"type": "image", "source": {"type": "file", "file_id": part.file_id}}
+        inline = _split_data_url(part.image_url.url)
+        if inline:
+            media_type, data = inline
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data},
+            }
+        return {"type": "image", "source": {"type": "url", "url": part.image_url.url}}
+    if isinstance(part, FilePart):
+        if part.file.file_url:
+            return {"type": "document", "source": {"type": "url", "url": part.file.file_url}}
+        if part.file.file_id:
+            return {"type": "document", "source": {"type": "file", "file_id": part.file.file_id}}
+        inline = _split_data_url(part.file.file_data or "")
+        if inline:
+            media_type, data = inline
+            return {
+                "type": "document",
+                "source": {"type": "base64", "media_type": media_type, "data": data},
+            }
+        raise UnsupportedContentError(
+            "a file part needs file_data (a data: URL), file_id or file_url"
+        )
+    if isinstance(part, AudioPart):
+        raise UnsupportedContentError("the Anthropic Messages API takes no audio input")
+    raise UnsupportedContentError(f"unsupported content part: {part!r}")
+
+
+def _blocks(content: str | list[Any]) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [_part(p) for p in content]
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    # Anthropic needs an object; malformed arguments (already answered with an error
+    # result by the tool activity) go as an empty one.
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def anthropic_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    wire = []
+    for tool in tools:
+        entry: dict[str, Any] = {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": wire_parameters(tool),
+        }
+        if tool.strict:
+            entry["strict"] = True
+        wire.append(entry)
+    return wire
+
+
+def build_anthropic_request(
+    messages: Sequence[Message],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition] = (),
+    options: ModelOptions | None = None,
+    output_schema: dict[str, Any] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    prepared = prepare_request_messages(messages)
+    call_ids, result_ids = unique_call_ids(prepared, sanitize=anthropic_safe_id)
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)  # consecutive same-role turns merge
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for i, message in enumerate(prepared):
+        if isinstance(message, SystemMessage):
+            system.append(text_of(message.content))
+        elif isinstance(message, UserMessage):
+            add("user", _blocks(message.content))
+        elif isinstance(message, AssistantMessage):
+            blocks: list[dict[str, Any]] = []
+            if message.tool_calls and message.reasoning_details:
+                blocks.extend(
+                    d for d in message.reasoning_details if d.get("type") in _THINKING_BLOCKS
+                )
+            text = message.content or message.refusal or ""
+            if text:
+                blocks.append({"type": "text", "text": text})
+            for k, call in enumerate(message.tool_calls or ()):
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call_ids[(i, k)],
+                        "name": call.function.name,
+                        "input": _tool_input(call.function.arguments),
+                    }
+                )
+            add("assistant", blocks)
+        elif isinstance(message, ToolMessage):
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": result_ids[i],
+                "content": message.content,
+            }
+            if message.is_error:
+                result["is_error"] = True
+            add("user", [result])
+
+    body: dict[str, Any] = {"model": model}
+    if system:
+        body["system"] = "\n\n".join(system)
+    body["messages"] = turns
+    body["max_tokens"] = (options.max_output_tokens if options else None) or DEFAULT_MAX_TOKENS
+    body.update(map_options(options, OPTION_NAMES))
+    if tools:
+        body["tools"] = anthropic_tools(tools)
+        choice, named = chosen_tool(options)
+        if named is not None:
+            body["tool_choice"] = {"type": "tool", "name": named}
+        elif choice is not None:  # Anthropic says "any" for "required"
+            body["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
+    if output_schema:
+        body["output_config"] = {
+            "format": {"type": "json_schema", "schema": strict_schema(output_schema)}
+        }
+    if stream:
+        body["stream"] = True
+    if options is not None and options.prompt_cache_key is not None:
+        mark_cache_breakpoints(body)
+    return with_extra(body, options.extra if options else {}, BUILT)
+
+
+#: Anthropic's marker of a cache breakpoint: the prefix up to it is cached.
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def mark_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Three of the four breakpoints the API allows: after the tools, after the
+    instructions, and at the request's last block (the conversation so far, which the
+    next request extends and so reads from the cache)."""
+    tools = body.get("tools")
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": EPHEMERAL}
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": EPHEMERAL}]
+    turns = body.get("messages") or []
+    if turns and turns[-1]["content"]:
+        blocks = turns[-1]["content"]
+        last = blocks[-1]
+        if last.get("type") not in _THINKING_BLOCKS:  # thinking blocks take no marker
+            blocks[-1] = {**last, "cache_control": EPHEMERAL}
+
+
+def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
+    """A whole Messages API response as one assistant message."""
+    if body.get("type") == "error":
+        return finish_message(content="", tool_calls=[], malformed=[], error=error_text(body))
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    malformed: list[str] = []
+    details: list[dict[str, Any]] = []
+    for block in body.get("content") or []:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            name = block.get("name")
+            if not isinstance(name, str) or not name:
+                malformed.append(compact_json(block))
+                continue
+            raw_input = block.get("input", {})
+            arguments = raw_input if isinstance(raw_input, str) else compact_json(raw_input)
+            calls.append(
+                ToolCall(
+                    id=block.get("id") or f"call_{len(calls)}",
+                    function=FunctionCall(name=name, arguments=arguments),
+                )
+            )
+        elif kind in _THINKING_BLOCKS:
+            details.append(block)
+    stop_reason = body.get("stop_reason")
+    content = "".join(texts)
+    refused = stop_reason == "refusal"
+    return finish_message(
+        content="" if refused else content,
+        tool_calls=calls,
+        malformed=malformed,
+        refusal=(content or "The model declined to answer.") if refused else None,
+        reasoning=flat_reasoning(details),
+        reasoning_details=details or None,
+        finish_reason=_STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None,
+        usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
+    )
+
+
+class AnthropicStreamAccumulator(StreamAccumulator):
+    """Messages API events, rebuilt into the whole message and parsed like one."""
+
+    _end_marker = "message_stop"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._message: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._usage: dict[str, Any] = {}
+
+    def _on_chunk(self, event: str, data: dict[str, Any]) -> str:
+        kind = data.get("type") or event
+        if kind == "message_start":
+            self._message = dict(data.get("message") or {})
+            self._usage.update(self._message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(data.get("content_block") or {})
+            if block.get("type") == "tool_use":
+                block["input"] = {}
+            self._blocks[int(data.get("index", len(self._blocks)))] = block
+        elif kind == "content_block_delta":
+            return self._delta(int(data.get("index", 0)), data.get("delta") or {})
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            if "stop_reason" in delta:
+                self._message["stop_reason"] = delta["stop_reason"]
+            self._usage.update(data.get("usage") or {})
+        elif kind == "message_stop":
+            self.complete = True
+        elif kind == "error":
+            self.fail(f"provider error in stream: {error_text(data)}")
+        return ""
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+        block = self._blocks.setdefault(index, {"type": "text", "text": ""})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+            return str(delta.get("text", ""))
+        if kind == "input_json_delta":
+            self._json.setdefault(index, []).append(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+            self._reasoned(str(delta.get("thinking", "")))
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature", "")
+        return ""
+
+    def _build(self, error: str | None) -> AssistantMessage:
+        blocks = []
+        for index, block in sorted(self._blocks.items()):
+            if block.get("type") == "tool_use":
+                raw = "".join(self._json.get(index, [])) or "{}"
+                try:
+                    block = {**block, "input": json.loads(raw)}
+                except ValueError:
+                    block = {**block, "input": raw}  # kept raw: the tool reports it
+            blocks.append(block)
+        message = parse_anthropic_message(
+            {**self._message, "content": blocks, "usage": self._usage}
+        )
+        if error is None:
+            return message
+        return finish_message(content=message.content, tool_calls=[], malformed=[], error=error)
+
+
+# --- a reply, as a server of this wire would send it (for scripted models) ----------
+
+_STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+
+
+def _reply_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks = [d for d in message.reasoning_details or () if d.get("type") in _THINKING_BLOCKS]
+    text = message.refusal or message.content
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.tool_calls or ():
+        block = {"type": "tool_use", "id": call.id, "name": call.function.name}
+        blocks.append({**block, "input": _tool_input(call.function.arguments)})
+    return blocks
+
+
+def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
+    """``message`` as a whole Messages API response."""
+    finish = "content_filter" if message.refusal else reply_finish(message)
+    usage = reply_usage(message)
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _reply_blocks(message),
+        "stop_reason": _STOP_REASON_OF.get(finish, "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
+    }
+
+
+def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:
+    """The events a server streams for ``message``: each block opened, its text and a
+    tool call's input in pieces, then the stop reason and usage."""
+    body = anthropic_reply_body(message, model)
+    opening = {**body, "content": [], "stop_reason": None}
+    events: list[Any] = [{"type": "message_start", "message": opening}]
+    for index, block in enumerate(body["content"]):
+        deltas: list[dict[str, Any]] = []
+        if block["type"] == "text":
+            deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], 16)]
+            block = {**block, "text": ""}
+        elif block["type"] == "tool_use":
+            arguments = json.dumps(block["input"], separators=(",", ":"))
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(arguments, 8)]
+            block = {**block, "input": {}}
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": stop, "usage": body["usage"]})
+    events.append({"type": "message_stop"})
+    return events

@@ -1,0 +1,123 @@
+"""Provider-neutral request options and the per-provider reasoning egress policy."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+from durable_agent._wire.messages import nulls_kept
+
+
+class NamedToolChoice(BaseModel):
+    """Make the model call this one tool."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+
+class ModelOptions(BaseModel):
+    """Sampling and length options; each codec maps them to its API's names.
+
+    An option an API does not support is left out silently. ``extra`` is added to the
+    request body unmapped (``logprobs``, ``parallel_tool_calls``, ``reasoning_effort``,
+    ...), but only keys the worker's owner allows for the endpoint (``request_options``
+    in ``Capabilities.endpoint_rules``), and never one the request is built from
+    (``model``, ``messages``, ``tools``, ``stream``, an output limit, a cache key, a
+    mapped option): a session whose spec names another is refused when it starts.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_cache: bool | None = None
+    """Ask the provider to cache each request's prefix, so the next request (the same
+    with messages added) pays for it at the cached price: OpenAI's ``prompt_cache_key``
+    (one per session and agent) on Chat Completions and Responses, Anthropic's
+    ``cache_control`` breakpoints (the tools, the instructions, the conversation so
+    far). Unset: on where the provider is known to take it (OpenAI's own endpoint and
+    Anthropic's API); ``False`` sends none; ``True`` sends them to any endpoint."""
+    prompt_cache_key: str | None = None
+    """Set by the worker for each call when caching is on; a spec that sets it is
+    refused at admission (the worker derives it with a secret of its own)."""
+    temperature: float | None = Field(default=None, ge=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, gt=0)
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    tool_choice: ToolChoice | None = None
+    """Whether the model may, must or must not call tools, or must call one named tool;
+    each codec writes its API's shape, and only when the request has tools."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReasoningWire(BaseModel):
+    """How a Chat Completions provider wants reasoning resent on tool-call turns.
+
+    Structured ``reasoning_details`` are resent verbatim when present (and
+    accepted); otherwise the flat string goes under ``field``. Never both.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    field: Literal["reasoning_content", "reasoning"] | None = "reasoning_content"
+    """Name of the flat reasoning field; ``None`` never resends reasoning."""
+
+    send_details: bool = True
+    """Resend ``reasoning_details`` verbatim when the turn has them."""
+    send_empty: bool = False
+    """Send the flat field as ``""`` on tool-call turns with no reasoning (DeepSeek
+    thinking mode rejects a tool-call turn without it)."""
+
+    @model_serializer(mode="wrap")
+    def _never_kept(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return nulls_kept(self, handler(self), info, ("field",))
+
+
+#: Hosts whose APIs take the cache fields, so caching is on unless a spec turns it off.
+CACHING_HOSTS = frozenset({"api.openai.com", "api.anthropic.com"})
+
+
+def with_prompt_cache(
+    options: ModelOptions,
+    wire_caches: bool,
+    base_url: str,
+    session_id: str,
+    agent: str | None,
+    secret: bytes,
+) -> ModelOptions:
+    """``options`` with the call's cache key when caching is on for this endpoint (and
+    its wire has the cache fields: ``wire_caches``), and none otherwise (whatever the
+    spec carried): one key per session and agent, so a
+    session's requests go to one cache. The key is a keyed digest (HMAC) with a
+    ``secret`` only the workers hold: the session's id never reaches the provider, and
+    whoever can start a workflow cannot compute another session's key to share its
+    cache."""
+    extra = {k: v for k, v in options.extra.items() if k != "prompt_cache_key"}
+    options = options.model_copy(update={"prompt_cache_key": None, "extra": extra})
+    wanted = options.prompt_cache
+    if wanted is None:
+        wanted = urlsplit(base_url).hostname in CACHING_HOSTS
+    if not wanted or not wire_caches:
+        return options
+    named = f"{session_id}\0{agent or ''}".encode()
+    key = hmac.new(secret, named, hashlib.sha256).hexdigest()[:32]
+    return options.model_copy(update={"prompt_cache_key": key})
