@@ -1,5 +1,6 @@
-"""The admission activity: a session's spec checked against this worker's registries,
-and carried state checked against the server's record of how the run began."""
+"""The check activities: admission (a session's spec checked against this worker's
+registries, and carried state checked against the server's record of how the run
+began), and an evaluation's case read back from its ended session and scored."""
 
 from __future__ import annotations
 

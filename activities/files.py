@@ -22,7 +22,11 @@ files are bounded in time and bytes, and each use asks the origin first whether 
 file changed (``ETag`` or ``Last-Modified``), so a file the origin no longer serves is
 not served from here. Refusals are bounded in time and number; a part refused once is
 left out of the chain's later requests without a request to its origin (a part refused
-only for the room it had is asked for again where a request has more)."""
+only for the room it had is asked for again where a request has more).
+
+Beside fetching: what a request hands the model server to fetch or look up itself
+(images and files by URL, the provider's file ids), each only where the owner allows
+(``ProviderParts``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 capacity before the request leaves, give it back when the reply is in.
 
 A call with capacity goes on at once (it takes its worker's spare lease, or asks the
-limiter: one update round trip; ``limiter_link``). A call without capacity ends its
+limiter: one update round trip; ``LimiterLink``). A call without capacity ends its
 activity with ``CapacityWait``: the session waits durably for the limiter's
 ``capacity_ready`` and calls again, and no attempt of the model is used up.
 """

@@ -13,6 +13,8 @@ mid-call has its call retried, maybe elsewhere, and the retry offers the same me
 again. So a sink says how many of a session's messages it holds (``logged``) and skips
 any index it already has; ``JSONLMessageLog`` does both under a file lock, so workers
 sharing its directory write each line once.
+
+``MessageFeed`` feeds a worker's log from the arrays its activities see.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ that the workflow counts against the model's ``max_attempts`` and retries after 
 durable timer (honouring Retry-After); a permanent one (other 4xx) or a
 configuration error ends the call at once. Anything else (a lost worker, a store
 that is away) is Temporal's to retry, without using up an attempt.
+
+What a call's lost attempts were billed for is counted too: each attempt notes its
+reply's usage in the workers' store first, and a later attempt adds it
+(``voided_usage``).
 """
 
 from __future__ import annotations
@@ -428,7 +432,7 @@ class ModelActivities:
         bound = _log_for(call)
         codec = self._codec(setup)
         self._check_options(setup, limited, codec)
-        # the request is built by the pure steps of ``_model_request``; here only the
+        # the request is built by the pure steps of ``model_call``; here only the
         # I/O between them: hooks, files fetched, provider parts guarded
         messages, schema = fitted(conversation, setup, codec)
         hooks = setup.hooks

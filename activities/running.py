@@ -1,7 +1,12 @@
-"""Every activity, observed the same way: its log lines carry the session, turn,
+"""What every activity shares while it runs: observation, heartbeats and draining.
+
+Every activity is observed the same way: its log lines carry the session, turn,
 attempt and agent (structlog context variables, bound here once), and its latency and
 failures go to the worker's metrics (temporalio's metric meter: exported with the SDK's
-own metrics, and a no-op when the worker exports none)."""
+own metrics, and a no-op when the worker exports none).
+
+Heartbeats come from a timer for as long as an activity runs, and a stopping worker
+counts what it had in flight and what became of it (drained or handed over)."""
 
 from __future__ import annotations
 

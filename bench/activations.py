@@ -266,7 +266,7 @@ def tool_worker(address: str, task_queue: str, store: str) -> subprocess.Popen[s
         [
             sys.executable,
             "-m",
-            "durable_agent._cli",
+            "durable_agent._cli.main",
             "worker",
             "--tools",
             "bench.activations",

@@ -78,7 +78,7 @@ class Workers:
         log = self.folder / f"worker-{self.count}.log"
         with log.open("w") as out:
             process = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "durable_agent._cli", "worker"),
+                *(sys.executable, "-m", "durable_agent._cli.main", "worker"),
                 *("--address", self.address, "--task-queue", self.queue),
                 *("--tools", "bench.deploy_tools", "--capabilities", str(capabilities)),
                 *("--data-dir", str(self.folder / f"data-{self.count}")),

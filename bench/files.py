@@ -110,7 +110,8 @@ async def main(parts: int, megabytes: int, kind: str, distinct: bool) -> None:
         async with dev_server() as (address, client):
             worker = subprocess.Popen(
                 [
-                    *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
+                    *(sys.executable, "-m", "durable_agent._cli.main", "worker"),
+                    *("--address", address),
                     *("--task-queue", "files", "--capabilities", str(capabilities)),
                     *("--data-dir", data, "--log-level", "error"),
                 ],

@@ -62,7 +62,7 @@ async def main(megabytes: int) -> None:
             "DURABLE_AGENT_CODEC_KEYS": CodecKeys.generate("k1"),
         }
         gateway = subprocess.Popen(
-            [sys.executable, "-m", "durable_agent._cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "durable_agent._cli.main", "serve", "--port", str(port)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -64,7 +64,7 @@ def start_workers(address: str, queue: str, caps: Path, count: int) -> list[subp
             [
                 sys.executable,
                 "-m",
-                "durable_agent._cli",
+                "durable_agent._cli.main",
                 "worker",
                 "--task-queue",
                 queue,

@@ -155,7 +155,7 @@ async def gateway_readers(
         [
             sys.executable,
             "-m",
-            "durable_agent._cli",
+            "durable_agent._cli.main",
             "serve",
             "--task-queue",
             task_queue,

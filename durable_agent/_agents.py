@@ -1,7 +1,9 @@
-"""Agents written in Python: an ``Agent`` with its tools and output type, and agents loaded
-from the owner's modules.
+"""Agents written in Python: ``Agent`` (instructions, a model, tools as functions and a
+typed output) and ``RunResult``, what a run of one returns.
 
-Import each name from the module that defines it: a process loads only what it uses."""
+``Agent`` compiles to the same ``AgentSpec`` a JSON spec is, so the CLI, the gateway and
+the ``temporal`` CLI see one contract. Agents loaded from the owner's modules
+(``--agents MODULE``) are ``durable_agent.temporal._plugin``'s."""
 
 from __future__ import annotations
 
@@ -16,15 +18,11 @@ from durable_agent._spec.document import AgentSpec, McpServerSpec, ModelSpec
 from durable_agent._tools.functions import Tool
 from durable_agent._wire.messages import Message
 
-# An agent written in Python: instructions, a model, tools as functions, and a typed
-# output.
-#
-# ``Agent`` compiles to the same ``AgentSpec`` the JSON spec is (so the CLI, the gateway
-# and the ``temporal`` CLI see one contract). ``output_type`` is anything pydantic
-# validates (a model, a dataclass, ``list[int]``): its JSON Schema goes on the wire as
-# each API asks for structured output, the answer is checked against it in the workflow
-# (an answer that does not match is corrected and asked again, durably, by the session's
-# rescue), and ``RunResult.output`` is an instance of the type.
+# An agent and its typed output. ``output_type`` is anything pydantic validates (a model, a
+# dataclass, ``list[int]``): its JSON Schema goes on the wire as each API asks for
+# structured output, the answer is checked against it in the workflow (an answer that does
+# not match is corrected and asked again, durably, by the session's rescue), and
+# ``RunResult.output`` is an instance of the type.
 
 OutputT = TypeVar("OutputT")
 

@@ -1,7 +1,10 @@
 """Reaching a Temporal server and naming worker versions: what the client and the
 worker both need, below both, so that a client process loads no worker.
 
-Import each name from the module that defines it: a process loads only what it uses."""
+Three parts, in this order: worker versions (a deployment name and a build id, and how a
+session moves to a new build), updates a workflow refused raised with the workflow's
+reason (``UpdateRefusedError``), and connecting (``connect_client``, ``ServerSettings``)
+with errors that say which address was tried."""
 
 from __future__ import annotations
 

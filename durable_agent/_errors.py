@@ -1,5 +1,8 @@
-"""The errors of durable-agent, in one tree: every one is a ``DurableAgentError``, and
-each says what to do next."""
+"""The errors of durable-agent and the failure types it reports.
+
+Every error is a ``DurableAgentError`` (one tree to catch), and each says what to do next.
+``Failure`` names every failure type an activity raises or a session fails with: the
+workflow, the client and a person reading the Temporal UI tell failures apart by it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 """Model providers over HTTP (httpx): one request, streamed or whole, in the wire format
 the endpoint speaks, and the endpoint the environment describes.
 
-Import each name from the module that defines it: a process loads only what it uses."""
+``model_from_environment`` reads a model endpoint from the usual environment variables
+(for the demo and the CLI). ``ProviderClient`` sends requests (chat turns, embeddings,
+images) and its errors say whether a later attempt may succeed (``is_retryable_status``,
+``parse_retry_after``). An API key is read from the environment at request time, so it
+never enters a message, a spec, a workflow payload or a log line."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 """Waiting for people's decisions, durably: the Session says when the wait is over (all
 decided, or the loop must act first); the workflow times it, and tells the Session when
-a deadline passed (the tool's default decision applies, one page per workflow task)."""
+a deadline passed (the tool's default decision applies, one page per workflow task).
+
+Also carrying out the gate's activities (predicates, descriptions of waiting calls,
+token checks, escalations), and a sub-agent session telling its parent which of its
+approvals wait."""
 
 from __future__ import annotations
 

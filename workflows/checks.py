@@ -1,5 +1,8 @@
 """Admission at a run's start: the worker checks the spec against its registries
-before the session does anything, and a spec it refuses fails the session at once."""
+before the session does anything, and a spec it refuses fails the session at once.
+
+The checks at a run's start (admission, the tools' descriptions) run on the workflow's
+own worker as local activities (``start_check``)."""
 
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from .retries import LOST_WORK_RETRIES
 
 
-# The checks at a run's start (admission, the tools' descriptions), on the workflow's
-# own worker as local activities: no task for another worker, and no input in history.
+# The checks at a run's start, as local activities: no task for another worker, and no
+# input in history.
 
 T = TypeVar("T")
 

@@ -1,6 +1,8 @@
 """Continue-as-new: the session's state handed to a fresh run, with the array inline,
 or by reference to the workers' store when it does not fit one payload or is longer
-than one page (``PAGE_MESSAGES``)."""
+than one page (``PAGE_MESSAGES``).
+
+``ContinuedInput`` is the next run's input."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ Publishing from the workflow only appends to the stream's in-memory log (no comm
 history event), so it is replay-safe and free. The model activity adds the text deltas
 by signal. The log is bounded (older events are dropped; the ``messages`` query keeps
 every message) and carried across continue-as-new, so offsets only grow.
+
+The loop's own steps (a rescue, a flush, a compaction, a guardrail's block) are read
+off the array as live events here too (``step_events``).
 """
 
 from __future__ import annotations

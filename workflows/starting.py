@@ -1,7 +1,10 @@
 """A run that opens a session (rather than one continued as new): its tools resolved,
 its conversation opened (read back from the session's ended run when it resumes one,
 from the session it branches from, or from its own start when a long history came
-apart from its input), and its title set. Deterministic workflow code."""
+apart from its input), and its title set. Deterministic workflow code.
+
+What people send a session (its start input and signals) is read here too, without
+trusting it: a bad payload becomes a clear, visible rejection."""
 
 from __future__ import annotations
 

@@ -1,10 +1,16 @@
-"""A session's approvals and phases as the worker's metrics, through temporalio's
-workflow metric meter: not recorded during replay, so a replayed session counts once.
+"""What a session tells its operators: its approvals and phases as the worker's
+metrics, and the workflow's log lines.
+
+The metrics go through temporalio's workflow metric meter: not recorded during replay,
+so a replayed session counts once.
 
 Sessions by phase: ``durable_agent_session_phase_entered`` minus
 ``durable_agent_session_phase_left`` for a phase (a run that continues as new leaves
 its phase; the next run enters ``starting``). Approvals pending: requested minus
-decided."""
+decided.
+
+Log lines go through ``workflow.logger`` (``session_log``), each with the session, run,
+turn, attempt and agent as fields."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ A call's result is final when the tool returned, or raised (or overran its time)
 its last attempt, or lost workers for longer than the session allows. Between the
 tool's own failures the call waits on a durable timer; lost workers are Temporal's
 to retry and never count.
+
+Also which agent run a call belongs to when a workflow runs several agents inline
+(``run_scope``), so each run's calls get idempotency keys of their own.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Deterministic workflow code. The workflow appends to ``messages``; model calls then
 carry only what the store lacks (``reference`` + ``new_messages``), and anything that
 would not fit one payload goes to the store first, in budget-sized pieces.
+
+A message of thousands of tool calls is read back one page per workflow task
+(``calls_per_page``).
 """
 
 from __future__ import annotations

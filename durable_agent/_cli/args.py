@@ -1,6 +1,7 @@
 """Command-line arguments shared by ``durable-agent`` and ``worker.py``: where the
-Temporal server is, and how a worker runs. Its own module so the entry points share
-it without importing each other."""
+Temporal server is, how a worker runs, and which spec a command starts (an agent by
+name, a spec file, ``--model``, or the model the environment describes). Its own module
+so the entry points share it without importing each other."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""The command line's approval commands: decide (approve, with edits or "always";
-deny; respond in the tool's place), read the gate's rules and grants, revoke a grant,
-and make an approver's signing key. Decisions go through the session's updates, so
-each command says at once whether it was accepted, or why not (exit 2)."""
+"""The command line's commands for a person acting on a session.
+
+Approvals: decide (approve, with edits or "always"; deny; respond in the tool's place),
+read the gate's rules and grants, revoke a grant, and make an approver's signing key.
+Decisions go through the session's updates, so each command says at once whether it was
+accepted, or why not (exit 2). Steering (below): ``end``, ``cancel``, ``flush``, ``move``
+and ``budget``."""
 
 from __future__ import annotations
 

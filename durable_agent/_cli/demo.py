@@ -3,6 +3,10 @@
 The embedded Temporal dev server (SQLite in the data folder), a worker, and one
 session that makes a parallel batch of tool calls, pauses for an approval (which
 the demo grants through AgentClient, as a person would), and answers.
+
+The model is a deterministic stand-in (a ``FunctionModel``), so the demo runs with no
+key and no network; the tools are a lookup that runs in parallel and an action a person
+approves.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """``durable-agent eval CASES.jsonl``: run a dataset as a durable evaluation, print its
-table and write its HTML report (beside another run's, with ``--compare``)."""
+table and write its HTML report (beside another run's, with ``--compare``); and
+``durable-agent replay``: recorded conversations rerun against today's agent code, a CI
+gate for agent changes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Messages and status as a person reads them in a terminal."""
+"""Messages and status as a person reads them in a terminal: formatting, the output stream
+that shows session text's control characters as escapes (``VisibleWriter``), and the
+message log, one message a line with its context (``MessageLog``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Queries that wait out a busy worker, waits for a session's end that notice when no
-worker is there to reach it, and the error that says which worker is missing.
+"""Reading a session through Temporal: queries that wait out a busy worker, waits for a
+session's end that notice when no worker is there to reach it, the error that says
+which worker is missing, and the session's live event log (``read_live_events``).
 
 A query is answered by the worker that holds the session (or, if none does, by any
 worker of the session's task queue), between that session's workflow tasks. "No answer"

@@ -1,6 +1,7 @@
 """What ``AgentClient`` hands back and raises: session summaries, what a watch saw,
 what a wait stopped for, the errors a caller can act on, and the spec parser.
-``durable_agent._client.sessions`` re-exports them all."""
+``durable_agent._client.sessions`` re-exports them all. Also what every part of a client
+shares: its connection (``Connection``) and the listing of sessions."""
 
 from __future__ import annotations
 

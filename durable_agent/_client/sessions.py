@@ -4,6 +4,9 @@ Everything goes through Temporal (signals, updates, queries, visibility), so any
 process that can reach the server can follow any session, and none of them holds its
 state. ``session(id)`` is one session (``SessionHandle``: what people send and read);
 ``schedules``, ``versions`` and ``evals`` are what is about many.
+
+Going on with a conversation whose session has ended (``ended_run``) is here too: a new
+run under the same id picks the array up.
 """
 
 from __future__ import annotations

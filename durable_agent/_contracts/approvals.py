@@ -1,6 +1,10 @@
 """What crosses the workflow boundary about people's decisions: the gate's activity
 inputs, the decision signals and updates with their answers, standing grants, signed
-tokens to check, pending approvals and escalations. Kept lean: history keeps them."""
+tokens to check, pending approvals and escalations. Kept lean: history keeps them.
+
+Also what a signed decision is signed for (``decision_digest``: the whole decision and
+the call it decides, in its run) and the approvers' keys that sign and verify the tokens
+(``ApproverKeys``)."""
 
 from __future__ import annotations
 

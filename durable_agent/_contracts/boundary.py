@@ -1,6 +1,10 @@
 """What crosses the workflow boundary: activity inputs, signals, query answers.
 
 Kept lean: every activity input and result is stored in history forever.
+
+Also what a worker tells the workflow of the messages it hands over (``ToolReturn``,
+``ModelReturn``: each one's content hash and size), so the workflow joins them to the
+array without encoding or hashing them itself.
 """
 
 from __future__ import annotations

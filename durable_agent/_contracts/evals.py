@@ -1,6 +1,7 @@
 """Evaluations as data (pure): the cases a dataset holds, what an evaluation run is
-asked to do, and what it reports. The run itself is ``workflows/evals.py``; the
-scorers are ``durable_agent._contracts.evals``."""
+asked to do, and what it reports; and scoring a case (below): the facts read off its
+session's array, and each check the case asks for as a score from 0 to 1 with its reason.
+The run itself is ``workflows/evals.py``."""
 
 from __future__ import annotations
 

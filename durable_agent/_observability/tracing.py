@@ -1,7 +1,10 @@
-"""Turning tracing on for a process: an OpenTelemetry SDK exporting over OTLP/HTTP, and
-temporalio's ``TracingInterceptor`` on the client (workers built on it inherit it), so
-a session's spans link the client's start, the workflow and each activity, and the
-model and tool spans (``gen_ai_spans.py``) sit under their activity.
+"""Tracing: turning it on for a process, and the spans durable-agent makes.
+
+``configure_tracing`` sets up an OpenTelemetry SDK exporting over OTLP/HTTP, and
+temporalio's ``TracingInterceptor`` goes on the client (workers built on it inherit it),
+so a session's spans link the client's start, the workflow and each activity. The GenAI
+spans (below: an ``execute`` span per model call, an ``execute_tool`` span per tool
+execution) sit under their activity.
 
 Export never slows a session: spans queue in memory (bounded) and go in batches from a
 background thread with a short timeout; when the collector is away or slow, the queue
@@ -163,7 +166,7 @@ def client_interceptors() -> list[Any]:
 # GenAI spans (the OpenTelemetry semantic conventions for generative AI): an ``execute``
 # span per model call, and an ``execute_tool`` span per tool execution.
 #
-# Only the OpenTelemetry API is used here: without a configured SDK (``telemetry.py``)
+# Only the OpenTelemetry API is used here: without a configured SDK (``configure_tracing``)
 # the spans are no-ops. Message content goes on a span only when
 # ``DURABLE_AGENT_OTEL_CONTENT=true`` (off by default: prompts and results are data).
 

@@ -16,6 +16,10 @@ writes a reference is rarely the one that reads it.
 
 The message array keeps its own reference scheme (the transcript store): that is what
 lets a model call carry only the new messages.
+
+Also here: temporalio's pydantic converter leaving out the nulls of durable-agent's own
+models (``LeanPayloadConverter``), and Temporal's S3 and GCS drivers behind ``s3://`` and
+``gs://`` URLs (``bucket_driver``).
 """
 
 from __future__ import annotations

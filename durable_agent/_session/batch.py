@@ -4,7 +4,9 @@ in request order, whatever order they finished in.
 
 A batch of thousands is judged and asked one page per workflow task (``APPROVALS_PER_PAGE`` calls, a
 short durable timer apart, ``PAGE_BREAK``): no task makes, describes or announces
-thousands of approvals at once."""
+thousands of approvals at once.
+
+``OpenBatch`` holds what an open batch keeps (data only); ``ToolBatch`` decides."""
 
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ from .toolbox import Swarm, Toolbox
 
 # What a tool batch holds while it is open: its calls and their slots, the page of
 # calls being judged, the approvals people were asked, and what its results ask of the
-# join. Data only; ``ToolBatch`` (``batch.py``) decides.
+# join. Data only; ``ToolBatch`` (below) decides.
 
 @dataclass
 class JudgedPage:

@@ -5,7 +5,12 @@ given: the Session says when a wait for decisions is over, and the workflow only
 A batch may ask thousands at once: what goes over many approvals goes over the list
 once (``find_all``, ``open_all``, ``take_all``), never once per approval; and what
 makes, decides or announces approvals one by one does at most a page of them a
-workflow task (``page_for``)."""
+workflow task (``page_for``).
+
+Also people's decisions on the waiting calls, as the Session takes them (who may decide,
+what a decision may ask, decisions passed on to a sub-agent, grants revoked, escalations),
+and the standing grants an "always" decision makes, applied to the other waiting calls
+of its batch a page at a time."""
 
 from __future__ import annotations
 

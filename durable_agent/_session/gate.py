@@ -4,6 +4,10 @@ whether a person's decision may change anything (who sent it, what it asks).
 
 The Session asks it once per batch and once per decision; the state it keeps (grants,
 decisions waiting for their token to be checked) is in ``SessionState``.
+
+Also here: a call's arguments as the tool will receive them (coerced by its schema), for
+the rules to judge; and the results the loop writes itself for calls that did not run as
+asked.
 """
 
 from __future__ import annotations
@@ -123,7 +127,7 @@ def arguments_of(arguments: str) -> Any:
 
 
 def judged_arguments(call: ToolCall, tool: ResolvedTool) -> Any:
-    """The call's arguments as the tool will receive them (``schema_values``)."""
+    """The call's arguments as the tool will receive them (``as_validated``)."""
     return as_validated(arguments_of(call.function.arguments), tool.definition.parameters)
 
 

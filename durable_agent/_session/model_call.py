@@ -16,6 +16,10 @@ this order:
 What needs I/O happens between the steps, in the caller: request hooks between 1 and 2;
 files fetched and provider parts guarded between 2 and 3. ``built_request`` runs the
 three steps with nothing between them.
+
+How a call is delivered is decided here too (``Delivery``): what went wrong with an
+attempt in, what to do next out (send again, wait for capacity, or give up with a reason a
+person can act on).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """One model step: a model call and its retries as one step, with compaction (a summary
-that stands in for older messages) first when the context budget asks for it."""
+that stands in for older messages) first when the context budget asks for it.
+
+Also what a step judges a reply by: rescuing an unusable reply (the spec's strategy:
+correct and ask again, flush and ask afresh, or fail the turn), and the session's budget
+(what its model calls have spent, against its limits)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ Everything that changes a session reaches it as one of these events, through
 worker found when the session opened (its prices, its tools), and what came of each
 command (a model's answer, the verdicts of a check, the results of a batch). The
 executor makes the events of commands; the workflow's handlers make people's.
+
+The other direction is here too: the commands the Session answers with, one at a time,
+for the workflow to carry out.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """What a session carries across continue-as-new: one object, owned by the Session and
 handed to the next run as it is, with a slice for each of the Session's parts.
-Workflow-private: users never write it."""
+Workflow-private: users never write it.
+
+Beside it: small pure rules of the turn loop (the model setup's digest, tool overrides,
+where a conversation stands, approval ids, execution groups, retry delays), and how a
+fresh session's conversation opens."""
 
 from __future__ import annotations
 

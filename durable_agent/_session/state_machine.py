@@ -2,7 +2,7 @@
 
 A ``Session`` owns one ``SessionState`` (the very object continue-as-new carries) and
 the message array inside it. It is used three ways: ``handle`` takes an event (a message
-arrived, the model answered, tools finished, a person decided: ``_events.py``),
+arrived, the model answered, tools finished, a person decided: ``protocol``),
 ``next_command`` says what to do next (call the model, pause, check or await approvals,
 run tool groups, wait for a message, continue as new, or finish), and ``view`` is what
 may be read (its status, its pending approvals, when a wait is over). The executor

@@ -1,5 +1,8 @@
 """The session's tools: those the workers described at start, those added from MCP
-servers, OpenAPI documents and sub-agents, and those of the agent answering now."""
+servers, OpenAPI documents and sub-agents, and those of the agent answering now.
+
+The swarm is here too: which agent is active, handing the conversation over, the
+generated handoff tools, and the conversation as one agent sees it."""
 
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ def handoff_tools(swarm: SwarmSpec, agent: str) -> list[ResolvedTool]:
 
 
 def as_seen_by(messages: Sequence[Message], agent: str, instructions: str | None) -> list[Message]:
-    """The array as ``agent`` sees it (see the module's rule); the input is not modified."""
+    """The array as ``agent`` sees it (the rule opens this section); the input is not modified."""
     seen: list[Message] = [SystemMessage(content=instructions)] if instructions else []
     k = 0
     while k < len(messages):

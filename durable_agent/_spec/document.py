@@ -1,4 +1,9 @@
-"""The agent spec: plain JSON a person can write, validated at the session's start."""
+"""The agent spec: plain JSON a person can write, validated at the session's start.
+
+``AgentSpec`` and its parts (the model and its price, the session's rules, sub-agents, a
+swarm) and what a session starts from (``AgentInput``, with a ``Resumption`` or a
+``Fork``). Its structured final answer is here too: the schema, written as JSON Schema or
+as a property list, and the answer read and checked against it."""
 
 from __future__ import annotations
 

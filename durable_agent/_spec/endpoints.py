@@ -1,7 +1,10 @@
-"""Where a model lives and how to reach it: pure configuration, no HTTP client.
+"""Where a model lives and how to reach it, and the limits its owner shares out across
+workers: pure configuration, no HTTP client.
 
-Workflow code (specs, activity inputs) imports this module, never ``provider``,
-so nothing under ``workflows/`` reaches httpx.
+Workflow code (specs, activity inputs) imports this module, never
+``durable_agent._providers``, so nothing under ``workflows/`` reaches httpx.
+``ProviderLimits`` and the capacity messages (below) are what the owner says one endpoint
+may take and what sessions and its limiter workflow say to each other.
 """
 
 from __future__ import annotations

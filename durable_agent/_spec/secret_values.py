@@ -6,6 +6,9 @@ the ``context`` values bound to it may hold references. The worker resolves them
 its environment (or a provider you give ``build_worker``) just before the tool runs, and
 takes every resolved value out of the tool's result and error text again, so the model,
 the workflow history, the transcript store and the logs only ever see the reference.
+
+The second half takes secret values out of text in each form they travel in (as they
+are, URL-quoted, JSON-escaped, base64-encoded): ``redact``.
 """
 
 from __future__ import annotations
@@ -151,5 +154,5 @@ class SecretResolver:
 
     def redact(self, text: str) -> str:
         """``text`` with every value this call resolved put back as its reference, in
-        each form it travels in (URL-quoted, JSON-escaped, base64: ``redaction``)."""
+        each form it travels in (URL-quoted, JSON-escaped, base64)."""
         return redact(text, self.used)

@@ -1,10 +1,12 @@
-"""Tool kinds: how a tool is found, recorded and run, one module per kind.
+"""Tool kinds: how a tool is found, recorded and run.
 
-A kind is a ``ToolKind`` with its target models. The built-in kinds are
-``BUILT_IN_KINDS``; a worker runs the kinds its ``Registry`` holds
-(``docs/how-to/extending.md`` builds one).
-
-Import each name from the module that defines it: a process loads only what it uses."""
+A kind is a ``ToolKind`` with its target models: how a tool of the kind is found when a
+session starts, what is recorded about it (its ``ToolTarget``), what a call needs besides
+its arguments (its ``CallTarget``), and where the call runs. This file holds what every
+kind shares, the targets of the built-in kinds, the reading of tools recorded before kinds
+existed, and one section per built-in kind (function, handoff, sub-agent, MCP, OpenAPI),
+gathered in ``BUILT_IN_KINDS``. A worker runs the kinds its ``Registry`` holds
+(``docs/how-to/extending.md`` builds one)."""
 
 from __future__ import annotations
 
@@ -39,13 +41,8 @@ if TYPE_CHECKING:
     from durable_agent._spec.tools import ToolContext
 
 
-# What every tool kind has in common.
-#
-# A tool's kind decides how the tool is found when a session starts, what is recorded
-# about it (its ``ToolTarget``, kept with the tool in the session's state), what a call
-# of it needs besides its arguments (its ``CallTarget``), and where the call runs: on a
-# worker, as a child session, or in the session itself. Each kind is one module with its
-# target models and one ``ToolKind``; a worker has the kinds its ``Registry`` holds.
+# What every tool kind has in common. A ``ToolTarget`` is kept with its tool in the
+# session's state; a call runs on a worker, as a child session, or in the session itself.
 
 Placement = Literal["worker", "child_session", "session"]
 """Where a kind's calls run: a ``run_tool`` activity on a worker, a child session (a

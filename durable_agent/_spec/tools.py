@@ -1,6 +1,10 @@
 """What the runtime knows of a tool besides its code: its policy (approval, execution
 mode, time limit, retries, task queue), the floor its owner set, and the context a call
-is made in. Pure data: the session records these, and the workflow reads them."""
+is made in. Pure data: the session records these, and the workflow reads them.
+
+Also where a spec's tools of other kinds come from: its ``toolsets`` (MCP servers,
+OpenAPI services, sources of a kind the workers have), each naming what the worker
+registered."""
 
 from __future__ import annotations
 

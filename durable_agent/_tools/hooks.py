@@ -1,5 +1,7 @@
-"""Hooks over each model call: functions on the worker that may
-rewrite what a model call sends, or the reply before it is recorded.
+"""Functions on the worker that a spec names to act on a session's traffic: hooks over
+each model call, and guardrails.
+
+A hook may rewrite what a model call sends, or the reply before it is recorded.
 
 A ``request`` hook gets the messages one model call is about to send and returns the
 ones to send instead (the array is not changed: a redaction reaches the provider, the
@@ -11,6 +13,8 @@ hooks left it, so replay reads it from history and never runs a hook again.
 A spec names hooks (``hooks.request`` / ``hooks.reply``); a worker that lacks one
 refuses the session at its start. A hook that raises fails that model call (the turn
 ends with its words, and the session goes on).
+
+Guardrails (below) may stop a user message or a final answer.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ can read.
 Where a call may go is decided here at every call. The call's input says which spec
 entry and which operation it is; what they stand for (the URL, where each argument
 goes, the header variables) is looked up in the worker's registries again, never taken
-from the input, since an input can be written by anyone who can start a workflow."""
+from the input, since an input can be written by anyone who can start a workflow.
+
+Turning a document into tools comes first, and is pure: one tool per operation, its
+parameters and JSON body projected to one JSON schema."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from durable_agent._wire.messages import ToolDefinition
 # OpenAPI 3.0/3.1 documents as tools: one per operation, named by its ``operationId``,
 # its path, query and header parameters and its JSON body projected to one JSON schema.
 #
-# Pure: the worker reads the document (durable_agent/tools/_openapi.py) and this turns it into
+# Pure: the worker reads the document (the worker half, below) and this turns it into
 # tools, or says exactly why it cannot.
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")

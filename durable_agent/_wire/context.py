@@ -5,6 +5,9 @@ every system message kept), a compaction summary stands in for the messages it
 replaces, and, over a context budget, the oldest exchanges are left out. Pure and
 deterministic: the workflow decides compaction with it, the model activity shapes
 requests with it, and both see the same numbers.
+
+Tokens are counted by an estimate by characters, or by OpenAI's tokenizer when the
+``tokenizer`` extra is installed (below): deterministic either way.
 """
 
 from __future__ import annotations

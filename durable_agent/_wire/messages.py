@@ -5,6 +5,11 @@ few extensions (all defaulting to ``None``), so
 ``m.model_dump(mode="json", exclude_none=True)`` of a message without
 extensions is exactly what the provider receives. The array is the workflow
 state; codecs derive every provider's request body from it.
+
+Beside the messages, the small pure pieces every side of the boundary shares:
+``Contract`` (the base of every model that crosses the workflow boundary),
+``ToolDefinition`` (what a model is told of a tool), a session's title for listings, and
+text made safe to show a person.
 """
 
 from __future__ import annotations

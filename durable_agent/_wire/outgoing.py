@@ -5,6 +5,10 @@ once, for every codec: the window after flushes and compaction summaries, messag
 a guardrail blocked left out, rescue messages as the user's words, the context
 budget, pairing repaired, failed turns left out, and the reasoning rule applied
 (the wire-format guide's "Interleaved Thinking"). Preparing a prepared array changes nothing.
+
+Two of those steps have sections of their own below: pairing tool results with tool
+calls by position, and fitting a request to what the model takes (images, audio, files,
+and how structured output is asked for).
 """
 
 from __future__ import annotations
@@ -259,7 +263,7 @@ class ModelInputs(BaseModel):
     """A part the model cannot take: ``omit`` leaves it out of the request (a marker
     says so, and the array keeps it); ``refuse`` refuses the message when it is sent."""
     structured_output: StructuredOutputMode = "json_schema"
-    """How an ``output_schema`` is asked for (see the module's words)."""
+    """How an ``output_schema`` is asked for (see this section's opening words)."""
 
     def kinds(self) -> frozenset[PartKind]:
         taken: set[PartKind] = set()

@@ -14,6 +14,9 @@ Two chains, told apart by their root (a hash names its chain: see ``hash_version
   link needs only the message's content hash, which the worker that made or read the
   message works out. A 20 MB tool result then joins the chain in the workflow without
   being encoded or hashed there at all.
+
+The branches of a conversation are read off the array here too (pure): where a fork may
+cut it, the array a fork starts from, and where two branches part.
 """
 
 from __future__ import annotations

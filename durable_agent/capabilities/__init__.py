@@ -1,7 +1,14 @@
 """What a worker lets sessions use, by name: model endpoints and their limits and prices,
 tool sources, secrets, files by URL, the signing keys of approvers, and its policy for
 what a spec may carry. A session's spec names these; the worker checks each name when
-the session starts and again at every use."""
+the session starts and again at every use.
+
+Its modules:
+
+- ``_registry``: ``Capabilities``, what a worker's owner registers, and ``SpecPolicy``.
+- ``_config_file``: the same registries read from a TOML or JSON file (``--capabilities``).
+- ``_admission``: a session's spec checked against the registries at its start.
+- ``_urls``: which hosts a URL from outside may reach."""
 
 from durable_agent._contracts.approvals import ApproverKey
 from durable_agent._spec.document import ModelPrice

@@ -5,7 +5,7 @@ A session's spec names these; the worker looks each name up here when the sessio
 starts (``admission``) and again whenever it uses one (a model call, a tool call), so
 an input that never went through admission (a forged continue-as-new, a session started
 before the worker was upgraded) gets no further. Whatever a spec may still carry
-inline is governed by the ``SpecPolicy``.
+inline is governed by the ``SpecPolicy``, first in this file.
 """
 
 from __future__ import annotations

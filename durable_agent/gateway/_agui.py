@@ -17,6 +17,9 @@ does one of three things:
 
 Every run opens and closes with a ``STATE_SNAPSHOT`` of the session's status.
 Events are framed with ``\\n`` line ends, as AG-UI's own encoder writes them.
+
+The translation of a session's live events into AG-UI events (``AguiTranslator``) is
+here too; its mapping is written out below.
 """
 
 from __future__ import annotations

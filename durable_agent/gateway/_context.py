@@ -7,6 +7,10 @@ endpoints, the codec endpoint) asks ``session`` or ``conversation`` before it re
 changes anything: a session is the caller's when its memo names the caller as its
 owner, or when the caller is an admin. A session the caller may not see answers as if
 it did not exist (404), so its id proves nothing either.
+
+Below it: what every entry point shares (HTTP errors that name the field, request bodies
+read strictly, errors as JSON, the conversation id rule), and the hub that shares one
+reader of a session's event log among a gateway process's followers.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ naming the principal. Without users the gateway serves loopback only and says so
 The codec endpoint the Temporal UI decodes through is behind the same checks, with
 its own browser origins (the UI's), a larger body limit, and CORS preflights answered
 without a token (a browser sends none with them).
+
+Who a caller is is decided here too (``Principal``): a name and where the gateway
+learned it, a bearer token checked against an identity provider's published keys, and
+the approver key that signs the caller's decisions.
 """
 
 from __future__ import annotations

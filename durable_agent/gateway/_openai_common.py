@@ -4,6 +4,9 @@ error shape, and how a reply is waited for.
 ``model`` names one of the gateway's agents (``--agents``), or the gateway's own spec
 by any other name when it has one. The request never brings tools or instructions:
 the agent's spec decides them, and the workers run its tools.
+
+Also a reply's text given as one delta when it was not streamed (``whole_replies``), for
+the entry points that speak in deltas.
 """
 
 from __future__ import annotations

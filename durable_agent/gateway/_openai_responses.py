@@ -7,7 +7,7 @@ session that answered it; neither starts one. A response's id names its session 
 the message it answers, so it can be read again (``GET``) and continued from any
 gateway replica.
 
-``stream: true`` answers with OpenAI's event sequence (``openai_response_stream``).
+``stream: true`` answers with OpenAI's event sequence (``response_events``, below).
 A call waiting for a person comes back as an ``mcp_approval_request`` item (OpenAI's
 own item for approving a tool call); the next request answers it with an
 ``mcp_approval_response`` input item (``approve``, and ``reason`` if denied),

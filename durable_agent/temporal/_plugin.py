@@ -6,6 +6,10 @@ client has), registers ``AgentWorkflow`` and its activities with the worker's to
 adds the activities' log and metrics interceptor, and passes the pure modules through
 the workflow sandbox. Passed to ``Worker(plugins=[...])`` alone, it gives the worker a
 client with that converter too. ``Replayer(plugins=[...])`` replays sessions with it.
+
+Also here: where durable-agent's workflows run (outside temporalio's sandbox unless
+asked, and why), and agents loaded from the owner's Python modules (``--agents MODULE``),
+whose tools and endpoints a worker registers.
 """
 
 from __future__ import annotations
@@ -233,7 +237,7 @@ EAGER_ACTIVITIES = 10
 DRAIN_SECONDS = 120.0
 #: temporalio's default, which a worker given no other value has.
 SDK_EAGER_ACTIVITIES = 3
-#: The workflows the plugin registers, by name (``sandboxed=False``: see ``sandbox``).
+#: The workflows the plugin registers, by name (``sandboxed=False``: see the sandbox section).
 OUR_WORKFLOWS = (WORKFLOW_NAME, LIMITER_WORKFLOW, EVAL_WORKFLOW)
 log = structlog.get_logger("durable_agent.worker")
 

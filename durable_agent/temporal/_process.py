@@ -1,5 +1,6 @@
-"""How a durable-agent process stops: on a signal it unwinds what it started; when it
-is done it exits without interpreter teardown."""
+"""How a durable-agent process stops and keeps its pauses short: on a signal it unwinds
+what it started; when it is done it exits without interpreter teardown; and a worker
+keeps the garbage collector's passes short and rare (``freeze_startup_heap``)."""
 
 from __future__ import annotations
 

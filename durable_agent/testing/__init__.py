@@ -2,7 +2,16 @@
 server, the worker's rules), ``AgentTestEnvironment`` end to end on a local Temporal
 server and a worker; both against ``TestModel`` (answers from the tools' schemas) or
 ``FunctionModel`` (your function decides each reply); ``ScriptedProvider`` speaks a
-provider's real wire over HTTP on 127.0.0.1; evals read cases and print a report."""
+provider's real wire over HTTP on 127.0.0.1; evals read cases and print a report.
+
+Its modules:
+
+- ``_in_process``: ``run_in_process``: a session carried out in the test's process.
+- ``_environment``: ``AgentTestEnvironment``: a local server and a worker, end to end.
+- ``_models``: ``TestModel``, ``FunctionModel`` and a rate-limited model, over HTTP.
+- ``_scripted_provider``: a scripted model server speaking a provider's wire.
+- ``_rerun``: ``rerun``: a recorded conversation against today's agent code.
+- ``_eval_report``: an evaluation's report as a table and an HTML page."""
 
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ request bodies from the real codecs, tools from a Registry (validated and invoke
 as the tool activity does), predicates, descriptions and tokens as the workers answer
 them. People's decisions come from a callback, and time moves only when a command
 waits. Continue-as-new round-trips the carried state through JSON, as Temporal would.
+
+What a test's approver may answer is checked here too (``decision_of``), in the words
+every other entry point takes.
 """
 
 from __future__ import annotations
@@ -300,7 +303,8 @@ class InProcessRun:
 
     async def call_model(self, command: CallModel) -> ModelOutcome:
         """The request a worker would send, built by the same steps in the same order
-        (``_model_request``) with the same checks, answered by the test's model."""
+        (``durable_agent._session.model_call``) with the same checks, answered by the test's
+        model."""
         session = self.session
         view = session.view
         conversation = list(session.messages)

@@ -11,6 +11,9 @@ of the output type (or a line of text). Register either on any worker::
 
 or answer every model call of a worker with it: ``Capabilities(every_model=...)``,
 which ``durable-agent worker --model test`` does.
+
+``RateLimitedModel`` answers as a provider with a rate limit does (a 429 past it), for
+tests and benchmarks of shared limits.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ call a person denied. A call the recording has no answer for is refused. Only wi
 
 This is how an agent change is tested in CI: record sessions once, rerun them on
 every change, and fail where they depart (``durable-agent replay``).
+
+The model side of a rerun, ``RecordedReplies``, is below: the recorded replies given
+again wherever the request is the one made then.
 """
 
 from __future__ import annotations

@@ -256,7 +256,8 @@ async def test_a_stopped_gateway_ends_its_streams_and_exits_without_a_traceback(
         spec = spec_file(tmp_path, provider)
         env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}
         env.pop("OPENAI_API_KEY", None)
-        args = [sys.executable, "-m", "durable_agent._cli", "serve", "--task-queue", task_queue]
+        args = [sys.executable, "-m", "durable_agent._cli.main", "serve"]
+        args += ["--task-queue", task_queue]
         errors = tmp_path / "stderr.txt"
         async with running_worker(temporal_env, task_queue, registry):
             with errors.open("w") as stderr:

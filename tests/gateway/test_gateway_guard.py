@@ -201,7 +201,7 @@ async def test_a_sub_agents_approval_is_decided_over_rest(
 def test_off_loopback_the_gateway_does_not_start_without_tokens() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_AGENT_GATEWAY_TOKENS"}
     done = subprocess.run(
-        [sys.executable, "-m", "durable_agent._cli", "serve", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "durable_agent._cli.main", "serve", "--host", "0.0.0.0"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -57,7 +57,7 @@ def server_env(env: WorkflowEnvironment, provider: ScriptedProvider, **more: str
 def command(task_queue: str, *more: str) -> list[str]:
     return [
         "-m",
-        "durable_agent._cli",
+        "durable_agent._cli.main",
         "mcp-serve",
         "--agents",
         "tests.support.mcp_agents",

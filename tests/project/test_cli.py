@@ -40,7 +40,7 @@ def cli(*args: str, address: str | None = None, stdin: str = "", timeout: float 
     if address:
         env["TEMPORAL_ADDRESS"] = address
     return subprocess.run(
-        [sys.executable, "-m", "durable_agent._cli", *args],
+        [sys.executable, "-m", "durable_agent._cli.main", *args],
         cwd=ROOT,
         env=env,
         input=stdin,
@@ -260,7 +260,7 @@ def _dev_on(data_dir: Path, port: int) -> subprocess.Popen[str] | None:
         [
             sys.executable,
             "-m",
-            "durable_agent._cli",
+            "durable_agent._cli.main",
             "dev",
             "--data-dir",
             str(data_dir),
@@ -407,7 +407,7 @@ def _run_on_terminal(args: list[str], address: str, answers: list[str]) -> tuple
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     env["TEMPORAL_ADDRESS"] = address
     process = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent._cli", *args],
+        [sys.executable, "-m", "durable_agent._cli.main", *args],
         cwd=ROOT,
         env=env,
         stdin=follower,
@@ -460,7 +460,7 @@ def test_demo_keep_stopped_by_a_signal_stops_the_server_it_started(
     process starts with SIGINT ignored, as a background job of a script does."""
     env = {k: v for k, v in os.environ.items() if k not in NO_MODEL_ENV}
     demo = subprocess.Popen(
-        [sys.executable, "-m", "durable_agent._cli", "demo", "--keep", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "durable_agent._cli.main", "demo", "--keep", "--data-dir", tmp_path],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -501,7 +501,7 @@ async def test_run_prints_the_answer_as_it_streams(
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "durable_agent._cli",
+                "durable_agent._cli.main",
                 "run",
                 "--spec",
                 spec,
@@ -611,7 +611,7 @@ async def test_history_jsonl_follow_streams_the_message_log_with_context(
             follower = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "durable_agent._cli",
+                "durable_agent._cli.main",
                 "history",
                 sid,
                 "--jsonl",

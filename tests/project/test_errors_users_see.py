@@ -92,9 +92,8 @@ async def test_output_cut_short_by_head_ends_quietly(
             sid = await agents.start(spec_for(provider), "sum up", history=history)
             await asyncio.wait_for(agents.session(sid).result(), 60)
             command = (
-                f"{Path(sys.executable).parent / 'durable-agent'} history {sid}"
-                f" --task-queue {task_queue}"
-                " | head -1"
+                f"{sys.executable} -m durable_agent._cli.main history {sid}"
+                f" --task-queue {task_queue} | head -1"
             )
             env = {**os.environ, "TEMPORAL_ADDRESS": address_of(temporal_env)}
             done = await asyncio.to_thread(

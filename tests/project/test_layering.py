@@ -237,3 +237,36 @@ def test_no_package_holds_more_than_fifteen_percent_of_the_lines() -> None:
     total = sum(lines.values()) + top
     over = {name: f"{n / total:.1%}" for name, n in lines.items() if n > 0.15 * total}
     assert len(lines) > 10 and over == {}
+
+
+#: The package's modules at most: each holds a whole job, so a reader finds one file
+#: for it rather than a trail of small ones.
+MODULES_AT_MOST = 150
+
+
+def test_modules_are_named_for_their_job_and_hold_a_whole_one() -> None:
+    """At most 150 modules; none under 40 lines but a package's ``__init__``; none named
+    for its own package (``_session/session.py`` says nothing a reader did not know);
+    and each folder's ``__init__`` says which folder an import of it reads."""
+    root = Path(__file__).parents[2]
+    files = [
+        path
+        for folder in (root / "durable_agent", root / "workflows", root / "activities")
+        for path in folder.rglob("*.py")
+    ]
+    assert len(package_modules()) == len(files) <= MODULES_AT_MOST, len(files)
+    short = {
+        str(path.relative_to(root)): n
+        for path in files
+        if path.name != "__init__.py" and (n := len(path.read_text().splitlines())) < 40
+    }
+    assert short == {}
+    def repeats(path: Path) -> bool:
+        folder = path.parent.name.lstrip("_")
+        return path.stem.lstrip("_") in (folder, folder.removesuffix("s"))
+
+    folder_names = {str(path.relative_to(root)) for path in files if repeats(path)}
+    assert folder_names == set()
+    for folder, installed in (("workflows", "_workflows"), ("activities", "_activities")):
+        said = (root / folder / "__init__.py").read_text()
+        assert f"durable_agent.{installed}" in said and f"{folder}/" in said, folder

@@ -34,7 +34,7 @@ def documented() -> dict[str, dict[str, list[str]]]:
 
 def help_of(command: str) -> str:
     run = subprocess.run(
-        [sys.executable, "-m", "durable_agent._cli", command, "--help"],
+        [sys.executable, "-m", "durable_agent._cli.main", command, "--help"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -40,7 +40,7 @@ async def run_example(
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "durable_agent._cli",
+        "durable_agent._cli.main",
         "worker",
         "--agents",
         "weather",

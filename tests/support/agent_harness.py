@@ -97,7 +97,7 @@ def start_worker_process(
         [
             sys.executable,
             "-m",
-            "durable_agent._cli",
+            "durable_agent._cli.main",
             "worker",
             "--tools",
             "tests.support.cli_tools",

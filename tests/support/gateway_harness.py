@@ -42,7 +42,7 @@ def gateway(
     gateway's)."""
     env = {**os.environ, "TEMPORAL_ADDRESS": address, **variables}
     env.pop("OPENAI_API_KEY", None)
-    args = [sys.executable, "-m", "durable_agent._cli", "serve", "--task-queue", task_queue]
+    args = [sys.executable, "-m", "durable_agent._cli.main", "serve", "--task-queue", task_queue]
     args += [*(["--spec", str(spec_file)] if spec_file else []), *more]
     process, port = started_on_free_port(
         lambda port: subprocess.Popen(

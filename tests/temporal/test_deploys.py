@@ -56,7 +56,7 @@ async def worker(
     log = folder / f"{name}.log"
     address = str(env.client.service_client.config.target_host)
     command = [
-        *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
+        *(sys.executable, "-m", "durable_agent._cli.main", "worker", "--address", address),
         *("--task-queue", task_queue, "--tools", "tests.support.deploy_tools"),
         *("--capabilities", str(capabilities), "--data-dir", str(folder / name)),
     ]

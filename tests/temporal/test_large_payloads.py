@@ -432,7 +432,7 @@ async def test_the_command_line_worker_takes_a_payload_store(
 
 def test_a_worker_given_a_store_it_cannot_use_says_why_before_it_starts() -> None:
     refused = subprocess.run(
-        [sys.executable, "-m", "durable_agent._cli", "worker", "--payload-store", "ftp://x/y"],
+        [sys.executable, "-m", "durable_agent._cli.main", "worker", "--payload-store", "ftp://x/y"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -486,7 +486,7 @@ async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_t
                 [
                     sys.executable,
                     "-m",
-                    "durable_agent._cli",
+                    "durable_agent._cli.main",
                     "run",
                     "--agents",
                     module,
@@ -509,7 +509,7 @@ async def test_agents_by_name_from_a_strict_workers_module_through_the_cli_and_t
                 [
                     sys.executable,
                     "-m",
-                    "durable_agent._cli",
+                    "durable_agent._cli.main",
                     "run",
                     "--agents",
                     module,
@@ -551,7 +551,7 @@ def test_a_worker_with_an_unusable_capabilities_file_does_not_start(tmp_path: Pa
     path = tmp_path / "worker.toml"
     path.write_text('[openapi.billing]\nbase_url = "https://billing.example.com"\n')
     done = subprocess.run(
-        [sys.executable, "-m", "durable_agent._cli", "worker", "--capabilities", str(path)],
+        [sys.executable, "-m", "durable_agent._cli.main", "worker", "--capabilities", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

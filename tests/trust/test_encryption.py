@@ -118,7 +118,7 @@ async def test_a_canary_is_in_no_byte_of_the_server_or_the_store_and_keys_rotate
                     [
                         sys.executable,
                         "-m",
-                        "durable_agent._cli",
+                        "durable_agent._cli.main",
                         "history",
                         session,
                         "--task-queue",

@@ -85,7 +85,7 @@ async def test_a_worker_with_codec_keys_logs_no_user_text(tmp_path: Path) -> Non
                 f'[models.scripted]\nbase_url = "{provider.base_url}"\napi_key_env = ""\n'
             )
             command = [
-                *(sys.executable, "-m", "durable_agent._cli", "worker", "--address", address),
+                *(sys.executable, "-m", "durable_agent._cli.main", "worker", "--address", address),
                 *("--task-queue", "canary", "--tools", "tests.support.canary_tools"),
                 *("--capabilities", str(capabilities), "--data-dir", str(tmp_path / "data")),
                 *("--log-level", "debug"),
@@ -219,7 +219,7 @@ async def through_the_gateway(
         "DURABLE_AGENT_CODEC_KEYS": keys,
     }
     env.pop("OPENAI_API_KEY", None)
-    command = [sys.executable, "-m", "durable_agent._cli", "serve", "--task-queue", "canary"]
+    command = [sys.executable, "-m", "durable_agent._cli.main", "serve", "--task-queue", "canary"]
     command += ["--spec", str(spec_file), "--codec-origin", "http://ui.example:8233"]
     with log_path.open("w") as log_file:
         process, port = started_on_free_port(

@@ -4,6 +4,15 @@ No I/O and no clock, so they run inside the workflow sandbox and in tests alike.
 module per provider API (``chat``, ``responses``, ``anthropic``, and the media APIs)
 and one entry each in ``BUILT_IN_CODECS``, below; a worker speaks more when its owner
 adds a ``Codec`` to the worker's ``Registry``.
+
+Its modules:
+
+- ``protocol``: what a wire API is (``Codec``), and ``WireCodec``, one made of functions.
+- ``chat``: OpenAI Chat Completions, the reference wire.
+- ``responses``: OpenAI's Responses API.
+- ``anthropic``: Anthropic's Messages API.
+- ``media``: OpenAI embeddings and image generation, as wire APIs too.
+- ``common``: what every codec shares: options, ids, usage, schemas, the SSE parser.
 """
 
 from __future__ import annotations

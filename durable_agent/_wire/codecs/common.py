@@ -1,4 +1,6 @@
-"""Pieces every codec shares: option mapping, ids, usage, reasoning, stream plumbing."""
+"""Pieces every codec shares: option mapping, ids, usage, reasoning, stream plumbing, the
+JSON-schema projections of a tool's parameters (bound parameters, strict mode) and a
+server-sent events parser."""
 
 from __future__ import annotations
 

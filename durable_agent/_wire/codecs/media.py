@@ -1,4 +1,6 @@
-"""OpenAI embeddings and image-generation requests."""
+"""OpenAI embeddings and image generation: their requests and replies, and both as wire
+APIs, so an agent whose endpoint names ``embeddings`` or ``images`` answers each turn with
+what that model makes."""
 
 from __future__ import annotations
 
