@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from durable_agent._activities.model import ModelActivities
 from durable_agent._activities.transcript_store import TranscriptStore
-from durable_agent._workflows import reply_pages
+from durable_agent._workflows import transcript_sync as reply_pages
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
