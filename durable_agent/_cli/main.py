@@ -72,6 +72,7 @@ from .evals import (
     cmd_replay,
 )
 from .follow import Approver, follow, write_message_log
+from .memory import add_memory_command, cmd_memory
 from .render import VisibleWriter, format_history, format_pending, format_status, message_json
 from .schedules import add_schedule_command, cmd_schedule
 from .serve import add_mcp_serve_command, add_serve_arguments, cmd_gateway, cmd_mcp_serve
@@ -309,6 +310,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "check-replay": cmd_check_replay,
     "diff": with_client(cmd_diff),
     "prune-transcripts": cmd_prune,
+    "memory": cmd_memory,
 }
 
 
@@ -438,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune = command("prune-transcripts", "drop stored transcript messages by age", server=False)
     add_worker_arguments(prune)
     prune.add_argument("--older-than-days", type=float, required=True)
+    add_memory_command(command)
     return parser
 
 

@@ -44,6 +44,11 @@ def add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "http://localhost:8233); with codec keys set. The endpoint takes the gateway's own "
         "users: each payload is decoded for its session's owner or an admin",
     )
+    serve.add_argument(
+        "--memory-store",
+        help="the workers' memory store (sqlite:///path or postgresql://...): its memories "
+        "are served at /api/memory and in the console, each user seeing their own tenant's",
+    )
 
 
 async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
@@ -69,7 +74,12 @@ async def cmd_gateway(args: argparse.Namespace, out: TextIO) -> int:
             flush=True,
         )
     agents = await AgentClient.connect(server_settings(args), task_queue=args.task_queue)
-    app = create_app(agents, spec, named, codec, access)
+    memory = None
+    if args.memory_store:
+        from durable_agent.capabilities import Memory
+
+        memory = Memory(args.memory_store, {}, keys=keys)
+    app = create_app(agents, spec, named, codec, access, memory)
     ready = f"durable-agent gateway on http://{args.host}:{args.port}/"
     await serve_http(app, args, out, ready, own_logging=keys is not None)
     return 0

@@ -31,6 +31,7 @@ from durable_agent._contracts.events import LiveEvent
 from durable_agent._payloads.encryption import EncryptionCodec
 from durable_agent._spec.document import AgentSpec
 from durable_agent._wire.messages import dump_messages
+from durable_agent.capabilities._memory import Memory
 
 from ._agui import AguiTranslator, agui_routes, agui_sse
 from ._codec_endpoint import codec_routes
@@ -46,6 +47,7 @@ from ._context import (
     read_body,
 )
 from ._guard import GatewayAccess, GuardMiddleware
+from ._memory_routes import memory_routes
 from ._openai_chat import chat_routes
 from ._openai_common import whole_replies
 from ._openai_responses import responses_routes
@@ -88,12 +90,15 @@ def create_app(
     named: Mapping[str, AgentSpec] | None = None,
     codec: EncryptionCodec | None = None,
     access: GatewayAccess | None = None,
+    memory: Memory | None = None,
 ) -> Starlette:
     """The gateway: new sessions run ``spec``, or one of the ``named`` agents' specs
     when a start names it (a request never brings a spec of its own); ``codec``: the
     codec the Temporal UI decodes through (``/codec``, served beside the API); ``access``:
     who may call it, from where (``GatewayAccess``; every session then belongs to the
-    principal who started it, and only they, or an admin, see and act on it)."""
+    principal who started it, and only they, or an admin, see and act on it); ``memory``:
+    the workers' memory store, which callers read and edit in their tenant's namespaces
+    (``/api/memory``)."""
     hubs = Hubs(agents)
     named = named or {}
     access = access or GatewayAccess()
@@ -305,6 +310,7 @@ def create_app(
         *agui_routes(gateway),
         *chat_routes(gateway, named, spec is not None),
         *responses_routes(gateway, named),
+        *memory_routes(gateway, memory),
         *(codec_routes(codec, gateway) if codec is not None else []),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, access=access)])

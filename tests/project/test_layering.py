@@ -46,8 +46,9 @@ PUBLIC_MODULES = (
     "durable_agent.gateway",
     "durable_agent.extending",
 )
-#: (83: the extending module names the codec protocols its page describes.)
-PUBLIC_NAMES_AT_MOST = 83
+#: (83: the extending module names the codec protocols its page describes; 88: the
+#: capabilities module names memories and workspaces, their sources and bounds.)
+PUBLIC_NAMES_AT_MOST = 88
 
 
 def package_modules() -> list[str]:
@@ -78,7 +79,7 @@ def public_lists() -> dict[str, list[str]]:
     return lists
 
 
-def test_the_public_face_is_six_modules_and_at_most_83_names_each_in_one_place() -> None:
+def test_the_public_face_is_six_modules_and_at_most_88_names_each_in_one_place() -> None:
     private = [m for m in package_modules() if m not in PUBLIC_MODULES]
     assert private, "the walk found the package"
     assert [m for m in private if not any(p.startswith("_") for p in m.split(".")[1:])] == []

@@ -135,9 +135,19 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+#: A tool whose schema names one of Anthropic's own tool types, and which carries that
+#: type's name, goes as that type (the memory tool: ``memory_20250818``, named ``memory``).
+NATIVE = "x-durable-agent-native"
+NATIVE_NAMES = {"memory_20250818": "memory"}
+
+
 def anthropic_tools(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     wire = []
     for tool in tools:
+        native = tool.parameters.get(NATIVE)
+        if native in NATIVE_NAMES and tool.name == NATIVE_NAMES[native]:
+            wire.append({"type": native, "name": tool.name})
+            continue
         entry: dict[str, Any] = {
             "name": tool.name,
             "description": tool.description,
