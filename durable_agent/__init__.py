@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # each public name, once; at run time it loads on first use (
     from durable_agent._contracts.boundary import AgentResult as AgentResult
     from durable_agent._contracts.boundary import AgentRunError as AgentRunError
     from durable_agent._errors import DurableAgentError as DurableAgentError
+    from durable_agent._errors import WakeUpRefused as WakeUpRefused
     from durable_agent._spec.document import AgentSpec as AgentSpec
     from durable_agent._spec.document import ModelSpec as ModelSpec
     from durable_agent._spec.tools import McpServerSpec as McpServerSpec
@@ -68,6 +69,7 @@ _PUBLIC: dict[str, str] = {
     "audio_part": "durable_agent._wire.messages",
     "DecisionRefusedError": "durable_agent._client.results",
     "DurableAgentError": "durable_agent._errors",
+    "WakeUpRefused": "durable_agent._errors",
     "escalation_notifier": "durable_agent._tools.functions",
     "guardrail": "durable_agent._tools.hooks",
     "HookContext": "durable_agent._tools.hooks",

@@ -26,6 +26,11 @@ class PayloadTooLarge(DurableAgentError, ValueError):
     what a client would send, with no payload store); the message says what to do."""
 
 
+class WakeUpRefused(DurableAgentError, ValueError):
+    """A wake-up a session did not set or cancel: the message names the bound it passes
+    (or the id it lacks) and what to do instead."""
+
+
 # Every failure type durable-agent reports: the ``type`` of the ``ApplicationError`` an
 # activity raises or a session fails with, which the workflow, the client and a person
 # reading the Temporal UI tell failures apart by. One enum, so a type is never spelled

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from .checks import admit, refuse_forged_carry
     from .continuation import ContinuedInput
     from .effects import SessionEffects
-    from .handlers import SessionHandlers
+    from .handlers import SessionHandlers, WakeUpHandlers
     from .live_feed import LiveFeed
     from .model_calls import ModelCaller
     from .patches import APPROVALS_IN_PAGES_PATCH, PREVIOUS_BASELINE, retired
@@ -49,7 +49,7 @@ PLACEHOLDER_SPEC = AgentSpec(model=ModelSpec(name="invalid-input"))
 # a versioned worker pins it (``versioned``): a run never replays on another build, and
 # moves by continue-as-new (no annotation: unversioned workers may not carry one)
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)  # see durable_agent.temporal._plugin
-class AgentWorkflow(SessionHandlers):
+class AgentWorkflow(SessionHandlers, WakeUpHandlers):
     @workflow.init
     def __init__(self, raw: RawValue) -> None:
         retired(PREVIOUS_BASELINE)  # the first command of the previous release's runs

@@ -38,12 +38,20 @@ with workflow.unsafe.imports_passed_through():
         SendResult,
         SessionStatus,
     )
+    from durable_agent._contracts.wake_ups import (
+        CANCEL_WAKE_UP_UPDATE,
+        SET_WAKE_UP_UPDATE,
+        WAKE_UPS_QUERY,
+        WakeUp,
+        WakeUpRequest,
+    )
     from durable_agent._errors import Failure
     from durable_agent._session import RECORDED_DECISIONS, Session
     from durable_agent._session.protocol import (
         BudgetChanged,
         CancelRequested,
         CapacityKept,
+        Checked,
         ChildApprovalsReported,
         DecisionArrived,
         DecisionOutcomeTold,
@@ -56,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
         MoveToCurrentAsked,
         Refused,
         RevokeRequested,
+        WakeUpCancelled,
+        WakeUpSet,
     )
     from durable_agent._spec.endpoints import CAPACITY_READY_SIGNAL
     from durable_agent._wire.messages import (
@@ -69,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
     from .live_feed import LiveFeed
     from .starting import InvalidInput, decode
     from .telemetry import warn
+
 
 #: About how much of the array one page of the ``messages`` query holds (an answer may
 #: carry 4 MB at most).
@@ -368,3 +379,49 @@ class SessionHandlers:
         build = workflow.info().get_current_deployment_version()
         version = f"{build.deployment_name}:{build.build_id}" if build else None
         return self._session.view.status().model_copy(update={"version": version})
+
+
+# A starter's wake-ups: the updates that set and cancel one, and the query that lists
+# them. They only record into the Session (events ``WakeUpSet``, ``WakeUpCancelled``),
+# which keeps every rule: a request past the owner's bounds is refused by the update's
+# validator, so it leaves nothing in the history and schedules nothing. The session's
+# main loop measures its wait again after each change.
+
+class WakeUpHandlers:
+    _session: Session
+
+    def _told(self, event: Checked) -> None:
+        """Hand the Session ``event``; its refusal is the update's error."""
+        refused = self._session.handle(event, workflow.now())
+        if refused is not None:
+            raise ValueError(refused)
+
+    def _acceptable(self, event: Checked) -> None:
+        refused = self._session.view.refusal(event)
+        if refused is not None:
+            raise ValueError(refused)
+
+    @workflow.update(name=SET_WAKE_UP_UPDATE)
+    def set_wake_up(self, request: WakeUpRequest) -> WakeUp:
+        """Set a wake-up for the session: the wake-up as it was kept (its id, its first
+        due time)."""
+        self._told(WakeUpSet(request, workflow.now()))
+        return self.wake_ups()[-1]  # the newest is last
+
+    @set_wake_up.validator
+    def _wake_up_acceptable(self, request: WakeUpRequest) -> None:
+        self._acceptable(WakeUpSet(request, workflow.now()))
+
+    @workflow.update(name=CANCEL_WAKE_UP_UPDATE)
+    def cancel_wake_up(self, wake_up_id: str) -> None:
+        """Cancel one of the session's wake-ups by id: it never fires again."""
+        self._told(WakeUpCancelled(wake_up_id))
+
+    @cancel_wake_up.validator
+    def _cancel_acceptable(self, wake_up_id: str) -> None:
+        self._acceptable(WakeUpCancelled(wake_up_id))
+
+    @workflow.query(name=WAKE_UPS_QUERY)
+    def wake_ups(self) -> list[WakeUp]:
+        """The wake-ups the session holds, in the order they were set."""
+        return self._session.view.status().wake_ups

@@ -78,6 +78,7 @@ from .schedules import add_schedule_command, cmd_schedule
 from .serve import add_mcp_serve_command, add_serve_arguments, cmd_gateway, cmd_mcp_serve
 from .trace import cmd_trace
 from .versions import add_versions_command, cmd_versions
+from .wake_ups import add_wake_ups_command, cmd_wake_ups
 
 EXIT_OK, EXIT_SESSION_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -306,6 +307,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, i
     "eval": with_client(cmd_eval),
     "replay": with_client(cmd_replay),
     "schedule": with_client(cmd_schedule),
+    "wake-ups": with_client(cmd_wake_ups),
     "versions": with_client(cmd_versions),
     "check-replay": cmd_check_replay,
     "diff": with_client(cmd_diff),
@@ -429,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_command(command)
     add_replay_command(command)
     add_schedule_command(command)
+    add_wake_ups_command(command)
     add_versions_command(command)
     add_mcp_serve_command(command)
     add_check_replay_command(command)

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from durable_agent._contracts.approvals import Grant, PendingApproval
 from durable_agent._contracts.boundary import SessionStatus
+from durable_agent._contracts.wake_ups import describe
 from durable_agent._wire.context import is_summary, window_start
 from durable_agent._wire.messages import (
     ApprovalRecord,
@@ -200,6 +201,8 @@ def format_status(status: SessionStatus) -> str:
         lines.append("cancel:         pending (next checkpoint)")
     if status.flushes_pending:
         lines.append(f"flush:          {status.flushes_pending} pending (after this turn)")
+    for wake_up in status.wake_ups:
+        lines.append(f"wake-up:        {describe(wake_up)}")
     if status.last_error:
         lines.append(f"last error:     {status.last_error}")
     for pending in status.pending_approvals:

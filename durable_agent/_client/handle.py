@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Collection, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from temporalio.client import (
@@ -57,6 +58,14 @@ from durable_agent._contracts.boundary import (
     SessionStatus,
 )
 from durable_agent._contracts.events import Ended, LiveEvent
+from durable_agent._contracts.wake_ups import (
+    CANCEL_WAKE_UP_UPDATE,
+    SET_WAKE_UP_UPDATE,
+    WAKE_UPS_QUERY,
+    WakeUp,
+    WakeUpRequest,
+)
+from durable_agent._errors import WakeUpRefused
 from durable_agent._payloads.storage import check_fits
 from durable_agent._spec.approval_policy import ArgumentTest, parse_test
 from durable_agent._spec.document import AgentInput, AgentSpec, Fork
@@ -293,6 +302,57 @@ class SessionHandle:
         signal = decision.as_signal() if decision is not None else None
         digest = decision_digest(action, subject, await self.run_chain(), call, signal)
         return key.name, key.sign(self.id, subject, action, digest=digest)
+
+    # --- wake-ups ---------------------------------------------------------------------
+
+    async def wake_up(
+        self,
+        text: str,
+        *,
+        at: datetime | None = None,
+        after: timedelta | float | None = None,
+        every: timedelta | float | None = None,
+        cron: str | None = None,
+        timezone: str = "UTC",
+    ) -> WakeUp:
+        """Set a wake-up: when it falls due the agent reads ``text`` (marked as a
+        wake-up, not as the user's words) and starts a turn. Give one of ``at`` (a time
+        with its zone), ``after`` (a delay), ``every`` (repeat at this interval, in
+        seconds or as a ``timedelta``) or ``cron`` (a five-field rule in ``timezone``).
+        ``WakeUpRefused`` names the owner's bound a request passes, or says the agent
+        has no wake-ups."""
+
+        def seconds(value: timedelta | float | None) -> float | None:
+            return value.total_seconds() if isinstance(value, timedelta) else value
+
+        repeat = seconds(every)
+        request = WakeUpRequest(
+            text=text,
+            at=None if at is None else int(at.timestamp() * 1000),
+            after_seconds=seconds(after),
+            every_seconds=None if repeat is None else round(repeat),
+            cron=cron,
+            timezone=timezone,
+        )
+        found: WakeUp = await self._wake_up_update(SET_WAKE_UP_UPDATE, request, WakeUp)
+        return found
+
+    async def wake_ups(self) -> list[WakeUp]:
+        """The wake-ups the session holds, in the order they were set."""
+        found: list[WakeUp] = await self._query(WAKE_UPS_QUERY, list[WakeUp])
+        return found
+
+    async def cancel_wake_up(self, wake_up_id: str) -> None:
+        """Cancel a wake-up by id: it never fires again (``WakeUpRefused``: no such id)."""
+        await self._wake_up_update(CANCEL_WAKE_UP_UPDATE, wake_up_id, None)
+
+    async def _wake_up_update(self, name: str, argument: Any, result_type: Any) -> Any:
+        try:
+            return await self._handle.execute_update(name, argument, result_type=result_type)
+        except WorkflowUpdateFailedError as error:
+            raise WakeUpRefused(f"session {self.id!r}: {refusal(self.id, error).reason}") from None
+        except RPCError as error:
+            raise self._translated(error) from None
 
     # --- reading --------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 from pydantic import Discriminator, Field, Tag, model_validator
 
 from durable_agent._contracts.approvals import Grant, PendingApproval
+from durable_agent._contracts.wake_ups import WakeUp
 from durable_agent._errors import DurableAgentError
 from durable_agent._spec.document import AgentSpec, Fork, HookNames, ModelPrice, ToolSource
 from durable_agent._spec.endpoints import ProviderEndpoint
@@ -353,6 +354,8 @@ Stage = Literal["model", "tools", "idle"]
 
 class SessionStatus(Contract):
     phase: Phase
+    wake_ups: list[WakeUp] = Field(default_factory=list)
+    """The wake-ups the session holds, in the order they were set."""
     grants: list[Grant] = Field(default_factory=list)
     """Standing "always" approvals (revocable with ``revoke_grant``)."""
     turn: int

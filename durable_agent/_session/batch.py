@@ -52,6 +52,7 @@ from .protocol import (
 from .requests import Requests
 from .state import approval_id, epoch_ms, execution_groups
 from .toolbox import Swarm, Toolbox
+from .wake_ups import WakeUps
 
 # What a tool batch holds while it is open: its calls and their slots, the page of
 # calls being judged, the approvals people were asked, and what its results ask of the
@@ -171,6 +172,8 @@ class ToolBatch:
         """The child sessions the open batch's sub-agent calls started (not carried:
         continue-as-new never comes inside a batch)."""
         self._called: tuple[AssistantMessage, frozenset[str]] | None = None
+        self.wake_ups: WakeUps | None = None
+        """The session's wake-ups, which carry out the wake-up tools' calls."""
 
     def tools_called(
         self, message: AssistantMessage, known: frozenset[str] | None = None
@@ -215,7 +218,7 @@ class ToolBatch:
                 return AwaitApprovals(list(batch.asked))
             if self._take(batch, now):  # the decisions, taken one page per workflow task
                 return Pause(PAGE_BREAK)
-        return self._run(batch)
+        return self._run(batch, now)
 
     # --- the gate ------------------------------------------------------------------------
 
@@ -437,7 +440,7 @@ class ToolBatch:
 
     # --- running and joining -------------------------------------------------------------
 
-    def _run(self, batch: OpenBatch) -> RunTools:
+    def _run(self, batch: OpenBatch, now: datetime) -> RunTools:
         tools, calls = self._toolbox.active, batch.calls
         batch.noted = Noted()
         if batch.unjudged is not None:  # every call approved, with nothing to look at
@@ -446,12 +449,20 @@ class ToolBatch:
         else:
             approved = [k for k, slot in enumerate(batch.slots) if slot is None]
             named = frozenset(calls[k].function.name for k in approved)
-        # the session's own kind (a swarm's handoffs): carried out here, not run; each
+        # the session's own kinds (a swarm's handoffs, wake-ups): carried out here, not run; each
         # tool's kind is looked up once, not once a call
         ours = {n for n in named if session_kind(tools[n].target.kind).runs_in == "session"}
+        wake_ups = {n for n in ours if tools[n].target.kind == "wake_ups"}
+        ours -= wake_ups
         handoffs = [k for k in approved if calls[k].function.name in ours] if ours else []
         if handoffs and self.swarm is not None:  # the session runs these itself
             results, batch.handoff = self.swarm.handoff_results(calls, handoffs, tools)
+            for k, result in results.items():
+                batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
+            approved = [k for k in approved if k not in results]
+        wakes = [k for k in approved if calls[k].function.name in wake_ups] if wake_ups else []
+        if wakes and self.wake_ups is not None:  # (the handoffs are out by now)
+            results = self.wake_ups.tool_results(calls, wakes, tools, now)
             for k, result in results.items():
                 batch.slots[k] = result.model_copy(update={"approval": batch.approvals.get(k)})
             approved = [k for k in approved if k not in results]

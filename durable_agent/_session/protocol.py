@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, overload
 
 from durable_agent._contracts.approvals import (
@@ -37,6 +37,7 @@ from durable_agent._contracts.boundary import (
     ResolvedTool,
     ResolveToolsResult,
 )
+from durable_agent._contracts.wake_ups import WakeUpRequest
 from durable_agent._spec.document import ModelPrice
 from durable_agent._spec.tool_kinds import CallTarget, Placement
 from durable_agent._wire.messages import (
@@ -338,6 +339,22 @@ class ContinueAsNewDeferred:
     """The state did not fit one payload: go on in this run until more work is done."""
 
 
+@dataclass(frozen=True)
+class WakeUpSet:
+    """A starter sets a wake-up (``set_wake_up``); ``asked``: when (its validator asks
+    before the update is sent, so the event says the time it is judged at)."""
+
+    request: WakeUpRequest
+    asked: datetime
+
+
+@dataclass(frozen=True)
+class WakeUpCancelled:
+    """A starter cancels a wake-up (``cancel_wake_up``)."""
+
+    wake_up_id: str
+
+
 Event = (
     MessageArrived
     | Injected
@@ -375,12 +392,16 @@ Event = (
     | ToolsFinished
     | IdleTimedOut
     | ContinueAsNewDeferred
+    | WakeUpSet
+    | WakeUpCancelled
 )
 """Everything ``Session.handle`` takes."""
 
 #: The events a workflow's validators and queries may ask about before they are sent
 #: (``SessionView.refusal``): what would refuse them, without changing anything.
-Checked = MessageArrived | Injected | DecisionArrived | RevokeRequested
+Checked = (
+    MessageArrived | Injected | DecisionArrived | RevokeRequested | WakeUpSet | WakeUpCancelled
+)
 
 
 # What the Session asks the workflow to do next: one command at a time.

@@ -12,6 +12,7 @@ from durable_agent._contracts.boundary import (
     FlushSignal,
     MoveToAgentSignal,
 )
+from durable_agent._contracts.wake_ups import WAKE_UP_SOURCE
 from durable_agent._spec.document import AgentSpec
 from durable_agent._wire.messages import (
     AssistantMessage,
@@ -69,7 +70,9 @@ class Requests:
         problem = self.message_problem(message)
         if problem is not None:
             return self.reject(problem)
-        stamped = {"timestamp": epoch_ms(now), "mode": message.mode or "user"}
+        stamped: dict[str, object] = {"timestamp": epoch_ms(now), "mode": message.mode or "user"}
+        if message.source == WAKE_UP_SOURCE:  # only the session's wake-ups are marked so
+            stamped["source"] = None
         self.state.inbox.append(kept_apart(message).model_copy(update=stamped))
         return None
 

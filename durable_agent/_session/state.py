@@ -35,6 +35,7 @@ from durable_agent._contracts.boundary import (
     Stage,
     TranscriptRef,
 )
+from durable_agent._contracts.wake_ups import WakeUpsState
 from durable_agent._spec.document import AgentInput, AgentSpec, ToolSettings
 from durable_agent._spec.tools import ExecutionMode, ToolPolicy, stricter_settings
 from durable_agent._wire.messages import (
@@ -214,6 +215,11 @@ class SessionState(BaseModel):
     swarm: SwarmState = Field(default_factory=SwarmState)
     requests: RequestsState = Field(default_factory=RequestsState)
     rescue: RescueState = Field(default_factory=RescueState)
+    wake_ups: WakeUpsState = Field(
+        default_factory=WakeUpsState, exclude_if=lambda w: not w.pending and not w.made
+    )
+    """The ``WakeUps`` part's (left out while none was ever set, so the carried state of
+    a session without wake-ups reads as it always did)."""
 
     @model_validator(mode="before")
     @classmethod

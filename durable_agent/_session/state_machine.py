@@ -89,11 +89,14 @@ from .protocol import (
     VerifyTokens,
     WaitForMessage,
     WaitingForCapacity,
+    WakeUpCancelled,
+    WakeUpSet,
 )
 from .requests import Requests
 from .state import SessionState, epoch_ms, last_reply, open_conversation, stage_after
 from .toolbox import Swarm, Toolbox
 from .view import Parts, SessionView, TurnMarks
+from .wake_ups import WakeUps
 
 Reply = AssistantMessage | ToolMessage
 
@@ -145,11 +148,13 @@ class Session:
         self._approvals, self._swarm, self._toolbox, self._gate = approvals, swarm, toolbox, gate
         self._budget, self._requests, self._decisions = budget, requests, decisions
         self._batch = ToolBatch(spec, gate, approvals, sweeps, decisions, requests, toolbox, swarm)
+        self._wake_ups = self._batch.wake_ups = WakeUps(state.wake_ups, state.tools)
         self._rescue = Rescue(spec, state.rescue, self.messages)
         self._step = ModelStep(self.messages)
         self._marks = TurnMarks()
+        batch, step, wake_ups = self._batch, self._step, self._wake_ups
         parts = Parts(
-            approvals, swarm, toolbox, gate, budget, requests, decisions, self._batch, self._step
+            approvals, swarm, toolbox, gate, budget, requests, decisions, batch, step, wake_ups
         )
         self.view = SessionView(spec, state, self.messages, parts, self._marks)
         """What may be read: status, approvals, when a wait is over."""
@@ -261,10 +266,16 @@ class Session:
             case ToolsFinished():
                 self._tools_finished(event.results, now)
             case IdleTimedOut():
+                if self._wake_ups.pending:  # the wait was for one: it fires next
+                    return None
                 final = last_reply(self.messages)
                 self._outcome = self._finish("done", "idle_timeout", final=final)
             case ContinueAsNewDeferred():
                 self._marks.progressed = False
+            case WakeUpSet():
+                return self._wake_ups.starter_set(event.request, event.asked)
+            case WakeUpCancelled():
+                return self._wake_ups.cancel(event.wake_up_id)
             case _:  # mypy proves every event has its case
                 assert_never(event)
         return None
@@ -324,6 +335,10 @@ class Session:
                 return self._finish("failed", marks.reply_reason, error=marks.turn_failed)
             if self._reply is not None:
                 return self._finish("done", marks.reply_reason, final=self._reply)
+        if state.stage == "idle" and self._checking is None and self._wake_ups.pending:
+            due = self._wake_ups.take_due(now)
+            if due:  # they start a turn, as a message would
+                self._deliver(due)
         upgrade = self.view.move_due(changed)
         if upgrade or self.view.continue_as_new_due(suggested):
             return ContinueAsNew(upgrade=upgrade)
@@ -342,6 +357,10 @@ class Session:
         if state.stage == "tools":
             return self._batch_command(now)
         self._marks.phase = "idle"
+        # a session holding wake-ups waits for the earliest, and is not idle meanwhile
+        wake = self._wake_ups.wait(now)
+        if wake is not None:
+            return WaitForMessage(wake)
         timeout = rules.idle_timeout_seconds
         return WaitForMessage(timedelta(seconds=timeout) if timeout else None)
 

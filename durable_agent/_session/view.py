@@ -31,10 +31,11 @@ from .batch import ToolBatch
 from .decisions import Approvals, Decisions
 from .gate import Gate
 from .model_step import Budget, ModelStep
-from .protocol import Checked, DecisionArrived, Injected, MessageArrived
+from .protocol import Checked, DecisionArrived, Injected, MessageArrived, WakeUpCancelled, WakeUpSet
 from .requests import Requests
 from .state import SessionState, instructions_message, latest_finish_reason
 from .toolbox import Swarm, Toolbox
+from .wake_ups import WakeUps
 
 INBOX_CARRY_CHARS = 500_000
 """Queued messages continue-as-new may carry inline; more wait for the turn boundary."""
@@ -79,6 +80,7 @@ class Parts:
     decisions: Decisions
     batch: ToolBatch
     step: ModelStep
+    wake_ups: WakeUps
 
 
 class LoopView:
@@ -378,6 +380,7 @@ class SessionView:
             waiting_for_capacity=shown.waiting_for_capacity,
             upgrade=self.spec.session.upgrade,
             move_requested=state.move_to_current,
+            wake_ups=list(state.wake_ups.pending),
         )
 
     def refusal(self, event: Checked) -> str | None:
@@ -391,6 +394,11 @@ class SessionView:
                 return parts.requests.inject_problem(event.message)
             case DecisionArrived():
                 return parts.decisions.decision_problem(event.signal, event.decision)
+            case WakeUpSet():
+                checked = parts.wake_ups.check(event.request, event.asked)
+                return checked if isinstance(checked, str) else None
+            case WakeUpCancelled():
+                return parts.wake_ups.cancel_problem(event.wake_up_id)
             case _:
                 return parts.decisions.revoke_problem(event.signal)
 
@@ -434,6 +442,7 @@ class SessionView:
         """Waiting for a message ends: one arrived, a flush is due, a move to the current
         build is due, or as ``_interrupted``."""
         waiting = self._parts.requests.waiting() or self._parts.decisions.unverified
+        waiting = waiting or self._parts.wake_ups.changed  # the wait is measured again
         return waiting or self._interrupted(suggested) or self.move_due(changed)
 
     def approvals_wait_over(self, ids: list[str], suggested: bool) -> bool:

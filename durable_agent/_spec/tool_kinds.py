@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from durable_agent._errors import DurableAgentError, Failure, NotRegistered
+from durable_agent._errors import DurableAgentError, Failure, NotAllowed, NotRegistered
 from durable_agent._spec.document import (
     AgentSpec,
     McpServerSpec,
@@ -209,6 +209,18 @@ class HandoffTarget(ToolTarget):
     """The agent the conversation goes to; ``None``: back to the previous one."""
 
 
+class WakeUpsTarget(ToolTarget):
+    """One of the three wake-up tools (set, list, cancel), which the session carries out
+    itself, with the bounds the worker's owner set when the session started: what the
+    session holds to, whatever a spec or a model asks."""
+
+    kind: Literal["wake_ups"] = "wake_ups"
+    action: Literal["set", "list", "cancel"]
+    max_per_session: int = 20
+    min_interval_seconds: int = 60
+    max_ahead_days: int = 366
+
+
 #: The built-in kinds' recorded targets and call targets, by kind.
 _TARGETS: dict[str, type[ToolTarget]] = {
     "function": FunctionTarget,
@@ -216,6 +228,7 @@ _TARGETS: dict[str, type[ToolTarget]] = {
     "openapi": HttpOperation,
     "agent": SubAgentTarget,
     "handoff": HandoffTarget,
+    "wake_ups": WakeUpsTarget,
 }
 _CALLS: dict[str, type[CallTarget]] = {"mcp": McpCall, "openapi": HttpCall, "agent": SubAgentCall}
 
@@ -482,12 +495,111 @@ class OpenApiKind(ToolKind[HttpOperation, HttpCall]):
         return f"OpenAPI {source.name!r}"
 
 
+# The wake-ups kind: three tools that let the model set, list and cancel wake-ups (a
+# message the session gives itself later, once or repeating). The session carries their
+# calls out itself, as data in its own state: no worker runs them, nothing outside the
+# workflow changes, and a replay gives the same answers.
+#
+# A spec enables them per agent with a ``toolsets`` entry ``{"kind": "wake_ups", "name":
+# "wake_ups"}``; the worker's owner bounds them (``WakeUpLimits``, in its
+# ``Capabilities``), and the bounds are recorded with the tools when the session starts,
+# so nothing a spec or a model sends can raise them.
+
+#: The one source the kind knows: a spec's entry names it.
+WAKE_UPS_SOURCE = "wake_ups"
+
+
+@dataclass(frozen=True)
+class WakeUpLimits:
+    """How far a session's wake-ups may go on this worker. A request past a bound is
+    refused with a sentence that names it (the model reads it as the tool's error, a
+    starter gets ``WakeUpRefused``)."""
+
+    max_per_session: int = 20
+    """Wake-ups a session holds at once (a repeating one counts once)."""
+    min_interval_seconds: int = 60
+    """The shortest time between two firings of a repeating wake-up, and the shortest
+    delay of a first one set by the model."""
+    max_ahead_days: int = 366
+    """How far ahead a wake-up may fall due."""
+
+    def __post_init__(self) -> None:
+        if self.max_per_session < 1 or self.min_interval_seconds < 1 or self.max_ahead_days < 1:
+            raise ValueError("WakeUpLimits: every bound is a whole number of at least 1")
+
+
+_WHEN = (
+    "Give exactly one of: 'at' (an ISO 8601 date and time, with an offset or in "
+    "'timezone'), 'after_seconds' (a delay from now), 'every_seconds' (repeat at this "
+    "interval) or 'cron' (repeat on a five-field cron rule in 'timezone')."
+)
+
+_TOOLS: dict[Literal["set", "list", "cancel"], tuple[str, dict[str, Any]]] = {
+    "set": (
+        "Set a wake-up: at its time you receive its text as a message marked as a wake-up "
+        "(not from the user) and act on it. " + _WHEN + " Returns its id.",
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "What you will read when it fires."},
+                "at": {"type": "string", "description": "e.g. 2026-12-08T09:00:00+01:00"},
+                "after_seconds": {"type": "number"},
+                "every_seconds": {"type": "integer"},
+                "cron": {"type": "string", "description": "e.g. '0 9 * * mon-fri'"},
+                "timezone": {"type": "string", "description": "IANA name; default UTC"},
+            },
+            "required": ["text"],
+        },
+    ),
+    "list": ("List the wake-ups set in this session, with their ids and due times.", {}),
+    "cancel": (
+        "Cancel a wake-up by its id: it never fires again.",
+        {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    ),
+}
+
+
+class WakeUpsKind(ToolKind[WakeUpsTarget, CallTarget]):
+    name = "wake_ups"
+    target = WakeUpsTarget
+    runs_in = "session"
+
+    async def list_tools(self, source: ToolsetSpec, worker: WorkerSide) -> list[ResolvedTool]:
+        if source.name != WAKE_UPS_SOURCE:
+            raise NotRegistered(f"the wake_ups kind has one source, named {WAKE_UPS_SOURCE!r}")
+        limits = getattr(worker.capabilities, "wake_ups", None)
+        if not isinstance(limits, WakeUpLimits):
+            raise NotAllowed(
+                "this worker offers no wake-ups: its owner sets "
+                "Capabilities(wake_ups=WakeUpLimits(...)) to offer them"
+            )
+        tools = []
+        for action, (description, parameters) in _TOOLS.items():
+            schema = parameters or {"type": "object", "properties": {}}
+            target = WakeUpsTarget(
+                action=action,
+                max_per_session=limits.max_per_session,
+                min_interval_seconds=limits.min_interval_seconds,
+                max_ahead_days=limits.max_ahead_days,
+            )
+            definition = ToolDefinition(name=action, description=description, parameters=schema)
+            tools.append(ResolvedTool(definition=definition, policy=ToolPolicy(), target=target))
+        return tools
+
+
 # The built-in kinds, as every session knows them.
 
 BUILT_IN_KINDS: Mapping[str, ToolKind[Any, Any]] = MappingProxyType(
     {
         kind.name: kind
-        for kind in (FunctionKind(), McpKind(), OpenApiKind(), SubAgentKind(), HandoffKind())
+        for kind in (
+            FunctionKind(),
+            McpKind(),
+            OpenApiKind(),
+            SubAgentKind(),
+            HandoffKind(),
+            WakeUpsKind(),
+        )
     }
 )
 """The kinds every session knows, by name (read-only). Their pure halves: the MCP and

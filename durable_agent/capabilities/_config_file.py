@@ -3,6 +3,7 @@
     task_queues = ["gpu-tools"]
     file_origins = ["https://files.example.com/reports/"]   # files by URL, for Chat Completions
     file_limits = {max_files = 10, max_bytes = 33554432}   # per request (FileLimits)
+    wake_ups = {max_per_session = 20, min_interval_seconds = 60}   # or false: none
 
     [models.openai]
     base_url = "https://api.openai.com/v1"
@@ -52,7 +53,7 @@ import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -116,6 +117,7 @@ class _File(_Strict):
     limits: dict[str, ProviderLimits] = Field(default_factory=dict)
     file_origins: list[str] = Field(default_factory=list)
     file_limits: dict[str, float] = Field(default_factory=dict)
+    wake_ups: dict[str, int] | Literal[False] = Field(default_factory=dict)
     endpoint_rules: dict[str, _Rules] = Field(default_factory=dict)
 
 
@@ -149,6 +151,7 @@ def load_capabilities(path: Path) -> Capabilities:
             limits=parsed.limits,
             file_origins=parsed.file_origins,
             file_limits=_file_limits(parsed.file_limits),
+            wake_ups=parsed.wake_ups or (None if parsed.wake_ups is False else {}),
             endpoint_rules={
                 name: rules.model_dump() for name, rules in parsed.endpoint_rules.items()
             },

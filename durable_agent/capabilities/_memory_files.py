@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._memory_store import MemoryStore, Transaction
-from ._workspace import PathRefused, normalised
+from ._memory_store import MemoryStore, PathRefused, Transaction, normalised
 
 ROOT = "/memories"
 NATIVE = "x-durable-agent-native"

@@ -26,6 +26,7 @@ import json
 import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -621,3 +622,30 @@ def open_memory_store(url: str, keys: CodecKeys | None = None) -> MemoryStore:
     """The store at ``url`` (``sqlite:///path`` or ``postgresql://...``); with ``keys``,
     everything written is sealed."""
     return MemoryStore(open_database(url), keys)
+
+
+# How the store keys a file's path (the workspace's files, and the memory tool's):
+# one spelling for each place, and nothing that climbs out of its namespace.
+
+MAX_PATH = 500
+
+
+class PathRefused(ValueError):
+    """A path that is not a path inside the workspace; the message says why."""
+
+
+def normalised(path: str) -> str:
+    """``path`` as the workspace keys it (``/a/b``), or ``PathRefused``."""
+    if unicodedata.normalize("NFKC", path) != path:
+        raise PathRefused("the path has look-alike characters: write it in plain characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") for c in path):
+        raise PathRefused("the path has a control or invisible character")
+    if "\\" in path:
+        raise PathRefused("write paths with '/', not '\\'")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise PathRefused("'..' is not allowed: paths stay inside the workspace")
+    found = "/" + "/".join(parts)
+    if len(found) > MAX_PATH:
+        raise PathRefused(f"the path is longer than {MAX_PATH} characters")
+    return found

@@ -20,6 +20,7 @@ from durable_agent._errors import NotAllowed, NotRegistered
 from durable_agent._providers import model_from_environment
 from durable_agent._spec.document import McpServerSpec, ModelPrice, OpenApiSpec
 from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
+from durable_agent._spec.tool_kinds import WakeUpLimits
 from durable_agent._spec.tools import OwnerGates, Registrable, ToolPolicy, narrowed
 
 from ._urls import UrlRefused, check_url, normalised_path, origin, rebuilt, under, url_host
@@ -253,6 +254,11 @@ class Capabilities:
     out."""
     file_limits: FileLimits = field(default_factory=FileLimits)
     """How many files, and how many bytes, one request fetches (``FileLimits``)."""
+    wake_ups: WakeUpLimits | Mapping[str, int] | None = field(default_factory=WakeUpLimits)
+    """How far the wake-ups of sessions whose spec enables them may go:
+    ``max_per_session`` (20), ``min_interval_seconds`` (60), ``max_ahead_days`` (366),
+    as in ``{"max_per_session": 5}``. ``None``: this worker offers none, and a spec
+    naming the ``wake_ups`` toolset fails to start."""
     endpoint_rules: Mapping[str, EndpointRules | Mapping[str, Any]] = field(default_factory=dict)
     """What requests to a registered endpoint may carry besides what the worker builds,
     by endpoint name: ``request_options`` (the keys of a spec's ``model.options.extra``
@@ -272,6 +278,14 @@ class Capabilities:
         self._file_origins = [
             (origin(url), normalised_path(urlsplit(url).path)) for url in self.file_origins
         ]
+        if self.wake_ups is not None and not isinstance(self.wake_ups, WakeUpLimits):
+            unknown = sorted(set(self.wake_ups) - set(WakeUpLimits.__dataclass_fields__))
+            if unknown:
+                raise ValueError(
+                    f"wake_ups: no bound {unknown[0]!r} (bounds: max_per_session, "
+                    "min_interval_seconds, max_ahead_days)"
+                )
+            self.wake_ups = WakeUpLimits(**self.wake_ups)
         self._rules = {name: _rules(name, r) for name, r in self.endpoint_rules.items()}
         for name in self._rules:
             if name not in self.models:

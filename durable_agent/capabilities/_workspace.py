@@ -21,7 +21,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,33 +31,9 @@ from durable_agent._spec.tools import ToolContext, ToolPolicy, ToolsetSpec
 from durable_agent._wire.messages import ToolDefinition
 
 from ._memory import Memory, MemorySource, Scope
-from ._memory_store import MemoryStore, Transaction
+from ._memory_store import MemoryStore, PathRefused, Transaction, normalised
 
 TODOS = "/todos.json"
-MAX_PATH = 500
-
-
-class PathRefused(ValueError):
-    """A path that is not a path inside the workspace; the message says why."""
-
-
-def normalised(path: str) -> str:
-    """``path`` as the workspace keys it (``/a/b``), or ``PathRefused``."""
-    if unicodedata.normalize("NFKC", path) != path:
-        raise PathRefused("the path has look-alike characters: write it in plain characters")
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn") for c in path):
-        raise PathRefused("the path has a control or invisible character")
-    if "\\" in path:
-        raise PathRefused("write paths with '/', not '\\'")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise PathRefused("'..' is not allowed: paths stay inside the workspace")
-    found = "/" + "/".join(parts)
-    if len(found) > MAX_PATH:
-        raise PathRefused(f"the path is longer than {MAX_PATH} characters")
-    return found
-
-
 @dataclass(frozen=True)
 class WorkspaceLimits:
     """How large a workspace may grow; a write past a limit is refused with a sentence."""

@@ -51,6 +51,7 @@ from ._memory_routes import memory_routes
 from ._openai_chat import chat_routes
 from ._openai_common import whole_replies
 from ._openai_responses import responses_routes
+from ._wake_up_routes import wake_up_routes
 
 
 class StartBody(Body):
@@ -307,6 +308,7 @@ def create_app(
             json_errors(send_to_conversation),
             methods=["POST"],
         ),
+        *wake_up_routes(gateway),
         *agui_routes(gateway),
         *chat_routes(gateway, named, spec is not None),
         *responses_routes(gateway, named),

@@ -19,7 +19,8 @@ from durable_agent._tools.registry import Registry
 from durable_agent._wire.messages import ToolMessage
 from durable_agent.capabilities import Workspace, WorkspaceLimits
 from durable_agent.capabilities._memory import Scope
-from durable_agent.capabilities._workspace import PathRefused, WorkspaceTool, normalised
+from durable_agent.capabilities._memory_store import PathRefused, normalised
+from durable_agent.capabilities._workspace import WorkspaceTool
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._scripted_provider import RecordedRequest
 from tests.support.agent_harness import running_worker, spec_for

@@ -32,6 +32,7 @@ from durable_agent._contracts.boundary import (
 )
 from durable_agent._contracts.capacity import LedgerState
 from durable_agent._contracts.evals import EvalInput
+from durable_agent._contracts.wake_ups import WakeUpRequest
 from durable_agent._payloads.encryption import CodecKeys, EncryptionCodec
 from durable_agent._spec.document import AgentInput
 from durable_agent._spec.endpoints import CapacityRelease, CapacityRequest
@@ -41,6 +42,7 @@ from durable_agent.gateway import _app as gateway_app
 from durable_agent.gateway import create_app
 from durable_agent.gateway._openai_chat import ChatRequest
 from durable_agent.gateway._openai_responses import ResponsesRequest
+from durable_agent.gateway._wake_up_routes import WakeUpBody
 from durable_agent.temporal import DurableAgentPlugin
 
 ROOT = Path(__file__).parents[2]
@@ -52,7 +54,7 @@ INDEX = "## Everything a starter can reach, and its row"
 #: Every argument a starter can give a workflow a worker runs: each workflow's start
 #: input (a session's, a continued session's, an endpoint limiter's, an evaluation's:
 #: anyone who can start a workflow can start any of them), what each signal and update
-#: takes, and the request bodies of the gateway's OpenAI doors.
+#: takes, and the request bodies of the gateway's OpenAI and wake-up doors.
 STARTER_INPUTS: tuple[Any, ...] = (
     AgentInput,
     ContinuedInput,
@@ -73,6 +75,8 @@ STARTER_INPUTS: tuple[Any, ...] = (
     BudgetSignal,
     CapacityRequest,
     CapacityRelease,
+    WakeUpRequest,
+    WakeUpBody,
 )
 
 

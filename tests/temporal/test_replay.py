@@ -58,6 +58,8 @@ def test_histories_are_recorded() -> None:
         "runaway_turn_ended",  # max_turns ends the turn, not the session
         "message_log",  # a worker with a message log: the tail offered before waits
         "round_hooks",  # a request and a reply hook; replay reads the rewritten reply
+        "wake_up_by_the_model",  # set by the model's tool, slept on a timer, fired once
+        "wake_up_by_a_starter",  # set by the set_wake_up update, fired once
         "tool_routes_refused",  # a batch's task queues asked of the worker, one refused
         "fallback_chain",  # three hops across Chat Completions and Anthropic
         "context_overflow_trimmed",  # "context too long", then a shorter request
