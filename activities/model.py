@@ -66,7 +66,7 @@ from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, r
 from durable_agent._tools.registry import Registry
 from durable_agent._wire.codecs import Codec, built_by
 from durable_agent._wire.context import tokens_left
-from durable_agent._wire.messages import AssistantMessage, Message, ToolCall, Usage, dump_messages
+from durable_agent._wire.messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent._wire.outgoing import PreparedMessages
 from durable_agent._wire.transcript import (
     canonical_json,
@@ -506,7 +506,7 @@ class ModelActivities:
             if limited
             else None
         )
-        with model_call_span(setup, codec, dump_messages(sent)) as span:
+        with model_call_span(setup, codec, sent) as span:
             try:
                 message = await client.complete(
                     setup.target,

@@ -12,6 +12,12 @@ With ``--peers``, the same workloads on the OpenAI Agents SDK with Temporal's pl
 on Pydantic AI's Temporal integration (bench/peer_kinds.py), in a second table.
 
 Prints a Markdown table; every figure of ours is also shown as a ratio to the floor.
+
+With ``BENCH_PROFILE=PREFIX``, each worker of ours and the floor's is profiled, every
+thread of it, one file for each kind and workload: ``PREFIX.<kind>.<workload>.prof``
+(``warm-up``, ``A``, ``B`` and ``C``, C's rounds added up); ``python -m bench.profile``
+prints one (bench/profile.py). Profiling slows every kind, so its figures are not the
+bench's.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ class Figures:
     c_server_cpu: float = 0.0
     c_rounds: list[tuple[float, float]] = field(default_factory=list)
     """Each round of C: (turns/s, worker CPU s)."""
+    a_runs: list[tuple[float, float]] = field(default_factory=list)
+    """Each run of A: (ms per turn, worker CPU s)."""
 
 
 class Bench:
@@ -175,6 +183,22 @@ class Bench:
         return sizes
 
 
+#: Workers being profiled, by pid: each takes ``mark LABEL`` lines on its stdin.
+_profiled: dict[int, subprocess.Popen[str]] = {}
+
+
+async def mark(pid: int, label: str) -> None:
+    """Close the profile section ``label`` of a profiled worker (else nothing)."""
+    worker = _profiled.get(pid)
+    if worker is None:
+        return
+    assert worker.stdin is not None and worker.stdout is not None
+    worker.stdin.write(f"mark {label}\n")
+    worker.stdin.flush()
+    answer = await asyncio.to_thread(worker.stdout.readline)
+    assert answer.strip() == "marked", answer
+
+
 @asynccontextmanager
 async def worker_for(kind: str, bench: Bench, data: Path) -> AsyncIterator[tuple[str, int]]:
     """The kind's worker in a process of its own: its task queue and pid."""
@@ -188,46 +212,69 @@ async def worker_for(kind: str, bench: Bench, data: Path) -> AsyncIterator[tuple
         task_queue,
         str(data / kind),
     ]
+    env = {**os.environ, "BENCH_PEER_BASE_URL": bench.base_url}
+    profile = env.pop("BENCH_PROFILE", None)
     if kind in PEERS:
         command = worker_command(PEERS[kind], bench.address, task_queue, bench.base_url)
+    elif profile:
+        env["BENCH_PROFILE"] = f"{profile}.{kind}"
     worker = subprocess.Popen(
         command,
         cwd=ROOT,
+        stdin=subprocess.PIPE if "BENCH_PROFILE" in env else None,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "BENCH_PEER_BASE_URL": bench.base_url},
+        env=env,
     )
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    if "BENCH_PROFILE" in env:
+        _profiled[worker.pid] = worker
     try:
         await bench.session(kind, A, task_queue)  # warm-up
+        await mark(worker.pid, "warm-up")
         yield task_queue, worker.pid
     finally:
+        _profiled.pop(worker.pid, None)
         worker.terminate()
         worker.wait(timeout=30)
 
 
-async def measure(kind: str, bench: Bench, task_queue: str, pid: int, runs: int) -> Figures:
-    """Workloads A and B, one session at a time."""
-    figures = Figures()
-    cpu_before = cpu_seconds(pid)
-    walls, last = [], ""
-    for _ in range(runs):
-        last, wall = await bench.session(kind, A, task_queue)
-        walls.append(wall)
-    figures.worker_cpu_per_run = (cpu_seconds(pid) - cpu_before) / runs
-    figures.ms_per_turn = statistics.median(walls) / A.model_calls * 1000
-    (
-        figures.history_bytes,
-        figures.history_json_bytes,
-        figures.events,
-        figures.workflow_tasks,
-    ) = await bench.history_figures(last)
+async def measure_a(
+    kinds: list[str], bench: Bench, workers: dict[str, tuple[str, int]], runs: int
+) -> dict[str, Figures]:
+    """Workload A, one session at a time, the kinds taking turns in each run (in reverse
+    order every other run, as C's rounds do): a shared machine's drift then counts
+    against none of them. A run's CPU is its worker's during that session alone."""
+    figures = {k: Figures() for k in kinds}
+    last: dict[str, str] = {}
+    for r in range(runs):
+        for kind in turn_order(kinds, r):
+            task_queue, pid = workers[kind]
+            cpu_before = cpu_seconds(pid)
+            last[kind], wall = await bench.session(kind, A, task_queue)
+            cpu = cpu_seconds(pid) - cpu_before
+            figures[kind].a_runs.append((wall / A.model_calls * 1000, cpu))
+    for kind in kinds:
+        found = figures[kind]
+        await mark(workers[kind][1], "A")
+        found.worker_cpu_per_run = sum(cpu for _, cpu in found.a_runs) / runs
+        found.ms_per_turn = statistics.median(ms for ms, _ in found.a_runs)
+        (
+            found.history_bytes,
+            found.history_json_bytes,
+            found.events,
+            found.workflow_tasks,
+        ) = await bench.history_figures(last[kind])
+    return figures
 
+
+async def measure_b(kind: str, bench: Bench, task_queue: str, pid: int, figures: Figures) -> None:
+    """Workload B: one session of 200 model calls."""
     b_id, _ = await bench.session(kind, B, task_queue)
+    await mark(pid, "B")
     sizes = await bench.model_call_bytes(b_id)
     figures.b_call_bytes = {k: sizes[k - 1] for k in (1, 10, 50, 100, 200)}
     figures.b_total_bytes, figures.b_total_json_bytes, *_ = await bench.history_figures(b_id)
-    return figures
 
 
 async def measure_c(kind: str, bench: Bench, task_queue: str, pid: int, concurrent: int) -> Figures:
@@ -244,6 +291,7 @@ async def measure_c(kind: str, bench: Bench, task_queue: str, pid: int, concurre
     figures.c_p95 = latencies[int(0.95 * (len(latencies) - 1))]
     figures.c_worker_cpu = cpu_seconds(pid) - worker_cpu
     figures.c_server_cpu = cpu_seconds(server_pid) - server_cpu
+    await mark(pid, "C")
     return figures
 
 
@@ -253,16 +301,17 @@ C_FIELDS = ("c_turns_per_second", "c_p50", "c_p95", "c_worker_cpu", "c_server_cp
 async def measure_all(
     kinds: list[str], bench: Bench, data: Path, runs: int, concurrent: int, rounds: int
 ) -> dict[str, Figures]:
-    """A and B for each kind in turn; then C in ``rounds`` rounds, the kinds taking turns
-    within each, in reverse order every other round (a shared machine's speed drifts
-    over minutes, and would otherwise count against whichever kind ran last), each C
-    figure the median of its rounds."""
+    """A's runs, the kinds taking turns; B for each kind; then C in ``rounds`` rounds,
+    the kinds taking turns within each, in reverse order every other round (a shared
+    machine's speed drifts over minutes, and would otherwise count against whichever
+    kind ran last), each C figure the median of its rounds."""
     async with AsyncExitStack() as stack:
         workers = {k: await stack.enter_async_context(worker_for(k, bench, data)) for k in kinds}
-        figures = {
-            k: await measure(k, bench, *workers[k], runs) if k != QUIET else Figures()
-            for k in kinds
-        }
+        figures = {QUIET: Figures()}
+        figures |= await measure_a([k for k in kinds if k != QUIET], bench, workers, runs)
+        for kind in kinds:
+            if kind != QUIET:
+                await measure_b(kind, bench, *workers[kind], figures[kind])
         c_runs: dict[str, list[Figures]] = {k: [] for k in kinds}
         for r in range(rounds):
             for kind in turn_order(kinds, r):
@@ -337,6 +386,21 @@ def table(
         ratio = f"{value / base:.2f}x" if base else "-"
         lines.append(f"| {workload} | {name} | {show(base)} | {show(value)} | {ratio} | {target} |")
     flat = ours.b_call_bytes[200] / ours.b_call_bytes[10]
+    a_paired = list(zip(floor.a_runs, ours.a_runs, strict=True))
+    a_ms = [o[0] / f[0] for f, o in a_paired]
+    a_cpu = [o[1] / f[1] for f, o in a_paired]
+    lines.append("")
+    lines.append(  # A's runs alternate too: the same spread, run by run
+        "Workload A run by run, durable-agent to the floor: ms per turn "
+        + " ".join(f"{r:.2f}x" for r in a_ms)
+        + "; worker CPU "
+        + " ".join(f"{r:.2f}x" for r in a_cpu)
+        + ". Medians of the runs' ratios: "
+        + describe("ms per turn", a_ms, "lower")
+        + "; "
+        + describe("worker CPU", a_cpu, "lower")
+        + "."
+    )
     for label, kind in (("durable-agent", ours), ("with live deltas off", quiet)):
         paired = list(zip(floor.c_rounds, kind.c_rounds, strict=True))
         throughput = [o[0] / f[0] for f, o in paired]

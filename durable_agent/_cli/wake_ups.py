@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import TextIO
 
 from durable_agent._client.sessions import AgentClient
-from durable_agent._contracts.wake_ups import describe, zone
+from durable_agent._contracts.wake_ups import describe
 from durable_agent._errors import WakeUpRefused
+from durable_agent._spec.tool_kinds import zone
 
 from .args import CommandError
 from .schedules import _duration

@@ -9,15 +9,13 @@ every worker, and every replay, computes the same due times from the same workfl
 
 from __future__ import annotations
 
-import importlib.resources
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any, Literal
-from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from durable_agent._spec.tool_kinds import zone
 from durable_agent._wire.messages import Contract, UserMessage
 
 #: The ``source`` of a message a wake-up brings: the loop made it, no person wrote it.
@@ -89,24 +87,6 @@ class WakeUpsState(BaseModel):
 # --- times: cron rules and zones, in pure code -------------------------------------
 
 
-@cache
-def _zone_names() -> frozenset[str]:
-    """The zones the pinned ``tzdata`` package has: the only names a zone is read by."""
-    listing = importlib.resources.files("tzdata").joinpath("zones").read_text()
-    return frozenset(listing.split())
-
-
-@cache
-def zone(name: str) -> ZoneInfo:
-    """The time zone ``name`` from the pinned ``tzdata`` package; ``ValueError`` when it
-    has none of that name."""
-    if name not in _zone_names():
-        raise ValueError(f"unknown time zone {name!r}: give an IANA name such as Europe/Paris")
-    folder = importlib.resources.files("tzdata.zoneinfo")
-    with folder.joinpath(*name.split("/")).open("rb") as data:
-        return ZoneInfo.from_file(data, key=name)
-
-
 def epoch(moment: datetime) -> int:
     """A time as wake-ups keep it: milliseconds since the epoch."""
     return int(moment.timestamp() * 1000)
@@ -148,10 +128,11 @@ def describe(wake_up: WakeUp) -> str:
     return f"{wake_up.id}: due {due}{repeat}, set by the {wake_up.set_by}: {wake_up.text}"
 
 
-def request_from_tool(arguments: dict[str, Any]) -> WakeUpRequest:
+def request_from_tool(arguments: dict[str, Any], default_zone: str = "UTC") -> WakeUpRequest:
     """The model's arguments as a request: ``at`` is an ISO 8601 time, read in
-    ``timezone`` when it has no offset."""
-    zone_name = arguments.get("timezone") or "UTC"
+    ``timezone`` when it has no offset; a call that names no zone is in
+    ``default_zone`` (the one its spec gives, else UTC)."""
+    zone_name = arguments.get("timezone") or default_zone
     if not isinstance(zone_name, str):
         raise ValueError("timezone is an IANA name such as Europe/Paris")
     at = arguments.get("at")

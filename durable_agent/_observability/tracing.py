@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +29,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from durable_agent._contracts.boundary import ModelSetup
 from durable_agent._wire.codecs import Codec
-from durable_agent._wire.messages import AssistantMessage, ToolMessage
+from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, dump_messages
 
 #: Spans held while the collector is away or slow; more are dropped.
 MAX_QUEUED_SPANS = 4096
@@ -218,12 +218,13 @@ def request_attributes(setup: ModelSetup, codec: Codec) -> dict[str, Any]:
 
 
 @contextmanager
-def model_call_span(setup: ModelSetup, codec: Codec, messages: list[Any]) -> Iterator[Span]:
+def model_call_span(setup: ModelSetup, codec: Codec, messages: Sequence[Message]) -> Iterator[Span]:
     with tracer.start_as_current_span(
         "execute", kind=SpanKind.CLIENT, attributes=request_attributes(setup, codec)
     ) as span:
-        if content_on_spans():
-            span.set_attribute("gen_ai.input.messages", json.dumps(messages, default=str))
+        if content_on_spans():  # the array is encoded only to be put on the span
+            content = json.dumps(dump_messages(messages), default=str)
+            span.set_attribute("gen_ai.input.messages", content)
         yield span
 
 

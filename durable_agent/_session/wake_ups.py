@@ -124,7 +124,7 @@ class WakeUps:
             if not isinstance(arguments, dict):
                 results[k] = error_result(call, "the arguments are not a JSON object")
                 continue
-            text, failed = self._tool(target.action, arguments, now)
+            text, failed = self._tool(target.action, arguments, now, target.timezone)
             error = True if failed else None
             results[k] = ToolMessage(
                 tool_call_id=call.id, content=text, tool_name=call.function.name, is_error=error
@@ -132,7 +132,11 @@ class WakeUps:
         return results
 
     def _tool(
-        self, action: Literal["set", "list", "cancel"], arguments: dict[str, Any], now: datetime
+        self,
+        action: Literal["set", "list", "cancel"],
+        arguments: dict[str, Any],
+        now: datetime,
+        default_zone: str,
     ) -> tuple[str, bool]:
         if action == "list":
             if not self.pending:
@@ -143,7 +147,7 @@ class WakeUps:
             refusal = self.cancel(str(wake_up_id))
             return (refusal, True) if refusal else (f"Cancelled wake-up {wake_up_id}.", False)
         try:
-            request = request_from_tool(arguments)
+            request = request_from_tool(arguments, default_zone)
         except ValueError as error:
             return f"refused: {error}", True
         checked = self.check(request, now)

@@ -10,11 +10,14 @@ gathered in ``BUILT_IN_KINDS``. A worker runs the kinds its ``Registry`` holds
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
+from zoneinfo import ZoneInfo
 
 from pydantic import (
     ConfigDict,
@@ -219,6 +222,9 @@ class WakeUpsTarget(ToolTarget):
     max_per_session: int = 20
     min_interval_seconds: int = 60
     max_ahead_days: int = 366
+    timezone: str = "UTC"
+    """Where a call that names no zone reads its times: the zone the spec's toolset
+    entry gives."""
 
 
 #: The built-in kinds' recorded targets and call targets, by kind.
@@ -528,6 +534,24 @@ class WakeUpLimits:
             raise ValueError("WakeUpLimits: every bound is a whole number of at least 1")
 
 
+@cache
+def _zone_names() -> frozenset[str]:
+    """The zones the pinned ``tzdata`` package has: the only names a zone is read by."""
+    listing = importlib.resources.files("tzdata").joinpath("zones").read_text()
+    return frozenset(listing.split())
+
+
+@cache
+def zone(name: str) -> ZoneInfo:
+    """The time zone ``name`` from the pinned ``tzdata`` package; ``ValueError`` when it
+    has none of that name."""
+    if name not in _zone_names():
+        raise ValueError(f"unknown time zone {name!r}: give an IANA name such as Europe/Paris")
+    folder = importlib.resources.files("tzdata.zoneinfo")
+    with folder.joinpath(*name.split("/")).open("rb") as data:
+        return ZoneInfo.from_file(data, key=name)
+
+
 _WHEN = (
     "Give exactly one of: 'at' (an ISO 8601 date and time, with an offset or in "
     "'timezone'), 'after_seconds' (a delay from now), 'every_seconds' (repeat at this "
@@ -573,14 +597,23 @@ class WakeUpsKind(ToolKind[WakeUpsTarget, CallTarget]):
                 "this worker offers no wake-ups: its owner sets "
                 "Capabilities(wake_ups=WakeUpLimits(...)) to offer them"
             )
+        default_zone = source.timezone or "UTC"
+        try:
+            zone(default_zone)
+        except ValueError as error:
+            raise NotAllowed(f"timezone: {error}") from None
         tools = []
         for action, (description, parameters) in _TOOLS.items():
             schema = parameters or {"type": "object", "properties": {}}
+            if action == "set":
+                said = json.dumps(schema).replace("default UTC", f"default {default_zone}")
+                schema = json.loads(said)
             target = WakeUpsTarget(
                 action=action,
                 max_per_session=limits.max_per_session,
                 min_interval_seconds=limits.min_interval_seconds,
                 max_ahead_days=limits.max_ahead_days,
+                timezone=default_zone,
             )
             definition = ToolDefinition(name=action, description=description, parameters=schema)
             tools.append(ResolvedTool(definition=definition, policy=ToolPolicy(), target=target))

@@ -301,6 +301,15 @@ class ToolsetSpec(_Spec):
     """Only these of its tools, by their own names (unset: all of them)."""
     prefix: str | None = None
     """Put before each tool name (default ``<name>_``)."""
+    timezone: str | None = None
+    """For a kind that reads times (``wake_ups``): the IANA time zone a call that names
+    none is read in (unset: UTC)."""
+
+    @model_validator(mode="after")
+    def _zone_for_times(self) -> ToolsetSpec:
+        if self.timezone is not None and self.kind != "wake_ups":
+            raise ValueError("timezone: only a wake_ups toolset reads times")
+        return self
 
     @property
     def tool_prefix(self) -> str:

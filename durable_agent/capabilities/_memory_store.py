@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from durable_agent._errors import NotAllowed
+from durable_agent._errors import DurableAgentError, NotAllowed
 from durable_agent._payloads.encryption import CodecKeys
 
 T = TypeVar("T")
@@ -630,7 +630,7 @@ def open_memory_store(url: str, keys: CodecKeys | None = None) -> MemoryStore:
 MAX_PATH = 500
 
 
-class PathRefused(ValueError):
+class PathRefused(DurableAgentError, ValueError):
     """A path that is not a path inside the workspace; the message says why."""
 
 

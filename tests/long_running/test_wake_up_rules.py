@@ -4,9 +4,11 @@ names that are only names."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from durable_agent._contracts.wake_ups import (
     Refusal,
@@ -18,6 +20,10 @@ from durable_agent._contracts.wake_ups import (
     planned,
     request_from_tool,
 )
+from durable_agent._errors import NotAllowed
+from durable_agent._spec.tool_kinds import BUILT_IN_KINDS, WorkerSide
+from durable_agent._spec.tools import ToolsetSpec
+from durable_agent.capabilities import Capabilities
 
 NOW = epoch(datetime(2026, 3, 27, 12, 0, tzinfo=UTC))
 
@@ -79,3 +85,31 @@ def test_the_models_arguments_read_a_time_in_its_zone() -> None:
         request_from_tool({"text": "call", "after_seconds": 5, "cron": "0 9 * * *"})
     with pytest.raises(ValueError, match="not an ISO 8601"):
         request_from_tool({"text": "call", "at": "tomorrow"})
+
+
+def test_a_call_naming_no_zone_reads_its_time_in_the_zone_the_spec_gives() -> None:
+    made = request_from_tool({"text": "call", "at": "2026-07-01T09:00:00"}, "Asia/Tokyo")
+    assert made.at == at(2026, 7, 1, 0) and made.timezone == "Asia/Tokyo"
+    named = {"text": "call", "at": "2026-07-01T09:00:00", "timezone": "UTC"}
+    assert request_from_tool(named, "Asia/Tokyo").at == at(2026, 7, 1, 9)
+    assert request_from_tool({"text": "call", "at": "2026-07-01T09:00:00"}).at == at(
+        2026, 7, 1, 9
+    )
+
+
+async def test_the_spec_gives_its_toolset_a_zone_the_worker_knows() -> None:
+    worker = WorkerSide(capabilities=Capabilities())
+    paris = ToolsetSpec(kind="wake_ups", name="wake_ups", timezone="Europe/Paris")
+    tools = await BUILT_IN_KINDS["wake_ups"].list_tools(paris, worker)
+    assert {t.target.timezone for t in tools} == {"Europe/Paris"}
+    setting = next(t for t in tools if t.target.action == "set")
+    assert "default Europe/Paris" in json.dumps(setting.definition.parameters)
+    plain = ToolsetSpec(kind="wake_ups", name="wake_ups")
+    plain_tools = await BUILT_IN_KINDS["wake_ups"].list_tools(plain, worker)
+    assert {t.target.timezone for t in plain_tools} == {"UTC"}
+    for name in ("Mars/Olympus", "../../etc/passwd"):
+        unknown = ToolsetSpec(kind="wake_ups", name="wake_ups", timezone=name)
+        with pytest.raises(NotAllowed, match="unknown time zone"):
+            await BUILT_IN_KINDS["wake_ups"].list_tools(unknown, worker)
+    with pytest.raises(ValidationError, match="only a wake_ups toolset reads times"):
+        ToolsetSpec(kind="mcp", name="notes", timezone="Europe/Paris")
