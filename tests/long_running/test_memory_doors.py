@@ -20,6 +20,7 @@ from durable_agent._spec.tools import ToolContext
 from durable_agent.capabilities import Memory, Workspace
 from durable_agent.capabilities._memory import MemoryTool, Scope
 from durable_agent.capabilities._workspace import WorkspaceTool
+from tests.support.browser import chromium_page, need_chromium
 from tests.support.gateway_harness import ROOT, gateway
 
 ALICE_TOKEN, BOB_TOKEN = "alice-token-0123456789", "bob-token-0123456789ab"
@@ -155,3 +156,47 @@ async def test_the_owner_edits_and_deletes_in_the_store_from_the_cli(tmp_path: P
     assert json.loads(search.stdout)[0]["text"] == "On the Team plan"
     assert json.loads(deleted.stdout) == {"memory": "deleted"}
     assert gone.returncode != 0 and "no memory 'plan'" in gone.stderr
+
+
+async def test_the_owner_reads_edits_and_deletes_a_memory_in_the_console(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The console's panel, as a person uses it in Chromium: the namespace's memories
+    and files listed, a memory's text edited and then deleted, in the store itself."""
+    need_chromium()
+    url = f"sqlite:///{tmp_path / 'memory.sqlite'}"
+    await seed(url)
+    address = str(temporal_env.client.service_client.config.target_host)
+    with gateway(
+        address, task_queue, None, "--memory-store", url, DURABLE_AGENT_GATEWAY_TOKENS=TOKENS
+    ) as base:
+        async with chromium_page() as page:
+            await page.add_init_script(
+                f"sessionStorage.setItem('durable-agent-token', '{ALICE_TOKEN}')"
+            )
+            await page.goto(base)
+            await page.click("#memory summary")  # the panel opens as a person opens it
+            await page.fill("#memory-namespace", ALICE_SPACE)
+            await page.press("#memory-namespace", "Enter")
+            row = page.locator("#memory-list li", has_text="plan:")
+            await row.wait_for(timeout=30_000)
+            listed = await row.inner_text()
+            files = await page.locator("#workspace-list li").inner_text()
+            page.once("dialog", lambda dialog: dialog.accept("Alice moved to Team"))
+            await row.get_by_role("button", name="edit").click()
+            await page.locator("#memory-list li", has_text="Alice moved to Team").wait_for(
+                timeout=30_000
+            )
+            edited = json.loads((await asyncio.to_thread(cli, "list", "--store", url)).stdout)
+            await page.locator("#memory-list li", has_text="plan:").get_by_role(
+                "button", name="delete"
+            ).click()
+            await page.wait_for_function(
+                "() => document.querySelectorAll('#memory-list li').length === 0",
+                timeout=30_000,
+            )
+            left = json.loads((await asyncio.to_thread(cli, "list", "--store", url)).stdout)
+    assert "Alice is on the Pro plan" in listed
+    assert "/report.md" in files
+    assert [(m["key"], m["text"]) for m in edited] == [("plan", "Alice moved to Team")]
+    assert left == []
