@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent._client.handle import SessionHandle
-from durable_agent._contracts.wake_ups import WAKE_UP_SOURCE
+from durable_agent._contracts.wake_ups import WAKE_UP_SOURCE, epoch
 from durable_agent._tools.functions import tool
 from durable_agent._tools.registry import Registry
 from durable_agent._wire.messages import AssistantMessage, Message, UserMessage
@@ -163,8 +164,22 @@ async def test_a_cron_rule_in_a_zone_falls_due_at_its_local_time(
                 return [t for t in await timer_durations(handle) if t > timedelta(hours=1)]
 
             [timer] = await wait_for(timed)
-            set_at = due - timer  # the workflow time of the task that set the timer
-            assert before - timedelta(seconds=1) <= set_at <= datetime.now(UTC)
+            set_at = await time_of_task_that_started_the_timer(handle)
+            assert made.due - round(timer / timedelta(milliseconds=1)) == epoch(set_at)
+
+
+async def time_of_task_that_started_the_timer(handle: WorkflowHandle[Any, Any]) -> datetime:
+    """The workflow time of the task that started the session's last timer: its
+    ``WorkflowTaskStarted`` event's time, as the history records it."""
+    started: datetime | None = None
+    found: datetime | None = None
+    for event in (await handle.fetch_history()).events:
+        if event.HasField("workflow_task_started_event_attributes"):
+            started = event.event_time.ToDatetime(tzinfo=UTC)
+        if event.HasField("timer_started_event_attributes"):
+            found = started
+    assert found is not None
+    return found
 
 
 async def test_one_due_during_a_turn_waits_for_the_turn_and_fires_once(
