@@ -28,7 +28,7 @@ def add_schedule_command(command: Callable[..., argparse.ArgumentParser]) -> Non
     sub.add_argument("--instructions", help="system prompt for the default spec")
     sub.add_argument("--message", help="create: what each run is asked")
     sub.add_argument("--cron", action="append", default=[], help="create: a cron expression")
-    sub.add_argument("--every", type=_duration, help="create: an interval (90s, 15m, 1h, 1d)")
+    sub.add_argument("--every", type=duration, help="create: an interval (90s, 15m, 1h, 1d)")
     sub.add_argument("--overlap", choices=sorted(OVERLAPS), default="skip")
     sub.add_argument("--paused", action="store_true", help="create: paused")
     sub.add_argument("--note", help="pause, unpause: why")
@@ -36,7 +36,9 @@ def add_schedule_command(command: Callable[..., argparse.ArgumentParser]) -> Non
     sub.add_argument("--end", type=datetime.fromisoformat, help="backfill: to (ISO time)")
 
 
-def _duration(text: str) -> timedelta:
+def duration(text: str) -> timedelta:
+    """A command line's ``90s``, ``15m``, ``1h`` or ``1d`` (the schedule and wake-up
+    commands read their intervals with it)."""
     unit = _UNITS.get(text[-1:])
     try:
         amount = float(text[:-1]) if unit else float(text)

@@ -14,7 +14,7 @@ from durable_agent._errors import WakeUpRefused
 from durable_agent._spec.tool_kinds import zone
 
 from .args import CommandError
-from .schedules import _duration
+from .schedules import duration
 
 ACTIONS = ("list", "set", "cancel")
 
@@ -26,8 +26,8 @@ def add_wake_ups_command(command: Callable[..., argparse.ArgumentParser]) -> Non
     sub.add_argument("wake_up_id", nargs="?", help="cancel: the wake-up (w1, w2, ...)")
     sub.add_argument("--text", help="set: what the agent reads when it wakes")
     sub.add_argument("--at", type=datetime.fromisoformat, help="set: an ISO time with offset")
-    sub.add_argument("--after", type=_duration, help="set: a delay (90s, 15m, 1h, 1d)")
-    sub.add_argument("--every", type=_duration, help="set: repeat at this interval")
+    sub.add_argument("--after", type=duration, help="set: a delay (90s, 15m, 1h, 1d)")
+    sub.add_argument("--every", type=duration, help="set: repeat at this interval")
     sub.add_argument("--cron", help="set: repeat on a five-field cron rule")
     sub.add_argument("--timezone", default="UTC", help="set: IANA zone of --cron and --at")
 

@@ -558,29 +558,35 @@ _WHEN = (
     "interval) or 'cron' (repeat on a five-field cron rule in 'timezone')."
 )
 
-_TOOLS: dict[Literal["set", "list", "cancel"], tuple[str, dict[str, Any]]] = {
-    "set": (
-        "Set a wake-up: at its time you receive its text as a message marked as a wake-up "
-        "(not from the user) and act on it. " + _WHEN + " Returns its id.",
-        {
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "What you will read when it fires."},
-                "at": {"type": "string", "description": "e.g. 2026-12-08T09:00:00+01:00"},
-                "after_seconds": {"type": "number"},
-                "every_seconds": {"type": "integer"},
-                "cron": {"type": "string", "description": "e.g. '0 9 * * mon-fri'"},
-                "timezone": {"type": "string", "description": "IANA name; default UTC"},
+def _tools(default_zone: str) -> dict[Literal["set", "list", "cancel"], tuple[str, dict[str, Any]]]:
+    """The three tools, each a description and its parameters' schema; a time without a
+    zone is read in ``default_zone``."""
+    return {
+        "set": (
+            "Set a wake-up: at its time you receive its text as a message marked as a wake-up "
+            "(not from the user) and act on it. " + _WHEN + " Returns its id.",
+            {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "description": "What you will read when it fires."},
+                    "at": {"type": "string", "description": "e.g. 2026-12-08T09:00:00+01:00"},
+                    "after_seconds": {"type": "number"},
+                    "every_seconds": {"type": "integer"},
+                    "cron": {"type": "string", "description": "e.g. '0 9 * * mon-fri'"},
+                    "timezone": {
+                        "type": "string",
+                        "description": f"IANA name; default {default_zone}",
+                    },
+                },
+                "required": ["text"],
             },
-            "required": ["text"],
-        },
-    ),
-    "list": ("List the wake-ups set in this session, with their ids and due times.", {}),
-    "cancel": (
-        "Cancel a wake-up by its id: it never fires again.",
-        {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
-    ),
-}
+        ),
+        "list": ("List the wake-ups set in this session, with their ids and due times.", {}),
+        "cancel": (
+            "Cancel a wake-up by its id: it never fires again.",
+            {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+        ),
+    }
 
 
 class WakeUpsKind(ToolKind[WakeUpsTarget, CallTarget]):
@@ -603,11 +609,8 @@ class WakeUpsKind(ToolKind[WakeUpsTarget, CallTarget]):
         except ValueError as error:
             raise NotAllowed(f"timezone: {error}") from None
         tools = []
-        for action, (description, parameters) in _TOOLS.items():
+        for action, (description, parameters) in _tools(default_zone).items():
             schema = parameters or {"type": "object", "properties": {}}
-            if action == "set":
-                said = json.dumps(schema).replace("default UTC", f"default {default_zone}")
-                schema = json.loads(said)
             target = WakeUpsTarget(
                 action=action,
                 max_per_session=limits.max_per_session,
