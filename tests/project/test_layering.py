@@ -48,8 +48,10 @@ PUBLIC_MODULES = (
 )
 #: (83: the extending module names the codec protocols its page describes; 88: the
 #: capabilities module names memories and workspaces, their sources and bounds; 89: the
-#: refusal a starter's wake-up past the owner's bounds raises.)
-PUBLIC_NAMES_AT_MOST = 89
+#: refusal a starter's wake-up past the owner's bounds raises; up to 95: the owner's
+#: registry of remote A2A agents and the settings of the providers' own compaction and
+#: hosted tools.)
+PUBLIC_NAMES_AT_MOST = 95
 
 
 def package_modules() -> list[str]:
@@ -80,7 +82,7 @@ def public_lists() -> dict[str, list[str]]:
     return lists
 
 
-def test_the_public_face_is_six_modules_and_at_most_89_names_each_in_one_place() -> None:
+def test_the_public_face_is_six_modules_and_at_most_95_names_each_in_one_place() -> None:
     private = [m for m in package_modules() if m not in PUBLIC_MODULES]
     assert private, "the walk found the package"
     assert [m for m in private if not any(p.startswith("_") for p in m.split(".")[1:])] == []
@@ -242,12 +244,14 @@ def test_no_package_holds_more_than_fifteen_percent_of_the_lines() -> None:
 
 
 #: The package's modules at most: each holds a whole job, so a reader finds one file
-#: for it rather than a trail of small ones.
-MODULES_AT_MOST = 150
+#: for it rather than a trail of small ones. (150 held the house before the AI SDK and
+#: A2A doors; each door is one module, as the AG-UI and OpenAI doors are, and the
+#: remote-agent tool kind is one more.)
+MODULES_AT_MOST = 156
 
 
 def test_modules_are_named_for_their_job_and_hold_a_whole_one() -> None:
-    """At most 150 modules; none under 40 lines but a package's ``__init__``; none named
+    """At most 156 modules; none under 40 lines but a package's ``__init__``; none named
     for its own package (``_session/session.py`` says nothing a reader did not know);
     and each folder's ``__init__`` says which folder an import of it reads."""
     root = Path(__file__).parents[2]
