@@ -64,7 +64,7 @@ from durable_agent._session.model_call import (
 from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent._tools.registry import Registry
-from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._wire.codecs import Codec, built_by, hosted_by
 from durable_agent._wire.context import tokens_left
 from durable_agent._wire.messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent._wire.outgoing import PreparedMessages
@@ -400,7 +400,7 @@ class ModelActivities:
         head, conversation = await self._conversation(call)
         bound = _log_for(call)
         codec = self._codec(setup)
-        self._check_options(setup, limited, codec)
+        setup = self._check_options(setup, limited, codec)
         # the request is built by the pure steps of ``model_call``; here only the
         # I/O between them: hooks, files fetched, provider parts guarded
         messages, schema = fitted(conversation, setup, codec)
@@ -546,17 +546,25 @@ class ModelActivities:
                 str(error), type=Failure.CONFIGURATION_ERROR, non_retryable=True
             ) from None
 
-    def _check_options(self, setup: ModelSetup, limited: LimitedCall, codec: Codec) -> None:
+    def _check_options(
+        self, setup: ModelSetup, limited: LimitedCall, codec: Codec
+    ) -> ModelSetup:
         """Refuse, before anything is fetched or sent, a call whose ``options.extra``
         names a key the owner does not allow for its endpoint, or one the request is
-        built from (asked at every call: a setup can come from an input admission
-        never saw)."""
+        built from, or that asks for a hosted tool the owner does not allow there
+        (asked at every call: a setup can come from an input admission never saw).
+        The setup back with its hosted tools as they are sent (the owner's settings)."""
         extra = extra_keys(setup)
         problems = self._capabilities.option_problems(limited.endpoint, extra, built_by(codec))
+        options, wrong = self._capabilities.hosted_tools_for(
+            limited.endpoint, setup.options, hosted_by(codec)
+        )
+        problems += wrong
         if problems:
             raise ApplicationError(
                 f"model.options.{problems[0]}", type=Failure.CONFIGURATION_ERROR, non_retryable=True
             )
+        return setup.model_copy(update={"options": options})
 
     @staticmethod
     def _failure(error: ProviderError, bound: Any) -> ApplicationError:

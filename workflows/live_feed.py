@@ -29,6 +29,7 @@ from durable_agent._contracts.events import (
     Compacted,
     Flushed,
     GuardrailBlocked,
+    HostedToolUsed,
     Rescued,
 )
 from durable_agent._wire.context import COMPACTION
@@ -40,6 +41,7 @@ from durable_agent._wire.messages import (
     SystemMessage,
     ToolMessage,
     UserMessage,
+    hosted_calls,
 )
 
 with workflow.unsafe.imports_passed_through():
@@ -86,6 +88,9 @@ def step_events(message: Message) -> list[Any]:
     if isinstance(message, UserMessage | AssistantMessage) and message.blocked is not None:
         kind = "input" if isinstance(message, UserMessage) else "output"
         return [GuardrailBlocked(kind=kind, reason=message.blocked)]
+    if isinstance(message, AssistantMessage) and message.provider_items is not None:
+        # the provider ran these within the reply: shown, never run or gated here
+        return [HostedToolUsed(**c.model_dump()) for c in hosted_calls(message.provider_items)]
     return []
 
 

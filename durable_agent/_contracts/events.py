@@ -150,6 +150,19 @@ class Compacted(_Event):
     compacts: int | None = None
 
 
+class HostedToolUsed(_Event):
+    """The model used one of the provider's own tools in its reply (a web search, a
+    file search, code the provider ran): the provider ran it, no worker did, and no
+    approval gated it (the endpoint's owner allowed the tool)."""
+
+    type: Literal["hosted_tool"] = "hosted_tool"
+    id: str
+    name: str
+    status: str
+    detail: str = ""
+    """What it looked for or ran, shortened."""
+
+
 class Trimmed(_Event):
     """The request about to be made leaves the oldest ``count`` messages out to fit."""
 
@@ -239,6 +252,7 @@ LiveEvent = Annotated[
     | Rescued
     | Flushed
     | Compacted
+    | HostedToolUsed
     | Trimmed
     | GuardrailBlocked
     | TurnEnded

@@ -40,6 +40,7 @@ from durable_agent._wire.options import ModelOptions, with_prompt_cache
 from durable_agent._wire.outgoing import (
     PreparedMessages,
     fit_request,
+    for_wire,
     options_for_call,
     prepare_request_messages,
 )
@@ -68,9 +69,9 @@ class BuiltRequest(NamedTuple):
 def fitted(conversation: Sequence[Message], setup: ModelSetup, codec: Codec) -> Fitted:
     """Step 1: the conversation as the setup's agent sees it, fitted to what the model
     and the codec's wire take."""
-    messages = list(conversation)
+    messages = for_wire(conversation, codec.api)
     if setup.agent is not None:
-        messages = as_seen_by(conversation, setup.agent, setup.instructions)
+        messages = as_seen_by(messages, setup.agent, setup.instructions)
     found, schema = fit_request(messages, setup.inputs, codec.takes, setup.output_schema)
     return Fitted(found, schema)
 
@@ -158,8 +159,9 @@ def summary_request_body(
     """The request that summarises the conversation's first ``until`` messages
     (compaction): the prompt over them as plain lines, on the setup's model."""
     messages = summary_request(conversation, until, prompt)
+    options = setup.options.model_copy(update={"hosted_tools": None})  # words only
     body = _codec_body(
-        codec, messages, model=setup.model, options=setup.options, reasoning=setup.reasoning
+        codec, messages, model=setup.model, options=options, reasoning=setup.reasoning
     )
     return SummaryRequest(messages, body)
 

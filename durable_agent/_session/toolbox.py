@@ -128,7 +128,13 @@ def _as_text(turn: AssistantMessage, results: list[ToolMessage]) -> list[Message
     ]
     said = "\n".join([turn.content, *calls]) if turn.content else "\n".join(calls)
     text = turn.model_copy(
-        update={"content": said, "tool_calls": None, "reasoning": None, "reasoning_details": None}
+        update={
+            "content": said,
+            "tool_calls": None,
+            "reasoning": None,
+            "reasoning_details": None,
+            "provider_items": None,
+        }
     )
     if not results:
         return [text]

@@ -143,10 +143,15 @@ class ModelPrice(SpecModel):
     """Input tokens the provider served from its prompt cache (unset: the input price)."""
     cache_write_per_million: float | None = Field(default=None, ge=0)
     """Input tokens written to the provider's prompt cache (unset: the input price)."""
+    per_hosted_call: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    """US dollars per call of a hosted tool, by the name its usage counts it under
+    (``web_search``, ``file_search``, ``code_interpreter``, ``web_fetch``), as the
+    provider bills each call besides its tokens (a tool not named: no charge)."""
 
     def cost_usd(self, usage: Usage) -> float:
         """What ``usage`` cost: cached reads and cache writes at their own prices, the
-        rest of the input at the input price, the output at the output price."""
+        rest of the input at the input price, the output at the output price, and each
+        hosted tool call at its price."""
         cached, written = usage.cached_tokens or 0, usage.cache_write_tokens or 0
         fresh = max(0, usage.prompt_tokens - cached - written)
         cached_price = self.cached_input_per_million
@@ -156,7 +161,10 @@ class ModelPrice(SpecModel):
             + cached * (self.input_per_million if cached_price is None else cached_price)
             + written * (self.input_per_million if write_price is None else write_price)
             + usage.completion_tokens * self.output_per_million
-        ) / 1_000_000
+        ) / 1_000_000 + sum(
+            n * (self.per_hosted_call or {}).get(name, 0.0)
+            for name, n in (usage.hosted_calls or {}).items()
+        )
 
 
 class ModelSpec(SpecModel):

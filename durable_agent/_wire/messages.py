@@ -175,10 +175,17 @@ class Usage(_Frozen):
     cache_write_tokens: int | None = None
     """Of ``prompt_tokens``, those the provider wrote to its prompt cache (Anthropic
     bills them above the input price)."""
+    hosted_calls: dict[str, int] | None = None
+    """Calls of the provider's own tools in this turn, by tool (``web_search``: 2), which
+    providers bill per call besides the tokens (``ModelPrice.per_hosted_call``)."""
 
     def __add__(self, other: Usage) -> Usage:
         def opt(a: int | None, b: int | None) -> int | None:
             return None if a is None and b is None else (a or 0) + (b or 0)
+
+        calls = dict(self.hosted_calls or {})
+        for name, count in (other.hosted_calls or {}).items():
+            calls[name] = calls.get(name, 0) + count
 
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
@@ -187,7 +194,65 @@ class Usage(_Frozen):
             reasoning_tokens=opt(self.reasoning_tokens, other.reasoning_tokens),
             cached_tokens=opt(self.cached_tokens, other.cached_tokens),
             cache_write_tokens=opt(self.cache_write_tokens, other.cache_write_tokens),
+            hosted_calls=calls or None,
         )
+
+
+class ProviderItems(_Frozen):
+    """Items of a reply its wire API returned that have no place in the chat shape,
+    kept exactly as they came. The codec of ``wire`` resends them in their place on the
+    next request; any other wire never receives them (a provider cannot read another's
+    items, and they may name its own stores and containers)."""
+
+    wire: str
+    """The wire API that made them (``responses``, ``anthropic``)."""
+    items: list[dict[str, Any]]
+    """In the reply's order; what each holds is the provider's."""
+
+
+class HostedCall(_Frozen):
+    """A hosted tool's call as people are shown it: which tool, how it went, and what
+    it looked for (a search's query, a fetched URL, the start of the code it ran)."""
+
+    id: str
+    name: str
+    status: str
+    """The provider's word: ``completed``, ``failed``, ``incomplete``, ``searching``..."""
+    detail: str = ""
+
+
+def hosted_calls(items: ProviderItems | None) -> list[HostedCall]:
+    """The hosted tool calls among a reply's provider items, in order: a Responses
+    ``*_call`` item, or an Anthropic ``server_tool_use`` block with its result's outcome."""
+    found: list[HostedCall] = []
+    blocks = items.items if items is not None else []
+    results = {b.get("tool_use_id"): b for b in blocks if str(b.get("type")).endswith("_result")}
+    for item in blocks:
+        kind = str(item.get("type", ""))
+        if kind.endswith("_call") and kind != "function_call":
+            action: dict[str, Any] = item.get("action") or {}
+            action = action if isinstance(action, dict) else {}
+            said = action.get("query") or action.get("url") or item.get("queries")
+            said = said or item.get("code")
+            status = str(item.get("status") or "completed")
+            name = kind.removesuffix("_call")
+        elif kind == "server_tool_use":
+            said = item.get("input")
+            result = results.get(item.get("id"), {}).get("content")
+            failed = isinstance(result, dict) and str(result.get("type", "")).endswith("_error")
+            status = "completed" if item.get("id") in results else "incomplete"
+            status = "failed" if failed else status
+            name = str(item.get("name") or "server_tool")
+        else:
+            continue
+        if isinstance(said, dict):
+            said = said.get("query") or said.get("url") or said.get("code") or json.dumps(said)
+        if isinstance(said, list):
+            said = " | ".join(str(s) for s in said)
+        detail = visible(str(said or ""))[:200]
+        ident = str(item.get("id") or "")
+        found.append(HostedCall(id=ident, name=name, status=status, detail=detail))
+    return found
 
 
 class SystemMessage(_Stored):
@@ -266,6 +331,10 @@ class AssistantMessage(_CarriesImages):
     could report them (budgets count them; never sent)."""
     reasoning_details: list[dict[str, Any]] | None = None
     """Structured reasoning blocks, verbatim: never edited, reordered or dropped in storage."""
+    provider_items: ProviderItems | None = Field(default=None, exclude_if=_unset)
+    """Items of the reply that only its wire understands (a hosted tool's call and
+    result, text with citations), kept verbatim and resent as they came, to that wire
+    only."""
     finish_reason: str | None = None
     is_error: bool | None = None
     """The turn failed (blank or broken stream, refusal, provider error): see ``error``."""
@@ -392,6 +461,7 @@ LOCAL_EXTENSIONS = frozenset(
         "compacts",
         "blocked",
         "images",
+        "provider_items",
     }
 )
 REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})

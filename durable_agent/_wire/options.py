@@ -30,6 +30,24 @@ class NamedToolChoice(BaseModel):
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
+class HostedTool(BaseModel):
+    """One of the provider's own tools (web search, file search, code execution), which
+    the provider runs inside the model call: no worker runs it and no approval gates it.
+    A session may ask for one only where the endpoint's owner allows that tool
+    (``hosted_tools`` in ``Capabilities.endpoint_rules``), with options within the
+    owner's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """The tool's type on the endpoint's wire (``web_search`` on Responses,
+    ``web_search_20250305`` on Anthropic)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """The tool object's other fields, in the wire's own words (``filters``,
+    ``max_uses``, ``allowed_domains``): only those the wire lets a spec set, and never
+    past what the owner set."""
+
+
 class ModelOptions(BaseModel):
     """Sampling and length options; each codec maps them to its API's names.
 
@@ -64,6 +82,9 @@ class ModelOptions(BaseModel):
     tool_choice: ToolChoice | None = None
     """Whether the model may, must or must not call tools, or must call one named tool;
     each codec writes its API's shape, and only when the request has tools."""
+    hosted_tools: list[HostedTool] | None = None
+    """The provider's own tools this model may use, where the endpoint's owner allows
+    them (``HostedTool``)."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

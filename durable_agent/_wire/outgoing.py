@@ -162,8 +162,9 @@ def _is_failed_turn(message: Message) -> bool:
 
 
 def apply_reasoning_rule(message: AssistantMessage) -> AssistantMessage:
-    """Keep reasoning on tool-call turns (providers require it there); drop it elsewhere."""
-    if message.tool_calls:
+    """Keep reasoning on tool-call turns (providers require it there), hosted tool calls
+    included; drop it elsewhere."""
+    if message.tool_calls or message.provider_items:
         return message
     if message.reasoning is None and message.reasoning_details is None:
         return message
@@ -289,6 +290,17 @@ def part_kind(part: ContentPart) -> PartKind | None:
 def omitted(kind: PartKind) -> TextPart:
     """The marker that stands where a part was left out, so the model knows."""
     return TextPart(text=f"[{kind} omitted: this model takes no {_PLURAL[kind]}]")
+
+
+def for_wire(messages: Sequence[Message], wire: str) -> list[Message]:
+    """The messages with every provider item another wire made left out (the text of
+    those turns stays): one provider never receives another's items."""
+    return [
+        m.model_copy(update={"provider_items": None})
+        if isinstance(m, AssistantMessage) and m.provider_items and m.provider_items.wire != wire
+        else m
+        for m in messages
+    ]
 
 
 def fit_to_model(messages: Sequence[Message], takes: frozenset[PartKind]) -> list[Message]:

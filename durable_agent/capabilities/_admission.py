@@ -15,7 +15,7 @@ from durable_agent._errors import NotAllowed, NotRegistered
 from durable_agent._spec.document import AgentSpec, ModelPrice, ModelSpec, ToolSettings
 from durable_agent._spec.tool_kinds import UnknownToolKind, WorkerSide
 from durable_agent._tools.registry import Registry
-from durable_agent._wire.codecs import built_by
+from durable_agent._wire.codecs import built_by, hosted_by
 
 from ._registry import Capabilities
 
@@ -69,6 +69,10 @@ async def admission_problems(
             built = built_by(registry.codec(endpoint.api))
             extra = set(options.extra) - {"prompt_cache_key"}  # (said above)
             for problem in capabilities.option_problems(model.endpoint, extra, built):
+                problems.append(f"{where}{field.removesuffix('.endpoint')}.options.{problem}")
+            offered = hosted_by(registry.codec(endpoint.api))
+            _, wrong = capabilities.hosted_tools_for(model.endpoint, options, offered)
+            for problem in wrong:
                 problems.append(f"{where}{field.removesuffix('.endpoint')}.options.{problem}")
         if cost_budget and model.price is None and model.name not in capabilities.prices:
             problems.append(

@@ -42,6 +42,7 @@
     request_options = ["parallel_tool_calls", "logprobs"]   # keys of model.options.extra
     file_ids = ["file-abc123"]         # provider file ids a message may name
     only_file_origins = false          # image URLs on public hosts go to the provider too
+    hosted_tools = { web_search = { filters = { allowed_domains = ["example.com"] } } }
 
 The file is the worker owner's: what it names is trusted. A mistake in it stops the
 worker at start with the field named, never a session later.
@@ -104,6 +105,7 @@ class _Rules(_Strict):
     request_options: list[str] = Field(default_factory=list)
     file_ids: list[str] = Field(default_factory=list)
     only_file_origins: bool | None = None
+    hosted_tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 class _File(_Strict):

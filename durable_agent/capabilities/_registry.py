@@ -22,6 +22,8 @@ from durable_agent._spec.document import McpServerSpec, ModelPrice, OpenApiSpec
 from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
 from durable_agent._spec.tool_kinds import WakeUpLimits
 from durable_agent._spec.tools import OwnerGates, Registrable, ToolPolicy, narrowed
+from durable_agent._wire.codecs.common import HostedCatalogue, hosted_as_sent
+from durable_agent._wire.options import HostedTool, ModelOptions
 
 from ._urls import UrlRefused, check_url, normalised_path, origin, rebuilt, under, url_host
 
@@ -157,6 +159,12 @@ class EndpointRules:
     address goes too (a hosted provider fetches it from the internet). Unset: on when
     the endpoint's base URL is on a loopback, private or link-local address, where the
     server (vLLM, llama.cpp) fetches from inside the owner's network."""
+    hosted_tools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The provider's own tools a session may ask for, by their type on the wire
+    (``web_search``; ``web_search_20250305`` on Anthropic), each with the settings sent
+    with it (``{"filters": {"allowed_domains": ["example.com"]}}``; ``{}``: none): a
+    spec's options may narrow these, never widen them. The provider runs these tools
+    and bills them; what they fetch or run is the provider's, on the owner's account."""
 
     def __post_init__(self) -> None:
         for name in ("request_options", "file_ids"):
@@ -164,6 +172,7 @@ class EndpointRules:
             if isinstance(value, str):
                 raise ValueError(f"endpoint rules: {name} is a list of names, not one string")
             object.__setattr__(self, name, frozenset(value))
+        object.__setattr__(self, "hosted_tools", dict(self.hosted_tools))
 
 
 @dataclass(frozen=True)
@@ -262,10 +271,11 @@ class Capabilities:
     endpoint_rules: Mapping[str, EndpointRules | Mapping[str, Any]] = field(default_factory=dict)
     """What requests to a registered endpoint may carry besides what the worker builds,
     by endpoint name: ``request_options`` (the keys of a spec's ``model.options.extra``
-    sent), ``file_ids`` (the provider file ids a message may name) and
-    ``only_file_origins`` (whether the model server is handed only URLs
-    ``file_origins`` allows), as in ``{"openai": {"request_options": ["user"]}}``. An
-    endpoint without an entry takes no option and no file id."""
+    sent), ``file_ids`` (the provider file ids a message may name), ``hosted_tools``
+    (the provider's own tools a session may ask for) and ``only_file_origins``
+    (whether the model server is handed only URLs ``file_origins`` allows), as in
+    ``{"openai": {"request_options": ["user"]}}``. An endpoint without an entry takes
+    no option, no file id and no hosted tool."""
 
     def __post_init__(self) -> None:
         self.toolsets = tuple(self.toolsets)  # read more than once (with_agents)
@@ -368,7 +378,45 @@ class Capabilities:
             request_options=frozenset().union(*(r.request_options for r in copies)),
             file_ids=frozenset().union(*(r.file_ids for r in copies)),
             only_file_origins=copies[0].only_file_origins,
+            hosted_tools=copies[0].hosted_tools,
         )
+
+    def hosted_tools_for(
+        self, endpoint: ProviderEndpoint | str, options: ModelOptions, offered: HostedCatalogue
+    ) -> tuple[ModelOptions, list[str]]:
+        """``options`` with its hosted tools as they are sent to ``endpoint`` (the
+        owner's settings, a spec's options over them), and what is wrong with those it
+        asks for: a tool the owner does not allow there, one its wire (which has
+        ``offered``) does not have, an option past the owner's."""
+        allowed = self.rules_for(endpoint).hosted_tools
+        if self._own_endpoint(endpoint):  # the starter chose where requests go (below)
+            allowed = {tool: {} for tool in offered}
+        name = endpoint if isinstance(endpoint, str) else "NAME"
+        sent: list[HostedTool] = []
+        problems: list[str] = []
+        for tool in options.hosted_tools or ():
+            if tool.name not in offered:
+                problems.append(
+                    f"hosted_tools[{tool.name!r}]: this endpoint's wire API has no hosted "
+                    f"tool {tool.name!r} (it has: {_listing(offered)}); name one of them, "
+                    "or a model on an endpoint whose API has it"
+                )
+            elif tool.name not in allowed:
+                problems.append(
+                    f"hosted_tools[{tool.name!r}]: this worker does not let sessions use "
+                    f"{tool.name!r} on this endpoint; remove it, or its owner adds it to "
+                    f"hosted_tools in endpoint_rules[{name!r}] (allowed now: "
+                    f"{_listing(allowed)})"
+                )
+            else:
+                fields, wrong = hosted_as_sent(
+                    tool.name, tool.options, allowed[tool.name], offered[tool.name]
+                )
+                problems += wrong
+                sent.append(HostedTool(name=tool.name, options=fields))
+        if not options.hosted_tools:
+            return options, problems
+        return options.model_copy(update={"hosted_tools": sent}), problems
 
     def option_problems(
         self, endpoint: ProviderEndpoint | str, extra: Iterable[str], built: Collection[str]
@@ -378,13 +426,7 @@ class Capabilities:
         problems = []
         allowed = self.rules_for(endpoint).request_options
         name = endpoint if isinstance(endpoint, str) else "NAME"
-        # an endpoint the spec gave itself (a policy for local development): the starter
-        # chose where the request goes, so the options sent there are the starter's too
-        own = (
-            not isinstance(endpoint, str)
-            and self.policy.inline_endpoints
-            and not any(_same_endpoint(endpoint, k) for k in self.models.values())
-        )
+        own = self._own_endpoint(endpoint)
         for key in sorted(extra):
             if key in built:
                 problems.append(
@@ -399,6 +441,15 @@ class Capabilities:
                     f"endpoint_rules[{name!r}] (allowed now: {_listing(allowed)})"
                 )
         return problems
+
+    def _own_endpoint(self, endpoint: ProviderEndpoint | str) -> bool:
+        # an endpoint the spec gave itself (a policy for local development): the starter
+        # chose where the request goes, so the options sent there are the starter's too
+        return (
+            not isinstance(endpoint, str)
+            and self.policy.inline_endpoints
+            and not any(_same_endpoint(endpoint, k) for k in self.models.values())
+        )
 
     # -- tool sources
 

@@ -259,6 +259,8 @@ def _completion(ident: str, model: str, session_id: str, reply: Reply) -> dict[s
     }
     if reply.pending:
         found["durable_agent"] = approvals_extension(session_id, reply.pending)
+    if reply.hosted:  # Chat Completions has no item for a provider's tool: an extension
+        found["hosted_tools"] = [c.model_dump() for c in reply.hosted]
     return found
 
 
@@ -295,11 +297,13 @@ async def _chunks(
             yield chunk({"content": text})
     if reply.pending and not reply.text:  # a chat window shows the calls that wait
         yield chunk({"content": waiting_text(session_id, reply.pending)})
-    extra = (
+    extra: dict[str, Any] = (
         {"durable_agent": approvals_extension(session_id, reply.pending)} if reply.pending else {}
     )
     if reply.ended is not None:
         extra["durable_agent"] = {"session_id": session_id, "ended": reply.ended}
+    if reply.hosted:
+        extra["hosted_tools"] = [c.model_dump() for c in reply.hosted]
     yield chunk({}, "stop", **extra)
     if include_usage:
         usage = reply.usage

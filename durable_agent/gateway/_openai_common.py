@@ -33,7 +33,13 @@ from durable_agent._contracts.events import (
     TextDelta,
 )
 from durable_agent._spec.document import AgentSpec
-from durable_agent._wire.messages import AssistantMessage, Message, Usage
+from durable_agent._wire.messages import (
+    AssistantMessage,
+    HostedCall,
+    Message,
+    Usage,
+    hosted_calls,
+)
 
 from ._context import GatewayContext, HttpError, json_errors
 
@@ -148,6 +154,8 @@ class Reply:
     pending: list[PendingApproval] = field(default_factory=list)
     ended: str | None = None
     """Why the session ended without an answer (its error), if it did."""
+    hosted: list[HostedCall] = field(default_factory=list)
+    """The provider's own tools the model used for the answer (``HostedCall``)."""
 
 
 async def follow_reply(
@@ -233,13 +241,15 @@ async def answered(agents: AgentClient, session_id: str, before: int) -> Reply:
 def reply_of(added: list[Message]) -> Reply:
     usage = Usage()
     text = ""
+    hosted: list[HostedCall] = []
     for message in added:
         if isinstance(message, AssistantMessage):
+            hosted += hosted_calls(message.provider_items)
             if message.usage is not None:
                 usage = usage + message.usage
             if message.content and not message.tool_calls:
                 text = message.content
-    return Reply(text=text, usage=usage)
+    return Reply(text=text, usage=usage, hosted=hosted)
 
 
 def text_deltas(step: LiveEvent | Reply) -> str:

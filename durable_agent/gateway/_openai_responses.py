@@ -33,9 +33,9 @@ from starlette.routing import Route
 
 from durable_agent._client.results import SessionNotFoundError
 from durable_agent._contracts.boundary import SessionStatus
-from durable_agent._contracts.events import LiveEvent, ModelStarted, TextDelta
+from durable_agent._contracts.events import HostedToolUsed, LiveEvent, ModelStarted, TextDelta
 from durable_agent._spec.document import AgentSpec
-from durable_agent._wire.messages import UserMessage
+from durable_agent._wire.messages import HostedCall, UserMessage
 
 from ._context import GatewayContext, HttpError, parse_json
 from ._openai_common import Reply, agent_for, answer_now, answered, follow_reply, openai_errors
@@ -141,6 +141,9 @@ async def response_events(
                 for event in stream.open_message():
                     yield event
             yield stream.delta(step.text)
+        elif isinstance(step, HostedToolUsed):
+            for event in stream.add_item(hosted_item(step)):
+                yield event
     for event in stream.close_message():
         yield event
     for pending in reply.pending:
@@ -159,6 +162,11 @@ async def response_events(
         yield stream.event("response.failed", response=failed)
         return
     yield stream.event("response.completed", response=whole(reply, stream.items, "completed"))
+
+
+def hosted_item(call: HostedCall | HostedToolUsed) -> dict[str, Any]:
+    """A hosted tool's call as the Responses API's own item of it (``web_search_call``)."""
+    return {"type": f"{call.name}_call", "id": call.id, "status": call.status}
 
 
 class ResponsesRequest(BaseModel):
@@ -390,7 +398,7 @@ def _response(
     ident = response_id(session_id, before)
     if output is not None:
         return _envelope(ident, model, reply, output, status, body, conversation, session_id)
-    output = []
+    output = [hosted_item(call) for call in reply.hosted]
     if reply.text:
         output.append(
             {

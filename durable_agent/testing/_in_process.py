@@ -91,7 +91,7 @@ from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._spec.tools import OwnerGates, ToolArgumentsError, ToolContext
 from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent._tools.registry import Registry, run_guardrails
-from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._wire.codecs import Codec, built_by, hosted_by
 from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
@@ -378,8 +378,13 @@ class InProcessRun:
         if self.capabilities is not None:
             built = built_by(codec)
             problems = self.capabilities.option_problems(named, extra_keys(setup), built)
+            options, wrong = self.capabilities.hosted_tools_for(
+                named, setup.options, hosted_by(codec)
+            )
+            problems += wrong
             if problems:
                 raise _Refused(f"model.options.{problems[0]}")
+            setup = setup.model_copy(update={"options": options})
         return setup.model_copy(update={"endpoint": endpoint}), codec
 
     def model_done(self, command: CallModel, outcome: ModelOutcome, sent: int) -> None:

@@ -58,6 +58,7 @@ from durable_agent._wire.codecs.protocol import (
     WireCodec,
     bearer_auth,
     built_by,
+    hosted_by,
     output_cap_of,
     reply_body_of,
     reply_events_of,
@@ -108,6 +109,7 @@ __all__ = [
     "built_by",
     "built_in_codec",
     "error_text",
+    "hosted_by",
     "new_stream_accumulator",
     "output_cap_of",
     "parse_anthropic_message",
@@ -170,6 +172,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 output_cap=responses.OUTPUT_CAP,
                 reply=responses.responses_reply_body,
                 reply_events=responses.responses_reply_events,
+                hosted=responses.HOSTED_TOOLS,
             ),
             WireCodec(
                 "embeddings",
@@ -205,6 +208,7 @@ BUILT_IN_CODECS: Mapping[str, Codec] = MappingProxyType(
                 output_cap=anthropic.OUTPUT_CAP,
                 reply=anthropic.anthropic_reply_body,
                 reply_events=anthropic.anthropic_reply_events,
+                hosted=anthropic.HOSTED_TOOLS,
             ),
         )
     }

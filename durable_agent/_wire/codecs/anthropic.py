@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_agent._wire.codecs.common import (
+    HostedCatalogue,
+    HostedRule,
     StreamAccumulator,
     UnsupportedContentError,
     anthropic_safe_id,
@@ -38,11 +40,13 @@ from durable_agent._wire.messages import (
     FunctionCall,
     ImagePart,
     Message,
+    ProviderItems,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolDefinition,
     ToolMessage,
+    Usage,
     UserMessage,
     text_of,
 )
@@ -187,13 +191,13 @@ def build_anthropic_request(
         elif isinstance(message, UserMessage):
             add("user", _blocks(message.content))
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
-            if message.tool_calls and message.reasoning_details:
+            blocks: list[dict[str, Any]] = _own_blocks(message)
+            if not blocks and message.tool_calls and message.reasoning_details:
                 blocks.extend(
                     d for d in message.reasoning_details if d.get("type") in _THINKING_BLOCKS
                 )
             text = message.content or message.refusal or ""
-            if text:
+            if text and not _own_blocks(message):
                 blocks.append({"type": "text", "text": text})
             for k, call in enumerate(message.tool_calls or ()):
                 blocks.append(
@@ -221,8 +225,10 @@ def build_anthropic_request(
     body["messages"] = turns
     body["max_tokens"] = (options.max_output_tokens if options else None) or DEFAULT_MAX_TOKENS
     body.update(map_options(options, OPTION_NAMES))
+    hosted = hosted_entries(options)
+    if tools or hosted:
+        body["tools"] = [*anthropic_tools(tools), *hosted]
     if tools:
-        body["tools"] = anthropic_tools(tools)
         choice, named = chosen_tool(options)
         if named is not None:
             body["tool_choice"] = {"type": "tool", "name": named}
@@ -291,7 +297,7 @@ def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
     stop_reason = body.get("stop_reason")
     content = "".join(texts)
     refused = stop_reason == "refusal"
-    return finish_message(
+    message = finish_message(
         content="" if refused else content,
         tool_calls=calls,
         malformed=malformed,
@@ -301,6 +307,7 @@ def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
         finish_reason=_STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None,
         usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
     )
+    return with_hosted_blocks(message, body.get("content") or [], body.get("usage"))
 
 
 class AnthropicStreamAccumulator(StreamAccumulator):
@@ -322,7 +329,7 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._usage.update(self._message.get("usage") or {})
         elif kind == "content_block_start":
             block = dict(data.get("content_block") or {})
-            if block.get("type") == "tool_use":
+            if block.get("type") in _CALL_BLOCKS:
                 block["input"] = {}
             self._blocks[int(data.get("index", len(self._blocks)))] = block
         elif kind == "content_block_delta":
@@ -351,12 +358,14 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             self._reasoned(str(delta.get("thinking", "")))
         elif kind == "signature_delta":
             block["signature"] = delta.get("signature", "")
+        elif kind == "citations_delta":
+            block["citations"] = [*block.get("citations", ()), delta.get("citation")]
         return ""
 
     def _build(self, error: str | None) -> AssistantMessage:
         blocks = []
         for index, block in sorted(self._blocks.items()):
-            if block.get("type") == "tool_use":
+            if block.get("type") in _CALL_BLOCKS:
                 raw = "".join(self._json.get(index, [])) or "{}"
                 try:
                     block = {**block, "input": json.loads(raw)}
@@ -371,6 +380,77 @@ class AnthropicStreamAccumulator(StreamAccumulator):
         return finish_message(content=message.content, tool_calls=[], malformed=[], error=error)
 
 
+# Hosted tools, Anthropic's server tools (``common.hosted_as_sent`` says how a spec's
+# options are checked). A reply that used one keeps its blocks, all but our own
+# ``tool_use``, verbatim on the message (``provider_items``): the thinking, the
+# ``server_tool_use`` and its result, the text with its citations, in their order, sent
+# back as they came on the next request.
+
+_DOMAINS: dict[str, HostedRule] = {
+    "max_uses": "at_most",
+    "allowed_domains": "narrower",
+    "blocked_domains": "wider",
+    "user_location": "any",
+}
+_FETCH: dict[str, HostedRule] = {**_DOMAINS, "citations": "any", "max_content_tokens": "at_most"}
+#: The server tools of this wire, and the options a spec may set on each.
+HOSTED_TOOLS: HostedCatalogue = {
+    **{f"web_search_{v}": _DOMAINS for v in ("20250305", "20260209", "20260318")},
+    **{f"web_fetch_{v}": _FETCH for v in ("20250910", "20260209", "20260309", "20260318")},
+    **{f"code_execution_{v}": {} for v in ("20250825", "20260120", "20260521")},
+}
+WIRE = "anthropic"
+#: Blocks whose input streams as JSON pieces: our tool calls and the server's.
+_CALL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
+
+
+def hosted_entries(options: ModelOptions | None) -> list[dict[str, Any]]:
+    """The request's entries of the server tools: the type, the name the API gives it
+    (the type without its version date), the options as the worker checked them."""
+    if options is None:
+        return []
+    return [
+        {"type": t.name, "name": t.name.rsplit("_", 1)[0], **t.options}
+        for t in options.hosted_tools or ()
+    ]
+
+
+def _hosted_block(block: dict[str, Any]) -> bool:
+    kind = str(block.get("type", ""))
+    return kind == "server_tool_use" or (kind.endswith("_tool_result") and kind != "tool_result")
+
+
+def _own_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    items = message.provider_items
+    return list(items.items) if items is not None and items.wire == WIRE else []
+
+
+def with_hosted_blocks(
+    message: AssistantMessage, blocks: list[dict[str, Any]], usage: Any
+) -> AssistantMessage:
+    """``message`` with its reply's blocks kept, and its server tool calls counted in
+    its usage (as ``usage.server_tool_use`` says, else by their blocks), when the reply
+    used a server tool."""
+    if message.is_error or not any(_hosted_block(b) for b in blocks):
+        return message
+    counted = (usage or {}).get("server_tool_use") if isinstance(usage, dict) else None
+    calls: dict[str, int] = {}
+    if isinstance(counted, dict):
+        for key, n in counted.items():
+            if key.endswith("_requests") and isinstance(n, int) and n > 0:
+                calls[key.removesuffix("_requests")] = n
+    else:
+        for block in blocks:
+            if block.get("type") == "server_tool_use":
+                name = str(block.get("name", "server_tool"))
+                calls[name] = calls.get(name, 0) + 1
+    kept = [b for b in blocks if b.get("type") != "tool_use"]
+    total = (message.usage or Usage()).model_copy(update={"hosted_calls": calls or None})
+    return message.model_copy(
+        update={"provider_items": ProviderItems(wire=WIRE, items=kept), "usage": total}
+    )
+
+
 # --- a reply, as a server of this wire would send it (for scripted models) ----------
 
 _STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
@@ -379,7 +459,9 @@ _STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_fi
 def _reply_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     blocks = [d for d in message.reasoning_details or () if d.get("type") in _THINKING_BLOCKS]
     text = message.refusal or message.content
-    if text:
+    if _own_blocks(message):  # a reply that used hosted tools: its blocks as they were
+        blocks = _own_blocks(message)
+    elif text:
         blocks.append({"type": "text", "text": text})
     for call in message.tool_calls or ():
         block = {"type": "tool_use", "id": call.id, "name": call.function.name}
@@ -391,6 +473,10 @@ def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> 
     """``message`` as a whole Messages API response."""
     finish = "content_filter" if message.refusal else reply_finish(message)
     usage = reply_usage(message)
+    counted: dict[str, Any] = {}
+    if usage.hosted_calls:
+        calls = {f"{name}_requests": n for name, n in usage.hosted_calls.items()}
+        counted["server_tool_use"] = calls
     return {
         "id": "msg_scripted",
         "type": "message",
@@ -399,7 +485,11 @@ def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> 
         "content": _reply_blocks(message),
         "stop_reason": _STOP_REASON_OF.get(finish, "end_turn"),
         "stop_sequence": None,
-        "usage": {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens},
+        "usage": {
+            "input_tokens": usage.prompt_tokens,
+            "output_tokens": usage.completion_tokens,
+            **counted,
+        },
     }
 
 
@@ -412,9 +502,12 @@ def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -
     for index, block in enumerate(body["content"]):
         deltas: list[dict[str, Any]] = []
         if block["type"] == "text":
-            deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"], 16)]
-            block = {**block, "text": ""}
-        elif block["type"] == "tool_use":
+            deltas = [
+                {"type": "citations_delta", "citation": c} for c in block.get("citations", ())
+            ]
+            deltas += [{"type": "text_delta", "text": p} for p in pieces(block["text"], 16)]
+            block = {"type": "text", "text": ""}
+        elif block["type"] in _CALL_BLOCKS:
             arguments = json.dumps(block["input"], separators=(",", ":"))
             deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces(arguments, 8)]
             block = {**block, "input": {}}

@@ -8,9 +8,9 @@ import codecs
 import copy
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from durable_agent._errors import DurableAgentError, NotAllowed
 from durable_agent._wire.messages import (
@@ -533,3 +533,107 @@ def error_text(data: dict[str, Any]) -> str:
         kind = error.get("type") or error.get("code")
         return f"{kind}: {message}" if isinstance(kind, str) else str(message)
     return str(error)
+
+
+# Hosted tools: the provider's own tools (web search, file search, code execution),
+# which it runs inside one model call. Each wire lists those it has, and for each the
+# options a spec may set (``HostedRule``) by their path in the tool's object (dots
+# between keys). The owner's settings for a tool (``EndpointRules.hosted_tools``) are
+# sent as they are; a spec's options go over them only where the rule lets them, so a
+# spec can narrow what the owner allows and never widen it.
+
+HostedRule = Literal["any", "narrower", "among", "wider", "at_most"]
+"""``any``: any value; ``narrower``: a list within the owner's (none set: any list, as
+allowed domains); ``among``: a list within the owner's (none set: nothing, as vector
+stores, which name the owner's data); ``wider``: a list holding all the owner's
+(blocked domains); ``at_most``: a number no larger than the owner's."""
+
+HostedCatalogue = Mapping[str, Mapping[str, HostedRule]]
+"""A wire's hosted tools, by type, each with the options a spec may set."""
+
+
+def hosted_as_sent(
+    name: str, asked: Mapping[str, Any], owner: Mapping[str, Any], rules: Mapping[str, HostedRule]
+) -> tuple[dict[str, Any], list[str]]:
+    """The tool object's fields as sent (the owner's settings, the spec's ``asked``
+    options over them) and what is wrong with ``asked`` (each problem a sentence)."""
+    sent = copy.deepcopy(dict(owner))
+    problems: list[str] = []
+    for path, value in _leaves(asked, rules):
+        where = f"hosted_tools[{name!r}].options.{path}"
+        rule = rules.get(path)
+        own = _at(owner, path)
+        if rule is None:
+            settable = ", ".join(sorted(rules)) or "none"
+            problems.append(
+                f"{where}: a spec cannot set this option of {name!r} (it may set: "
+                f"{settable}); remove it, or the endpoint's owner sets it in hosted_tools"
+            )
+            continue
+        wrong = _outside(rule, value, own)
+        if wrong:
+            problems.append(f"{where}: {wrong}")
+            continue
+        _put(sent, path, value)
+    return sent, problems
+
+
+def _leaves(
+    options: Mapping[str, Any], rules: Mapping[str, HostedRule], prefix: str = ""
+) -> Iterable[tuple[str, Any]]:
+    for key, value in options.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and path not in rules:
+            yield from _leaves(value, rules, f"{path}.")
+        else:
+            yield path, value
+
+
+def _at(data: Mapping[str, Any], path: str) -> Any:
+    value: Any = data
+    for key in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _put(data: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        data = data.setdefault(key, {})
+    data[last] = value
+
+
+def _within(value: str, allowed: Iterable[str]) -> bool:
+    # a domain under an allowed one is within it (docs.example.com under example.com)
+    return any(value == a or value.endswith("." + a) for a in allowed)
+
+
+def _outside(rule: HostedRule, value: Any, own: Any) -> str | None:
+    """Why ``value`` is not allowed by ``rule`` over the owner's ``own`` (``None``: it is)."""
+    if rule == "any":
+        return None
+    if rule == "at_most":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return "give a whole number of at least 1"
+        if isinstance(own, int) and value > own:
+            return f"at most {own}, as the endpoint's owner set it"
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return "give a list of strings"
+    owned = own if isinstance(own, list) else None
+    if rule == "wider":
+        missing = sorted(set(owned or ()) - set(value))
+        return f"keep {', '.join(missing)}, which the endpoint's owner set" if missing else None
+    if owned is None:
+        if rule == "among":
+            return "the endpoint's owner names none; it names them in hosted_tools"
+        return None
+    beyond = [v for v in value if not _within(v, owned)]
+    if beyond:
+        return (
+            f"{', '.join(beyond)} beyond what the endpoint's owner allows "
+            f"({', '.join(owned) or 'none'}); a spec may only narrow it"
+        )
+    return None

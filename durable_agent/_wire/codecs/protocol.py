@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from durable_agent._wire.codecs.common import (
     BUILT_EVERYWHERE,
     SHAPE_ERRORS,
+    HostedCatalogue,
     StreamAccumulator,
     finish_message,
 )
@@ -149,6 +150,12 @@ def built_by(codec: Codec) -> frozenset[str]:
     return BUILT_EVERYWHERE | frozenset(declared)
 
 
+def hosted_by(codec: Codec) -> HostedCatalogue:
+    """The hosted tools ``codec``'s wire has, each with the options a spec may set on
+    it (a codec that declares none has none)."""
+    return getattr(codec, "hosted", None) or {}
+
+
 class WireCodec:
     """A ``Codec`` made of functions: ``build`` takes a prepared message array
     (``prepare_request_messages``) and the request's fields; ``parse`` turns a whole
@@ -185,8 +192,11 @@ class WireCodec:
         builds: Collection[str] = (),
         output_cap: str | None = None,
         reply: ReplyBody | None = None,
+        hosted: HostedCatalogue | None = None,
     ) -> None:
         self.api = api
+        self.hosted: HostedCatalogue = hosted or {}
+        """The provider's own tools a request may name (``common.HostedRule``)."""
         self.output_cap = output_cap
         self._reply = reply
         self.builds = BUILT_EVERYWHERE | frozenset(builds)

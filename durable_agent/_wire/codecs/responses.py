@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable_agent._wire.codecs.common import (
+    HostedCatalogue,
     StreamAccumulator,
     UnsupportedContentError,
     built_keys,
@@ -30,11 +31,13 @@ from durable_agent._wire.messages import (
     FunctionCall,
     ImagePart,
     Message,
+    ProviderItems,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolDefinition,
     ToolMessage,
+    Usage,
     UserMessage,
     text_of,
 )
@@ -127,11 +130,16 @@ def build_responses_request(
         if isinstance(message, SystemMessage | UserMessage):
             items.append({"role": message.role, "content": _content(message.content)})
         elif isinstance(message, AssistantMessage):
-            if message.tool_calls and message.reasoning_details:
-                items.extend(d for d in message.reasoning_details if d.get("type") == "reasoning")
-            text = message.content or message.refusal or ""
-            if text:
-                items.append({"role": "assistant", "content": text})
+            if _own_items(message):
+                items.extend(_own_items(message))
+            else:
+                if message.tool_calls and message.reasoning_details:
+                    items.extend(
+                        d for d in message.reasoning_details if d.get("type") == "reasoning"
+                    )
+                text = message.content or message.refusal or ""
+                if text:
+                    items.append({"role": "assistant", "content": text})
             for k, call in enumerate(message.tool_calls or ()):
                 items.append(
                     {
@@ -155,8 +163,10 @@ def build_responses_request(
         body["instructions"] = instructions
     body["input"] = items
     body.update(map_options(options, OPTION_NAMES))
+    hosted = hosted_entries(options)
+    if tools or hosted:
+        body["tools"] = [*responses_tools(tools), *hosted]
     if tools:
-        body["tools"] = responses_tools(tools)
         choice, named = chosen_tool(options)
         if named is not None:
             body["tool_choice"] = {"type": "function", "name": named}
@@ -193,6 +203,7 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
     calls: list[ToolCall] = []
     malformed: list[str] = []
     details: list[dict[str, Any]] = []
+    hosted: dict[str, int] = {}
     saw_message = False
     for item in body.get("output") or []:
         kind = item.get("type")
@@ -217,6 +228,8 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
             )
         elif kind == "reasoning":
             details.append(item)
+        elif kind in HOSTED_ITEMS:
+            hosted[kind[: -len("_call")]] = hosted.get(kind[: -len("_call")], 0) + 1
     if not saw_message and isinstance(body.get("output_text"), str):
         texts.append(body["output_text"])
     error = None
@@ -228,7 +241,7 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
         for s in (d.get("summary") or []) + (d.get("content") or [])
         if isinstance(s, dict)
     ]
-    return finish_message(
+    message = finish_message(
         content="".join(texts),
         tool_calls=calls,
         malformed=malformed,
@@ -239,6 +252,7 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
         usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
         error=error,
     )
+    return with_hosted_items(message, body.get("output") or [], hosted)
 
 
 #: Events carrying reasoning text as it streams (the summary, or the raw text).
@@ -279,6 +293,53 @@ class ResponsesStreamAccumulator(StreamAccumulator):
         return finish_message(content="".join(self._text), tool_calls=[], malformed=[], error=error)
 
 
+# Hosted tools (``common.hosted_as_sent`` says how a spec's options are checked). A
+# reply that used one keeps its output items, all but our own function calls, verbatim
+# on the message (``provider_items``): the next request sends them back in their place,
+# in their order, with the reasoning and the cited text they came with.
+
+#: The hosted tools of this wire, and the options a spec may set on each.
+HOSTED_TOOLS: HostedCatalogue = {
+    "web_search": {
+        "search_context_size": "any",
+        "user_location": "any",
+        "filters.allowed_domains": "narrower",
+    },
+    "file_search": {"vector_store_ids": "among", "max_num_results": "at_most"},
+    "code_interpreter": {},
+}
+#: The output items of a hosted tool's call (each carries its result, or its status).
+HOSTED_ITEMS = frozenset({"web_search_call", "file_search_call", "code_interpreter_call"})
+WIRE = "responses"
+
+
+def hosted_entries(options: ModelOptions | None) -> list[dict[str, Any]]:
+    """The request's entries of the hosted tools (their options as the worker checked
+    them against the owner's)."""
+    if options is None:
+        return []
+    return [{"type": t.name, **t.options} for t in options.hosted_tools or ()]
+
+
+def _own_items(message: AssistantMessage) -> list[dict[str, Any]]:
+    items = message.provider_items
+    return list(items.items) if items is not None and items.wire == WIRE else []
+
+
+def with_hosted_items(
+    message: AssistantMessage, output: list[dict[str, Any]], hosted: dict[str, int]
+) -> AssistantMessage:
+    """``message`` with its reply's items kept, and its hosted calls counted in its
+    usage, when the reply used a hosted tool."""
+    if not hosted or message.is_error:
+        return message
+    kept = [item for item in output if item.get("type") != "function_call"]
+    usage = (message.usage or Usage()).model_copy(update={"hosted_calls": hosted})
+    return message.model_copy(
+        update={"provider_items": ProviderItems(wire=WIRE, items=kept), "usage": usage}
+    )
+
+
 # --- a reply, as a server of this wire would send it (for scripted models) ----------
 
 
@@ -287,12 +348,14 @@ def responses_reply_body(message: AssistantMessage, model: str = "scripted") -> 
     output: list[dict[str, Any]] = [
         d for d in message.reasoning_details or () if d.get("type") == "reasoning"
     ]
+    if _own_items(message):  # a reply that used hosted tools: its items as they were
+        output = _own_items(message)
     blocks: list[dict[str, Any]] = []
     if message.content:
         blocks.append({"type": "output_text", "text": message.content, "annotations": []})
     if message.refusal:
         blocks.append({"type": "refusal", "refusal": message.refusal})
-    if blocks:
+    if blocks and not _own_items(message):
         said = {"type": "message", "id": "msg_scripted", "role": "assistant"}
         output.append({**said, "status": "completed", "content": blocks})
     for call in message.tool_calls or ():
@@ -329,8 +392,16 @@ def responses_reply_events(message: AssistantMessage, model: str = "scripted") -
     response (which the stream's reader takes as the truth)."""
     body = responses_reply_body(message, model)
     started = {"type": "response.created", "response": {**body, "output": []}}
+    hosted: list[dict[str, Any]] = []  # each hosted call as the API streams it, added then done
+    for at, item in enumerate(body["output"]):
+        if item.get("type") in HOSTED_ITEMS:
+            kind, where = item["type"], {"output_index": at, "item_id": item.get("id")}
+            hosted.append({"type": "response.output_item.added", "output_index": at, "item": item})
+            hosted.append({"type": f"response.{kind}.in_progress", **where})
+            hosted.append({"type": f"response.{kind}.completed", **where})
+            hosted.append({"type": "response.output_item.done", "output_index": at, "item": item})
     deltas = [
         {"type": "response.output_text.delta", "delta": p} for p in pieces(message.content, 16)
     ]
     end = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
-    return [started, *deltas, {"type": end, "response": body}]
+    return [started, *hosted, *deltas, {"type": end, "response": body}]

@@ -1,0 +1,108 @@
+"""Hosted tools on the wire, as pure functions: a reply's items kept whole whether it
+came streamed or whole, counted in its usage, and read for display; a spec's options
+checked against the owner's by each rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from durable_agent._wire.codecs import built_in_codec, parse_response, stream_to_message
+from durable_agent._wire.codecs.common import hosted_as_sent
+from durable_agent._wire.messages import AssistantMessage, hosted_calls
+from durable_agent.capabilities import load_capabilities
+from tests.support.hosted_replies import anthropic_searched, responses_searched
+
+
+def _sse(events: list[dict[str, object]]) -> list[bytes]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def _round_trip(api: str, message: AssistantMessage) -> tuple[AssistantMessage, AssistantMessage]:
+    codec = built_in_codec(api)
+    whole = parse_response(api, codec.reply_body(message) or {})
+    streamed = stream_to_message(api, _sse(codec.reply_events(message) or []))
+    return whole, streamed
+
+
+def test_a_replys_hosted_items_are_kept_whole_streamed_or_not() -> None:
+    for api, message in [
+        ("responses", responses_searched("Sunny.", "weather")),
+        ("anthropic", anthropic_searched("Sunny.", "weather")),
+    ]:
+        whole, streamed = _round_trip(api, message)
+        for got in (whole, streamed):
+            assert got.provider_items == message.provider_items, api
+            assert got.content == "Sunny."
+            assert got.usage is not None and got.usage.hosted_calls == {"web_search": 1}
+
+
+def test_the_responses_stream_names_each_hosted_call_as_the_api_does() -> None:
+    events = built_in_codec("responses").reply_events(responses_searched("Hi.", "q")) or []
+    kinds = [e["type"] for e in events]
+    assert kinds[1:5] == [
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.completed",
+        "response.output_item.done",
+    ]
+
+
+def test_a_hosted_call_is_read_for_people_with_its_outcome() -> None:
+    anthropic = anthropic_searched("Hi.", "oslo weather").provider_items
+    assert [c.model_dump() for c in hosted_calls(anthropic)] == [
+        {"id": "srvtoolu_1", "name": "web_search", "status": "completed", "detail": "oslo weather"}
+    ]
+    assert anthropic is not None
+    use, result, text = anthropic.items
+    failed = {**result, "content": {"type": "web_search_tool_result_error", "error_code": "x"}}
+    unanswered = anthropic.model_copy(update={"items": [use, text]})
+    assert hosted_calls(anthropic.model_copy(update={"items": [use, failed]}))[0].status == "failed"
+    assert hosted_calls(unanswered)[0].status == "incomplete"
+    hidden = anthropic.model_copy(update={"items": [{**use, "input": {"query": "a\u202eb"}}]})
+    assert hosted_calls(hidden)[0].detail == "a\\u202eb", "hidden characters show"
+
+
+def test_each_rule_narrows_and_never_widens() -> None:
+    rules = {
+        "allowed_domains": "narrower",
+        "blocked_domains": "wider",
+        "max_uses": "at_most",
+        "vector_store_ids": "among",
+        "user_location": "any",
+    }
+    owner = {"allowed_domains": ["example.com"], "blocked_domains": ["bad.com"], "max_uses": 3}
+    sent, problems = hosted_as_sent(
+        "t",
+        {"allowed_domains": ["a.example.com"], "blocked_domains": ["bad.com", "worse.com"]},
+        owner,
+        rules,  # type: ignore[arg-type]
+    )
+    assert problems == []
+    assert sent == {
+        "allowed_domains": ["a.example.com"],
+        "blocked_domains": ["bad.com", "worse.com"],
+        "max_uses": 3,
+    }
+    asked = {
+        "allowed_domains": ["notexample.com"],
+        "blocked_domains": [],
+        "max_uses": 4,
+        "vector_store_ids": ["vs_1"],
+        "container": {"type": "auto"},
+    }
+    _, problems = hosted_as_sent("t", asked, owner, rules)  # type: ignore[arg-type]
+    said = ["allowed_domains", "blocked_domains", "max_uses", "vector_store_ids", "container.type"]
+    assert [p.split(":")[0] for p in problems] == [
+        f"hosted_tools['t'].options.{k}" for k in said
+    ], problems
+
+
+def test_the_capabilities_file_allows_a_hosted_tool(tmp_path: Path) -> None:
+    path = tmp_path / "capabilities.toml"
+    path.write_text(
+        '[models.openai]\napi = "responses"\n\n[endpoint_rules.openai]\n'
+        'hosted_tools = { web_search = { filters = { allowed_domains = ["who.int"] } } }\n'
+    )
+    rules = load_capabilities(path).rules_for("openai")
+    assert rules.hosted_tools == {"web_search": {"filters": {"allowed_domains": ["who.int"]}}}
