@@ -461,10 +461,11 @@ LOCAL_EXTENSIONS = frozenset(
         "compacts",
         "blocked",
         "images",
-        "provider_items",
     }
 )
 REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})
+#: Fields only the codec of the wire that made them sends (in its own shape).
+PROVIDER_FIELDS = frozenset({"provider_items"})
 
 
 def parse_message(data: Any) -> Message:

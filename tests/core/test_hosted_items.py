@@ -7,9 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from durable_agent._wire.codecs import built_in_codec, parse_response, stream_to_message
+from durable_agent._wire.codecs import (
+    build_request,
+    built_in_codec,
+    parse_response,
+    stream_to_message,
+)
 from durable_agent._wire.codecs.common import hosted_as_sent
-from durable_agent._wire.messages import AssistantMessage, hosted_calls
+from durable_agent._wire.messages import AssistantMessage, hosted_calls, user_message
 from durable_agent.capabilities import load_capabilities
 from tests.support.hosted_replies import anthropic_searched, responses_searched
 
@@ -106,3 +111,11 @@ def test_the_capabilities_file_allows_a_hosted_tool(tmp_path: Path) -> None:
     )
     rules = load_capabilities(path).rules_for("openai")
     assert rules.hosted_tools == {"web_search": {"filters": {"allowed_domains": ["who.int"]}}}
+
+
+def test_no_other_wire_receives_a_replys_hosted_items() -> None:
+    said = [user_message("weather?"), responses_searched("Sunny.", "weather"), user_message("ok")]
+    for api in ("chat", "anthropic"):
+        body = json.dumps(build_request(api, said, model="m"))
+        assert "ws_1" not in body and "url_citation" not in body and "Sunny." in body, api
+    assert "ws_1" in json.dumps(build_request("responses", said, model="m"))

@@ -29,6 +29,7 @@ from durable_agent._wire.codecs.common import (
 )
 from durable_agent._wire.messages import (
     LOCAL_EXTENSIONS,
+    PROVIDER_FIELDS,
     REASONING_FIELDS,
     AssistantMessage,
     ContentPart,
@@ -63,7 +64,7 @@ OPTION_NAMES = {
 #: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
 BUILT = built_keys(OPTION_NAMES)
 
-_DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS
+_DROP_ON_EGRESS = LOCAL_EXTENSIONS | REASONING_FIELDS | PROVIDER_FIELDS
 
 #: Chat Completions carries a file inline or by id, never by URL. The worker sends inline
 #: each file its owner lets it fetch (this codec says ``takes_file_urls=False``); any
