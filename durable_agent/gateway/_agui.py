@@ -334,7 +334,7 @@ def agui_routes(gateway: GatewayContext) -> list[Route]:
                 )
             return _stream(_follow(gateway, session_id, after, -1, translator))
         said = _last_user_message(run)
-        if after >= 0 and (said is None or await _delivered(gateway, session_id, said[0])):
+        if after >= 0 and (said is None or await delivered(gateway, session_id, said[0])):
             return _stream(_rejoin(gateway, session_id, after, translator))
         if said is None:
             raise HttpError(400, "messages: the last message is not the user's", "messages")
@@ -474,7 +474,7 @@ def _last_user_message(run: RunAgentInput) -> tuple[str, str] | None:
 RESENT_WINDOW = 50
 
 
-async def _delivered(gateway: GatewayContext, session_id: str, message_id: str) -> bool:
+async def delivered(gateway: GatewayContext, session_id: str, message_id: str) -> bool:
     """The session has this user message already, among its latest messages (the
     client sends it again): one the client gave this id, never one the session did."""
     agents = gateway.agents

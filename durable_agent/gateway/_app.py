@@ -34,6 +34,7 @@ from durable_agent._wire.messages import dump_messages
 from durable_agent.capabilities._memory import Memory
 
 from ._agui import AguiTranslator, agui_routes, agui_sse
+from ._ai_sdk import ai_sdk_routes
 from ._codec_endpoint import codec_routes
 from ._context import (
     MAX_LIMIT,
@@ -310,6 +311,7 @@ def create_app(
         ),
         *wake_up_routes(gateway),
         *agui_routes(gateway),
+        *ai_sdk_routes(gateway),
         *chat_routes(gateway, named, spec is not None),
         *responses_routes(gateway, named),
         *memory_routes(gateway, memory),

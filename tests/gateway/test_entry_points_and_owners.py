@@ -153,6 +153,22 @@ def agui_run(thread: str, *, resume: list[dict[str, Any]] | None = None) -> dict
     return body
 
 
+def ai_sdk_approval(chat: str, approval: str) -> dict[str, Any]:
+    """What the AI SDK's transport posts after ``addToolApprovalResponse``: the chat's
+    assistant message, its tool part answered."""
+    part = {
+        "type": "dynamic-tool",
+        "toolName": "wipe_cache",
+        "toolCallId": "call-0",
+        "state": "approval-responded",
+        "input": {},
+        "approval": {"id": approval, "approved": True},
+    }
+    said = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    replied = {"id": "a1", "role": "assistant", "parts": [part]}
+    return {"id": chat, "messages": [said, replied], "trigger": "submit-message"}
+
+
 async def try_every_entry_point(
     http: httpx.AsyncClient,
     headers: dict[str, str],
@@ -191,6 +207,14 @@ async def try_every_entry_point(
                 conversation,
                 resume=[{"interruptId": call, "status": "resolved", "payload": {"approved": True}}],
             ),
+        ),
+        "AI SDK approval": http.post(
+            "/api/ai-sdk/chat",
+            headers=json_headers,
+            json=ai_sdk_approval(conversation, call),
+        ),
+        "AI SDK resume stream": http.get(
+            f"/api/ai-sdk/chat/{conversation}/stream", headers=headers
         ),
         "chat by session header": http.post(
             "/v1/chat/completions",
@@ -269,7 +293,13 @@ async def test_no_entry_point_lets_anyone_but_the_owner_see_or_act(
             assert answer.status_code == 403, (entry, answer.status_code, answer.text)
         elif entry in ("list sessions",):
             assert session not in answer.text
-        elif entry in ("conversation", "AG-UI rejoin", "AG-UI resume"):
+        elif entry in (
+            "conversation",
+            "AG-UI rejoin",
+            "AG-UI resume",
+            "AI SDK approval",
+            "AI SDK resume stream",
+        ):
             # the same conversation id is the caller's own conversation, never ann's
             assert session not in answer.text
         elif entry == "codec decode":

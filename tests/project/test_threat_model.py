@@ -40,6 +40,7 @@ from durable_agent._tools.registry import Registry
 from durable_agent._wire.messages import AssistantMessage, SystemMessage, UserMessage
 from durable_agent.gateway import _app as gateway_app
 from durable_agent.gateway import create_app
+from durable_agent.gateway._ai_sdk import UIChatRequest
 from durable_agent.gateway._openai_chat import ChatRequest
 from durable_agent.gateway._openai_responses import ResponsesRequest
 from durable_agent.gateway._wake_up_routes import WakeUpBody
@@ -62,6 +63,7 @@ STARTER_INPUTS: tuple[Any, ...] = (
     EvalInput,
     ChatRequest,
     ResponsesRequest,
+    UIChatRequest,
     UserMessage,
     SystemMessage,
     AssistantMessage,

@@ -1,0 +1,519 @@
+"""``POST /api/ai-sdk/chat`` and ``GET /api/ai-sdk/chat/{chat_id}/stream``: the Vercel AI
+SDK's chat protocol, as its ``DefaultChatTransport`` (``useChat`` in React, Vue and
+Svelte) calls it, answered with its UI message stream.
+
+The chat id is the conversation (one durable session per user and chat, as AG-UI maps
+a thread). A request does one of three things:
+
+- **a new user message** (the last of ``messages``, by an id the session has not seen):
+  its text is sent, starting the session if need be, and the reply streams until the
+  session answers, or until a tool call waits for a person;
+- **approval answers** (the last message is the assistant's, and its tool parts in the
+  state ``approval-responded`` carry ``approval: {id, approved, reason}``, as
+  ``addToolApprovalResponse`` leaves them): each is decided as the caller, signed as
+  every door signs, and the reply streams on;
+- **the same user message again** (a page back after a disconnect): nothing is sent;
+  the reply under way streams to its end.
+
+``GET .../{chat_id}/stream`` is the transport's ``resumeStream``: the reply still under
+way (or waiting for a person), replayed from its start out of the session's array and
+then followed live; ``204`` when nothing is under way.
+
+What the protocol cannot say here is refused with a 4xx that says what to do instead:
+files and other non-text parts of a user message, ``regenerate-message`` (a durable
+session never takes a reply back), and an approval answer for a call that is not
+waiting in this chat.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from durable_agent._contracts.approvals import PendingApproval
+from durable_agent._contracts.events import (
+    AttemptRestarted,
+    Ended,
+    ErrorReported,
+    Idle,
+    LiveEvent,
+    MessageAppended,
+    ModelStarted,
+    ReasoningDelta,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, UserMessage
+
+from ._agui import delivered
+from ._context import GatewayContext, HttpError, json_errors, parse_json
+from ._openai_common import from_call_start
+
+# The mapping of a session's live events onto UI message chunks (the ``ai`` package's
+# ``uiMessageChunkSchema``; docs/how-to/web-chat.md has it for readers):
+#
+# - each answer is one assistant UI message: ``start`` .. ``finish``, then ``[DONE]``;
+# - each model call a step (``start-step`` .. ``finish-step``); a call started over (its
+#   worker was lost, or the provider failed) is ``reset-step``: the page drops what the
+#   lost attempt showed, and the attempt's text streams again;
+# - text as ``text-start/delta/end``, reasoning as ``reasoning-start/delta/end``;
+# - the model's tool calls as ``tool-input-start/delta/available`` (``dynamic``: the page
+#   declares no tools of its own), results as ``tool-output-available``, a tool's error
+#   as ``tool-output-error``, a call a person denied as ``tool-output-denied``;
+# - a call waiting for a person as ``tool-approval-request``, which ends the stream;
+# - a failed session, or a model call that failed for good, as ``error``;
+# - what the protocol has no words for (usage, turns, capacity) as the transient data
+#   part ``data-durable-agent``: ``onData`` sees it, the message does not keep it.
+
+#: The header that tells the AI SDK the body is its UI message stream.
+STREAM_HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
+#: Line ends of the event stream (the AI SDK's own encoder writes ``\n``).
+SSE_SEP = "\n"
+
+Chunk = dict[str, Any]
+
+
+class UIApproval(BaseModel):
+    """A tool part's ``approval``, as ``addToolApprovalResponse`` leaves it."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1, max_length=200)
+    approved: bool | None = None
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class UIPart(BaseModel):
+    """One part of a UI message: only what the door reads (the rest is the page's)."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: str
+    text: str | None = None
+    toolCallId: str | None = None  # the AI SDK spells it so
+    state: str | None = None
+    approval: UIApproval | None = None
+
+
+class UIMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1, max_length=200)
+    role: Literal["system", "user", "assistant"]
+    parts: list[UIPart]
+
+
+class UIChatRequest(BaseModel):
+    """What ``DefaultChatTransport`` posts: the chat's id and its messages (a page's own
+    ``body`` fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    messages: list[UIMessage] = Field(min_length=1)
+    trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
+    messageId: str | None = None  # the AI SDK spells it so
+
+
+class UIStreamTranslator:
+    """Stateful: which step, text and reasoning part are open, and the latest batch's
+    tool call ids by slot (an approval names its slot)."""
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        self._step = False
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._streamed = False
+        """Text or reasoning of the current model call was streamed as deltas."""
+        self.calls: dict[int, str] = {}
+        self._error: str | None = None
+        """The latest failure reported: the words of a failed model call's message."""
+
+    def start(self, message_id: str | None) -> Chunk:
+        return {"type": "start", **({"messageId": message_id} if message_id else {})}
+
+    def translate(self, event: LiveEvent) -> Iterator[Chunk]:
+        if isinstance(event, ModelStarted):
+            yield from self._close_step()
+            self._step, self._streamed = True, False
+            yield {"type": "start-step"}
+        elif isinstance(event, AttemptRestarted):
+            self._text = self._reasoning = None
+            self._streamed = False
+            yield {"type": "reset-step"}
+        elif isinstance(event, TextDelta):
+            yield from self._open_step()
+            yield from self._close_reasoning()  # the model thought, now it answers
+            if self._text is None:
+                self._text = f"{self.chat_id}-text-{event.offset}"
+                yield {"type": "text-start", "id": self._text}
+            self._streamed = True
+            yield {"type": "text-delta", "id": self._text, "delta": event.text}
+        elif isinstance(event, ReasoningDelta):
+            yield from self._open_step()
+            if self._reasoning is None:
+                self._reasoning = f"{self.chat_id}-reasoning-{event.offset}"
+                yield {"type": "reasoning-start", "id": self._reasoning}
+            self._streamed = True
+            yield {"type": "reasoning-delta", "id": self._reasoning, "delta": event.text}
+        elif isinstance(event, MessageAppended) and event.message is not None:
+            yield from self.message(event.message, event.offset)
+        elif isinstance(event, Ended):
+            yield from self._ended(event)
+        elif not isinstance(event, Idle | ToolStarted | ToolFinished):
+            if isinstance(event, ErrorReported):
+                self._error = event.text
+            data = event.model_dump(mode="json")
+            yield {"type": "data-durable-agent", "data": data, "transient": True}
+
+    def message(self, message: Message, offset: int) -> Iterator[Chunk]:
+        """A message of the reply: the model's (its text when it was not streamed, its
+        tool calls), or a tool's result."""
+        if isinstance(message, AssistantMessage):
+            if message.is_error:
+                yield from self._close_open()
+                failed = message.content or self._error or "the model call failed"
+                yield {"type": "error", "errorText": failed}
+                return
+            yield from self._open_step()
+            if not self._streamed:  # deltas were off, held back, or this reader joined late
+                if message.reasoning:
+                    yield from self._whole("reasoning", message.reasoning, offset)
+                if message.content:
+                    yield from self._whole("text", message.content, offset)
+            yield from self._close_open()
+            self.calls = {k: c.id for k, c in enumerate(message.tool_calls or [])}
+            for call in message.tool_calls or []:
+                name, arguments = call.function.name, call.function.arguments
+                yield {
+                    "type": "tool-input-start",
+                    "toolCallId": call.id,
+                    "toolName": name,
+                    "dynamic": True,
+                }
+                yield {
+                    "type": "tool-input-delta",
+                    "toolCallId": call.id,
+                    "inputTextDelta": arguments,
+                }
+                yield {
+                    "type": "tool-input-available",
+                    "toolCallId": call.id,
+                    "toolName": name,
+                    "input": _input(arguments),
+                    "dynamic": True,
+                }
+            yield from self._close_step()
+            self._streamed = False
+        elif isinstance(message, ToolMessage):
+            call_id = message.tool_call_id
+            if message.approval is not None and message.approval.decision == "denied":
+                yield {"type": "tool-output-denied", "toolCallId": call_id}
+            elif message.is_error:
+                yield {
+                    "type": "tool-output-error",
+                    "toolCallId": call_id,
+                    "errorText": message.content,
+                }
+            else:
+                yield {
+                    "type": "tool-output-available",
+                    "toolCallId": call_id,
+                    "output": message.content,
+                    "dynamic": True,
+                }
+
+    def knows_calls(self, messages: Sequence[Message]) -> None:
+        """Learn the latest batch's call ids from the array (a page that rejoins saw no
+        events: its approval requests still name their calls)."""
+        for message in reversed(messages):
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                self.calls = {k: c.id for k, c in enumerate(message.tool_calls)}
+                return
+
+    def approvals(self, pending: Sequence[PendingApproval]) -> Iterator[Chunk]:
+        """The calls waiting for a person, then the end of the stream: the page answers
+        with ``addToolApprovalResponse``, and its next request carries the answers."""
+        yield from self._close_open()
+        for p in pending:
+            call = self.calls.get(p.slot)
+            if call is None or p.awaits_output:
+                continue  # a call whose output comes from outside: not in this protocol
+            yield {
+                "type": "tool-approval-request",
+                "approvalId": p.approval_id,
+                "toolCallId": call,
+                "reason": p.for_approver(),
+            }
+        yield from self.finish("tool-calls")
+
+    def finish(self, reason: str = "stop") -> Iterator[Chunk]:
+        yield from self._close_step()
+        yield {"type": "finish", "finishReason": reason}
+
+    def _ended(self, event: Ended) -> Iterator[Chunk]:
+        result = event.result
+        error = event.error or (result.error if result is not None else None)
+        if error or (result is not None and result.status != "done"):
+            yield from self._close_step()
+            yield {"type": "error", "errorText": error or "the session failed"}
+            yield {"type": "finish", "finishReason": "error"}
+        else:
+            yield from self.finish()
+
+    def _whole(self, kind: str, text: str, offset: int) -> Iterator[Chunk]:
+        ident = f"{self.chat_id}-{kind}-{offset}"
+        yield {"type": f"{kind}-start", "id": ident}
+        yield {"type": f"{kind}-delta", "id": ident, "delta": text}
+        yield {"type": f"{kind}-end", "id": ident}
+
+    def _open_step(self) -> Iterator[Chunk]:
+        if not self._step:
+            self._step = True
+            yield {"type": "start-step"}
+
+    def _close_step(self) -> Iterator[Chunk]:
+        yield from self._close_open()
+        if self._step:
+            self._step = False
+            yield {"type": "finish-step"}
+
+    def _close_reasoning(self) -> Iterator[Chunk]:
+        if self._reasoning is not None:
+            yield {"type": "reasoning-end", "id": self._reasoning}
+            self._reasoning = None
+
+    def _close_open(self) -> Iterator[Chunk]:
+        yield from self._close_reasoning()
+        if self._text is not None:
+            yield {"type": "text-end", "id": self._text}
+            self._text = None
+
+
+def _input(arguments: str) -> Any:
+    """A call's arguments as the JSON value the page shows (the text when it is not JSON)."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def ai_sdk_routes(gateway: GatewayContext) -> list[Route]:
+    agents = gateway.agents
+
+    async def chat(request: Request) -> Response:
+        body = parse_json(await request.body(), UIChatRequest)
+        if body.trigger == "regenerate-message":
+            raise HttpError(
+                400,
+                "trigger: a durable session keeps every reply; send a new message instead of "
+                "regenerating one",
+                "trigger",
+            )
+        session_id = await gateway.conversation(request, body.id)
+        after = await gateway.offset(session_id)
+        translator = UIStreamTranslator(body.id)
+        last = body.messages[-1]
+        if last.role == "assistant":
+            answers = _approval_answers(last)
+            if not answers:
+                raise HttpError(
+                    400,
+                    "messages: the last message is the assistant's and answers no approval; "
+                    "send a user message",
+                    "messages",
+                )
+            if after < 0:
+                raise HttpError(404, f"chat {body.id!r} has no session", "id")
+            await _decide(gateway, request, session_id, answers, translator)
+            return _stream(_follow(gateway, session_id, after, -1, translator, None))
+        if last.role != "user":
+            raise HttpError(400, "messages: the last message is not the user's", "messages")
+        text = _text(last)
+        if after >= 0 and await delivered(gateway, session_id, last.id):
+            return _stream(_rejoin(gateway, session_id, translator))
+        message = UserMessage(id=last.id, content=text)
+        owner = gateway.owner_of(request)
+        sent = await agents.converse(session_id, message, gateway.needs_spec(None), owner=owner)
+        reply_id = f"{body.id}-m{sent.before + 1}"
+        return _stream(_follow(gateway, session_id, after, sent.before, translator, reply_id))
+
+    async def resume(request: Request) -> Response:
+        chat_id = request.path_params["chat_id"]
+        session_id = await gateway.conversation(request, chat_id)
+        if await gateway.offset(session_id) < 0:
+            return Response(status_code=204)
+        translator = UIStreamTranslator(chat_id)
+        phase = (await agents.session(session_id).status()).phase
+        if phase in ("idle", "done", "failed"):
+            return Response(status_code=204)  # nothing under way: the page has it all
+        return _stream(_rejoin(gateway, session_id, translator))
+
+    return [
+        Route("/api/ai-sdk/chat", json_errors(chat), methods=["POST"]),
+        Route("/api/ai-sdk/chat/{chat_id}/stream", json_errors(resume), methods=["GET"]),
+    ]
+
+
+async def _follow(
+    gateway: GatewayContext,
+    session_id: str,
+    after: int,
+    before: int,
+    translator: UIStreamTranslator,
+    message_id: str | None,
+    replayed: int = -1,
+) -> AsyncIterator[Chunk | None]:
+    """The reply: its events until the session answers (more than ``before`` messages;
+    ``-1``: any answer), asks a person, or ends; ``None`` marks a clean end.
+    ``replayed``: messages up to this index were replayed from the array already."""
+    agents = gateway.agents
+    if message_id is not None or replayed < 0:
+        yield translator.start(message_id)
+    events = from_call_start(gateway.hubs.follow(session_id, after))
+    async for event in events:
+        if isinstance(event, MessageAppended):
+            if event.index <= replayed:
+                continue
+            if event.message is None:  # too big for the log: read it from the array
+                [whole] = await agents.session(session_id).messages(event.index, limit=1)
+                event = event.model_copy(update={"message": whole})
+        if isinstance(event, Idle) and event.message_count > before:
+            for chunk in translator.finish():
+                yield chunk
+            yield None
+            return
+        for chunk in translator.translate(event):
+            yield chunk
+        if isinstance(event, Ended):
+            yield None
+            return
+        if event.type == "approval_requested":
+            pending = (await agents.session(session_id).status()).pending_approvals
+            for chunk in translator.approvals(pending):
+                yield chunk
+            yield None
+            return
+
+
+async def _rejoin(
+    gateway: GatewayContext, session_id: str, translator: UIStreamTranslator
+) -> AsyncIterator[Chunk | None]:
+    """A page back after a disconnect: the reply under way replayed from its start (the
+    array since the last user message), then followed live to its end."""
+    session = gateway.agents.session(session_id)
+    after = await session.latest_offset()
+    status = await session.status()
+    count = status.message_count
+    recent = await session.messages(max(count - RESENT_WINDOW, 0))
+    start = max(count - len(recent), 0)
+    asked = max((i for i, m in enumerate(recent) if isinstance(m, UserMessage)), default=-1)
+    reply = recent[asked + 1 :]
+    translator.knows_calls(recent)
+    yield translator.start(f"{translator.chat_id}-m{start + asked + 1}")
+    for message in reply:
+        for chunk in translator.message(message, after):
+            yield chunk
+    if status.phase == "awaiting_approval":
+        for chunk in translator.approvals(status.pending_approvals):
+            yield chunk
+        yield None
+        return
+    if status.phase in ("idle", "done", "failed"):
+        for chunk in translator.finish():
+            yield chunk
+        yield None
+        return
+    replayed = start + len(recent) - 1
+    async for live in _follow(gateway, session_id, after, count, translator, None, replayed):
+        yield live
+
+
+#: How far back a reply is replayed from: the messages since its user message.
+RESENT_WINDOW = 50
+
+
+def _approval_answers(message: UIMessage) -> list[tuple[str, str, bool, str | None]]:
+    """The approval answers an assistant UI message carries: (approval id, call id,
+    approved, reason), from its tool parts in the state ``approval-responded``."""
+    found = []
+    for part in message.parts:
+        is_tool = part.type.startswith("tool-") or part.type == "dynamic-tool"
+        if not is_tool or part.state != "approval-responded" or part.approval is None:
+            continue
+        if part.approval.approved is None or part.toolCallId is None:
+            raise HttpError(400, "messages: an approval answer says approved true or false")
+        found.append(
+            (part.approval.id, part.toolCallId, part.approval.approved, part.approval.reason)
+        )
+    return found
+
+
+async def _decide(
+    gateway: GatewayContext,
+    request: Request,
+    session_id: str,
+    answers: list[tuple[str, str, bool, str | None]],
+    translator: UIStreamTranslator,
+) -> None:
+    """Decide each answer as the caller, once every one of them names a call waiting in
+    this chat (else nothing is decided)."""
+    session = gateway.agents.session(session_id)
+    status = await session.status()
+    count = status.message_count
+    translator.knows_calls(await session.messages(max(count - RESENT_WINDOW, 0)))
+    pending = {p.approval_id: p for p in status.pending_approvals}
+    for approval_id, call_id, _, _ in answers:
+        waiting = pending.get(approval_id)
+        if waiting is None or translator.calls.get(waiting.slot) != call_id:
+            raise HttpError(
+                409,
+                f"messages: approval {approval_id!r} of call {call_id!r} is not waiting in "
+                "this chat (decided already, or never asked); reload the chat to see what "
+                "it waits for",
+                "messages",
+            )
+        if waiting.awaits_output:
+            raise HttpError(
+                409,
+                f"messages: call {call_id!r} waits for its output, which this door cannot "
+                "give; give it through AG-UI or POST /api/sessions/{id}/approvals/{id}/output",
+                "messages",
+            )
+    for approval_id, _, approved, reason in answers:
+        await gateway.decide(request, session_id, approval_id, approved, reason=reason)
+
+
+def _text(message: UIMessage) -> str:
+    """The user message's text; a part the door cannot take is refused by name."""
+    texts: list[str] = []
+    for part in message.parts:
+        if part.type == "text":
+            texts.append(part.text or "")
+        elif part.type != "step-start":
+            raise HttpError(
+                400,
+                f"messages: this door takes text parts only, not {part.type!r}: send the "
+                "file's content as text, or give it through a tool the agent has",
+                "messages",
+            )
+    text = "\n".join(t for t in texts if t)
+    if not text.strip():
+        raise HttpError(400, "messages: the last user message has no text", "messages")
+    return text
+
+
+def _stream(chunks: AsyncIterator[Chunk | None]) -> Response:
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        async for chunk in chunks:
+            if chunk is None:  # a clean end, as the AI SDK's own streams end
+                yield ServerSentEvent(data="[DONE]", sep=SSE_SEP)
+                return
+            yield ServerSentEvent(data=json.dumps(chunk), sep=SSE_SEP)
+
+    return EventSourceResponse(events(), ping=15, sep=SSE_SEP, headers=STREAM_HEADERS)

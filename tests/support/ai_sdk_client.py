@@ -1,0 +1,81 @@
+"""The Vercel AI SDK in node (npm ``ai``: its ``DefaultChatTransport`` and
+``readUIMessageStream``), run from ``tests/clients/ai_sdk`` (``./run setup`` installs
+it): one request per call, the chunks in the order received, the UI message the SDK
+built from them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CLIENT = Path(__file__).parents[1] / "clients" / "ai_sdk"
+
+
+def need_ai_sdk() -> None:
+    """Fail (not skip) when node or the package is missing: CI installs both."""
+    if shutil.which("node") is None:
+        raise AssertionError("node is not installed (Debian's nodejs; .ci/run installs it)")
+    if not (CLIENT / "node_modules" / "ai").is_dir():
+        raise AssertionError(f"the ai package is not installed: npm ci --prefix {CLIENT}")
+
+
+async def chat_request(
+    api: str,
+    chat_id: str,
+    messages: list[dict[str, Any]],
+    on_chunk: Callable[[dict[str, Any]], None] | None = None,
+    **more: Any,
+) -> Any:
+    """One request of the AI SDK's transport to ``api``: ``{chunks, message, error,
+    status}`` (``on_chunk`` sees each chunk as it arrives; ``more``: ``headers``,
+    ``trigger``, ``resume``: the transport's ``reconnectToStream`` instead of a send)."""
+    need_ai_sdk()
+    process = await asyncio.create_subprocess_exec(
+        "node",
+        str(CLIENT / "run.mjs"),
+        cwd=CLIENT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=2**24,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(
+        json.dumps({"api": api, "chatId": chat_id, "messages": messages, **more}).encode()
+    )
+    process.stdin.close()
+    chunks: list[dict[str, Any]] = []
+    done: dict[str, Any] | None = None
+    while line := await asyncio.wait_for(process.stdout.readline(), 120):
+        said = json.loads(line)
+        if "chunk" in said:
+            chunks.append(said["chunk"])
+            if on_chunk is not None:
+                on_chunk(said["chunk"])
+        else:
+            done = said["done"]
+    err = await process.stderr.read() if process.stderr else b""
+    assert await process.wait() == 0 and done is not None, err.decode()[-2000:]
+    return {"chunks": chunks, **done}
+
+
+def user_message(ident: str, text: str) -> dict[str, Any]:
+    return {"id": ident, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def answered(message: dict[str, Any], approved: bool, reason: str | None = None) -> dict[str, Any]:
+    """The assistant message as ``addToolApprovalResponse`` leaves it: each tool part
+    waiting for approval now ``approval-responded``, with the answer."""
+    parts = []
+    for part in message["parts"]:
+        if part.get("state") == "approval-requested":
+            approval = {**part["approval"], "approved": approved}
+            if reason is not None:
+                approval["reason"] = reason
+            part = {**part, "state": "approval-responded", "approval": approval}
+        parts.append(part)
+    return {**message, "parts": parts}
