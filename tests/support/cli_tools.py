@@ -22,6 +22,10 @@ def get_time(city: str) -> str:
 @tool(approval="always")
 def wipe_cache(name: str) -> str:
     """Clear a cache (a person approves)."""
+    ran = os.environ.get("CLI_TOOLS_WIPED")
+    if ran:  # a test that kills workers reads which calls ran from this file
+        with open(ran, "a") as log:
+            log.write(name + "\n")
     return f"cache {name} cleared"
 
 
