@@ -78,9 +78,9 @@ def web_chat_agent(model: ModelSpec) -> Agent[str]:
     )
 
 
-def bundle(folder: Path) -> Path:
-    """The page's script, bundled by esbuild (the page imports ``ai``, ``@ai-sdk/react``
-    and React from ``NODE_MODULES``)."""
+def bundle(folder: Path, source: Path = PAGE_SOURCE) -> Path:
+    """The page's script (``source``), bundled by esbuild into ``folder``; the page
+    imports ``ai``, ``@ai-sdk/react`` and React from ``NODE_MODULES``."""
     esbuild = NODE_MODULES / ".bin" / "esbuild"
     if not esbuild.exists():
         sys.exit(
@@ -90,7 +90,7 @@ def bundle(folder: Path) -> Path:
     subprocess.run(
         [
             str(esbuild),
-            str(PAGE_SOURCE),
+            str(source),
             "--bundle",
             "--format=esm",
             "--jsx=automatic",

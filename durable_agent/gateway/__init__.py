@@ -8,6 +8,7 @@ Its modules:
 - ``_guard``: who may call, from where, and who they are.
 - ``_context``: what every entry point shares: the client, the caller, one access check.
 - ``_agui``: the AG-UI endpoint, and live events in AG-UI's encoding.
+- ``_ai_sdk``: the Vercel AI SDK's chat protocol (``useChat``) and its UI message stream.
 - ``_openai_chat``: ``/v1/chat/completions`` and ``/v1/models``.
 - ``_openai_responses``: ``/v1/responses``, streamed and not.
 - ``_openai_common``: what the OpenAI-compatible endpoints share.

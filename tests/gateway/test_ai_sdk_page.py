@@ -29,12 +29,20 @@ from durable_agent import AgentClient
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from examples.web_chat import bundle, web_chat_app
 from tests.conftest import started_on_free_port
+from tests.gateway.test_ai_sdk_door import registry, wiped
 from tests.observability.test_live_events import paced
-from tests.support.agent_harness import KILL_HEARTBEAT_SECONDS, spec_for, start_worker_process
+from tests.support.agent_harness import (
+    KILL_HEARTBEAT_SECONDS,
+    running_worker,
+    spec_for,
+    start_worker_process,
+)
 from tests.support.ai_sdk_client import need_ai_sdk
 from tests.support.browser import chromium_page
+from tests.support.docs_page import page_block
 
 ROOT = Path(__file__).parents[2]
+WEB_CHAT = ROOT / "docs" / "how-to" / "web-chat.md"
 ANSWER = "a durable answer that outlives the worker it began on"
 
 
@@ -208,3 +216,33 @@ async def test_the_web_chat_example_runs_with_its_built_in_model(tmp_path: Path)
         process.wait(20)
     assert served.status_code == 200 and "/chat.js" in served.text
     assert "tiles" in reasoning
+
+
+async def test_the_manuals_page_asks_and_approves_in_chromium(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """docs/how-to/web-chat.md's page, as it stands, bundled by esbuild: it sends, shows
+    the call waiting, approves it, and the call runs and the answer shows."""
+    need_ai_sdk()
+    wiped.clear()
+    source = tmp_path / "page.jsx"
+    source.write_text(page_block("## The page", "jsx", WEB_CHAT))
+    script_file = bundle(tmp_path, source)
+    script = [assistant_calls(("wipe_cache", {"name": "tiles"})), assistant_text("tiles cleared")]
+    with ScriptedProvider(script) as provider:
+        spec = spec_for(provider, ["wipe_cache"], session={})
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            app = web_chat_app(AgentClient(client, task_queue=task_queue), spec, script_file)
+            async with serving(app) as base, chromium_page() as page:
+                await page.goto(f"{base}/chat")
+                await send(page, "clear the tiles cache")
+                waiting = page.locator(".tool[data-state=approval-requested]")
+                await expect(waiting).to_have_count(1, timeout=60_000)
+                await page.get_by_role("button", name="Approve").click()
+                reply = page.locator(".message[data-role=assistant] .text")
+                await expect(reply).to_have_text("tiles cleared", timeout=60_000)
+                output = await page.locator(".output").inner_text()
+            handle = client.get_workflow_handle("conversation-support-42")
+            await handle.signal("end_session")
+            await handle.result()
+    assert wiped == ["tiles"] and output == "cache tiles cleared"
