@@ -234,7 +234,7 @@ async def test_the_manuals_page_asks_and_approves_in_chromium(
         async with running_worker(temporal_env, task_queue, registry) as client:
             app = web_chat_app(AgentClient(client, task_queue=task_queue), spec, script_file)
             async with serving(app) as base, chromium_page() as page:
-                await page.goto(f"{base}/chat")
+                await page.goto(f"{base}/chat?chat=manual-{task_queue}")
                 await send(page, "clear the tiles cache")
                 waiting = page.locator(".tool[data-state=approval-requested]")
                 await expect(waiting).to_have_count(1, timeout=60_000)
@@ -242,7 +242,7 @@ async def test_the_manuals_page_asks_and_approves_in_chromium(
                 reply = page.locator(".message[data-role=assistant] .text")
                 await expect(reply).to_have_text("tiles cleared", timeout=60_000)
                 output = await page.locator(".output").inner_text()
-            handle = client.get_workflow_handle("conversation-support-42")
+            handle = client.get_workflow_handle(f"conversation-manual-{task_queue}")
             await handle.signal("end_session")
             await handle.result()
     assert wiped == ["tiles"] and output == "cache tiles cleared"
