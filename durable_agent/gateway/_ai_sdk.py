@@ -11,7 +11,8 @@ a thread). A request does one of three things:
 - **approval answers** (the last message is the assistant's, and its tool parts in the
   state ``approval-responded`` carry ``approval: {id, approved, reason}``, as
   ``addToolApprovalResponse`` leaves them): each is decided as the caller, signed as
-  every door signs, and the reply streams on;
+  every door signs, and the reply streams on (an answer sent again, for a call decided
+  already, decides nothing);
 - **the same user message again** (a page back after a disconnect): nothing is sent;
   the reply under way streams to its end.
 
@@ -330,7 +331,8 @@ def ai_sdk_routes(gateway: GatewayContext) -> list[Route]:
                 )
             if after < 0:
                 raise HttpError(404, f"chat {body.id!r} has no session", "id")
-            await _decide(gateway, request, session_id, answers, translator)
+            if not await _decide(gateway, request, session_id, answers, translator):
+                return _stream(_rejoin(gateway, session_id, translator))  # sent again
             return _stream(_follow(gateway, session_id, after, -1, translator, None))
         if last.role != "user":
             raise HttpError(400, "messages: the last message is not the user's", "messages")
@@ -460,22 +462,29 @@ async def _decide(
     session_id: str,
     answers: list[tuple[str, str, bool, str | None]],
     translator: UIStreamTranslator,
-) -> None:
+) -> int:
     """Decide each answer as the caller, once every one of them names a call waiting in
-    this chat (else nothing is decided)."""
+    this chat or one decided already (else nothing is decided): how many it decided.
+    A call decided already is an answer sent again (the page lost the stream that
+    followed it): it decides nothing, as at every door."""
     session = gateway.agents.session(session_id)
     status = await session.status()
     count = status.message_count
-    translator.knows_calls(await session.messages(max(count - RESENT_WINDOW, 0)))
+    recent = await session.messages(max(count - RESENT_WINDOW, 0))
+    translator.knows_calls(recent)
     pending = {p.approval_id: p for p in status.pending_approvals}
-    for approval_id, call_id, _, _ in answers:
+    waiting_calls = {translator.calls.get(p.slot) for p in status.pending_approvals}
+    made = {c.id for m in recent if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
+    to_decide = []
+    for approval_id, call_id, approved, reason in answers:
         waiting = pending.get(approval_id)
+        if waiting is None and call_id in made and call_id not in waiting_calls:
+            continue  # decided already
         if waiting is None or translator.calls.get(waiting.slot) != call_id:
             raise HttpError(
                 409,
                 f"messages: approval {approval_id!r} of call {call_id!r} is not waiting in "
-                "this chat (decided already, or never asked); reload the chat to see what "
-                "it waits for",
+                "this chat; reload the chat to see what it waits for",
                 "messages",
             )
         if waiting.awaits_output:
@@ -485,8 +494,10 @@ async def _decide(
                 "give; give it through AG-UI or POST /api/sessions/{id}/approvals/{id}/output",
                 "messages",
             )
-    for approval_id, _, approved, reason in answers:
+        to_decide.append((approval_id, approved, reason))
+    for approval_id, approved, reason in to_decide:
         await gateway.decide(request, session_id, approval_id, approved, reason=reason)
+    return len(to_decide)
 
 
 def _text(message: UIMessage) -> str:

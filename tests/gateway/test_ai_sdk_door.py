@@ -161,12 +161,16 @@ async def test_a_denied_call_never_runs_and_the_page_sees_it_denied(
             first = await chat_request(api, chat, [said])
             denied = answered(first["message"], False, "not today")
             second = await chat_request(api, chat, [said, denied])
+            # the page lost that stream and sends its answer again: nothing is decided twice
+            again = await chat_request(api, chat, [said, denied])
             array = (
                 await AgentClient(client, task_queue=task_queue)
                 .session(f"conversation-{chat}")
                 .messages()
             )
-    assert second["error"] is None and wiped == []
+    assert second["error"] is None and again["error"] is None and wiped == []
+    assert [p["text"] for p in again["message"]["parts"] if p["type"] == "text"] == ["left alone"]
+    assert len(provider.requests) == 2 and len(array) == 4
     assert types(second)[:2] == ["start", "tool-output-denied"]
     [part] = [p for p in second["message"]["parts"] if p["type"] == "dynamic-tool"]
     assert part["state"] == "output-denied"
