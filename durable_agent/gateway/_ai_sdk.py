@@ -54,7 +54,7 @@ from durable_agent._contracts.events import (
 )
 from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, UserMessage
 
-from ._agui import delivered
+from ._agui import RESENT_WINDOW, delivered
 from ._context import GatewayContext, HttpError, json_errors, parse_json
 from ._openai_common import from_call_start
 
@@ -412,8 +412,8 @@ async def _rejoin(
     after = await session.latest_offset()
     status = await session.status()
     count = status.message_count
-    recent = await session.messages(max(count - RESENT_WINDOW, 0))
-    start = max(count - len(recent), 0)
+    start = max(count - RESENT_WINDOW, 0)
+    recent = await session.messages(start)
     asked = max((i for i, m in enumerate(recent) if isinstance(m, UserMessage)), default=-1)
     reply = recent[asked + 1 :]
     translator.knows_calls(recent)
@@ -434,10 +434,6 @@ async def _rejoin(
     replayed = start + len(recent) - 1
     async for live in _follow(gateway, session_id, after, count, translator, None, replayed):
         yield live
-
-
-#: How far back a reply is replayed from: the messages since its user message.
-RESENT_WINDOW = 50
 
 
 def _approval_answers(message: UIMessage) -> list[tuple[str, str, bool, str | None]]:
