@@ -34,6 +34,7 @@ from durable_agent._spec.document import AgentSpec
 from durable_agent._wire.messages import dump_messages
 from durable_agent.capabilities._memory import Memory
 
+from ._a2a import a2a_routes
 from ._agui import AguiTranslator, agui_routes, agui_sse
 from ._ai_sdk import ai_sdk_routes
 from ._codec_endpoint import codec_routes
@@ -313,6 +314,7 @@ def create_app(
         *wake_up_routes(gateway),
         *agui_routes(gateway),
         *ai_sdk_routes(gateway),
+        *a2a_routes(gateway, list(named), spec is not None),
         *chat_routes(gateway, named, spec is not None),
         *responses_routes(gateway, named),
         *memory_routes(gateway, memory),
