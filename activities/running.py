@@ -118,7 +118,8 @@ R = TypeVar("R")
 async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterator[None]:
     """Heartbeat every fraction of the activity's heartbeat timeout until the block
     ends (no-op for an activity scheduled without one). ``progress`` gives the details
-    each beat carries, for people reading the pending activity in the UI."""
+    each beat carries (``None``: none), for people reading the pending activity in the
+    UI, or for the activity's next attempt (a tool's ``ToolContext.note``)."""
     info = activity.info()
     timeout = info.heartbeat_timeout
     if not timeout:
@@ -128,10 +129,11 @@ async def heartbeating(progress: Callable[[], Any] | None = None) -> AsyncIterat
 
     async def beat() -> None:
         while True:
-            if progress is None:
+            shown = None if progress is None else progress()
+            if shown is None:
                 activity.heartbeat()
             else:
-                activity.heartbeat(progress())
+                activity.heartbeat(shown)
             await asyncio.sleep(every)
 
     # The first beat half a timeout after the recorded start: a call shorter than that

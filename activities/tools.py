@@ -61,7 +61,7 @@ from durable_agent._wire.messages import Message, ToolMessage, explain
 from durable_agent.capabilities import Capabilities
 from durable_agent.extending import NotAllowed, NotRegistered
 
-from .running import count_tool_call, heartbeats
+from .running import count_tool_call, heartbeating, heartbeats
 
 log = structlog.get_logger("durable_agent._tools")
 
@@ -186,13 +186,20 @@ class ToolActivities:
             ) from None
 
     @activity.defn(name="run_tool")
-    @heartbeats
     async def run_tool(self, call: ToolCallInput) -> ToolMessage | ToolReturn:
         """Run one call, in its ``execute_tool`` span (with its digest and size when the
-        call asks: the workflow then need not encode it)."""
+        call asks: the workflow then need not encode it). Its heartbeats carry what the
+        tool noted for a later attempt (``ToolContext.note``)."""
+        noted: list[Any] = []
+        async with heartbeating(lambda: noted[0] if noted else None):
+            return await self._run_tool_spanned(call, noted)
+
+    async def _run_tool_spanned(
+        self, call: ToolCallInput, noted: list[Any]
+    ) -> ToolMessage | ToolReturn:
         with tool_span(call.tool_name, call.tool_call_id, call.arguments) as span:
             try:
-                result = await self._run_tool(call)
+                result = await self._run_tool(call, noted)
             except ApplicationError as error:
                 record_failure(span, error.type or Failure.TOOL_RAISED, error.message)
                 count_tool_call(call.tool_name, error=True)
@@ -204,7 +211,7 @@ class ToolActivities:
             digest, size = digested(result, self._results.kept_json(result))
             return ToolReturn(message=result, digest=digest, size=size)
 
-    async def _run_tool(self, call: ToolCallInput) -> ToolMessage:
+    async def _run_tool(self, call: ToolCallInput, noted: list[Any]) -> ToolMessage:
         """Run one call. Bad arguments and unknown tools come back as error results for the
         model to read; an exception in the tool, or its running out of time, is raised as
         ``ToolRaised`` for the workflow to count against the tool's attempts."""
@@ -233,6 +240,9 @@ class ToolActivities:
             attempt=call.attempt,
             context=bound_values,
             redelivery=info.attempt - 1,
+            resumed=_resumed(info.heartbeat_details),
+            _noted=noted,
+            _keep=activity.heartbeat,  # at once: a worker lost a moment later keeps it
         )
 
         async def result(content: str, is_error: bool | None = None) -> ToolMessage:
@@ -408,3 +418,8 @@ class ToolActivities:
             f"{text[:limit]}\n[truncated by durable-agent: showing the first {limit} of "
             f"{len(text)} characters; the whole result is stored as {stored}]"
         )
+
+
+def _resumed(details: Any) -> Any:
+    """What an earlier attempt of this activity noted (its last heartbeat's details)."""
+    return details[0] if details else None

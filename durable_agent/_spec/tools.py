@@ -62,7 +62,26 @@ class ToolContext:
     redelivery: int = 0
     """Times this attempt was started again because the worker running it was lost
     (killed, cut off, shut down): its effect may already have happened."""
+    resumed: Any = None
+    """What an earlier attempt of this call, on a worker that was lost, kept with
+    ``note`` (``None``: nothing): a tool that started something far away (a remote
+    agent's task) picks it up there instead of starting it again."""
     _spent: list[Usage] = field(default_factory=list, repr=False, compare=False)
+    _noted: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _keep: Callable[[Any], None] | None = field(default=None, repr=False, compare=False)
+
+    def note(self, value: Any) -> None:
+        """Keep a small JSON value for a later attempt of this call: it travels with the
+        activity's heartbeats, which Temporal keeps when the worker is lost, and the
+        next attempt reads it as ``resumed``."""
+        self._noted[:] = [value]
+        if self._keep is not None:
+            self._keep(value)
+
+    @property
+    def noted(self) -> Any:
+        """What ``note`` kept last (``None``: nothing)."""
+        return self._noted[0] if self._noted else None
 
     def report_usage(self, usage: Usage) -> None:
         """Count model tokens this call spent (a tool that runs a sub-agent or asks a

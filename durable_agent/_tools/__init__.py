@@ -10,4 +10,5 @@ Its modules:
 - ``hooks``: hooks over each model call, and guardrails.
 - ``registry``: ``Registry``: everything one worker runs or speaks, by name.
 - ``mcp_servers``: the MCP kind's worker half (the ``mcp`` SDK).
-- ``openapi``: the OpenAPI kind's worker half: documents as tools, one request a call."""
+- ``openapi``: the OpenAPI kind's worker half: documents as tools, one request a call.
+- ``a2a_agents``: remote A2A agents as tools (``RemoteAgents``), one message a call."""

@@ -12,11 +12,16 @@ Its modules:
 - ``_memory``: the memory tool kind (``Memory``, ``Embeddings``) and its namespaces.
 - ``_memory_store``: where memories rest: SQLite or PostgreSQL, each with its full-text index.
 - ``_memory_files``: Anthropic's memory tool served from the same store.
-- ``_workspace``: a session's files and plan (``Workspace``), in the same store."""
+- ``_workspace``: a session's files and plan (``Workspace``), in the same store.
+
+``RemoteAgent`` and ``RemoteAgents`` (remote A2A agents as tools) are the
+``durable_agent._tools.a2a_agents`` kind's, named here with the owner's other
+registrations."""
 
 from durable_agent._contracts.approvals import ApproverKey
 from durable_agent._spec.document import ModelPrice
 from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
+from durable_agent._tools.a2a_agents import RemoteAgent, RemoteAgents
 
 from ._config_file import load_capabilities
 from ._memory import Embeddings, Memory, MemorySource
@@ -33,6 +38,8 @@ __all__ = [
     "ModelPrice",
     "ProviderEndpoint",
     "ProviderLimits",
+    "RemoteAgent",
+    "RemoteAgents",
     "SecretGrant",
     "SpecPolicy",
     "Workspace",
