@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from a2a.server.context import ServerCallContext
@@ -41,10 +42,9 @@ from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes.common import ServerCallContextBuilder
-from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
-    A2AError,
     InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
@@ -73,7 +73,7 @@ from durable_agent._wire.messages import AssistantMessage, Message, UserMessage,
 from durable_agent._wire.transcript import sender_id
 
 from ._agui import _delivered
-from ._context import CONVERSATION_ID, PART, GatewayContext, HttpError
+from ._context import CONVERSATION_ID, PART, GatewayContext, HttpError, json_errors
 
 #: An A2A context (and task) id: what a conversation id may hold, less ``:``, which
 #: separates an agent served by name from its contexts in the conversation's id.
@@ -94,24 +94,34 @@ MAX_PAGE = 100
 
 def a2a_routes(gateway: GatewayContext, named: Sequence[str], default: bool) -> list[Route]:
     """The card and JSON-RPC routes of the default agent (when the gateway has one)
-    and of each agent served by name."""
-    routes: list[Route] = []
-    for agent in ([None] if default else []) + list(named):
-        base = "/a2a" if agent is None else f"/a2a/{agent}"
-        card_path = WELL_KNOWN if agent is None else f"{base}{WELL_KNOWN}"
-        routes.append(Route(card_path, _card_route(gateway, agent, base), methods=["GET"]))
-        routes += create_jsonrpc_routes(
-            A2aDoor(gateway, agent), base, _Caller(), enable_v0_3_compat=True
-        )
-    return routes
+    and of each agent served by name (any other name: 404)."""
+    doors = {
+        agent: JsonRpcDispatcher(A2aDoor(gateway, agent), _Caller(), enable_v0_3_compat=True)
+        for agent in ([None] if default else []) + list(named)
+    }
 
+    def door_of(request: Request) -> str | None:
+        agent = request.path_params.get("agent")
+        if agent not in doors:
+            listed = ", ".join(sorted(a or "(default)" for a in doors)) or "none"
+            raise HttpError(404, f"no A2A agent {agent or '(default)'!r} here (agents: {listed})")
+        return agent if isinstance(agent, str) else None
 
-def _card_route(gateway: GatewayContext, agent: str | None, base: str) -> Callable[[Request], Any]:
+    async def rpc(request: Request) -> Response:
+        return await doors[door_of(request)].handle_requests(request)
+
     async def card(request: Request) -> Response:
-        url = str(request.base_url).rstrip("/") + base
-        return JSONResponse(agent_card_to_dict(agent_card(gateway.needs_spec(agent), agent, url)))
+        agent = door_of(request)
+        url = str(request.base_url).rstrip("/") + ("/a2a" if agent is None else f"/a2a/{agent}")
+        found = agent_card(gateway.needs_spec(agent), agent, url)
+        return JSONResponse(agent_card_to_dict(found))
 
-    return card
+    return [
+        Route(WELL_KNOWN, json_errors(card), methods=["GET"]),
+        Route("/a2a", json_errors(rpc), methods=["POST"]),
+        Route("/a2a/{agent}" + WELL_KNOWN, json_errors(card), methods=["GET"]),
+        Route("/a2a/{agent}", json_errors(rpc), methods=["POST"]),
+    ]
 
 
 def agent_card(spec: AgentSpec, agent: str | None, url: str) -> pb.AgentCard:
@@ -433,7 +443,7 @@ class A2aDoor(RequestHandler):
 
 def _status(status: SessionStatus, array: Sequence[Message], task_id: str) -> pb.TaskStatus:
     state = STATE.get(status.phase, pb.TASK_STATE_WORKING)
-    found = pb.TaskStatus(state=state)  # type: ignore[arg-type]
+    found = pb.TaskStatus(state=state)
     if state == pb.TASK_STATE_INPUT_REQUIRED:
         found.message.CopyFrom(_waiting(task_id, status.pending_approvals))
     elif state == pb.TASK_STATE_COMPLETED:
@@ -520,25 +530,22 @@ def _decision(message: pb.Message) -> dict[str, Any] | None:
     return None
 
 
-class _translated:
+@asynccontextmanager
+async def _translated() -> AsyncIterator[None]:
     """The session's refusals in the protocol's errors."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, kind: Any, error: BaseException | None, trace: Any) -> bool:
-        if error is None or isinstance(error, A2AError):
-            return False
-        if isinstance(error, SessionNotFoundError):
-            raise TaskNotFoundError(message=str(error)) from None
-        if isinstance(error, HttpError):
-            raise InvalidParamsError(message=error.error) from None
-        if isinstance(
-            error,
-            SessionClosedError | MessageRefusedError | DecisionRefusedError | UnknownApprovalError,
-        ):
-            raise InvalidParamsError(message=str(error)) from None
-        return False
+    try:
+        yield
+    except SessionNotFoundError as error:
+        raise TaskNotFoundError(message=str(error)) from None
+    except HttpError as error:
+        raise InvalidParamsError(message=error.error) from None
+    except (
+        SessionClosedError,
+        MessageRefusedError,
+        DecisionRefusedError,
+        UnknownApprovalError,
+    ) as error:
+        raise InvalidParamsError(message=str(error)) from None
 
 
 __all__ = ["A2aDoor", "a2a_routes", "agent_card"]

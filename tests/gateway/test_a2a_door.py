@@ -21,9 +21,11 @@ from durable_agent._tools.functions import tool
 from durable_agent._tools.registry import Registry
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.a2a_peers import a2a_client, data_message, events_of, state_name, text_message
+from tests.support.docs_page import run_page_block
 from tests.support.gateway_harness import served
 from tests.support.recording_server import RecordingServer
 
+PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "a2a.md"
 registry = Registry()
 wiped: list[str] = []
 released = threading.Event()
@@ -240,3 +242,14 @@ async def test_another_users_task_is_out_of_reach_of_every_method(
     ]
     assert not [s for s in bobs if s.owner == "token:bob"], "bob started nothing"
     assert len(provider.requests) == 1
+
+
+async def test_the_pages_client_asks_the_served_agent(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    program = run_page_block("### Calling it with the official client", page=PAGE)
+    with ScriptedProvider([assistant_text("the answer, streamed")]) as provider:
+        async with served(temporal_env, task_queue, provider, [], registry, tmp_path) as (_, base):
+            said = await program["ask"](base, "a question")
+    assert said == "the answer, streamed"
+    assert provider.requests[0].body["messages"][-1]["content"] == "a question"

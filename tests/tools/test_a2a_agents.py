@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -193,3 +195,17 @@ async def test_a_spec_naming_an_unregistered_remote_or_a_url_is_refused_before_a
                 await agents.start(carried, "ask")
     assert "'payroll' is not registered" in str(failed.value)
     assert remote.seen == [] and provider.requests == []
+
+
+async def test_the_a2a_pair_example_runs_with_its_built_in_models() -> None:
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "examples.a2a_pair"],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=170,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "Billing says: Invoice 7 was paid on May 2."
