@@ -9,6 +9,7 @@ Its modules:
 - ``_context``: what every entry point shares: the client, the caller, one access check.
 - ``_agui``: the AG-UI endpoint, and live events in AG-UI's encoding.
 - ``_ai_sdk``: the Vercel AI SDK's chat protocol (``useChat``) and its UI message stream.
+- ``_a2a``: each agent as an A2A agent: its card, and JSON-RPC in 1.0 and 0.3.
 - ``_openai_chat``: ``/v1/chat/completions`` and ``/v1/models``.
 - ``_openai_responses``: ``/v1/responses``, streamed and not.
 - ``_openai_common``: what the OpenAI-compatible endpoints share.

@@ -5,8 +5,8 @@ load balancer. A conversation id maps to a session id by a fixed rule, so the sa
 conversation reaches the same session from any replica. The event stream is SSE, in
 our event types or (``format=agui``) in the AG-UI encoding. The other compatible endpoints are
 modules of their own, given the same ``Entry point``: ``POST /api/agui`` (``agui_endpoint``),
-``POST /api/ai-sdk/chat`` (``_ai_sdk``) and the OpenAI-compatible ``/v1`` endpoints
-(``openai_chat``, ``openai_responses``).
+``POST /api/ai-sdk/chat`` (``_ai_sdk``), the OpenAI-compatible ``/v1`` endpoints
+(``openai_chat``, ``openai_responses``) and A2A (``/a2a``, ``_a2a``).
 Bad requests get a 4xx with a JSON error naming the field.
 
 New sessions run the operator's spec (``--spec``) or one of the operator's agents by

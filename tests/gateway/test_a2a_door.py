@@ -168,16 +168,22 @@ async def _collect(stream: object) -> list[pb.StreamResponse]:
 async def test_a_0_3_client_sends_and_reads_its_task(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
-    with ScriptedProvider([assistant_text("old words, same answer")]) as provider:
+    script = [assistant_text("old words, same answer"), assistant_text("streamed in 0.3")]
+    with ScriptedProvider(script) as provider:
         async with (
             served(temporal_env, task_queue, provider, [], registry, tmp_path) as (_, base),
             a2a_client(base, version="0.3", streaming=False) as (old, _),
         ):
             [sent] = await events_of(old, text_message("hi", context_id="c4"))
             got = await old.get_task(pb.GetTaskRequest(id="c4"))
+            async with a2a_client(base, version="0.3") as (streaming, _):
+                events = await events_of(streaming, text_message("more", context_id="c4"))
     assert sent.task.id == "c4"
     assert state_name(got.status.state) == "TASK_STATE_COMPLETED"
     assert answer_of(got) == "old words, same answer"
+    artifact = next(e.artifact_update for e in events if e.HasField("artifact_update"))
+    assert artifact.artifact.parts[0].text == "streamed in 0.3"
+    assert state_name(events[-1].status_update.status.state) == "TASK_STATE_COMPLETED"
 
 
 async def test_push_notifications_are_refused_and_their_url_gets_no_request(

@@ -26,6 +26,7 @@ from durable_agent._tools.registry import Registry
 from durable_agent._wire.messages import Message, ToolMessage, UserMessage
 from durable_agent.capabilities import RemoteAgent, RemoteAgents
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
+from tests.support.a2a_sdk_agent import sdk_agent
 from tests.support.agent_harness import running_worker, spec_for, start_worker_process
 from tests.support.gateway_harness import served
 from tests.support.recording_server import RecordingServer
@@ -33,6 +34,12 @@ from tests.support.recording_server import RecordingServer
 remote_registry = Registry()
 released = threading.Event()
 reports: list[str] = []
+
+
+@tool(registry=remote_registry, approval="always")
+def refund(invoice: str) -> str:
+    """Refund an invoice (a person approves)."""
+    return f"refunded {invoice}"
 
 
 @tool(registry=remote_registry)
@@ -124,6 +131,48 @@ async def test_a_worker_killed_mid_call_resumes_by_task_id_and_the_remote_gets_o
     assert answer.content == "q3: revenue up" and not answer.is_error
     assert [m.content for m in far if isinstance(m, UserMessage)] == ["the q3 report"]
     assert len(remote.requests) == 2, "the remote's model was asked for this task only"
+
+
+async def test_an_agent_served_by_the_sdks_own_server_answers_one_message(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    script = [assistant_calls(("echo_ask", {"task": "ping"})), assistant_text("it said ping")]
+    with ScriptedProvider(script) as provider:
+        async with sdk_agent() as (base, echo):
+            kind = RemoteAgents({"echo": RemoteAgent(url=base)})
+            async with running_worker(temporal_env, task_queue, Registry([kind])) as client:
+                agents = AgentClient(client, task_queue=task_queue)
+                session = await agents.start(caller_spec(provider, "echo"), "ping it")
+                result = await agents.session(session).result()
+                array = await agents.session(session).messages()
+    assert result.status == "done", result.error
+    [answer] = tool_results(array)
+    assert answer.content == "echo: ping" and not answer.is_error
+    assert len(echo.received) == 1
+
+
+async def test_a_remote_that_asks_for_input_gives_the_model_its_question(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    remote_script = [assistant_calls(("refund", {"invoice": "7"}))]
+    script = [assistant_calls(("billing_ask", {"task": "refund invoice 7"})), assistant_text("ok")]
+    with ScriptedProvider(remote_script) as remote, ScriptedProvider(script) as provider:
+        async with served(
+            temporal_env, f"{task_queue}-remote", remote, ["refund"], remote_registry, tmp_path
+        ) as (_, base):
+            kind = RemoteAgents({"billing": RemoteAgent(url=base)})
+            async with running_worker(temporal_env, task_queue, Registry([kind])) as client:
+                agents = AgentClient(client, task_queue=task_queue)
+                session = await agents.start(caller_spec(provider), "refund it")
+                await agents.session(session).result()
+                array = await agents.session(session).messages()
+                conversation = f"conversation-{context_id(session, 'billing')}"
+                far = await agents.session(conversation).status()
+    [asked] = tool_results(array)
+    assert not asked.is_error
+    assert str(asked.content).startswith("The agent 'billing' asks (answer it with your next call)")
+    assert "refund" in str(asked.content) and '"approved": true' in str(asked.content)
+    assert far.phase == "awaiting_approval", "the remote's call still waits for its person"
 
 
 async def test_a_remote_that_redirects_is_refused_and_the_other_host_gets_nothing(
