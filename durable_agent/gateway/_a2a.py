@@ -79,8 +79,10 @@ from ._context import CONVERSATION_ID, PART, GatewayContext, HttpError, json_err
 #: separates an agent served by name from its contexts in the conversation's id.
 CONTEXT_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 WELL_KNOWN = "/.well-known/agent-card.json"
-#: The session phases that are a turn under way.
-WORKING = frozenset({"starting", "checking_guardrails", "compacting", "calling_model"})
+#: The session phases of a turn under way (the task is ``working``).
+UNDER_WAY = frozenset(
+    {"starting", "checking_guardrails", "compacting", "calling_model", "running_tools"}
+)
 STATE = {
     "awaiting_approval": pb.TASK_STATE_INPUT_REQUIRED,
     "running_tools": pb.TASK_STATE_WORKING,
@@ -90,6 +92,8 @@ STATE = {
 }
 #: Most tasks one ``ListTasks`` page holds.
 MAX_PAGE = 100
+#: The caller's newest sessions a listing looks through.
+LISTED = 1000
 
 
 def a2a_routes(gateway: GatewayContext, named: Sequence[str], default: bool) -> list[Route]:
@@ -201,9 +205,11 @@ class A2aDoor(RequestHandler):
 
     async def _send(
         self, params: pb.SendMessageRequest, request: Request
-    ) -> tuple[str, str, int, int]:
+    ) -> tuple[str, str, int, int | None]:
         """Deliver the message: the task's id, its session, where its events are now,
-        and the messages the answer comes after (``-1``: a decision, any answer)."""
+        and the messages the answer comes after (``-1``: any answer; ``None``: no answer
+        is under way to wait for: the task is answered already, or still waits for a
+        person, the message queued behind the decision)."""
         message = params.message
         task, context = message.task_id, message.context_id
         if task and context and task != context:
@@ -218,24 +224,30 @@ class A2aDoor(RequestHandler):
         after = await self.gateway.offset(session_id)
         answer = _decision(message)
         if answer is not None:
-            await self._decide(request, session_id, task_id, after, answer)
-            return task_id, session_id, after, -1
+            undecided = await self._decide(request, session_id, task_id, after, answer)
+            return task_id, session_id, after, None if undecided else -1
         text = "\n".join(p.text for p in message.parts if p.text)
         if not text.strip():
             raise InvalidParamsError(message="message.parts: no text part to send")
         if not message.message_id:
             raise InvalidParamsError(message="message.messageId: required")
-        if after >= 0 and await _delivered(self.gateway, session_id, message.message_id):
-            return task_id, session_id, after, -1  # sent again: nothing is sent twice
+        phase = None
+        if after >= 0:
+            phase = (await self.gateway.agents.session(session_id).status()).phase
+            if await _delivered(self.gateway, session_id, message.message_id):
+                # sent again: nothing is sent twice; the answer under way, if one is
+                return task_id, session_id, after, -1 if phase in UNDER_WAY else None
         said = UserMessage(id=message.message_id, content=text)
         spec = self.gateway.needs_spec(self.agent)
         owner = self.gateway.owner_of(request)
         sent = await self.gateway.agents.converse(session_id, said, spec, owner=owner)
-        return task_id, session_id, after, sent.before
+        waits = phase == "awaiting_approval"  # the message waits behind the decision
+        return task_id, session_id, after, None if waits else sent.before
 
     async def _decide(
         self, request: Request, session_id: str, task_id: str, after: int, answer: dict[str, Any]
-    ) -> None:
+    ) -> bool:
+        """Decide the calls the answer names, as the caller; whether others still wait."""
         if after < 0:
             raise TaskNotFoundError(message=f"no task {task_id!r}")
         pending = (await self.gateway.agents.session(session_id).status()).pending_approvals
@@ -252,6 +264,7 @@ class A2aDoor(RequestHandler):
                 bool(answer["approved"]),
                 reason=reason if isinstance(reason, str) else None,
             )
+        return len(chosen) < len(pending)
 
     async def on_message_send(
         self, params: pb.SendMessageRequest, context: ServerCallContext
@@ -259,7 +272,7 @@ class A2aDoor(RequestHandler):
         request = _request(context)
         async with _translated():
             task_id, session_id, after, before = await self._send(params, request)
-            if not params.configuration.return_immediately:
+            if before is not None and not params.configuration.return_immediately:
                 async for _ in self._follow(task_id, session_id, after, before):
                     pass
             history = params.configuration.history_length or None
@@ -272,8 +285,11 @@ class A2aDoor(RequestHandler):
         async with _translated():
             task_id, session_id, after, before = await self._send(params, request)
             first = await self._task(task_id, session_id, 0)
-            first.status.state = pb.TASK_STATE_WORKING
-            first.status.ClearField("message")
+        if before is None:  # nothing under way: the task as it stands
+            yield first
+            return
+        first.status.state = pb.TASK_STATE_WORKING
+        first.status.ClearField("message")
         yield first
         async for event in self._follow(task_id, session_id, after, before):
             yield event
@@ -295,14 +311,18 @@ class A2aDoor(RequestHandler):
         size = min(params.page_size or 50, MAX_PAGE)
         async with _translated():
             principal = self.gateway.principal_of(request)
-            found = await self.gateway.agents.sessions(limit=1000)
+            # the caller's conversations only (their ids start alike; a name holds no quote)
+            where = f'WorkflowId STARTS_WITH "{self._prefix(principal)}"'
+            found = await self.gateway.agents.sessions(limit=LISTED, where=where)
             tasks: list[pb.Task] = []
+            seen: set[str] = set()
             for summary in found:
                 task_id = self._task_id(summary.session_id, principal)
                 if task_id is None or not self.gateway.may_see(principal, summary.owner):
                     continue
-                if params.context_id and params.context_id != task_id:
-                    continue
+                if task_id in seen or (params.context_id and params.context_id != task_id):
+                    continue  # (a conversation that ran more than once is one task)
+                seen.add(task_id)
                 history = params.history_length if params.HasField("history_length") else 0
                 try:
                     tasks.append(await self._task(task_id, summary.session_id, history))
@@ -313,12 +333,17 @@ class A2aDoor(RequestHandler):
                     break
         return pb.ListTasksResponse(tasks=tasks, page_size=size, total_size=len(tasks))
 
-    def _task_id(self, session_id: str, principal: Any) -> str | None:
-        """The task id of one of the caller's conversations on this agent, from its
-        session's id (``None``: not one)."""
+    def _prefix(self, principal: Any) -> str:
+        """How the caller's conversations on this agent's door begin."""
         prefix = "conversation-"
         if principal is not None:
             prefix += f"{principal.source}{PART}{principal.name}{PART}"
+        return prefix if self.agent is None else f"{prefix}{self.agent}:"
+
+    def _task_id(self, session_id: str, principal: Any) -> str | None:
+        """The task id of one of the caller's conversations on this agent, from its
+        session's id (``None``: not one)."""
+        prefix = self._prefix(principal)
         if not session_id.startswith(prefix):
             return None
         conversation = session_id[len(prefix) :]

@@ -58,9 +58,11 @@ async def test_the_sdk_client_reads_the_card_sends_streams_gets_and_lists(
             temporal_env, task_queue, provider, ["wipe_cache"], registry, tmp_path
         ) as (client, base):
             async with a2a_client(base, streaming=False) as (plain, card):
-                [sent] = await events_of(plain, text_message("hi", context_id="ctx-1"))
+                hi = text_message("hi", context_id="ctx-1")
+                [sent] = await events_of(plain, hi)
                 task = sent.task
                 got = await plain.get_task(pb.GetTaskRequest(id="ctx-1"))
+                [again] = await events_of(plain, hi)  # sent again: answered, not sent twice
             async with a2a_client(base) as (streamed, _):
                 events = await events_of(streamed, text_message("more", context_id="ctx-1"))
                 listed = await streamed.list_tasks(pb.ListTasksRequest(context_id="ctx-1"))
@@ -78,6 +80,8 @@ async def test_the_sdk_client_reads_the_card_sends_streams_gets_and_lists(
     assert answer_of(task) == "hello from the session"
     assert [m.role for m in got.history] == [pb.ROLE_USER, pb.ROLE_AGENT]
     assert got.history[0].parts[0].text == "hi"
+    assert state_name(again.task.status.state) == "TASK_STATE_COMPLETED"
+    assert answer_of(again.task) == "hello from the session"
     # streamed: the task, the answer as an artifact, the final state
     kinds = [e.WhichOneof("payload") for e in events]
     assert kinds[0] == "task" and kinds[-1] == "status_update", kinds
@@ -95,7 +99,11 @@ async def test_a_call_that_waits_is_input_required_and_a_data_part_approves_it(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     wiped.clear()
-    script = [assistant_calls(("wipe_cache", {"name": "tiles"})), assistant_text("cleared")]
+    script = [
+        assistant_calls(("wipe_cache", {"name": "tiles"})),
+        assistant_text("cleared"),
+        assistant_text("the maps are fine"),
+    ]
     with ScriptedProvider(script) as provider:
         async with (
             served(temporal_env, task_queue, provider, ["wipe_cache"], registry, tmp_path) as (
@@ -108,6 +116,8 @@ async def test_a_call_that_waits_is_input_required_and_a_data_part_approves_it(
             waiting = first[-1].status_update.status
             ran_before = list(wiped)
             got = await peer.get_task(pb.GetTaskRequest(id="c2"))
+            # words while the call waits: queued behind the decision, answered at once
+            queued = await events_of(peer, text_message("and the maps?", task_id="c2"))
             second = await events_of(peer, data_message({"approved": True}, task_id="c2"))
     assert state_name(waiting.state) == "TASK_STATE_INPUT_REQUIRED"
     assert ran_before == [], "the tool waits for the decision"
@@ -116,10 +126,14 @@ async def test_a_call_that_waits_is_input_required_and_a_data_part_approves_it(
     assert approval.struct_value.fields["tool"].string_value == "wipe_cache"
     assert "approved" in waiting.message.parts[0].text
     assert state_name(got.status.state) == "TASK_STATE_INPUT_REQUIRED"
+    [still] = queued
+    assert state_name(still.task.status.state) == "TASK_STATE_INPUT_REQUIRED"
     assert wiped == ["tiles"]
     assert state_name(second[-1].status_update.status.state) == "TASK_STATE_COMPLETED"
     assert second[-1].status_update.status.message.parts[0].text == "cleared"
-    assert len(provider.requests) == 2
+    # the queued words reached the model after the call's result, once
+    roles = [(m["role"], m.get("content")) for m in provider.requests[1].body["messages"]]
+    assert roles[-2][0] == "tool" and roles[-1] == ("user", "and the maps?")
 
 
 async def test_a_turn_is_cancelled_and_a_subscriber_follows_it_to_its_end(
