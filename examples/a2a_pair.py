@@ -55,12 +55,12 @@ async def main() -> str:
 
     port = free_port()
     with FunctionModel(billing_model) as billing_llm, FunctionModel(desk_model) as desk_llm:
-        billing = Agent(
+        billing: Agent[str] = Agent(
             name="billing",
             model=ModelSpec(name="billing-model", endpoint=billing_llm.endpoint),
             instructions="Answer questions about invoices.",
         )
-        desk = Agent(
+        desk: Agent[str] = Agent(
             name="desk",
             model=ModelSpec(name="desk-model", endpoint=desk_llm.endpoint),
             instructions="Ask the billing agent about invoices.",
