@@ -142,9 +142,6 @@ class RemoteAgents(ToolKind[RemoteAgentTool, RemoteAgentTool]):
         resumed = context.resumed if isinstance(context.resumed, dict) else {}
         return await ask(remote, call.agent, task, context, resumed)
 
-    async def identity(self, call: RemoteAgentTool, worker: WorkerSide) -> str | None:
-        return f"a2a_agent:{call.agent}"
-
 
 def message_id(context: ToolContext) -> str:
     """The call's message id: the same on every attempt of the call."""
