@@ -129,11 +129,12 @@ def a2a_routes(gateway: GatewayContext, named: Sequence[str], default: bool) -> 
 
 
 def agent_card(spec: AgentSpec, agent: str | None, url: str) -> pb.AgentCard:
-    """The card: the agent's name and words, one skill per tool, streaming, no push
+    """The card: the agent's name, one skill per tool, streaming, no push
     notifications, the gateway's bearer token as its security, JSON-RPC at ``url``
-    in 1.0 and 0.3."""
+    in 1.0 and 0.3. The spec's instructions stay out of it: they are the owner's words
+    to the model, not a description for callers."""
     name = agent or "agent"
-    about = (spec.instructions or "").strip().split("\n")[0] or name
+    about = f"The {name} agent, a durable session per conversation"
     skills = [
         pb.AgentSkill(id=tool, name=tool, description=f"uses the tool {tool}", tags=["tool"])
         for tool in _tool_names(spec)

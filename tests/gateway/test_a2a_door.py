@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import PushNotificationNotSupportedError, TaskNotFoundError
+from google.protobuf import json_format
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agent import AgentClient
 from durable_agent._tools.functions import tool
 from durable_agent._tools.registry import Registry
+from durable_agent.gateway._a2a import agent_card
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from tests.support.a2a_peers import a2a_client, data_message, events_of, state_name, text_message
+from tests.support.agent_harness import spec_for
 from tests.support.docs_page import run_page_block
 from tests.support.gateway_harness import served
 from tests.support.recording_server import RecordingServer
@@ -273,3 +276,11 @@ async def test_the_pages_client_asks_the_served_agent(
             said = await program["ask"](base, "a question")
     assert said == "the answer, streamed"
     assert provider.requests[0].body["messages"][-1]["content"] == "a question"
+
+
+def test_the_card_never_quotes_the_agents_instructions() -> None:
+    with ScriptedProvider([]) as provider:
+        spec = spec_for(provider, ["wipe_cache"], instructions="The vault code is 4711.")
+    card = json_format.MessageToJson(agent_card(spec, "vault", "http://127.0.0.1:1/a2a/vault"))
+    assert "4711" not in card and "vault code" not in card
+    assert '"wipe_cache"' in card
