@@ -12,6 +12,14 @@ import { createRoot } from "react-dom/client";
 const params = new URLSearchParams(location.search);
 const chatId = params.get("chat") || crypto.randomUUID();
 const token = params.get("token");
+const headers = token ? { Authorization: `Bearer ${token}` } : {};
+
+// The chat's past messages, so a reloaded page shows them and can answer a call that
+// waits for a person; a chat not begun yet is a 404, shown as an empty chat.
+async function pastMessages() {
+  const response = await fetch(`/api/ai-sdk/chat/${encodeURIComponent(chatId)}/messages`, { headers });
+  return response.ok ? response.json() : [];
+}
 
 function Part({ part, answer }) {
   if (part.type === "text") return <p className="text">{part.text}</p>;
@@ -33,13 +41,11 @@ function Part({ part, answer }) {
   );
 }
 
-function Chat() {
+function Chat({ past }) {
   const { messages, sendMessage, addToolApprovalResponse, status, error } = useChat({
     id: chatId,
-    transport: new DefaultChatTransport({
-      api: "/api/ai-sdk/chat",
-      headers: token ? { Authorization: `Bearer ${token}` } : {},
-    }),
+    messages: past,
+    transport: new DefaultChatTransport({ api: "/api/ai-sdk/chat", headers }),
     // once every call waiting for a person is answered, the answers go to the session
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
@@ -69,4 +75,4 @@ function Chat() {
   );
 }
 
-createRoot(document.getElementById("root")).render(<Chat />);
+createRoot(document.getElementById("root")).render(<Chat past={await pastMessages()} />);

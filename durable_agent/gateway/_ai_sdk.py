@@ -1,6 +1,8 @@
-"""``POST /api/ai-sdk/chat`` and ``GET /api/ai-sdk/chat/{chat_id}/stream``: the Vercel AI
-SDK's chat protocol, as its ``DefaultChatTransport`` (``useChat`` in React, Vue and
-Svelte) calls it, answered with its UI message stream.
+"""``POST /api/ai-sdk/chat``, ``GET /api/ai-sdk/chat/{chat_id}/stream`` and ``GET
+/api/ai-sdk/chat/{chat_id}/messages``: the Vercel AI SDK's chat protocol, as its
+``DefaultChatTransport`` (``useChat`` in React, Vue and Svelte) calls it, answered with
+its UI message stream, and a chat's past messages as the ``UIMessage`` list a page
+gives ``useChat({messages})`` when it loads.
 
 The chat id is the conversation (one durable session per user and chat, as AG-UI maps
 a thread). A request does one of three things:
@@ -20,6 +22,13 @@ a thread). A request does one of three things:
 way (or waiting for a person), replayed from its start out of the session's array and
 then followed live; ``204`` when nothing is under way.
 
+``GET .../{chat_id}/messages`` reads the session's array as UI messages: each user
+message by the id the page gave it, and after it one assistant message (its id the one
+the stream's ``start`` gave) holding the reply's steps, with each tool part in the state
+it has now; a call waiting for a person is ``approval-requested`` under the approval id
+the stream gave, so a reloaded page answers it with ``addToolApprovalResponse``. A chat
+the caller has not begun is a 404, as another user's chat of that id is.
+
 What the protocol cannot say here is refused with a 4xx that says what to do instead:
 files and other non-text parts of a user message, ``regenerate-message`` (a durable
 session never takes a reply back), and an approval answer for a call that is not
@@ -35,7 +44,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from durable_agent._contracts.approvals import PendingApproval
@@ -52,7 +61,14 @@ from durable_agent._contracts.events import (
     ToolFinished,
     ToolStarted,
 )
-from durable_agent._wire.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from durable_agent._wire.messages import (
+    AssistantMessage,
+    Message,
+    ToolMessage,
+    UserMessage,
+    text_of,
+)
+from durable_agent._wire.transcript import sender_id
 
 from ._agui import RESENT_WINDOW, delivered
 from ._context import GatewayContext, HttpError, json_errors, parse_json
@@ -356,10 +372,127 @@ def ai_sdk_routes(gateway: GatewayContext) -> list[Route]:
             return Response(status_code=204)  # nothing under way: the page has it all
         return _stream(_rejoin(gateway, session_id, translator))
 
+    async def history(request: Request) -> Response:
+        chat_id = request.path_params["chat_id"]
+        session_id = await gateway.conversation(request, chat_id)
+        if await gateway.offset(session_id) < 0:
+            raise HttpError(
+                404,
+                f"chat {chat_id!r} has no messages yet: show an empty chat, and its first "
+                "message begins it",
+                "chat_id",
+            )
+        session = agents.session(session_id)
+        status = await session.status()
+        messages = await session.messages(limit=status.message_count)
+        return JSONResponse(ui_messages(chat_id, messages, status.pending_approvals))
+
     return [
         Route("/api/ai-sdk/chat", json_errors(chat), methods=["POST"]),
         Route("/api/ai-sdk/chat/{chat_id}/stream", json_errors(resume), methods=["GET"]),
+        Route("/api/ai-sdk/chat/{chat_id}/messages", json_errors(history), methods=["GET"]),
     ]
+
+
+def ui_messages(
+    chat_id: str, messages: Sequence[Message], pending: Sequence[PendingApproval]
+) -> list[Chunk]:
+    """The array as the AI SDK's ``UIMessage`` list. Each user message is one UI message;
+    what follows it up to the next is the reply, one assistant UI message with a
+    ``step-start`` per model call, as ``useChat`` built it from the stream. Ids come
+    from the array alone (the page's own for its messages, the index of the reply's
+    first message for a reply, the same the stream's ``start`` gave), so every read
+    gives the same ones. System messages, records of the loop and failed model calls
+    show nothing: the page never saw them as parts either."""
+    found: list[Chunk] = []
+    reply: Chunk | None = None
+    tools: dict[str, Chunk] = {}
+    latest, waiting = _waiting_calls(messages, pending)
+    for index, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            reply = None
+            ident = sender_id(message) or f"{chat_id}-m{index}"
+            text = {"type": "text", "text": text_of(message.content)}
+            found.append({"id": ident, "role": "user", "parts": [text]})
+            continue
+        if not isinstance(message, AssistantMessage | ToolMessage):
+            continue
+        if reply is None:
+            reply = {"id": f"{chat_id}-m{index}", "role": "assistant", "parts": []}
+            found.append(reply)
+        parts: list[Chunk] = reply["parts"]
+        if isinstance(message, AssistantMessage):
+            if not message.is_error:
+                parts.extend(_step(message, waiting if index == latest else {}, tools))
+        elif (part := tools.get(message.tool_call_id)) is not None:
+            _settle(part, message, chat_id)
+    return found
+
+
+def _waiting_calls(
+    messages: Sequence[Message], pending: Sequence[PendingApproval]
+) -> tuple[int, dict[str, PendingApproval]]:
+    """The latest batch of calls (its index in the array) and those of its calls that
+    wait for a person, by call id: an approval names its slot in that batch. A call
+    waiting for its output is left out, as the stream leaves it out."""
+    for index in range(len(messages) - 1, -1, -1):
+        batch = messages[index]
+        if isinstance(batch, AssistantMessage) and batch.tool_calls:
+            calls = batch.tool_calls
+            asked = [p for p in pending if not p.awaits_output and p.slot < len(calls)]
+            return index, {calls[p.slot].id: p for p in asked}
+    return -1, {}
+
+
+def _step(
+    message: AssistantMessage,
+    waiting: dict[str, PendingApproval],
+    tools: dict[str, Chunk],
+) -> Iterator[Chunk]:
+    """One model call's parts: its reasoning, its text, and each tool call as it waits
+    now (for a person, or for its result: ``input-available``)."""
+    yield {"type": "step-start"}
+    if message.reasoning:
+        yield {"type": "reasoning", "text": message.reasoning, "state": "done"}
+    if message.content:
+        yield {"type": "text", "text": message.content, "state": "done"}
+    for call in message.tool_calls or []:
+        part: Chunk = {
+            "type": "dynamic-tool",
+            "toolName": call.function.name,
+            "toolCallId": call.id,
+            "state": "input-available",
+            "input": _input(call.function.arguments),
+        }
+        asked = waiting.get(call.id)
+        if asked is not None:
+            approval = {"id": asked.approval_id, "requestReason": asked.for_approver()}
+            part.update(state="approval-requested", approval=approval)
+        tools[call.id] = part
+        yield part
+
+
+def _settle(part: Chunk, result: ToolMessage, chat_id: str) -> None:
+    """A tool part once its result is in: its output, its error, or denied. A decided
+    call keeps how it was decided; its approval id is made from the call's, since the
+    array does not keep the one it was asked under (only a waiting call's is answered)."""
+    record = result.approval
+    decided: Chunk | None = None
+    if record is not None and record.decision in ("approved", "denied"):
+        decided = {
+            "id": f"{chat_id}-approval-{result.tool_call_id}",
+            "approved": record.decision == "approved",
+            **({"reason": record.reason} if record.reason else {}),
+        }
+    part.pop("approval", None)
+    if decided is not None and not decided["approved"]:
+        part.update(state="output-denied", approval=decided)
+    elif result.is_error:
+        part.update(state="output-error", errorText=result.content)
+    else:
+        part.update(state="output-available", output=result.content)
+    if decided is not None and decided["approved"]:
+        part["approval"] = decided
 
 
 async def _follow(

@@ -28,7 +28,7 @@ from durable_agent.testing._scripted_provider import error_reply
 from tests.observability.test_live_events import paced
 from tests.project.test_cli import address_of
 from tests.support.agent_harness import running_worker, spec_for
-from tests.support.ai_sdk_client import answered, chat_request, user_message
+from tests.support.ai_sdk_client import answered, chat_request, user_message, validated
 from tests.support.gateway_harness import gateway, read_sse, served
 
 registry = Registry()
@@ -147,6 +147,99 @@ async def test_the_ai_sdk_reads_every_part_type_of_a_reply_in_order(
     assert array[0].id == "u1" and len(provider.requests) == 4
 
 
+def as_kept(message: dict[str, Any]) -> dict[str, Any]:
+    """A UI message without what the array does not keep: the ids the stream gave its
+    reasoning parts, and a decided call's approval id and the words it was asked with."""
+    parts = []
+    for part in message["parts"]:
+        part = {k: v for k, v in part.items() if not (part["type"] == "reasoning" and k == "id")}
+        approval = part.get("approval")
+        if approval is not None and "approved" in approval:
+            kept = {k: v for k, v in approval.items() if k not in ("id", "requestReason")}
+            part = {**part, "approval": kept}
+        parts.append(part)
+    return {**message, "parts": parts}
+
+
+async def test_a_chats_past_messages_load_as_the_ui_messages_the_page_built(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """Three exchanges (a call approved, one that fails, one denied, one still waiting),
+    then ``GET .../messages``: the ``ai`` package's own check takes the list whole, it is
+    what the page built from the streams, every read gives the same ids, and a page that
+    loaded it answers the waiting call, which runs once."""
+    wiped.clear()
+    asking = assistant_calls(("wipe_cache", {"name": "tiles"}))
+    script = [
+        asking.model_copy(update={"reasoning": "the tiles cache is stale"}),
+        assistant_calls(("break_glass", {"reason": "test"})),
+        assistant_text("tiles cleared", reasoning="it worked"),
+        assistant_calls(("wipe_cache", {"name": "maps"})),
+        assistant_text("maps left alone"),
+        assistant_calls(("wipe_cache", {"name": "roads"})),
+        assistant_text("roads cleared"),
+    ]
+    with ScriptedProvider(script) as provider:
+        async with served(
+            temporal_env, task_queue, provider, ["wipe_cache", "break_glass"], registry, tmp_path
+        ) as (_, base):
+            api, chat = f"{base}/api/ai-sdk/chat", f"chat-{task_queue}"
+            tiles = user_message("u1", "clear the tiles cache")
+            first = await chat_request(api, chat, [tiles])
+            second = await chat_request(api, chat, [tiles, answered(first["message"], True)])
+            maps = user_message("u2", "and the maps cache")
+            shown = [tiles, second["message"], maps]
+            third = await chat_request(api, chat, shown)
+            fourth = await chat_request(
+                api, chat, [*shown[:2], maps, answered(third["message"], False, "no")]
+            )
+            roads = user_message("u3", "and the roads cache")
+            shown = [*shown, fourth["message"], roads]
+            fifth = await chat_request(api, chat, shown)
+            shown.append(fifth["message"])
+            address = f"{api}/{chat}/messages"
+            async with httpx.AsyncClient(timeout=60) as http:
+                loaded = (await http.get(address)).json()
+                again = (await http.get(address)).json()
+                waited = list(wiped)
+                # the page reloaded: it answers the waiting call from the list it loaded
+                answer = answered(loaded[-1], True)
+                sixth = await chat_request(api, chat, [*loaded[:-1], answer])
+                after = (await http.get(address)).json()
+    checked = await validated(loaded)
+    assert checked["success"], checked["error"]
+    assert checked["data"] == loaded, "the AI SDK kept every field as the door wrote it"
+    assert again == loaded
+    assert [m["id"] for m in loaded] == [
+        "u1",
+        f"{chat}-m1",
+        "u2",
+        f"{chat}-m7",
+        "u3",
+        f"{chat}-m11",
+    ]
+    assert [m["id"] for m in loaded] == [m["id"] for m in shown]
+    # what the page built from the streams, but for what the array does not keep
+    assert [as_kept(m) for m in loaded[:-1]] == [as_kept(m) for m in shown[:-1]]
+    tools = [
+        (p["input"], p["state"]) for m in loaded for p in m["parts"] if p["type"] == "dynamic-tool"
+    ]
+    assert tools == [
+        ({"name": "tiles"}, "output-available"),
+        ({"reason": "test"}, "output-error"),
+        ({"name": "maps"}, "output-denied"),
+        ({"name": "roads"}, "approval-requested"),
+    ]
+    [request] = [c for c in fifth["chunks"] if c["type"] == "tool-approval-request"]
+    [waiting] = [p for p in loaded[-1]["parts"] if p["type"] == "dynamic-tool"]
+    assert waiting["approval"] == {"id": request["approvalId"], "requestReason": request["reason"]}
+    assert waited == ["tiles"] and wiped == ["tiles", "roads"], "the roads call ran once"
+    assert sixth["error"] is None and sixth["message"]["id"] == f"{chat}-m11"
+    assert after[:-1] == loaded[:-1] and after[-1]["id"] == loaded[-1]["id"]
+    texts = [p["text"] for p in after[-1]["parts"] if p["type"] == "text"]
+    assert texts == ["roads cleared"] and len(provider.requests) == 7
+
+
 async def test_a_denied_call_never_runs_and_the_page_sees_it_denied(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
@@ -254,6 +347,10 @@ async def test_another_users_chat_an_unknown_approval_and_what_the_door_cannot_t
             approved = answered(first["message"], True)
             stolen = await chat_request(api, chat, [said, approved], headers=as_bob)
             peeked = await chat_request(api, chat, [said], headers=as_bob, resume=True)
+            async with httpx.AsyncClient(timeout=60) as http:
+                read = await http.get(f"{api}/{chat}/messages", headers=as_bob)
+                mine = await http.get(f"{api}/{chat}/messages", headers=as_alice)
+                unbegun = await http.get(f"{api}/never-{chat}/messages", headers=as_alice)
             forged = answered(first["message"], True)
             for part in forged["parts"]:
                 if part["type"] == "dynamic-tool":
@@ -275,6 +372,12 @@ async def test_another_users_chat_an_unknown_approval_and_what_the_door_cannot_t
     # bob's requests name his own chat of that id, which has no session: nothing of alice's
     assert stolen["status"] == 404 and stolen["chunks"] == []
     assert peeked["status"] == 204 and peeked["chunks"] == []
+    assert read.status_code == 404 and "clear maps" not in read.text
+    assert "has no messages yet" in read.json()["error"]
+    assert [m["id"] for m in mine.json()] == ["u1", f"{chat}-m1"], "alice reads her own"
+    assert unbegun.status_code == 404 and unbegun.json() == read.json() | {
+        "error": read.json()["error"].replace(chat, f"never-{chat}")
+    }
     assert unknown["status"] == 409 and "not waiting" in unknown["error"]
     assert [p.approval_id for p in still.pending_approvals] == [
         next(c for c in first["chunks"] if c["type"] == "tool-approval-request")["approvalId"]

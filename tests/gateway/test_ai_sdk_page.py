@@ -2,8 +2,9 @@
 ``examples/web_chat.py`` (React and ``@ai-sdk/react``, bundled by esbuild) in Debian's
 Chromium, on the gateway with its door, against a worker in its own process. The page
 sends a message and the reply streams; the worker is killed (SIGKILL) mid-reply and the
-same reply ends on a fresh worker, shown once; a call approved in the page runs, a
-denied one does not. The order of the parts is read from the stream the browser got,
+same reply ends on a fresh worker, shown once; the page is reloaded while a call waits
+for a person and shows the chat's past messages from the door; the call approved there
+runs once, a denied one does not. The order of the parts is read from the stream the browser got,
 never from timing. And the example itself, run as a reader runs it."""
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ const pageFetch = window.fetch;
 window.fetch = async (...args) => {
   const response = await pageFetch(...args);
   const url = String(args[0] && args[0].url ? args[0].url : args[0]);
-  if (!url.includes("/api/ai-sdk/chat") || !response.body) return response;
+  const isStream = url.includes("/api/ai-sdk/chat") && !url.endsWith("/messages");
+  if (!isStream || !response.body) return response;
   const [kept, read] = response.body.tee();
   const record = { text: "" };
   window.__streams.push(record);
@@ -153,9 +155,21 @@ async def test_a_use_chat_page_streams_survives_a_worker_kill_and_approves_a_cal
                 first_texts = await page.locator(
                     ".message[data-role=assistant] .text"
                 ).all_inner_texts()
-                # a call a person approves in the page
+                # a call a person approves in the page, after reloading it while it waits
                 await send(page, "clear the tiles cache")
-                await page.get_by_role("button", name="Approve").click(timeout=60_000)
+                approve = page.get_by_role("button", name="Approve")
+                await expect(approve).to_have_count(1, timeout=60_000)
+                await expect(page.locator("main")).to_have_attribute(
+                    "data-status", "ready", timeout=30_000
+                )
+                before_reload = await page.evaluate("window.__streams.map(s => s.text)")
+                await page.reload()
+                await expect(approve).to_have_count(1, timeout=60_000)
+                reloaded_texts = await page.locator(".message .text").all_inner_texts()
+                reloaded_roles = await page.locator(".message").evaluate_all(
+                    "nodes => nodes.map(n => n.dataset.role)"
+                )
+                await approve.click()
                 tiles = page.locator(".message[data-role=assistant]").nth(1)
                 await expect(tiles.locator(".text")).to_have_text("tiles cleared", timeout=60_000)
                 tiles_output = await tiles.locator(".output").inner_text()
@@ -165,7 +179,8 @@ async def test_a_use_chat_page_streams_survives_a_worker_kill_and_approves_a_cal
                 maps = page.locator(".message[data-role=assistant]").nth(2)
                 await expect(maps.locator(".text")).to_have_text("maps left alone", timeout=60_000)
                 maps_state = await maps.locator(".tool").get_attribute("data-state")
-                bodies = await page.evaluate("window.__streams.map(s => s.text)")
+                after_reload = await page.evaluate("window.__streams.map(s => s.text)")
+                bodies = before_reload + after_reload
         finally:
             released.set()
             for worker in workers:
@@ -173,6 +188,8 @@ async def test_a_use_chat_page_streams_survives_a_worker_kill_and_approves_a_cal
                 worker.wait()
     assert shown_before and ANSWER.startswith(shown_before)
     assert first_texts == [ANSWER], "the reply is shown once, not its lost start again"
+    assert reloaded_roles == ["user", "assistant", "user", "assistant"]
+    assert reloaded_texts == ["tell me something durable", ANSWER, "clear the tiles cache"]
     assert len(provider.requests) == 6
     # the order the browser read: the lost attempt's text, its reset, the reply again
     killed = stream_types(bodies[0])
@@ -222,7 +239,8 @@ async def test_the_manuals_page_asks_and_approves_in_chromium(
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
 ) -> None:
     """docs/how-to/web-chat.md's page, as it stands, bundled by esbuild: it sends, shows
-    the call waiting, approves it, and the call runs and the answer shows."""
+    the call waiting, is reloaded and shows it again from the door, approves it, and
+    the call runs and the answer shows."""
     need_ai_sdk()
     wiped.clear()
     source = tmp_path / "page.jsx"
@@ -238,6 +256,9 @@ async def test_the_manuals_page_asks_and_approves_in_chromium(
                 await send(page, "clear the tiles cache")
                 waiting = page.locator(".tool[data-state=approval-requested]")
                 await expect(waiting).to_have_count(1, timeout=60_000)
+                await page.reload()  # the page loads the chat's past messages
+                await expect(waiting).to_have_count(1, timeout=60_000)
+                asked = await page.locator(".message[data-role=user] .text").all_inner_texts()
                 await page.get_by_role("button", name="Approve").click()
                 reply = page.locator(".message[data-role=assistant] .text")
                 await expect(reply).to_have_text("tiles cleared", timeout=60_000)
@@ -245,4 +266,5 @@ async def test_the_manuals_page_asks_and_approves_in_chromium(
             handle = client.get_workflow_handle(f"conversation-manual-{task_queue}")
             await handle.signal("end_session")
             await handle.result()
+    assert asked == ["clear the tiles cache"]
     assert wiped == ["tiles"] and output == "cache tiles cleared"

@@ -216,6 +216,9 @@ async def try_every_entry_point(
         "AI SDK resume stream": http.get(
             f"/api/ai-sdk/chat/{conversation}/stream", headers=headers
         ),
+        "AI SDK past messages": http.get(
+            f"/api/ai-sdk/chat/{conversation}/messages", headers=headers
+        ),
         "chat by session header": http.post(
             "/v1/chat/completions",
             headers={**headers, "Durable-Session-Id": session},
@@ -275,6 +278,7 @@ async def test_no_entry_point_lets_anyone_but_the_owner_see_or_act(
         # the owner's turn: the entry points answer her
         ann = bearer("ann")
         read = await http.get(f"/api/sessions/{session}/messages", headers=ann)
+        past = await http.get(f"/api/ai-sdk/chat/{own}/messages", headers=ann)
         decoded = await http.post(
             "/codec/decode",
             json={"payloads": payloads},
@@ -299,6 +303,7 @@ async def test_no_entry_point_lets_anyone_but_the_owner_see_or_act(
             "AG-UI resume",
             "AI SDK approval",
             "AI SDK resume stream",
+            "AI SDK past messages",
         ):
             # the same conversation id is the caller's own conversation, never ann's
             assert session not in answer.text
@@ -310,7 +315,7 @@ async def test_no_entry_point_lets_anyone_but_the_owner_see_or_act(
     assert _unchanged(before, after), (before, after)
     assert owner == "token:ann" and ran == []
     # and the owner may
-    assert CANARY in read.text and CANARY in decoded_text(decoded)
+    assert CANARY in read.text and CANARY in decoded_text(decoded) and CANARY in past.text
     assert approved.status_code == ended.status_code == 202, (approved.text, ended.text)
     assert wiped == [f"prod-{CANARY}"]
 

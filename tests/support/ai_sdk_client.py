@@ -63,6 +63,25 @@ async def chat_request(
     return {"chunks": chunks, **done}
 
 
+async def validated(messages: Any) -> dict[str, Any]:
+    """The ``ai`` package's ``safeValidateUIMessages`` run on ``messages``: ``{success,
+    data, error}``, ``data`` the list as the SDK parsed it (unknown fields dropped)."""
+    need_ai_sdk()
+    process = await asyncio.create_subprocess_exec(
+        "node",
+        str(CLIENT / "validate.mjs"),
+        cwd=CLIENT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=2**24,
+    )
+    out, err = await asyncio.wait_for(process.communicate(json.dumps(messages).encode()), 120)
+    assert process.returncode == 0, err.decode()[-2000:]
+    found: dict[str, Any] = json.loads(out)
+    return found
+
+
 def user_message(ident: str, text: str) -> dict[str, Any]:
     return {"id": ident, "role": "user", "parts": [{"type": "text", "text": text}]}
 
