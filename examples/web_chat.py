@@ -2,7 +2,9 @@
 (``/api/ai-sdk/chat``) and a small React page that uses the AI SDK's ``useChat``
 (``examples/web_chat.jsx``, bundled by esbuild when the example starts). Ask it to clear
 a cache and the page shows the call with Approve and Deny buttons; the tool runs only
-when you approve. Reload the page or stop the worker mid-reply: the session goes on.
+when you approve. Reload the page: it loads the chat so far from the gateway
+(``/api/ai-sdk/chat/{id}/messages``), a call still waiting among it. Stop the worker
+mid-reply: the session goes on.
 
 It runs with its own built-in model (no key, no network). The page needs the ``ai``
 package, React and esbuild, which the tests install:
