@@ -57,6 +57,7 @@ from durable_agent._session.model_call import (
     NOT_BUILT,
     extra_keys,
     fitted,
+    from_endpoint,
     request_body,
     shaped,
     summary_request_body,
@@ -429,7 +430,7 @@ class ModelActivities:
         message = await self._complete(
             setup, codec, body, prepared, bound, on_text, live.reasoning, limited
         )
-        message = await with_voided_usage(self.transcripts, message)
+        message = from_endpoint(await with_voided_usage(self.transcripts, message), setup)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)
         if setup.agent is not None:

@@ -2,6 +2,7 @@
 prompt cache, and the bill at list prices.
 
     ./run bench-cost [--turns 100,1000] [--budget 6000]
+    ./run bench-cost --strategies [--turns 1000] [--threshold 6000]   # whose compaction
 
 One session per wire API (Chat Completions, Anthropic) runs through the real workflow
 and worker, against a fresh dev server: each turn a question, a tool call whose result
@@ -41,11 +42,12 @@ from typing import Any
 from bench.run import dev_server
 from durable_agent._client.sessions import AgentClient
 from durable_agent._observability.logs import configure_logging
-from durable_agent._spec.document import AgentSpec, ModelPrice
+from durable_agent._spec.document import AgentInput, AgentSpec, ModelPrice
 from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._tools.functions import tool
 from durable_agent._tools.registry import Registry
-from durable_agent._wire.context import ContextRules
+from durable_agent._wire.codecs import built_in_codec, reply_body_of
+from durable_agent._wire.context import ContextRules, is_summary
 from durable_agent._wire.messages import (
     AssistantMessage,
     Message,
@@ -54,19 +56,31 @@ from durable_agent._wire.messages import (
     UserMessage,
     parse_messages,
 )
-from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.options import (
+    ClearToolUses,
+    CompactionStrategy,
+    ModelOptions,
+    ProviderCompaction,
+)
 from durable_agent._wire.outgoing import prepare_request_messages
 from durable_agent.capabilities import Capabilities
 from durable_agent.temporal import build_worker
 from durable_agent.testing import ScriptedProvider, assistant_calls
 from durable_agent.testing import assistant_text as text_reply
+from durable_agent.testing._in_process import InProcessRun
 from durable_agent.testing._scripted_provider import RecordedRequest, Reply
+from durable_agent.testing._server_compaction import ServerCompaction
 
 #: The models' context windows (tokens): a request past it is refused by the provider.
-CONTEXT_WINDOWS = {"chat": 128_000, "anthropic": 200_000}
+CONTEXT_WINDOWS = {"chat": 128_000, "responses": 128_000, "anthropic": 200_000}
 #: List prices, US dollars per million tokens (input, cached input, cache write, output).
 PRICES = {
     "chat": ModelPrice(
+        input_per_million=2.5,
+        cached_input_per_million=1.25,
+        output_per_million=10.0,
+    ),  # gpt-4o
+    "responses": ModelPrice(
         input_per_million=2.5,
         cached_input_per_million=1.25,
         output_per_million=10.0,
@@ -436,6 +450,169 @@ def priced(api: str, messages: Sequence[Message], window: Window, budget: int) -
     return model.bill
 
 
+# --- whose compaction: the project's own, the provider's, or both ---------------------
+#
+# The same 1.5 KB-a-turn conversation on the Responses API and on Anthropic's, once per
+# strategy the endpoint's owner can choose. The session runs in this process
+# (``InProcessRun``: the Session's own rules, and each request built by the worker's
+# request builder), without the Temporal server: a thousand turns a strategy take
+# seconds. The double acts as the provider's server does (``ServerCompaction``): it
+# drops what comes before a compaction item or block, clears old tool results where
+# Anthropic's context editing asks it to, compacts past the threshold, and bills what
+# the model read by the API's prompt-cache rules, the compaction step's read included.
+
+#: Each API's rows: the strategy, and whether Anthropic's server also clears old tool
+#: results (context editing, past half the threshold, keeping three, at least 2,000
+#: tokens at a time so that the cache it breaks is broken for something).
+STRATEGY_ROWS: dict[str, list[tuple[CompactionStrategy, bool]]] = {
+    "responses": [("own", False), ("provider", False), ("both", False)],
+    "anthropic": [("own", False), ("provider", False), ("both", False), ("provider", True)],
+}
+
+
+def strategy_settings(
+    strategy: CompactionStrategy, threshold: int, clearing: bool
+) -> ProviderCompaction:
+    """The owner's settings for a row."""
+    clear = None
+    if clearing:
+        clear = ClearToolUses(trigger_tokens=threshold // 2, keep=3, clear_at_least_tokens=2_000)
+    return ProviderCompaction(strategy=strategy, threshold_tokens=threshold, clear_tool_uses=clear)
+
+
+def strategy_context(strategy: CompactionStrategy, budget: int) -> ContextRules | None:
+    """The spec's own rules for a row: own compaction past the budget; with both, the
+    budget is a backstop above the provider's threshold; with the provider's alone,
+    none."""
+    if strategy == "provider":
+        return None
+    backstop = budget if strategy == "own" else budget * 2
+    return ContextRules(budget_tokens=backstop, when_over="compact")
+
+
+class ProviderDouble:
+    """The provider's server for one strategy row: answers as ``CachingModel`` does, and
+    compacts and bills as ``ServerCompaction`` says, through the codec's wire."""
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.server = ServerCompaction(api)
+        self.bill = Bill()
+        self.openai = OpenAiCache()
+        self.anthropic = AnthropicCache()
+        self.compactions = 0
+        self.cleared = 0
+
+    def __call__(self, body: dict[str, Any]) -> AssistantMessage:
+        answer = self._answer(body)
+        served = self.server.serve(body)
+        cached = 0
+        reads = [(served.compacted, served.compacted_marks), (served.parts, served.marks)]
+        for parts, marks in reads:
+            if parts is None:
+                continue
+            if self.api == "anthropic":
+                read, write = self.anthropic.serve(parts, marks or [len(parts) - 1])
+                cached += read
+                self.bill.written += write
+            else:
+                cached += self.openai.serve(str(body.get("prompt_cache_key") or ""), parts)
+        self.bill.add(served.input_tokens, cached, 0, served.output_tokens, self.api)
+        self.compactions += served.made is not None
+        self.cleared += sum(int(e.get("cleared_input_tokens", 0)) for e in served.edits)
+        codec = built_in_codec(self.api)
+        reply = reply_body_of(codec, self.server.reply(answer, served)) or {}
+        return codec.parse_response(reply)
+
+    def _answer(self, body: dict[str, Any]) -> AssistantMessage:
+        if not body.get("tools"):  # the session's own compaction asks for a summary
+            return text_reply("Earlier, the user asked where parcels were; all shipped with DHL.")
+        if self.api == "anthropic":
+            last = body["messages"][-1]
+            after_tool = any(b.get("type") == "tool_result" for b in last["content"])
+        else:
+            after_tool = body["input"][-1].get("type") == "function_call_output"
+        if after_tool:
+            return text_reply("Record read: the parcel shipped with DHL and weighs 2.4 kg.")
+        return assistant_calls(("fetch_record", {"turn": self.bill.requests}))
+
+
+async def strategy_session(
+    api: str,
+    turns: int,
+    strategy: CompactionStrategy,
+    budget: int,
+    threshold: int,
+    clearing: bool = False,
+) -> tuple[ProviderDouble, int]:
+    """One session of ``turns`` turns under ``strategy``: the double (its bill) and the
+    session's own summaries."""
+    double = ProviderDouble(api)
+    endpoint = ProviderEndpoint(
+        api=api,
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env=None,
+        compaction=strategy_settings(strategy, threshold, clearing),
+    )
+    context = strategy_context(strategy, budget)
+    spec = AgentSpec.model_validate(
+        {
+            "model": {
+                "name": "claude" if api == "anthropic" else "gpt-4o",
+                "endpoint": "double",
+                "stream": False,
+                **({"context": context.model_dump()} if context else {}),
+                "options": ModelOptions(prompt_cache=True).model_dump(exclude_none=True),
+            },
+            "instructions": "You look records up and answer in one sentence.",
+            "tools": ["fetch_record"],
+        }
+    )
+    asked = [1]
+
+    def next_question(run: InProcessRun) -> None:
+        # the answer is in and the session would wait next: a person asks again
+        last = run.session.messages[-1]
+        if isinstance(last, AssistantMessage) and not last.tool_calls and asked[0] < turns:
+            run.send(_question(asked[0]))
+            asked[0] += 1
+
+    run = InProcessRun(
+        spec=spec,
+        registry=Registry([fetch_record]),
+        model=double,
+        between_commands=next_question,
+        continue_as_new_every=500,
+        capabilities=Capabilities(models={"double": endpoint}),
+    )
+    await run.run(AgentInput(spec=spec, message=_question(0)))
+    summaries = sum(1 for m in run.session.messages if is_summary(m))
+    return double, summaries
+
+
+async def strategies(turns: int, budget: int, threshold: int) -> None:
+    print(
+        f"\n{turns} turns, own budget {budget} tokens (both: {budget * 2} as a backstop), "
+        f"provider threshold {threshold} tokens, 1.5 KB tool results"
+    )
+    print(
+        f"{'API':<10} {'strategy':<20} {'requests':>8} {'input tokens':>13} {'cached':>7} "
+        f"{'cost USD':>9} {'provider compactions':>21} {'own summaries':>14} {'cleared':>8}"
+    )
+    for api, rows in STRATEGY_ROWS.items():
+        for strategy, clearing in rows:
+            double, summaries = await strategy_session(
+                api, turns, strategy, budget, threshold, clearing
+            )
+            bill = double.bill
+            name = strategy + (" + clearing" if clearing else "")
+            print(
+                f"{api:<10} {name:<20} {bill.requests:>8} {bill.input:>13,} "
+                f"{bill.share():>7.3f} {bill.cost(api):>9.3f} {double.compactions:>21} "
+                f"{summaries:>14} {double.cleared:>8,}"
+            )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", default="100,1000")
@@ -446,9 +623,19 @@ async def main() -> None:
         help="run only the sessions that compact (when_over: compact) past the budget",
     )
     parser.add_argument("--skip-compaction", action="store_true", help="run no compacting session")
+    parser.add_argument(
+        "--strategies",
+        action="store_true",
+        help="compare whose compaction runs (own, provider, both) on Responses and Anthropic",
+    )
+    parser.add_argument("--threshold", type=int, default=6000)
     args = parser.parse_args()
     budget = args.budget
     configure_logging("warning")
+    if args.strategies:
+        for turns in [int(t) for t in args.turns.split(",")]:
+            await strategies(turns, budget, args.threshold)
+        return
     async with dev_server() as (_, client):
         for turns in [int(t) for t in args.turns.split(",")]:
             print(f"\n{turns} turns, a {budget}-token budget, 1.5 KB tool results")

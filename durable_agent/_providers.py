@@ -37,6 +37,7 @@ from durable_agent._wire.codecs import (
     build_embeddings_request,
     build_image_request,
     built_in_codec,
+    compaction_headers,
     error_text,
     parse_embeddings_response,
     parse_image_response,
@@ -219,6 +220,11 @@ class ProviderClient:
                     f"API key for {endpoint.base_url} (named by api_key_env)"
                 )
         headers.update(codec.auth_headers(key))
+        for name, value in compaction_headers(codec.api, endpoint.compaction).items():
+            # added to the betas the endpoint's own header names, never in their place
+            key = next((k for k in headers if k.lower() == name), name)
+            named = [b.strip() for b in headers.get(key, "").split(",") if b.strip()]
+            headers[key] = ",".join([*named, *(b for b in value.split(",") if b not in named)])
         return headers
 
     def _timeout(self, endpoint: ProviderEndpoint) -> httpx.Timeout:

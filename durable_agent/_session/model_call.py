@@ -32,13 +32,15 @@ from typing import Any, NamedTuple
 from durable_agent._contracts.boundary import ModelSetup
 from durable_agent._errors import Failure, NotAllowed
 from durable_agent._session.toolbox import as_seen_by
-from durable_agent._wire.codecs import Codec, built_by
+from durable_agent._spec.endpoints import ProviderEndpoint
+from durable_agent._wire.codecs import Codec, ask_compaction_of, built_by
 from durable_agent._wire.codecs.common import with_extra
 from durable_agent._wire.context import summary_request
-from durable_agent._wire.messages import Message, Usage
+from durable_agent._wire.messages import AssistantMessage, Message, Usage
 from durable_agent._wire.options import ModelOptions, with_prompt_cache
 from durable_agent._wire.outgoing import (
     PreparedMessages,
+    compaction_window,
     fit_request,
     for_wire,
     options_for_call,
@@ -78,8 +80,25 @@ def fitted(conversation: Sequence[Message], setup: ModelSetup, codec: Codec) -> 
 
 def shaped(messages: Sequence[Message], setup: ModelSetup) -> PreparedMessages:
     """Step 2: the messages cut to the setup's context budget, as they are sent (the
-    codec takes a shaped array as it is)."""
-    return prepare_request_messages(messages, setup.context)
+    codec takes a shaped array as it is). With the provider's compaction the window
+    starts at its latest item for this endpoint; with only the provider's, the worker
+    applies no budget of its own."""
+    target = setup.endpoint if isinstance(setup.endpoint, ProviderEndpoint) else None
+    if target is None:
+        return prepare_request_messages(messages, setup.context)
+    window = compaction_window(messages, target.api, target.base_url)
+    own = target.compaction is None or target.compaction.own_runs
+    return prepare_request_messages(window, setup.context if own else None)
+
+
+def from_endpoint(message: AssistantMessage, setup: ModelSetup) -> AssistantMessage:
+    """A reply with its compaction part marked as its endpoint's, so that no other
+    endpoint is ever sent it."""
+    part = message.compaction
+    if part is None:
+        return message
+    marked = part.model_copy(update={"endpoint": setup.target.base_url})
+    return message.model_copy(update={"compaction": marked})
 
 
 def extra_keys(setup: ModelSetup) -> set[str]:
@@ -121,6 +140,9 @@ def request_body(
     inputs = setup.inputs
     if setup.output_schema and inputs is not None and inputs.structured_output == "json_object":
         codec.ask_json_object(body, setup.output_schema)
+    compaction = setup.target.compaction
+    if compaction is not None and compaction.provider_runs:
+        ask_compaction_of(codec, body, compaction)
     return body
 
 

@@ -24,6 +24,11 @@ from pydantic import (
 )
 
 from durable_agent._wire.messages import Contract, nulls_kept
+from durable_agent._wire.options import ProviderCompaction
+
+
+def _unset(value: object) -> bool:
+    return value is None
 
 
 class ProviderEndpoint(BaseModel):
@@ -44,6 +49,10 @@ class ProviderEndpoint(BaseModel):
     connect_timeout: float = Field(default=10.0, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
     """Longest wait for the next bytes of a response (a stream may run longer in total)."""
+    compaction: ProviderCompaction | None = Field(default=None, exclude_if=_unset)
+    """Whose compaction runs for this endpoint (unset: the project's own alone).
+    Only the owner's registration sets it: an inline copy of a registered endpoint
+    takes the registered one's."""
 
     @model_serializer(mode="wrap")
     def _no_key_kept(

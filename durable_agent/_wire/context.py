@@ -324,8 +324,7 @@ def compaction_until(messages: Sequence[Message], rules: ContextRules | None) ->
     messages, when the next request would be over budget; else ``None``."""
     if rules is None or rules.budget_tokens is None or rules.when_over != "compact":
         return None
-    window = request_window(messages)
-    if _tokens(window, rules) <= rules.budget_tokens:
+    if _tokens(_after_provider_compaction(request_window(messages)), rules) <= rules.budget_tokens:
         return None
     start, _ = window_start(messages)
     until = _latest_user_index(messages)
@@ -334,6 +333,17 @@ def compaction_until(messages: Sequence[Message], rules: ContextRules | None) ->
     if not any(not isinstance(m, SystemMessage) for m in messages[start:until]):
         return None
     return until
+
+
+def _after_provider_compaction(window: list[Message]) -> list[Message]:
+    """What a request holds once the provider's own compaction is counted: the system
+    messages and what follows the latest answer that carries its item (the provider
+    reads nothing before it)."""
+    marks = [i for i, m in enumerate(window) if isinstance(m, AssistantMessage) and m.compaction]
+    if not marks:
+        return window
+    head = [m for m in window[: marks[-1]] if isinstance(m, SystemMessage)]
+    return head + window[marks[-1] :]
 
 
 def messages_to_summarise(messages: Sequence[Message], until: int) -> list[Message]:

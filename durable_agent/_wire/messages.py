@@ -178,6 +178,11 @@ class Usage(_Frozen):
     hosted_calls: dict[str, int] | None = None
     """Calls of the provider's own tools in this turn, by tool (``web_search``: 2), which
     providers bill per call besides the tokens (``ModelPrice.per_hosted_call``)."""
+    cleared_input_tokens: int | None = None
+    """Input tokens the provider's context editing cleared before the model read the
+    request (Anthropic's ``context_management.applied_edits``)."""
+    cleared_tool_uses: int | None = None
+    """Tool results that editing cleared."""
 
     def __add__(self, other: Usage) -> Usage:
         def opt(a: int | None, b: int | None) -> int | None:
@@ -195,6 +200,8 @@ class Usage(_Frozen):
             cached_tokens=opt(self.cached_tokens, other.cached_tokens),
             cache_write_tokens=opt(self.cache_write_tokens, other.cache_write_tokens),
             hosted_calls=calls or None,
+            cleared_input_tokens=opt(self.cleared_input_tokens, other.cleared_input_tokens),
+            cleared_tool_uses=opt(self.cleared_tool_uses, other.cleared_tool_uses),
         )
 
 
@@ -314,6 +321,19 @@ class _CarriesImages(_Stored):
         return value
 
 
+class CompactionPart(_Frozen):
+    """The provider's own compaction, kept as it returned it: the Responses API's
+    ``compaction`` item, Anthropic's ``compaction`` block. Later requests to the endpoint
+    that made it carry it verbatim in place of the messages before it; no other endpoint
+    is ever sent it (its content is the provider's, encrypted or signed for it)."""
+
+    api: str
+    """The wire that made it (``responses``, ``anthropic``)."""
+    endpoint: str = ""
+    """The base URL of the endpoint that made it (set by the worker as the reply comes)."""
+    item: dict[str, Any]
+
+
 class AssistantMessage(_CarriesImages):
     role: Literal["assistant"] = "assistant"
     content: str = ""
@@ -345,6 +365,9 @@ class AssistantMessage(_CarriesImages):
     """Tool-call blocks the provider sent that could not be read as calls, kept raw."""
     blocked: str | None = None
     """An output guardrail stopped this answer (the reason): kept, never sent."""
+    compaction: CompactionPart | None = Field(default=None, exclude_if=_unset)
+    """The provider compacted the conversation before this answer (its endpoint's
+    ``compaction`` setting): sent back only to that endpoint, in place of what it replaced."""
 
     @field_validator("content", mode="before")
     @classmethod
@@ -464,8 +487,10 @@ LOCAL_EXTENSIONS = frozenset(
     }
 )
 REASONING_FIELDS = frozenset({"reasoning", "reasoning_details"})
-#: Fields only the codec of the wire that made them sends (in its own shape).
-PROVIDER_FIELDS = frozenset({"provider_items"})
+#: Fields only the provider that made them is sent, in its own wire's shape: a
+#: reply's hosted-tool items (``provider_items``) and the provider's compaction
+#: (``compaction``). Never on Chat Completions.
+PROVIDER_FIELDS = frozenset({"provider_items", "compaction"})
 
 
 def parse_message(data: Any) -> Message:

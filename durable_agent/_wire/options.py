@@ -142,3 +142,57 @@ def with_prompt_cache(
     named = f"{session_id}\0{agent or ''}".encode()
     key = hmac.new(secret, named, hashlib.sha256).hexdigest()[:32]
     return options.model_copy(update={"prompt_cache_key": key})
+
+
+# Whose compaction runs for an endpoint: the owner's setting (``ProviderEndpoint.compaction``),
+# here beside the other request settings so that the codecs read it.
+
+CompactionStrategy = Literal["own", "provider", "both"]
+
+
+class ClearToolUses(BaseModel):
+    """Anthropic's context editing of old tool results (``clear_tool_uses_20250919``):
+    past ``trigger_tokens`` of input the server replaces the oldest results with a
+    placeholder, keeping the latest ``keep`` tool uses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trigger_tokens: int = Field(default=100_000, ge=1)
+    keep: int = Field(default=3, ge=0)
+    clear_at_least_tokens: int | None = Field(default=None, ge=1)
+    """Clear at least this many tokens when it clears, so that the prompt cache the
+    clearing breaks is broken for something worth it."""
+
+
+class ProviderCompaction(BaseModel):
+    """Whose compaction runs for the requests to one endpoint: the project's own (the
+    spec's ``context`` rules: trimming, summaries), the provider's (its server compacts
+    and returns an opaque item that later requests carry in place of what it replaced),
+    or both. It is the owner's choice, set where the owner registers the endpoint; a spec
+    can neither turn the provider's on nor change its settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: CompactionStrategy = "own"
+    """``provider``: the request carries the provider's settings and the worker cuts it
+    to no budget of its own; ``both``: the provider's settings, and the spec's budget
+    too (the later of the two cuts wins)."""
+    threshold_tokens: int = Field(default=150_000, ge=1_000)
+    """Input tokens past which the provider compacts: the Responses API's
+    ``compact_threshold``, Anthropic's ``compact_20260112`` trigger."""
+    summarize: bool = True
+    """Anthropic: ask for the server's summary (``compact_20260112``, beta
+    ``compact-2026-01-12``). The Responses API always summarises."""
+    clear_tool_uses: ClearToolUses | None = None
+    """Anthropic: clear old tool results (beta ``context-management-2025-06-27``)."""
+    keep_thinking_turns: int | None = Field(default=None, ge=1)
+    """Anthropic: keep the thinking of only this many latest assistant turns
+    (``clear_thinking_20251015``); unset sends no such edit."""
+
+    @property
+    def provider_runs(self) -> bool:
+        return self.strategy != "own"
+
+    @property
+    def own_runs(self) -> bool:
+        return self.strategy != "provider"

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from durable_agent._wire.context import ContextRules, fit_to_budget, request_window
+from durable_agent._wire.context import ContextRules, fit_to_budget, is_summary, request_window
 from durable_agent._wire.messages import (
     AssistantMessage,
     AudioPart,
@@ -216,6 +216,54 @@ def prepare_request_messages(
             message = apply_reasoning_rule(message)
         prepared.append(message)
     return PreparedMessages(prepared, context, left_out)
+
+
+# The provider's own compaction in the array: its item is sent back only to the endpoint
+# that made it, in place of what it replaced.
+#
+# An assistant message may carry the ``compaction`` part its provider returned. For a
+# request to that endpoint the window starts at the latest such message (Anthropic's
+# at the user turn before it: its requests start with the user, and its server drops
+# what comes before the block); the system messages stay. A request to any other
+# endpoint carries no part at all and starts where it would without them: the whole
+# window, which the session's own rules (its budget, its summaries) cut as they always
+# do. Own summaries keep counting positions in the array, so a summary after the cut is
+# moved by as many positions as the cut left out, and one that covers less is dropped.
+
+
+def _usable(message: Message, api: str, endpoint: str) -> bool:
+    part = message.compaction if isinstance(message, AssistantMessage) else None
+    return part is not None and part.api == api and part.endpoint == endpoint
+
+
+def compaction_window(messages: Sequence[Message], api: str, endpoint: str) -> list[Message]:
+    """The array as a request to ``endpoint`` (of wire ``api``) starts from: compaction
+    parts of other endpoints taken off; before the latest part of its own, only the
+    system messages."""
+    cleaned = [
+        m.model_copy(update={"compaction": None})
+        if isinstance(m, AssistantMessage) and m.compaction and not _usable(m, api, endpoint)
+        else m
+        for m in messages
+    ]
+    own = [i for i, m in enumerate(cleaned) if _usable(m, api, endpoint)]
+    latest = own[-1] if own else None
+    if latest is None:
+        return cleaned
+    cut = latest
+    if api == "anthropic":
+        while cut > 0 and not isinstance(cleaned[cut], UserMessage):
+            cut -= 1
+    head = [m for m in cleaned[:cut] if isinstance(m, SystemMessage) and not is_summary(m)]
+    moved = cut - len(head)
+    tail: list[Message] = []
+    for message in cleaned[cut:]:
+        if isinstance(message, SystemMessage) and message.compacts:
+            if message.compacts <= cut:
+                continue  # an own summary of less than the provider's item stands for
+            message = message.model_copy(update={"compacts": message.compacts - moved})
+        tail.append(message)
+    return head + tail
 
 
 def options_for_call(options: ModelOptions, messages: Sequence[Message]) -> ModelOptions:

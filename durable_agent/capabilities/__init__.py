@@ -22,6 +22,7 @@ from durable_agent._contracts.approvals import ApproverKey
 from durable_agent._spec.document import ModelPrice
 from durable_agent._spec.endpoints import ProviderEndpoint, ProviderLimits
 from durable_agent._tools.a2a_agents import RemoteAgent, RemoteAgents
+from durable_agent._wire.options import ProviderCompaction
 
 from ._config_file import load_capabilities
 from ._memory import Embeddings, Memory, MemorySource
@@ -36,6 +37,7 @@ __all__ = [
     "Memory",
     "MemorySource",
     "ModelPrice",
+    "ProviderCompaction",
     "ProviderEndpoint",
     "ProviderLimits",
     "RemoteAgent",

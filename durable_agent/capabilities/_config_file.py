@@ -9,6 +9,10 @@
     base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 
+    [models.responses]
+    api = "responses"
+    compaction = {strategy = "provider", threshold_tokens = 150000}   # whose compaction runs
+
     [models.local]    # a server that takes no key: api_key_env = "" (JSON: "" or null)
     base_url = "http://127.0.0.1:11434/v1"
     api_key_env = ""

@@ -331,8 +331,12 @@ class Capabilities:
                     f"(registered: {_listing(self.models)})"
                 )
             return found
-        if any(_same_endpoint(ref, known) for known in self.models.values()):
-            return ref
+        # whose compaction runs is the owner's choice alone: an inline copy takes the
+        # registered endpoint's, and an endpoint a spec gives itself gets none
+        copies = [known for known in self.models.values() if _same_endpoint(ref, known)]
+        if copies:
+            return ref.model_copy(update={"compaction": copies[0].compaction})
+        ref = ref.model_copy(update={"compaction": None})
         if not self.policy.inline_endpoints:
             raise NotAllowed(
                 f"model endpoint {ref.base_url} (key from {ref.api_key_env or 'no variable'}) "

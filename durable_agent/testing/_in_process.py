@@ -75,6 +75,7 @@ from durable_agent._session.model_call import (
     NOT_BUILT,
     extra_keys,
     fitted,
+    from_endpoint,
     request_body,
     shaped,
     summary_request_body,
@@ -338,7 +339,8 @@ class InProcessRun:
         # as the worker that shapes the request counts what it left out
         left_out = prepared.left_out if view.model.trimmed_by_workers else None
         stamp = {"timestamp": self.now_ms, "agent_name": setup.agent}
-        reply = self._answer(body, prepared, setup, schema).model_copy(update=stamp)
+        reply = from_endpoint(self._answer(body, prepared, setup, schema), setup)
+        reply = reply.model_copy(update=stamp)
         if reply.is_error and reply.refusal is None:
             return ModelFailure(Failure.MODEL_ATTEMPT_FAILED, f"model turn failed: {reply.error}")
         if hooks is not None and hooks.reply:  # as the worker: the reply as recorded

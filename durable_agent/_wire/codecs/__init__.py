@@ -70,7 +70,7 @@ from durable_agent._wire.codecs.responses import (
 )
 from durable_agent._wire.context import ContextRules
 from durable_agent._wire.messages import AssistantMessage, Message, ToolDefinition
-from durable_agent._wire.options import ModelOptions, ReasoningWire
+from durable_agent._wire.options import ModelOptions, ProviderCompaction, ReasoningWire
 from durable_agent._wire.outgoing import PartKind
 
 WireAPI = str
@@ -99,6 +99,7 @@ __all__ = [
     "UnsupportedContentError",
     "WireAPI",
     "WireCodec",
+    "ask_compaction_of",
     "bearer_auth",
     "build_anthropic_request",
     "build_chat_request",
@@ -108,6 +109,7 @@ __all__ = [
     "build_responses_request",
     "built_by",
     "built_in_codec",
+    "compaction_headers",
     "error_text",
     "hosted_by",
     "new_stream_accumulator",
@@ -258,6 +260,30 @@ def build_request(
         stream=stream,
         context=context,
     )
+
+
+#: How each built-in wire asks for the provider's own compaction (the others have none).
+_COMPACTION_ASKS = {
+    "responses": responses.ask_compaction,
+    "anthropic": anthropic.ask_context_management,
+}
+
+
+def ask_compaction_of(codec: Codec, body: dict[str, Any], settings: ProviderCompaction) -> None:
+    """Put the provider's compaction the owner chose into ``body`` (a wire without one,
+    such as Chat Completions, is left as it is: the project's own compaction runs)."""
+    ask = _COMPACTION_ASKS.get(codec.api)
+    if ask is not None and codec is BUILT_IN_CODECS.get(codec.api):
+        ask(body, settings)
+
+
+def compaction_headers(api: str, settings: ProviderCompaction | None) -> dict[str, str]:
+    """The headers the owner's compaction settings need on ``api``'s requests: Anthropic
+    names its betas (``anthropic-beta``)."""
+    if api != "anthropic" or settings is None or not settings.provider_runs:
+        return {}
+    betas = anthropic.context_management_betas(settings)
+    return {"anthropic-beta": ",".join(betas)} if betas else {}
 
 
 def request_path(api: str) -> str:

@@ -36,6 +36,7 @@ from durable_agent._wire.codecs.common import (
 from durable_agent._wire.messages import (
     AssistantMessage,
     AudioPart,
+    CompactionPart,
     FilePart,
     FunctionCall,
     ImagePart,
@@ -50,7 +51,7 @@ from durable_agent._wire.messages import (
     UserMessage,
     text_of,
 )
-from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.options import ModelOptions, ProviderCompaction
 from durable_agent._wire.outgoing import PartKind, prepare_request_messages
 
 PATH = "/messages"
@@ -69,7 +70,7 @@ OPTION_NAMES = {
 }
 
 #: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
-BUILT = built_keys(OPTION_NAMES)
+BUILT = built_keys(OPTION_NAMES, "context_management")
 
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _STOP_REASONS = {
@@ -191,8 +192,8 @@ def build_anthropic_request(
         elif isinstance(message, UserMessage):
             add("user", _blocks(message.content))
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = _own_blocks(message)
-            if not blocks and message.tool_calls and message.reasoning_details:
+            blocks: list[dict[str, Any]] = compaction_blocks(message) + _own_blocks(message)
+            if not _own_blocks(message) and message.tool_calls and message.reasoning_details:
                 blocks.extend(
                     d for d in message.reasoning_details if d.get("type") in _THINKING_BLOCKS
                 )
@@ -267,6 +268,73 @@ def mark_cache_breakpoints(body: dict[str, Any]) -> None:
             blocks[-1] = {**last, "cache_control": EPHEMERAL}
 
 
+# The provider's own context management (an endpoint whose owner chose it): context
+# editing clears old tool results and thinking on the server, and compaction summarises
+# what came before into a ``compaction`` block, which later requests carry, verbatim and
+# first, in the turn that brought it. Both are betas, named in the ``anthropic-beta``
+# header of the endpoint's requests.
+
+CONTEXT_EDITING_BETA = "context-management-2025-06-27"
+COMPACTION_BETA = "compact-2026-01-12"
+
+
+def _tokens(value: int) -> dict[str, Any]:
+    return {"type": "input_tokens", "value": value}
+
+
+def ask_context_management(body: dict[str, Any], settings: ProviderCompaction) -> None:
+    """The edits the owner chose, in the order the API applies them (thinking first)."""
+    edits: list[dict[str, Any]] = []
+    if settings.keep_thinking_turns is not None:
+        keep = {"type": "thinking_turns", "value": settings.keep_thinking_turns}
+        edits.append({"type": "clear_thinking_20251015", "keep": keep})
+    clear = settings.clear_tool_uses
+    if clear is not None:
+        edit = {
+            "type": "clear_tool_uses_20250919",
+            "trigger": _tokens(clear.trigger_tokens),
+            "keep": {"type": "tool_uses", "value": clear.keep},
+        }
+        if clear.clear_at_least_tokens is not None:
+            edit["clear_at_least"] = _tokens(clear.clear_at_least_tokens)
+        edits.append(edit)
+    if settings.summarize:
+        edits.append({"type": "compact_20260112", "trigger": _tokens(settings.threshold_tokens)})
+    if edits:
+        body["context_management"] = {"edits": edits}
+
+
+def context_management_betas(settings: ProviderCompaction) -> list[str]:
+    """The betas the owner's settings need named in the ``anthropic-beta`` header."""
+    betas = []
+    if settings.keep_thinking_turns is not None or settings.clear_tool_uses is not None:
+        betas.append(CONTEXT_EDITING_BETA)
+    if settings.summarize:
+        betas.append(COMPACTION_BETA)
+    return betas
+
+
+def compaction_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    part = message.compaction
+    return [dict(part.item)] if part is not None and part.api == "anthropic" else []
+
+
+def _managed(message: AssistantMessage, body: dict[str, Any]) -> AssistantMessage:
+    """The reply with its compaction block kept, and the edits the server applied
+    counted in its usage."""
+    update: dict[str, Any] = {}
+    found = [b for b in body.get("content") or [] if b.get("type") == "compaction"]
+    if found:
+        update["compaction"] = CompactionPart(api="anthropic", item=found[-1])
+    edits = (body.get("context_management") or {}).get("applied_edits") or []
+    if edits and message.usage is not None:
+        cleared = sum(int(e.get("cleared_input_tokens") or 0) for e in edits)
+        uses = sum(int(e.get("cleared_tool_uses") or 0) for e in edits)
+        counts = {"cleared_input_tokens": cleared, "cleared_tool_uses": uses}
+        update["usage"] = message.usage.model_copy(update=counts)
+    return message.model_copy(update=update) if update else message
+
+
 def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
     """A whole Messages API response as one assistant message."""
     if body.get("type") == "error":
@@ -307,7 +375,8 @@ def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
         finish_reason=_STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None,
         usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
     )
-    return with_hosted_blocks(message, body.get("content") or [], body.get("usage"))
+    message = with_hosted_blocks(message, body.get("content") or [], body.get("usage"))
+    return _managed(message, body)
 
 
 class AnthropicStreamAccumulator(StreamAccumulator):
@@ -338,6 +407,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             delta = data.get("delta") or {}
             if "stop_reason" in delta:
                 self._message["stop_reason"] = delta["stop_reason"]
+            if "context_management" in data:
+                self._message["context_management"] = data["context_management"]
             self._usage.update(data.get("usage") or {})
         elif kind == "message_stop":
             self.complete = True
@@ -360,6 +431,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             block["signature"] = delta.get("signature", "")
         elif kind == "citations_delta":
             block["citations"] = [*block.get("citations", ()), delta.get("citation")]
+        elif kind == "compaction_delta":
+            block["content"] = (block.get("content") or "") + (delta.get("content") or "")
         return ""
 
     def _build(self, error: str | None) -> AssistantMessage:
@@ -444,7 +517,7 @@ def with_hosted_blocks(
             if block.get("type") == "server_tool_use":
                 name = str(block.get("name", "server_tool"))
                 calls[name] = calls.get(name, 0) + 1
-    kept = [b for b in blocks if b.get("type") != "tool_use"]
+    kept = [b for b in blocks if b.get("type") not in ("tool_use", "compaction")]
     total = (message.usage or Usage()).model_copy(update={"hosted_calls": calls or None})
     return message.model_copy(
         update={"provider_items": ProviderItems(wire=WIRE, items=kept), "usage": total}
@@ -457,10 +530,11 @@ _STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_fi
 
 
 def _reply_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
-    blocks = [d for d in message.reasoning_details or () if d.get("type") in _THINKING_BLOCKS]
+    blocks = compaction_blocks(message)
+    blocks += [d for d in message.reasoning_details or () if d.get("type") in _THINKING_BLOCKS]
     text = message.refusal or message.content
     if _own_blocks(message):  # a reply that used hosted tools: its blocks as they were
-        blocks = _own_blocks(message)
+        blocks = compaction_blocks(message) + _own_blocks(message)
     elif text:
         blocks.append({"type": "text", "text": text})
     for call in message.tool_calls or ():
@@ -490,7 +564,19 @@ def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> 
             "output_tokens": usage.completion_tokens,
             **counted,
         },
+        **_applied_edits(usage),
     }
+
+
+def _applied_edits(usage: Usage) -> dict[str, Any]:
+    if not usage.cleared_input_tokens:
+        return {}
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": usage.cleared_tool_uses or 0,
+        "cleared_input_tokens": usage.cleared_input_tokens,
+    }
+    return {"context_management": {"applied_edits": [edit]}}
 
 
 def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -> list[Any]:

@@ -27,6 +27,7 @@ from durable_agent._wire.codecs.common import (
 from durable_agent._wire.messages import (
     AssistantMessage,
     AudioPart,
+    CompactionPart,
     FilePart,
     FunctionCall,
     ImagePart,
@@ -41,7 +42,7 @@ from durable_agent._wire.messages import (
     UserMessage,
     text_of,
 )
-from durable_agent._wire.options import ModelOptions
+from durable_agent._wire.options import ModelOptions, ProviderCompaction
 from durable_agent._wire.outgoing import PartKind, prepare_request_messages
 
 PATH = "/responses"
@@ -58,7 +59,7 @@ OPTION_NAMES = {
 }
 
 #: Every key this codec writes (``with_extra``): none of them comes from a spec's ``extra``.
-BUILT = built_keys(OPTION_NAMES)
+BUILT = built_keys(OPTION_NAMES, "context_management")
 
 
 def _part(part: Any) -> dict[str, Any]:
@@ -130,6 +131,7 @@ def build_responses_request(
         if isinstance(message, SystemMessage | UserMessage):
             items.append({"role": message.role, "content": _content(message.content)})
         elif isinstance(message, AssistantMessage):
+            items.extend(compaction_items(message))
             if _own_items(message):
                 items.extend(_own_items(message))
             else:
@@ -184,6 +186,31 @@ def build_responses_request(
     if stream:
         body["stream"] = True
     return with_extra(body, options.extra if options else {}, BUILT)
+
+
+# The provider's own compaction (an endpoint whose owner chose it): the request asks for
+# it in ``context_management``, and the ``compaction`` item a response returns is sent
+# back, verbatim and first, with the turn that brought it.
+
+
+def ask_compaction(body: dict[str, Any], settings: ProviderCompaction) -> None:
+    """Server-side compaction past the owner's threshold, in the create request itself
+    (no separate ``/responses/compact`` call: one request, one reply, as every turn)."""
+    entry = {"type": "compaction", "compact_threshold": settings.threshold_tokens}
+    body["context_management"] = [entry]
+
+
+def compaction_items(message: AssistantMessage) -> list[dict[str, Any]]:
+    part = message.compaction
+    return [part.item] if part is not None and part.api == "responses" else []
+
+
+def _with_compaction(message: AssistantMessage, body: dict[str, Any]) -> AssistantMessage:
+    found = [i for i in body.get("output") or [] if i.get("type") == "compaction"]
+    if not found:
+        return message
+    part = CompactionPart(api="responses", item=found[-1])
+    return message.model_copy(update={"compaction": part})
 
 
 def _finish_reason(body: dict[str, Any], has_calls: bool) -> str | None:
@@ -252,7 +279,7 @@ def parse_responses_response(body: dict[str, Any]) -> AssistantMessage:
         usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
         error=error,
     )
-    return with_hosted_items(message, body.get("output") or [], hosted)
+    return _with_compaction(with_hosted_items(message, body.get("output") or [], hosted), body)
 
 
 #: Events carrying reasoning text as it streams (the summary, or the raw text).
@@ -333,7 +360,7 @@ def with_hosted_items(
     usage, when the reply used a hosted tool."""
     if not hosted or message.is_error:
         return message
-    kept = [item for item in output if item.get("type") != "function_call"]
+    kept = [item for item in output if item.get("type") not in ("function_call", "compaction")]
     usage = (message.usage or Usage()).model_copy(update={"hosted_calls": hosted})
     return message.model_copy(
         update={"provider_items": ProviderItems(wire=WIRE, items=kept), "usage": usage}
@@ -345,11 +372,11 @@ def with_hosted_items(
 
 def responses_reply_body(message: AssistantMessage, model: str = "scripted") -> dict[str, Any]:
     """``message`` as a whole Responses API response."""
-    output: list[dict[str, Any]] = [
-        d for d in message.reasoning_details or () if d.get("type") == "reasoning"
-    ]
+    output: list[dict[str, Any]] = compaction_items(message)
     if _own_items(message):  # a reply that used hosted tools: its items as they were
-        output = _own_items(message)
+        output += _own_items(message)
+    else:
+        output += [d for d in message.reasoning_details or () if d.get("type") == "reasoning"]
     blocks: list[dict[str, Any]] = []
     if message.content:
         blocks.append({"type": "output_text", "text": message.content, "annotations": []})
