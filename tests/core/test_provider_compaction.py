@@ -19,6 +19,7 @@ from durable_agent._wire.codecs import (
     compaction_headers,
     parse_response,
     reply_body_of,
+    stream_to_message,
 )
 from durable_agent._wire.context import ContextRules, compaction_until
 from durable_agent._wire.messages import (
@@ -147,6 +148,43 @@ def test_an_anthropic_compaction_block_and_applied_edits_are_kept_and_the_block_
     # block goes first in its turn, verbatim
     assert [t["role"] for t in body["messages"]] == ["user", "assistant", "user"]
     assert body["messages"][1]["content"] == [BLOCK, {"type": "text", "text": "first answer"}]
+
+
+def test_a_streamed_anthropic_reply_keeps_its_block_and_its_applied_edits() -> None:
+    def delta(piece: str) -> dict[str, Any]:
+        return {"type": "compaction_delta", "content": piece}
+
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 900}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "compaction"}},
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": delta(piece)}
+            for piece in ("The user ", "asked.")
+        ),
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "ok"}},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 3},
+            "context_management": {
+                "applied_edits": [
+                    {
+                        "type": "clear_tool_uses_20250919",
+                        "cleared_tool_uses": 2,
+                        "cleared_input_tokens": 700,
+                    }
+                ]
+            },
+        },
+        {"type": "message_stop"},
+    ]
+    chunks = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+    message = stream_to_message("anthropic", chunks)
+    assert message.content == "ok"
+    assert message.compaction is not None
+    assert message.compaction.item == {"type": "compaction", "content": "The user asked."}
+    assert message.usage is not None and message.usage.cleared_input_tokens == 700
 
 
 def test_no_other_endpoint_is_sent_the_item_and_it_gets_the_whole_window() -> None:

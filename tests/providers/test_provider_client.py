@@ -15,6 +15,7 @@ from durable_agent._providers import (
     shared_client,
 )
 from durable_agent._wire.codecs import build_chat_request
+from durable_agent._wire.options import ProviderCompaction
 from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text, error_reply
 from durable_agent.testing._scripted_provider import Reply, json_reply, sse_reply
 
@@ -72,6 +73,26 @@ async def test_anthropic_headers(
         request.headers["anthropic-version"] == "2023-06-01"
         and "Authorization" not in request.headers
     )
+
+
+async def test_the_betas_the_owners_compaction_needs_join_the_endpoints_own_once(
+    provider: ScriptedProvider,
+) -> None:
+    provider.add(assistant_text("hi"), assistant_text("hi"))
+    compaction = ProviderCompaction(
+        strategy="provider", threshold_tokens=60_000, clear_tool_uses={"keep": 2}
+    )
+    own = {"Anthropic-Beta": "context-management-2025-06-27,files-api-2025-04-14"}
+    ep = endpoint(provider, api="anthropic", headers=own, compaction=compaction)
+    body = {"model": "c", "messages": [], "max_tokens": 10}
+    await ProviderClient().complete(ep, body)
+    plain = endpoint(provider, api="anthropic", compaction=compaction)
+    await ProviderClient().complete(plain, body)
+    first, second = ({k.lower(): v for k, v in r.headers.items()} for r in provider.requests)
+    assert first["anthropic-beta"] == (
+        "context-management-2025-06-27,files-api-2025-04-14,compact-2026-01-12"
+    )
+    assert second["anthropic-beta"] == "context-management-2025-06-27,compact-2026-01-12"
 
 
 @pytest.mark.parametrize(
