@@ -179,7 +179,8 @@ class ProviderCompaction(BaseModel):
     too (the later of the two cuts wins)."""
     threshold_tokens: int = Field(default=150_000, ge=1_000)
     """Input tokens past which the provider compacts: the Responses API's
-    ``compact_threshold``, Anthropic's ``compact_20260112`` trigger."""
+    ``compact_threshold``, Anthropic's ``compact_20260112`` trigger (which its API
+    takes from 50,000 on; lower values are for test doubles and the cost bench)."""
     summarize: bool = True
     """Anthropic: ask for the server's summary (``compact_20260112``, beta
     ``compact-2026-01-12``). The Responses API always summarises."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agent import AgentClient
 from durable_agent._spec.document import AgentInput, AgentSpec
 from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._tools.functions import tool
@@ -34,9 +37,11 @@ from durable_agent._wire.messages import (
 from durable_agent._wire.options import ClearToolUses, ProviderCompaction
 from durable_agent._wire.outgoing import compaction_window
 from durable_agent.capabilities import Capabilities
-from durable_agent.testing import assistant_calls, assistant_text
+from durable_agent.testing import ScriptedProvider, assistant_calls, assistant_text
 from durable_agent.testing._in_process import InProcessRun
+from durable_agent.testing._scripted_provider import RecordedRequest
 from durable_agent.testing._server_compaction import CLEARED, ServerCompaction
+from tests.support.agent_harness import record_history, running_worker
 
 HERE = "http://127.0.0.1:9/v1"
 ELSEWHERE = "http://127.0.0.1:10/v1"
@@ -326,3 +331,63 @@ async def test_with_the_projects_own_strategy_nothing_is_asked_of_the_provider()
     await run.run(AgentInput(spec=run.spec, message="question 0: where is it?"))
     assert run.requests and all("context_management" not in b for b in run.requests)
     assert server.made == 0
+
+
+async def test_a_worker_session_on_anthropic_compacts_on_the_server_across_runs(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """Through a real worker and Temporal: an Anthropic endpoint whose owner chose
+    ``both``; the server's block is kept, the next requests start with the user turn
+    before it and carry it first, the session continues as new, and its history is kept
+    for the replay suite (``provider_compaction``)."""
+    server = ServerCompaction("anthropic")
+
+    def model(request: RecordedRequest) -> AssistantMessage:
+        return server.reply(assistant_text("noted"), server.serve(request.body))
+
+    with ScriptedProvider(responder=model) as provider:
+        endpoint = ProviderEndpoint(
+            api="anthropic",
+            base_url=provider.base_url,
+            api_key_env=None,
+            compaction=ProviderCompaction(strategy="both", threshold_tokens=1_000),
+        )
+        spec = AgentSpec.model_validate(
+            {
+                "model": {
+                    "name": "claude",
+                    "endpoint": "managed",
+                    "stream": True,
+                    "context": {"budget_tokens": 20_000, "when_over": "compact"},
+                },
+                "instructions": "Be brief.",
+                "session": {"continue_as_new_after_events": 20},
+            }
+        )
+        owner = Capabilities(models={"managed": endpoint})
+        worker = running_worker(temporal_env, task_queue, Registry(), capabilities=owner)
+        async with worker as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = agents.session(await agents.start(spec, "first: " + "tell me more. " * 400))
+            await session.wait(timeout=60)
+            for turn in range(1, 5):
+                after = (await session.status()).message_count
+                await session.send(f"question {turn}")
+                await session.wait(after=after, timeout=60)
+            messages = await session.messages()
+            handle = client.get_workflow_handle(session.id)
+            info = (await handle.describe()).raw_description.workflow_execution_info
+            await session.end()
+            await record_history(handle, "provider_compaction")
+    assert info.execution.run_id != info.first_run_id  # it continued as new
+    assert server.made == 1
+    kept = [m for m in messages if isinstance(m, AssistantMessage) and m.compaction]
+    assert len(kept) == 1 and kept[0].compaction is not None
+    block = kept[0].compaction.item
+    assert kept[0].compaction.endpoint == provider.base_url
+    headers = {k.lower(): v for k, v in provider.requests[0].headers.items()}
+    assert headers["anthropic-beta"] == "compact-2026-01-12"
+    for request in provider.requests[1:]:
+        turns = request.body["messages"]
+        assert turns[0]["content"][0]["text"].startswith("first: ")  # the server drops it
+        assert turns[1]["content"][0] == block  # verbatim, first in its turn
