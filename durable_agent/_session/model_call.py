@@ -42,7 +42,7 @@ from durable_agent._wire.outgoing import (
     PreparedMessages,
     compaction_window,
     fit_request,
-    for_wire,
+    for_endpoint,
     options_for_call,
     prepare_request_messages,
 )
@@ -71,7 +71,8 @@ class BuiltRequest(NamedTuple):
 def fitted(conversation: Sequence[Message], setup: ModelSetup, codec: Codec) -> Fitted:
     """Step 1: the conversation as the setup's agent sees it, fitted to what the model
     and the codec's wire take."""
-    messages = for_wire(conversation, codec.api)
+    made_at = setup.endpoint.base_url if isinstance(setup.endpoint, ProviderEndpoint) else None
+    messages = for_endpoint(conversation, codec.api, made_at)
     if setup.agent is not None:
         messages = as_seen_by(messages, setup.agent, setup.instructions)
     found, schema = fit_request(messages, setup.inputs, codec.takes, setup.output_schema)
@@ -92,13 +93,15 @@ def shaped(messages: Sequence[Message], setup: ModelSetup) -> PreparedMessages:
 
 
 def from_endpoint(message: AssistantMessage, setup: ModelSetup) -> AssistantMessage:
-    """A reply with its compaction part marked as its endpoint's, so that no other
-    endpoint is ever sent it."""
-    part = message.compaction
-    if part is None:
-        return message
-    marked = part.model_copy(update={"endpoint": setup.target.base_url})
-    return message.model_copy(update={"compaction": marked})
+    """A reply with its provider's parts (its compaction, its hosted tools' items)
+    marked as its endpoint's, so that no other endpoint is ever sent them."""
+    mark = {"endpoint": setup.target.base_url}
+    update: dict[str, Any] = {}
+    if message.compaction is not None:
+        update["compaction"] = message.compaction.model_copy(update=mark)
+    if message.provider_items is not None:
+        update["provider_items"] = message.provider_items.model_copy(update=mark)
+    return message.model_copy(update=update) if update else message
 
 
 def extra_keys(setup: ModelSetup) -> set[str]:

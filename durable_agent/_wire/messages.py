@@ -207,12 +207,15 @@ class Usage(_Frozen):
 
 class ProviderItems(_Frozen):
     """Items of a reply its wire API returned that have no place in the chat shape,
-    kept exactly as they came. The codec of ``wire`` resends them in their place on the
-    next request; any other wire never receives them (a provider cannot read another's
-    items, and they may name its own stores and containers)."""
+    kept exactly as they came. Requests to the endpoint that made them resend them in
+    their place; any other endpoint, even one of the same wire, never receives them (a
+    provider cannot read another's items, and they may name its own stores and
+    containers)."""
 
     wire: str
     """The wire API that made them (``responses``, ``anthropic``)."""
+    endpoint: str = ""
+    """The base URL of the endpoint that made them (set by the worker as the reply comes)."""
     items: list[dict[str, Any]]
     """In the reply's order; what each holds is the provider's."""
 

@@ -218,8 +218,9 @@ def prepare_request_messages(
     return PreparedMessages(prepared, context, left_out)
 
 
-# The provider's own compaction in the array: its item is sent back only to the endpoint
-# that made it, in place of what it replaced.
+# The provider's own parts in the array: its compaction item is sent back only to the
+# endpoint that made it, in place of what it replaced, and so are its hosted tools' items
+# (in their turn's place).
 #
 # An assistant message may carry the ``compaction`` part its provider returned. For a
 # request to that endpoint the window starts at the latest such message (Anthropic's
@@ -236,16 +237,34 @@ def _usable(message: Message, api: str, endpoint: str) -> bool:
     return part is not None and part.api == api and part.endpoint == endpoint
 
 
+def _made_by(api: str, endpoint: str | None, wire: str, made_at: str) -> bool:
+    return wire == api and (endpoint is None or made_at == endpoint)
+
+
+def for_endpoint(messages: Sequence[Message], api: str, endpoint: str | None) -> list[Message]:
+    """The messages with every provider part another endpoint made left out (its
+    compaction, its hosted tools' items; the text of those turns stays): one provider
+    never receives another's, nor does another account at the same wire. With no
+    endpoint known (a codec asked directly) the wire alone decides."""
+    kept: list[Message] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            update: dict[str, Any] = {}
+            part, items = message.compaction, message.provider_items
+            if part is not None and not _made_by(api, endpoint, part.api, part.endpoint):
+                update["compaction"] = None
+            if items is not None and not _made_by(api, endpoint, items.wire, items.endpoint):
+                update["provider_items"] = None
+            message = message.model_copy(update=update) if update else message
+        kept.append(message)
+    return kept
+
+
 def compaction_window(messages: Sequence[Message], api: str, endpoint: str) -> list[Message]:
-    """The array as a request to ``endpoint`` (of wire ``api``) starts from: compaction
-    parts of other endpoints taken off; before the latest part of its own, only the
-    system messages."""
-    cleaned = [
-        m.model_copy(update={"compaction": None})
-        if isinstance(m, AssistantMessage) and m.compaction and not _usable(m, api, endpoint)
-        else m
-        for m in messages
-    ]
+    """The array as a request to ``endpoint`` (of wire ``api``) starts from: the
+    provider's parts of other endpoints taken off; before the latest compaction part of
+    its own, only the system messages."""
+    cleaned = for_endpoint(messages, api, endpoint)
     own = [i for i, m in enumerate(cleaned) if _usable(m, api, endpoint)]
     latest = own[-1] if own else None
     if latest is None:
@@ -338,17 +357,6 @@ def part_kind(part: ContentPart) -> PartKind | None:
 def omitted(kind: PartKind) -> TextPart:
     """The marker that stands where a part was left out, so the model knows."""
     return TextPart(text=f"[{kind} omitted: this model takes no {_PLURAL[kind]}]")
-
-
-def for_wire(messages: Sequence[Message], wire: str) -> list[Message]:
-    """The messages with every provider item another wire made left out (the text of
-    those turns stays): one provider never receives another's items."""
-    return [
-        m.model_copy(update={"provider_items": None})
-        if isinstance(m, AssistantMessage) and m.provider_items and m.provider_items.wire != wire
-        else m
-        for m in messages
-    ]
 
 
 def fit_to_model(messages: Sequence[Message], takes: frozenset[PartKind]) -> list[Message]:

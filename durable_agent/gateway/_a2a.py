@@ -72,7 +72,7 @@ from durable_agent._spec.document import AgentSpec
 from durable_agent._wire.messages import AssistantMessage, Message, UserMessage, text_of
 from durable_agent._wire.transcript import sender_id
 
-from ._agui import _delivered
+from ._agui import delivered
 from ._context import CONVERSATION_ID, PART, GatewayContext, HttpError, json_errors
 
 #: An A2A context (and task) id: what a conversation id may hold, less ``:``, which
@@ -235,7 +235,7 @@ class A2aDoor(RequestHandler):
         phase = None
         if after >= 0:
             phase = (await self.gateway.agents.session(session_id).status()).phase
-            if await _delivered(self.gateway, session_id, message.message_id):
+            if await delivered(self.gateway, session_id, message.message_id):
                 # sent again: nothing is sent twice; the answer under way, if one is
                 return task_id, session_id, after, -1 if phase in UNDER_WAY else None
         said = UserMessage(id=message.message_id, content=text)

@@ -15,6 +15,7 @@ from durable_agent._wire.codecs import (
 )
 from durable_agent._wire.codecs.common import hosted_as_sent
 from durable_agent._wire.messages import AssistantMessage, hosted_calls, user_message
+from durable_agent._wire.outgoing import compaction_window
 from durable_agent.capabilities import load_capabilities
 from tests.support.hosted_replies import anthropic_searched, responses_searched
 
@@ -119,3 +120,37 @@ def test_no_other_wire_receives_a_replys_hosted_items() -> None:
         body = json.dumps(build_request(api, said, model="m"))
         assert "ws_1" not in body and "url_citation" not in body and "Sunny." in body, api
     assert "ws_1" in json.dumps(build_request("responses", said, model="m"))
+
+
+def test_a_replys_hosted_items_go_only_to_the_endpoint_that_made_them() -> None:
+    """The worker marks a reply's items with its endpoint; a request to another
+    endpoint of the same wire (a fallback at another provider) has none of them, only
+    the turn's text, and one to the same endpoint has them in their place."""
+    here, elsewhere = "http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"
+    searched = responses_searched("Sunny.", "weather")
+    assert searched.provider_items is not None
+    marked = searched.model_copy(
+        update={"provider_items": searched.provider_items.model_copy(update={"endpoint": here})}
+    )
+    said = [user_message("weather?"), marked, user_message("ok")]
+    other = json.dumps(
+        build_request("responses", compaction_window(said, "responses", elsewhere), model="m")
+    )
+    assert "ws_1" not in other and "url_citation" not in other and "Sunny." in other
+    same = build_request("responses", compaction_window(said, "responses", here), model="m")
+    assert same["input"][1:3] == searched.provider_items.items
+
+
+def test_a_reply_that_compacted_and_searched_keeps_each_item_once() -> None:
+    """A Responses reply whose output holds both the provider's compaction item and a
+    hosted call: the compaction item is the message's compaction, the call its
+    provider items, and a request to its endpoint sends each once, the compaction first."""
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}
+    body = built_in_codec("responses").reply_body(responses_searched("Sunny.", "weather")) or {}
+    body = {**body, "output": [compaction, *body["output"]]}
+    reply = parse_response("responses", body)
+    assert reply.compaction is not None and reply.compaction.item == compaction
+    assert reply.provider_items is not None
+    assert [i["type"] for i in reply.provider_items.items] == ["web_search_call", "message"]
+    sent = build_request("responses", [user_message("weather?"), reply], model="m")["input"]
+    assert [i.get("type") for i in sent[1:4]] == ["compaction", "web_search_call", "message"]

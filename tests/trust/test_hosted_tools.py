@@ -203,7 +203,9 @@ async def test_hosted_items_go_back_verbatim_to_their_wire_and_never_to_another(
     assert [r.path.rsplit("/", 1)[-1] for r in more] == ["responses"] * 3
     assert more[-1].body["input"][1:3] == items, "after continue-as-new too"
     reply = messages[1]
-    assert isinstance(reply, AssistantMessage) and reply.provider_items == searched.provider_items
+    assert isinstance(reply, AssistantMessage) and reply.provider_items is not None
+    assert reply.provider_items.items == items and reply.provider_items.wire == "responses"
+    assert reply.provider_items.endpoint == url, "marked as the endpoint's that made them"
     assert reply.usage is not None and reply.usage.hosted_calls == {"web_search": 1}
     spent = status.spend["gpt"]
     assert spent.usage.hosted_calls == {"web_search": 1}
