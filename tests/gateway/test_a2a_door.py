@@ -139,31 +139,35 @@ async def test_a_call_that_waits_is_input_required_and_a_data_part_approves_it(
     assert roles[-2][0] == "tool" and roles[-1] == ("user", "and the maps?")
 
 
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_a_turn_is_cancelled_and_a_subscriber_follows_it_to_its_end(
-    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path, version: str
 ) -> None:
+    """In both versions (0.3 spells them ``tasks/resubscribe`` and ``tasks/cancel``)."""
     released.clear()
+    task_id = f"c3-{version}"  # one conversation per test: the dev server is shared
     script = [assistant_calls(("slow_report", {"name": "q3"})), assistant_text("never asked")]
     with ScriptedProvider(script) as provider:
         async with served(
             temporal_env, task_queue, provider, ["slow_report"], registry, tmp_path
         ) as (client, base):
             agents = AgentClient(client, task_queue=task_queue)
-            async with a2a_client(base, streaming=False) as (peer, _):
-                request = text_message("report q3", context_id="c3")
+            async with a2a_client(base, version=version, streaming=False) as (peer, _):
+                request = text_message("report q3", context_id=task_id)
                 request.configuration.return_immediately = True
                 [started] = await events_of(peer, request)
-                handle = agents.session("conversation-c3")
+                handle = agents.session(f"conversation-{task_id}")
                 for _ in range(200):
                     if (await handle.status()).phase == "running_tools":
                         break
                     await asyncio.sleep(0.05)
-            async with a2a_client(base) as (streamed, _):
+            async with a2a_client(base, version=version) as (streamed, _):
+                subscribed = asyncio.Event()  # the subscriber has the task as it stands
                 following = asyncio.create_task(
-                    _collect(streamed.subscribe(pb.SubscribeToTaskRequest(id="c3")))
+                    _collect(streamed.subscribe(pb.SubscribeToTaskRequest(id=task_id)), subscribed)
                 )
-                await asyncio.sleep(0.5)
-                cancelled = await streamed.cancel_task(pb.CancelTaskRequest(id="c3"))
+                await asyncio.wait_for(subscribed.wait(), 30)
+                cancelled = await streamed.cancel_task(pb.CancelTaskRequest(id=task_id))
                 released.set()
                 followed = await asyncio.wait_for(following, 30)
             for _ in range(200):
@@ -178,8 +182,14 @@ async def test_a_turn_is_cancelled_and_a_subscriber_follows_it_to_its_end(
     assert len(provider.requests) == 1, "a cancelled turn asks the model nothing more"
 
 
-async def _collect(stream: object) -> list[pb.StreamResponse]:
-    return [event async for event in stream]  # type: ignore[attr-defined]
+async def _collect(stream: object, first: asyncio.Event | None = None) -> list[pb.StreamResponse]:
+    """Every event of ``stream``; ``first`` is set once one has come."""
+    got: list[pb.StreamResponse] = []
+    async for event in stream:  # type: ignore[attr-defined]
+        got.append(event)
+        if first is not None:
+            first.set()
+    return got
 
 
 async def test_a_0_3_client_sends_and_reads_its_task(
