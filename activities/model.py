@@ -65,7 +65,13 @@ from durable_agent._session.model_call import (
 from durable_agent._spec.endpoints import ProviderEndpoint
 from durable_agent._tools.hooks import HookContext, HookFailed, rewrite_reply, rewrite_request
 from durable_agent._tools.registry import Registry
-from durable_agent._wire.codecs import Codec, built_by, hosted_by
+from durable_agent._wire.codecs import (
+    Codec,
+    built_by,
+    continued_request_of,
+    hosted_by,
+    joined_turn,
+)
 from durable_agent._wire.context import tokens_left
 from durable_agent._wire.messages import AssistantMessage, Message, ToolCall, Usage
 from durable_agent._wire.outgoing import PreparedMessages
@@ -86,6 +92,11 @@ from .running import count_tokens, heartbeating, heartbeats
 from .transcript_store import TranscriptStore
 
 log = structlog.get_logger("durable_agent.model")
+
+#: Requests that continue one turn the provider paused (Anthropic's ``pause_turn``, in a
+#: long run of its server tools); past them the turn ends with what it has, and its
+#: message's ``finish_reason`` stays ``pause_turn`` (the session's status shows it).
+MAX_CONTINUATIONS = 5
 
 #: The secret every worker of a fleet derives prompt cache keys with (optional).
 CACHE_KEY_SECRET_ENV = "DURABLE_AGENT_CACHE_KEY_SECRET"
@@ -430,6 +441,17 @@ class ModelActivities:
         message = await self._complete(
             setup, codec, body, prepared, bound, on_text, live.reasoning, limited
         )
+        continued = 0
+        while (again := continued_request_of(codec, body, message)) is not None:
+            if continued == MAX_CONTINUATIONS:
+                bound.warning("the provider paused the turn again; it ends here", asked=continued)
+                break
+            # the same request with the turn so far: the model goes on where it paused,
+            # and its text streams on; the workflow gets the whole turn as one reply
+            more = await self._complete(
+                setup, codec, again, prepared, bound, on_text, live.reasoning, limited
+            )
+            message, continued = joined_turn(message, more), continued + 1
         message = from_endpoint(await with_voided_usage(self.transcripts, message), setup)
         if hooks is not None and hooks.reply:  # the reply as recorded: replay reads it
             message = await self._hooked(rewrite_reply, hooks.reply, message, context)

@@ -81,3 +81,11 @@ def anthropic_searched(
             prompt_tokens=30, completion_tokens=6, total_tokens=36, hosted_calls={"web_search": 1}
         ),
     )
+
+
+def anthropic_paused(text: str, query: str, *, ident: str) -> AssistantMessage:
+    """An Anthropic reply that searched for ``query`` and said ``text``, then paused its
+    turn (``stop_reason`` ``pause_turn``): the client sends the request again with these
+    blocks appended, and the model goes on."""
+    searched = anthropic_searched(text, query, ident=ident, result_text=f"Found {query}.")
+    return searched.model_copy(update={"finish_reason": "pause_turn"})

@@ -25,6 +25,7 @@ from durable_agent._wire.codecs import anthropic, chat, media, responses
 from durable_agent._wire.codecs.anthropic import (
     AnthropicStreamAccumulator,
     build_anthropic_request,
+    joined_turn,
     parse_anthropic_message,
 )
 from durable_agent._wire.codecs.chat import (
@@ -110,8 +111,10 @@ __all__ = [
     "built_by",
     "built_in_codec",
     "compaction_headers",
+    "continued_request_of",
     "error_text",
     "hosted_by",
+    "joined_turn",
     "new_stream_accumulator",
     "output_cap_of",
     "parse_anthropic_message",
@@ -275,6 +278,17 @@ def ask_compaction_of(codec: Codec, body: dict[str, Any], settings: ProviderComp
     ask = _COMPACTION_ASKS.get(codec.api)
     if ask is not None and codec is BUILT_IN_CODECS.get(codec.api):
         ask(body, settings)
+
+
+def continued_request_of(
+    codec: Codec, body: dict[str, Any], so_far: AssistantMessage
+) -> dict[str, Any] | None:
+    """The request that lets a reply the provider paused go on (Anthropic's
+    ``pause_turn``: ``anthropic.continued_request``); ``None`` when the reply is whole,
+    or its wire never pauses. ``joined_turn`` joins the continuation to it."""
+    if codec.api == "anthropic" and codec is BUILT_IN_CODECS.get(codec.api):
+        return anthropic.continued_request(body, so_far)
+    return None
 
 
 def compaction_headers(api: str, settings: ProviderCompaction | None) -> dict[str, str]:

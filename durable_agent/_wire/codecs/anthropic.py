@@ -79,7 +79,6 @@ _STOP_REASONS = {
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "refusal": "content_filter",
-    "pause_turn": "stop",
 }
 
 
@@ -524,9 +523,72 @@ def with_hosted_blocks(
     )
 
 
+# A long turn of server tools may pause: the reply ends with ``stop_reason``
+# ``pause_turn``, and the model goes on when the same request comes again with the
+# paused blocks appended as the assistant's, as they came. The worker does so within
+# the one model call (``continued_request``, ``joined_turn``), so the workflow sees one
+# reply, whole.
+
+PAUSED = "pause_turn"
+
+
+def _turn_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    """The reply's blocks as its message keeps them: verbatim when it used a hosted
+    tool, else rebuilt from its thinking and text (our own calls are its tool calls)."""
+    if _own_blocks(message):
+        return _own_blocks(message)
+    return [b for b in _reply_blocks(message) if b.get("type") not in ("tool_use", "compaction")]
+
+
+def continued_request(body: dict[str, Any], so_far: AssistantMessage) -> dict[str, Any] | None:
+    """The request that lets a paused turn go on: ``body`` again with the turn so far
+    appended as the assistant's; ``None`` when ``so_far`` did not pause."""
+    if so_far.finish_reason != PAUSED:
+        return None
+    blocks = _turn_blocks(so_far)
+    turns = list(body.get("messages") or [])
+    if turns and turns[-1].get("role") == "assistant":  # the request ended with the model's
+        last = turns[-1]
+        said = last.get("content") or []
+        said = [{"type": "text", "text": said}] if isinstance(said, str) else list(said)
+        turns[-1] = {**last, "content": [*said, *blocks]}
+    else:
+        turns.append({"role": "assistant", "content": blocks})
+    return {**body, "messages": turns}
+
+
+def joined_turn(so_far: AssistantMessage, more: AssistantMessage) -> AssistantMessage:
+    """One assistant message of a paused turn and its continuation: the text, the
+    reasoning and every block in order, the usage (and hosted calls) summed."""
+    usage = None
+    if so_far.usage is not None or more.usage is not None:
+        usage = (so_far.usage or Usage()) + (more.usage or Usage())
+    reasoning = "\n\n".join(r for r in (so_far.reasoning, more.reasoning) if r) or None
+    details = [*(so_far.reasoning_details or ()), *(more.reasoning_details or ())]
+    malformed = [*(so_far.malformed_tool_calls or ()), *(more.malformed_tool_calls or ())]
+    blocks = [*_turn_blocks(so_far), *_turn_blocks(more)]
+    return more.model_copy(
+        update={
+            "content": so_far.content + more.content,
+            "tool_calls": [*(so_far.tool_calls or ()), *(more.tool_calls or ())] or None,
+            "reasoning": reasoning,
+            "reasoning_details": details or None,
+            "malformed_tool_calls": malformed or None,
+            "provider_items": ProviderItems(wire=WIRE, items=blocks) if blocks else None,
+            "compaction": so_far.compaction or more.compaction,
+            "usage": usage,
+        }
+    )
+
+
 # --- a reply, as a server of this wire would send it (for scripted models) ----------
 
-_STOP_REASON_OF = {"tool_calls": "tool_use", "length": "max_tokens", "content_filter": "refusal"}
+_STOP_REASON_OF = {
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+    PAUSED: PAUSED,
+}
 
 
 def _reply_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
