@@ -265,6 +265,24 @@ def hosted_calls(items: ProviderItems | None) -> list[HostedCall]:
     return found
 
 
+def cited_sources(items: ProviderItems | None) -> list[tuple[str, str]]:
+    """The web pages a reply's provider items cite, each once, in order, as (URL,
+    title): a Responses ``url_citation`` annotation, or an Anthropic text block's
+    citation of a search result. Only ``http`` and ``https`` URLs: a page shows each
+    as a link."""
+    found: dict[str, str] = {}
+    for item in items.items if items is not None else []:
+        cites: list[Any] = list(item.get("citations") or [])
+        for part in item.get("content") or [] if isinstance(item.get("content"), list) else []:
+            if isinstance(part, dict):
+                cites += part.get("annotations") or []
+        for cite in cites:
+            url = cite.get("url") if isinstance(cite, dict) else None
+            if isinstance(url, str) and url.startswith(("https://", "http://")):
+                found.setdefault(url, visible(str(cite.get("title") or ""))[:200])
+    return list(found.items())
+
+
 class SystemMessage(_Stored):
     role: Literal["system"] = "system"
     content: str | list[TextPart]

@@ -22,7 +22,9 @@ The translation, onto the same session commands and reads as every door:
   next message on the task answers it with a data part ``{"approved": true|false,
   "reason"?, "approval_id"?}`` (no ``approval_id``: every call that waits), decided
   as the caller, signed with the caller's key as on every door;
-- each answer of the agent is an artifact (``answer-INDEX``: its index in the array).
+- each answer of the agent is an artifact (``answer-INDEX``: its index in the array);
+- a tool call of ours, or of the provider's own tools (a web search), is a ``working``
+  status update that says so.
 
 Push notifications are not offered: the card says so, and their methods answer the
 protocol's "push notifications not supported" error (a URL a client gives would be a
@@ -67,7 +69,13 @@ from durable_agent._client.results import (
 )
 from durable_agent._contracts.approvals import PendingApproval
 from durable_agent._contracts.boundary import SessionStatus
-from durable_agent._contracts.events import Ended, Idle, MessageAppended, ToolStarted
+from durable_agent._contracts.events import (
+    Ended,
+    HostedToolUsed,
+    Idle,
+    MessageAppended,
+    ToolStarted,
+)
 from durable_agent._spec.document import AgentSpec
 from durable_agent._wire.messages import AssistantMessage, Message, UserMessage, text_of
 from durable_agent._wire.transcript import sender_id
@@ -452,6 +460,11 @@ class A2aDoor(RequestHandler):
             elif isinstance(event, ToolStarted):
                 said = _agent_message(task_id, f"{task_id}-tool-{event.offset}")
                 said.parts.append(pb.Part(text=f"calling the tool {event.name}"))
+                yield update(pb.TASK_STATE_WORKING, said)
+            elif isinstance(event, HostedToolUsed):
+                said = _agent_message(task_id, f"{task_id}-hosted-{event.id}")
+                ran = f"the provider ran its tool {event.name} ({event.status})"
+                said.parts.append(pb.Part(text=f"{ran}: {event.detail}" if event.detail else ran))
                 yield update(pb.TASK_STATE_WORKING, said)
             elif isinstance(event, Idle) and event.message_count > before:
                 answer = _last_answer(task_id, await handle.messages())

@@ -52,6 +52,7 @@ from durable_agent._contracts.events import (
     AttemptRestarted,
     Ended,
     ErrorReported,
+    HostedToolUsed,
     Idle,
     LiveEvent,
     MessageAppended,
@@ -63,9 +64,12 @@ from durable_agent._contracts.events import (
 )
 from durable_agent._wire.messages import (
     AssistantMessage,
+    HostedCall,
     Message,
     ToolMessage,
     UserMessage,
+    cited_sources,
+    hosted_calls,
     text_of,
 )
 from durable_agent._wire.transcript import sender_id
@@ -85,6 +89,9 @@ from ._openai_common import from_call_start
 # - the model's tool calls as ``tool-input-start/delta/available`` (``dynamic``: the page
 #   declares no tools of its own), results as ``tool-output-available``, a tool's error
 #   as ``tool-output-error``, a call a person denied as ``tool-output-denied``;
+# - a call of the provider's own tools (a web search) as a tool part with
+#   ``providerExecuted``, after the text of its step, and the pages the answer cites
+#   as ``source-url`` parts;
 # - a call waiting for a person as ``tool-approval-request``, which ends the stream;
 # - a failed session, or a model call that failed for good, as ``error``;
 # - what the protocol has no words for (usage, turns, capacity) as the transient data
@@ -182,7 +189,7 @@ class UIStreamTranslator:
             yield from self.message(event.message, event.offset)
         elif isinstance(event, Ended):
             yield from self._ended(event)
-        elif not isinstance(event, Idle | ToolStarted | ToolFinished):
+        elif not isinstance(event, Idle | ToolStarted | ToolFinished | HostedToolUsed):
             if isinstance(event, ErrorReported):
                 self._error = event.text
             data = event.model_dump(mode="json")
@@ -204,6 +211,10 @@ class UIStreamTranslator:
                 if message.content:
                     yield from self._whole("text", message.content, offset)
             yield from self._close_open()
+            for ran in hosted_calls(message.provider_items):
+                yield from _hosted_chunks(ran)
+            for url, title in cited_sources(message.provider_items):
+                yield _source(url, title)
             self.calls = {k: c.id for k, c in enumerate(message.tool_calls or [])}
             for call in message.tool_calls or []:
                 name, arguments = call.function.name, call.function.arguments
@@ -310,6 +321,39 @@ class UIStreamTranslator:
         if self._text is not None:
             yield {"type": "text-end", "id": self._text}
             self._text = None
+
+
+def _hosted_chunks(call: HostedCall) -> Iterator[Chunk]:
+    """A hosted call, as the AI SDK streams a tool its provider ran: its input, then how
+    it went (the provider keeps what it found)."""
+    said: Chunk = {"toolCallId": call.id, "providerExecuted": True, "dynamic": True}
+    yield {"type": "tool-input-available", **said, "toolName": call.name, "input": call.detail}
+    if call.status == "failed":
+        yield {"type": "tool-output-error", **said, "errorText": f"{call.name} failed"}
+    else:
+        yield {"type": "tool-output-available", **said, "output": {"status": call.status}}
+
+
+def _hosted_part(call: HostedCall) -> Chunk:
+    """A hosted call as the tool part ``useChat`` built from ``_hosted_chunks``."""
+    part: Chunk = {
+        "type": "dynamic-tool",
+        "toolName": call.name,
+        "toolCallId": call.id,
+        "state": "output-available",
+        "input": call.detail,
+        "providerExecuted": True,
+        "output": {"status": call.status},
+    }
+    if call.status == "failed":
+        del part["output"]
+        part.update(state="output-error", errorText=f"{call.name} failed")
+    return part
+
+
+def _source(url: str, title: str) -> Chunk:
+    titled = {"title": title} if title else {}
+    return {"type": "source-url", "sourceId": url, "url": url, **titled}
 
 
 def _input(arguments: str) -> Any:
@@ -456,6 +500,8 @@ def _step(
         yield {"type": "reasoning", "text": message.reasoning, "state": "done"}
     if message.content:
         yield {"type": "text", "text": message.content, "state": "done"}
+    yield from (_hosted_part(c) for c in hosted_calls(message.provider_items))
+    yield from (_source(url, title) for url, title in cited_sources(message.provider_items))
     for call in message.tool_calls or []:
         part: Chunk = {
             "type": "dynamic-tool",
