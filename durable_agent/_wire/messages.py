@@ -216,6 +216,10 @@ class ProviderItems(_Frozen):
     """The wire API that made them (``responses``, ``anthropic``)."""
     endpoint: str = ""
     """The base URL of the endpoint that made them (set by the worker as the reply comes)."""
+    container: str | None = None
+    """The code-execution container the reply ran its code in (Anthropic's
+    ``container.id``): a paused turn's continuation names it, so the code goes on with
+    the files and state it left there."""
     items: list[dict[str, Any]]
     """In the reply's order; what each holds is the provider's."""
 

@@ -107,3 +107,33 @@ async def test_a_turn_paused_past_the_bound_ends_with_what_it_has_and_says_so(
     assert reply.content == "".join(f"part {k}. " for k in range(6))
     assert reply.usage is not None and reply.usage.hosted_calls == {"web_search": 6}
     assert status.finish_reason == "pause_turn"
+
+
+def in_container(message: AssistantMessage, container: str) -> AssistantMessage:
+    assert message.provider_items is not None
+    items = message.provider_items.model_copy(update={"container": container})
+    return message.model_copy(update={"provider_items": items})
+
+
+async def test_a_paused_turn_goes_on_in_the_container_its_code_ran_in(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """A paused reply that ran in a code-execution container (the response's
+    ``container``, streamed with the message's last delta): its continuation names that
+    container, so the code goes on with what it left there; the first request names
+    none, and the whole turn keeps the container its last part ran in."""
+    first = in_container(anthropic_paused("Running. ", "fit", ident="srvtoolu_1"), "cntr_7")
+    last = in_container(anthropic_searched("Done.", "plot", ident="srvtoolu_2"), "cntr_7")
+    with ScriptedProvider([first, last]) as provider:
+        messages, _, _ = await run_session(temporal_env, task_queue, provider.base_url)
+    asked, again = provider.bodies()
+    assert "container" not in asked
+    assert again["container"] == "cntr_7"
+    assert again == {
+        **asked,
+        "messages": [*asked["messages"], {"role": "assistant", "content": items_of(first)}],
+        "container": "cntr_7",
+    }
+    reply = messages[1]
+    assert isinstance(reply, AssistantMessage) and reply.provider_items is not None
+    assert reply.provider_items.container == "cntr_7"

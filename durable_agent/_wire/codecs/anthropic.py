@@ -375,6 +375,7 @@ def parse_anthropic_message(body: dict[str, Any]) -> AssistantMessage:
         usage=usage_from(body.get("usage"), "input_tokens", "output_tokens"),
     )
     message = with_hosted_blocks(message, body.get("content") or [], body.get("usage"))
+    message = _in_container(message, body.get("container"))
     return _managed(message, body)
 
 
@@ -406,6 +407,8 @@ class AnthropicStreamAccumulator(StreamAccumulator):
             delta = data.get("delta") or {}
             if "stop_reason" in delta:
                 self._message["stop_reason"] = delta["stop_reason"]
+            if "container" in delta:
+                self._message["container"] = delta["container"]
             if "context_management" in data:
                 self._message["context_management"] = data["context_management"]
             self._usage.update(data.get("usage") or {})
@@ -540,6 +543,16 @@ def _turn_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return [b for b in _reply_blocks(message) if b.get("type") not in ("tool_use", "compaction")]
 
 
+def _in_container(message: AssistantMessage, container: Any) -> AssistantMessage:
+    """``message`` with the code-execution container its reply ran in noted on its
+    items (the response's ``container``, an object with its ``id``)."""
+    ident = container.get("id") if isinstance(container, dict) else None
+    if not isinstance(ident, str) or message.provider_items is None:
+        return message
+    items = message.provider_items.model_copy(update={"container": ident})
+    return message.model_copy(update={"provider_items": items})
+
+
 def continued_request(body: dict[str, Any], so_far: AssistantMessage) -> dict[str, Any] | None:
     """The request that lets a paused turn go on: ``body`` again with the turn so far
     appended as the assistant's; ``None`` when ``so_far`` did not pause."""
@@ -554,7 +567,12 @@ def continued_request(body: dict[str, Any], so_far: AssistantMessage) -> dict[st
         turns[-1] = {**last, "content": [*said, *blocks]}
     else:
         turns.append({"role": "assistant", "content": blocks})
-    return {**body, "messages": turns}
+    container = so_far.provider_items.container if so_far.provider_items else None
+    return {**body, "messages": turns, **({"container": container} if container else {})}
+
+
+def _container_of(message: AssistantMessage) -> str | None:
+    return message.provider_items.container if message.provider_items else None
 
 
 def joined_turn(so_far: AssistantMessage, more: AssistantMessage) -> AssistantMessage:
@@ -574,7 +592,11 @@ def joined_turn(so_far: AssistantMessage, more: AssistantMessage) -> AssistantMe
             "reasoning": reasoning,
             "reasoning_details": details or None,
             "malformed_tool_calls": malformed or None,
-            "provider_items": ProviderItems(wire=WIRE, items=blocks) if blocks else None,
+            "provider_items": ProviderItems(
+                wire=WIRE, items=blocks, container=_container_of(more) or _container_of(so_far)
+            )
+            if blocks
+            else None,
             "compaction": so_far.compaction or more.compaction,
             "usage": usage,
         }
@@ -627,6 +649,7 @@ def anthropic_reply_body(message: AssistantMessage, model: str = "scripted") -> 
             **counted,
         },
         **_applied_edits(usage),
+        **({"container": {"id": c}} if (c := _container_of(message)) else {}),
     }
 
 
@@ -645,7 +668,8 @@ def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -
     """The events a server streams for ``message``: each block opened, its text and a
     tool call's input in pieces, then the stop reason and usage."""
     body = anthropic_reply_body(message, model)
-    opening = {**body, "content": [], "stop_reason": None}
+    opening = {k: v for k, v in body.items() if k != "container"}  # it comes at the end
+    opening = {**opening, "content": [], "stop_reason": None}
     events: list[Any] = [{"type": "message_start", "message": opening}]
     for index, block in enumerate(body["content"]):
         deltas: list[dict[str, Any]] = []
@@ -663,6 +687,8 @@ def anthropic_reply_events(message: AssistantMessage, model: str = "scripted") -
         events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
         events.append({"type": "content_block_stop", "index": index})
     stop = {"stop_reason": body["stop_reason"], "stop_sequence": None}
+    if "container" in body:
+        stop["container"] = body["container"]
     events.append({"type": "message_delta", "delta": stop, "usage": body["usage"]})
     events.append({"type": "message_stop"})
     return events
