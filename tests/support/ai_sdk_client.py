@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-CLIENT = Path(__file__).parents[1] / "clients" / "ai_sdk"
+from tests.support.node_clients import CLIENTS, need_client, run_script
+
+CLIENT = CLIENTS / "ai_sdk"
 
 
 def need_ai_sdk() -> None:
     """Fail (not skip) when node or the package is missing: CI installs both."""
-    if shutil.which("node") is None:
-        raise AssertionError("node is not installed (Debian's nodejs; .ci/run installs it)")
-    if not (CLIENT / "node_modules" / "ai").is_dir():
-        raise AssertionError(f"the ai package is not installed: npm ci --prefix {CLIENT}")
+    need_client("ai_sdk", "ai")
 
 
 async def chat_request(
@@ -34,32 +31,8 @@ async def chat_request(
     status}`` (``on_chunk`` sees each chunk as it arrives; ``more``: ``headers``,
     ``trigger``, ``resume``: the transport's ``reconnectToStream`` instead of a send)."""
     need_ai_sdk()
-    process = await asyncio.create_subprocess_exec(
-        "node",
-        str(CLIENT / "run.mjs"),
-        cwd=CLIENT,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        limit=2**24,
-    )
-    assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(
-        json.dumps({"api": api, "chatId": chat_id, "messages": messages, **more}).encode()
-    )
-    process.stdin.close()
-    chunks: list[dict[str, Any]] = []
-    done: dict[str, Any] | None = None
-    while line := await asyncio.wait_for(process.stdout.readline(), 120):
-        said = json.loads(line)
-        if "chunk" in said:
-            chunks.append(said["chunk"])
-            if on_chunk is not None:
-                on_chunk(said["chunk"])
-        else:
-            done = said["done"]
-    err = await process.stderr.read() if process.stderr else b""
-    assert await process.wait() == 0 and done is not None, err.decode()[-2000:]
+    given = {"api": api, "chatId": chat_id, "messages": messages, **more}
+    chunks, done = await run_script(CLIENT, "run.mjs", given, "chunk", on_chunk)
     return {"chunks": chunks, **done}
 
 
