@@ -71,7 +71,7 @@ class BuiltRequest(NamedTuple):
 def fitted(conversation: Sequence[Message], setup: ModelSetup, codec: Codec) -> Fitted:
     """Step 1: the conversation as the setup's agent sees it, fitted to what the model
     and the codec's wire take."""
-    made_at = setup.endpoint.base_url if isinstance(setup.endpoint, ProviderEndpoint) else None
+    made_at = setup.endpoint.account if isinstance(setup.endpoint, ProviderEndpoint) else None
     messages = for_endpoint(conversation, codec.api, made_at)
     if setup.agent is not None:
         messages = as_seen_by(messages, setup.agent, setup.instructions)
@@ -87,7 +87,7 @@ def shaped(messages: Sequence[Message], setup: ModelSetup) -> PreparedMessages:
     target = setup.endpoint if isinstance(setup.endpoint, ProviderEndpoint) else None
     if target is None:
         return prepare_request_messages(messages, setup.context)
-    window = compaction_window(messages, target.api, target.base_url)
+    window = compaction_window(messages, target.api, target.account)
     own = target.compaction is None or target.compaction.own_runs
     return prepare_request_messages(window, setup.context if own else None)
 
@@ -95,7 +95,7 @@ def shaped(messages: Sequence[Message], setup: ModelSetup) -> PreparedMessages:
 def from_endpoint(message: AssistantMessage, setup: ModelSetup) -> AssistantMessage:
     """A reply with its provider's parts (its compaction, its hosted tools' items)
     marked as its endpoint's, so that no other endpoint is ever sent them."""
-    mark = {"endpoint": setup.target.base_url}
+    mark = {"endpoint": setup.target.account}
     update: dict[str, Any] = {}
     if message.compaction is not None:
         update["compaction"] = message.compaction.model_copy(update=mark)

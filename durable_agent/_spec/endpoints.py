@@ -78,6 +78,16 @@ class ProviderEndpoint(BaseModel):
             )
         return headers
 
+    @property
+    def account(self) -> str:
+        """Whose replies these are: the base URL, and with a key or headers a digest of
+        which (two keys at one address are two accounts). A reply's provider parts are
+        marked with it, and no request of another account is ever sent them."""
+        if self.api_key_env is None and not self.headers:
+            return self.base_url
+        which = json.dumps([self.api_key_env, sorted(self.headers.items())])
+        return f"{self.base_url}#{hashlib.sha256(which.encode()).hexdigest()[:16]}"
+
 
 # Shared provider limits: what a worker's owner says one model endpoint may take, and
 # what sessions and the endpoint's limiter say to each other. Pure: the limiter workflow

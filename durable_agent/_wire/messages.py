@@ -215,7 +215,9 @@ class ProviderItems(_Frozen):
     wire: str
     """The wire API that made them (``responses``, ``anthropic``)."""
     endpoint: str = ""
-    """The base URL of the endpoint that made them (set by the worker as the reply comes)."""
+    """The account of the endpoint that made them (``ProviderEndpoint.account``: its base
+    URL, with a digest of its key's variable and headers), set by the worker as the
+    reply comes."""
     container: str | None = None
     """The code-execution container the reply ran its code in (Anthropic's
     ``container.id``): a paused turn's continuation names it, so the code goes on with
@@ -355,7 +357,9 @@ class CompactionPart(_Frozen):
     api: str
     """The wire that made it (``responses``, ``anthropic``)."""
     endpoint: str = ""
-    """The base URL of the endpoint that made it (set by the worker as the reply comes)."""
+    """The account of the endpoint that made it (``ProviderEndpoint.account``: its base
+    URL, with a digest of its key's variable and headers), set by the worker as the
+    reply comes."""
     item: dict[str, Any]
 
 

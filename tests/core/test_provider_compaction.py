@@ -206,6 +206,22 @@ def test_no_other_endpoint_is_sent_the_item_and_it_gets_the_whole_window() -> No
     assert "The user asked about order 7" not in json.dumps(body)
 
 
+def test_another_account_at_the_same_address_is_not_sent_the_item() -> None:
+    """Two keys (or two sets of headers) at one address are two accounts: the item one
+    made is sent with its own key and never with the other's."""
+    team_a = ProviderEndpoint(api="responses", base_url=HERE, api_key_env="TEAM_A_KEY")
+    team_b = ProviderEndpoint(api="responses", base_url=HERE, api_key_env="TEAM_B_KEY")
+    project = team_a.model_copy(update={"headers": {"OpenAI-Project": "proj_2"}})
+    part = CompactionPart(api="responses", endpoint=team_a.account, item=ITEM)
+    own = compaction_window(_conversation(part), "responses", team_a.account)
+    assert "gAAAA-opaque-7" in json.dumps(build_request("responses", own, model="m"))
+    for other in (team_b, project):
+        window = compaction_window(_conversation(part), "responses", other.account)
+        sent = json.dumps(build_request("responses", window, model="m"))
+        assert "gAAAA-opaque-7" not in sent and "a long first question" in sent
+    assert "TEAM_A_KEY" not in team_a.account, "the mark names no variable, only a digest"
+
+
 def test_an_own_summary_after_the_item_keeps_standing_for_what_it_covers() -> None:
     part = CompactionPart(api="responses", endpoint=HERE, item=ITEM)
     array: list[Message] = [

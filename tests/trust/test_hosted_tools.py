@@ -281,3 +281,52 @@ async def test_the_manuals_example_allows_and_names_a_web_search(
     reply = messages[-1]
     assert isinstance(reply, AssistantMessage) and reply.content == "Wash your hands."
     assert reply.provider_items is not None and reply.provider_items.items[0]["id"] == "ws_1"
+
+
+async def test_hosted_items_never_reach_another_account_at_the_same_address(
+    temporal_env: WorkflowEnvironment, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two endpoints the owner registered at one address with two keys are two accounts:
+    when the first fails and the second answers, the second's request (sent with its own
+    key) carries the turn's text and none of the items the first account's search made."""
+    monkeypatch.setenv("TEAM_A_KEY", "key-of-team-a")
+    monkeypatch.setenv("TEAM_B_KEY", "key-of-team-b")
+    searched = responses_searched("Sunny in Oslo.", "weather oslo")
+    script = [searched, error_reply(503, "overloaded"), assistant_text("Still sunny.")]
+    with ScriptedProvider(script) as provider:
+        url = provider.base_url
+        capabilities = Capabilities(
+            models={
+                "team-a": ProviderEndpoint(base_url=url, api="responses", api_key_env="TEAM_A_KEY"),
+                "team-b": ProviderEndpoint(base_url=url, api="responses", api_key_env="TEAM_B_KEY"),
+            },
+            endpoint_rules={"team-a": {"hosted_tools": {"web_search": {}}}},
+        )
+        spec = hosted_spec(
+            "team-a",
+            "gpt",
+            [{"name": "web_search"}],
+            ends=False,
+            fallbacks=[{"name": "gpt", "endpoint": "team-b", "max_attempts": 1}],
+        )
+        async with running_worker(
+            temporal_env, task_queue, Registry(), capabilities=capabilities
+        ) as client:
+            agents = AgentClient(client, task_queue=task_queue)
+            session = agents.session(await agents.start(spec, "Weather in Oslo?"))
+            await session.wait(timeout=60)
+            after = len(await session.messages())
+            await session.send("And tomorrow?")
+            await session.wait(after=after, timeout=60)
+            messages = await session.messages()
+            await session.end()
+    first, failed, fallback = provider.requests
+    assert first.headers["Authorization"].endswith("key-of-team-a")
+    assert failed.headers["Authorization"].endswith("key-of-team-a")
+    assert fallback.headers["Authorization"].endswith("key-of-team-b"), "the other account"
+    assert searched.provider_items is not None
+    assert failed.body["input"][1:3] == searched.provider_items.items, "its own account has them"
+    sent = json.dumps(fallback.body)
+    assert "ws_1" not in sent and "url_citation" not in sent, "another account never has them"
+    assert "Sunny in Oslo." in sent, "the turn's text stays"
+    assert isinstance(messages[-1], AssistantMessage) and messages[-1].content == "Still sunny."
