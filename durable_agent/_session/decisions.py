@@ -14,6 +14,7 @@ of its batch a page at a time."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -307,6 +308,22 @@ class StandingGrants:
 def child_approval_id(child_id: str, approval_id: str) -> str:
     """A child's approval as its parent shows it: ``<agent>-t<turn>c<slot>/<its id>``."""
     return f"{child_id.rsplit('--', 1)[-1]}/{approval_id}"
+
+
+#: The end of a child's session id: the turn and slot of the parent's call that started
+#: it, and the parent's run (``-t<turn>c<slot>-<run>``).
+_STARTED_BY = re.compile(r"-t(\d+)c(\d+)-[^-]*$")
+
+
+def child_approval(child_id: str, pending: PendingApproval) -> PendingApproval:
+    """A child's waiting call as its parent shows it: under the id the parent decides it
+    by, and at the turn and slot of the parent's call that waits on it (the sub-agent's
+    call), so a screen puts it on that call and never on another call of the batch."""
+    update: dict[str, object] = {"approval_id": child_approval_id(child_id, pending.approval_id)}
+    started_by = _STARTED_BY.search(child_id)
+    if started_by is not None:
+        update.update(turn=int(started_by[1]), slot=int(started_by[2]))
+    return pending.model_copy(update=update)
 
 
 class Decisions:
@@ -611,7 +628,7 @@ class Decisions:
         with the child's call, decided through this session)."""
         mine = self.approvals.undecided()
         children = [
-            p.model_copy(update={"approval_id": child_approval_id(child_id, p.approval_id)})
+            child_approval(child_id, p)
             for child_id, pending in self.state.child_pending.items()
             for p in pending
         ]

@@ -8,6 +8,7 @@ call that is not waiting, parts the door cannot take, an oversized body."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import threading
@@ -441,3 +442,71 @@ async def test_an_approval_from_the_page_is_signed_with_the_callers_key(
     assert ran.approval is not None and (ran.approval.by, ran.approval.verified) == ("alice", True)
     assert refused["status"] == 409 and refused["chunks"] == [], refused
     assert len(still.pending_approvals) == 1 and wiped == ["a"]
+
+
+@tool(registry=registry)
+def look_up(name: str) -> str:
+    """Read a cache's size (no one approves a read)."""
+    return f"cache {name}: 3 MB"
+
+
+async def test_a_sub_agents_call_waits_on_the_call_that_started_it_never_on_another(
+    temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """The model reads a cache and asks a helper in one batch; the helper's own call
+    waits for a person. A reloaded page is shown the wait on the helper's call, never
+    on the read beside it (whose input a person would approve, running the helper's
+    wipe instead), and an answer that pairs the helper's approval with the read
+    decides nothing; on the helper's call it does."""
+    wiped.clear()
+    script = [
+        assistant_calls(("look_up", {"name": "maps"}), ("helper", {"task": "wipe prod"})),
+        assistant_calls(("wipe_cache", {"name": "prod"})),  # the helper's
+        assistant_text("prod wiped"),  # the helper's answer
+        assistant_text("done"),  # the parent's
+    ]
+    with ScriptedProvider(script) as provider:
+        child = spec_for(provider, ["wipe_cache"]).model_dump(mode="json")
+        helper = {"name": "helper", "description": "helps", "spec": child}
+        spec = tmp_path / "spec.json"
+        spec.write_text(
+            spec_for(provider, ["look_up"], agents=[helper], session={}).model_dump_json()
+        )
+        async with running_worker(temporal_env, task_queue, registry) as client:
+            with gateway(address_of(temporal_env), task_queue, spec) as base:
+                api, chat = f"{base}/api/ai-sdk/chat", f"chat-{task_queue}"
+                said = user_message("u1", "read the maps cache and have prod wiped")
+                session = AgentClient(client, task_queue=task_queue).session(f"conversation-{chat}")
+                async with httpx.AsyncClient(timeout=30) as http:
+                    body = {"id": chat, "messages": [said]}
+                    async with http.stream("POST", api, json=body) as started:
+                        assert started.status_code == 200
+                    for _ in range(300):
+                        if (await session.status()).pending_approvals:
+                            break
+                        await asyncio.sleep(0.1)
+                    shown = (await http.get(f"{api}/{chat}/messages")).json()
+                    [reply] = [m for m in shown if m["role"] == "assistant"]
+                    by_name = {p["toolName"]: p for p in reply["parts"] if "toolName" in p}
+                    asked = by_name["helper"].get("approval") or by_name["look_up"]["approval"]
+                    misplaced = dict(by_name["look_up"])
+                    misplaced.update(
+                        state="approval-responded", approval={**asked, "approved": True}
+                    )
+                    answer = {**reply, "parts": [misplaced]}
+                    refused = await http.post(api, json={"id": chat, "messages": [said, answer]})
+                    not_yet = list(wiped)
+                    rightly = dict(by_name["helper"])
+                    rightly.update(state="approval-responded", approval={**asked, "approved": True})
+                    answer = {**reply, "parts": [rightly]}
+                    async with http.stream(
+                        "POST", api, json={"id": chat, "messages": [said, answer]}
+                    ) as decided:
+                        status_code = decided.status_code
+                await asyncio.wait_for(session.wait(timeout=60), 60)
+    assert "/" in asked["id"], "the helper's own approval, decided through the parent"
+    read = by_name["look_up"]
+    assert read["state"] != "approval-requested" and "approval" not in read, "it waits for no one"
+    assert by_name["helper"]["state"] == "approval-requested", by_name
+    assert refused.status_code == 409 and not_yet == [], "paired with the read: nothing decided"
+    assert status_code == 200 and wiped == ["prod"]
