@@ -126,9 +126,14 @@ async def test_a_hosted_tool_goes_only_where_its_owner_allows_it_and_only_narrow
             narrowed = await agents.start(narrow, "b")
             for session in (plain, narrowed):
                 assert (await agents.session(session).result()).status == "done"
-    first, second = provider.bodies()
-    assert first["tools"] == [{"type": "web_search", **OWNER_DOMAINS}]
-    assert second["tools"] == [{"type": "web_search", **narrower}]
+    # the two sessions run at once: each request is told apart by its session's words
+    sent = {json.dumps(body["input"][-1]): body["tools"] for body in provider.bodies()}
+    assert sent[json.dumps({"role": "user", "content": "a"})] == [
+        {"type": "web_search", **OWNER_DOMAINS}
+    ]
+    assert sent[json.dumps({"role": "user", "content": "b"})] == [
+        {"type": "web_search", **narrower}
+    ]
 
 
 registry = Registry()
