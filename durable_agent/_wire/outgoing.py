@@ -232,11 +232,6 @@ def prepare_request_messages(
 # moved by as many positions as the cut left out, and one that covers less is dropped.
 
 
-def _usable(message: Message, api: str, endpoint: str) -> bool:
-    part = message.compaction if isinstance(message, AssistantMessage) else None
-    return part is not None and part.api == api and part.endpoint == endpoint
-
-
 def _made_by(api: str, endpoint: str | None, wire: str, made_at: str) -> bool:
     return wire == api and (endpoint is None or made_at == endpoint)
 
@@ -265,7 +260,8 @@ def compaction_window(messages: Sequence[Message], api: str, endpoint: str) -> l
     provider's parts of other endpoints taken off; before the latest compaction part of
     its own, only the system messages."""
     cleaned = for_endpoint(messages, api, endpoint)
-    own = [i for i, m in enumerate(cleaned) if _usable(m, api, endpoint)]
+    # what compaction parts are left are this endpoint's own
+    own = [i for i, m in enumerate(cleaned) if isinstance(m, AssistantMessage) and m.compaction]
     latest = own[-1] if own else None
     if latest is None:
         return cleaned

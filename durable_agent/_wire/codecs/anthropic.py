@@ -567,7 +567,7 @@ def continued_request(body: dict[str, Any], so_far: AssistantMessage) -> dict[st
         turns[-1] = {**last, "content": [*said, *blocks]}
     else:
         turns.append({"role": "assistant", "content": blocks})
-    container = so_far.provider_items.container if so_far.provider_items else None
+    container = _container_of(so_far)
     return {**body, "messages": turns, **({"container": container} if container else {})}
 
 
